@@ -1,0 +1,300 @@
+//! The one Wasmtime engine of the process, the compiled-module cache, the epoch ticker, and
+//! the linker every guest is instantiated through.
+//!
+//! Compiling the 100 MB guest takes minutes, so a module is compiled once per machine and
+//! cached as `.cwasm`, keyed by the wasm's SHA-256, the Wasmtime version and a hash of the
+//! engine settings; later processes map the cached file in milliseconds. Parallel processes
+//! take an exclusive lock on the cache entry, so only one of them compiles it, and the entry
+//! appears atomically (write to a temp file, then rename).
+
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig,
+};
+
+use crate::limits::Limits;
+use crate::sandbox::limiter::MAX_TABLE_ELEMENTS;
+use crate::sandbox::state::GuestState;
+use crate::sandbox::{fs_guard, poll};
+
+/// The Wasmtime release line we pin (Cargo.toml); named in cache keys for humans. The
+/// settings hash below covers the exact version too.
+const WASMTIME_MAJOR: u32 = 48;
+
+/// How often the epoch advances. Deadlines are checked at this granularity, so a busy loop
+/// overruns its deadline by at most about one tick.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The guest's wasm stack. CPython's C recursion (repr of deep structures, numpy internals)
+/// needs more than Wasmtime's 512 KiB default; 8 MiB is what the reference host uses.
+pub const WASM_STACK_BYTES: usize = 8 << 20;
+
+/// Native stack of the threads guests run on: the wasm stack plus room for host frames
+/// (WASI calls, Cranelift trampolines, our shadows).
+pub const GUEST_THREAD_STACK_BYTES: usize = 16 << 20;
+
+/// Settings that size the engine. They are part of the compiled-module cache key where they
+/// change generated code.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Instances that may be alive at once (executions plus sessions). Each is a pooled
+    /// slot of address space reserved up front.
+    pub max_instances: u32,
+    /// The largest linear memory any guest may ask for.
+    pub max_memory_bytes: u64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_instances: 1100,
+            max_memory_bytes: Limits::MAXIMUM.memory_bytes,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("configuring the Wasmtime engine: {0}")]
+    Config(#[source] wasmtime::Error),
+    #[error("compiling {wasm}: {source}")]
+    Compile {
+        wasm: PathBuf,
+        #[source]
+        source: wasmtime::Error,
+    },
+    #[error("linking the guest: {0}")]
+    Link(#[source] wasmtime::Error),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The engine and the linker that defines what a guest may import.
+pub struct GuestEngine {
+    engine: Engine,
+    /// Stock wasmtime-wasi preview1, kept unshadowed so our shadows can call into it.
+    wasi_linker: Linker<GuestState>,
+    /// What guests are linked against: WASI with our shadows, plus `host::call`.
+    linker: Linker<GuestState>,
+}
+
+impl GuestEngine {
+    pub fn new(opts: &EngineOptions) -> Result<Self, EngineError> {
+        let mut config = Config::new();
+        // The guest is built with the standard (exnref) exception-handling proposal; it does
+        // not validate without it. On by default with the `gc` feature; explicit is safer.
+        config.wasm_exceptions(true);
+        // CPython's C-level recursion needs a deep wasm stack; Wasmtime refuses a wasm stack
+        // larger than the async stack even for sync calls, so both are set.
+        config.async_stack_size(WASM_STACK_BYTES);
+        config.max_wasm_stack(WASM_STACK_BYTES);
+        // Fuel bounds CPU work deterministically (the same code burns the same fuel on any
+        // machine); epochs bound wall time, which fuel cannot (a guest waiting in a host call
+        // burns none). Both change generated code, so both are always on.
+        config.consume_fuel(true);
+        config.epoch_interruption(true);
+        // Copy-on-write memory images: a fresh instance maps the snapshot's 40 MiB heap
+        // instead of copying it, which is what makes a sandbox cost microseconds.
+        config.memory_init_cow(true);
+        // The pooling allocator reserves instance, memory and table slots up front and reuses
+        // them, so creating a sandbox makes no mmap/munmap calls on the hot path.
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_core_instances(opts.max_instances)
+            .total_memories(opts.max_instances)
+            .total_tables(opts.max_instances)
+            // No async, so no fiber stacks.
+            .total_stacks(0)
+            .max_memories_per_module(1)
+            .max_tables_per_module(1)
+            .max_memory_size(opts.max_memory_bytes as usize)
+            .table_elements(MAX_TABLE_ELEMENTS)
+            // The guest exports 47 157 table functions; their VMFuncRefs live in the
+            // instance's vmctx, which is larger than the 1 MiB default.
+            .max_core_instance_size(16 << 20);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(EngineError::Config)?;
+        start_epoch_ticker(&engine);
+
+        let mut wasi_linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut wasi_linker, |s: &mut GuestState| {
+            &mut s.wasi
+        })
+        .map_err(EngineError::Link)?;
+        let mut linker = wasi_linker.clone();
+        linker.allow_shadowing(true);
+        fs_guard::add_shadows(&mut linker).map_err(EngineError::Link)?;
+        linker
+            .func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll::poll_oneoff)
+            .map_err(EngineError::Link)?;
+        // The guest's door to host tools. We offer none yet: -1 means "no host bound", which
+        // the guest turns into ConnectionRefusedError without touching memory.
+        linker
+            .func_wrap(
+                "host",
+                "call",
+                |_: wasmtime::Caller<'_, GuestState>, _: i32, _: i32, _: i32, _: i32| -1i32,
+            )
+            .map_err(EngineError::Link)?;
+        linker.allow_shadowing(false);
+        Ok(GuestEngine {
+            engine,
+            wasi_linker,
+            linker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn wasi_linker(&self) -> &Linker<GuestState> {
+        &self.wasi_linker
+    }
+
+    /// Resolves a module's imports once, so each sandbox costs a Store and an instantiation.
+    pub fn instance_pre(&self, module: &Module) -> Result<InstancePre<GuestState>, EngineError> {
+        self.linker
+            .instantiate_pre(module)
+            .map_err(EngineError::Link)
+    }
+
+    /// Loads `wasm` compiled for this engine from `cache_dir`, compiling and caching it first
+    /// if needed. `sha256` is the wasm's (already verified) digest.
+    pub fn load_module(
+        &self,
+        wasm: &Path,
+        sha256: &str,
+        cache_dir: &Path,
+    ) -> Result<Module, EngineError> {
+        let io = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| EngineError::Io { what, path, source }
+        };
+        std::fs::create_dir_all(cache_dir).map_err(io("creating", cache_dir))?;
+        let stem = wasm
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "module".into());
+        let key = format!(
+            "{stem}-{}-wasmtime{WASMTIME_MAJOR}-{:016x}",
+            &sha256[..16.min(sha256.len())],
+            self.settings_hash()
+        );
+        let cwasm = cache_dir.join(format!("{key}.cwasm"));
+        if let Some(module) = self.try_deserialize(&cwasm) {
+            return Ok(module);
+        }
+        let lock_path = cache_dir.join(format!("{key}.lock"));
+        let lock = File::create(&lock_path).map_err(io("creating", &lock_path))?;
+        lock.lock().map_err(io("locking", &lock_path))?;
+        // Another process may have compiled it while we waited for the lock.
+        if let Some(module) = self.try_deserialize(&cwasm) {
+            return Ok(module);
+        }
+        let bytes = std::fs::read(wasm).map_err(io("reading", wasm))?;
+        let progress = CompileProgress::start(&stem);
+        let module = Module::new(&self.engine, &bytes).map_err(|source| EngineError::Compile {
+            wasm: wasm.to_path_buf(),
+            source,
+        })?;
+        progress.finish();
+        let serialized = module.serialize().map_err(|source| EngineError::Compile {
+            wasm: wasm.to_path_buf(),
+            source,
+        })?;
+        let tmp = cache_dir.join(format!("{key}.cwasm.tmp-{}", std::process::id()));
+        std::fs::write(&tmp, &serialized).map_err(io("writing", &tmp))?;
+        std::fs::rename(&tmp, &cwasm).map_err(io("renaming", &cwasm))?;
+        Ok(module)
+    }
+
+    fn try_deserialize(&self, cwasm: &Path) -> Option<Module> {
+        if !cwasm.exists() {
+            return None;
+        }
+        // SAFETY: the file is one we wrote ourselves with `Module::serialize` under a key
+        // that includes the engine settings, in a cache directory only we write to;
+        // Wasmtime additionally checks its header against this engine's configuration.
+        match unsafe { Module::deserialize_file(&self.engine, cwasm) } {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!(file = %cwasm.display(), error = %e, "stale compiled module; recompiling");
+                let _ = std::fs::remove_file(cwasm);
+                None
+            }
+        }
+    }
+
+    /// A stable hash of everything in the engine's configuration that affects compiled code.
+    fn settings_hash(&self) -> u64 {
+        let mut h = std::hash::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        h.finish()
+    }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a background thread for as long as
+/// the engine lives. One thread for the whole process, whatever the number of sandboxes.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("vivarium-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}
+
+/// Says what is happening during the one slow step a user will see: a spinner on a
+/// terminal, plain lines otherwise (CI logs).
+struct CompileProgress {
+    bar: indicatif::ProgressBar,
+    started: Instant,
+}
+
+impl CompileProgress {
+    fn start(stem: &str) -> Self {
+        let msg = format!(
+            "compiling {stem}.wasm to native code (once per machine; about 3 minutes on 2 cores)"
+        );
+        let bar = indicatif::ProgressBar::new_spinner();
+        if bar.is_hidden() {
+            eprintln!("vivarium: {msg}");
+        }
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .expect("static template"),
+        );
+        bar.set_message(msg);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        CompileProgress {
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    fn finish(self) {
+        let msg = format!(
+            "compiled in {:.0} s; cached for every later start",
+            self.started.elapsed().as_secs_f64()
+        );
+        if self.bar.is_hidden() {
+            eprintln!("vivarium: {msg}");
+        }
+        self.bar.finish_with_message(msg);
+    }
+}

@@ -1,0 +1,188 @@
+//! The process-wide object every front door holds: the verified runtime, the engine with the
+//! compiled guest, the scratch root and the limit policy. It turns an [`ExecRequest`] into a
+//! [`Report`], or a prepared [`Sandbox`] for callers that keep interpreters (sessions).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use wasmtime::InstancePre;
+
+use crate::engine::{EngineError, EngineOptions, GuestEngine};
+use crate::limits::{LimitError, Limits, LimitsRequest};
+use crate::report::Report;
+use crate::runtime::{self, RuntimeError, RuntimeFiles, RuntimeOptions};
+use crate::sandbox::output::OutputObserver;
+use crate::sandbox::state::GuestState;
+use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
+use crate::sandbox::{GuestLayout, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread};
+
+pub use crate::sandbox::workdir::InputFile;
+
+/// How to set up a [`Vivarium`].
+#[derive(Debug, Clone)]
+pub struct VivariumOptions {
+    pub runtime: RuntimeOptions,
+    pub engine: EngineOptions,
+    /// Under which each process makes its scratch root (`<base>/<pid>`).
+    pub scratch_base: PathBuf,
+    /// What a request gets for the limits it leaves out.
+    pub defaults: Limits,
+    /// What a request may ask for at most.
+    pub maximum: Limits,
+}
+
+impl VivariumOptions {
+    /// Defaults, with the runtime's home from the environment (`VIVARIUM_HOME`, ...) and the
+    /// scratch base `VIVARIUM_SCRATCH`, else `<tmp>/vivarium-scratch`.
+    pub fn from_env() -> Self {
+        let scratch_base = std::env::var_os("VIVARIUM_SCRATCH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("vivarium-scratch"));
+        VivariumOptions {
+            runtime: RuntimeOptions::from_env(),
+            engine: EngineOptions::default(),
+            scratch_base,
+            defaults: Limits::DEFAULT,
+            maximum: Limits::MAXIMUM,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Scratch(#[from] WorkdirError),
+}
+
+/// Why an execution could not be attempted (as opposed to how it ended, which is the
+/// report's status).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Limits(#[from] LimitError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("the host panicked while running the guest: {0}")]
+    Panicked(String),
+}
+
+/// One execution as a front door asks for it.
+#[derive(Clone, Default)]
+pub struct ExecRequest {
+    pub code: String,
+    pub stdin: Vec<u8>,
+    pub files: Vec<InputFile>,
+    pub limits: LimitsRequest,
+    pub env: Vec<(String, String)>,
+    pub observer: Option<OutputObserver>,
+    /// Set to stop the run early; `None` for a run only its limits stop.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+pub struct Vivarium {
+    files: RuntimeFiles,
+    engine: GuestEngine,
+    python: InstancePre<GuestState>,
+    scratch: ScratchRoot,
+    defaults: Limits,
+    maximum: Limits,
+}
+
+impl Vivarium {
+    /// Prepares the runtime (fetching and compiling it on first use), then the engine.
+    pub fn open(opts: VivariumOptions) -> Result<Arc<Self>, OpenError> {
+        let files = runtime::ensure(&opts.runtime)?;
+        let engine = GuestEngine::new(&opts.engine)?;
+        let module = engine.load_module(
+            &files.snapshot_wasm,
+            &files.snapshot_sha256,
+            &opts.runtime.home.join("compiled"),
+        )?;
+        let python = engine.instance_pre(&module)?;
+        let scratch = ScratchRoot::create(&opts.scratch_base)?;
+        Ok(Arc::new(Vivarium {
+            files,
+            engine,
+            python,
+            scratch,
+            defaults: opts.defaults,
+            maximum: opts.maximum,
+        }))
+    }
+
+    pub fn runtime_files(&self) -> &RuntimeFiles {
+        &self.files
+    }
+
+    pub fn engine(&self) -> &GuestEngine {
+        &self.engine
+    }
+
+    /// The directory under which every sandbox directory of this process lives.
+    pub fn scratch_root(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    /// Sandbox directories alive right now.
+    pub fn live_sandbox_dirs(&self) -> usize {
+        self.scratch.live_dirs()
+    }
+
+    pub fn defaults(&self) -> &Limits {
+        &self.defaults
+    }
+
+    pub fn maximum(&self) -> &Limits {
+        &self.maximum
+    }
+
+    /// Resolves requested limits against this host's defaults and maxima.
+    pub fn resolve_limits(&self, req: &LimitsRequest) -> Result<Limits, LimitError> {
+        req.resolve(&self.defaults, &self.maximum)
+    }
+
+    /// Makes a fresh sandbox. Call on the thread that will run it (see
+    /// [`run_on_guest_thread`]).
+    pub fn prepare(&self, spec: SandboxSpec) -> Result<Sandbox, SandboxError> {
+        let layout = GuestLayout {
+            stdlib_dir: &self.files.stdlib_dir,
+            mpl_data_dir: &self.files.mpl_data_dir,
+        };
+        Sandbox::prepare(&self.engine, &self.python, &layout, &self.scratch, spec)
+    }
+
+    /// Runs one program in a fresh sandbox on a guest thread and reports. Blocking: call
+    /// from a thread that may block (not an async executor thread).
+    pub fn execute(self: &Arc<Self>, req: ExecRequest) -> Result<Report, ExecError> {
+        let limits = self.resolve_limits(&req.limits)?;
+        let this = self.clone();
+        let outcome = run_on_guest_thread(move || -> Result<Report, SandboxError> {
+            let sandbox = this.prepare(SandboxSpec {
+                limits,
+                env: req.env,
+                files: req.files,
+                stdin: req.stdin,
+                observer: req.observer,
+                cancel: req.cancel.unwrap_or_default(),
+            })?;
+            Ok(sandbox.run(&req.code))
+        });
+        match outcome {
+            Ok(result) => Ok(result?),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!(panic = %msg, "guest thread panicked");
+                Err(ExecError::Panicked(msg))
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Every limit a sandbox runs under, with its default and its maximum.
+//!
+//! A caller (CLI flag, HTTP body) asks for a [`LimitsRequest`]; [`LimitsRequest::resolve`]
+//! fills the gaps from the defaults and refuses anything above the maxima, naming the field.
+//! The sandbox only ever sees a resolved [`Limits`]: every value is set and was checked.
+
+use serde::{Deserialize, Serialize};
+
+/// Fuel the guest burns per second of CPU on this class of machine, measured with
+/// `while True: pass` and `sum(range(...))` loops on the 2-core CI machine (see README,
+/// "Fuel calibration"). Used to turn "about 30 s of CPU" into a fuel default.
+pub const FUEL_PER_CPU_SECOND: u64 = 400_000_000;
+
+/// The guest's linear memory starts at 640 pages (40 MiB); a cap below that cannot even
+/// instantiate, so it is refused up front with a clear message instead.
+pub const MIN_MEMORY_BYTES: u64 = 40 << 20;
+
+/// Resolved limits of one execution or one session turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall-clock deadline, enforced with epoch interruption and a sliced `poll_oneoff`.
+    pub timeout_ms: u64,
+    /// Wasmtime fuel (about one unit per wasm operator).
+    pub fuel: u64,
+    /// Cap on the guest's linear memory; growth past it fails, so Python raises MemoryError.
+    pub memory_bytes: u64,
+    /// Bytes kept of stdout, and separately of stderr; the rest is dropped and reported.
+    pub output_bytes: u64,
+    /// Bytes the guest may hold in its working directory (file contents plus 4 KiB an entry).
+    pub disk_bytes: u64,
+    /// Descriptors the guest may hold at once (stdio and preopens included), then EMFILE.
+    pub open_files: u32,
+}
+
+impl Limits {
+    /// The defaults: what a caller gets when it asks for nothing.
+    pub const DEFAULT: Limits = Limits {
+        timeout_ms: 30_000,
+        fuel: 30 * FUEL_PER_CPU_SECOND,
+        memory_bytes: 512 << 20,
+        output_bytes: 1 << 20,
+        disk_bytes: 100 << 20,
+        open_files: 256,
+    };
+
+    /// The maxima a caller may ask for. The memory maximum is also the size of a pooled
+    /// memory slot, so it bounds what the engine reserves per sandbox.
+    pub const MAXIMUM: Limits = Limits {
+        timeout_ms: 10 * 60_000,
+        fuel: 600 * FUEL_PER_CPU_SECOND,
+        memory_bytes: 4 << 30,
+        output_bytes: 64 << 20,
+        disk_bytes: 4 << 30,
+        open_files: 4096,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// Limits as a caller asks for them: any field may be left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsRequest {
+    pub timeout_ms: Option<u64>,
+    pub fuel: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub output_bytes: Option<u64>,
+    pub disk_bytes: Option<u64>,
+    pub open_files: Option<u32>,
+}
+
+/// A limit asked for that cannot be granted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("limits.{field} = {value} is above the maximum of {max}")]
+    AboveMaximum {
+        field: &'static str,
+        value: u64,
+        max: u64,
+    },
+    #[error("limits.{field} = {value} is below the minimum of {min}")]
+    BelowMinimum {
+        field: &'static str,
+        value: u64,
+        min: u64,
+    },
+}
+
+impl LimitError {
+    /// The request field at fault, for error bodies that name it.
+    pub fn field(&self) -> &'static str {
+        match self {
+            LimitError::AboveMaximum { field, .. } | LimitError::BelowMinimum { field, .. } => {
+                field
+            }
+        }
+    }
+}
+
+impl LimitsRequest {
+    /// Fills unset fields from `defaults` and checks every value against `maximum`.
+    pub fn resolve(&self, defaults: &Limits, maximum: &Limits) -> Result<Limits, LimitError> {
+        fn pick(
+            field: &'static str,
+            asked: Option<u64>,
+            default: u64,
+            max: u64,
+            min: u64,
+        ) -> Result<u64, LimitError> {
+            let value = asked.unwrap_or(default);
+            if value > max {
+                return Err(LimitError::AboveMaximum { field, value, max });
+            }
+            if value < min {
+                return Err(LimitError::BelowMinimum { field, value, min });
+            }
+            Ok(value)
+        }
+        Ok(Limits {
+            timeout_ms: pick(
+                "timeout_ms",
+                self.timeout_ms,
+                defaults.timeout_ms,
+                maximum.timeout_ms,
+                1,
+            )?,
+            fuel: pick("fuel", self.fuel, defaults.fuel, maximum.fuel, 1)?,
+            memory_bytes: pick(
+                "memory_bytes",
+                self.memory_bytes,
+                defaults.memory_bytes,
+                maximum.memory_bytes,
+                MIN_MEMORY_BYTES,
+            )?,
+            output_bytes: pick(
+                "output_bytes",
+                self.output_bytes,
+                defaults.output_bytes,
+                maximum.output_bytes,
+                0,
+            )?,
+            disk_bytes: pick(
+                "disk_bytes",
+                self.disk_bytes,
+                defaults.disk_bytes,
+                maximum.disk_bytes,
+                0,
+            )?,
+            // stdio (3) and the preopens (3) are descriptors too; fewer could open nothing.
+            open_files: pick(
+                "open_files",
+                self.open_files.map(u64::from),
+                defaults.open_files.into(),
+                maximum.open_files.into(),
+                8,
+            )? as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_request_gives_defaults() {
+        let l = LimitsRequest::default()
+            .resolve(&Limits::DEFAULT, &Limits::MAXIMUM)
+            .unwrap();
+        assert_eq!(l, Limits::DEFAULT);
+    }
+
+    #[test]
+    fn above_maximum_names_the_field() {
+        let req = LimitsRequest {
+            memory_bytes: Some(8 << 30),
+            ..Default::default()
+        };
+        let err = req
+            .resolve(&Limits::DEFAULT, &Limits::MAXIMUM)
+            .unwrap_err();
+        assert_eq!(err.field(), "memory_bytes");
+        assert!(err.to_string().contains("maximum"));
+    }
+
+    #[test]
+    fn memory_below_initial_pages_is_refused() {
+        let req = LimitsRequest {
+            memory_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        let err = req
+            .resolve(&Limits::DEFAULT, &Limits::MAXIMUM)
+            .unwrap_err();
+        assert!(matches!(err, LimitError::BelowMinimum { field: "memory_bytes", .. }));
+    }
+}

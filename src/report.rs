@@ -1,0 +1,201 @@
+//! The result of one execution or one session turn, as every front door returns it, and the
+//! parser that turns a Python traceback on stderr into a structured error.
+
+use serde::{Deserialize, Serialize};
+
+/// How an execution ended. `ok` and `error` are the guest's own doing; every other status names
+/// the host limit that stopped it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Exit status 0.
+    Ok,
+    /// An uncaught exception or a non-zero exit status.
+    Error,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The fuel budget ran out.
+    FuelExhausted,
+    /// Linear memory growth was refused at the cap and the program failed because of it.
+    MemoryExceeded,
+    /// The wasm stack overflowed (deep C-level recursion in the interpreter).
+    StackOverflow,
+    /// Any other trap: the guest hit `unreachable`, a host function failed, and so on.
+    Trap,
+    /// The host stopped the run (shutdown, session closed) before it ended.
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+            Status::FuelExhausted => "fuel_exhausted",
+            Status::MemoryExceeded => "memory_exceeded",
+            Status::StackOverflow => "stack_overflow",
+            Status::Trap => "trap",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Which output streams lost bytes to the output cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Truncated {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// An uncaught Python exception, parsed from the traceback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PyError {
+    /// The exception class, e.g. `ZeroDivisionError`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    /// The line of the user's code where it was raised (the innermost frame in that code).
+    pub line: Option<u32>,
+    /// The whole traceback text as Python printed it.
+    pub traceback: String,
+}
+
+/// A file the run created or changed in its working directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileOut {
+    /// Relative to the working directory, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    /// The bytes (base64 in JSON); `None` when the file was larger than what is returned.
+    #[serde(with = "base64_opt")]
+    pub content: Option<Vec<u8>>,
+}
+
+/// What the execution consumed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub wall_ms: f64,
+    pub fuel: u64,
+    pub memory_peak_bytes: u64,
+    pub disk_bytes: u64,
+}
+
+/// The result of one execution or one session turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub status: Status,
+    /// The guest's exit status; `None` when a limit stopped it before it could have one.
+    pub exit_code: Option<i32>,
+    /// UTF-8, invalid bytes replaced.
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: Truncated,
+    pub error: Option<PyError>,
+    /// A sentence on what stopped the run when a host limit did (which limit, its value).
+    pub detail: Option<String>,
+    pub files: Vec<FileOut>,
+    pub usage: Usage,
+}
+
+mod base64_opt {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(bytes) => s.serialize_str(&STANDARD.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| STANDARD.decode(s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+const TRACEBACK_HEADER: &str = "Traceback (most recent call last):";
+
+/// Parses the last uncaught exception out of `stderr`.
+///
+/// `code_file` is the file name the user's code ran under (`<turn N>`): the reported line is
+/// the innermost frame in that file, so an error raised inside a library still points at the
+/// user's line that called it. Syntax errors have no frame in user code but name the line in
+/// their `File "<turn N>", line L` header, which is the same pattern.
+pub fn parse_python_error(stderr: &str, code_file: &str) -> Option<PyError> {
+    let start = stderr.rfind(TRACEBACK_HEADER)?;
+    let block = stderr[start..].trim_end();
+    let frame_prefix = format!("File \"{code_file}\", line ");
+    let mut line = None;
+    for l in block.lines() {
+        if let Some(rest) = l.trim_start().strip_prefix(&frame_prefix) {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            line = digits.parse().ok().or(line);
+        }
+    }
+    // The exception line is the first line at column 0 after the last indented (frame or
+    // source) line; a message may itself span lines, so take everything from there on.
+    let lines: Vec<&str> = block.lines().collect();
+    let last_indented = lines.iter().rposition(|l| l.starts_with(' '))?;
+    let idx = last_indented + 1;
+    if idx >= lines.len() || !is_exception_line(lines[idx]) {
+        return None;
+    }
+    let exc_text = lines[idx..].join("\n");
+    let (kind, message) = match exc_text.split_once(':') {
+        Some((k, m)) if !k.contains(' ') => (k.to_string(), m.trim_start().to_string()),
+        _ => (exc_text.clone(), String::new()),
+    };
+    Some(PyError {
+        kind,
+        message,
+        line,
+        traceback: block.to_string(),
+    })
+}
+
+/// `ValueError: x`, `pkg.mod.Error`, `KeyboardInterrupt`: a dotted identifier at column 0,
+/// optionally followed by a colon.
+fn is_exception_line(l: &str) -> bool {
+    let head = l.split(':').next().unwrap_or("");
+    !head.is_empty()
+        && !l.starts_with(' ')
+        && head
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && head
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_division() {
+        let tb = "Traceback (most recent call last):\n  File \"<turn 1>\", line 1, in <module>\n    a = 10 / 0\n        ~~~^~~\nZeroDivisionError: division by zero\n";
+        let e = parse_python_error(tb, "<turn 1>").unwrap();
+        assert_eq!(e.kind, "ZeroDivisionError");
+        assert_eq!(e.message, "division by zero");
+        assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn innermost_user_frame_wins_and_chains_take_the_last() {
+        let tb = "Traceback (most recent call last):\n  File \"<turn 1>\", line 2, in <module>\nKeyError: 'a'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"<turn 1>\", line 4, in <module>\n  File \"<turn 1>\", line 7, in f\n  File \"/usr/local/lib/python315.zip/json/__init__.py\", line 3, in loads\nValueError: bad\nthings\n";
+        let e = parse_python_error(tb, "<turn 1>").unwrap();
+        assert_eq!(e.kind, "ValueError");
+        assert_eq!(e.message, "bad\nthings");
+        assert_eq!(e.line, Some(7));
+    }
+
+    #[test]
+    fn no_traceback_no_error() {
+        assert!(parse_python_error("just noise\n", "<turn 1>").is_none());
+    }
+}

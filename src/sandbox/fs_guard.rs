@@ -1,0 +1,319 @@
+//! The descriptor cap and the disk quota, as shadows over wasmtime-wasi's own calls.
+//!
+//! wasmtime-wasi has neither: every guest `open` holds a host descriptor, so a loop of opens
+//! exhausts the server's, and writes go straight to the host disk. Each shadow checks its
+//! budget, calls the stock implementation (see [`with_wasi`]), and accounts
+//! for what it did.
+//!
+//! * Descriptors: counted on `path_open` success, released on `fd_close` and `fd_renumber`
+//!   success; past the cap `path_open` answers EMFILE and the guest runs on.
+//! * Disk: a running upper bound of the bytes the working directory holds (bytes written, plus
+//!   [`ENTRY_BYTES`] for each entry created). When a write would pass the quota, the
+//!   directory is measured for real (deletes and overwrites make the bound loose) and only if
+//!   it is still over does the write fail with ENOSPC. Measuring costs the guest's own time.
+//! * `fd_renumber` onto or from stdio is refused: a file renumbered onto fd 1 would write to
+//!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
+
+use std::path::Path;
+
+use wasmtime::{AsContextMut, Caller, Extern, Linker};
+use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as wasi, WasiSnapshotPreview1};
+use wasmtime_wasi::runtime::in_tokio;
+use wiggle::GuestMemory;
+
+use super::errno;
+use super::guest_memory::{memory, range, read_u32};
+use super::state::GuestState;
+
+/// What one directory entry (file, folder, link) costs against the quota, so that floods of
+/// empty files or folders are bounded too.
+pub const ENTRY_BYTES: u64 = 4096;
+
+/// Descriptors 0, 1 and 2.
+const STDIO_FDS: i32 = 3;
+/// `O_CREAT` in preview1's `oflags`.
+const OFLAGS_CREAT: i32 = 1;
+
+/// Calls wasmtime-wasi's own implementation of a preview1 function from inside our shadow,
+/// exactly as its generated linker glue does (the guest's memory plus the WASI context).
+/// Calling the stock `Func` instead would lose the calling instance, and with it the memory.
+macro_rules! stock {
+    ($caller:expr, $func:ident($($arg:expr),* $(,)?)) => {{
+        let caller: &mut Caller<'_, GuestState> = $caller;
+        let fuel = caller.as_context_mut().hostcall_fuel();
+        let Some(Extern::Memory(m)) = caller.get_export("memory") else {
+            wasmtime::bail!("missing required memory export");
+        };
+        let (mem, state) = m.data_and_store_mut(caller);
+        state.wasi.set_hostcall_fuel(fuel);
+        let mut mem = GuestMemory::Unshared(mem);
+        in_tokio(wasi::$func(&mut state.wasi, &mut mem, $($arg),*))?
+    }};
+}
+
+/// Replaces the calls named above in `linker`, which must allow shadowing.
+pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    const M: &str = "wasi_snapshot_preview1";
+
+    linker.func_wrap(
+        M,
+        "path_open",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         dirflags: i32,
+         path: i32,
+         path_len: i32,
+         oflags: i32,
+         rights_base: i64,
+         rights_inheriting: i64,
+         fdflags: i32,
+         opened: i32|
+         -> wasmtime::Result<i32> {
+            let fs = &mut caller.data_mut().fs;
+            if fs.open_fds >= fs.max_open_fds {
+                fs.refused_fd = true;
+                return Ok(errno::MFILE);
+            }
+            let creates = oflags & OFLAGS_CREAT != 0;
+            if creates && !reserve(&mut caller, ENTRY_BYTES) {
+                return Ok(errno::NOSPC);
+            }
+            let rc = stock!(
+                &mut caller,
+                path_open(
+                fd,
+                dirflags,
+                path,
+                path_len,
+                oflags,
+                rights_base,
+                rights_inheriting,
+                fdflags,
+                opened,
+                            )
+            );
+            if rc == errno::SUCCESS {
+                let fs = &mut caller.data_mut().fs;
+                fs.open_fds += 1;
+                if creates {
+                    fs.charged_bytes += ENTRY_BYTES;
+                }
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "fd_close",
+        |mut caller: Caller<'_, GuestState>, fd: i32| -> wasmtime::Result<i32> {
+            let rc = stock!(&mut caller, fd_close(fd));
+            if rc == errno::SUCCESS {
+                let fs = &mut caller.data_mut().fs;
+                fs.open_fds = fs.open_fds.saturating_sub(1);
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "fd_renumber",
+        |mut caller: Caller<'_, GuestState>, from: i32, to: i32| -> wasmtime::Result<i32> {
+            if (from as u32) < STDIO_FDS as u32 || (to as u32) < STDIO_FDS as u32 {
+                return Ok(errno::PERM);
+            }
+            let rc = stock!(&mut caller, fd_renumber(from, to));
+            if rc == errno::SUCCESS && from != to {
+                let fs = &mut caller.data_mut().fs;
+                fs.open_fds = fs.open_fds.saturating_sub(1);
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "fd_write",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         iovs: i32,
+         iovs_len: i32,
+         nwritten: i32|
+         -> wasmtime::Result<i32> {
+            // stdout and stderr have their own cap; only files count against the quota.
+            let counted = (fd as u32) >= STDIO_FDS as u32;
+            if counted {
+                let wanted = iovec_total(&mut caller, iovs, iovs_len);
+                if !reserve(&mut caller, wanted) {
+                    return Ok(errno::NOSPC);
+                }
+            }
+            let rc = stock!(&mut caller, fd_write(fd, iovs, iovs_len, nwritten));
+            if counted && rc == errno::SUCCESS {
+                charge_written(&mut caller, nwritten);
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "fd_pwrite",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         iovs: i32,
+         iovs_len: i32,
+         offset: i64,
+         nwritten: i32|
+         -> wasmtime::Result<i32> {
+            let wanted = iovec_total(&mut caller, iovs, iovs_len);
+            // A write far past the end makes a sparse file whose size alone breaks the quota.
+            let end = (offset as u64).saturating_add(wanted);
+            if end > caller.data().fs.quota_bytes || !reserve(&mut caller, wanted) {
+                caller.data_mut().fs.refused_disk = true;
+                return Ok(errno::NOSPC);
+            }
+            let rc = stock!(&mut caller, fd_pwrite(fd, iovs, iovs_len, offset, nwritten));
+            if rc == errno::SUCCESS {
+                charge_written(&mut caller, nwritten);
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "fd_filestat_set_size",
+        |mut caller: Caller<'_, GuestState>, fd: i32, size: i64| -> wasmtime::Result<i32> {
+            let size = size as u64;
+            if size > caller.data().fs.quota_bytes || !reserve(&mut caller, size) {
+                caller.data_mut().fs.refused_disk = true;
+                return Ok(errno::NOSPC);
+            }
+            let rc = stock!(&mut caller, fd_filestat_set_size(fd, size as i64));
+            if rc == errno::SUCCESS {
+                caller.data_mut().fs.charged_bytes += size;
+            }
+            Ok(rc)
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_create_directory",
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| {
+            entry_creating(&mut caller, |c| Ok(stock!(c, path_create_directory(fd, path, len))))
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_symlink",
+        |mut caller: Caller<'_, GuestState>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32| {
+            entry_creating(&mut caller, |c| {
+                Ok(stock!(c, path_symlink(old, old_len, fd, new, new_len)))
+            })
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_link",
+        |mut caller: Caller<'_, GuestState>,
+         old_fd: i32,
+         flags: i32,
+         old: i32,
+         old_len: i32,
+         new_fd: i32,
+         new: i32,
+         new_len: i32| {
+            entry_creating(&mut caller, |c| {
+                Ok(stock!(
+                    c,
+                    path_link(old_fd, flags, old, old_len, new_fd, new, new_len)
+                ))
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// Runs a call that creates one directory entry, under the quota.
+fn entry_creating(
+    caller: &mut Caller<'_, GuestState>,
+    call: impl FnOnce(&mut Caller<'_, GuestState>) -> wasmtime::Result<i32>,
+) -> wasmtime::Result<i32> {
+    if !reserve(caller, ENTRY_BYTES) {
+        return Ok(errno::NOSPC);
+    }
+    let rc = call(caller)?;
+    if rc == errno::SUCCESS {
+        caller.data_mut().fs.charged_bytes += ENTRY_BYTES;
+    }
+    Ok(rc)
+}
+
+/// Whether `bytes` more fit under the quota, measuring the directory when the running bound
+/// says they do not. Records a refusal.
+fn reserve(caller: &mut Caller<'_, GuestState>, bytes: u64) -> bool {
+    let fs = &mut caller.data_mut().fs;
+    if fs.charged_bytes.saturating_add(bytes) <= fs.quota_bytes {
+        return true;
+    }
+    fs.charged_bytes = measure_dir(&fs.root);
+    let fits = fs.charged_bytes.saturating_add(bytes) <= fs.quota_bytes;
+    if !fits {
+        fs.refused_disk = true;
+    }
+    fits
+}
+
+/// Adds the `nwritten` the stock call stored to the running bound.
+fn charge_written(caller: &mut Caller<'_, GuestState>, nwritten: i32) {
+    let written = memory(caller).and_then(|m| {
+        let data = m.data(&*caller);
+        range(data, nwritten, 4).map(|r| read_u32(data, r.start))
+    });
+    caller.data_mut().fs.charged_bytes += u64::from(written.unwrap_or(0));
+}
+
+/// The bytes a `fd_write`/`fd_pwrite` asks to write: the sum of its iovec lengths. Out of
+/// bounds iovecs count as nothing here; the stock call then answers EFAULT.
+fn iovec_total(caller: &mut Caller<'_, GuestState>, iovs: i32, iovs_len: i32) -> u64 {
+    let Some(mem) = memory(caller) else {
+        return 0;
+    };
+    let data = mem.data(&*caller);
+    let Some(r) = range(data, iovs, (iovs_len as u32 as usize).saturating_mul(8)) else {
+        return 0;
+    };
+    data[r]
+        .chunks_exact(8)
+        .map(|iov| u64::from(read_u32(iov, 4)))
+        .sum()
+}
+
+/// What the directory holds, by the quota's measure: file sizes (apparent, so sparse files
+/// count in full) plus [`ENTRY_BYTES`] an entry. Links are not followed.
+pub fn measure_dir(root: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            total = total.saturating_add(ENTRY_BYTES);
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                total = total.saturating_add(meta.len());
+            }
+        }
+    }
+    total
+}

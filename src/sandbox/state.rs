@@ -1,0 +1,85 @@
+//! What one sandbox's `Store` holds: the WASI context, the limiter, the run clock, the
+//! filesystem guard.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime_wasi::HostMonotonicClock;
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+use super::limiter::MemoryLimiter;
+
+/// Why the host stopped a guest in the middle of a call. Raised from the epoch callback and
+/// from our `poll_oneoff`, and recognised again by downcasting when the call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Interrupted {
+    #[error("the wall-clock deadline passed")]
+    Timeout,
+    #[error("the host cancelled the run")]
+    Cancelled,
+}
+
+/// The wall-clock side of a run: its deadline, a cancel flag the owner may set from any
+/// thread, and the origin of the guest's monotonic clock.
+pub struct RunClock {
+    pub deadline: Instant,
+    pub cancel: Arc<AtomicBool>,
+    pub origin: Instant,
+}
+
+impl RunClock {
+    /// `Err` once the run must stop.
+    pub fn check(&self) -> Result<(), Interrupted> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(Interrupted::Cancelled)
+        } else if Instant::now() >= self.deadline {
+            Err(Interrupted::Timeout)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The guest's monotonic clock, counted from the sandbox's creation. Our `poll_oneoff` needs
+/// the same origin to honour absolute monotonic timeouts, so we set it rather than let
+/// wasmtime-wasi pick a private one.
+pub struct GuestMonotonicClock(pub Instant);
+
+impl HostMonotonicClock for GuestMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000
+    }
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Accounting for the descriptor cap and the disk quota (see `fs_guard.rs`).
+pub struct FsGuard {
+    /// Host path of the working directory, measured when the running estimate says the quota
+    /// is exceeded.
+    pub root: PathBuf,
+    pub open_fds: u32,
+    pub max_open_fds: u32,
+    /// A running upper bound of the bytes the working directory holds.
+    pub charged_bytes: u64,
+    pub quota_bytes: u64,
+    /// Whether a write was refused with ENOSPC, or an open with EMFILE, since the last turn.
+    pub refused_disk: bool,
+    pub refused_fd: bool,
+}
+
+/// The `T` of `Store<T>` for every guest.
+pub struct GuestState {
+    pub wasi: WasiP1Ctx,
+    pub limiter: MemoryLimiter,
+    pub clock: RunClock,
+    pub fs: FsGuard,
+}
+
+/// A deadline far enough away to mean "none" without overflowing `Instant`.
+pub fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}

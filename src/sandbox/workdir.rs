@@ -1,0 +1,359 @@
+//! The guest's only writable filesystem: a fresh directory per sandbox under a scratch root
+//! this process owns, removed when the sandbox is dropped, whatever way the run ended.
+//!
+//! The scratch root is `<base>/<pid>`, with a `.lock` file this process holds locked while it
+//! lives. At start every sibling whose lock can be taken belonged to a process that died
+//! without cleaning up (SIGKILL, OOM kill, power loss), and is removed.
+//!
+//! Input files are written, and output files read, through a `cap_std::fs::Dir` for the
+//! sandbox directory, so a path or a symlink the guest planted cannot lead the host outside.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+
+use crate::report::FileOut;
+
+/// Top-level names inside the sandbox directory that the host made for the guest's layout
+/// (mount-point stubs and the scratch `/tmp` with HOME); they are not the run's output.
+pub const HOST_LAYOUT_DIRS: [&str; 2] = ["usr", "tmp"];
+/// The guest path of HOME (inside the sandbox's `/tmp`).
+pub const GUEST_HOME: &str = "/tmp/home";
+
+/// Limits on what a caller may place in a sandbox, checked before anything is written.
+pub const MAX_INPUT_FILES: usize = 1000;
+pub const MAX_PATH_BYTES: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkdirError {
+    #[error("file path {path:?} is not allowed: {reason}")]
+    BadPath { path: String, reason: &'static str },
+    #[error("too many input files ({count}; at most {MAX_INPUT_FILES})")]
+    TooManyFiles { count: usize },
+    #[error("input files total {total} bytes, above the disk limit of {limit}")]
+    InputsTooLarge { total: u64, limit: u64 },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkdirError {
+    let path = path.to_path_buf();
+    move |source| WorkdirError::Io { what, path, source }
+}
+
+/// This process's scratch root. Dropping it removes it.
+pub struct ScratchRoot {
+    path: PathBuf,
+    _lock: File,
+}
+
+impl ScratchRoot {
+    /// Creates `<base>/<pid>` and removes what dead predecessors left under `base`.
+    pub fn create(base: &Path) -> Result<Self, WorkdirError> {
+        std::fs::create_dir_all(base).map_err(io("creating scratch base", base))?;
+        Self::remove_abandoned(base);
+        let path = base.join(std::process::id().to_string());
+        // A previous process with our pid (pid reuse after a crash) is dead by definition.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).map_err(io("creating scratch root", &path))?;
+        set_private(&path);
+        let lock_path = path.join(".lock");
+        let lock = File::create(&lock_path).map_err(io("creating", &lock_path))?;
+        lock.lock().map_err(io("locking", &lock_path))?;
+        Ok(ScratchRoot { path, _lock: lock })
+    }
+
+    fn remove_abandoned(base: &Path) {
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let dir = entry.path();
+            let Ok(lock) = File::open(dir.join(".lock")) else {
+                // No lock file: a root that died while being created, or not ours at all.
+                if entry.file_name().to_string_lossy().parse::<u32>().is_ok() {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                continue;
+            };
+            if lock.try_lock().is_ok() {
+                tracing::info!(dir = %dir.display(), "removing scratch left by a dead process");
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sandbox directories currently present (for tests and metrics).
+    pub fn live_dirs(&self) -> usize {
+        std::fs::read_dir(&self.path)
+            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for ScratchRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn set_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+}
+
+/// A caller's file to place in the working directory.
+#[derive(Debug, Clone)]
+pub struct InputFile {
+    /// Relative, `/`-separated, no `..`.
+    pub path: String,
+    pub content: Vec<u8>,
+}
+
+/// One sandbox's directory. Dropping it removes it.
+pub struct WorkDir {
+    path: PathBuf,
+    dir: Dir,
+    /// SHA-256 of each input file, to tell changed files from untouched ones.
+    inputs: HashMap<String, [u8; 32]>,
+}
+
+impl WorkDir {
+    /// Makes a fresh directory under `root` with the guest's layout and the input files.
+    pub fn create(
+        root: &ScratchRoot,
+        files: &[InputFile],
+        disk_limit: u64,
+    ) -> Result<Self, WorkdirError> {
+        if files.len() > MAX_INPUT_FILES {
+            return Err(WorkdirError::TooManyFiles { count: files.len() });
+        }
+        let total: u64 = files.iter().map(|f| f.content.len() as u64).sum();
+        if total > disk_limit {
+            return Err(WorkdirError::InputsTooLarge {
+                total,
+                limit: disk_limit,
+            });
+        }
+        for f in files {
+            validate_relative_path(&f.path)?;
+        }
+        let path = root
+            .path()
+            .join(format!("sbx-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir(&path).map_err(io("creating sandbox dir", &path))?;
+        set_private(&path);
+        // From here on, Drop removes the directory on every path out.
+        let dir = Dir::open_ambient_dir(&path, ambient_authority())
+            .map_err(io("opening sandbox dir", &path))?;
+        let mut workdir = WorkDir {
+            path,
+            dir,
+            inputs: HashMap::new(),
+        };
+        for stub in ["usr/local/lib", "tmp/home"] {
+            workdir
+                .dir
+                .create_dir_all(stub)
+                .map_err(io("creating", Path::new(stub)))?;
+        }
+        for f in files {
+            workdir.write_file(&f.path, &f.content)?;
+        }
+        Ok(workdir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes one file (creating parent folders), remembering it as an input.
+    pub fn write_file(&mut self, rel: &str, content: &[u8]) -> Result<(), WorkdirError> {
+        validate_relative_path(rel)?;
+        if let Some(parent) = Path::new(rel).parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(io("creating", parent))?;
+        }
+        self.dir
+            .write(rel, content)
+            .map_err(io("writing", Path::new(rel)))?;
+        self.inputs.insert(rel.to_string(), Sha256::digest(content).into());
+        Ok(())
+    }
+
+    /// Reads one file, refusing anything that is not a regular file inside the directory or
+    /// is larger than `max_bytes`.
+    pub fn read_file(&self, rel: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, WorkdirError> {
+        validate_relative_path(rel)?;
+        let meta = match self.dir.symlink_metadata(rel) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("reading", Path::new(rel))(e)),
+        };
+        if !meta.is_file() || meta.len() > max_bytes {
+            return Ok(None);
+        }
+        let mut buf = Vec::with_capacity(meta.len() as usize);
+        self.dir
+            .open(rel)
+            .and_then(|f| f.take(max_bytes).read_to_end(&mut buf))
+            .map_err(io("reading", Path::new(rel)))?;
+        Ok(Some(buf))
+    }
+
+    /// Every regular file the guest can see as its own (host layout dirs excluded), with size.
+    pub fn list_files(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![String::new()];
+        while let Some(prefix) = stack.pop() {
+            let listing = if prefix.is_empty() {
+                self.dir.entries()
+            } else {
+                self.dir.read_dir(&prefix)
+            };
+            let Ok(entries) = listing else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if prefix.is_empty() && HOST_LAYOUT_DIRS.contains(&name.as_str()) {
+                    continue;
+                }
+                let rel = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                // `file_type` does not follow links: a symlink is neither file nor folder here.
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(rel),
+                    Ok(t) if t.is_file() => {
+                        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                        out.push((rel, size));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The files the run created or changed, their content included while the total stays
+    /// within `max_total_bytes` (larger ones are listed without content).
+    pub fn changed_files(&self, max_total_bytes: u64) -> Vec<FileOut> {
+        let mut budget = max_total_bytes;
+        let mut out = Vec::new();
+        for (rel, size) in self.list_files() {
+            let content = if size <= budget {
+                self.read_file(&rel, size).ok().flatten()
+            } else {
+                None
+            };
+            if let (Some(input), Some(bytes)) = (self.inputs.get(&rel), &content)
+                && *input == <[u8; 32]>::from(Sha256::digest(bytes))
+            {
+                continue;
+            }
+            if let Some(bytes) = &content {
+                budget -= bytes.len() as u64;
+            }
+            out.push(FileOut {
+                path: rel,
+                size,
+                content,
+            });
+        }
+        out
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(dir = %self.path.display(), error = %e, "could not remove sandbox dir");
+        }
+    }
+}
+
+/// A path a caller may name inside the working directory: relative, made of plain
+/// components, no NUL, bounded length.
+pub fn validate_relative_path(path: &str) -> Result<(), WorkdirError> {
+    let bad = |reason| {
+        Err(WorkdirError::BadPath {
+            path: path.chars().take(200).collect(),
+            reason,
+        })
+    };
+    if path.is_empty() {
+        return bad("empty");
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return bad("longer than 1024 bytes");
+    }
+    if path.contains('\0') {
+        return bad("contains NUL");
+    }
+    if path.contains('\\') {
+        return bad("contains a backslash");
+    }
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(_) => {}
+            Component::RootDir | Component::Prefix(_) => return bad("must be relative"),
+            Component::ParentDir => return bad("contains '..'"),
+            Component::CurDir => return bad("contains '.'"),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_validated() {
+        assert!(validate_relative_path("data.csv").is_ok());
+        assert!(validate_relative_path("a/b/c.txt").is_ok());
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a\0b", "./a", "a\\b"] {
+            assert!(validate_relative_path(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn workdir_is_removed_and_reports_changes() {
+        let base = std::env::temp_dir().join(format!("vivarium-test-{}", rand::random::<u32>()));
+        let root = ScratchRoot::create(&base).unwrap();
+        let inputs = vec![InputFile {
+            path: "in/data.csv".into(),
+            content: b"a,b\n1,2\n".to_vec(),
+        }];
+        let wd = WorkDir::create(&root, &inputs, 1 << 20).unwrap();
+        let p = wd.path().to_path_buf();
+        std::fs::write(p.join("out.txt"), b"hi").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", p.join("link")).unwrap();
+        let changed = wd.changed_files(1 << 20);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].path, "out.txt");
+        assert_eq!(changed[0].content.as_deref(), Some(&b"hi"[..]));
+        drop(wd);
+        assert!(!p.exists());
+        assert_eq!(root.live_dirs(), 0);
+        drop(root);
+        let _ = std::fs::remove_dir_all(base);
+    }
+}
