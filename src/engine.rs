@@ -20,7 +20,7 @@ use wasmtime::{
 use crate::limits::Limits;
 use crate::sandbox::limiter::MAX_TABLE_ELEMENTS;
 use crate::sandbox::state::GuestState;
-use crate::sandbox::{fs_guard, poll};
+use crate::sandbox::{door, fs_guard, poll};
 
 /// The Wasmtime release line we pin (Cargo.toml); named in cache keys for humans. The
 /// settings hash below covers the exact version too.
@@ -136,14 +136,8 @@ impl GuestEngine {
         linker
             .func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll::poll_oneoff)
             .map_err(EngineError::Link)?;
-        // The guest's door to host tools. We offer none yet: -1 means "no host bound", which
-        // the guest turns into ConnectionRefusedError without touching memory.
         linker
-            .func_wrap(
-                "host",
-                "call",
-                |_: wasmtime::Caller<'_, GuestState>, _: i32, _: i32, _: i32, _: i32| -1i32,
-            )
+            .func_wrap("host", "call", door::host_call)
             .map_err(EngineError::Link)?;
         linker.allow_shadowing(false);
         Ok(GuestEngine {

@@ -9,6 +9,7 @@
 //! Everything here is synchronous and must run on a thread with a large native stack (see
 //! [`run_on_guest_thread`]), never on an async executor thread.
 
+pub mod door;
 pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;
@@ -163,6 +164,8 @@ pub struct Interpreter {
 /// What one turn did, besides its report.
 pub struct TurnOutcome {
     pub report: Report,
+    /// The `repr` of the final expression's value, when the turn ended with one (sessions).
+    pub result: Option<String>,
     /// Set when this turn ended the interpreter.
     pub ended: Option<EndReason>,
 }
@@ -223,6 +226,7 @@ impl Sandbox {
                 refused_disk: false,
                 refused_fd: false,
             },
+            last_result: None,
         };
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -280,8 +284,11 @@ impl Sandbox {
         outcome.report
     }
 
-    /// Keeps the interpreter for turns that share state.
-    pub fn into_interpreter(self) -> Interpreter {
+    /// Keeps the interpreter for turns that share state. A hidden first turn installs the
+    /// displayhook that reports each turn's final value (see [`door`]); the user's turns
+    /// are numbered from 2 in tracebacks (`<turn 2>`).
+    pub fn into_interpreter(mut self) -> Interpreter {
+        self.live.turn(door::SESSION_SETUP, &FLUSH_LIMITS);
         Interpreter { live: self.live }
     }
 }
@@ -341,6 +348,7 @@ impl Live {
             data.fs.refused_fd = false;
             data.clock.deadline = started + std::time::Duration::from_millis(limits.timeout_ms);
         }
+        self.store.data_mut().last_result = None;
         self.store.set_epoch_deadline(1);
         // Fuel cannot be refused on a store with fuel enabled.
         let _ = self.store.set_fuel(limits.fuel);
@@ -392,6 +400,7 @@ impl Live {
         };
         TurnOutcome {
             report,
+            result: self.store.data_mut().last_result.take(),
             ended: outcome.ended,
         }
     }

@@ -77,6 +77,8 @@ pub struct GuestState {
     pub limiter: MemoryLimiter,
     pub clock: RunClock,
     pub fs: FsGuard,
+    /// The `repr` of the last turn's final expression, sent through the door.
+    pub last_result: Option<String>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

@@ -1,0 +1,82 @@
+//! The `host::call` import: the guest's one door to the host.
+//!
+//! We offer the guest no tools: any request answers -1 ("no host bound"), which the guest
+//! turns into `ConnectionRefusedError` without touching memory. The one exception is the
+//! internal result channel of sessions: a request that starts with [`RESULT_TAG`] carries the
+//! `repr` of a turn's final expression (sent by the displayhook that
+//! [`SESSION_SETUP`] installs), which the host keeps as the turn's `result`.
+//!
+//! Everything the guest passes is untrusted: pointers are checked against memory, the size is
+//! capped, and the bytes are only ever kept as lossy UTF-8 text.
+
+use wasmtime::Caller;
+
+use super::guest_memory::{memory, range};
+use super::state::GuestState;
+
+/// Prefix of a result message.
+pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
+/// Largest result kept; the displayhook truncates before sending, this is the host's own cap.
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
+
+const NO_HOST: i32 = -1;
+const HOST_FAULT: i32 = -2;
+const ANSWERED: i32 = 0;
+
+/// Python run as a session's first (hidden) turn: keeps the REPL's echo and also sends the
+/// value's `repr` through the door.
+pub const SESSION_SETUP: &str = "\
+def __vivarium_install():
+    import sys, _host
+    echo = sys.displayhook
+    def displayhook(value):
+        echo(value)
+        if value is None:
+            return
+        try:
+            text = repr(value)
+        except BaseException:
+            return
+        try:
+            _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
+        except BaseException:
+            pass
+    sys.displayhook = displayhook
+__vivarium_install()
+del __vivarium_install
+";
+
+/// `call(req_ptr, req_len, out_ptr_ptr, out_len_ptr) -> i32`.
+pub fn host_call(
+    mut caller: Caller<'_, GuestState>,
+    req_ptr: i32,
+    req_len: i32,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> i32 {
+    let len = req_len as u32 as usize;
+    if len < RESULT_TAG.len() || len > RESULT_TAG.len() + MAX_RESULT_BYTES {
+        return NO_HOST;
+    }
+    let Some(mem) = memory(&mut caller) else {
+        return HOST_FAULT;
+    };
+    let data = mem.data(&caller);
+    let (Some(req), Some(out_ptr), Some(out_len)) = (
+        range(data, req_ptr, len),
+        range(data, out_ptr_ptr, 4),
+        range(data, out_len_ptr, 4),
+    ) else {
+        return HOST_FAULT;
+    };
+    let Some(text) = data[req].strip_prefix(RESULT_TAG) else {
+        return NO_HOST;
+    };
+    let text = String::from_utf8_lossy(text).into_owned();
+    // An empty answer: null pointer, zero length.
+    let data = mem.data_mut(&mut caller);
+    data[out_ptr].fill(0);
+    data[out_len].fill(0);
+    caller.data_mut().last_result = Some(text);
+    ANSWERED
+}
