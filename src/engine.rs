@@ -126,10 +126,8 @@ impl GuestEngine {
         start_epoch_ticker(&engine);
 
         let mut wasi_linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut wasi_linker, |s: &mut GuestState| {
-            &mut s.wasi
-        })
-        .map_err(EngineError::Link)?;
+        wasmtime_wasi::p1::add_to_linker_sync(&mut wasi_linker, |s: &mut GuestState| &mut s.wasi)
+            .map_err(EngineError::Link)?;
         let mut linker = wasi_linker.clone();
         linker.allow_shadowing(true);
         fs_guard::add_shadows(&mut linker).map_err(EngineError::Link)?;

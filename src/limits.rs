@@ -180,9 +180,7 @@ mod tests {
             memory_bytes: Some(8 << 30),
             ..Default::default()
         };
-        let err = req
-            .resolve(&Limits::DEFAULT, &Limits::MAXIMUM)
-            .unwrap_err();
+        let err = req.resolve(&Limits::DEFAULT, &Limits::MAXIMUM).unwrap_err();
         assert_eq!(err.field(), "memory_bytes");
         assert!(err.to_string().contains("maximum"));
     }
@@ -193,9 +191,13 @@ mod tests {
             memory_bytes: Some(1 << 20),
             ..Default::default()
         };
-        let err = req
-            .resolve(&Limits::DEFAULT, &Limits::MAXIMUM)
-            .unwrap_err();
-        assert!(matches!(err, LimitError::BelowMinimum { field: "memory_bytes", .. }));
+        let err = req.resolve(&Limits::DEFAULT, &Limits::MAXIMUM).unwrap_err();
+        assert!(matches!(
+            err,
+            LimitError::BelowMinimum {
+                field: "memory_bytes",
+                ..
+            }
+        ));
     }
 }

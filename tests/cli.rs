@@ -24,12 +24,19 @@ fn runs_code_like_python() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "55\n");
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("compiling"), "the compiled module is cached: {stderr}");
+    assert!(
+        !stderr.contains("compiling"),
+        "the compiled module is cached: {stderr}"
+    );
 }
 
 #[test]
 fn exit_status_is_the_guests_or_names_the_breach() {
-    let out = vivarium(&["run", "-c", "import sys; print('x', file=sys.stderr); sys.exit(5)"]);
+    let out = vivarium(&[
+        "run",
+        "-c",
+        "import sys; print('x', file=sys.stderr); sys.exit(5)",
+    ]);
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "x\n");
     let out = vivarium(&["run", "--timeout-ms", "300", "-c", "while True: pass"]);
@@ -75,7 +82,10 @@ fn script_stdin_files_and_out_dir() {
     );
     let png = std::fs::read(out_dir.join("plot.png")).expect("plot.png copied out");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
-    assert!(!out_dir.join("data.csv").exists(), "unchanged inputs are not copied out");
+    assert!(
+        !out_dir.join("data.csv").exists(),
+        "unchanged inputs are not copied out"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -101,8 +111,16 @@ fn bad_arguments_are_clear_errors() {
 #[test]
 fn runtime_verify_and_info() {
     let out = vivarium(&["runtime", "verify"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = vivarium(&["runtime", "info"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v.to_string().contains("3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc"));
+    assert!(
+        v.to_string()
+            .contains("3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc")
+    );
 }

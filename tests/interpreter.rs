@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use common::host;
 use vivarium::sandbox::{EndReason, SandboxSpec, TurnLimits, run_on_guest_thread};
@@ -28,7 +28,9 @@ fn turns_share_state_and_end_on_exit() {
         let mut interp = sandbox.into_interpreter();
         let turn = TurnLimits::from(&limits);
 
-        let t = interp.turn("x = 21\nprint('hello', x)", vec![], &turn).unwrap();
+        let t = interp
+            .turn("x = 21\nprint('hello', x)", vec![], &turn)
+            .unwrap();
         assert_eq!(t.report.stdout, "hello 21\n");
         assert_eq!(t.result, None);
 
@@ -41,11 +43,19 @@ fn turns_share_state_and_end_on_exit() {
         assert_eq!(t.report.error.as_ref().unwrap().kind, "ZeroDivisionError");
         assert!(t.ended.is_none());
 
-        let short = TurnLimits { timeout_ms: 200, ..turn };
-        let t = interp.turn("import time; time.sleep(5)", vec![], &short).unwrap();
+        let short = TurnLimits {
+            timeout_ms: 200,
+            ..turn
+        };
+        let t = interp
+            .turn("import time; time.sleep(5)", vec![], &short)
+            .unwrap();
         assert_eq!(t.report.status, Status::Timeout);
         assert_eq!(t.ended, Some(EndReason::Stopped(Status::Timeout)));
-        assert!(interp.turn("x", vec![], &turn).is_err(), "a stopped instance takes no turns");
+        assert!(
+            interp.turn("x", vec![], &turn).is_err(),
+            "a stopped instance takes no turns"
+        );
     })
     .unwrap();
 }
@@ -67,10 +77,14 @@ fn exit_ends_the_interpreter_with_its_reason() {
             .unwrap()
             .into_interpreter();
         let turn = TurnLimits::from(&limits);
-        let t = interp.turn("import sys; sys.exit(7)", vec![], &turn).unwrap();
+        let t = interp
+            .turn("import sys; sys.exit(7)", vec![], &turn)
+            .unwrap();
         assert_eq!(t.report.exit_code, Some(7));
         assert!(t.ended.is_none(), "sys.exit in a turn keeps the session");
-        let t = interp.turn("y = input(); print(y[::-1])", b"abc".to_vec(), &turn).unwrap();
+        let t = interp
+            .turn("y = input(); print(y[::-1])", b"abc".to_vec(), &turn)
+            .unwrap();
         assert_eq!(t.report.stdout, "cba\n");
         let t = interp.turn("exit(3)", vec![], &turn).unwrap();
         assert_eq!(t.ended, Some(EndReason::Quit));

@@ -94,9 +94,18 @@ fn files_in_are_readable_and_files_out_come_back_complete() {
         .unwrap();
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
     let find = |p: &str| r.files.iter().find(|f| f.path == p);
-    assert_eq!(find("out.txt").unwrap().content.as_deref(), Some(&b"abcabc"[..]));
-    assert_eq!(find("left_open.txt").unwrap().content.as_deref(), Some(&b"yo"[..]));
-    assert!(find("in/data.txt").is_none(), "unchanged inputs are not output");
+    assert_eq!(
+        find("out.txt").unwrap().content.as_deref(),
+        Some(&b"abcabc"[..])
+    );
+    assert_eq!(
+        find("left_open.txt").unwrap().content.as_deref(),
+        Some(&b"yo"[..])
+    );
+    assert!(
+        find("in/data.txt").is_none(),
+        "unchanged inputs are not output"
+    );
 }
 
 #[test]
@@ -122,8 +131,17 @@ fn matplotlib_writes_a_png() {
          plt.plot(range(1000), [i * i for i in range(1000)])\n\
          plt.savefig('plot.png')\n");
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
-    let png = r.files.iter().find(|f| f.path == "plot.png").expect("plot.png");
-    assert!(png.content.as_ref().unwrap().starts_with(b"\x89PNG\r\n\x1a\n"));
+    let png = r
+        .files
+        .iter()
+        .find(|f| f.path == "plot.png")
+        .expect("plot.png");
+    assert!(
+        png.content
+            .as_ref()
+            .unwrap()
+            .starts_with(b"\x89PNG\r\n\x1a\n")
+    );
 }
 
 #[test]

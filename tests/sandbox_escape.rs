@@ -32,7 +32,11 @@ impl Canary {
 
     fn assert_intact(&self) {
         assert_eq!(std::fs::read_to_string(&self.file).unwrap(), SECRET);
-        assert_eq!(std::fs::read_dir(&self.dir).unwrap().count(), 1, "nothing new beside it");
+        assert_eq!(
+            std::fs::read_dir(&self.dir).unwrap().count(),
+            1,
+            "nothing new beside it"
+        );
     }
 }
 
@@ -51,10 +55,17 @@ fn attempt(code: &str) -> vivarium::Report {
         .replace("{canary_dir}", canary.dir.to_str().unwrap())
         .replace("{scratch}", host().scratch_root().to_str().unwrap());
     let r = run(&code);
-    assert!(!r.stdout.contains(SECRET) && !r.stderr.contains(SECRET), "secret leaked: {r:?}");
+    assert!(
+        !r.stdout.contains(SECRET) && !r.stderr.contains(SECRET),
+        "secret leaked: {r:?}"
+    );
     for f in &r.files {
         let content = f.content.as_deref().unwrap_or_default();
-        assert!(!String::from_utf8_lossy(content).contains(SECRET), "secret leaked into {}", f.path);
+        assert!(
+            !String::from_utf8_lossy(content).contains(SECRET),
+            "secret leaked into {}",
+            f.path
+        );
     }
     canary.assert_intact();
     r
@@ -157,7 +168,9 @@ probe('truncate_fd', lambda: os.truncate(Z, 0))
     assert_all_refused(&r);
     assert_eq!(Sha256::digest(std::fs::read(&zip).unwrap()), before);
     // WASI has no chmod: Python's os.chmod is a no-op there; the host file must not change.
-    let _ = run("import os\ntry:\n    os.chmod('/usr/local/lib/python315.zip', 0o777)\nexcept OSError:\n    pass");
+    let _ = run(
+        "import os\ntry:\n    os.chmod('/usr/local/lib/python315.zip', 0o777)\nexcept OSError:\n    pass",
+    );
     assert_eq!(std::fs::metadata(&zip).unwrap().permissions(), mode_before);
     assert_eq!(std::fs::read_dir(zip.parent().unwrap()).unwrap().count(), 1);
 }
@@ -224,8 +237,12 @@ fn the_host_environment_is_invisible() {
     // SAFETY: set before any sandbox of this test reads the host environment; the guest's
     // environment is built from scratch anyway, which is what this checks.
     unsafe { std::env::set_var("VIVARIUM_HOST_CANARY", SECRET) };
-    let r = attempt("import os\nprint(sorted(os.environ))\nprint(os.getcwd(), os.uname().nodename)");
-    assert_eq!(r.stdout.lines().next().unwrap(), "['HOME', 'PYTHONTZPATH', 'TMPDIR']");
+    let r =
+        attempt("import os\nprint(sorted(os.environ))\nprint(os.getcwd(), os.uname().nodename)");
+    assert_eq!(
+        r.stdout.lines().next().unwrap(),
+        "['HOME', 'PYTHONTZPATH', 'TMPDIR']"
+    );
 }
 
 #[test]

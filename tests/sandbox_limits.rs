@@ -57,7 +57,9 @@ fn sleep_does_not_outlive_the_deadline() {
 
 #[test]
 fn select_and_short_sleeps_still_work() {
-    let r = run("import time, select\nt = time.monotonic()\ntime.sleep(0.05)\nselect.select([], [], [], 0.01)\nprint(time.monotonic() - t >= 0.05)");
+    let r = run(
+        "import time, select\nt = time.monotonic()\ntime.sleep(0.05)\nselect.select([], [], [], 0.01)\nprint(time.monotonic() - t >= 0.05)",
+    );
     assert_eq!(r.stdout, "True\n", "{}", r.stderr);
 }
 
@@ -128,7 +130,10 @@ fn writing_past_the_disk_quota_fails_with_enospc() {
     let mut lines = r.stdout.lines();
     assert_eq!(lines.next(), Some("stopped 51"), "ENOSPC (51)");
     let written: u64 = lines.next().unwrap().parse().unwrap();
-    assert!((90..100).contains(&written), "stopped near 100 MiB, at {written} MiB");
+    assert!(
+        (90..100).contains(&written),
+        "stopped near 100 MiB, at {written} MiB"
+    );
     assert!(r.usage.disk_bytes <= 100 << 20);
 }
 
@@ -141,9 +146,17 @@ fn disk_quota_counts_every_file_and_folder() {
             ..limits()
         },
     );
-    let out: Vec<u64> = r.stdout.split_whitespace().map(|s| s.parse().unwrap()).collect();
+    let out: Vec<u64> = r
+        .stdout
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect();
     assert_eq!(out[0], 51);
-    assert!(out[1] < 256, "a 1 MiB quota bounds folders at 4 KiB each: {}", out[1]);
+    assert!(
+        out[1] < 256,
+        "a 1 MiB quota bounds folders at 4 KiB each: {}",
+        out[1]
+    );
 }
 
 #[test]
@@ -160,7 +173,9 @@ fn deleting_files_frees_quota() {
 
 #[test]
 fn opening_ten_thousand_files_stops_at_the_cap() {
-    let r = run("fs = []\ntry:\n    for i in range(10000):\n        fs.append(open(f'f{i}', 'w'))\nexcept OSError as e:\n    print(e.errno, len(fs))\n");
+    let r = run(
+        "fs = []\ntry:\n    for i in range(10000):\n        fs.append(open(f'f{i}', 'w'))\nexcept OSError as e:\n    print(e.errno, len(fs))\n",
+    );
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
     // 256 descriptors, of which stdio and three preopens are already taken.
     assert_eq!(r.stdout, "33 250\n", "EMFILE (33) after 250 opens");
@@ -201,8 +216,7 @@ fn limits_above_the_maximum_are_refused_by_name() {
             },
             ..request("print(1)")
         })
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(err.to_string().contains("timeout_ms"), "{err}");
 }
 

@@ -30,7 +30,10 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
         ("import time; time.sleep(10)", Status::Timeout),
         ("while True: pass", Status::FuelExhausted),
         ("x = bytearray(1 << 30)", Status::MemoryExceeded),
-        ("l = []\nfor i in range(200000): l = [l]\ndel l", Status::StackOverflow),
+        (
+            "l = []\nfor i in range(200000): l = [l]\ndel l",
+            Status::StackOverflow,
+        ),
         ("import os; os._exit(3)", Status::Error),
         ("fs = [open(f'f{i}', 'w') for i in range(100)]", Status::Ok),
     ];
@@ -39,7 +42,11 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
         if *want != Status::StackOverflow {
             assert_eq!(r.status, *want, "{code}: {}", r.stderr);
         }
-        assert_eq!(host.live_sandbox_dirs(), 0, "sandbox dir left after {code:?}");
+        assert_eq!(
+            host.live_sandbox_dirs(),
+            0,
+            "sandbox dir left after {code:?}"
+        );
     }
 
     // Warm up (thread stacks, pooled slots, allocator arenas), then measure.
@@ -53,11 +60,17 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
     }
     let (fds_after, rss_after) = (open_fds(), rss_bytes());
     assert_eq!(host.live_sandbox_dirs(), 0);
-    assert!(fds_after <= fds + 2, "descriptors grew from {fds} to {fds_after}");
+    assert!(
+        fds_after <= fds + 2,
+        "descriptors grew from {fds} to {fds_after}"
+    );
     let growth = rss_after.saturating_sub(rss) >> 20;
     eprintln!("rss {} MiB -> {} MiB", rss >> 20, rss_after >> 20);
     assert!(growth < 64, "RSS grew by {growth} MiB over 200 runs");
     drop(host);
-    assert!(!base.join(std::process::id().to_string()).exists(), "scratch root removed");
+    assert!(
+        !base.join(std::process::id().to_string()).exists(),
+        "scratch root removed"
+    );
     let _ = std::fs::remove_dir_all(base);
 }

@@ -81,16 +81,16 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let rc = stock!(
                 &mut caller,
                 path_open(
-                fd,
-                dirflags,
-                path,
-                path_len,
-                oflags,
-                rights_base,
-                rights_inheriting,
-                fdflags,
-                opened,
-                            )
+                    fd,
+                    dirflags,
+                    path,
+                    path_len,
+                    oflags,
+                    rights_base,
+                    rights_inheriting,
+                    fdflags,
+                    opened,
+                )
             );
             if rc == errno::SUCCESS {
                 let fs = &mut caller.data_mut().fs;
@@ -203,14 +203,21 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         M,
         "path_create_directory",
         |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| {
-            entry_creating(&mut caller, |c| Ok(stock!(c, path_create_directory(fd, path, len))))
+            entry_creating(&mut caller, |c| {
+                Ok(stock!(c, path_create_directory(fd, path, len)))
+            })
         },
     )?;
 
     linker.func_wrap(
         M,
         "path_symlink",
-        |mut caller: Caller<'_, GuestState>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32| {
+        |mut caller: Caller<'_, GuestState>,
+         old: i32,
+         old_len: i32,
+         fd: i32,
+         new: i32,
+         new_len: i32| {
             entry_creating(&mut caller, |c| {
                 Ok(stock!(c, path_symlink(old, old_len, fd, new, new_len)))
             })

@@ -204,7 +204,9 @@ impl Sandbox {
             .allow_ip_name_lookup(false);
         // Fixed order (fd 3, 4, 5): templates snapshot the preopen table, so it must not vary.
         wasi.preopened_dir(layout.stdlib_dir, GUEST_STDLIB_DIR, FsPerms::ReadOnly)
-            .and_then(|w| w.preopened_dir(layout.mpl_data_dir, GUEST_MPL_DATA_DIR, FsPerms::ReadOnly))
+            .and_then(|w| {
+                w.preopened_dir(layout.mpl_data_dir, GUEST_MPL_DATA_DIR, FsPerms::ReadOnly)
+            })
             .and_then(|w| w.preopened_dir(workdir.path(), "/", FsPerms::ReadWrite))
             .map_err(SandboxError::Preopen)?;
 
@@ -238,7 +240,9 @@ impl Sandbox {
         });
         store.set_epoch_deadline(1);
         // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
-        store.set_fuel(u64::MAX).map_err(SandboxError::Instantiate)?;
+        store
+            .set_fuel(u64::MAX)
+            .map_err(SandboxError::Instantiate)?;
         let instance = python
             .instantiate(&mut store)
             .map_err(SandboxError::Instantiate)?;
@@ -497,7 +501,9 @@ fn classify(result: &wasmtime::Result<i32>, memory_refused: bool) -> Classified 
                 };
             }
             match e.downcast_ref::<Interrupted>() {
-                Some(Interrupted::Timeout) => return stopped(Status::Timeout, Some(Breach::Timeout)),
+                Some(Interrupted::Timeout) => {
+                    return stopped(Status::Timeout, Some(Breach::Timeout));
+                }
                 Some(Interrupted::Cancelled) => {
                     return stopped(Status::Cancelled, Some(Breach::Cancelled));
                 }
@@ -542,10 +548,16 @@ fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, Sandbo
     .collect();
     for (k, v) in extra {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(SandboxError::BadEnv(k.clone(), "names must be non-empty, without '=' or NUL"));
+            return Err(SandboxError::BadEnv(
+                k.clone(),
+                "names must be non-empty, without '=' or NUL",
+            ));
         }
         if v.contains('\0') {
-            return Err(SandboxError::BadEnv(k.clone(), "values must not contain NUL"));
+            return Err(SandboxError::BadEnv(
+                k.clone(),
+                "values must not contain NUL",
+            ));
         }
         env.insert(k.clone(), v.clone());
     }

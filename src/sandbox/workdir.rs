@@ -184,7 +184,10 @@ impl WorkDir {
     /// Writes one file (creating parent folders), remembering it as an input.
     pub fn write_file(&mut self, rel: &str, content: &[u8]) -> Result<(), WorkdirError> {
         validate_relative_path(rel)?;
-        if let Some(parent) = Path::new(rel).parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Some(parent) = Path::new(rel)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
             self.dir
                 .create_dir_all(parent)
                 .map_err(io("creating", parent))?;
@@ -192,7 +195,8 @@ impl WorkDir {
         self.dir
             .write(rel, content)
             .map_err(io("writing", Path::new(rel)))?;
-        self.inputs.insert(rel.to_string(), Sha256::digest(content).into());
+        self.inputs
+            .insert(rel.to_string(), Sha256::digest(content).into());
         Ok(())
     }
 
@@ -329,7 +333,15 @@ mod tests {
     fn paths_are_validated() {
         assert!(validate_relative_path("data.csv").is_ok());
         assert!(validate_relative_path("a/b/c.txt").is_ok());
-        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a\0b", "./a", "a\\b"] {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a\0b",
+            "./a",
+            "a\\b",
+        ] {
             assert!(validate_relative_path(bad).is_err(), "{bad:?} accepted");
         }
     }
