@@ -29,7 +29,11 @@ pub const EXIT_CANCELLED: u8 = 130;
 pub const EXIT_HOST_FAILURE: u8 = 70;
 
 #[derive(Parser)]
-#[command(name = "vivarium", version, about = "Run untrusted Python in a WebAssembly sandbox")]
+#[command(
+    name = "vivarium",
+    version,
+    about = "Run untrusted Python in a WebAssembly sandbox"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -44,6 +48,8 @@ pub enum Command {
         #[command(subcommand)]
         action: RuntimeAction,
     },
+    /// Serve the HTTP API: executions and sessions (every flag also as a `VIVARIUM_*` variable).
+    Serve(crate::server::ServeArgs),
 }
 
 #[derive(Subcommand)]
@@ -98,6 +104,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Runtime { action } => runtime_cmd(action),
+        Command::Serve(args) => return crate::server::main(args),
     };
     match result {
         Ok(code) => code,
@@ -151,8 +158,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .split_once('=')
             .with_context(|| format!("--file {spec:?}: expected NAME=HOSTPATH"))?;
         validate_relative_path(name)?;
-        let content =
-            std::fs::read(host_path).with_context(|| format!("reading {host_path}"))?;
+        let content = std::fs::read(host_path).with_context(|| format!("reading {host_path}"))?;
         files.push(InputFile {
             path: name.to_string(),
             content,
@@ -204,7 +210,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(detail) = &report.detail {
             eprintln!("vivarium: {}: {detail}", report.status.as_str());
         }
-        for t in [("stdout", report.truncated.stdout), ("stderr", report.truncated.stderr)] {
+        for t in [
+            ("stdout", report.truncated.stdout),
+            ("stderr", report.truncated.stderr),
+        ] {
             if t.1 {
                 eprintln!("vivarium: {} was truncated at the output limit", t.0);
             }
@@ -233,7 +242,10 @@ fn write_out_files(report: &Report, out: &Path) -> anyhow::Result<()> {
         // name a host path.
         validate_relative_path(&f.path)?;
         let Some(content) = &f.content else {
-            eprintln!("vivarium: {} ({} bytes) is too large to copy out", f.path, f.size);
+            eprintln!(
+                "vivarium: {} ({} bytes) is too large to copy out",
+                f.path, f.size
+            );
             continue;
         };
         let dest = out.join(&f.path);

@@ -22,6 +22,7 @@ pub mod limits;
 pub mod report;
 pub mod runtime;
 pub mod sandbox;
+pub mod server;
 
 pub use host::{ExecRequest, InputFile, Vivarium, VivariumOptions};
 pub use limits::{Limits, LimitsRequest};

@@ -1,0 +1,194 @@
+//! The audit log: one JSON object per line for every action (execute, session
+//! open/turn/close/expire, file upload/download, rejection), with the time, request id, key
+//! id, client address, SHA-256 of the code, the limits, the HTTP status, and for runs the
+//! result status, exit code and usage. Written to `--audit-log PATH` (appended) or stderr.
+//! Never holds an API key or the code itself.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::request_context::RequestContext;
+use super::time::rfc3339_now;
+use crate::limits::Limits;
+use crate::report::{Report, Usage};
+
+pub struct Audit {
+    out: Mutex<Box<dyn Write + Send>>,
+}
+
+impl Audit {
+    pub fn open(path: Option<&Path>) -> anyhow::Result<Self> {
+        let out: Box<dyn Write + Send> = match path {
+            Some(p) => Box::new(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| anyhow::anyhow!("opening audit log {}: {e}", p.display()))?,
+            ),
+            None => Box::new(std::io::stderr()),
+        };
+        Ok(Audit {
+            out: Mutex::new(out),
+        })
+    }
+
+    pub fn write(&self, record: AuditRecord) {
+        let mut line = match serde_json::to_vec(&record) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "could not serialise an audit record");
+                return;
+            }
+        };
+        line.push(b'\n');
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = out.write_all(&line).and_then(|_| out.flush()) {
+            tracing::error!(error = %e, "could not write the audit log");
+        }
+    }
+}
+
+/// One audit line. Built with [`AuditRecord::new`] and the chained setters.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRecord {
+    pub time: String,
+    pub action: &'static str,
+    pub request_id: String,
+    pub key_id: Option<String>,
+    pub client: String,
+    /// HTTP status of the response.
+    pub http_status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// The result status of a run (`ok`, `error`, `timeout`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The error code when the request failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl AuditRecord {
+    pub fn new(ctx: &RequestContext, action: &'static str) -> Self {
+        AuditRecord {
+            time: rfc3339_now(),
+            action,
+            request_id: ctx.request_id.clone(),
+            key_id: ctx.key_id.clone(),
+            client: ctx.client.to_string(),
+            http_status: 200,
+            execution_id: None,
+            session_id: None,
+            code_sha256: None,
+            limits: None,
+            status: None,
+            exit_code: None,
+            usage: None,
+            error: None,
+            path: None,
+            bytes: None,
+            detail: None,
+        }
+    }
+
+    /// A record with no request behind it (session expiry, shutdown).
+    pub fn internal(action: &'static str) -> Self {
+        AuditRecord {
+            time: rfc3339_now(),
+            action,
+            request_id: String::new(),
+            key_id: None,
+            client: "server".into(),
+            http_status: 0,
+            execution_id: None,
+            session_id: None,
+            code_sha256: None,
+            limits: None,
+            status: None,
+            exit_code: None,
+            usage: None,
+            error: None,
+            path: None,
+            bytes: None,
+            detail: None,
+        }
+    }
+
+    pub fn http(mut self, status: u16) -> Self {
+        self.http_status = status;
+        self
+    }
+
+    pub fn code(mut self, code: &str) -> Self {
+        self.set_code(code);
+        self
+    }
+
+    pub fn set_code(&mut self, code: &str) {
+        self.code_sha256 = Some(hex::encode(Sha256::digest(code.as_bytes())));
+    }
+
+    pub fn set_report(&mut self, report: &Report) {
+        self.status = Some(report.status.as_str());
+        self.exit_code = report.exit_code;
+        self.usage = Some(report.usage);
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    pub fn report(mut self, report: &Report) -> Self {
+        self.set_report(report);
+        self
+    }
+
+    pub fn error(mut self, code: &'static str) -> Self {
+        self.error = Some(code);
+        self
+    }
+
+    pub fn execution(mut self, id: &str) -> Self {
+        self.execution_id = Some(id.to_string());
+        self
+    }
+
+    pub fn session(mut self, id: &str) -> Self {
+        self.session_id = Some(id.to_string());
+        self
+    }
+
+    pub fn path(mut self, path: &str, bytes: u64) -> Self {
+        self.path = Some(path.to_string());
+        self.bytes = Some(bytes);
+        self
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}

@@ -1,0 +1,170 @@
+//! Settings of `vivarium serve`: every flag can also be given as a `VIVARIUM_*` environment
+//! variable (the flag wins). [`ServeArgs::resolve`] checks them and fills in what depends on
+//! the machine (cores, memory).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+
+use crate::limits::{Limits, MIN_MEMORY_BYTES};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `vivarium serve` flags.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Port 0 picks a free port; the bound address is printed on stdout.
+    #[arg(long, env = "VIVARIUM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Executions (and session turns) running at once [default: number of cores].
+    #[arg(long, env = "VIVARIUM_MAX_CONCURRENCY")]
+    pub max_concurrency: Option<usize>,
+    /// Requests that may wait for a free execution slot; past that, 429.
+    #[arg(long, env = "VIVARIUM_QUEUE_DEPTH", default_value_t = 64)]
+    pub queue_depth: usize,
+    /// How long a request waits in the queue before it gets 429.
+    #[arg(long, env = "VIVARIUM_QUEUE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub queue_timeout_ms: u64,
+    /// Sum of the memory caps of every live sandbox and session [default: 3/4 of RAM]. A run
+    /// or session that would pass it waits in the queue or gets 429; memory_bytes above it
+    /// is refused with 400.
+    #[arg(long, env = "VIVARIUM_MEMORY_BUDGET_BYTES")]
+    pub memory_budget_bytes: Option<u64>,
+    /// Live sessions at most; past that, opening one gets 429.
+    #[arg(long, env = "VIVARIUM_MAX_SESSIONS", default_value_t = 64)]
+    pub max_sessions: usize,
+    /// A session nobody used for this long is closed (then 410).
+    #[arg(long, env = "VIVARIUM_SESSION_IDLE_SECS", default_value_t = 600)]
+    pub session_idle_secs: u64,
+    /// A session is closed this long after it opened, used or not.
+    #[arg(long, env = "VIVARIUM_SESSION_LIFETIME_SECS", default_value_t = 3600)]
+    pub session_lifetime_secs: u64,
+    /// Largest request body; past that, 413.
+    #[arg(long, env = "VIVARIUM_MAX_BODY_BYTES", default_value_t = 32 << 20)]
+    pub max_body_bytes: usize,
+    /// File of API keys, one a line, `ID:KEY` or just `KEY` (`#` starts a comment). When
+    /// set, every /v1 call needs `Authorization: Bearer KEY`.
+    #[arg(long, env = "VIVARIUM_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// Append the audit log (JSON lines) to this file [default: stderr].
+    #[arg(long, env = "VIVARIUM_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// On SIGTERM/SIGINT, how long running executions may go on before they are cancelled.
+    #[arg(long, env = "VIVARIUM_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
+    /// Where sandboxes' temp dirs go (a folder per server process under it)
+    /// [default: <tmp>/vivarium-scratch].
+    #[arg(long, env = "VIVARIUM_SCRATCH")]
+    pub scratch_dir: Option<PathBuf>,
+    /// Log format of the ordinary (tracing) logs on stderr.
+    #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Adds `POST /v1/debug/panic`, a handler that panics (for tests of panic handling).
+    #[arg(long, hide = true)]
+    pub debug_panic_route: bool,
+}
+
+impl ServeArgs {
+    /// The settings with defaults for the listen address and everything else; for tests and
+    /// embedders that do not parse a command line.
+    pub fn defaults() -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        // `VIVARIUM_*` variables in the environment still apply, as for the command line.
+        let mut w = Wrapper::parse_from(["vivarium"]);
+        w.args.listen = "127.0.0.1:0".parse().expect("static address");
+        w.args
+    }
+}
+
+/// Checked settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub max_concurrency: usize,
+    pub queue_depth: usize,
+    pub queue_timeout: Duration,
+    pub memory_budget_bytes: u64,
+    pub max_sessions: usize,
+    pub session_idle: Duration,
+    pub session_lifetime: Duration,
+    pub max_body_bytes: usize,
+    pub api_keys_file: Option<PathBuf>,
+    pub audit_log: Option<PathBuf>,
+    pub shutdown_grace: Duration,
+    pub scratch_dir: Option<PathBuf>,
+    pub log_format: LogFormat,
+    pub debug_panic_route: bool,
+    /// What a request may ask for: the core's maxima, memory lowered to the budget.
+    pub maximum: Limits,
+}
+
+/// The engine reserves a pooled slot per live instance; sessions plus running executions
+/// must fit (see `EngineOptions::max_instances`).
+pub const MAX_INSTANCES: usize = 1000;
+
+impl ServeArgs {
+    pub fn resolve(&self) -> anyhow::Result<Config> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let max_concurrency = self.max_concurrency.unwrap_or(cores);
+        if max_concurrency == 0 {
+            bail!("--max-concurrency must be at least 1");
+        }
+        if max_concurrency + self.max_sessions > MAX_INSTANCES {
+            bail!(
+                "--max-concurrency + --max-sessions = {} is above the engine's {MAX_INSTANCES} instance slots",
+                max_concurrency + self.max_sessions
+            );
+        }
+        let memory_budget_bytes = match self.memory_budget_bytes {
+            Some(b) => b,
+            None => total_memory_bytes()
+                .map(|m| m / 4 * 3)
+                .context("reading /proc/meminfo; set --memory-budget-bytes")?,
+        };
+        if memory_budget_bytes < MIN_MEMORY_BYTES {
+            bail!("--memory-budget-bytes must be at least {MIN_MEMORY_BYTES}");
+        }
+        let mut maximum = Limits::MAXIMUM;
+        maximum.memory_bytes = maximum.memory_bytes.min(memory_budget_bytes);
+        if self.session_idle_secs == 0 || self.session_lifetime_secs == 0 {
+            bail!("session idle time and lifetime must be at least 1 s");
+        }
+        Ok(Config {
+            listen: self.listen,
+            max_concurrency,
+            queue_depth: self.queue_depth,
+            queue_timeout: Duration::from_millis(self.queue_timeout_ms),
+            memory_budget_bytes,
+            max_sessions: self.max_sessions,
+            session_idle: Duration::from_secs(self.session_idle_secs),
+            session_lifetime: Duration::from_secs(self.session_lifetime_secs),
+            max_body_bytes: self.max_body_bytes,
+            api_keys_file: self.api_keys_file.clone(),
+            audit_log: self.audit_log.clone(),
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            scratch_dir: self.scratch_dir.clone(),
+            log_format: self.log_format,
+            debug_panic_route: self.debug_panic_route,
+            maximum,
+        })
+    }
+}
+
+fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,243 @@
+//! Every way a request can fail before or around an execution, as one enum. Each variant knows
+//! its HTTP status and a stable machine-readable code; the body is always
+//! `{"error": {"code", "message"}}` (plus `field` when one request field is at fault).
+//!
+//! How an execution itself ended is never an error here: that is the result's `status`, sent
+//! with HTTP 200.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::limits::LimitError;
+use crate::sandbox::SandboxError;
+use crate::sandbox::workdir::WorkdirError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `invalid_json`, `invalid_limit`, `invalid_path`,
+    /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
+    /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
+    /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
+    /// `internal`.
+    pub code: &'static str,
+    /// A sentence for humans.
+    pub message: String,
+    /// The request field at fault, when there is one (e.g. `limits.memory_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON, or not the JSON this endpoint takes (wrong types, unknown fields).
+    #[error("{0}")]
+    InvalidJson(String),
+    /// A limit above the server's maximum (or below its minimum).
+    #[error("{0}")]
+    InvalidLimit(LimitError),
+    /// A file path that is absolute, has `..`, NUL, and so on.
+    #[error("{message}")]
+    InvalidPath { field: String, message: String },
+    #[error("{message}")]
+    InvalidBase64 { field: String, message: String },
+    /// Anything else wrong with an otherwise well-formed request.
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("a valid API key is required: send `Authorization: Bearer KEY`")]
+    Unauthorized,
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("no session {0}")]
+    SessionNotFound(String),
+    #[error("session {0} expired")]
+    SessionExpired(String),
+    #[error("session {0} is running a turn; wait for it to finish")]
+    SessionBusy(String),
+    #[error("session {id} has ended ({reason}); open a new one")]
+    SessionEnded { id: String, reason: String },
+    #[error("{0} not found in the session's working directory")]
+    FileNotFound(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// Admission control refused the request; retry after the given seconds.
+    #[error("{message}")]
+    Overloaded {
+        message: String,
+        retry_after_secs: u64,
+    },
+    #[error("{message}")]
+    TooManySessions {
+        message: String,
+        retry_after_secs: u64,
+    },
+    #[error("the runtime is still loading")]
+    NotReady,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidJson(_)
+            | ApiError::InvalidLimit(_)
+            | ApiError::InvalidPath { .. }
+            | ApiError::InvalidBase64 { .. }
+            | ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) | ApiError::SessionNotFound(_) | ApiError::FileNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::SessionExpired(_) => StatusCode::GONE,
+            ApiError::SessionBusy(_) | ApiError::SessionEnded { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Overloaded { .. } | ApiError::TooManySessions { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ApiError::NotReady | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidJson(_) => "invalid_json",
+            ApiError::InvalidLimit(_) => "invalid_limit",
+            ApiError::InvalidPath { .. } => "invalid_path",
+            ApiError::InvalidBase64 { .. } => "invalid_base64",
+            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::NotFound(_) | ApiError::FileNotFound(_) => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::SessionNotFound(_) => "session_not_found",
+            ApiError::SessionExpired(_) => "session_expired",
+            ApiError::SessionBusy(_) => "session_busy",
+            ApiError::SessionEnded { .. } => "session_ended",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::TooManySessions { .. } => "too_many_sessions",
+            ApiError::NotReady => "not_ready",
+            ApiError::ShuttingDown => "shutting_down",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    fn field(&self) -> Option<String> {
+        match self {
+            ApiError::InvalidLimit(e) => Some(format!("limits.{}", e.field())),
+            ApiError::InvalidPath { field, .. } | ApiError::InvalidBase64 { field, .. } => {
+                Some(field.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// A workdir error while placing caller files: the caller's fault unless it is I/O.
+    pub fn from_workdir(field: &str, e: WorkdirError) -> ApiError {
+        match e {
+            WorkdirError::BadPath { .. } => ApiError::InvalidPath {
+                field: field.to_string(),
+                message: e.to_string(),
+            },
+            WorkdirError::TooManyFiles { .. } | WorkdirError::InputsTooLarge { .. } => {
+                ApiError::InvalidRequest(e.to_string())
+            }
+            WorkdirError::Io { .. } => ApiError::Internal(e.to_string()),
+        }
+    }
+
+    pub fn from_sandbox(e: SandboxError) -> ApiError {
+        match e {
+            SandboxError::Workdir(w) => ApiError::from_workdir("files", w),
+            SandboxError::BadEnv(..) => ApiError::InvalidRequest(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.to_string(),
+                field: self.field(),
+            },
+        }
+    }
+}
+
+impl From<LimitError> for ApiError {
+    fn from(e: LimitError) -> Self {
+        ApiError::InvalidLimit(e)
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!("request body too large: {}", r.body_text()))
+        } else {
+            ApiError::InvalidRequest(format!(
+                "could not read the request body: {}",
+                r.body_text()
+            ))
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::InvalidRequest(r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(code = self.code(), error = %self, "request failed");
+        }
+        let retry_after = match &self {
+            ApiError::Overloaded {
+                retry_after_secs, ..
+            }
+            | ApiError::TooManySessions {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            ApiError::NotReady | ApiError::ShuttingDown => Some(1),
+            _ => None,
+        };
+        let mut resp = (status, Json(self.body())).into_response();
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if matches!(self, ApiError::Unauthorized) {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        // Handlers read the code back for the audit log and metrics.
+        resp.extensions_mut().insert(ErrorCode(self.code()));
+        resp
+    }
+}
+
+/// Put on error responses so middleware can see which error it was.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,304 @@
+//! Prometheus metrics, kept in atomics and small maps and rendered as text exposition format
+//! on `GET /metrics`: executions by kind and status, an execution latency histogram, fuel and
+//! peak memory used, live sessions, queue depth, running executions, rejections by reason and
+//! HTTP responses by status.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::report::Report;
+
+/// Upper bounds (seconds) of the latency histogram's buckets.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Upper bounds (bytes) of the peak-memory histogram's buckets.
+const MEMORY_BUCKETS: [f64; 7] = [
+    64.0 * 1048576.0,
+    128.0 * 1048576.0,
+    256.0 * 1048576.0,
+    512.0 * 1048576.0,
+    1024.0 * 1048576.0,
+    2048.0 * 1048576.0,
+    4096.0 * 1048576.0,
+];
+
+struct Histogram<const N: usize> {
+    bounds: [f64; N],
+    counts: [AtomicU64; N],
+    count: AtomicU64,
+    /// The sum, as f64 bits (updated under the metrics mutex-free CAS loop).
+    sum_bits: AtomicU64,
+}
+
+impl<const N: usize> Histogram<N> {
+    fn new(bounds: [f64; N]) -> Self {
+        Histogram {
+            bounds,
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicU64::new(0),
+            sum_bits: AtomicU64::new(0f64.to_bits()),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        for (i, b) in self.bounds.iter().enumerate() {
+            if v <= *b {
+                self.counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .sum_bits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + v).to_bits())
+            });
+    }
+
+    fn render(&self, out: &mut String, name: &str) {
+        for (i, b) in self.bounds.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{b}\"}} {}",
+                self.counts[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            f64::from_bits(self.sum_bits.load(Ordering::Relaxed))
+        );
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// Gauges read from elsewhere at render time.
+pub struct Gauges {
+    pub live_sessions: usize,
+    pub queue_depth: usize,
+    pub running: usize,
+    pub memory_reserved_bytes: u64,
+    pub memory_budget_bytes: u64,
+    pub sandbox_dirs: usize,
+    pub ready: bool,
+}
+
+pub struct Metrics {
+    /// (kind, status) → count; kind is `execute` or `session_turn`.
+    executions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    latency: Histogram<12>,
+    memory_peak: Histogram<7>,
+    fuel_total: AtomicU64,
+    rejections: Mutex<BTreeMap<&'static str, u64>>,
+    responses: Mutex<BTreeMap<u16, u64>>,
+    sessions_opened: AtomicU64,
+    /// reason → count (`deleted`, `expired`, `ended`, `shutdown`).
+    sessions_closed: Mutex<BTreeMap<&'static str, u64>>,
+    panics: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Metrics {
+            executions: Mutex::new(BTreeMap::new()),
+            latency: Histogram::new(LATENCY_BUCKETS),
+            memory_peak: Histogram::new(MEMORY_BUCKETS),
+            fuel_total: AtomicU64::new(0),
+            rejections: Mutex::new(BTreeMap::new()),
+            responses: Mutex::new(BTreeMap::new()),
+            sessions_opened: AtomicU64::new(0),
+            sessions_closed: Mutex::new(BTreeMap::new()),
+            panics: AtomicU64::new(0),
+        }
+    }
+
+    pub fn executed(&self, kind: &'static str, report: &Report) {
+        *lock(&self.executions)
+            .entry((kind, report.status.as_str()))
+            .or_default() += 1;
+        self.latency.observe(report.usage.wall_ms / 1e3);
+        self.memory_peak
+            .observe(report.usage.memory_peak_bytes as f64);
+        self.fuel_total
+            .fetch_add(report.usage.fuel, Ordering::Relaxed);
+    }
+
+    pub fn rejected(&self, reason: &'static str) {
+        *lock(&self.rejections).entry(reason).or_default() += 1;
+    }
+
+    pub fn responded(&self, status: u16) {
+        *lock(&self.responses).entry(status).or_default() += 1;
+    }
+
+    pub fn session_opened(&self) {
+        self.sessions_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn session_closed(&self, reason: &'static str) {
+        *lock(&self.sessions_closed).entry(reason).or_default() += 1;
+    }
+
+    pub fn panicked(&self) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn render(&self, g: &Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        let header = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+        };
+        header(
+            &mut out,
+            "vivarium_executions_total",
+            "counter",
+            "Executions and session turns that ran, by kind and result status.",
+        );
+        for ((kind, status), n) in lock(&self.executions).iter() {
+            let _ = writeln!(
+                out,
+                "vivarium_executions_total{{kind=\"{kind}\",status=\"{status}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "vivarium_execution_duration_seconds",
+            "histogram",
+            "Wall time of executions and session turns.",
+        );
+        self.latency
+            .render(&mut out, "vivarium_execution_duration_seconds");
+        header(
+            &mut out,
+            "vivarium_execution_memory_peak_bytes",
+            "histogram",
+            "Peak linear memory of each execution or turn.",
+        );
+        self.memory_peak
+            .render(&mut out, "vivarium_execution_memory_peak_bytes");
+        header(
+            &mut out,
+            "vivarium_fuel_consumed_total",
+            "counter",
+            "Fuel burnt by all executions and turns.",
+        );
+        let _ = writeln!(
+            out,
+            "vivarium_fuel_consumed_total {}",
+            self.fuel_total.load(Ordering::Relaxed)
+        );
+        header(
+            &mut out,
+            "vivarium_rejections_total",
+            "counter",
+            "Requests refused by admission control, by reason.",
+        );
+        for (reason, n) in lock(&self.rejections).iter() {
+            let _ = writeln!(out, "vivarium_rejections_total{{reason=\"{reason}\"}} {n}");
+        }
+        header(
+            &mut out,
+            "vivarium_http_responses_total",
+            "counter",
+            "HTTP responses sent, by status code.",
+        );
+        for (status, n) in lock(&self.responses).iter() {
+            let _ = writeln!(
+                out,
+                "vivarium_http_responses_total{{code=\"{status}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "vivarium_sessions_opened_total",
+            "counter",
+            "Sessions opened.",
+        );
+        let _ = writeln!(
+            out,
+            "vivarium_sessions_opened_total {}",
+            self.sessions_opened.load(Ordering::Relaxed)
+        );
+        header(
+            &mut out,
+            "vivarium_sessions_closed_total",
+            "counter",
+            "Sessions closed, by reason (deleted, expired, ended, shutdown).",
+        );
+        for (reason, n) in lock(&self.sessions_closed).iter() {
+            let _ = writeln!(
+                out,
+                "vivarium_sessions_closed_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "vivarium_handler_panics_total",
+            "counter",
+            "Panics caught in request handlers (answered with 500).",
+        );
+        let _ = writeln!(
+            out,
+            "vivarium_handler_panics_total {}",
+            self.panics.load(Ordering::Relaxed)
+        );
+        let gauges: [(&str, &str, f64); 7] = [
+            (
+                "vivarium_live_sessions",
+                "Sessions alive now.",
+                g.live_sessions as f64,
+            ),
+            (
+                "vivarium_queue_depth",
+                "Requests waiting for an execution slot.",
+                g.queue_depth as f64,
+            ),
+            (
+                "vivarium_running_executions",
+                "Guest runs in progress.",
+                g.running as f64,
+            ),
+            (
+                "vivarium_memory_reserved_bytes",
+                "Sum of the memory caps of live sandboxes and sessions.",
+                g.memory_reserved_bytes as f64,
+            ),
+            (
+                "vivarium_memory_budget_bytes",
+                "The budget those caps must fit in.",
+                g.memory_budget_bytes as f64,
+            ),
+            (
+                "vivarium_sandbox_dirs",
+                "Sandbox temp dirs present now.",
+                g.sandbox_dirs as f64,
+            ),
+            (
+                "vivarium_ready",
+                "1 when the runtime is loaded and the server takes executions.",
+                if g.ready { 1.0 } else { 0.0 },
+            ),
+        ];
+        for (name, help, v) in gauges {
+            header(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+        out
+    }
+}
+
+/// A poisoned metrics lock only means a panic elsewhere; the counts are still good.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,168 @@
+//! Operational endpoints: `/healthz` (process alive), `/readyz` (runtime loaded and taking
+//! work), `/metrics` (Prometheus text), `/openapi.json`, the small human page at `/`, and the
+//! JSON answers for unknown routes, wrong methods, oversized bodies and caught panics.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+use super::metrics::Gauges;
+use super::request_context::Panicked;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` for /healthz, `ready` for /readyz.
+    pub status: &'static str,
+    pub version: &'static str,
+}
+
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "The process is alive", body = Health))
+)]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Runtime loaded; executions are taken", body = Health),
+        (status = 503, description = "Still loading, or shutting down", body = ErrorBody),
+    )
+)]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    state.host()?;
+    Ok(Json(Health {
+        status: "ready",
+        version: env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition format", content_type = "text/plain", body = String))
+)]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let host = state.host.get();
+    let gauges = Gauges {
+        live_sessions: state.sessions.open_count(),
+        queue_depth: state.admission.queue_depth(),
+        running: state.admission.running(),
+        memory_reserved_bytes: state
+            .admission
+            .memory_reserved_mib(state.config.memory_budget_bytes)
+            << 20,
+        memory_budget_bytes: state.config.memory_budget_bytes,
+        sandbox_dirs: host.map_or(0, |h| h.live_sandbox_dirs()),
+        ready: state.host().is_ok(),
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(&gauges),
+    )
+        .into_response()
+}
+
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "This API's OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+pub async fn openapi_json(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response()
+}
+
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    responses((status = 200, description = "A small HTML page linking the rest", content_type = "text/html", body = String))
+)]
+pub async fn index() -> Html<&'static str> {
+    Html(INDEX_HTML)
+}
+
+const INDEX_HTML: &str = r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Vivarium</title>
+<style>body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;line-height:1.5}code{background:#f3f3f3;padding:0 .25rem}</style>
+</head><body>
+<h1>Vivarium</h1>
+<p>Runs untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits.</p>
+<ul>
+<li><a href="/openapi.json">/openapi.json</a>: the API, as OpenAPI 3.1</li>
+<li><a href="/healthz">/healthz</a>: the process is alive</li>
+<li><a href="/readyz">/readyz</a>: the runtime is loaded and executions are taken</li>
+<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
+</ul>
+<p>Try: <code>curl -s localhost:8080/v1/execute -H 'content-type: application/json' -d '{"code":"print(6*7)"}'</code></p>
+<p>Sessions: <code>POST /v1/sessions</code>, then <code>POST /v1/sessions/{id}/execute</code>.</p>
+</body></html>
+"#;
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(uri.path().chars().take(200).collect())
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Answers 413 at once for a body whose declared length is above the cap, before reading it.
+/// (Bodies without a length are cut off at the cap as they are read.)
+pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > state.config.max_body_bytes as u64
+    {
+        return ApiError::PayloadTooLarge(format!(
+            "request body of {len} bytes is above the cap of {} bytes",
+            state.config.max_body_bytes
+        ))
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The 500 answer for a panic caught in a handler; the server goes on.
+pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let msg = super::guest::panic_message(&*panic);
+    tracing::error!(panic = %msg, "a request handler panicked");
+    let mut resp = ApiError::Internal("the request handler panicked; the server goes on".into())
+        .into_response();
+    resp.extensions_mut().insert(Panicked);
+    resp
+}
+
+/// `POST /v1/debug/panic` (only with `--debug-panic-route`): panics, to test the above.
+pub async fn debug_panic() -> StatusCode {
+    panic!("deliberate panic from /v1/debug/panic");
+}

@@ -1,0 +1,80 @@
+//! Per-request context: the request id (taken from a sane incoming `x-request-id`, else
+//! made up) echoed in the `x-request-id` response header, the client address, the key id
+//! once authenticated; plus the access log line and the per-status response counter.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::AppState;
+use super::error::ErrorCode;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Who asked, under which id (a request extension every handler can read).
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub request_id: String,
+    pub client: SocketAddr,
+    pub key_id: Option<String>,
+}
+
+/// Marks a response made from a caught panic.
+#[derive(Debug, Clone, Copy)]
+pub struct Panicked;
+
+fn sane_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)))
+    .then(|| s.to_string())
+}
+
+pub fn new_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+pub async fn middleware(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(sane_id)
+        .unwrap_or_else(new_id);
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    req.extensions_mut().insert(RequestContext {
+        request_id: request_id.clone(),
+        client,
+        key_id: None,
+    });
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    let status = resp.status().as_u16();
+    state.metrics.responded(status);
+    if resp.extensions().get::<Panicked>().is_some() {
+        state.metrics.panicked();
+    }
+    let code = resp.extensions().get::<ErrorCode>().map(|c| c.0);
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    span.in_scope(|| match code {
+        Some(code) => tracing::info!(status, ms, error = code, client = %client, "request done"),
+        None => tracing::info!(status, ms, client = %client, "request done"),
+    });
+    resp
+}

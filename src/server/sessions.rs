@@ -1,0 +1,461 @@
+//! The session registry: live sessions (each a kept-alive [`Interpreter`], like a notebook
+//! kernel), the cap on how many may be open, and expiry. A session is closed when it was
+//! idle for `session_idle`, or `session_lifetime` after it opened; an expired id answers 410
+//! for a while after, an id never seen (or deleted) 404.
+//!
+//! The interpreter is taken out of its session for the length of a turn (it runs on a guest
+//! thread) and put back after, unless the turn ended it (`exit()`, `os._exit`, a trap or a
+//! limit that leaves its state untrustworthy) or the session was closed meanwhile.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::admission::MemoryReservation;
+use super::error::ApiError;
+use super::openapi::LimitsOutSchema;
+use super::time::rfc3339;
+use crate::limits::Limits;
+use crate::report::Status;
+use crate::sandbox::{EndReason, Interpreter};
+
+/// How long an expired id keeps answering 410 rather than 404.
+const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
+const MAX_TOMBSTONES: usize = 100_000;
+
+/// Why a session can take no more turns.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EndInfo {
+    /// `quit` (the code called `exit()`/`quit()`), `exit` (`os._exit(n)`), `stopped` (a limit
+    /// or trap stopped the instance mid-turn), `host_error`.
+    #[schema(example = "quit")]
+    pub reason: &'static str,
+    /// For `exit`: the status passed to `os._exit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// For `stopped`: the result status of the turn that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'static str>,
+    pub message: String,
+    pub ended_at: String,
+}
+
+impl EndInfo {
+    pub fn from_reason(r: &EndReason) -> Self {
+        let (reason, exit_code, status, message) = match r {
+            EndReason::Quit => (
+                "quit",
+                None,
+                None,
+                "the code called exit() or quit()".to_string(),
+            ),
+            EndReason::Exit(n) => (
+                "exit",
+                Some(*n),
+                None,
+                format!("the code called os._exit({n})"),
+            ),
+            EndReason::Stopped(s) => (
+                "stopped",
+                None,
+                Some(s.as_str()),
+                format!(
+                    "the instance was stopped mid-turn ({}); its state cannot be trusted",
+                    s.as_str()
+                ),
+            ),
+        };
+        EndInfo {
+            reason,
+            exit_code,
+            status,
+            message,
+            ended_at: rfc3339(SystemTime::now()),
+        }
+    }
+
+    pub fn host_error(message: String) -> Self {
+        EndInfo {
+            reason: "host_error",
+            exit_code: None,
+            status: Some(Status::Trap.as_str()),
+            message,
+            ended_at: rfc3339(SystemTime::now()),
+        }
+    }
+}
+
+/// What `GET /v1/sessions/{id}` says.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionInfo {
+    pub id: String,
+    pub created_at: String,
+    /// When it will expire if left idle (or at the end of its lifetime, if sooner).
+    pub expires_at: String,
+    pub last_used_at: String,
+    /// `idle`, `busy` (a turn is running) or `ended`.
+    #[schema(example = "idle")]
+    pub state: &'static str,
+    /// Turns run so far.
+    pub turns: u64,
+    #[schema(value_type = LimitsOutSchema)]
+    pub limits: Limits,
+    /// Set once the session can take no more turns, with the reason.
+    pub ended: Option<EndInfo>,
+}
+
+/// Counts a session against `max_sessions` while it is live (not ended, not closed).
+pub struct SessionSlot {
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a closed or ended session lets go of; dropped off the executor (it removes dirs).
+pub struct Remains {
+    _interp: Option<Interpreter>,
+    _memory: Option<MemoryReservation>,
+    _slot: Option<SessionSlot>,
+}
+
+impl Remains {
+    pub fn is_empty(&self) -> bool {
+        self._interp.is_none() && self._memory.is_none() && self._slot.is_none()
+    }
+
+    /// Drops on a blocking thread: removing the working directory is file-system work.
+    pub fn release(self) {
+        if self.is_empty() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || drop(self));
+    }
+}
+
+struct Inner {
+    interp: Option<Interpreter>,
+    memory: Option<MemoryReservation>,
+    slot: Option<SessionSlot>,
+    last_used: Instant,
+    last_used_at: SystemTime,
+    ended: Option<EndInfo>,
+    closed: bool,
+    turns: u64,
+}
+
+pub struct Session {
+    pub id: String,
+    pub created_at: SystemTime,
+    created: Instant,
+    pub limits: Limits,
+    idle: Duration,
+    lifetime: Duration,
+    busy: AtomicBool,
+    /// The interpreter's cancel flag: set to stop a running turn (close, shutdown).
+    cancel: Arc<AtomicBool>,
+    inner: Mutex<Inner>,
+}
+
+/// Held while a turn or a file operation uses the session; a second one gets 409.
+pub struct BusyGuard {
+    session: Arc<Session>,
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.session.busy.store(false, Ordering::Release);
+    }
+}
+
+impl Session {
+    pub fn new(
+        interp: Interpreter,
+        limits: Limits,
+        memory: MemoryReservation,
+        slot: SessionSlot,
+        idle: Duration,
+        lifetime: Duration,
+    ) -> Arc<Self> {
+        let now = SystemTime::now();
+        Arc::new(Session {
+            id: format!("s-{:032x}", rand::random::<u128>()),
+            created_at: now,
+            created: Instant::now(),
+            limits,
+            idle,
+            lifetime,
+            busy: AtomicBool::new(false),
+            cancel: interp.cancel_flag(),
+            inner: Mutex::new(Inner {
+                interp: Some(interp),
+                memory: Some(memory),
+                slot: Some(slot),
+                last_used: Instant::now(),
+                last_used_at: now,
+                ended: None,
+                closed: false,
+                turns: 0,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Marks the session busy, or says why it cannot be used now.
+    pub fn begin(self: &Arc<Self>) -> Result<BusyGuard, ApiError> {
+        self.check_usable()?;
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(ApiError::SessionBusy(self.id.clone()));
+        }
+        let guard = BusyGuard {
+            session: self.clone(),
+        };
+        // It may have ended between the check and the flag.
+        self.check_usable()?;
+        Ok(guard)
+    }
+
+    fn check_usable(&self) -> Result<(), ApiError> {
+        let inner = self.lock();
+        if inner.closed {
+            return Err(ApiError::SessionNotFound(self.id.clone()));
+        }
+        if let Some(end) = &inner.ended {
+            return Err(ApiError::SessionEnded {
+                id: self.id.clone(),
+                reason: end.message.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the interpreter for a turn or a file operation (hold a [`BusyGuard`]).
+    pub fn take_interpreter(&self, _busy: &BusyGuard) -> Result<Interpreter, ApiError> {
+        let mut inner = self.lock();
+        match inner.interp.take() {
+            Some(i) => Ok(i),
+            None => Err(match &inner.ended {
+                Some(end) => ApiError::SessionEnded {
+                    id: self.id.clone(),
+                    reason: end.message.clone(),
+                },
+                None => ApiError::SessionNotFound(self.id.clone()),
+            }),
+        }
+    }
+
+    /// Puts the interpreter back after use, or lets it go when the session ended or closed
+    /// meanwhile. `ended` is set when this use ended the interpreter. Returns what to release.
+    pub fn put_back(
+        &self,
+        interp: Option<Interpreter>,
+        ended: Option<EndInfo>,
+        counted_turn: bool,
+    ) -> Remains {
+        let mut inner = self.lock();
+        inner.last_used = Instant::now();
+        inner.last_used_at = SystemTime::now();
+        if counted_turn {
+            inner.turns += 1;
+        }
+        if inner.ended.is_none() {
+            inner.ended = ended;
+        }
+        if inner.closed || inner.ended.is_some() || interp.is_none() {
+            if inner.ended.is_none() && !inner.closed {
+                inner.ended = Some(EndInfo::host_error("the interpreter was lost".into()));
+            }
+            return Remains {
+                _interp: interp,
+                _memory: inner.memory.take(),
+                _slot: inner.slot.take(),
+            };
+        }
+        inner.interp = interp;
+        Remains {
+            _interp: None,
+            _memory: None,
+            _slot: None,
+        }
+    }
+
+    /// Closes the session: cancels a running turn and gives back what it holds (a running
+    /// turn's interpreter is dropped when the turn returns it).
+    pub fn close(&self) -> Remains {
+        self.cancel.store(true, Ordering::Relaxed);
+        let mut inner = self.lock();
+        inner.closed = true;
+        Remains {
+            _interp: inner.interp.take(),
+            _memory: inner.memory.take(),
+            _slot: inner.slot.take(),
+        }
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.lock().ended.is_some()
+    }
+
+    /// The idle/lifetime deadline, whichever is first.
+    fn expiry(&self, inner: &Inner) -> Instant {
+        (inner.last_used + self.idle).min(self.created + self.lifetime)
+    }
+
+    /// Time left before the end of the session's lifetime.
+    pub fn lifetime_left(&self) -> Duration {
+        (self.created + self.lifetime).saturating_duration_since(Instant::now())
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        let inner = self.lock();
+        now >= self.created + self.lifetime || (!self.is_busy() && now >= self.expiry(&inner))
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        let inner = self.lock();
+        let now = Instant::now();
+        let expires_in = self.expiry(&inner).saturating_duration_since(now);
+        SessionInfo {
+            id: self.id.clone(),
+            created_at: rfc3339(self.created_at),
+            expires_at: rfc3339(SystemTime::now() + expires_in),
+            last_used_at: rfc3339(inner.last_used_at),
+            state: if inner.ended.is_some() {
+                "ended"
+            } else if self.is_busy() {
+                "busy"
+            } else {
+                "idle"
+            },
+            turns: inner.turns,
+            limits: self.limits,
+            ended: inner.ended.clone(),
+        }
+    }
+}
+
+pub struct Registry {
+    live: Mutex<HashMap<String, Arc<Session>>>,
+    gone: Mutex<HashMap<String, Instant>>,
+    open: Arc<AtomicUsize>,
+    pub max_sessions: usize,
+    pub idle: Duration,
+    pub lifetime: Duration,
+}
+
+impl Registry {
+    pub fn new(max_sessions: usize, idle: Duration, lifetime: Duration) -> Self {
+        Registry {
+            live: Mutex::new(HashMap::new()),
+            gone: Mutex::new(HashMap::new()),
+            open: Arc::new(AtomicUsize::new(0)),
+            max_sessions,
+            idle,
+            lifetime,
+        }
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn gone(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.gone.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sessions open and not ended (what the cap counts).
+    pub fn open_count(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Takes a place under the cap for a session about to open, or `None` when full.
+    pub fn reserve_slot(&self) -> Option<SessionSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_sessions).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SessionSlot {
+                count: self.open.clone(),
+            })
+    }
+
+    pub fn insert(&self, s: Arc<Session>) {
+        self.live().insert(s.id.clone(), s);
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, ApiError> {
+        if let Some(s) = self.live().get(id) {
+            return Ok(s.clone());
+        }
+        if self.gone().contains_key(id) {
+            return Err(ApiError::SessionExpired(id.to_string()));
+        }
+        Err(ApiError::SessionNotFound(id.to_string()))
+    }
+
+    pub fn remove(&self, id: &str) -> Result<Arc<Session>, ApiError> {
+        if let Some(s) = self.live().remove(id) {
+            return Ok(s);
+        }
+        if self.gone().contains_key(id) {
+            return Err(ApiError::SessionExpired(id.to_string()));
+        }
+        Err(ApiError::SessionNotFound(id.to_string()))
+    }
+
+    /// Removes every expired session, remembering its id, and returns them to be closed.
+    pub fn sweep(&self) -> Vec<Arc<Session>> {
+        let now = Instant::now();
+        let expired: Vec<Arc<Session>> = {
+            let mut live = self.live();
+            let ids: Vec<String> = live
+                .values()
+                .filter(|s| s.expired(now))
+                .map(|s| s.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| live.remove(id)).collect()
+        };
+        let mut gone = self.gone();
+        gone.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
+        if gone.len() + expired.len() > MAX_TOMBSTONES {
+            gone.clear();
+        }
+        for s in &expired {
+            gone.insert(s.id.clone(), now);
+        }
+        expired
+    }
+
+    /// Removes every session (shutdown).
+    pub fn drain(&self) -> Vec<Arc<Session>> {
+        self.live().drain().map(|(_, s)| s).collect()
+    }
+
+    /// How often to look for expired sessions.
+    pub fn sweep_interval(&self) -> Duration {
+        (self.idle.min(self.lifetime) / 10).clamp(Duration::from_millis(50), Duration::from_secs(5))
+    }
+}

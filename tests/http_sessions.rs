@@ -1,0 +1,224 @@
+//! Sessions over real HTTP: state across turns, echoed results, failing turns, `exit()`,
+//! files up and down, concurrency, expiry.
+
+mod http_support;
+
+use std::time::Duration;
+
+use http_support::*;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_state_and_ends_on_exit() {
+    let s = start("sess", |_| {}).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"limits": {"memory_bytes": 256 << 20}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(v["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(v["expires_at"].is_string());
+    assert_eq!(v["limits"]["memory_bytes"], 256 << 20);
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+
+    let (st, v) = post(&c, &turn, &json!({"code": "x = 21\nimport math"})).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")), "{v}");
+    assert_eq!(v["result"], serde_json::Value::Null);
+    assert_eq!(v["turn"], 1);
+    let (_, v) = post(&c, &turn, &json!({"code": "math.sqrt(x * x) * 2"})).await;
+    assert_eq!(v["result"], "42.0", "{v}");
+    assert_eq!(v["stdout"], "42.0\n");
+
+    // A failing turn leaves the session usable.
+    let (st, v) = post(&c, &turn, &json!({"code": "y = 1\nundefined_name"})).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["status"], "error");
+    assert_eq!(v["error"]["type"], "NameError");
+    assert_eq!(v["ended"], serde_json::Value::Null);
+    let (_, v) = post(&c, &turn, &json!({"code": "x + y", "stdin": ""})).await;
+    assert_eq!(v["result"], "22", "{v}");
+
+    // Files: upload raw bytes, use them, list, download what the code wrote.
+    let r = c
+        .put(s.url(&format!("/v1/sessions/{id}/files/data/in.csv")))
+        .body("a,b\n1,2\n3,4\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let (_, v) = post(
+        &c,
+        &turn,
+        &json!({"code": "rows = open('data/in.csv').read().splitlines()\nopen('out.txt','w').write(str(len(rows)))\nlen(rows)",
+                "files": [{"path": "extra.bin", "content": b64(b"\x00\x01")}]}),
+    )
+    .await;
+    assert_eq!(v["result"], "3", "{v}");
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}/files"))).await;
+    assert_eq!(st, 200);
+    let names: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["data/in.csv", "extra.bin", "out.txt"], "{v}");
+    let r = c
+        .get(s.url(&format!("/v1/sessions/{id}/files/out.txt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/plain");
+    assert_eq!(r.text().await.unwrap(), "3");
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}/files/missing.txt"))).await;
+    assert_eq!((st, error_code(&v)), (404, "not_found"));
+    let r = c
+        .put(s.url(&format!("/v1/sessions/{id}/files/a%00b")))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Per-turn limits: above the maximum names the field; memory is session-wide.
+    let (st, v) = post(
+        &c,
+        &turn,
+        &json!({"code": "1", "limits": {"timeout_ms": 1u64 << 40}}),
+    )
+    .await;
+    assert_eq!((st, error_code(&v)), (400, "invalid_limit"));
+    assert_eq!(v["error"]["field"], "limits.timeout_ms");
+    let (st, v) = post(
+        &c,
+        &turn,
+        &json!({"code": "1", "limits": {"memory_bytes": 1}}),
+    )
+    .await;
+    assert_eq!((st, error_code(&v)), (400, "invalid_json"));
+
+    // GET describes it.
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["state"], "idle");
+    assert_eq!(v["turns"], 5);
+
+    // exit() ends it cleanly and says why; later turns get 409.
+    let (st, v) = post(&c, &turn, &json!({"code": "print('bye')\nexit()"})).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["stdout"], "bye\n");
+    assert_eq!(v["ended"]["reason"], "quit", "{v}");
+    let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(v["state"], "ended");
+    assert_eq!(v["ended"]["reason"], "quit");
+    let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (409, "session_ended"));
+    assert_eq!(s.sandbox_dirs(), 0, "an ended session lets its dir go");
+
+    // DELETE, then 404.
+    let r = c
+        .delete(s.url(&format!("/v1/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!((st, error_code(&v)), (404, "session_not_found"));
+
+    // os._exit and a timeout end a session too, with the reason.
+    for (code, reason) in [
+        ("import os\nos._exit(3)", "exit"),
+        ("while True: pass", "stopped"),
+    ] {
+        let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({})).await;
+        let id = v["id"].as_str().unwrap().to_string();
+        let (_, v) = post(
+            &c,
+            &s.url(&format!("/v1/sessions/{id}/execute")),
+            &json!({"code": code, "limits": {"timeout_ms": 200}}),
+        )
+        .await;
+        assert_eq!(v["ended"]["reason"], reason, "{v}");
+        let (_, info) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+        assert_eq!(info["state"], "ended");
+    }
+
+    let audit = s.audit();
+    for action in [
+        "session_open",
+        "session_turn",
+        "session_close",
+        "file_upload",
+        "file_download",
+    ] {
+        assert!(
+            audit.iter().any(|r| r["action"] == action),
+            "no {action} in the audit log"
+        );
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_turn_conflicts_and_idle_sessions_expire() {
+    let s = start("expiry", |a| a.session_idle_secs = 1).await;
+    let c = client();
+    let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({})).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+
+    // A second turn while one runs: 409.
+    let slow = {
+        let c = c.clone();
+        let turn = turn.clone();
+        tokio::spawn(async move {
+            post(
+                &c,
+                &turn,
+                &json!({"code": "import time\ntime.sleep(0.8)\n'done'"}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (409, "session_busy"));
+    let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}/files"))).await;
+    assert_eq!(error_code(&v), "session_busy");
+    let (st, v) = slow.await.unwrap();
+    assert_eq!((st, v["result"].as_str()), (200, Some("'done'")), "{v}");
+
+    // Left idle past the idle timeout: 410.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (410, "session_expired"));
+    let (st, _) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(st, 410);
+    assert_eq!(s.sandbox_dirs(), 0);
+    assert!(
+        s.audit()
+            .iter()
+            .any(|r| r["action"] == "session_expire" && r["session_id"] == id.as_str())
+    );
+
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let m = parse_metrics(&text);
+    assert_eq!(
+        m[r#"vivarium_sessions_closed_total{reason="expired"}"#],
+        1.0
+    );
+    assert_eq!(m["vivarium_live_sessions"], 0.0);
+    s.stop().await;
+}

@@ -1,0 +1,211 @@
+//! Shared by the `http_*` tests: starts the real server in-process on 127.0.0.1 (port 0) on
+//! a runtime of its own, with a scratch dir of its own, and small HTTP helpers.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::Value;
+use vivarium::server::{ServeArgs, bind};
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub scratch: PathBuf,
+    pub audit_log: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "vivarium-http-{tag}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts a server with the defaults changed by `configure`, and waits until it is ready.
+pub async fn start(tag: &str, configure: impl FnOnce(&mut ServeArgs)) -> TestServer {
+    let scratch = scratch_dir(tag);
+    let mut args = ServeArgs::defaults();
+    args.scratch_dir = Some(scratch.clone());
+    let audit_log = scratch.with_extension("audit.jsonl");
+    args.audit_log = Some(audit_log.clone());
+    args.listen = "127.0.0.1:0".parse().unwrap();
+    configure(&mut args);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let server = bind(args).await?;
+            addr_tx.send(server.addr()).unwrap();
+            server
+                .run_until(async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+    });
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("server did not bind");
+    let server = TestServer {
+        addr,
+        base: format!("http://{addr}"),
+        scratch,
+        audit_log,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    };
+    server.wait_ready().await;
+    server
+}
+
+impl TestServer {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let c = client();
+        loop {
+            if let Ok(r) = c.get(self.url("/readyz")).send().await
+                && r.status() == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "server never became ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sandbox dirs present under this server's scratch dir (any process's).
+    pub fn sandbox_dirs(&self) -> usize {
+        count_sandbox_dirs(&self.scratch)
+    }
+
+    /// Graceful shutdown; then checks nothing is left in the scratch dir.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let thread = self.thread.take().unwrap();
+        tokio::task::spawn_blocking(move || thread.join().unwrap().unwrap())
+            .await
+            .unwrap();
+        let left: Vec<_> = std::fs::read_dir(&self.scratch)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "left behind after shutdown: {left:?}");
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        let _ = std::fs::remove_file(&self.audit_log);
+    }
+
+    /// The audit log's records so far.
+    pub fn audit(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.audit_log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit lines are JSON"))
+            .collect()
+    }
+}
+
+pub fn count_sandbox_dirs(scratch: &std::path::Path) -> usize {
+    let Ok(roots) = std::fs::read_dir(scratch) else {
+        return 0;
+    };
+    roots
+        .flatten()
+        .filter(|r| r.path().is_dir())
+        .map(|r| {
+            std::fs::read_dir(r.path())
+                .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn unb64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// POSTs JSON; returns the status and the JSON body.
+pub async fn post(c: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
+    let r = c.post(url).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+    (status, v)
+}
+
+/// POSTs raw bytes as JSON content.
+pub async fn post_raw(c: &reqwest::Client, url: &str, body: &'static str) -> (u16, Value) {
+    let r = c
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+    (status, v)
+}
+
+pub async fn get(c: &reqwest::Client, url: &str) -> (u16, Value) {
+    let r = c.get(url).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v)
+}
+
+/// Asserts an error body of the documented shape and returns its code.
+pub fn error_code(v: &Value) -> &str {
+    let e = &v["error"];
+    assert!(e["message"].is_string(), "no error.message in {v}");
+    e["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error.code in {v}"))
+}
+
+/// Parses Prometheus text into `name{labels}` → value.
+pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    let mut out = std::collections::HashMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (key, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad metrics line {line:?}"));
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        out.insert(key.to_string(), v);
+    }
+    out
+}
