@@ -15,7 +15,9 @@ use crate::runtime::{self, RuntimeError, RuntimeFiles, RuntimeOptions};
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::state::GuestState;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
-use crate::sandbox::{GuestLayout, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread};
+use crate::sandbox::{
+    GuestLayout, GuestStore, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread,
+};
 
 pub use crate::sandbox::workdir::InputFile;
 
@@ -146,14 +148,29 @@ impl Vivarium {
         req.resolve(&self.defaults, &self.maximum)
     }
 
+    fn layout(&self) -> GuestLayout<'_> {
+        GuestLayout {
+            stdlib_dir: &self.files.stdlib_dir,
+            mpl_data_dir: &self.files.mpl_data_dir,
+        }
+    }
+
     /// Makes a fresh sandbox. Call on the thread that will run it (see
     /// [`run_on_guest_thread`]).
     pub fn prepare(&self, spec: SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let layout = GuestLayout {
-            stdlib_dir: &self.files.stdlib_dir,
-            mpl_data_dir: &self.files.mpl_data_dir,
-        };
-        Sandbox::prepare(&self.engine, &self.python, &layout, &self.scratch, spec)
+        Sandbox::prepare(
+            &self.engine,
+            &self.python,
+            &self.layout(),
+            &self.scratch,
+            spec,
+        )
+    }
+
+    /// A store set up exactly as a sandbox's, for instantiating another module through the
+    /// same linker (`engine().instance_pre(&module)`): the adversarial modules in `wasm/`.
+    pub fn guest_store(&self, spec: SandboxSpec) -> Result<GuestStore, SandboxError> {
+        GuestStore::new(&self.engine, &self.layout(), &self.scratch, spec)
     }
 
     /// Runs one program in a fresh sandbox on a guest thread and reports. Blocking: call

@@ -170,15 +170,25 @@ pub struct TurnOutcome {
     pub ended: Option<EndReason>,
 }
 
-impl Sandbox {
-    /// Makes the working directory, the WASI context and the store, and instantiates the guest.
-    pub fn prepare(
+/// A store with everything around it, before any module is instantiated in it: the same
+/// WASI context, limits and working directory for the Python guest and for any other module
+/// linked against the same linker (the adversarial modules in `wasm/`).
+pub struct GuestStore {
+    pub store: Store<GuestState>,
+    pub workdir: WorkDir,
+    pub stdout: CappedPipe,
+    pub stderr: CappedPipe,
+    pub stdin: GuestStdin,
+}
+
+impl GuestStore {
+    /// Makes the working directory, the WASI context and the store, with every limit armed.
+    pub fn new(
         engine: &GuestEngine,
-        python: &InstancePre<GuestState>,
         layout: &GuestLayout<'_>,
         scratch: &ScratchRoot,
         spec: SandboxSpec,
-    ) -> Result<Sandbox, SandboxError> {
+    ) -> Result<GuestStore, SandboxError> {
         let env = guest_env(&spec.env)?;
         let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
         let output_cap = spec.limits.output_bytes as usize;
@@ -239,6 +249,42 @@ impl Sandbox {
             Ok(UpdateDeadline::Continue(1))
         });
         store.set_epoch_deadline(1);
+        Ok(GuestStore {
+            store,
+            workdir,
+            stdout,
+            stderr,
+            stdin,
+        })
+    }
+
+    /// Arms the wall-clock deadline and the fuel for one call into the guest.
+    pub fn arm(&mut self, timeout_ms: u64, fuel: u64) {
+        let data = self.store.data_mut();
+        data.clock.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        self.store.set_epoch_deadline(1);
+        // Fuel cannot be refused on a store with fuel enabled.
+        let _ = self.store.set_fuel(fuel);
+    }
+}
+
+impl Sandbox {
+    /// Makes the working directory, the WASI context and the store, and instantiates the guest.
+    pub fn prepare(
+        engine: &GuestEngine,
+        python: &InstancePre<GuestState>,
+        layout: &GuestLayout<'_>,
+        scratch: &ScratchRoot,
+        spec: SandboxSpec,
+    ) -> Result<Sandbox, SandboxError> {
+        let limits = spec.limits;
+        let GuestStore {
+            mut store,
+            workdir,
+            stdout,
+            stderr,
+            stdin,
+        } = GuestStore::new(engine, layout, scratch, spec)?;
         // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
         store
             .set_fuel(u64::MAX)
@@ -265,7 +311,7 @@ impl Sandbox {
                 stderr,
                 stdin,
                 workdir,
-                limits: spec.limits,
+                limits,
                 turns_run: 0,
                 ended: None,
             },
