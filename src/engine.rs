@@ -82,8 +82,6 @@ pub enum EngineError {
 /// The engine and the linker that defines what a guest may import.
 pub struct GuestEngine {
     engine: Engine,
-    /// Stock wasmtime-wasi preview1, kept unshadowed so our shadows can call into it.
-    wasi_linker: Linker<GuestState>,
     /// What guests are linked against: WASI with our shadows, plus `host::call`.
     linker: Linker<GuestState>,
 }
@@ -138,19 +136,11 @@ impl GuestEngine {
             .func_wrap("host", "call", door::host_call)
             .map_err(EngineError::Link)?;
         linker.allow_shadowing(false);
-        Ok(GuestEngine {
-            engine,
-            wasi_linker,
-            linker,
-        })
+        Ok(GuestEngine { engine, linker })
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
-    }
-
-    pub fn wasi_linker(&self) -> &Linker<GuestState> {
-        &self.wasi_linker
     }
 
     /// Resolves a module's imports once, so each sandbox costs a Store and an instantiation.

@@ -7,26 +7,28 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::host;
-use vivarium::sandbox::{EndReason, SandboxSpec, TurnLimits, run_on_guest_thread};
-use vivarium::{Limits, Status};
+use vivarium::sandbox::{EndReason, Interpreter, SandboxSpec, TurnLimits, run_on_guest_thread};
+use vivarium::{Limits, Status, Vivarium};
+
+fn fresh_interpreter(host: &Vivarium) -> Interpreter {
+    host.prepare(SandboxSpec {
+        limits: Limits::DEFAULT,
+        env: vec![],
+        files: vec![],
+        stdin: vec![],
+        observer: None,
+        cancel: Arc::new(AtomicBool::new(false)),
+    })
+    .unwrap()
+    .into_interpreter()
+}
 
 #[test]
 fn turns_share_state_and_end_on_exit() {
     let host = host();
     run_on_guest_thread(move || {
-        let limits = Limits::DEFAULT;
-        let sandbox = host
-            .prepare(SandboxSpec {
-                limits,
-                env: vec![],
-                files: vec![],
-                stdin: vec![],
-                observer: None,
-                cancel: Arc::new(AtomicBool::new(false)),
-            })
-            .unwrap();
-        let mut interp = sandbox.into_interpreter();
-        let turn = TurnLimits::from(&limits);
+        let mut interp = fresh_interpreter(&host);
+        let turn = TurnLimits::from(&Limits::DEFAULT);
 
         let t = interp
             .turn("x = 21\nprint('hello', x)", vec![], &turn)
@@ -64,19 +66,8 @@ fn turns_share_state_and_end_on_exit() {
 fn exit_ends_the_interpreter_with_its_reason() {
     let host = host();
     run_on_guest_thread(move || {
-        let limits = Limits::DEFAULT;
-        let mut interp = host
-            .prepare(SandboxSpec {
-                limits,
-                env: vec![],
-                files: vec![],
-                stdin: vec![],
-                observer: None,
-                cancel: Arc::new(AtomicBool::new(false)),
-            })
-            .unwrap()
-            .into_interpreter();
-        let turn = TurnLimits::from(&limits);
+        let mut interp = fresh_interpreter(&host);
+        let turn = TurnLimits::from(&Limits::DEFAULT);
         let t = interp
             .turn("import sys; sys.exit(7)", vec![], &turn)
             .unwrap();
