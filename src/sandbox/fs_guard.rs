@@ -7,13 +7,15 @@
 //!
 //! * Descriptors: counted on `path_open` success, released on `fd_close` and `fd_renumber`
 //!   success; past the cap `path_open` answers EMFILE and the guest runs on.
-//! * Disk: a running upper bound of the bytes the working directory holds (bytes written, plus
-//!   [`ENTRY_BYTES`] for each entry created). When a write would pass the quota, the
+//! * Disk: a running upper bound of the bytes the working directory holds (bytes written, in
+//!   whole blocks, plus [`ENTRY_BYTES`] for each entry created); no write may end past the
+//!   quota, which bounds sparse files. When a write would pass the quota, the
 //!   directory is measured for real (deletes and overwrites make the bound loose) and only if
 //!   it is still over does the write fail with ENOSPC. Measuring costs the guest's own time.
 //! * `fd_renumber` onto or from stdio is refused: a file renumbered onto fd 1 would write to
 //!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
@@ -29,6 +31,9 @@ use super::state::GuestState;
 /// empty files or folders are bounded too.
 pub const ENTRY_BYTES: u64 = 4096;
 
+/// The unit a write is charged in (see [`charge_for`]).
+const BLOCK_BYTES: u64 = 4096;
+
 /// Descriptors 0, 1 and 2.
 const STDIO_FDS: i32 = 3;
 /// `O_CREAT` in preview1's `oflags`.
@@ -38,16 +43,23 @@ const OFLAGS_CREAT: i32 = 1;
 /// exactly as its generated linker glue does (the guest's memory plus the WASI context).
 /// Calling the stock `Func` instead would lose the calling instance, and with it the memory.
 macro_rules! stock {
-    ($caller:expr, $func:ident($($arg:expr),* $(,)?)) => {{
+    ($caller:expr, $func:ident($($arg:expr),* $(,)?)) => {
+        stock!(@call $caller, |state, mem| in_tokio(wasi::$func(&mut state.wasi, mem, $($arg),*)))
+    };
+    // The few calls wasmtime-wasi implements synchronously (`fd_tell`).
+    (sync $caller:expr, $func:ident($($arg:expr),* $(,)?)) => {
+        stock!(@call $caller, |state, mem| wasi::$func(&mut state.wasi, mem, $($arg),*))
+    };
+    (@call $caller:expr, |$state:ident, $mem:ident| $call:expr) => {{
         let caller: &mut Caller<'_, GuestState> = $caller;
         let fuel = caller.as_context_mut().hostcall_fuel();
         let Some(Extern::Memory(m)) = caller.get_export("memory") else {
             wasmtime::bail!("missing required memory export");
         };
-        let (mem, state) = m.data_and_store_mut(caller);
-        state.wasi.set_hostcall_fuel(fuel);
-        let mut mem = GuestMemory::Unshared(mem);
-        in_tokio(wasi::$func(&mut state.wasi, &mut mem, $($arg),*))?
+        let (mem, $state) = m.data_and_store_mut(caller);
+        $state.wasi.set_hostcall_fuel(fuel);
+        let $mem = &mut GuestMemory::Unshared(mem);
+        $call?
     }};
 }
 
@@ -145,7 +157,13 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let counted = (fd as u32) >= STDIO_FDS as u32;
             if counted {
                 let wanted = iovec_total(&mut caller, iovs, iovs_len);
-                if !reserve(&mut caller, wanted) {
+                // A write after a seek far past the end makes a sparse file: check where it
+                // lands, as for `fd_pwrite`.
+                let position = file_position(&mut caller, fd, iovs, iovs_len)?.unwrap_or(0);
+                if position.saturating_add(wanted) > caller.data().fs.quota_bytes
+                    || !reserve(&mut caller, charge_for(wanted))
+                {
+                    caller.data_mut().fs.refused_disk = true;
                     return Ok(errno::NOSPC);
                 }
             }
@@ -170,7 +188,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let wanted = iovec_total(&mut caller, iovs, iovs_len);
             // A write far past the end makes a sparse file whose size alone breaks the quota.
             let end = (offset as u64).saturating_add(wanted);
-            if end > caller.data().fs.quota_bytes || !reserve(&mut caller, wanted) {
+            if end > caller.data().fs.quota_bytes || !reserve(&mut caller, charge_for(wanted)) {
                 caller.data_mut().fs.refused_disk = true;
                 return Ok(errno::NOSPC);
             }
@@ -276,13 +294,48 @@ fn reserve(caller: &mut Caller<'_, GuestState>, bytes: u64) -> bool {
     fits
 }
 
-/// Adds the `nwritten` the stock call stored to the running bound.
+/// What a write of `bytes` may cost on the host's disk: whole filesystem blocks, since a write
+/// into a hole (after a seek) allocates a block however few bytes it carries. The bound is
+/// loose for small appends; the quota check then measures the directory for real.
+fn charge_for(bytes: u64) -> u64 {
+    bytes.div_ceil(BLOCK_BYTES).max(1) * BLOCK_BYTES
+}
+
+/// Adds what the stock call wrote (its `nwritten`) to the running bound, in whole blocks.
 fn charge_written(caller: &mut Caller<'_, GuestState>, nwritten: i32) {
     let written = memory(caller).and_then(|m| {
         let data = m.data(&*caller);
         range(data, nwritten, 4).map(|r| read_u32(data, r.start))
     });
-    caller.data_mut().fs.charged_bytes += u64::from(written.unwrap_or(0));
+    caller.data_mut().fs.charged_bytes += charge_for(u64::from(written.unwrap_or(0)));
+}
+
+/// The current offset of `fd`, from wasmtime-wasi's own `fd_tell`. That call stores its answer
+/// in guest memory, so it borrows the first 8 bytes of the caller's iovec array (in bounds,
+/// and the guest is blocked in this call, so nothing sees them) and puts them back.
+/// `None` when there is no iovec to borrow or the descriptor has no position.
+fn file_position(
+    caller: &mut Caller<'_, GuestState>,
+    fd: i32,
+    iovs: i32,
+    iovs_len: i32,
+) -> wasmtime::Result<Option<u64>> {
+    let Some(mem) = memory(caller) else {
+        return Ok(None);
+    };
+    let saved: [u8; 8] = {
+        let data = mem.data(&*caller);
+        match range(data, iovs, 8).filter(|_| iovs_len > 0) {
+            Some(r) => data[r].try_into().expect("8 bytes"),
+            None => return Ok(None),
+        }
+    };
+    let rc = stock!(sync caller, fd_tell(fd, iovs));
+    let at = iovs as u32 as usize;
+    let data = mem.data_mut(&mut *caller);
+    let position = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+    data[at..at + 8].copy_from_slice(&saved);
+    Ok((rc == errno::SUCCESS).then_some(position))
 }
 
 /// The bytes a `fd_write`/`fd_pwrite` asks to write: the sum of its iovec lengths. Out of
@@ -301,8 +354,9 @@ fn iovec_total(caller: &mut Caller<'_, GuestState>, iovs: i32, iovs_len: i32) ->
         .sum()
 }
 
-/// What the directory holds, by the quota's measure: file sizes (apparent, so sparse files
-/// count in full) plus [`ENTRY_BYTES`] an entry. Links are not followed.
+/// What the directory holds, by the quota's measure: the larger of each file's size and the
+/// disk blocks it really holds (so sparse files count in full and so do blocks allocated
+/// into holes), plus [`ENTRY_BYTES`] an entry. Links are not followed.
 pub fn measure_dir(root: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![root.to_path_buf()];
@@ -318,7 +372,7 @@ pub fn measure_dir(root: &Path) -> u64 {
             if meta.is_dir() {
                 stack.push(entry.path());
             } else if meta.is_file() {
-                total = total.saturating_add(meta.len());
+                total = total.saturating_add(meta.len().max(meta.blocks() * 512));
             }
         }
     }

@@ -59,8 +59,18 @@ pub struct ScratchRoot {
 
 impl ScratchRoot {
     /// Creates `<base>/<pid>` and removes what dead predecessors left under `base`.
+    ///
+    /// Processes sharing a base (every `vivarium run` uses the default one) serialise this on
+    /// `<base>/.create.lock`: otherwise one could see another's root between its creation and
+    /// the locking of its `.lock`, take it for abandoned, and remove it.
     pub fn create(base: &Path) -> Result<Self, WorkdirError> {
         std::fs::create_dir_all(base).map_err(io("creating scratch base", base))?;
+        let create_lock_path = base.join(".create.lock");
+        let create_lock =
+            File::create(&create_lock_path).map_err(io("creating", &create_lock_path))?;
+        create_lock
+            .lock()
+            .map_err(io("locking", &create_lock_path))?;
         Self::remove_abandoned(base);
         let path = base.join(std::process::id().to_string());
         // A previous process with our pid (pid reuse after a crash) is dead by definition.
@@ -70,6 +80,7 @@ impl ScratchRoot {
         let lock_path = path.join(".lock");
         let lock = File::create(&lock_path).map_err(io("creating", &lock_path))?;
         lock.lock().map_err(io("locking", &lock_path))?;
+        drop(create_lock);
         Ok(ScratchRoot { path, _lock: lock })
     }
 
@@ -79,6 +90,9 @@ impl ScratchRoot {
         };
         for entry in entries.flatten() {
             let dir = entry.path();
+            if !dir.is_dir() {
+                continue;
+            }
             let Ok(lock) = File::open(dir.join(".lock")) else {
                 // No lock file: a root that died while being created, or not ours at all.
                 if entry.file_name().to_string_lossy().parse::<u32>().is_ok() {
