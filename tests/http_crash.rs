@@ -47,11 +47,13 @@ async fn wait_ready(base: &str) {
     }
 }
 
+/// Scratch roots under the base (its shared `.create.lock` is not one).
 fn roots(scratch: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(scratch)
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".create.lock")
         .collect();
     v.sort();
     v

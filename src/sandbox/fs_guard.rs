@@ -12,7 +12,7 @@
 //!   quota, which bounds sparse files. When a write would pass the quota, the
 //!   directory is measured for real (deletes and overwrites make the bound loose) and only if
 //!   it is still over does the write fail with ENOSPC. Measuring costs the guest's own time.
-//! * `fd_renumber` onto or from stdio is refused: a file renumbered onto fd 1 would write to
+//! * `fd_close` of stdio, and `fd_renumber` onto or from it, are refused: a file renumbered onto fd 1 would write to
 //!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
 
 use std::os::unix::fs::MetadataExt;
@@ -119,6 +119,11 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         M,
         "fd_close",
         |mut caller: Caller<'_, GuestState>, fd: i32| -> wasmtime::Result<i32> {
+            // Closing stdio would let a file take descriptor 0, 1 or 2 and write to disk past
+            // the quota, which only counts descriptors from 3 on.
+            if (fd as u32) < STDIO_FDS as u32 {
+                return Ok(errno::PERM);
+            }
             let rc = stock!(&mut caller, fd_close(fd));
             if rc == errno::SUCCESS {
                 let fs = &mut caller.data_mut().fs;

@@ -1,0 +1,29 @@
+# hostile: audit hooks that refuse everything, including what the host's hidden turns do
+# expect: error
+
+def deny(name, f):
+    """An attack that must fail: success prints ESCAPED (the runner forbids that word)."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: refused ({type(e).__name__})")
+        return e
+    print(f"ESCAPED {name}: {out!r}"[:300])
+
+def attempt(name, f):
+    """An attempt whose outcome is not itself a breach; the host-side checks judge it."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: {type(e).__name__}")
+        return e
+    print(f"{name}: ok {out!r}"[:300])
+    return out
+
+import sys
+def hook(event, args):
+    if event not in ('sys.addaudithook',):
+        raise RuntimeError('blocked ' + event)
+print('DONE', flush=True)
+sys.addaudithook(hook)
+open('after.txt', 'w')

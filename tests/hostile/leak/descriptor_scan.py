@@ -1,0 +1,35 @@
+# hostile: every descriptor number: stat, read, seek
+# expect: ok
+# stdout-has: DONE
+
+def deny(name, f):
+    """An attack that must fail: success prints ESCAPED (the runner forbids that word)."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: refused ({type(e).__name__})")
+        return e
+    print(f"ESCAPED {name}: {out!r}"[:300])
+
+def attempt(name, f):
+    """An attempt whose outcome is not itself a breach; the host-side checks judge it."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: {type(e).__name__}")
+        return e
+    print(f"{name}: ok {out!r}"[:300])
+    return out
+
+import os
+seen = []
+for fd in range(0, 300):
+    try:
+        os.fstat(fd)
+        seen.append(fd)
+        os.lseek(fd, 0, 0)
+        os.read(fd, 16)
+    except OSError:
+        pass
+print('fds', seen)
+print('DONE')

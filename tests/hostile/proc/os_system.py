@@ -1,0 +1,27 @@
+# hostile: os.system and os.popen
+# expect: ok
+# stdout-has: DONE
+
+def deny(name, f):
+    """An attack that must fail: success prints ESCAPED (the runner forbids that word)."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: refused ({type(e).__name__})")
+        return e
+    print(f"ESCAPED {name}: {out!r}"[:300])
+
+def attempt(name, f):
+    """An attempt whose outcome is not itself a breach; the host-side checks judge it."""
+    try:
+        out = f()
+    except BaseException as e:
+        print(f"{name}: {type(e).__name__}")
+        return e
+    print(f"{name}: ok {out!r}"[:300])
+    return out
+
+import os
+deny('system', lambda: os.system('touch /tmp/escaped; echo ESCAPED') == 0 or 1/0)
+deny('popen', lambda: os.popen('id').read())
+print('DONE')

@@ -1,0 +1,63 @@
+;; poll_oneoff with zero, huge and just-too-many subscriptions, out-of-bounds and overlapping
+;; pointers, unknown tags. "run" returns the XOR of the errnos (must return at once);
+;; "sleep" waits an hour on a relative monotonic clock, "sleep_abs" until a far-future
+;; realtime instant, "sleep_never" for the maximum timeout: each must be stopped by the
+;; deadline within a slice.
+(module
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func $clock_sub (param $at i32) (param $id i32) (param $timeout i64) (param $flags i32)
+    (i64.store (local.get $at) (i64.const 7))
+    (i32.store8 (i32.add (local.get $at) (i32.const 8)) (i32.const 0))
+    (i32.store (i32.add (local.get $at) (i32.const 16)) (local.get $id))
+    (i64.store (i32.add (local.get $at) (i32.const 24)) (local.get $timeout))
+    (i64.store (i32.add (local.get $at) (i32.const 32)) (i64.const 0))
+    (i32.store16 (i32.add (local.get $at) (i32.const 40)) (local.get $flags)))
+  (func $p (param i32 i32 i32 i32) (param $acc i32) (result i32)
+    (i32.xor (i32.rotl (local.get $acc) (i32.const 5))
+      (call $poll (local.get 0) (local.get 1) (local.get 2) (local.get 3))))
+  (func (export "run") (result i32)
+    (local $a i32)
+    (call $clock_sub (i32.const 256) (i32.const 1) (i64.const 0) (i32.const 0))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 0) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const -1) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 4097) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const 0) (i32.const 0) (i32.const 4096) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const -16) (i32.const 1024) (i32.const 1) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const 256) (i32.const -16) (i32.const 1) (i32.const 2048) (local.get $a)))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const -2) (local.get $a)))
+    (local.set $a (call $p (i32.const 256) (i32.const 65520) (i32.const 1) (i32.const 2048) (local.get $a)))
+    ;; events written over the subscriptions, and nevents over both
+    (local.set $a (call $p (i32.const 256) (i32.const 256) (i32.const 1) (i32.const 260) (local.get $a)))
+    ;; an unknown tag, and fd subscriptions on stdio and a bogus fd
+    (call $clock_sub (i32.const 256) (i32.const 1) (i64.const 0) (i32.const 0))
+    (i32.store8 (i32.const 264) (i32.const 9))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048) (local.get $a)))
+    (i32.store8 (i32.const 264) (i32.const 1))
+    (i32.store (i32.const 272) (i32.const 12345))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048) (local.get $a)))
+    ;; an absolute realtime clock in the past, a bogus clock id
+    (call $clock_sub (i32.const 256) (i32.const 0) (i64.const 1) (i32.const 1))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048) (local.get $a)))
+    (call $clock_sub (i32.const 256) (i32.const 99) (i64.const 0) (i32.const 1))
+    (local.set $a (call $p (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048) (local.get $a)))
+    (local.get $a))
+  (func (export "sleep") (result i32)
+    (call $clock_sub (i32.const 256) (i32.const 1) (i64.const 3600000000000) (i32.const 0))
+    (call $poll (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048)))
+  (func (export "sleep_abs") (result i32)
+    (call $clock_sub (i32.const 256) (i32.const 0) (i64.const 0x7fffffffffffffff) (i32.const 1))
+    (call $poll (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048)))
+  (func (export "sleep_never") (result i32)
+    (call $clock_sub (i32.const 256) (i32.const 1) (i64.const -1) (i32.const 0))
+    (call $poll (i32.const 256) (i32.const 1024) (i32.const 1) (i32.const 2048)))
+  ;; 4 096 subscriptions of an hour each (the most accepted), in a 4-page memory
+  (func (export "sleep_many") (result i32)
+    (local $i i32)
+    (if (i32.eq (memory.grow (i32.const 6)) (i32.const -1)) (then (return (i32.const -1))))
+    (loop $fill
+      (call $clock_sub (i32.add (i32.const 65536) (i32.mul (local.get $i) (i32.const 48)))
+        (i32.const 1) (i64.const 3600000000000) (i32.const 0))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $fill (i32.lt_u (local.get $i) (i32.const 4096))))
+    (call $poll (i32.const 65536) (i32.const 262144) (i32.const 4096) (i32.const 2048))))
