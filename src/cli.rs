@@ -50,6 +50,14 @@ pub enum Command {
     },
     /// Serve the HTTP API: executions and sessions (every flag also as a `VIVARIUM_*` variable).
     Serve(crate::server::ServeArgs),
+    /// Check a Python file without running it: syntax by the guest's own parser, and static
+    /// findings. Prints JSON; exits 0 when the syntax is fine and no finding is an error.
+    Check {
+        /// The Python file (`-` for stdin).
+        file: PathBuf,
+    },
+    /// Serve the MCP tools (execute_python, check_python, sessions) over stdio.
+    Mcp,
 }
 
 #[derive(Subcommand)]
@@ -97,6 +105,10 @@ pub struct RunArgs {
     /// Print the whole result as JSON instead of passing the streams through.
     #[arg(long)]
     pub json: bool,
+    /// The snapshot to start from: `python` (stock) or `scientific` (numpy, pandas and
+    /// matplotlib already imported; built once per machine on first use).
+    #[arg(long, value_enum, default_value_t = crate::template::Template::Python)]
+    pub template: crate::template::Template,
 }
 
 pub fn main() -> ExitCode {
@@ -105,6 +117,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Runtime { action } => runtime_cmd(action),
         Command::Serve(args) => return crate::server::main(args),
+        Command::Check { file } => check_cmd(&file),
+        Command::Mcp => return crate::server::mcp::stdio_main(),
     };
     match result {
         Ok(code) => code,
@@ -115,12 +129,34 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn check_cmd(file: &Path) -> anyhow::Result<ExitCode> {
+    let code = if file == Path::new("-") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let host = Vivarium::open(VivariumOptions::from_env())?;
+    let result = crate::server::check::check_blocking(&host, &code)?;
+    println!("{}", serde_json::to_string_pretty(&result)?);
+    Ok(if result.passes() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 fn runtime_cmd(action: RuntimeAction) -> anyhow::Result<ExitCode> {
     let opts = VivariumOptions::from_env();
     match action {
         RuntimeAction::Fetch => {
             // Opening the host fetches, verifies, unpacks and compiles whatever is missing.
             let host = Vivarium::open(opts)?;
+            // Templates too (built once per machine), so later runs never wait for them.
+            for t in crate::template::Template::ALL {
+                host.template_pre(t)?;
+            }
             eprintln!(
                 "vivarium: runtime ready in {}",
                 host.runtime_files().dir.display()
@@ -197,6 +233,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         env,
         observer,
         cancel: None,
+        template: args.template,
     };
     let host = Vivarium::open(VivariumOptions::from_env())?;
     let report = host.execute(request)?;

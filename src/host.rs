@@ -18,6 +18,7 @@ use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
     GuestLayout, GuestStore, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread,
 };
+use crate::template::{self, Template, TemplateError};
 
 pub use crate::sandbox::workdir::InputFile;
 
@@ -84,12 +85,18 @@ pub struct ExecRequest {
     pub observer: Option<OutputObserver>,
     /// Set to stop the run early; `None` for a run only its limits stop.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The snapshot the sandbox starts from (`python` unless asked).
+    pub template: Template,
 }
 
 pub struct Vivarium {
     files: RuntimeFiles,
     engine: GuestEngine,
     python: InstancePre<GuestState>,
+    /// The scientific template, compiled (and built, once per machine) on first use.
+    scientific: std::sync::OnceLock<InstancePre<GuestState>>,
+    scientific_building: std::sync::Mutex<()>,
+    home: PathBuf,
     scratch: ScratchRoot,
     defaults: Limits,
     maximum: Limits,
@@ -111,6 +118,9 @@ impl Vivarium {
             files,
             engine,
             python,
+            scientific: std::sync::OnceLock::new(),
+            scientific_building: std::sync::Mutex::new(()),
+            home: opts.runtime.home.clone(),
             scratch,
             defaults: opts.defaults,
             maximum: opts.maximum,
@@ -167,6 +177,47 @@ impl Vivarium {
         )
     }
 
+    /// Makes a fresh sandbox from `template`. The first use of the scientific template in a
+    /// process loads it (and on a new machine builds it: minutes; see `template.rs`).
+    pub fn prepare_with(
+        &self,
+        spec: SandboxSpec,
+        template: Template,
+    ) -> Result<Sandbox, SandboxError> {
+        match template {
+            Template::Python => self.prepare(spec),
+            Template::Scientific => {
+                let pre = self.template_pre(template)?;
+                let env = spec.env.clone();
+                Sandbox::prepare(&self.engine, &pre, &self.layout(), &self.scratch, spec)?
+                    .refresh_template(&env)
+            }
+        }
+    }
+
+    /// The instantiation recipe of a template, building and compiling it on first use.
+    pub fn template_pre(
+        &self,
+        template: Template,
+    ) -> Result<InstancePre<GuestState>, TemplateError> {
+        if template == Template::Python {
+            return Ok(self.python.clone());
+        }
+        if let Some(pre) = self.scientific.get() {
+            return Ok(pre.clone());
+        }
+        let _building = self
+            .scientific_building
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(pre) = self.scientific.get() {
+            return Ok(pre.clone());
+        }
+        let module = template::load(template, &self.files, &self.home, &self.engine)?;
+        let pre = self.engine.instance_pre(&module)?;
+        Ok(self.scientific.get_or_init(|| pre).clone())
+    }
+
     /// A store set up exactly as a sandbox's, for instantiating another module through the
     /// same linker (`engine().instance_pre(&module)`): the adversarial modules in `wasm/`.
     pub fn guest_store(&self, spec: SandboxSpec) -> Result<GuestStore, SandboxError> {
@@ -177,16 +228,20 @@ impl Vivarium {
     /// from a thread that may block (not an async executor thread).
     pub fn execute(self: &Arc<Self>, req: ExecRequest) -> Result<Report, ExecError> {
         let limits = self.resolve_limits(&req.limits)?;
+        template::check_limits(req.template, &limits)?;
         let this = self.clone();
         let outcome = run_on_guest_thread(move || -> Result<Report, SandboxError> {
-            let sandbox = this.prepare(SandboxSpec {
-                limits,
-                env: req.env,
-                files: req.files,
-                stdin: req.stdin,
-                observer: req.observer,
-                cancel: req.cancel.unwrap_or_default(),
-            })?;
+            let sandbox = this.prepare_with(
+                SandboxSpec {
+                    limits,
+                    env: req.env,
+                    files: req.files,
+                    stdin: req.stdin,
+                    observer: req.observer,
+                    cancel: req.cancel.unwrap_or_default(),
+                },
+                req.template,
+            )?;
             Ok(sandbox.run(&req.code))
         });
         match outcome {

@@ -23,7 +23,9 @@ pub mod report;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;
+pub mod template;
 
 pub use host::{ExecRequest, InputFile, Vivarium, VivariumOptions};
 pub use limits::{Limits, LimitsRequest};
 pub use report::{Report, Status};
+pub use template::Template;

@@ -96,6 +96,17 @@ pub struct Report {
     pub detail: Option<String>,
     pub files: Vec<FileOut>,
     pub usage: Usage,
+    /// Rich outputs (`display()`, `plt.show()`), when the front door loaded the helpers.
+    #[serde(default)]
+    pub outputs: Vec<RichOutput>,
+}
+
+/// One rich output, as a notebook shows it: `image/png` (base64), `image/svg+xml`,
+/// `text/html` or `text/plain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RichOutput {
+    pub mime: String,
+    pub data: String,
 }
 
 mod base64_opt {

@@ -16,6 +16,7 @@ pub mod guest_memory;
 pub mod limiter;
 pub mod output;
 pub mod poll;
+pub mod rich;
 pub mod state;
 pub mod stdin;
 pub mod workdir;
@@ -38,10 +39,10 @@ use stdin::GuestStdin;
 use workdir::{GUEST_HOME, InputFile, ScratchRoot, WorkDir, WorkdirError};
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
-const ARGV0: &str = "/usr/local/bin/python.wasm";
+pub(crate) const ARGV0: &str = "/usr/local/bin/python.wasm";
 /// Where the guest finds its standard library: a folder holding only `python315.zip`.
-const GUEST_STDLIB_DIR: &str = "/usr/local/lib";
-const GUEST_MPL_DATA_DIR: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
+pub(crate) const GUEST_STDLIB_DIR: &str = "/usr/local/lib";
+pub(crate) const GUEST_MPL_DATA_DIR: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
 /// Descriptors open before the guest opens any: stdio and the three preopens.
 const INITIAL_FDS: u32 = 6;
 /// Caps on the environment a caller may pass.
@@ -53,10 +54,13 @@ pub const MAX_ENV_BYTES: usize = 64 << 10;
 /// the way `run` does, and a buffer that dies with the instance never reaches the disk.)
 const FLUSH_OPEN_FILES: &str = "\
 def __vivarium_flush():
-    import gc, io
+    import gc, _io
+    # `_io._IOBase`, the C base of every io class (and of Python subclasses of io.IOBase):
+    # a plain type check, where the `io.IOBase` ABC's subclass hook costs ~10 ms in a
+    # template whose packages define many classes.
     for o in gc.get_objects():
         try:
-            if isinstance(o, io.IOBase) and not o.closed:
+            if isinstance(o, _io._IOBase) and not o.closed:
                 o.flush()
         except BaseException:
             pass
@@ -331,7 +335,17 @@ impl Sandbox {
         }
         let budget = self.live.limits.disk_bytes;
         outcome.report.files = self.live.workdir.changed_files(budget);
+        outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
         outcome.report
+    }
+
+    /// Runs `code` as a hidden turn before anything else: guest-side helpers (see [`rich`]).
+    /// The code resets the guest's turn counter, and so does this: the next turn is still
+    /// `<turn 1>`. False when it did not end cleanly.
+    pub fn prelude(&mut self, code: &str) -> bool {
+        let outcome = self.live.turn(code, &FLUSH_LIMITS);
+        self.live.turns_run = 0;
+        outcome.report.status == Status::Ok
     }
 
     /// Keeps the interpreter for turns that share state. A hidden first turn installs the
@@ -340,6 +354,23 @@ impl Sandbox {
     pub fn into_interpreter(mut self) -> Interpreter {
         self.live.turn(door::SESSION_SETUP, &FLUSH_LIMITS);
         Interpreter { live: self.live }
+    }
+
+    /// For a sandbox made from a template (`crate::template`): a hidden turn gives it the
+    /// request's environment and fresh random generators (the template's init turn fixed
+    /// both for every sandbox), and numbers the user's turns from 1 again.
+    pub fn refresh_template(mut self, env: &[(String, String)]) -> Result<Sandbox, SandboxError> {
+        let code = crate::template::refresh_code(&guest_env(env)?);
+        let outcome = self.live.turn(&code, &crate::template::REFRESH_LIMITS);
+        if outcome.report.status != Status::Ok {
+            return Err(SandboxError::Instantiate(wasmtime::format_err!(
+                "refreshing the template's state failed ({:?}): {}",
+                outcome.report.status,
+                outcome.report.stderr
+            )));
+        }
+        self.live.turns_run = 0;
+        Ok(self)
     }
 }
 
@@ -356,7 +387,15 @@ impl Interpreter {
             return Err(reason.clone());
         }
         self.live.stdin.refill(stdin);
-        Ok(self.live.turn(code, limits))
+        let mut outcome = self.live.turn(code, limits);
+        // Rich outputs are read and removed after each turn; the disk the guest is charged
+        // for is measured again, since the host removed files behind its back.
+        let root = self.live.workdir.path().to_path_buf();
+        outcome.report.outputs = rich::take_outputs(&root);
+        if !outcome.report.outputs.is_empty() {
+            self.live.store.data_mut().fs.charged_bytes = fs_guard::measure_dir(&root);
+        }
+        Ok(outcome)
     }
 
     pub fn ended(&self) -> Option<&EndReason> {
@@ -441,6 +480,7 @@ impl Live {
             error,
             detail,
             files: Vec::new(),
+            outputs: Vec::new(),
             usage: Usage {
                 wall_ms: started.elapsed().as_secs_f64() * 1e3,
                 fuel: fuel_used,
@@ -569,7 +609,7 @@ fn classify(result: &wasmtime::Result<i32>, memory_refused: bool) -> Classified 
 }
 
 /// The guest's environment: the base the reference host gives, then the caller's on top.
-fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, SandboxError> {
+pub(crate) fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, SandboxError> {
     if extra.len() > MAX_ENV_VARS {
         return Err(SandboxError::BadEnv(
             format!("{} variables", extra.len()),

@@ -19,13 +19,18 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::audit::AuditRecord;
+use super::check::{self, Finding, Policy};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::openapi::{LimitsSchema, PyErrorSchema, StatusSchema, TruncatedSchema, UsageSchema};
+use super::openapi::{
+    LimitsSchema, PyErrorSchema, RichOutputSchema, StatusSchema, TruncatedSchema, UsageSchema,
+};
 use super::request_context::{RequestContext, new_id};
 use crate::host::InputFile;
 use crate::limits::{Limits, LimitsRequest};
-use crate::report::{FileOut, PyError, Report, Status, Truncated, Usage};
+use crate::report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::SandboxSpec;
+use crate::sandbox::output::OutputObserver;
+use crate::sandbox::rich;
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 
 /// A file to place in the sandbox's working directory before the code runs.
@@ -58,6 +63,14 @@ pub struct ExecuteRequest {
     /// Environment variables laid over the guest's base environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Pre-execution check: `warn` (default) returns `findings` with the result, `deny`
+    /// refuses code with any finding (422, nothing runs), `off` skips the check.
+    #[serde(default)]
+    pub policy: Policy,
+    /// The snapshot the sandbox starts from: `python` (default) or `scientific` (numpy,
+    /// pandas and matplotlib already imported).
+    #[serde(default)]
+    pub template: crate::template::Template,
 }
 
 /// A file the run created or changed.
@@ -91,6 +104,12 @@ pub struct ExecutionResult {
     pub files: Vec<FileOutput>,
     #[schema(value_type = UsageSchema)]
     pub usage: Usage,
+    /// Rich outputs in order: `display(obj)` and `plt.show()` in the guest.
+    #[schema(value_type = Vec<RichOutputSchema>)]
+    pub outputs: Vec<RichOutput>,
+    /// What the pre-execution check found (policy `warn`); absent with policy `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
 }
 
 impl From<Report> for ExecutionResult {
@@ -105,6 +124,8 @@ impl From<Report> for ExecutionResult {
             detail: r.detail,
             files: r.files.into_iter().map(file_output).collect(),
             usage: r.usage,
+            outputs: r.outputs,
+            findings: None,
         }
     }
 }
@@ -213,8 +234,9 @@ pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputF
     tag = "execute",
     request_body = ExecuteRequest,
     responses(
-        (status = 200, description = "The execution ran; `status` says how it ended", body = ExecuteResponse),
+        (status = 200, description = "The execution ran; `status` says how it ended. With `Accept: text/event-stream`: server-sent events `stdout`/`stderr` (`{\"text\"}`) as the code runs, then `result` (this body) or `error`", body = ExecuteResponse),
         (status = 400, description = "Malformed request, bad path or base64, limit above the maximum", body = ErrorBody),
+        (status = 422, description = "Policy `deny` and the pre-execution check found something: nothing ran", body = super::check::PolicyDeniedBody),
         (status = 401, description = "API key missing or wrong", body = ErrorBody),
         (status = 413, description = "Body above the cap", body = ErrorBody),
         (status = 429, description = "Too busy: retry after the Retry-After header", body = ErrorBody),
@@ -225,57 +247,152 @@ pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputF
 pub async fn execute(
     State(state): State<AppState>,
     Extension(ctx): Extension<RequestContext>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<ExecuteResponse>> {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if super::stream::wants_event_stream(&headers) {
+        return super::stream::execute_stream(state, ctx, body).await;
+    }
     let id = format!("ex-{}", new_id());
     let mut record = AuditRecord::new(&ctx, "execute").execution(&id);
-    let result = run_execute(&state, &id, body, &mut record).await;
-    if let Err(e) = &result {
-        record = record.http(e.status().as_u16()).error(e.code());
+    let result = match prepare_execute(&state, body, &mut record) {
+        Ok(prepared) => run_prepared(&state, &id, prepared, None, &mut record).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(Executed::Ran(response)) => {
+            state.audit.write(record);
+            Json(response).into_response()
+        }
+        Ok(Executed::Denied(findings)) => {
+            state.audit.write(record.http(422).error("policy_denied"));
+            check::denied_response(findings)
+        }
+        Err(e) => {
+            state
+                .audit
+                .write(record.http(e.status().as_u16()).error(e.code()));
+            e.into_response()
+        }
     }
-    state.audit.write(record);
-    result.map(Json)
 }
 
-async fn run_execute(
+/// An execution request, parsed and checked, ready to run.
+pub struct PreparedExecute {
+    host: std::sync::Arc<crate::host::Vivarium>,
+    limits: Limits,
+    files: Vec<InputFile>,
+    env: Vec<(String, String)>,
+    code: String,
+    stdin: Vec<u8>,
+    policy: Policy,
+    template: crate::template::Template,
+}
+
+/// A run with the check's findings, or the findings that refused it (policy `deny`).
+type CheckedRun = Result<(Report, Option<Vec<Finding>>), Vec<Finding>>;
+
+/// How an execution request ended, when not with an error.
+pub enum Executed {
+    Ran(Box<ExecuteResponse>),
+    /// The policy is `deny` and the check found these: nothing ran.
+    Denied(Vec<Finding>),
+}
+
+/// Parses and validates an execution request (no admission yet).
+pub fn prepare_execute(
     state: &AppState,
-    id: &str,
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
-) -> ApiResult<ExecuteResponse> {
+) -> ApiResult<PreparedExecute> {
     let host = state.host()?;
     let req: ExecuteRequest = parse_json(body)?;
     record.set_code(&req.code);
     let limits: Limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
+    crate::template::check_limits(req.template, &limits)?;
     record.limits = Some(limits);
     let files = decode_files(req.files, limits.disk_bytes)?;
-    let env: Vec<(String, String)> = req.env.into_iter().collect();
+    Ok(PreparedExecute {
+        host,
+        limits,
+        files,
+        env: req.env.into_iter().collect(),
+        code: req.code,
+        stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
+        policy: req.policy,
+        template: req.template,
+    })
+}
+
+/// Admits and runs a prepared execution on a guest thread: the pre-execution check first
+/// (unless the policy is `off`), then the program with the rich-output helpers loaded.
+/// `observer` sees output live (streaming); stdout and stderr are then line-buffered.
+pub async fn run_prepared(
+    state: &AppState,
+    id: &str,
+    p: PreparedExecute,
+    observer: Option<OutputObserver>,
+    record: &mut AuditRecord,
+) -> ApiResult<Executed> {
+    let PreparedExecute {
+        host,
+        limits,
+        files,
+        env,
+        code,
+        stdin,
+        policy,
+        template,
+    } = p;
     let ticket = state.admission.admit(Some(limits.memory_bytes)).await?;
     let cancel = state.guests.register();
     let flag = cancel.flag();
-    let code = req.code;
-    let stdin = req.stdin.map(String::into_bytes).unwrap_or_default();
-    let report = state
+    let ran = state
         .guests
-        .run(move || {
+        .run(move || -> ApiResult<CheckedRun> {
             let _ticket = ticket;
-            let sandbox = host.prepare(SandboxSpec {
-                limits,
-                env,
-                files,
-                stdin,
-                observer: None,
-                cancel: flag,
-            })?;
-            Ok::<_, crate::sandbox::SandboxError>(sandbox.run(&code))
+            let findings = match policy {
+                Policy::Off => None,
+                Policy::Warn | Policy::Deny => {
+                    let c = check::check_on_this_thread(&host, &code, flag.clone())?;
+                    if policy == Policy::Deny && !c.findings.is_empty() {
+                        return Ok(Err(c.findings));
+                    }
+                    Some(c.findings)
+                }
+            };
+            // Once per process: the helpers' bytecode, so the prelude loads rather than compiles.
+            check::warm_bytecode(&host);
+            let streaming = observer.is_some();
+            let mut sandbox = host
+                .prepare_with(
+                    SandboxSpec {
+                        limits,
+                        env,
+                        files,
+                        stdin,
+                        observer,
+                        cancel: flag,
+                    },
+                    template,
+                )
+                .map_err(ApiError::from_sandbox)?;
+            sandbox.prelude(&rich::prelude(true, streaming));
+            Ok(Ok((sandbox.run(&code), findings)))
         })
-        .await?
-        .map_err(ApiError::from_sandbox)?;
+        .await??;
     drop(cancel);
+    let (report, findings) = match ran {
+        Ok(v) => v,
+        Err(findings) => return Ok(Executed::Denied(findings)),
+    };
     state.metrics.executed("execute", &report);
     record.set_report(&report);
-    Ok(ExecuteResponse {
+    let mut result: ExecutionResult = report.into();
+    result.findings = findings;
+    Ok(Executed::Ran(Box::new(ExecuteResponse {
         id: id.to_string(),
-        result: report.into(),
-    })
+        result,
+    })))
 }

@@ -12,16 +12,20 @@
 pub mod admission;
 pub mod audit;
 pub mod auth;
+pub mod check;
 pub mod config;
 pub mod error;
 pub mod execute;
 pub mod guest;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
+pub mod piston;
 pub mod request_context;
 pub mod session_api;
 pub mod sessions;
+pub mod stream;
 pub mod time;
 
 use std::net::SocketAddr;
@@ -83,6 +87,7 @@ impl ServerState {
 pub fn router(state: AppState) -> Router {
     let mut v1 = Router::new()
         .route("/v1/execute", post(execute::execute))
+        .route("/v1/check", post(check::check))
         .route("/v1/sessions", post(session_api::open))
         .route(
             "/v1/sessions/{id}",
@@ -94,6 +99,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/sessions/{id}/files/{*path}",
             get(session_api::download).put(session_api::upload),
         );
+    v1 = v1
+        .route("/api/v2/runtimes", get(piston::runtimes))
+        .route("/api/v2/execute", post(piston::execute))
+        .nest_service("/mcp", mcp::router(state.clone()));
     if state.config.debug_panic_route {
         v1 = v1.route("/v1/debug/panic", post(ops::debug_panic));
     }

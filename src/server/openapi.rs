@@ -91,6 +91,16 @@ pub struct PyErrorSchema {
     pub traceback: String,
 }
 
+/// One rich output (`display(obj)`, `plt.show()`), as a notebook shows it.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct RichOutputSchema {
+    /// `image/png` (data base64), `image/svg+xml`, `text/html` or `text/plain`.
+    #[schema(example = "image/png")]
+    pub mime: String,
+    pub data: String,
+}
+
 /// What the execution consumed.
 #[derive(Serialize, ToSchema)]
 #[allow(dead_code)]
@@ -128,6 +138,7 @@ impl Modify for BearerAuth {
     ),
     paths(
         super::execute::execute,
+        super::check::check,
         super::session_api::open,
         super::session_api::info,
         super::session_api::close,
@@ -146,7 +157,10 @@ impl Modify for BearerAuth {
         FileOutput, OpenSessionRequest, OpenSessionResponse, TurnRequest, TurnLimitsRequest,
         TurnResponse, SessionInfo, EndInfo, FileEntry, FileList, UploadResponse, LimitsSchema,
         LimitsOutSchema, TurnLimitsSchema, StatusSchema, TruncatedSchema, PyErrorSchema,
-        UsageSchema, Health
+        UsageSchema, Health, RichOutputSchema, super::check::CheckRequest,
+        super::check::CheckResult, super::check::SyntaxCheck, super::check::SyntaxIssue,
+        super::check::Finding, super::check::Severity, super::check::Policy,
+        super::check::PolicyDeniedBody, crate::template::Template
     )),
     modifiers(&BearerAuth),
     tags(

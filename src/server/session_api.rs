@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::audit::AuditRecord;
+use super::check::{self, Finding, Policy};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::execute::{ExecutionResult, FileIn, decode_files, media_type, parse_json};
 use super::openapi::{LimitsOutSchema, LimitsSchema, TurnLimitsSchema};
@@ -32,6 +33,10 @@ pub struct OpenSessionRequest {
     #[serde(default)]
     #[schema(value_type = Option<LimitsSchema>)]
     pub limits: Option<LimitsRequest>,
+    /// The snapshot the interpreter starts from: `python` (default) or `scientific`
+    /// (numpy, pandas and matplotlib already imported).
+    #[serde(default)]
+    pub template: crate::template::Template,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -66,6 +71,9 @@ pub struct TurnRequest {
     #[serde(default)]
     #[schema(value_type = Option<TurnLimitsSchema>)]
     pub limits: Option<TurnLimitsRequest>,
+    /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
+    #[serde(default)]
+    pub policy: Policy,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -130,7 +138,7 @@ pub async fn open(
     result.map(|r| (StatusCode::CREATED, Json(r)))
 }
 
-async fn open_inner(
+pub(crate) async fn open_inner(
     state: &AppState,
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
@@ -143,6 +151,7 @@ async fn open_inner(
         parse_json(Ok(body))?
     };
     let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
+    crate::template::check_limits(req.template, &limits)?;
     record.limits = Some(limits);
     let slot = state.sessions.reserve_slot().ok_or_else(|| {
         state
@@ -151,18 +160,24 @@ async fn open_inner(
     })?;
     let memory = state.admission.reserve_memory(limits.memory_bytes)?;
     let ticket = state.admission.admit(None).await?;
+    let template = req.template;
     let interp = state
         .guests
         .run(move || {
             let _ticket = ticket;
-            let sandbox = host.prepare(crate::sandbox::SandboxSpec {
-                limits,
-                env: Vec::new(),
-                files: Vec::new(),
-                stdin: Vec::new(),
-                observer: None,
-                cancel: Default::default(),
-            })?;
+            let sandbox = host.prepare_with(
+                crate::sandbox::SandboxSpec {
+                    limits,
+                    env: Vec::new(),
+                    files: Vec::new(),
+                    stdin: Vec::new(),
+                    observer: None,
+                    cancel: Default::default(),
+                },
+                template,
+            )?;
+            let mut sandbox = sandbox;
+            sandbox.prelude(&crate::sandbox::rich::prelude(true, false));
             Ok::<_, crate::sandbox::SandboxError>(sandbox.into_interpreter())
         })
         .await?
@@ -288,6 +303,7 @@ fn turn_limits(
         (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "A turn is already running, or the session has ended", body = ErrorBody),
+        (status = 422, description = "Policy `deny` and the check found something: nothing ran", body = check::PolicyDeniedBody),
         (status = 410, description = "Expired", body = ErrorBody),
         (status = 429, body = ErrorBody),
     ),
@@ -298,27 +314,53 @@ pub async fn turn(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<TurnResponse>> {
+) -> Response {
     let turn_id = format!("turn-{}", new_id());
     let mut record = AuditRecord::new(&ctx, "session_turn")
         .session(&id)
         .execution(&turn_id);
     let result = turn_inner(&state, &id, &turn_id, body, &mut record).await;
-    audit_result(&state, record, &result, 200);
-    result.map(Json)
+    match result {
+        Ok(Err(findings)) => {
+            state.audit.write(record.http(422).error("policy_denied"));
+            check::denied_response(findings)
+        }
+        Ok(Ok(r)) => {
+            audit_result(&state, record, &Ok(()), 200);
+            Json(r).into_response()
+        }
+        Err(e) => {
+            let failed: ApiResult<()> = Err(e);
+            audit_result(&state, record, &failed, 200);
+            failed.map_or_else(IntoResponse::into_response, |()| {
+                StatusCode::OK.into_response()
+            })
+        }
+    }
 }
 
-async fn turn_inner(
+pub(crate) async fn turn_inner(
     state: &AppState,
     id: &str,
     turn_id: &str,
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
-) -> ApiResult<TurnResponse> {
-    state.host()?;
+) -> ApiResult<Result<TurnResponse, Vec<Finding>>> {
+    let host = state.host()?;
     let session = state.sessions.get(id)?;
     let req: TurnRequest = parse_json(body)?;
     record.set_code(&req.code);
+    let findings = match req.policy {
+        Policy::Off => None,
+        policy => {
+            // In a fresh sandbox of its own: the session's interpreter is not touched.
+            let c = check::check_code(state, host, req.code.clone()).await?;
+            if policy == Policy::Deny && !c.findings.is_empty() {
+                return Ok(Err(c.findings));
+            }
+            Some(c.findings)
+        }
+    };
     let limits = turn_limits(
         req.limits.unwrap_or_default(),
         &session,
@@ -411,14 +453,16 @@ async fn turn_inner(
     session.put_back(interp, ended.clone(), true).release();
     state.metrics.executed("session_turn", &outcome.report);
     record.set_report(&outcome.report);
-    Ok(TurnResponse {
+    let mut report: ExecutionResult = outcome.report.into();
+    report.findings = findings;
+    Ok(Ok(TurnResponse {
         id: turn_id.to_string(),
         session_id: id.to_string(),
         turn: session.info().turns,
         result: outcome.result,
         ended,
-        report: outcome.report.into(),
-    })
+        report,
+    }))
 }
 
 #[utoipa::path(

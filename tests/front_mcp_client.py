@@ -1,0 +1,82 @@
+"""An MCP client on the official Python SDK (`mcp` on PyPI), driving Vivarium's `/mcp`
+endpoint over the streamable HTTP transport: initialize, list tools, call each tool. Prints
+one JSON object summarising what came back; tests/front_mcp.rs checks it.
+
+Usage: python front_mcp_client.py http://127.0.0.1:PORT/mcp
+"""
+
+import asyncio
+import base64
+import json
+import sys
+
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+PLOT = """\
+import matplotlib.pyplot as plt
+plt.plot([0, 1, 2, 3], [0, 1, 4, 9])
+plt.title('squares')
+plt.show()
+print('plotted')
+"""
+
+
+def attr(obj, snake, camel):
+    """SDK 2.x names fields in snake_case, 1.x in camelCase."""
+    return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
+
+
+def summary(result):
+    out = {"is_error": bool(attr(result, "is_error", "isError")), "texts": [], "images": []}
+    for c in result.content:
+        if c.type == "text":
+            out["texts"].append(c.text)
+        elif c.type == "image":
+            png = base64.b64decode(c.data)
+            out["images"].append({"mime": attr(c, "mime_type", "mimeType"), "png": png.startswith(b"\x89PNG"), "size": len(png)})
+    return out
+
+
+async def main(url):
+    report = {}
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            report["server"] = attr(init, "server_info", "serverInfo").name
+            tools = await session.list_tools()
+            report["tools"] = sorted(t.name for t in tools.tools)
+            report["execute_schema"] = next(
+                attr(t, "input_schema", "inputSchema") for t in tools.tools if t.name == "execute_python"
+            )
+            report["plot"] = summary(await session.call_tool("execute_python", {"code": PLOT}))
+            report["files"] = summary(await session.call_tool(
+                "execute_python",
+                {
+                    "code": "print(open('in.txt').read().upper())\n1/0",
+                    "files": [{"path": "in.txt", "content": "from the client"}],
+                    "limits": {"timeout_ms": 5000},
+                },
+            ))
+            report["check"] = summary(await session.call_tool(
+                "check_python", {"code": "import os\nos.system('ls')"}
+            ))
+            report["denied"] = summary(await session.call_tool(
+                "execute_python", {"code": "import subprocess", "policy": "deny"}
+            ))
+            opened = summary(await session.call_tool("open_session", {}))
+            sid = json.loads(opened["texts"][0])["session_id"]
+            await session.call_tool("run_in_session", {"session_id": sid, "code": "x = 21"})
+            report["turn"] = summary(await session.call_tool(
+                "run_in_session", {"session_id": sid, "code": "x * 2"}
+            ))
+            report["closed"] = summary(await session.call_tool("close_session", {"session_id": sid}))
+            report["after_close"] = summary(await session.call_tool(
+                "run_in_session", {"session_id": sid, "code": "x"}
+            ))
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
