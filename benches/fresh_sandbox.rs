@@ -38,6 +38,7 @@ fn spec() -> SandboxSpec {
         stdin: vec![],
         observer: None,
         cancel: Arc::new(AtomicBool::new(false)),
+        setup: Default::default(),
     }
 }
 

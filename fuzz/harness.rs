@@ -247,6 +247,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
                 stdin: vec![],
                 observer: None,
                 cancel: Arc::new(AtomicBool::new(false)),
+                setup: Default::default(),
             })
             .map_err(|e| format!("guest store: {e}"))?;
         let deadline = Duration::from_millis(l.timeout_ms) + MARGIN;

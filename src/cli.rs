@@ -234,6 +234,11 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         observer,
         cancel: None,
         template: args.template,
+        // `display()` and `plt.show()` outputs come back in the JSON report.
+        setup: crate::template::GuestSetup {
+            rich: args.json,
+            ..Default::default()
+        },
     };
     let host = Vivarium::open(VivariumOptions::from_env())?;
     let report = host.execute(request)?;

@@ -18,7 +18,7 @@ use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
     GuestLayout, GuestStore, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread,
 };
-use crate::template::{self, Template, TemplateError};
+use crate::template::{self, GuestSetup, Template, TemplateError};
 
 pub use crate::sandbox::workdir::InputFile;
 
@@ -60,6 +60,8 @@ pub enum OpenError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Scratch(#[from] WorkdirError),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
 }
 
 /// Why an execution could not be attempted (as opposed to how it ended, which is the
@@ -87,11 +89,14 @@ pub struct ExecRequest {
     pub cancel: Option<Arc<AtomicBool>>,
     /// The snapshot the sandbox starts from (`python` unless asked).
     pub template: Template,
+    /// What the sandbox's hidden set-up turn loads (rich outputs, a check, ...).
+    pub setup: GuestSetup,
 }
 
 pub struct Vivarium {
     files: RuntimeFiles,
     engine: GuestEngine,
+    /// The `python` template, built (once per machine) and compiled when the host opens.
     python: InstancePre<GuestState>,
     /// The scientific template, compiled (and built, once per machine) on first use.
     scientific: std::sync::OnceLock<InstancePre<GuestState>>,
@@ -103,15 +108,12 @@ pub struct Vivarium {
 }
 
 impl Vivarium {
-    /// Prepares the runtime (fetching and compiling it on first use), then the engine.
+    /// Prepares the runtime (fetching it, and building and compiling the `python` template,
+    /// on first use), then the engine.
     pub fn open(opts: VivariumOptions) -> Result<Arc<Self>, OpenError> {
         let files = runtime::ensure(&opts.runtime)?;
         let engine = GuestEngine::new(&opts.engine)?;
-        let module = engine.load_module(
-            &files.snapshot_wasm,
-            &files.snapshot_sha256,
-            &opts.runtime.home.join("compiled"),
-        )?;
+        let module = template::load(Template::Python, &files, &opts.runtime.home, &engine)?;
         let python = engine.instance_pre(&module)?;
         let scratch = ScratchRoot::create(&opts.scratch_base)?;
         Ok(Arc::new(Vivarium {
@@ -165,16 +167,10 @@ impl Vivarium {
         }
     }
 
-    /// Makes a fresh sandbox. Call on the thread that will run it (see
-    /// [`run_on_guest_thread`]).
+    /// Makes a fresh sandbox from the `python` template. Call on the thread that will run it
+    /// (see [`run_on_guest_thread`]).
     pub fn prepare(&self, spec: SandboxSpec) -> Result<Sandbox, SandboxError> {
-        Sandbox::prepare(
-            &self.engine,
-            &self.python,
-            &self.layout(),
-            &self.scratch,
-            spec,
-        )
+        self.prepare_with(spec, Template::Python)
     }
 
     /// Makes a fresh sandbox from `template`. The first use of the scientific template in a
@@ -184,15 +180,8 @@ impl Vivarium {
         spec: SandboxSpec,
         template: Template,
     ) -> Result<Sandbox, SandboxError> {
-        match template {
-            Template::Python => self.prepare(spec),
-            Template::Scientific => {
-                let pre = self.template_pre(template)?;
-                let env = spec.env.clone();
-                Sandbox::prepare(&self.engine, &pre, &self.layout(), &self.scratch, spec)?
-                    .refresh_template(&env)
-            }
-        }
+        let pre = self.template_pre(template)?;
+        Sandbox::prepare(&self.engine, &pre, &self.layout(), &self.scratch, spec)
     }
 
     /// The instantiation recipe of a template, building and compiling it on first use.
@@ -239,6 +228,7 @@ impl Vivarium {
                     stdin: req.stdin,
                     observer: req.observer,
                     cancel: req.cancel.unwrap_or_default(),
+                    setup: req.setup,
                 },
                 req.template,
             )?;

@@ -1,31 +1,37 @@
-//! Templates: snapshots of the guest taken after more start-up work than the stock snapshot
-//! did, so a fresh sandbox starts with heavy packages already imported.
+//! Templates: our own snapshots of the guest, taken after more start-up work than the
+//! wheel's stock snapshot did, so a fresh sandbox starts with that work done.
 //!
-//! `python` is the stock `python-snapshot.wasm` of the wheel. `scientific` is made here, once
-//! per machine, from the plain reactor `python.wasm` with the `wasmtime-wizer` crate:
+//! Both are made here, once per machine, from the plain reactor `python.wasm` with the
+//! `wasmtime-wizer` crate. `python` carries the guest-side helpers (`python-wasi/guest/`:
+//! rich outputs, the pre-execution checker, the per-sandbox set-up), already compiled and
+//! imported with what they use (`ast`, `json`); `scientific` also has numpy, pandas and
+//! matplotlib imported and warmed. The build:
 //!
 //! 1. instrument `python.wasm` (Wizer exports its globals and memory) and compile it with a
 //!    separate, unmetered engine (Cranelift without optimisation: the module runs once, for a
-//!    few seconds, so compiling fast matters more than running fast);
+//!    few seconds, so compiling fast matters more than running fast); one compiled
+//!    instrumented module serves every template built by the same process;
 //! 2. instantiate it under the same preopen table a sandbox gets (fd 3 `/usr/local/lib`,
 //!    fd 4 mpl-data, fd 5 `/`, the last a placeholder directory) and the base environment,
 //!    then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
-//!    ran), then one `turn` that imports numpy, pandas and matplotlib (Agg), warms the lazily
-//!    imported paths of a `describe()` and a PNG, and freezes the garbage collector;
+//!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
+//!    check that no descriptor is left open, and `gc.freeze()`;
 //! 3. snapshot memory and globals into a new module, written atomically to
-//!    `<home>/templates/scientific-<key>/python-scientific.wasm` under an exclusive lock;
-//! 4. compile that to `.cwasm` through [`GuestEngine::load_module`], like the stock snapshot.
+//!    `<home>/templates/<name>-<key>/python-<name>.wasm` under an exclusive lock;
+//! 4. compile that to `.cwasm` through [`GuestEngine::load_module`].
 //!
 //! The key hashes every input: the pinned digests of `python.wasm` and the stdlib zip, the
-//! init code, the guest paths and order of the preopens, the base environment, and the Wizer
-//! and Wasmtime versions. The `.cwasm` is keyed by that and our engine's settings.
+//! init code (so the helpers' sources), the guest paths and order of the preopens, the base
+//! environment, and the Wizer and Wasmtime versions. The `.cwasm` is keyed by that and our
+//! engine's settings.
 //!
-//! Two things the snapshot freezes are undone per sandbox, by a hidden turn before the user's
-//! code ([`refresh_code`]): the init turn ran the guest's first-turn set-up, so `os.environ`
-//! and the random generators would be the same in every sandbox. The hidden turn installs the
-//! request's environment, reseeds (`_reactor._refresh`) and renumbers turns from 1. The
-//! preopen table is captured too, which is why sandboxes keep the fixed fd order. The string
-//! hash secret stays frozen, as in the stock snapshot.
+//! What the init turn fixed is undone per sandbox by its hidden set-up turn
+//! ([`setup_code`], `_vivarium.begin`): the init turn ran the guest's first-turn set-up, so
+//! `os.environ`, the random generators and `tempfile`'s name sequence would be the same in
+//! every sandbox. The set-up turn installs the request's environment, reseeds
+//! (`_reactor._refresh`), loads what the front door asked for, and renumbers turns from 1.
+//! The preopen table is captured too, which is why sandboxes keep the fixed fd order. The
+//! string hash secret stays frozen, as in the stock snapshot.
 
 use std::fs::File;
 use std::future::Future;
@@ -65,7 +71,7 @@ use crate::sandbox::{
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Template {
-    /// The wheel's stock snapshot: the interpreter started, a few stdlib modules imported.
+    /// The interpreter started (as in the wheel's stock snapshot), plus Vivarium's helpers.
     #[default]
     Python,
     /// numpy, pandas and matplotlib (Agg backend) already imported.
@@ -118,14 +124,27 @@ pub enum TemplateError {
     Runtime(#[from] crate::runtime::RuntimeError),
 }
 
-/// The init turn of the scientific template. Imports happen inside a function so the
-/// user's `__main__` starts empty; the warm-ups load what `describe()` and a PNG import
-/// lazily; the font cache is cleared so no font file stays open in the snapshot (a
-/// descriptor would not exist at run time); `gc.freeze()` keeps the collector from walking
-/// (and dirtying) the template's objects in every sandbox.
-pub const SCIENTIFIC_INIT: &str = "\
+/// The guest-side helpers every template carries, as `(module name, source)`: loaded at
+/// build time, so a sandbox pays nothing to have them (see `python-wasi/guest/`).
+pub const GUEST_HELPERS: [(&str, &str); 3] = [
+    (
+        "vivarium_display",
+        include_str!("../python-wasi/guest/display.py"),
+    ),
+    (
+        "vivarium_check",
+        include_str!("../python-wasi/guest/check.py"),
+    ),
+    ("_vivarium", include_str!("../python-wasi/guest/setup.py")),
+];
+
+/// The part of the scientific template's init turn past the helpers. Imports happen inside a
+/// function so the user's `__main__` starts empty; the warm-ups load what `describe()` and a
+/// PNG import lazily; the font cache is cleared so no font file stays open in the snapshot (a
+/// descriptor would not exist at run time).
+const SCIENTIFIC_IMPORTS: &str = "\
 def __vivarium_template():
-    import gc, io, os
+    import io
     import numpy, pandas, matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -137,6 +156,16 @@ def __vivarium_template():
     del fig, ax
     import matplotlib.font_manager as fm
     fm._get_font.cache_clear()
+__vivarium_template()
+del __vivarium_template
+";
+
+/// The end of every init turn: no descriptor beyond the preopens may be open (it would not
+/// exist at run time), and `gc.freeze()` keeps the collector from walking (and dirtying) the
+/// template's objects in every sandbox.
+const SNAPSHOT_READY: &str = "\
+def __vivarium_ready():
+    import gc, os
     gc.collect()
     for fd in range(6, 256):
         try:
@@ -144,63 +173,120 @@ def __vivarium_template():
         except OSError:
             continue
         raise RuntimeError(f'descriptor {fd} is still open at snapshot time')
-__vivarium_template()
-del __vivarium_template
-import gc as __gc
-__gc.collect()
-__gc.freeze()
-del __gc
+    gc.collect()
+    gc.freeze()
+__vivarium_ready()
+del __vivarium_ready
 ";
 
-/// Limits of the hidden refresh turn of a template sandbox.
-pub const REFRESH_LIMITS: TurnLimits = TurnLimits {
-    timeout_ms: 5_000,
-    fuel: 2_000_000_000,
+/// The init turn of `template`: the helpers as modules, the template's imports, then
+/// [`SNAPSHOT_READY`]. Part of the template's cache key, so changing any of it rebuilds.
+pub fn init_code(template: Template) -> String {
+    let mut code =
+        String::from("def __vivarium_helpers():\n    import sys, types\n    for name, src in (\n");
+    for (name, source) in GUEST_HELPERS {
+        // A JSON string is a valid Python string literal.
+        let src = serde_json::to_string(source).expect("a string serialises");
+        code.push_str(&format!("        ({name:?}, {src}),\n"));
+    }
+    code.push_str(
+        "    ):
+        m = types.ModuleType(name)
+        m.__file__ = '<' + name + '>'
+        sys.modules[name] = m
+        exec(compile(src, m.__file__, 'exec'), m.__dict__)
+__vivarium_helpers()
+del __vivarium_helpers
+",
+    );
+    if template == Template::Scientific {
+        code.push_str(SCIENTIFIC_IMPORTS);
+    }
+    code.push_str(SNAPSHOT_READY);
+    code
+}
+
+/// Limits of the hidden set-up turn of every sandbox (the checker runs in it).
+pub const SETUP_LIMITS: TurnLimits = TurnLimits {
+    timeout_ms: 10_000,
+    fuel: 50_000_000_000,
     output_bytes: 64 << 10,
 };
 
-/// The hidden first turn of a sandbox made from a template: its own environment (the
-/// template's init turn read the base one), fresh random generators, turns numbered from 1.
-pub fn refresh_code(env: &[(String, String)]) -> String {
+/// What the hidden first turn of a sandbox does besides giving it its own environment and
+/// randomness (see `python-wasi/guest/setup.py`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestSetup {
+    /// `display()` and `plt.show()` produce rich outputs.
+    pub rich: bool,
+    /// stdout and stderr flush at each newline, so streamed chunks leave as printed.
+    pub line_buffered: bool,
+    /// Run the pre-execution checker on this source first; its verdict (JSON) is the set-up
+    /// turn's result.
+    pub check: Option<String>,
+}
+
+/// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment.
+pub fn setup_code(env: &[(String, String)], setup: &GuestSetup) -> String {
     let map: serde_json::Map<String, serde_json::Value> = env
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
-    // A JSON object of strings is a valid Python dict literal (serde_json escapes only
-    // `"`, `\` and control characters, each in a form Python reads the same way).
-    let literal = serde_json::Value::Object(map).to_string();
+    // JSON objects of strings, strings and `null` read the same as Python literals once
+    // `null` is `None` (serde_json escapes only `"`, `\` and control characters, each in a
+    // form Python reads the same way).
+    let env = serde_json::Value::Object(map).to_string();
+    let check = match &setup.check {
+        Some(src) => serde_json::to_string(src).expect("a string serialises"),
+        None => "None".into(),
+    };
+    let py_bool = |b: bool| if b { "True" } else { "False" };
     format!(
-        "import _reactor as __r, os as __os, sys as __s\n\
-         __os.environ.clear()\n\
-         __os.environ.update({literal})\n\
-         if 'tempfile' in __s.modules:\n    __s.modules['tempfile']._name_sequence = None\n\
-         __r._turns = 0\n\
-         __r._refresh(False)\n\
-         del __r, __os, __s\n"
+        "__import__('_vivarium').begin({env}, {}, {}, {check})\n",
+        py_bool(setup.rich),
+        py_bool(setup.line_buffered)
     )
 }
 
-/// The wasm of a template, building it first if this machine has none. `None` for the stock
-/// snapshot (the runtime's own file).
+/// The wasm of a template and its cache key, building it first if this machine has none.
 pub fn ensure_wasm(
     template: Template,
     files: &RuntimeFiles,
     home: &Path,
-) -> Result<Option<(PathBuf, String)>, TemplateError> {
-    match template {
-        Template::Python => Ok(None),
-        Template::Scientific => {
-            let key = cache_key(template, files, SCIENTIFIC_INIT)?;
-            let dir = home.join("templates");
-            let path = dir
-                .join(format!("{}-{}", template.name(), &key[..16]))
-                .join(format!("python-{}.wasm", template.name()));
-            if !path.is_file() {
-                build_locked(template, files, &dir, &path, SCIENTIFIC_INIT)?;
-            }
-            Ok(Some((path, key)))
+) -> Result<(PathBuf, String), TemplateError> {
+    let init = init_code(template);
+    let (path, key) = wasm_path(template, files, home)?;
+    if !path.is_file() {
+        // Keep the compiled instrumented module for the next build when another template
+        // is still missing (`runtime fetch` builds them one after another).
+        let mut others_missing = false;
+        for other in Template::ALL.into_iter().filter(|t| *t != template) {
+            others_missing |= !wasm_path(other, files, home)?.0.is_file();
         }
+        build_locked(
+            template,
+            files,
+            &home.join("templates"),
+            &path,
+            &init,
+            others_missing,
+        )?;
     }
+    Ok((path, key))
+}
+
+/// Where a template's wasm is (or will be), and its key.
+fn wasm_path(
+    template: Template,
+    files: &RuntimeFiles,
+    home: &Path,
+) -> Result<(PathBuf, String), TemplateError> {
+    let key = cache_key(template, files, &init_code(template))?;
+    let path = home
+        .join("templates")
+        .join(format!("{}-{}", template.name(), &key[..16]))
+        .join(format!("python-{}.wasm", template.name()));
+    Ok((path, key))
 }
 
 /// The compiled template, from the `.cwasm` cache when present.
@@ -210,10 +296,7 @@ pub fn load(
     home: &Path,
     engine: &GuestEngine,
 ) -> Result<Module, TemplateError> {
-    let (wasm, key) = match ensure_wasm(template, files, home)? {
-        Some(x) => x,
-        None => (files.snapshot_wasm.clone(), files.snapshot_sha256.clone()),
-    };
+    let (wasm, key) = ensure_wasm(template, files, home)?;
     Ok(engine.load_module(&wasm, &key, &home.join("compiled"))?)
 }
 
@@ -267,6 +350,7 @@ fn build_locked(
     dir: &Path,
     out: &Path,
     init: &str,
+    keep_instrumented: bool,
 ) -> Result<(), TemplateError> {
     let out_dir = out.parent().expect("template path has a parent");
     std::fs::create_dir_all(out_dir).map_err(io_err("creating", out_dir))?;
@@ -282,7 +366,7 @@ fn build_locked(
     let started = Instant::now();
     eprintln!(
         "vivarium: building the {template} template from python.wasm (once per machine; \
-         about 5 minutes on 2 cores): compiling the instrumented module"
+         one to two minutes on 2 cores, then compiling it takes as long)"
     );
     let root = out_dir.join(format!("init-root-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
@@ -298,7 +382,17 @@ fn build_locked(
     let result = std::thread::Builder::new()
         .name("vivarium-template".into())
         .stack_size(GUEST_THREAD_STACK_BYTES)
-        .spawn(move || snapshot(&wasm, &stdlib, &mpl, &root2, &init, started))
+        .spawn(move || {
+            snapshot(
+                &wasm,
+                &stdlib,
+                &mpl,
+                &root2,
+                &init,
+                started,
+                keep_instrumented,
+            )
+        })
         .map_err(io_err("spawning a thread for", out))?
         .join()
         .map_err(|_| build_err(template, "the build thread panicked"))?;
@@ -319,6 +413,15 @@ struct InitState {
     wasi: WasiP1Ctx,
 }
 
+/// The compiled instrumented `python.wasm` (by the digest of the instrumented bytes), kept
+/// between template builds of one process while another template is still to be built.
+type Instrumented = Option<([u8; 32], Engine, Module)>;
+static INSTRUMENTED: std::sync::Mutex<Instrumented> = std::sync::Mutex::new(None);
+
+fn lock_instrumented() -> std::sync::MutexGuard<'static, Instrumented> {
+    INSTRUMENTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Instrument, run the init, snapshot. Returns the new module's bytes.
 fn snapshot(
     wasm: &[u8],
@@ -327,18 +430,33 @@ fn snapshot(
     root: &Path,
     init: &str,
     started: Instant,
+    keep_instrumented: bool,
 ) -> wasmtime::Result<Vec<u8>> {
     let mut wizer = Wizer::new();
     wizer.init_func("wizer.initialize");
+    // Instrumenting is deterministic and quick; compiling its output is what takes long.
     let (cx, instrumented) = wizer.instrument(wasm)?;
-
-    let mut config = Config::new();
-    config.wasm_exceptions(true);
-    config.async_stack_size(WASM_STACK_BYTES);
-    config.max_wasm_stack(WASM_STACK_BYTES);
-    config.cranelift_opt_level(OptLevel::None);
-    let engine = Engine::new(&config)?;
-    let module = Module::new(&engine, &instrumented)?;
+    let digest: [u8; 32] = Sha256::digest(&instrumented).into();
+    let (engine, module) = {
+        let mut cached = lock_instrumented();
+        let (engine, module) = match cached.take() {
+            Some((d, engine, module)) if d == digest => (engine, module),
+            _ => {
+                let mut config = Config::new();
+                config.wasm_exceptions(true);
+                config.async_stack_size(WASM_STACK_BYTES);
+                config.max_wasm_stack(WASM_STACK_BYTES);
+                config.cranelift_opt_level(OptLevel::None);
+                let engine = Engine::new(&config)?;
+                let module = Module::new(&engine, &instrumented)?;
+                (engine, module)
+            }
+        };
+        if keep_instrumented {
+            *cached = Some((digest, engine.clone(), module.clone()));
+        }
+        (engine, module)
+    };
     drop(instrumented);
     eprintln!(
         "vivarium: compiled in {:.0} s; running the template's init (imports)",

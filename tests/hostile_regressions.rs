@@ -80,6 +80,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
                 stdin: vec![],
                 observer: None,
                 cancel: Arc::new(Default::default()),
+                setup: Default::default(),
             })
             .unwrap()
             .into_interpreter();

@@ -18,6 +18,7 @@ fn fresh_interpreter(host: &Vivarium) -> Interpreter {
         stdin: vec![],
         observer: None,
         cancel: Arc::new(AtomicBool::new(false)),
+        setup: Default::default(),
     })
     .unwrap()
     .into_interpreter()

@@ -1,6 +1,7 @@
-//! The scientific template: a snapshot taken after importing numpy, pandas and matplotlib.
-//! The first test in a fresh machine builds it (minutes, once; then cached like the
-//! `.cwasm`), so every template test lives in this one binary.
+//! Templates: our own snapshots of `python.wasm`. `python` carries the guest-side helpers;
+//! `scientific` also has numpy, pandas and matplotlib imported. The first test on a fresh
+//! machine builds the scientific one (minutes, once; then cached like the `.cwasm`), so every
+//! template test lives in this one binary.
 
 mod common;
 
@@ -12,6 +13,10 @@ use vivarium::sandbox::{SandboxSpec, TurnLimits, run_on_guest_thread};
 use vivarium::{ExecRequest, Limits, Report, Status, Template};
 
 fn sci(code: &str, env: &[(&str, &str)]) -> Report {
+    run_in(Template::Scientific, code, env)
+}
+
+fn run_in(template: Template, code: &str, env: &[(&str, &str)]) -> Report {
     host()
         .execute(ExecRequest {
             code: code.into(),
@@ -19,7 +24,7 @@ fn sci(code: &str, env: &[(&str, &str)]) -> Report {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            template: Template::Scientific,
+            template,
             ..Default::default()
         })
         .expect("execution could be attempted")
@@ -79,14 +84,24 @@ fn every_sandbox_gets_fresh_randomness() {
 
 #[test]
 fn every_sandbox_gets_its_own_environment() {
-    let code = "import os\nprint(os.environ.get('MODE'), os.environ.get('ONLY_A'), \
-                os.environ['HOME'], os.environ['TMPDIR'], os.getenv('MODE'))";
-    let a = sci(code, &[("MODE", "alpha"), ("ONLY_A", "1")]);
-    let b = sci(code, &[("MODE", "beta")]);
-    ok(&a);
-    ok(&b);
-    assert_eq!(a.stdout, "alpha 1 /tmp/home /tmp alpha\n");
-    assert_eq!(b.stdout, "beta None /tmp/home /tmp beta\n");
+    let code = "import os, tempfile\nprint(os.environ.get('MODE'), os.environ.get('ONLY_A'), \
+                os.environ['HOME'], os.environ['TMPDIR'], os.getenv('MODE'))\n\
+                print(tempfile.mktemp())";
+    for template in Template::ALL {
+        let a = run_in(template, code, &[("MODE", "alpha"), ("ONLY_A", "1")]);
+        let b = run_in(template, code, &[("MODE", "beta")]);
+        ok(&a);
+        ok(&b);
+        let (a, b): (Vec<&str>, Vec<&str>) =
+            (a.stdout.lines().collect(), b.stdout.lines().collect());
+        assert_eq!(a[0], "alpha 1 /tmp/home /tmp alpha", "{template}");
+        assert_eq!(b[0], "beta None /tmp/home /tmp beta", "{template}");
+        // tempfile's name sequence was seeded at snapshot time in neither.
+        assert_ne!(
+            a[1], b[1],
+            "{template}: the same temporary name in two sandboxes"
+        );
+    }
 }
 
 #[test]
@@ -132,6 +147,7 @@ fn sessions_start_from_the_template() {
                     stdin: vec![],
                     observer: None,
                     cancel: Arc::new(AtomicBool::new(false)),
+                    setup: Default::default(),
                 },
                 Template::Scientific,
             )

@@ -165,6 +165,7 @@ pub fn run_module(
                 stdin: vec![],
                 observer: None,
                 cancel: Arc::new(AtomicBool::new(false)),
+                setup: Default::default(),
             })
             .expect("a guest store");
         let started = Instant::now();
@@ -488,6 +489,7 @@ fn every_wasi_import_with_hostile_pointers() {
                 stdin: vec![],
                 observer: None,
                 cancel: Arc::new(AtomicBool::new(false)),
+                setup: Default::default(),
             })
             .unwrap();
         gs.arm(l.timeout_ms, l.fuel);

@@ -1,6 +1,7 @@
-# Vivarium's pre-execution checker. It runs inside a fresh sandbox (the guest's own CPython,
-# so its parser is exactly the one the code will meet) and reads the submitted source on
-# stdin. It prints one JSON object on stdout:
+# Vivarium's pre-execution checker, loaded into every template as `vivarium_check`. The host
+# calls `check(source)` in the sandbox that will run the code (the guest's own CPython, so
+# its parser is exactly the one the code will meet), before any of it runs; the verdict is
+# one JSON object, sent through the host door (see setup.py):
 #   {"syntax": {"ok": bool, "errors": [{line, col, message}]},
 #    "findings": [{rule, severity, line, col, message}]}
 # Columns are 1-based. The host treats this output as untrusted data: it caps its size and
@@ -197,8 +198,7 @@ def exits(node, checker, in_nested_loop):
     return any(exits(c, checker, nested) for c in ast.iter_child_nodes(node))
 
 
-def main():
-    src = sys.stdin.buffer.read()
+def check(src):
     out = {"syntax": {"ok": True, "errors": []}, "findings": []}
     tree = None
     try:
@@ -222,7 +222,8 @@ def main():
         except RecursionError:
             pass
         out["findings"] = c.findings
-    sys.stdout.write(json.dumps(out))
+    return out
 
 
-main()
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(check(sys.stdin.buffer.read())))

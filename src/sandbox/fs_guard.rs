@@ -107,6 +107,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             if rc == errno::SUCCESS {
                 let fs = &mut caller.data_mut().fs;
                 fs.open_fds += 1;
+                fs.opens += 1;
                 if creates {
                     fs.charged_bytes += ENTRY_BYTES;
                 }

@@ -13,6 +13,7 @@ pub mod door;
 pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;
+pub mod guest_threads;
 pub mod limiter;
 pub mod output;
 pub mod poll;
@@ -29,9 +30,10 @@ use std::time::Instant;
 use wasmtime::{InstancePre, Memory, Store, Trap, TypedFunc, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use crate::engine::{GUEST_THREAD_STACK_BYTES, GuestEngine};
+use crate::engine::GuestEngine;
 use crate::limits::Limits;
 use crate::report::{self, Report, Status, Truncated, Usage};
+use crate::template::GuestSetup;
 use limiter::MemoryLimiter;
 use output::{CappedPipe, OutputObserver, StreamKind};
 use state::{FsGuard, GuestMonotonicClock, GuestState, Interrupted, RunClock};
@@ -94,6 +96,8 @@ pub struct SandboxSpec {
     pub observer: Option<OutputObserver>,
     /// Set from any thread to stop the guest within a tick.
     pub cancel: Arc<AtomicBool>,
+    /// What the hidden set-up turn loads besides the environment and fresh randomness.
+    pub setup: GuestSetup,
 }
 
 /// Per-turn limits; memory and disk are for the sandbox's whole life.
@@ -126,6 +130,8 @@ pub enum SandboxError {
     Instantiate(#[source] wasmtime::Error),
     #[error("the guest lacks the export {0:?}")]
     MissingExport(&'static str),
+    #[error("the sandbox's set-up turn failed ({status:?}): {detail}")]
+    Setup { status: Status, detail: String },
 }
 
 /// Why an interpreter can take no more turns.
@@ -155,9 +161,11 @@ struct Live {
     ended: Option<EndReason>,
 }
 
-/// A fresh interpreter that has run nothing yet.
+/// A fresh interpreter that has run none of the caller's code yet (only its set-up turn).
 pub struct Sandbox {
     live: Live,
+    /// The pre-execution checker's verdict (JSON), when the set-up asked for a check.
+    check_verdict: Option<String>,
 }
 
 /// A long-lived interpreter (a session): turns share variables, imports and files.
@@ -237,6 +245,7 @@ impl GuestStore {
                 root: workdir.path().to_path_buf(),
                 open_fds: INITIAL_FDS,
                 max_open_fds: spec.limits.open_files,
+                opens: 0,
                 charged_bytes,
                 quota_bytes: spec.limits.disk_bytes,
                 refused_disk: false,
@@ -273,15 +282,18 @@ impl GuestStore {
 }
 
 impl Sandbox {
-    /// Makes the working directory, the WASI context and the store, and instantiates the guest.
+    /// Makes the working directory, the WASI context and the store, instantiates the
+    /// template, and runs its hidden set-up turn (see [`crate::template::setup_code`]).
     pub fn prepare(
         engine: &GuestEngine,
         python: &InstancePre<GuestState>,
         layout: &GuestLayout<'_>,
         scratch: &ScratchRoot,
-        spec: SandboxSpec,
+        mut spec: SandboxSpec,
     ) -> Result<Sandbox, SandboxError> {
         let limits = spec.limits;
+        let setup = std::mem::take(&mut spec.setup);
+        let setup_code = crate::template::setup_code(&guest_env(&spec.env)?, &setup);
         let GuestStore {
             mut store,
             workdir,
@@ -305,21 +317,38 @@ impl Sandbox {
         let host_alloc = instance
             .get_typed_func(&mut store, "host_alloc")
             .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
+        let mut live = Live {
+            store,
+            memory,
+            turn,
+            host_alloc,
+            stdout,
+            stderr,
+            stdin,
+            workdir,
+            limits,
+            turns_run: 0,
+            ended: None,
+        };
+        let outcome = live.turn(&setup_code, &crate::template::SETUP_LIMITS);
+        if outcome.report.status != Status::Ok {
+            let r = outcome.report;
+            return Err(SandboxError::Setup {
+                status: r.status,
+                detail: r.detail.unwrap_or(r.stderr),
+            });
+        }
+        live.turns_run = 0;
         Ok(Sandbox {
-            live: Live {
-                store,
-                memory,
-                turn,
-                host_alloc,
-                stdout,
-                stderr,
-                stdin,
-                workdir,
-                limits,
-                turns_run: 0,
-                ended: None,
-            },
+            live,
+            check_verdict: outcome.result,
         })
+    }
+
+    /// The pre-execution checker's verdict (its JSON, untrusted: see `server::check`), when
+    /// the set-up asked for a check.
+    pub fn check_verdict(&self) -> Option<&str> {
+        self.check_verdict.as_deref()
     }
 
     /// Runs `code` as a program, as `python -c` would, and reports. Files the code created or
@@ -329,8 +358,12 @@ impl Sandbox {
         // `pass` makes the last statement a non-expression without moving any line.
         let program = format!("{code}\npass\n");
         let limits = TurnLimits::from(&self.live.limits);
+        let opens_before = self.live.store.data().fs.opens;
         let mut outcome = self.live.turn(&program, &limits);
-        if self.live.ended.is_none() {
+        // Only a file the program opened can hold an unflushed buffer (preview1 has no `dup`;
+        // the guest flushes its own stdout and stderr after every turn).
+        let opened_files = self.live.store.data().fs.opens != opens_before;
+        if self.live.ended.is_none() && opened_files {
             self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS);
         }
         let budget = self.live.limits.disk_bytes;
@@ -339,38 +372,12 @@ impl Sandbox {
         outcome.report
     }
 
-    /// Runs `code` as a hidden turn before anything else: guest-side helpers (see [`rich`]).
-    /// The code resets the guest's turn counter, and so does this: the next turn is still
-    /// `<turn 1>`. False when it did not end cleanly.
-    pub fn prelude(&mut self, code: &str) -> bool {
-        let outcome = self.live.turn(code, &FLUSH_LIMITS);
-        self.live.turns_run = 0;
-        outcome.report.status == Status::Ok
-    }
-
     /// Keeps the interpreter for turns that share state. A hidden first turn installs the
     /// displayhook that reports each turn's final value (see [`door`]); the user's turns
     /// are numbered from 2 in tracebacks (`<turn 2>`).
     pub fn into_interpreter(mut self) -> Interpreter {
         self.live.turn(door::SESSION_SETUP, &FLUSH_LIMITS);
         Interpreter { live: self.live }
-    }
-
-    /// For a sandbox made from a template (`crate::template`): a hidden turn gives it the
-    /// request's environment and fresh random generators (the template's init turn fixed
-    /// both for every sandbox), and numbers the user's turns from 1 again.
-    pub fn refresh_template(mut self, env: &[(String, String)]) -> Result<Sandbox, SandboxError> {
-        let code = crate::template::refresh_code(&guest_env(env)?);
-        let outcome = self.live.turn(&code, &crate::template::REFRESH_LIMITS);
-        if outcome.report.status != Status::Ok {
-            return Err(SandboxError::Instantiate(wasmtime::format_err!(
-                "refreshing the template's state failed ({:?}): {}",
-                outcome.report.status,
-                outcome.report.stderr
-            )));
-        }
-        self.live.turns_run = 0;
-        Ok(self)
     }
 }
 
@@ -650,16 +657,11 @@ pub(crate) fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, Strin
     Ok(env.into_iter().collect())
 }
 
-/// Runs `f` on a fresh thread whose native stack holds the guest's 8 MiB wasm stack plus
-/// host frames, and waits for it. A panic in `f` comes back as `Err` (its unwinding has
+/// Runs `f` on a guest thread (pooled; its native stack holds the guest's 8 MiB wasm stack
+/// plus host frames) and waits for it. A panic in `f` comes back as `Err` (its unwinding has
 /// already dropped, and so removed, any sandbox it held).
 pub fn run_on_guest_thread<R: Send + 'static>(
     f: impl FnOnce() -> R + Send + 'static,
 ) -> std::thread::Result<R> {
-    std::thread::Builder::new()
-        .name("vivarium-guest".into())
-        .stack_size(GUEST_THREAD_STACK_BYTES)
-        .spawn(f)
-        .expect("spawning a guest thread")
-        .join()
+    guest_threads::run_blocking(f)
 }

@@ -1,11 +1,8 @@
-//! Rich outputs, as a notebook gives them, and the prelude that loads guest-side helpers.
+//! Rich outputs, as a notebook gives them.
 //!
-//! [`prelude`] builds the Python a front door runs as a hidden turn before the program
-//! ([`super::Sandbox::prelude`]): it loads `python-wasi/guest/display.py` as the module
-//! `vivarium_display` (making `display` a builtin and routing matplotlib's `plt.show()` to it),
-//! and, for streaming, makes stdout and stderr line-buffered so chunks leave as they are
-//! printed. It then resets the guest's turn counter, so the program is still `<turn 1>` in
-//! tracebacks.
+//! Every template carries `python-wasi/guest/display.py` as the module `vivarium_display`;
+//! a sandbox whose set-up asks for rich outputs (`GuestSetup::rich`) installs it in its hidden
+//! set-up turn, making `display` a builtin and routing matplotlib's `plt.show()` to it.
 //!
 //! The guest writes each output as a file `NNNN.<ext>` under [`OUTPUT_DIR`] of its working
 //! directory; [`take_outputs`] reads them after the run through `cap-std` (so a symlink
@@ -21,8 +18,6 @@ use base64::engine::general_purpose::STANDARD;
 
 use crate::report::RichOutput;
 
-/// The guest-side helper, loaded by the prelude.
-pub const DISPLAY_SOURCE: &str = include_str!("../../python-wasi/guest/display.py");
 /// Where the helper writes outputs, relative to the working directory (`/tmp/...` in the guest).
 pub const OUTPUT_DIR: &str = "tmp/.vivarium/outputs";
 /// At most this many outputs are returned (the helper stops at the same number).
@@ -31,84 +26,6 @@ pub const MAX_OUTPUTS: usize = 64;
 pub const MAX_OUTPUT_BYTES: u64 = 8 << 20;
 /// The most bytes of outputs returned in all.
 pub const MAX_TOTAL_BYTES: u64 = 16 << 20;
-
-/// The helper's code object, marshalled by the guest's own CPython (hex), once per process:
-/// loading it costs a fraction of compiling the source in every sandbox.
-static DISPLAY_BYTECODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Records the helper's marshalled code object (see [`compile_program`]); later preludes use
-/// it instead of the source.
-pub fn set_display_bytecode(hex: String) {
-    let _ = DISPLAY_BYTECODE.set(hex);
-}
-
-pub fn has_display_bytecode() -> bool {
-    DISPLAY_BYTECODE.get().is_some()
-}
-
-/// A program printing the marshalled code object of `source` as hex: run it in a fresh
-/// sandbox, check the output with [`valid_hex`], and pass it to [`exec_bytecode`]. (The
-/// host cannot make it: its own Python is not the guest's 3.15.)
-pub fn compile_program(source: &str, filename: &str) -> String {
-    let src = serde_json::to_string(source).expect("a string serialises");
-    let name = serde_json::to_string(filename).expect("a string serialises");
-    format!(
-        "import marshal, sys\nsys.stdout.write(marshal.dumps(compile({src}, {name}, 'exec', dont_inherit=True)).hex())\n"
-    )
-}
-
-/// Whether `s` is lowercase hex of a plausible size (what [`compile_program`] prints).
-pub fn valid_hex(s: &str) -> bool {
-    !s.is_empty()
-        && s.len().is_multiple_of(2)
-        && s.len() <= 4 << 20
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// A Python expression statement running marshalled code in the namespace `ns`.
-pub fn exec_bytecode(hex: &str, ns: &str) -> String {
-    format!("exec(__import__('marshal').loads(bytes.fromhex('{hex}')), {ns})")
-}
-
-/// Python for the hidden turn before a program. `rich` loads `display()` and the matplotlib
-/// backend; `line_buffered` makes stdout/stderr flush at each newline (streaming).
-pub fn prelude(rich: bool, line_buffered: bool) -> String {
-    let load = match DISPLAY_BYTECODE.get() {
-        Some(hex) => exec_bytecode(hex, "m.__dict__"),
-        None => {
-            // A JSON string is a valid Python string literal.
-            let source = serde_json::to_string(DISPLAY_SOURCE).expect("a string serialises");
-            format!("exec(compile({source}, '<vivarium_display>', 'exec'), m.__dict__)")
-        }
-    };
-    format!(
-        "\
-def __vivarium_prelude():
-    import sys
-    if {rich}:
-        import types
-        m = types.ModuleType('vivarium_display')
-        m.__file__ = '<vivarium_display>'
-        {load}
-        sys.modules['vivarium_display'] = m
-        m.install()
-    if {line_buffered}:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.reconfigure(line_buffering=True)
-            except Exception:
-                pass
-    # This hidden turn does not count: the program is still <turn 1>.
-    import _reactor
-    _reactor._turns = 0
-__vivarium_prelude()
-del __vivarium_prelude
-",
-        rich = if rich { "True" } else { "False" },
-        line_buffered = if line_buffered { "True" } else { "False" },
-    )
-}
 
 /// The media type of an output file, by its extension; `None` for anything else.
 fn mime(name: &str) -> Option<&'static str> {

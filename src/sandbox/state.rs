@@ -63,6 +63,9 @@ pub struct FsGuard {
     pub root: PathBuf,
     pub open_fds: u32,
     pub max_open_fds: u32,
+    /// Successful `path_open`s over the sandbox's life. A program that opened nothing can
+    /// have left no file buffer unflushed, so its execution skips the flush turn.
+    pub opens: u64,
     /// A running upper bound of the bytes the working directory holds.
     pub charged_bytes: u64,
     pub quota_bytes: u64,

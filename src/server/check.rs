@@ -1,15 +1,18 @@
 //! Pre-execution checks: `POST /v1/check`, the `policy` of executions and session turns, and
 //! `vivarium check FILE`.
 //!
-//! Syntax is validated by the guest's own parser: the checker (`python-wasi/guest/check.py`)
-//! runs in a fresh sandbox of its own, reads the submitted source on stdin, `ast.parse`s and
-//! compiles it (never runs it), walks the tree for the static rules, and prints one JSON
-//! object. The host trusts that output only as data: it must fit in [`MAX_CHECKER_OUTPUT`],
-//! parse into the fixed types below (unknown fields refused), and every string is cut to a
-//! bound. Anything else is a checker failure (HTTP 500 with a clear message), never a verdict.
+//! Syntax is validated by the guest's own parser: the checker (`python-wasi/guest/check.py`,
+//! loaded into every template) runs in the hidden set-up turn of a fresh sandbox, before any
+//! of the submitted code runs. An execution checks in the very sandbox that then runs the
+//! program; `/v1/check`, the CLI and session turns use a sandbox of their own. The checker
+//! `ast.parse`s and compiles the source (never runs it), walks the tree for the static rules,
+//! and sends one JSON object through the host door. The host trusts that only as data: it
+//! must fit in [`MAX_CHECKER_OUTPUT`], parse into the fixed types below (unknown fields
+//! refused), and every string is cut to a bound. Anything else is a checker failure (HTTP 500
+//! with a clear message), never a verdict.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -25,11 +28,9 @@ use super::execute::parse_json;
 use super::request_context::RequestContext;
 use crate::host::Vivarium;
 use crate::limits::Limits;
-use crate::report::{Report, Status};
-use crate::sandbox::{SandboxSpec, rich};
+use crate::sandbox::{SandboxError, SandboxSpec};
+use crate::template::GuestSetup;
 
-/// The checker's Python source, run in the guest.
-pub const CHECKER_SOURCE: &str = include_str!("../../python-wasi/guest/check.py");
 /// The most checker output the host reads; more is a checker failure.
 pub const MAX_CHECKER_OUTPUT: u64 = 1 << 20;
 /// The most findings kept (the checker stops at the same number).
@@ -163,13 +164,13 @@ pub fn checker_memory(host: &Vivarium) -> u64 {
     checker_limits(host).memory_bytes
 }
 
-/// The checker's code object, marshalled by the guest (hex), made once per process.
-static CHECKER_BYTECODE: OnceLock<Option<String>> = OnceLock::new();
-
-/// Compiles `source` in a fresh sandbox and returns its marshalled code object (hex), or
-/// None (the caller then runs the source). Only our own helper sources are compiled here,
-/// never a caller's code, and the output is checked to be plain hex of bounded size.
-fn guest_bytecode(host: &Vivarium, source: &str, filename: &str) -> Option<String> {
+/// Runs the checker on `code` in a fresh sandbox of its own (the CLI, `/v1/check`, session
+/// turns). Blocking: call on a guest thread.
+pub fn check_on_this_thread(
+    host: &Vivarium,
+    code: &str,
+    cancel: Arc<AtomicBool>,
+) -> Result<CheckResult, CheckError> {
     let sandbox = host
         .prepare(SandboxSpec {
             limits: checker_limits(host),
@@ -177,61 +178,21 @@ fn guest_bytecode(host: &Vivarium, source: &str, filename: &str) -> Option<Strin
             files: Vec::new(),
             stdin: Vec::new(),
             observer: None,
-            cancel: Arc::default(),
+            cancel,
+            setup: GuestSetup {
+                check: Some(code.to_string()),
+                ..GuestSetup::default()
+            },
         })
-        .ok()?;
-    let report = sandbox.run(&rich::compile_program(source, filename));
-    let hex = report.stdout.trim();
-    (report.status == Status::Ok && !report.truncated.stdout && rich::valid_hex(hex))
-        .then(|| hex.to_string())
-}
-
-/// Makes the rich-output helper's bytecode once per process, so each later sandbox loads it
-/// instead of compiling the source. Blocking: call on a guest thread.
-pub fn warm_bytecode(host: &Vivarium) {
-    if !rich::has_display_bytecode()
-        && let Some(hex) = guest_bytecode(host, rich::DISPLAY_SOURCE, "<vivarium_display>")
-    {
-        rich::set_display_bytecode(hex);
-    }
-}
-
-/// Runs the checker on `code` in a fresh sandbox. Blocking: call on a guest thread.
-pub fn check_on_this_thread(
-    host: &Vivarium,
-    code: &str,
-    cancel: Arc<AtomicBool>,
-) -> Result<CheckResult, CheckError> {
-    CHECKER_BYTECODE.get_or_init(|| guest_bytecode(host, CHECKER_SOURCE, "<vivarium_check>"));
-    run_checker(host, code, cancel)
-}
-
-fn run_checker(
-    host: &Vivarium,
-    code: &str,
-    cancel: Arc<AtomicBool>,
-) -> Result<CheckResult, CheckError> {
-    let sandbox = host.prepare(SandboxSpec {
-        limits: checker_limits(host),
-        env: Vec::new(),
-        files: Vec::new(),
-        stdin: code.as_bytes().to_vec(),
-        observer: None,
-        cancel,
-    })?;
-    let program = match CHECKER_BYTECODE.get() {
-        Some(Some(hex)) => rich::exec_bytecode(hex, "{'__name__': '__main__'}"),
-        _ => CHECKER_SOURCE.to_string(),
-    };
-    interpret(&sandbox.run(&program))
+        .map_err(CheckError::from_setup)?;
+    interpret(sandbox.check_verdict())
 }
 
 /// Runs the checker on a guest thread of its own (the CLI). Blocking.
 pub fn check_blocking(host: &Arc<Vivarium>, code: &str) -> Result<CheckResult, CheckError> {
     let host = host.clone();
     let code = code.to_string();
-    // One check: compiling the source once is cheaper than making bytecode first.
-    crate::sandbox::run_on_guest_thread(move || run_checker(&host, &code, Arc::default()))
+    crate::sandbox::run_on_guest_thread(move || check_on_this_thread(&host, &code, Arc::default()))
         .unwrap_or_else(|p| {
             Err(CheckError::Failed {
                 status: "panic",
@@ -240,29 +201,30 @@ pub fn check_blocking(host: &Arc<Vivarium>, code: &str) -> Result<CheckResult, C
         })
 }
 
-/// Turns the checker's report into a verdict, trusting its stdout only as bounded data.
-pub fn interpret(report: &Report) -> Result<CheckResult, CheckError> {
-    if report.status != Status::Ok {
-        let detail = report
-            .detail
-            .clone()
-            .or_else(|| {
-                report
-                    .error
-                    .as_ref()
-                    .map(|e| format!("{}: {}", e.kind, e.message))
-            })
-            .unwrap_or_else(|| format!("exit code {:?}", report.exit_code));
-        return Err(CheckError::Failed {
-            status: report.status.as_str(),
-            detail: cut(detail),
-        });
+impl CheckError {
+    /// A set-up turn that failed was the checker failing; anything else kept the sandbox
+    /// from starting.
+    pub fn from_setup(e: SandboxError) -> Self {
+        match e {
+            SandboxError::Setup { status, detail } => CheckError::Failed {
+                status: status.as_str(),
+                detail: cut(detail),
+            },
+            other => CheckError::Sandbox(other),
+        }
     }
-    if report.truncated.stdout || report.stdout.len() as u64 > MAX_CHECKER_OUTPUT {
+}
+
+/// Turns the checker's verdict (sent through the host door by the set-up turn) into a
+/// result, trusting it only as bounded data.
+pub fn interpret(verdict: Option<&str>) -> Result<CheckResult, CheckError> {
+    let text =
+        verdict.ok_or_else(|| CheckError::BadOutput("the checker sent no verdict".into()))?;
+    if text.len() as u64 > MAX_CHECKER_OUTPUT {
         return Err(CheckError::TooLarge);
     }
-    let mut result: CheckResult = serde_json::from_str(report.stdout.trim())
-        .map_err(|e| CheckError::BadOutput(e.to_string()))?;
+    let mut result: CheckResult =
+        serde_json::from_str(text.trim()).map_err(|e| CheckError::BadOutput(e.to_string()))?;
     result.syntax.errors.truncate(16);
     for e in &mut result.syntax.errors {
         e.message = cut(std::mem::take(&mut e.message));

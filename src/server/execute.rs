@@ -28,10 +28,11 @@ use super::request_context::{RequestContext, new_id};
 use crate::host::InputFile;
 use crate::limits::{Limits, LimitsRequest};
 use crate::report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
+use crate::sandbox::SandboxError;
 use crate::sandbox::SandboxSpec;
 use crate::sandbox::output::OutputObserver;
-use crate::sandbox::rich;
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
+use crate::template::GuestSetup;
 
 /// A file to place in the sandbox's working directory before the code runs.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -352,33 +353,42 @@ pub async fn run_prepared(
         .guests
         .run(move || -> ApiResult<CheckedRun> {
             let _ticket = ticket;
-            let findings = match policy {
-                Policy::Off => None,
-                Policy::Warn | Policy::Deny => {
-                    let c = check::check_on_this_thread(&host, &code, flag.clone())?;
-                    if policy == Policy::Deny && !c.findings.is_empty() {
-                        return Ok(Err(c.findings));
-                    }
-                    Some(c.findings)
-                }
-            };
-            // Once per process: the helpers' bytecode, so the prelude loads rather than compiles.
-            check::warm_bytecode(&host);
-            let streaming = observer.is_some();
-            let mut sandbox = host
+            let check = (policy != Policy::Off).then(|| code.clone());
+            // One sandbox: its hidden set-up turn checks the code (before any of it runs) and
+            // loads the rich-output helpers; then the program runs, unless denied.
+            let sandbox = host
                 .prepare_with(
                     SandboxSpec {
                         limits,
                         env,
                         files,
                         stdin,
-                        observer,
                         cancel: flag,
+                        setup: GuestSetup {
+                            rich: true,
+                            line_buffered: observer.is_some(),
+                            check,
+                        },
+                        observer,
                     },
                     template,
                 )
-                .map_err(ApiError::from_sandbox)?;
-            sandbox.prelude(&rich::prelude(true, streaming));
+                .map_err(|e| match e {
+                    SandboxError::Setup { .. } if policy != Policy::Off => {
+                        ApiError::from(check::CheckError::from_setup(e))
+                    }
+                    e => ApiError::from_sandbox(e),
+                })?;
+            let findings = match policy {
+                Policy::Off => None,
+                Policy::Warn | Policy::Deny => {
+                    let c = check::interpret(sandbox.check_verdict())?;
+                    if policy == Policy::Deny && !c.findings.is_empty() {
+                        return Ok(Err(c.findings));
+                    }
+                    Some(c.findings)
+                }
+            };
             Ok(Ok((sandbox.run(&code), findings)))
         })
         .await??;

@@ -1,6 +1,6 @@
-//! Running guest code off the async executor: every run goes to a fresh thread with the
-//! big native stack guests need ([`GUEST_THREAD_STACK_BYTES`]), and the handler awaits its
-//! result. The cancel flags of runs in progress are kept here, so shutdown can end them and a
+//! Running guest code off the async executor: every run goes to a guest thread (pooled, with
+//! the big native stack guests need: `crate::sandbox::guest_threads`), and the handler awaits
+//! its result. The cancel flags of runs in progress are kept here, so shutdown can end them and a
 //! client that hangs up ends its own run.
 
 use std::collections::HashMap;
@@ -8,8 +8,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use crate::engine::GUEST_THREAD_STACK_BYTES;
 
 use super::error::ApiError;
 
@@ -48,7 +46,7 @@ impl Drop for CancelGuard<'_> {
 }
 
 impl GuestThreads {
-    /// Guest threads alive now.
+    /// Guest runs in progress now.
     pub fn running(&self) -> usize {
         self.running.load(Ordering::Acquire)
     }
@@ -99,7 +97,7 @@ impl GuestThreads {
         true
     }
 
-    /// Runs `f` on a new big-stack thread and waits for it without blocking the executor.
+    /// Runs `f` on a (pooled) guest thread and waits for it without blocking the executor.
     /// A panic in `f` becomes a 500 (its unwinding already dropped, and so removed, any
     /// sandbox it held). The thread runs to its end even if the awaiting future is dropped.
     pub async fn run<R: Send + 'static>(
@@ -116,14 +114,11 @@ impl GuestThreads {
             }
         }
         let done = Done(running);
-        let spawned = std::thread::Builder::new()
-            .name("vivarium-guest".into())
-            .stack_size(GUEST_THREAD_STACK_BYTES)
-            .spawn(move || {
-                let _done = done;
-                let result = std::panic::catch_unwind(AssertUnwindSafe(f));
-                let _ = tx.send(result);
-            });
+        let spawned = crate::sandbox::guest_threads::spawn(move || {
+            let _done = done;
+            let result = std::panic::catch_unwind(AssertUnwindSafe(f));
+            let _ = tx.send(result);
+        });
         if let Err(e) = spawned {
             // The closure (and with it `done`) was dropped, so the count is already right.
             return Err(ApiError::Internal(format!(

@@ -308,16 +308,19 @@ async fn run(
         .guests
         .run(move || {
             let _ticket = ticket;
-            let mut sandbox = host.prepare(SandboxSpec {
+            let sandbox = host.prepare(SandboxSpec {
                 limits,
                 env: Vec::new(),
                 files,
                 stdin,
                 observer: Some(observer),
                 cancel: flag,
+                // Line-buffered streams, so `output` interleaves them as a terminal would.
+                setup: crate::template::GuestSetup {
+                    line_buffered: true,
+                    ..Default::default()
+                },
             })?;
-            // Line-buffered streams, so `output` interleaves them as a terminal would.
-            sandbox.prelude(&crate::sandbox::rich::prelude(false, true));
             Ok::<_, crate::sandbox::SandboxError>(sandbox.run(&program))
         })
         .await

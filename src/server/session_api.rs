@@ -173,11 +173,13 @@ pub(crate) async fn open_inner(
                     stdin: Vec::new(),
                     observer: None,
                     cancel: Default::default(),
+                    setup: crate::template::GuestSetup {
+                        rich: true,
+                        ..Default::default()
+                    },
                 },
                 template,
             )?;
-            let mut sandbox = sandbox;
-            sandbox.prelude(&crate::sandbox::rich::prelude(true, false));
             Ok::<_, crate::sandbox::SandboxError>(sandbox.into_interpreter())
         })
         .await?

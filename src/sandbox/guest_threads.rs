@@ -1,0 +1,135 @@
+//! The threads guests run on: big native stacks ([`GUEST_THREAD_STACK_BYTES`]), kept in a
+//! small pool so an execution does not pay for a new thread (a 16 MiB stack mapping, its
+//! first page faults, and the kernel's clone) every time.
+//!
+//! A finished worker waits for the next job for [`IDLE_KEEP`] and then exits; at most
+//! [`max_idle`] wait at once, so a burst of concurrent runs leaves no crowd of threads behind.
+//! A job that panics does not take its worker down (the job's own `catch_unwind` reports the
+//! panic; the pool's only keeps the worker alive).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use crate::engine::GUEST_THREAD_STACK_BYTES;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// How long an idle worker waits for another job before it exits.
+pub const IDLE_KEEP: Duration = Duration::from_secs(30);
+
+/// Idle workers kept at most: two per core, at least four.
+pub fn max_idle() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .max(4)
+}
+
+struct Pool {
+    /// Workers waiting for a job, by id (a worker that times out removes itself).
+    idle: Mutex<Vec<(u64, Sender<Job>)>>,
+    next_id: AtomicU64,
+}
+
+static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
+    idle: Mutex::new(Vec::new()),
+    next_id: AtomicU64::new(0),
+});
+
+fn idle() -> std::sync::MutexGuard<'static, Vec<(u64, Sender<Job>)>> {
+    POOL.idle.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `job` on a guest thread: an idle one, else a new one. Returns at once; `Err` only
+/// when no thread could be started (the job is dropped unrun).
+pub fn spawn(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    let mut job: Job = Box::new(job);
+    loop {
+        let Some((_, worker)) = idle().pop() else {
+            break;
+        };
+        match worker.send(job) {
+            Ok(()) => return Ok(()),
+            // That worker exited after all: try the next.
+            Err(mpsc::SendError(back)) => job = back,
+        }
+    }
+    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
+    std::thread::Builder::new()
+        .name("vivarium-guest".into())
+        .stack_size(GUEST_THREAD_STACK_BYTES)
+        .spawn(move || worker(id, job))
+        .map(|_| ())
+}
+
+fn worker(id: u64, first: Job) {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let mut job = first;
+    loop {
+        // The job catches its own panics to report them; this only keeps the worker alive.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+        {
+            let mut idle = idle();
+            if idle.len() >= max_idle() {
+                return;
+            }
+            idle.push((id, tx.clone()));
+        }
+        job = match rx.recv_timeout(IDLE_KEEP) {
+            Ok(next) => next,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut idle = idle();
+                match idle.iter().position(|(i, _)| *i == id) {
+                    Some(at) => {
+                        idle.swap_remove(at);
+                        return;
+                    }
+                    // Someone took this worker just now: its job is on the way.
+                    None => {
+                        drop(idle);
+                        match rx.recv() {
+                            Ok(next) => next,
+                            Err(_) => return,
+                        }
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+    }
+}
+
+/// Runs `f` on a guest thread and waits for it. A panic in `f` comes back as `Err` (its
+/// unwinding has already dropped, and so removed, any sandbox it held).
+pub fn run_blocking<R: Send + 'static>(
+    f: impl FnOnce() -> R + Send + 'static,
+) -> std::thread::Result<R> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let started = spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(AssertUnwindSafe(f)));
+    });
+    if let Err(e) = started {
+        return Err(Box::new(format!("could not start a guest thread: {e}")));
+    }
+    rx.recv()
+        .unwrap_or_else(|_| Err(Box::new("the guest thread vanished".to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_comes_back_and_the_next_job_still_runs_on_a_big_stack() {
+        assert!(run_blocking(|| panic!("boom")).is_err());
+        let big = run_blocking(|| {
+            let buf = [1u8; 4 << 20];
+            std::hint::black_box(&buf)[0]
+        })
+        .unwrap();
+        assert_eq!(big, 1);
+    }
+}
