@@ -334,7 +334,10 @@ pub async fn check_code(
     host: Arc<Vivarium>,
     code: String,
 ) -> ApiResult<CheckResult> {
-    let ticket = state.admission.admit(Some(checker_memory(&host))).await?;
+    let ticket = state
+        .admission
+        .admit(Some(host.footprint_bytes(&checker_limits(&host))))
+        .await?;
     let cancel = state.guests.register();
     let flag = cancel.flag();
     let result = state

@@ -60,7 +60,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
     /// Where sandboxes' temp dirs go (a folder per server process under it)
-    /// [default: <tmp>/vivarium-scratch].
+    /// [default: /dev/shm/vivarium-scratch when /dev/shm is a writable tmpfs, else <tmp>/vivarium-scratch].
     #[arg(long, env = "VIVARIUM_SCRATCH")]
     pub scratch_dir: Option<PathBuf>,
     /// Log format of the ordinary (tracing) logs on stderr.

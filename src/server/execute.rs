@@ -346,7 +346,10 @@ pub async fn run_prepared(
         policy,
         template,
     } = p;
-    let ticket = state.admission.admit(Some(limits.memory_bytes)).await?;
+    let ticket = state
+        .admission
+        .admit(Some(host.footprint_bytes(&limits)))
+        .await?;
     let cancel = state.guests.register();
     let flag = cancel.flag();
     let ran = state

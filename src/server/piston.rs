@@ -299,7 +299,7 @@ async fn run(
     };
     let ticket = state
         .admission
-        .admit(Some(limits.memory_bytes))
+        .admit(Some(host.footprint_bytes(&limits)))
         .await
         .map_err(from_api)?;
     let cancel = state.guests.register();

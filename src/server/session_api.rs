@@ -158,7 +158,9 @@ pub(crate) async fn open_inner(
             .admission
             .reject(super::admission::Rejection::TooManySessions)
     })?;
-    let memory = state.admission.reserve_memory(limits.memory_bytes)?;
+    let memory = state
+        .admission
+        .reserve_memory(host.footprint_bytes(&limits))?;
     let ticket = state.admission.admit(None).await?;
     let template = req.template;
     let interp = state
