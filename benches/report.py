@@ -41,12 +41,15 @@ def main() -> None:
         ("hello world, fresh sandbox (in-process)", crit("hello_world", "vivarium_sandbox"),
          "≤ 2 ms, ≥ 8× native", crit("hello_world", "native_python3"),
          wp.get("hello_world", {}).get("p50_ms")),
-        ("hello world, `Vivarium::execute` (+ guest thread)", crit("hello_world", "vivarium_execute"),
+        ("hello world + rich outputs + check (what `/v1/execute` runs)",
+         crit("hello_world", "vivarium_sandbox_rich_checked"), "", crit("hello_world", "native_python3"),
+         wp.get("hello_world", {}).get("p50_ms")),
+        ("hello world, `Vivarium::execute` (+ pooled guest thread)", crit("hello_world", "vivarium_execute"),
          "", crit("hello_world", "native_python3"), wp.get("hello_world", {}).get("p50_ms")),
         ("pandas describe, `scientific` template", crit("pandas_describe", "vivarium_scientific"),
          "≤ 30 ms, ≥ 15× native", crit("pandas_describe", "native_python3"),
          wp.get("pandas_describe", {}).get("p50_ms")),
-        ("pandas describe, `python` (stock) template", crit("pandas_describe", "vivarium_python"),
+        ("pandas describe, `python` template (imports pandas)", crit("pandas_describe", "vivarium_python"),
          "", crit("pandas_describe", "native_python3"), wp.get("pandas_describe", {}).get("p50_ms")),
         ("matplotlib 1,000-point PNG, `scientific`", crit("matplotlib_png", "vivarium_scientific"),
          "≤ 100 ms", crit("matplotlib_png", "native_python3"),
@@ -91,9 +94,9 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = [("hello world", rows[0]), ("pandas describe\n(scientific)", rows[2]),
-              ("pandas describe\n(stock)", rows[3]), ("matplotlib PNG\n(scientific)", rows[4]),
-              ("CPU loop", rows[5])]
+    groups = [("hello world", rows[0]), ("pandas describe\n(scientific)", rows[3]),
+              ("pandas describe\n(python)", rows[4]), ("matplotlib PNG\n(scientific)", rows[5]),
+              ("CPU loop", rows[6])]
     fig, ax = plt.subplots(figsize=(8, 3.6), dpi=80)
     width = 0.27
     for i, (label, color, idx) in enumerate((("Vivarium", "#2a7", 1), ("native python3 -c", "#888", 3),

@@ -1,7 +1,8 @@
 //! In-process speed figures of issue 4, each beside the native interpreter in the same run:
 //!
 //! * `hello_world`: a fresh sandbox runs `print('hello world')` (prepare, run, tear down),
-//!   on this thread and through `Vivarium::execute` (which adds a guest thread);
+//!   on this thread (plain, and with what `/v1/execute` adds by default: rich outputs and the
+//!   pre-execution check) and through `Vivarium::execute` (which adds a pooled guest thread);
 //! * `pandas_describe`: `pd.DataFrame(...).describe()` in a fresh sandbox of the stock
 //!   (`python`) and of the `scientific` template;
 //! * `matplotlib_png`: a 1,000-point line plot saved as PNG, scientific template;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use vivarium::sandbox::SandboxSpec;
+use vivarium::template::GuestSetup;
 use vivarium::{ExecRequest, Limits, Status, Template, Vivarium, VivariumOptions};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
@@ -93,12 +95,14 @@ fn sandbox(host: &Vivarium, template: Template, code: &str) {
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
 }
 
-/// The same engine settings as `GuestEngine::new`, without fuel and epochs: what the
-/// guest would cost unmetered. Bench-only; its module is cached beside ours.
+/// The same engine settings as `GuestEngine::new`, without fuel and epochs, and the same
+/// module (the `python` template): what the guest would cost unmetered. Bench-only; its
+/// module is cached beside ours.
 struct Unmetered {
     engine: Engine,
     pre: InstancePre<WasiP1Ctx>,
     stdlib: PathBuf,
+    mpl_data: PathBuf,
 }
 
 impl Unmetered {
@@ -122,22 +126,21 @@ impl Unmetered {
         let engine = Engine::new(&config).unwrap();
         let files = host.runtime_files();
         let home = VivariumOptions::from_env().runtime.home;
-        let cwasm = home.join("compiled").join(format!(
-            "bench-unmetered-{}-{:016x}.cwasm",
-            &files.snapshot_sha256[..16],
-            {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::hash::DefaultHasher::new();
-                engine.precompile_compatibility_hash().hash(&mut h);
-                h.finish()
-            }
-        ));
+        let (wasm, key) = vivarium::template::ensure_wasm(Template::Python, files, &home).unwrap();
+        let cwasm =
+            home.join("compiled")
+                .join(format!("bench-unmetered-{}-{:016x}.cwasm", &key[..16], {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::hash::DefaultHasher::new();
+                    engine.precompile_compatibility_hash().hash(&mut h);
+                    h.finish()
+                }));
         // SAFETY: a file this bench wrote with `Module::serialize` for this engine's settings.
         let module = match unsafe { Module::deserialize_file(&engine, &cwasm) } {
             Ok(m) => m,
             Err(_) => {
                 eprintln!("bench: compiling an unmetered copy of the guest (once; minutes)");
-                let m = Module::from_file(&engine, &files.snapshot_wasm).unwrap();
+                let m = Module::from_file(&engine, &wasm).unwrap();
                 let tmp = cwasm.with_extension("tmp");
                 std::fs::write(&tmp, m.serialize().unwrap()).unwrap();
                 std::fs::rename(&tmp, &cwasm).unwrap();
@@ -156,6 +159,7 @@ impl Unmetered {
             engine,
             pre,
             stdlib: files.stdlib_dir.clone(),
+            mpl_data: files.mpl_data_dir.clone(),
         }
     }
 
@@ -169,8 +173,18 @@ impl Unmetered {
             .env("PYTHONTZPATH", "")
             .stdout(out.clone())
             .allow_blocking_current_thread(true);
+        // The template's preopen table, in its order (fd 3, 4, 5).
+        let root = std::env::temp_dir().join("vivarium-bench-unmetered");
+        std::fs::create_dir_all(&root).unwrap();
         b.preopened_dir(&self.stdlib, "/usr/local/lib", FsPerms::ReadOnly)
             .unwrap();
+        b.preopened_dir(
+            &self.mpl_data,
+            "/usr/local/lib/python315.zip/matplotlib/mpl-data",
+            FsPerms::ReadOnly,
+        )
+        .unwrap();
+        b.preopened_dir(&root, "/", FsPerms::ReadWrite).unwrap();
         let mut store = Store::new(&self.engine, b.build_p1());
         let inst = self.pre.instantiate(&mut store).unwrap();
         let alloc = inst
@@ -195,6 +209,21 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, unmetered: &U
     g.sample_size(50).measurement_time(Duration::from_secs(4));
     g.bench_function("vivarium_sandbox", |b| {
         b.iter(|| sandbox(host, Template::Python, HELLO))
+    });
+    // What `/v1/execute` runs by default: the set-up turn also loads the rich-output helpers
+    // and checks the code (`policy: warn`).
+    g.bench_function("vivarium_sandbox_rich_checked", |b| {
+        b.iter(|| {
+            let mut spec = spec();
+            spec.setup = GuestSetup {
+                rich: true,
+                line_buffered: false,
+                check: Some(HELLO.into()),
+            };
+            let sandbox = host.prepare_with(spec, Template::Python).unwrap();
+            assert!(sandbox.check_verdict().is_some());
+            assert_eq!(sandbox.run(HELLO).status, Status::Ok);
+        })
     });
     g.bench_function("vivarium_execute", |b| {
         b.iter(|| {
