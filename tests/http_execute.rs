@@ -82,7 +82,7 @@ plt.savefig("out/plot.png")
     assert_eq!(files[0]["size"].as_u64().unwrap(), png.len() as u64);
 
     assert_eq!(
-        s.sandbox_dirs(),
+        s.settled_sandbox_dirs().await,
         0,
         "every sandbox dir is gone after its run"
     );
@@ -290,6 +290,8 @@ async fn metrics_openapi_and_pages() {
     )
     .await;
     post_raw(&c, &url, "{").await;
+    // Sandboxes are torn down just after their responses left.
+    assert_eq!(s.settled_sandbox_dirs().await, 0);
 
     let text = c
         .get(s.url("/metrics"))

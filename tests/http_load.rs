@@ -166,7 +166,7 @@ async fn bounded_load_mix() {
         by_status.keys().all(|st| *st < 500),
         "5xx responses: {by_status:?}"
     );
-    assert_eq!(s.sandbox_dirs(), 0, "leaked sandbox dirs");
+    assert_eq!(s.settled_sandbox_dirs().await, 0, "leaked sandbox dirs");
     assert!(
         fds_end <= fds_base + 8,
         "fds grew from {fds_base} to {fds_end}"

@@ -6,7 +6,13 @@
 //! [`max_idle`] wait at once, so a burst of concurrent runs leaves no crowd of threads behind.
 //! A job that panics does not take its worker down (the job's own `catch_unwind` reports the
 //! panic; the pool's only keeps the worker alive).
+//!
+//! A job started with [`spawn_deferring`] may hand values to [`defer_drop`]; they are dropped
+//! on the same thread after the job returned, that is after it sent its result. The server
+//! uses this to tear a sandbox down (instance reset, directory removal) after the response
+//! has left, off the request's latency.
 
+use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -102,6 +108,35 @@ fn worker(id: u64, first: Job) {
     }
 }
 
+thread_local! {
+    /// `Some` while a [`spawn_deferring`] job runs on this thread.
+    static DEFERRED: RefCell<Option<Vec<Box<dyn Send>>>> = const { RefCell::new(None) };
+}
+
+/// Like [`spawn`], but values the job passes to [`defer_drop`] are dropped after it returns.
+pub fn spawn_deferring(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    spawn(move || {
+        DEFERRED.set(Some(Vec::new()));
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(job));
+        drop(DEFERRED.take());
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    })
+}
+
+/// Drops `value` after the current [`spawn_deferring`] job returns; right now anywhere else.
+pub fn defer_drop<T: Send + 'static>(value: T) {
+    let now = DEFERRED.with_borrow_mut(|deferred| match deferred {
+        Some(list) => {
+            list.push(Box::new(value));
+            None
+        }
+        None => Some(value),
+    });
+    drop(now);
+}
+
 /// Runs `f` on a guest thread and waits for it. A panic in `f` comes back as `Err` (its
 /// unwinding has already dropped, and so removed, any sandbox it held).
 pub fn run_blocking<R: Send + 'static>(
@@ -131,5 +166,38 @@ mod tests {
         })
         .unwrap();
         assert_eq!(big, 1);
+    }
+
+    #[test]
+    fn deferred_values_drop_after_the_job_and_inline_elsewhere() {
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let d = dropped.clone();
+        spawn_deferring(move || {
+            defer_drop(Flag(d.clone()));
+            // Not yet: the job is still running.
+            tx.send(d.load(Ordering::SeqCst)).unwrap();
+        })
+        .unwrap();
+        assert!(!rx.recv().unwrap(), "dropped before the job returned");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !dropped.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "never dropped");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let inline = Arc::new(AtomicBool::new(false));
+        defer_drop(Flag(inline.clone()));
+        assert!(
+            inline.load(Ordering::SeqCst),
+            "outside a deferring job, drop at once"
+        );
     }
 }

@@ -369,6 +369,8 @@ impl Sandbox {
         let budget = self.live.limits.disk_bytes;
         outcome.report.files = self.live.workdir.changed_files(budget);
         outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
+        // The server tears the sandbox down after its response left (see `guest_threads`).
+        guest_threads::defer_drop(self.live);
         outcome.report
     }
 

@@ -114,7 +114,8 @@ impl GuestThreads {
             }
         }
         let done = Done(running);
-        let spawned = crate::sandbox::guest_threads::spawn(move || {
+        // A sandbox the job ran is torn down after the result is sent.
+        let spawned = crate::sandbox::guest_threads::spawn_deferring(move || {
             let _done = done;
             let result = std::panic::catch_unwind(AssertUnwindSafe(f));
             let _ = tx.send(result);

@@ -94,6 +94,16 @@ impl TestServer {
         count_sandbox_dirs(&self.scratch)
     }
 
+    /// Sandbox dirs left once teardowns in flight had 5 s to finish: the server removes a
+    /// sandbox's directory just after its response has left.
+    pub async fn settled_sandbox_dirs(&self) -> usize {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while self.sandbox_dirs() > 0 && std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.sandbox_dirs()
+    }
+
     /// Graceful shutdown; then checks nothing is left in the scratch dir.
     pub async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
