@@ -15,8 +15,8 @@ pub const FUEL_PER_CPU_SECOND: u64 = 10_000_000_000;
 /// instantiate, so it is refused up front with a clear message instead.
 pub const MIN_MEMORY_BYTES: u64 = 40 << 20;
 
-/// Resolved limits of one execution or one session turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Resolved limits of one execution or one session turn (every field set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Limits {
     /// Wall-clock deadline, enforced with epoch interruption and a sliced `poll_oneoff`.
     pub timeout_ms: u64,
@@ -61,15 +61,21 @@ impl Default for Limits {
     }
 }
 
-/// Limits as a caller asks for them: any field may be left out.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Limits as a caller asks for them: any field left out takes the host's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
+    /// Wall-clock deadline in milliseconds (default 30000, max 600000).
     pub timeout_ms: Option<u64>,
+    /// Wasmtime fuel, about one unit per wasm operator (~10 G per CPU second).
     pub fuel: Option<u64>,
+    /// Cap on the guest's linear memory (default 512 MiB, at least 40 MiB).
     pub memory_bytes: Option<u64>,
+    /// Bytes kept of stdout and, separately, of stderr (default 1 MiB).
     pub output_bytes: Option<u64>,
+    /// Bytes the guest may keep in its working directory (default 100 MiB).
     pub disk_bytes: Option<u64>,
+    /// Descriptors the guest may hold at once (default 256).
     pub open_files: Option<u32>,
 }
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How an execution ended. `ok` and `error` are the guest's own doing; every other status names
 /// the host limit that stopped it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Exit status 0.
@@ -42,14 +42,14 @@ impl Status {
 }
 
 /// Which output streams lost bytes to the output cap.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Truncated {
     pub stdout: bool,
     pub stderr: bool,
 }
 
 /// An uncaught Python exception, parsed from the traceback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PyError {
     /// The exception class, e.g. `ZeroDivisionError`.
     #[serde(rename = "type")]
@@ -73,7 +73,7 @@ pub struct FileOut {
 }
 
 /// What the execution consumed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
     pub wall_ms: f64,
     pub fuel: u64,
@@ -101,10 +101,11 @@ pub struct Report {
     pub outputs: Vec<RichOutput>,
 }
 
-/// One rich output, as a notebook shows it: `image/png` (base64), `image/svg+xml`,
-/// `text/html` or `text/plain`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One rich output (`display(obj)`, `plt.show()`), as a notebook shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RichOutput {
+    /// `image/png` (data base64), `image/svg+xml`, `text/html` or `text/plain`.
+    #[schema(example = "image/png")]
     pub mime: String,
     pub data: String,
 }

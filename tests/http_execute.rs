@@ -362,6 +362,29 @@ async fn metrics_openapi_and_pages() {
         }
     }
     assert!(doc["components"]["schemas"]["ExecuteResponse"].is_object());
+    // Every schema reference resolves (the core's types describe themselves).
+    fn refs(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(|r| r.as_str()) {
+                    out.push(r.to_string());
+                }
+                m.values().for_each(|v| refs(v, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(all.iter().any(|r| r.ends_with("/LimitsRequest")), "{all:?}");
+    for r in &all {
+        let name = r.strip_prefix("#/components/schemas/").expect(r);
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "{r} does not resolve"
+        );
+    }
 
     let (st, h) = get(&c, &s.url("/healthz")).await;
     assert_eq!((st, h["status"].as_str()), (200, Some("ok")));

@@ -21,9 +21,6 @@ use super::AppState;
 use super::audit::AuditRecord;
 use super::check::{self, Finding, Policy};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::openapi::{
-    LimitsSchema, PyErrorSchema, RichOutputSchema, StatusSchema, TruncatedSchema, UsageSchema,
-};
 use super::request_context::{RequestContext, new_id};
 use crate::host::InputFile;
 use crate::limits::{Limits, LimitsRequest};
@@ -59,7 +56,6 @@ pub struct ExecuteRequest {
     pub files: Vec<FileIn>,
     /// Any limit left out gets the server's default; one above the maximum is a 400.
     #[serde(default)]
-    #[schema(value_type = Option<LimitsSchema>)]
     pub limits: Option<LimitsRequest>,
     /// Environment variables laid over the guest's base environment.
     #[serde(default)]
@@ -89,24 +85,19 @@ pub struct FileOutput {
 /// The result of one execution or one session turn.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExecutionResult {
-    #[schema(value_type = StatusSchema)]
     pub status: Status,
     /// The guest's exit status; null when a limit stopped it first.
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
-    #[schema(value_type = TruncatedSchema)]
     pub truncated: Truncated,
     /// The uncaught Python exception, parsed from the traceback.
-    #[schema(value_type = Option<PyErrorSchema>)]
     pub error: Option<PyError>,
     /// What stopped the run when a host limit did.
     pub detail: Option<String>,
     pub files: Vec<FileOutput>,
-    #[schema(value_type = UsageSchema)]
     pub usage: Usage,
     /// Rich outputs in order: `display(obj)` and `plt.show()` in the guest.
-    #[schema(value_type = Vec<RichOutputSchema>)]
     pub outputs: Vec<RichOutput>,
     /// What the pre-execution check found (policy `warn`); absent with policy `off`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -17,7 +17,6 @@ use super::audit::AuditRecord;
 use super::check::{self, Finding, Policy};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::execute::{ExecutionResult, FileIn, decode_files, media_type, parse_json};
-use super::openapi::{LimitsOutSchema, LimitsSchema, TurnLimitsSchema};
 use super::request_context::{RequestContext, new_id};
 use super::sessions::{EndInfo, Session, SessionInfo};
 use crate::limits::{LimitError, Limits, LimitsRequest};
@@ -31,7 +30,6 @@ pub struct OpenSessionRequest {
     /// Memory and disk hold for the session's life; timeout, fuel and output are the
     /// defaults of each turn.
     #[serde(default)]
-    #[schema(value_type = Option<LimitsSchema>)]
     pub limits: Option<LimitsRequest>,
     /// The snapshot the interpreter starts from: `python` (default) or `scientific`
     /// (numpy, pandas and matplotlib already imported).
@@ -45,7 +43,6 @@ pub struct OpenSessionResponse {
     pub id: String,
     pub created_at: String,
     pub expires_at: String,
-    #[schema(value_type = LimitsOutSchema)]
     pub limits: Limits,
 }
 
@@ -69,7 +66,6 @@ pub struct TurnRequest {
     #[serde(default)]
     pub files: Vec<FileIn>,
     #[serde(default)]
-    #[schema(value_type = Option<TurnLimitsSchema>)]
     pub limits: Option<TurnLimitsRequest>,
     /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
     #[serde(default)]

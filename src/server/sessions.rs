@@ -17,7 +17,6 @@ use utoipa::ToSchema;
 
 use super::admission::MemoryReservation;
 use super::error::ApiError;
-use super::openapi::LimitsOutSchema;
 use super::time::rfc3339;
 use crate::limits::Limits;
 use crate::report::Status;
@@ -102,7 +101,6 @@ pub struct SessionInfo {
     pub state: &'static str,
     /// Turns run so far.
     pub turns: u64,
-    #[schema(value_type = LimitsOutSchema)]
     pub limits: Limits,
     /// Set once the session can take no more turns, with the reason.
     pub ended: Option<EndInfo>,
