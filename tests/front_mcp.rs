@@ -136,6 +136,13 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             .contains("nothing ran")
     );
 
+    // Templates by name: pandas is already imported in `scientific`; a wrong name is an error.
+    let sci = v["scientific"]["texts"][0].as_str().unwrap();
+    assert!(sci.contains("True"), "{sci}");
+    assert_eq!(v["bad_template"]["is_error"], true, "{}", v["bad_template"]);
+    let bad = v["bad_template"]["texts"][0].as_str().unwrap();
+    assert!(bad.contains("nope"), "{bad}");
+
     let turn = v["turn"]["texts"][0].as_str().unwrap();
     assert!(turn.contains("result: 42"), "{turn}");
     assert_eq!(v["closed"]["is_error"], false);

@@ -65,6 +65,13 @@ async def main(url):
             report["denied"] = summary(await session.call_tool(
                 "execute_python", {"code": "import subprocess", "policy": "deny"}
             ))
+            report["scientific"] = summary(await session.call_tool(
+                "execute_python",
+                {"code": "import sys; print('pandas' in sys.modules)", "template": "scientific"},
+            ))
+            report["bad_template"] = summary(await session.call_tool(
+                "execute_python", {"code": "pass", "template": "nope"}
+            ))
             opened = summary(await session.call_tool("open_session", {}))
             sid = json.loads(opened["texts"][0])["session_id"]
             await session.call_tool("run_in_session", {"session_id": sid, "code": "x = 21"})

@@ -83,6 +83,10 @@ pub struct ExecuteArgs {
     /// findings), "off".
     #[serde(default)]
     pub policy: Option<String>,
+    /// "python" (default) or "scientific": numpy, pandas and matplotlib already imported,
+    /// so data work starts in milliseconds instead of seconds.
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -96,6 +100,9 @@ pub struct OpenSessionArgs {
     /// Memory and disk for the whole session; timeout, fuel and output per turn.
     #[serde(default)]
     pub limits: Option<McpLimits>,
+    /// "python" (default) or "scientific" (numpy, pandas and matplotlib already imported).
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -295,6 +302,9 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
+        if let Some(template) = args.template {
+            req["template"] = json!(template);
+        }
         let state = &self.state;
         let id = format!("ex-{}", new_id());
         let mut record = AuditRecord::new(&ctx(), "mcp_execute").execution(&id);
@@ -361,6 +371,9 @@ impl VivariumMcp {
         let mut req = json!({});
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
+        }
+        if let Some(template) = args.template {
+            req["template"] = json!(template);
         }
         let mut record = AuditRecord::new(&ctx(), "mcp_session_open");
         let result = super::session_api::open_inner(
