@@ -353,6 +353,10 @@ async fn metrics_openapi_and_pages() {
         ("/metrics", &["get"]),
         ("/openapi.json", &["get"]),
         ("/", &["get"]),
+        ("/v1/check", &["post"]),
+        ("/api/v2/runtimes", &["get"]),
+        ("/api/v2/execute", &["post"]),
+        ("/mcp", &["post"]),
     ] {
         for m in methods {
             assert!(

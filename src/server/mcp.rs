@@ -126,6 +126,19 @@ pub struct CloseSessionArgs {
     pub session_id: String,
 }
 
+/// `/mcp` in the OpenAPI document: the transport is JSON-RPC, described by MCP itself; this
+/// function only carries the annotation (the route is `router`'s service).
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    tag = "mcp",
+    description = "The Model Context Protocol's streamable HTTP transport (JSON-RPC 2.0; GET opens the server-sent event stream, DELETE ends the MCP session). Tools: execute_python, check_python, open_session, run_in_session, close_session. `Host` must be a loopback name or the listen address.",
+    responses((status = 200, description = "A JSON-RPC response, or an event stream of them")),
+    security((), ("bearer" = []))
+)]
+#[allow(dead_code)]
+pub(super) fn mcp_transport() {}
+
 /// The MCP server: one per MCP session, all sharing the server's state.
 #[derive(Clone)]
 pub struct VivariumMcp {

@@ -54,6 +54,9 @@ impl Modify for BearerAuth {
         super::ops::metrics,
         super::ops::openapi_json,
         super::ops::index,
+        super::piston::runtimes,
+        super::piston::execute,
+        super::mcp::mcp_transport,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn,
@@ -64,13 +67,17 @@ impl Modify for BearerAuth {
         crate::report::Usage, Health, crate::report::RichOutput, super::check::CheckRequest,
         super::check::CheckResult, super::check::SyntaxCheck, super::check::SyntaxIssue,
         super::check::Finding, super::check::Severity, super::check::Policy,
-        super::check::PolicyDeniedBody, crate::template::Template
+        super::check::PolicyDeniedBody, crate::template::Template,
+        super::piston::PistonRequest, super::piston::PistonFile, super::piston::PistonResponse,
+        super::piston::PistonStage
     )),
     modifiers(&BearerAuth),
     tags(
         (name = "execute", description = "One program in a fresh sandbox"),
         (name = "sessions", description = "Kept-alive interpreters whose turns share state"),
         (name = "operations", description = "Health, readiness, metrics, this document"),
+        (name = "piston", description = "Piston v2 compatibility: existing Piston clients run unchanged"),
+        (name = "mcp", description = "Model Context Protocol for AI assistants"),
     )
 )]
 pub struct ApiDoc;

@@ -35,7 +35,7 @@ use crate::sandbox::workdir::validate_relative_path;
 pub const PYTHON_VERSION: &str = "3.15.0";
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct PistonFile {
     #[serde(default)]
     pub name: Option<String>,
@@ -45,7 +45,9 @@ pub struct PistonFile {
     pub encoding: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Piston v2's execute request; `compile_*` fields are accepted and ignored (Python has no
+/// compile stage), `args` become `sys.argv[1:]`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct PistonRequest {
     pub language: String,
     #[serde(default)]
@@ -69,7 +71,7 @@ pub struct PistonRequest {
     pub compile_cpu_time: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PistonStage {
     pub stdout: String,
     pub stderr: String,
@@ -86,7 +88,7 @@ pub struct PistonStage {
     pub memory: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PistonResponse {
     pub language: &'static str,
     pub version: &'static str,
@@ -117,6 +119,13 @@ fn from_api(e: ApiError) -> Response {
 }
 
 /// `GET /api/v2/runtimes`.
+#[utoipa::path(
+    get,
+    path = "/api/v2/runtimes",
+    tag = "piston",
+    responses((status = 200, description = "Piston's runtime list: one entry, python 3.15.0 (aliases py, python3, py3)")),
+    security((), ("bearer" = []))
+)]
 pub async fn runtimes() -> Json<serde_json::Value> {
     Json(json!([{
         "language": "python",
@@ -201,6 +210,18 @@ __vivarium_piston()
 }
 
 /// `POST /api/v2/execute`.
+#[utoipa::path(
+    post,
+    path = "/api/v2/execute",
+    tag = "piston",
+    request_body = PistonRequest,
+    responses(
+        (status = 200, description = "Piston's result shape; `run.output` interleaves stdout and stderr", body = PistonResponse),
+        (status = 400, description = "Piston's error shape: `{\"message\": ...}`"),
+        (status = 429, description = "Busy; `Retry-After` says when to retry"),
+    ),
+    security((), ("bearer" = []))
+)]
 pub async fn execute(
     State(state): State<AppState>,
     Extension(ctx): Extension<RequestContext>,
