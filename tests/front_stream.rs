@@ -149,6 +149,25 @@ print('café ☕')
         assert!(Instant::now() < deadline, "the run was not cancelled");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // ... and its audit record is not lost.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let gone: Vec<Value> = s
+            .audit()
+            .into_iter()
+            .filter(|r| r["error"] == "client_closed_request")
+            .collect();
+        if let Some(r) = gone.first() {
+            assert_eq!(r["http_status"], 499, "{r}");
+            assert_eq!(r["action"], "execute", "{r}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no audit record for the hung-up run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Without the header the answer is the plain JSON, as before.
     let (st, v) = post(&c, &s.url("/v1/execute"), &json!({"code": "print(1)"})).await;

@@ -78,6 +78,24 @@ impl Utf8Carry {
     }
 }
 
+/// The audit record of a streamed execution. Written by the task when the run ends; when the
+/// client hangs up first, the task is aborted and dropping this writes the record as HTTP
+/// 499 `client_closed_request` (the run itself is cancelled by its guard).
+struct PendingAudit {
+    state: AppState,
+    record: Option<AuditRecord>,
+}
+
+impl Drop for PendingAudit {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            self.state
+                .audit
+                .write(record.http(499).error("client_closed_request"));
+        }
+    }
+}
+
 /// The streaming variant of `POST /v1/execute`.
 pub async fn execute_stream(
     state: AppState,
@@ -116,7 +134,13 @@ pub async fn execute_stream(
         })
     };
     let task = tokio::spawn(async move {
-        let result = run_prepared(&state, &id, prepared, Some(observer), &mut record).await;
+        let mut pending = PendingAudit {
+            state: state.clone(),
+            record: Some(record),
+        };
+        let record = pending.record.as_mut().expect("set just above");
+        let result = run_prepared(&state, &id, prepared, Some(observer), record).await;
+        let record = pending.record.take().expect("taken only here");
         let lost = dropped.load(Ordering::Relaxed);
         if lost > 0 {
             let ev = Event::default()
