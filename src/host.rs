@@ -53,13 +53,14 @@ impl VivariumOptions {
 }
 
 /// Where sandbox directories go unless configured: `/dev/shm/vivarium-scratch` when
-/// `/dev/shm` is a writable tmpfs, else `<tmp>/vivarium-scratch`. Making and removing a
+/// `/dev/shm` is a writable tmpfs with at least [`MIN_SHM_FREE_BYTES`] free (a container's
+/// 64 MiB default is too small), else `<tmp>/vivarium-scratch`. Making and removing a
 /// sandbox's six directories on a journaling disk filesystem costs about 0.8 ms, a third of a
 /// hello world; on tmpfs it costs microseconds. What a sandbox writes there is RAM, so it
 /// counts against the server's memory budget ([`Vivarium::footprint_bytes`]).
 pub fn default_scratch_base() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    if is_memory_backed(shm) && writable(shm) {
+    if is_memory_backed(shm) && writable(shm) && free_bytes(shm) >= MIN_SHM_FREE_BYTES {
         shm.join("vivarium-scratch")
     } else {
         std::env::temp_dir().join("vivarium-scratch")
@@ -80,6 +81,21 @@ pub fn is_memory_backed(path: &Path) -> bool {
     }
     let kind = st.f_type as i64;
     kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}
+
+/// See [`default_scratch_base`].
+pub const MIN_SHM_FREE_BYTES: u64 = 1 << 30;
+
+fn free_bytes(path: &Path) -> u64 {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return 0;
+    };
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a zeroed out-parameter of the right type.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    (st.f_bavail as u64).saturating_mul(st.f_frsize as u64)
 }
 
 fn writable(dir: &Path) -> bool {
