@@ -155,6 +155,35 @@ async fn a_burst_beyond_capacity_gets_429() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tmpfs_scratch_the_disk_quota_counts_against_the_memory_budget() {
+    let shm = std::path::Path::new("/dev/shm");
+    assert!(
+        vivarium::host::is_memory_backed(shm),
+        "this test needs /dev/shm as tmpfs (as on the CI machine)"
+    );
+    let scratch = shm.join(format!("vivarium-test-budget-{}", std::process::id()));
+    let s = start("tmpfs-budget", |a| {
+        a.scratch_dir = Some(scratch.clone());
+        a.memory_budget_bytes = Some(600 << 20);
+        a.queue_timeout_ms = 300;
+    })
+    .await;
+    let c = client();
+    // 512 MiB of memory plus 100 MiB of disk, both RAM here: more than the budget.
+    let (st, v) = post(&c, &s.url("/v1/execute"), &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (429, "overloaded"), "{v}");
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": "print(2)", "limits": {"disk_bytes": 50 << 20}}),
+    )
+    .await;
+    assert_eq!((st, v["stdout"].as_str()), (200, Some("2\n")), "{v}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_budget_bounds_what_runs() {
     // Room for one 512 MiB sandbox: a session takes it, so a run must wait, then gets 429.
     let s = start("budget", |a| {
