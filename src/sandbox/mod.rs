@@ -166,6 +166,8 @@ pub struct Sandbox {
     live: Live,
     /// The pre-execution checker's verdict (JSON), when the set-up asked for a check.
     check_verdict: Option<String>,
+    /// The set-up loaded the rich-output helpers: outputs are collected after the run.
+    rich: bool,
 }
 
 /// A long-lived interpreter (a session): turns share variables, imports and files.
@@ -330,7 +332,7 @@ impl Sandbox {
             turns_run: 0,
             ended: None,
         };
-        let outcome = live.turn(&setup_code, &crate::template::SETUP_LIMITS);
+        let outcome = live.turn(&setup_code, &crate::template::SETUP_LIMITS, false);
         if outcome.report.status != Status::Ok {
             let r = outcome.report;
             return Err(SandboxError::Setup {
@@ -342,6 +344,7 @@ impl Sandbox {
         Ok(Sandbox {
             live,
             check_verdict: outcome.result,
+            rich: setup.rich,
         })
     }
 
@@ -359,16 +362,20 @@ impl Sandbox {
         let program = format!("{code}\npass\n");
         let limits = TurnLimits::from(&self.live.limits);
         let opens_before = self.live.store.data().fs.opens;
-        let mut outcome = self.live.turn(&program, &limits);
+        let mut outcome = self.live.turn(&program, &limits, false);
         // Only a file the program opened can hold an unflushed buffer (preview1 has no `dup`;
         // the guest flushes its own stdout and stderr after every turn).
         let opened_files = self.live.store.data().fs.opens != opens_before;
         if self.live.ended.is_none() && opened_files {
-            self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS);
+            self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS, false);
         }
         let budget = self.live.limits.disk_bytes;
+        // Measured after the flush, so flushed buffers count.
+        outcome.report.usage.disk_bytes = fs_guard::measure_dir(self.live.workdir.path());
         outcome.report.files = self.live.workdir.changed_files(budget);
-        outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
+        if self.rich {
+            outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
+        }
         // The server tears the sandbox down after its response left (see `guest_threads`).
         guest_threads::defer_drop(self.live);
         outcome.report
@@ -378,7 +385,7 @@ impl Sandbox {
     /// displayhook that reports each turn's final value (see [`door`]); the user's turns
     /// are numbered from 2 in tracebacks (`<turn 2>`).
     pub fn into_interpreter(mut self) -> Interpreter {
-        self.live.turn(door::SESSION_SETUP, &FLUSH_LIMITS);
+        self.live.turn(door::SESSION_SETUP, &FLUSH_LIMITS, false);
         Interpreter { live: self.live }
     }
 }
@@ -396,7 +403,7 @@ impl Interpreter {
             return Err(reason.clone());
         }
         self.live.stdin.refill(stdin);
-        let mut outcome = self.live.turn(code, limits);
+        let mut outcome = self.live.turn(code, limits, true);
         // Rich outputs are read and removed after each turn; the disk the guest is charged
         // for is measured again, since the host removed files behind its back.
         let root = self.live.workdir.path().to_path_buf();
@@ -434,7 +441,10 @@ impl Interpreter {
 }
 
 impl Live {
-    fn turn(&mut self, code: &str, limits: &TurnLimits) -> TurnOutcome {
+    /// Runs one turn. `measure_disk` walks the working directory for the report's
+    /// `usage.disk_bytes`; hidden turns, and a program whose files are measured after its
+    /// flush, skip it.
+    fn turn(&mut self, code: &str, limits: &TurnLimits, measure_disk: bool) -> TurnOutcome {
         let started = Instant::now();
         let cap = limits.output_bytes as usize;
         self.stdout.take(cap);
@@ -494,7 +504,11 @@ impl Live {
                 wall_ms: started.elapsed().as_secs_f64() * 1e3,
                 fuel: fuel_used,
                 memory_peak_bytes: data.limiter.peak_bytes as u64,
-                disk_bytes: fs_guard::measure_dir(self.workdir.path()),
+                disk_bytes: if measure_disk {
+                    fs_guard::measure_dir(self.workdir.path())
+                } else {
+                    0
+                },
             },
         };
         TurnOutcome {
