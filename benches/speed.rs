@@ -6,8 +6,9 @@
 //! * `pandas_describe`: `pd.DataFrame(...).describe()` in a fresh sandbox of the stock
 //!   (`python`) and of the `scientific` template;
 //! * `matplotlib_png`: a 1,000-point line plot saved as PNG, scientific template;
-//! * `cpu_loop`: a pure-Python loop with our metering (fuel + epochs) and on a bench-only
-//!   engine without either (same settings otherwise), the cost of metering.
+//! * `cpu_loop`: a pure-Python loop with our metering (fuel + epochs) and on bench-only
+//!   engines with neither, fuel only and epochs only (same settings and module otherwise):
+//!   the cost of metering and of each half.
 //!
 //! The native baseline is `VIVARIUM_BASELINE_PYTHON` (`benches/run.sh` sets it to a venv's
 //! interpreter with numpy, pandas and matplotlib), else `python3`'s `sys.executable`.
@@ -95,19 +96,23 @@ fn sandbox(host: &Vivarium, template: Template, code: &str) {
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
 }
 
-/// The same engine settings as `GuestEngine::new`, without fuel and epochs, and the same
-/// module (the `python` template): what the guest would cost unmetered. Bench-only; its
-/// module is cached beside ours.
-struct Unmetered {
+/// The same engine settings as `GuestEngine::new` with fuel and epochs each on or off, and
+/// the same module (the `python` template): what each kind of metering costs. Bench-only;
+/// each variant's module is compiled once and cached beside ours.
+struct MeterVariant {
+    fuel: bool,
+    epochs: bool,
     engine: Engine,
     pre: InstancePre<WasiP1Ctx>,
     stdlib: PathBuf,
     mpl_data: PathBuf,
 }
 
-impl Unmetered {
-    fn new(host: &Vivarium) -> Unmetered {
+impl MeterVariant {
+    fn new(host: &Vivarium, fuel: bool, epochs: bool) -> MeterVariant {
         let mut config = Config::new();
+        config.consume_fuel(fuel);
+        config.epoch_interruption(epochs);
         config.wasm_exceptions(true);
         config.async_stack_size(8 << 20);
         config.max_wasm_stack(8 << 20);
@@ -127,19 +132,23 @@ impl Unmetered {
         let files = host.runtime_files();
         let home = VivariumOptions::from_env().runtime.home;
         let (wasm, key) = vivarium::template::ensure_wasm(Template::Python, files, &home).unwrap();
-        let cwasm =
-            home.join("compiled")
-                .join(format!("bench-unmetered-{}-{:016x}.cwasm", &key[..16], {
-                    use std::hash::{Hash, Hasher};
-                    let mut h = std::hash::DefaultHasher::new();
-                    engine.precompile_compatibility_hash().hash(&mut h);
-                    h.finish()
-                }));
+        let cwasm = home.join("compiled").join(format!(
+            "bench-meter-{fuel}-{epochs}-{}-{:016x}.cwasm",
+            &key[..16],
+            {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::hash::DefaultHasher::new();
+                engine.precompile_compatibility_hash().hash(&mut h);
+                h.finish()
+            }
+        ));
         // SAFETY: a file this bench wrote with `Module::serialize` for this engine's settings.
         let module = match unsafe { Module::deserialize_file(&engine, &cwasm) } {
             Ok(m) => m,
             Err(_) => {
-                eprintln!("bench: compiling an unmetered copy of the guest (once; minutes)");
+                eprintln!(
+                    "bench: compiling a copy of the guest with fuel {fuel}, epochs {epochs} (once; minutes)"
+                );
                 let m = Module::from_file(&engine, &wasm).unwrap();
                 let tmp = cwasm.with_extension("tmp");
                 std::fs::write(&tmp, m.serialize().unwrap()).unwrap();
@@ -155,7 +164,9 @@ impl Unmetered {
             })
             .unwrap();
         let pre = linker.instantiate_pre(&module).unwrap();
-        Unmetered {
+        MeterVariant {
+            fuel,
+            epochs,
             engine,
             pre,
             stdlib: files.stdlib_dir.clone(),
@@ -186,6 +197,13 @@ impl Unmetered {
         .unwrap();
         b.preopened_dir(&root, "/", FsPerms::ReadWrite).unwrap();
         let mut store = Store::new(&self.engine, b.build_p1());
+        if self.fuel {
+            store.set_fuel(u64::MAX).unwrap();
+        }
+        if self.epochs {
+            // Checked at every loop header and call, as ours; no ticker, so never reached.
+            store.set_epoch_deadline(u64::MAX / 2);
+        }
         let inst = self.pre.instantiate(&mut store).unwrap();
         let alloc = inst
             .get_typed_func::<i32, i32>(&mut store, "host_alloc")
@@ -204,7 +222,8 @@ impl Unmetered {
     }
 }
 
-fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, unmetered: &Unmetered) {
+fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[MeterVariant; 3]) {
+    let [unmetered, fuel_only, epochs_only] = variants;
     let mut g = c.benchmark_group("hello_world");
     g.sample_size(50).measurement_time(Duration::from_secs(4));
     g.bench_function("vivarium_sandbox", |b| {
@@ -265,6 +284,8 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, unmetered: &U
         b.iter(|| sandbox(host, Template::Python, LOOP))
     });
     g.bench_function("unmetered", |b| b.iter(|| unmetered.run(LOOP)));
+    g.bench_function("fuel_only", |b| b.iter(|| fuel_only.run(LOOP)));
+    g.bench_function("epochs_only", |b| b.iter(|| epochs_only.run(LOOP)));
     g.bench_function("native_python3", |b| b.iter(|| native(python, LOOP)));
     g.finish();
 }
@@ -278,11 +299,17 @@ fn main() {
             // Build/load the template before timing anything.
             host.template_pre(Template::Scientific)
                 .expect("scientific template");
-            let unmetered = Unmetered::new(&host);
-            assert!(unmetered.run(LOOP).trim().parse::<u64>().is_ok());
+            let variants = [
+                MeterVariant::new(&host, false, false),
+                MeterVariant::new(&host, true, false),
+                MeterVariant::new(&host, false, true),
+            ];
+            for v in &variants {
+                assert!(v.run(LOOP).trim().parse::<u64>().is_ok());
+            }
             let python = native_python();
             let mut c = Criterion::default().configure_from_args();
-            benches(&mut c, &host, &python, &unmetered);
+            benches(&mut c, &host, &python, &variants);
             c.final_summary();
         })
         .unwrap()
