@@ -97,6 +97,13 @@ fn json_output_is_the_result_type() {
     assert_eq!(v["error"]["type"], "ZeroDivisionError");
     assert_eq!(v["error"]["line"], 1);
     assert!(v["usage"]["fuel"].as_u64().unwrap() > 0);
+
+    // Rich outputs come back in the JSON report.
+    let out = vivarium(&["run", "--json", "-c", "display('hi')\nprint(1)"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stdout"], "1\n");
+    assert_eq!(v["outputs"][0]["mime"], "text/plain", "{v}");
+    assert_eq!(v["outputs"][0]["data"], "hi");
 }
 
 #[test]
