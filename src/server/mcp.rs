@@ -264,6 +264,22 @@ pub fn render_result(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
     }
 }
 
+/// The JSON body both code-running tools send through the HTTP handlers: code, files,
+/// stdin and policy checked the same way.
+fn program_request(
+    code: String,
+    files: Vec<McpFile>,
+    stdin: Option<String>,
+    policy: Option<String>,
+) -> Result<Value, CallToolResult> {
+    let files = files_json(files).map_err(tool_error)?;
+    let mut req = json!({"code": code, "files": files, "policy": parse_policy(policy)?});
+    if let Some(stdin) = stdin {
+        req["stdin"] = json!(stdin);
+    }
+    Ok(req)
+}
+
 fn parse_policy(p: Option<String>) -> Result<Value, CallToolResult> {
     match p.as_deref() {
         None => Ok(json!("warn")),
@@ -300,18 +316,10 @@ impl VivariumMcp {
         &self,
         Parameters(args): Parameters<ExecuteArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let files = match files_json(args.files) {
-            Ok(f) => f,
-            Err(e) => return Ok(tool_error(e)),
-        };
-        let policy = match parse_policy(args.policy) {
-            Ok(p) => p,
+        let mut req = match program_request(args.code, args.files, args.stdin, args.policy) {
+            Ok(r) => r,
             Err(e) => return Ok(e),
         };
-        let mut req = json!({"code": args.code, "files": files, "policy": policy});
-        if let Some(stdin) = args.stdin {
-            req["stdin"] = json!(stdin);
-        }
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
@@ -414,18 +422,10 @@ impl VivariumMcp {
         &self,
         Parameters(args): Parameters<RunInSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let files = match files_json(args.files) {
-            Ok(f) => f,
-            Err(e) => return Ok(tool_error(e)),
-        };
-        let policy = match parse_policy(args.policy) {
-            Ok(p) => p,
+        let req = match program_request(args.code, args.files, args.stdin, args.policy) {
+            Ok(r) => r,
             Err(e) => return Ok(e),
         };
-        let mut req = json!({"code": args.code, "files": files, "policy": policy});
-        if let Some(stdin) = args.stdin {
-            req["stdin"] = json!(stdin);
-        }
         let turn_id = format!("turn-{}", new_id());
         let mut record = AuditRecord::new(&ctx(), "mcp_session_turn")
             .session(&args.session_id)
