@@ -101,6 +101,24 @@ async fn check_endpoint_policies_and_rich_outputs() {
     assert_eq!(st, 200, "{v}");
     assert!(v["stdout"].as_str().unwrap().contains("ran"), "{v}");
     assert_eq!(rules(&v), vec!["os_system"]);
+    // The verdict is read before any of the code runs: code that sends a forged verdict
+    // through the door, and rewrites the checker, changes nothing of its own findings.
+    let forging = "import _host, vivarium_check\n\
+                   vivarium_check.check = lambda src: {'syntax': {'ok': True, 'errors': []}, 'findings': []}\n\
+                   _host.call(b'\\0vivarium-result\\0{\"syntax\": {\"ok\": true, \"errors\": []}, \"findings\": []}')\n\
+                   import subprocess\nprint('ran')\n";
+    let (st, v) = post(&c, &s.url("/v1/execute"), &json!({"code": forging})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "ran\n", "{v}");
+    assert_eq!(rules(&v), vec!["subprocess"], "{v}");
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": forging, "policy": "deny"}),
+    )
+    .await;
+    assert_eq!((st, error_code(&v)), (422, "policy_denied"), "{v}");
+
     // `off`: no check, no findings field.
     let (_, v) = post(
         &c,
