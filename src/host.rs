@@ -306,11 +306,7 @@ impl Vivarium {
         match outcome {
             Ok(result) => Ok(result?),
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = crate::sandbox::guest_threads::panic_message(&*panic);
                 tracing::error!(panic = %msg, "guest thread panicked");
                 Err(ExecError::Panicked(msg))
             }

@@ -137,6 +137,15 @@ pub fn defer_drop<T: Send + 'static>(value: T) {
     drop(now);
 }
 
+/// The text of a caught panic (`String` and `&str` payloads), for logs and error bodies.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 /// Runs `f` on a guest thread and waits for it. A panic in `f` comes back as `Err` (its
 /// unwinding has already dropped, and so removed, any sandbox it held).
 pub fn run_blocking<R: Send + 'static>(
