@@ -36,9 +36,9 @@ pub const MAX_CHECKER_OUTPUT: u64 = 1 << 20;
 /// The most findings kept (the checker stops at the same number).
 pub const MAX_FINDINGS: usize = 200;
 const MAX_TEXT: usize = 1_000;
-/// The checker's own budget: parsing and walking even a large program takes well under this.
-const CHECKER_TIMEOUT_MS: u64 = 10_000;
-const CHECKER_FUEL: u64 = 50_000_000_000;
+/// The memory of a sandbox that only checks. Its time and fuel are the set-up turn's, in
+/// which the checker runs (`template::SETUP_LIMITS`): parsing and walking even a large
+/// program takes well under that.
 const CHECKER_MEMORY: u64 = 256 << 20;
 
 /// Whether and how an execution is checked before it runs.
@@ -145,23 +145,20 @@ impl From<CheckError> for ApiError {
     }
 }
 
-/// The checker's limits: its own small budget, never above what this host allows.
+/// The limits of a sandbox that only checks: its own small budget, never above what this host
+/// allows.
 pub fn checker_limits(host: &Vivarium) -> Limits {
     let max = host.maximum();
     let d = host.defaults();
+    let setup = crate::template::SETUP_LIMITS;
     Limits {
-        timeout_ms: CHECKER_TIMEOUT_MS.min(max.timeout_ms),
-        fuel: CHECKER_FUEL.min(max.fuel),
+        timeout_ms: setup.timeout_ms.min(max.timeout_ms),
+        fuel: setup.fuel.min(max.fuel),
         memory_bytes: CHECKER_MEMORY.min(max.memory_bytes),
         output_bytes: MAX_CHECKER_OUTPUT.min(max.output_bytes),
         disk_bytes: d.disk_bytes,
         open_files: d.open_files,
     }
-}
-
-/// Memory the checker's sandbox may take (for admission).
-pub fn checker_memory(host: &Vivarium) -> u64 {
-    checker_limits(host).memory_bytes
 }
 
 /// Runs the checker on `code` in a fresh sandbox of its own (the CLI, `/v1/check`, session
