@@ -254,7 +254,6 @@ pub fn ensure_wasm(
     files: &RuntimeFiles,
     home: &Path,
 ) -> Result<(PathBuf, String), TemplateError> {
-    let init = init_code(template);
     let (path, key) = wasm_path(template, files, home)?;
     if !path.is_file() {
         // Keep the compiled instrumented module for the next build when another template
@@ -268,7 +267,7 @@ pub fn ensure_wasm(
             files,
             &home.join("templates"),
             &path,
-            &init,
+            &init_code(template),
             others_missing,
         )?;
     }
