@@ -71,7 +71,7 @@ pub fn default_scratch_base() -> PathBuf {
 pub fn is_memory_backed(path: &Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+    let Some(c) = c_path(path) else {
         return false;
     };
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -87,7 +87,7 @@ pub fn is_memory_backed(path: &Path) -> bool {
 pub const MIN_SHM_FREE_BYTES: u64 = 1 << 30;
 
 fn free_bytes(path: &Path) -> u64 {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+    let Some(c) = c_path(path) else {
         return 0;
     };
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -98,8 +98,13 @@ fn free_bytes(path: &Path) -> u64 {
     (st.f_bavail as u64).saturating_mul(st.f_frsize as u64)
 }
 
+/// `path` for a libc call; `None` when it holds a NUL byte.
+fn c_path(path: &Path) -> Option<std::ffi::CString> {
+    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()
+}
+
 fn writable(dir: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+    let Some(c) = c_path(dir) else {
         return false;
     };
     // SAFETY: a valid NUL-terminated path.
