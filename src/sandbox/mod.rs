@@ -204,6 +204,17 @@ impl GuestStore {
         spec: SandboxSpec,
     ) -> Result<GuestStore, SandboxError> {
         let env = guest_env(&spec.env)?;
+        Self::with_env(engine, layout, scratch, spec, &env)
+    }
+
+    /// [`GuestStore::new`] with the guest's environment already resolved by [`guest_env`].
+    fn with_env(
+        engine: &GuestEngine,
+        layout: &GuestLayout<'_>,
+        scratch: &ScratchRoot,
+        spec: SandboxSpec,
+        env: &[(String, String)],
+    ) -> Result<GuestStore, SandboxError> {
         let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
         let output_cap = spec.limits.output_bytes as usize;
         let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, spec.observer.clone());
@@ -213,7 +224,7 @@ impl GuestStore {
 
         let mut wasi = WasiCtxBuilder::new();
         wasi.args(&[ARGV0])
-            .envs(&env)
+            .envs(env)
             .stdin(stdin.clone())
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -295,14 +306,16 @@ impl Sandbox {
     ) -> Result<Sandbox, SandboxError> {
         let limits = spec.limits;
         let setup = std::mem::take(&mut spec.setup);
-        let setup_code = crate::template::setup_code(&guest_env(&spec.env)?, &setup);
+        // The set-up turn installs the same environment the WASI context gets.
+        let env = guest_env(&spec.env)?;
+        let setup_code = crate::template::setup_code(&env, &setup);
         let GuestStore {
             mut store,
             workdir,
             stdout,
             stderr,
             stdin,
-        } = GuestStore::new(engine, layout, scratch, spec)?;
+        } = GuestStore::with_env(engine, layout, scratch, spec, &env)?;
         // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
         store
             .set_fuel(u64::MAX)
