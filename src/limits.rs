@@ -62,12 +62,23 @@ impl Default for Limits {
 }
 
 /// Limits as a caller asks for them: any field left out takes the host's default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
     /// Wall-clock deadline in milliseconds (default 30000, max 600000).
     pub timeout_ms: Option<u64>,
-    /// Wasmtime fuel, about one unit per wasm operator (~10 G per CPU second).
+    /// Wasmtime fuel, about one unit per wasm operator (~10 G per CPU second; default 300 G).
     pub fuel: Option<u64>,
     /// Cap on the guest's linear memory (default 512 MiB, at least 40 MiB).
     pub memory_bytes: Option<u64>,
@@ -164,6 +175,86 @@ impl LimitsRequest {
                 maximum.open_files.into(),
                 8,
             )? as u32,
+        })
+    }
+}
+
+/// Per-turn limits; memory and disk are for the sandbox's whole life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// Wall-clock deadline of the turn, in milliseconds.
+    pub timeout_ms: u64,
+    /// Fuel the turn may burn (about one unit per wasm operator).
+    pub fuel: u64,
+    /// Bytes kept of the turn's stdout and, separately, of its stderr.
+    pub output_bytes: u64,
+}
+
+impl From<&Limits> for TurnLimits {
+    fn from(l: &Limits) -> Self {
+        TurnLimits {
+            timeout_ms: l.timeout_ms,
+            fuel: l.fuel,
+            output_bytes: l.output_bytes,
+        }
+    }
+}
+
+/// Per-turn limits a session turn may ask for; each left out is the session's.
+#[derive(Debug, Default, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnLimitsRequest {
+    /// Wall-clock deadline of the turn, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Fuel of the turn.
+    pub fuel: Option<u64>,
+    /// Bytes kept of stdout and of stderr.
+    pub output_bytes: Option<u64>,
+}
+
+impl TurnLimitsRequest {
+    /// The session's limits (`session`) unless asked, never above `maximum`, and a deadline
+    /// never past the session's lifetime (`lifetime_left_ms`).
+    pub fn resolve(
+        &self,
+        session: &Limits,
+        maximum: &Limits,
+        lifetime_left_ms: u64,
+    ) -> Result<TurnLimits, LimitError> {
+        fn pick(
+            field: &'static str,
+            v: Option<u64>,
+            d: u64,
+            max: u64,
+            min: u64,
+        ) -> Result<u64, LimitError> {
+            let value = v.unwrap_or(d);
+            if value > max {
+                return Err(LimitError::AboveMaximum { field, value, max });
+            }
+            if value < min {
+                return Err(LimitError::BelowMinimum { field, value, min });
+            }
+            Ok(value)
+        }
+        let l = session;
+        let timeout_ms = pick(
+            "timeout_ms",
+            self.timeout_ms,
+            l.timeout_ms,
+            maximum.timeout_ms,
+            1,
+        )?;
+        Ok(TurnLimits {
+            timeout_ms: timeout_ms.min(lifetime_left_ms).max(1),
+            fuel: pick("fuel", self.fuel, l.fuel, maximum.fuel, 1)?,
+            output_bytes: pick(
+                "output_bytes",
+                self.output_bytes,
+                l.output_bytes,
+                maximum.output_bytes,
+                0,
+            )?,
         })
     }
 }

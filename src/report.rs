@@ -27,6 +27,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status as JSON spells it, e.g. `fuel_exhausted`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
@@ -44,7 +45,9 @@ impl Status {
 /// Which output streams lost bytes to the output cap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Truncated {
+    /// Stdout was longer than `output_bytes` and was cut there.
     pub stdout: bool,
+    /// Stderr was longer than `output_bytes` and was cut there.
     pub stderr: bool,
 }
 
@@ -54,6 +57,7 @@ pub struct PyError {
     /// The exception class, e.g. `ZeroDivisionError`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The text after `Type: `, possibly several lines; empty when there is none.
     pub message: String,
     /// The line of the user's code where it was raised (the innermost frame in that code).
     pub line: Option<u32>,
@@ -66,6 +70,7 @@ pub struct PyError {
 pub struct FileOut {
     /// Relative to the working directory, `/`-separated.
     pub path: String,
+    /// Size in bytes.
     pub size: u64,
     /// The bytes (base64 in JSON); `None` when the file was larger than what is returned.
     #[serde(with = "base64_opt")]
@@ -75,26 +80,37 @@ pub struct FileOut {
 /// What the execution consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
+    /// Wall-clock time the code ran, in milliseconds (sandbox set-up not included).
     pub wall_ms: f64,
+    /// Fuel the code burned (about one unit per wasm operator).
     pub fuel: u64,
+    /// The largest the guest's linear memory grew, in bytes (in a session: so far).
     pub memory_peak_bytes: u64,
+    /// Bytes the working directory held at the end, counted as the disk limit counts them.
     pub disk_bytes: u64,
 }
 
 /// The result of one execution or one session turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// How the run ended.
     pub status: Status,
     /// The guest's exit status; `None` when a limit stopped it before it could have one.
     pub exit_code: Option<i32>,
     /// UTF-8, invalid bytes replaced.
     pub stdout: String,
+    /// UTF-8, invalid bytes replaced.
     pub stderr: String,
+    /// Which streams were cut at the output limit.
     pub truncated: Truncated,
+    /// The uncaught exception, when the status is `error` or `memory_exceeded` and stderr
+    /// holds its traceback.
     pub error: Option<PyError>,
     /// A sentence on what stopped the run when a host limit did (which limit, its value).
     pub detail: Option<String>,
+    /// Files the program created or changed (executions only; empty for session turns).
     pub files: Vec<FileOut>,
+    /// What the run consumed.
     pub usage: Usage,
     /// Rich outputs (`display()`, `plt.show()`), when the front door loaded the helpers.
     #[serde(default)]
@@ -107,6 +123,7 @@ pub struct RichOutput {
     /// `image/png` (data base64), `image/svg+xml`, `text/html` or `text/plain`.
     #[schema(example = "image/png")]
     pub mime: String,
+    /// Base64 for `image/png`; the text itself (UTF-8) for the other types.
     pub data: String,
 }
 

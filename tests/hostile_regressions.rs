@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use common::fresh_host;
-use vivarium::limits::Limits;
-use vivarium::sandbox::{SandboxSpec, TurnLimits, run_on_guest_thread};
+use vivarium::Limits;
+use vivarium::testing::{SandboxSpec, TurnLimits, run_on_guest_thread};
 
 /// Bytes the host's disk really holds under `root` (allocated blocks), and the largest
 /// apparent file size there.

@@ -90,6 +90,7 @@ async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let dead_pid = p.child.id();
+    // SAFETY: kill(2) takes a pid and a signal number and touches no memory of ours.
     unsafe { libc::kill(dead_pid as i32, libc::SIGKILL) };
     p.child.wait().unwrap();
     assert!(
@@ -115,6 +116,7 @@ async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
     assert_eq!((st, v["stdout"].as_str()), (200, Some("back\n")));
 
     // SIGTERM: graceful, and nothing survives.
+    // SAFETY: kill(2) takes a pid and a signal number and touches no memory of ours.
     unsafe { libc::kill(p2.child.id() as i32, libc::SIGTERM) };
     let status = p2.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
@@ -150,6 +152,7 @@ async fn sigterm_lets_runs_finish_then_cancels_them() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
+    // SAFETY: kill(2) takes a pid and a signal number and touches no memory of ours.
     unsafe { libc::kill(p.child.id() as i32, libc::SIGTERM) };
     let (st, v) = short.await.unwrap();
     assert_eq!(

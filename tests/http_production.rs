@@ -158,7 +158,7 @@ async fn a_burst_beyond_capacity_gets_429() {
 async fn on_tmpfs_scratch_the_disk_quota_counts_against_the_memory_budget() {
     let shm = std::path::Path::new("/dev/shm");
     assert!(
-        vivarium::host::is_memory_backed(shm),
+        vivarium::testing::is_memory_backed(shm),
         "this test needs /dev/shm as tmpfs (as on the CI machine)"
     );
     let scratch = shm.join(format!("vivarium-test-budget-{}", std::process::id()));

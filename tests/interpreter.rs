@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::host;
-use vivarium::sandbox::{EndReason, Interpreter, SandboxSpec, TurnLimits, run_on_guest_thread};
+use vivarium::testing::{EndReason, Interpreter, SandboxSpec, TurnLimits, run_on_guest_thread};
 use vivarium::{Limits, Status, Vivarium};
 
 fn fresh_interpreter(host: &Vivarium) -> Interpreter {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{host, request, run};
-use vivarium::sandbox::workdir::InputFile;
+use vivarium::InputFile;
 use vivarium::{ExecRequest, Status};
 
 #[test]

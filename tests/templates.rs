@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::host;
-use vivarium::sandbox::{SandboxSpec, TurnLimits, run_on_guest_thread};
+use vivarium::testing::{SandboxSpec, TurnLimits, run_on_guest_thread};
 use vivarium::{ExecRequest, Limits, Report, Status, Template};
 
 fn sci(code: &str, env: &[(&str, &str)]) -> Report {

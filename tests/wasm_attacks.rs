@@ -18,11 +18,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use vivarium::Limits;
 use vivarium::Vivarium;
-use vivarium::limits::Limits;
-use vivarium::sandbox::fs_guard::measure_dir;
-use vivarium::sandbox::state::Interrupted;
-use vivarium::sandbox::{SandboxSpec, run_on_guest_thread};
+use vivarium::testing::Interrupted;
+use vivarium::testing::measure_dir;
+use vivarium::testing::{SandboxSpec, run_on_guest_thread};
 use wasmtime::{Trap, Val};
 use wasmtime_wasi::I32Exit;
 
@@ -348,11 +348,11 @@ fn table_grow_loop_stops_at_the_limit() {
         unreachable!()
     };
     assert!(
-        n as usize <= vivarium::sandbox::limiter::MAX_TABLE_ELEMENTS,
+        n as usize <= vivarium::testing::MAX_TABLE_ELEMENTS,
         "table of {n}"
     );
     assert!(
-        n as usize + 10_000 > vivarium::sandbox::limiter::MAX_TABLE_ELEMENTS,
+        n as usize + 10_000 > vivarium::testing::MAX_TABLE_ELEMENTS,
         "table of {n}"
     );
     // Wasmtime charges fuel per element of a table.grow: an absurd delta runs out of fuel

@@ -139,8 +139,6 @@ pub struct RuntimeFiles {
     pub stdlib_dir: PathBuf,
     /// matplotlib's `mpl-data.zip` (an inner zip of the stdlib zip), extracted.
     pub mpl_data_dir: PathBuf,
-    /// Pinned sha256 of `python-snapshot.wasm`; doubles as the compile-cache key.
-    pub snapshot_sha256: String,
     pub plain_sha256: String,
     /// From MANIFEST line 1, e.g. `3.15.0`.
     pub python_version: String,
@@ -159,7 +157,6 @@ impl RuntimeFiles {
             plain_wasm: dir.join("python.wasm"),
             stdlib_dir: dir.join("stdlib"),
             mpl_data_dir: dir.join("mpl-data"),
-            snapshot_sha256: lock.pin(lock::SNAPSHOT_ENTRY)?.to_string(),
             plain_sha256: lock.pin(lock::PLAIN_ENTRY)?.to_string(),
             python_version: python_version.to_string(),
         })

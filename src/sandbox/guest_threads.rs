@@ -20,6 +20,7 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use crate::engine::GUEST_THREAD_STACK_BYTES;
+use crate::sync::lock;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -46,7 +47,7 @@ static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
 });
 
 fn idle() -> std::sync::MutexGuard<'static, Vec<(u64, Sender<Job>)>> {
-    POOL.idle.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&POOL.idle)
 }
 
 /// Runs `job` on a guest thread: an idle one, else a new one. Returns at once; `Err` only

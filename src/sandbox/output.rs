@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use crate::sync::lock;
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
@@ -21,7 +22,9 @@ const TAIL_BYTES: usize = 16 << 10;
 /// Which stream a chunk of live output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKind {
+    /// The guest's fd 1.
     Stdout,
+    /// The guest's fd 2.
     Stderr,
 }
 
@@ -75,7 +78,7 @@ impl CappedPipe {
 
     /// Takes what was captured so far and starts afresh with a new cap (the next turn).
     pub fn take(&self, next_cap: usize) -> Captured {
-        let mut b = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = lock(&self.buffer);
         b.cap = next_cap;
         let mut captured = std::mem::take(&mut b.captured);
         if captured.truncated() {
@@ -87,7 +90,7 @@ impl CappedPipe {
 
     fn accept(&self, bytes: &[u8]) {
         let kept = {
-            let mut b = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut b = lock(&self.buffer);
             let room = b.cap.saturating_sub(b.captured.head.len());
             let kept = room.min(bytes.len());
             b.captured.head.extend_from_slice(&bytes[..kept]);

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use crate::sync::lock;
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdinStream};
 use wasmtime_wasi::p2::{InputStream, Pollable, StreamError};
@@ -26,11 +27,11 @@ impl GuestStdin {
 
     /// Replaces whatever is unread with `bytes`.
     pub fn refill(&self, bytes: Vec<u8>) {
-        *self.buffer.lock().unwrap_or_else(|e| e.into_inner()) = Bytes::from(bytes);
+        *lock(&self.buffer) = Bytes::from(bytes);
     }
 
     fn take(&self, max: usize) -> Bytes {
-        let mut b = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = lock(&self.buffer);
         let n = max.min(b.len());
         b.split_to(n)
     }

@@ -17,13 +17,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
 
+use crate::guest::{HOST_LAYOUT_DIRS, STUB_DIRS};
 use crate::report::FileOut;
-
-/// Top-level names inside the sandbox directory that the host made for the guest's layout
-/// (mount-point stubs and the scratch `/tmp` with HOME); they are not the run's output.
-pub const HOST_LAYOUT_DIRS: [&str; 2] = ["usr", "tmp"];
-/// The guest path of HOME (inside the sandbox's `/tmp`).
-pub const GUEST_HOME: &str = "/tmp/home";
 
 /// Limits on what a caller may place in a sandbox, checked before anything is written.
 pub const MAX_INPUT_FILES: usize = 1000;
@@ -135,6 +130,7 @@ fn set_private(path: &Path) {
 pub struct InputFile {
     /// Relative, `/`-separated, no `..`.
     pub path: String,
+    /// The file's bytes.
     pub content: Vec<u8>,
 }
 
@@ -179,7 +175,7 @@ impl WorkDir {
             dir,
             inputs: HashMap::new(),
         };
-        for stub in ["usr/local/lib", "tmp/home"] {
+        for stub in STUB_DIRS {
             workdir
                 .dir
                 .create_dir_all(stub)

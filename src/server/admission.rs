@@ -12,31 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::ApiError;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Rejection};
 
 const MIB: u64 = 1 << 20;
-
-/// Why a request was not admitted (a metrics label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rejection {
-    QueueFull,
-    QueueTimeout,
-    MemoryBudget,
-    TooManySessions,
-    ShuttingDown,
-}
-
-impl Rejection {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::QueueFull => "queue_full",
-            Rejection::QueueTimeout => "queue_timeout",
-            Rejection::MemoryBudget => "memory_budget",
-            Rejection::TooManySessions => "too_many_sessions",
-            Rejection::ShuttingDown => "shutting_down",
-        }
-    }
-}
 
 pub struct Admission {
     slots: Arc<Semaphore>,
@@ -168,7 +146,7 @@ impl Admission {
 
     /// Counts a refusal and makes its error.
     pub fn reject(&self, why: Rejection) -> ApiError {
-        self.metrics.rejected(why.as_str());
+        self.metrics.rejected(why);
         let retry_after_secs = 1;
         match why {
             Rejection::QueueFull => ApiError::Overloaded {
@@ -197,6 +175,7 @@ impl Admission {
                 retry_after_secs: 5,
             },
             Rejection::ShuttingDown => ApiError::ShuttingDown,
+            Rejection::Unauthorized => ApiError::Unauthorized,
         }
     }
 

@@ -12,10 +12,80 @@ use std::sync::Mutex;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::error::{ApiError, ApiResult, ErrorCode};
 use super::request_context::RequestContext;
 use super::time::rfc3339_now;
 use crate::limits::Limits;
-use crate::report::{Report, Usage};
+use crate::report::{Report, Status, Usage};
+use crate::sync::lock;
+
+/// What an audit line records; serialised as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// `POST /v1/execute` (plain or streamed).
+    Execute,
+    /// `POST /v1/check`.
+    Check,
+    /// `POST /v1/sessions`.
+    SessionOpen,
+    /// `POST /v1/sessions/{id}/execute`.
+    SessionTurn,
+    /// `DELETE /v1/sessions/{id}`.
+    SessionClose,
+    /// A session closed by the sweeper.
+    SessionExpire,
+    /// `GET /v1/sessions/{id}/files/{path}`.
+    FileDownload,
+    /// `PUT /v1/sessions/{id}/files/{path}`.
+    FileUpload,
+    /// `POST /api/v2/execute`.
+    PistonExecute,
+    /// MCP's `execute_python`.
+    McpExecute,
+    /// MCP's `check_python`.
+    McpCheck,
+    /// MCP's `open_session`.
+    McpSessionOpen,
+    /// MCP's `run_in_session`.
+    McpSessionTurn,
+    /// MCP's `close_session`.
+    McpSessionClose,
+    /// A request refused before any handler (no valid API key).
+    Rejection,
+    /// The server shut down.
+    Shutdown,
+}
+
+/// How a request ended, for its audit line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered with this success status.
+    Ok(u16),
+    /// Failed with this status and error code.
+    Failed(u16, ErrorCode),
+}
+
+impl Outcome {
+    /// `error`'s status and code.
+    pub fn failed(error: &ApiError) -> Outcome {
+        Outcome::Failed(error.status().as_u16(), error.code())
+    }
+
+    /// Refused by the `deny` policy: 422 `policy_denied`.
+    pub const DENIED: Outcome = Outcome::Failed(422, ErrorCode::PolicyDenied);
+
+    /// The client hung up before the answer (a streamed execution): 499.
+    pub const CLIENT_CLOSED: Outcome = Outcome::Failed(499, ErrorCode::ClientClosedRequest);
+
+    /// `ok` when `result` succeeded, else its error.
+    pub fn of<T>(result: &ApiResult<T>, ok: u16) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Ok(ok),
+            Err(e) => Outcome::failed(e),
+        }
+    }
+}
 
 pub struct Audit {
     out: Mutex<Box<dyn Write + Send>>,
@@ -47,7 +117,7 @@ impl Audit {
             }
         };
         line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = lock(&self.out);
         if let Err(e) = out.write_all(&line).and_then(|_| out.flush()) {
             tracing::error!(error = %e, "could not write the audit log");
         }
@@ -58,7 +128,7 @@ impl Audit {
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditRecord {
     pub time: String,
-    pub action: &'static str,
+    pub action: Action,
     pub request_id: String,
     pub key_id: Option<String>,
     pub client: String,
@@ -74,14 +144,14 @@ pub struct AuditRecord {
     pub limits: Option<Limits>,
     /// The result status of a run (`ok`, `error`, `timeout`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
+    pub status: Option<Status>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The error code when the request failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<&'static str>,
+    pub error: Option<ErrorCode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,36 +161,32 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    pub fn new(ctx: &RequestContext, action: &'static str) -> Self {
+    /// A record of `action` for the request `ctx` describes (HTTP 200 until told otherwise).
+    pub fn new(ctx: &RequestContext, action: Action) -> Self {
         AuditRecord {
-            time: rfc3339_now(),
-            action,
             request_id: ctx.request_id.clone(),
             key_id: ctx.key_id.clone(),
             client: ctx.client.to_string(),
             http_status: 200,
-            execution_id: None,
-            session_id: None,
-            code_sha256: None,
-            limits: None,
-            status: None,
-            exit_code: None,
-            usage: None,
-            error: None,
-            path: None,
-            bytes: None,
-            detail: None,
+            ..AuditRecord::blank(action)
         }
     }
 
     /// A record with no request behind it (session expiry, shutdown).
-    pub fn internal(action: &'static str) -> Self {
+    pub fn internal(action: Action) -> Self {
+        AuditRecord {
+            client: "server".into(),
+            ..AuditRecord::blank(action)
+        }
+    }
+
+    fn blank(action: Action) -> Self {
         AuditRecord {
             time: rfc3339_now(),
             action,
             request_id: String::new(),
             key_id: None,
-            client: "server".into(),
+            client: String::new(),
             http_status: 0,
             execution_id: None,
             session_id: None,
@@ -136,38 +202,25 @@ impl AuditRecord {
         }
     }
 
-    pub fn http(mut self, status: u16) -> Self {
-        self.http_status = status;
-        self
-    }
-
-    pub fn code(mut self, code: &str) -> Self {
-        self.set_code(code);
-        self
-    }
-
     pub fn set_code(&mut self, code: &str) {
         self.code_sha256 = Some(hex::encode(Sha256::digest(code.as_bytes())));
     }
 
     pub fn set_report(&mut self, report: &Report) {
-        self.status = Some(report.status.as_str());
+        self.status = Some(report.status);
         self.exit_code = report.exit_code;
         self.usage = Some(report.usage);
     }
 
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
-    pub fn report(mut self, report: &Report) -> Self {
-        self.set_report(report);
-        self
-    }
-
-    pub fn error(mut self, code: &'static str) -> Self {
-        self.error = Some(code);
+    /// Completes the record with how its request ended.
+    pub fn outcome(mut self, outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Ok(status) => self.http_status = status,
+            Outcome::Failed(status, code) => {
+                self.http_status = status;
+                self.error = Some(code);
+            }
+        }
         self
     }
 

@@ -13,13 +13,10 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use super::audit::AuditRecord;
+use super::audit::{Action, AuditRecord};
 use super::error::ApiError;
+use super::metrics::Rejection;
 use super::request_context::RequestContext;
-
-/// Which key a request authenticated with (a request extension).
-#[derive(Debug, Clone)]
-pub struct KeyId(pub String);
 
 pub struct ApiKeys {
     keys: Vec<(String, [u8; 32])>,
@@ -65,10 +62,6 @@ impl ApiKeys {
         self.keys.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// The id of the key `presented`, comparing digests in constant time.
     pub fn check(&self, presented: &str) -> Option<&str> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
@@ -86,7 +79,8 @@ impl ApiKeys {
     }
 }
 
-/// Middleware on `/v1`: lets a request through with its [`KeyId`], or answers 401.
+/// Middleware on `/v1`: lets a request through with its key's id in its [`RequestContext`], or
+/// answers 401.
 pub async fn require_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(keys) = &state.keys else {
         return next.run(req).await;
@@ -102,24 +96,25 @@ pub async fn require_key(State(state): State<AppState>, mut req: Request, next: 
         .map(str::trim);
     match presented.and_then(|k| keys.check(k)) {
         Some(id) => {
-            let id = KeyId(id.to_string());
             if let Some(ctx) = req.extensions_mut().get_mut::<RequestContext>() {
-                ctx.key_id = Some(id.0.clone());
+                ctx.key_id = Some(id.to_string());
             }
-            req.extensions_mut().insert(id);
             next.run(req).await
         }
         None => {
             let ctx = req.extensions().get::<RequestContext>().cloned();
             let err = ApiError::Unauthorized;
-            state.metrics.rejected("unauthorized");
-            if let Some(ctx) = ctx {
-                state.audit.write(
-                    AuditRecord::new(&ctx, "rejection")
-                        .http(err.status().as_u16())
-                        .error(err.code())
-                        .detail(format!("{} {}", req.method(), req.uri().path())),
-                );
+            match ctx {
+                Some(ctx) => state.runner.refused(
+                    AuditRecord::new(&ctx, Action::Rejection).detail(format!(
+                        "{} {}",
+                        req.method(),
+                        req.uri().path()
+                    )),
+                    Rejection::Unauthorized,
+                    &err,
+                ),
+                None => state.runner.metrics().rejected(Rejection::Unauthorized),
             }
             err.into_response()
         }

@@ -9,11 +9,15 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
+use crate::engine::MAX_LIVE_INSTANCES;
 use crate::limits::{Limits, MIN_MEMORY_BYTES};
 
+/// Format of the server's tracing logs on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// Human-readable lines, coloured when stderr is a terminal.
     Text,
+    /// One JSON object a line.
     Json,
 }
 
@@ -60,7 +64,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
     /// Where sandboxes' temp dirs go (a folder per server process under it)
-    /// [default: /dev/shm/vivarium-scratch when /dev/shm is a writable tmpfs, else <tmp>/vivarium-scratch].
+    /// (default: /dev/shm/vivarium-scratch when /dev/shm is a writable tmpfs, else $TMPDIR/vivarium-scratch).
     #[arg(long, env = "VIVARIUM_SCRATCH")]
     pub scratch_dir: Option<PathBuf>,
     /// Log format of the ordinary (tracing) logs on stderr.
@@ -91,39 +95,52 @@ impl ServeArgs {
 /// Checked settings.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Address to listen on; port 0 picks a free one.
     pub listen: SocketAddr,
+    /// Executions and session turns running at once (at least 1).
     pub max_concurrency: usize,
+    /// Requests that may wait for a free execution slot; past that, 429.
     pub queue_depth: usize,
+    /// How long a request waits in the queue before it gets 429.
     pub queue_timeout: Duration,
+    /// Sum of the memory caps of every live sandbox and session, in bytes.
     pub memory_budget_bytes: u64,
+    /// Live sessions at most; past that, opening one gets 429.
     pub max_sessions: usize,
+    /// A session unused for this long is closed.
     pub session_idle: Duration,
+    /// A session is closed this long after it opened, used or not.
     pub session_lifetime: Duration,
+    /// Largest request body, in bytes; past that, 413.
     pub max_body_bytes: usize,
+    /// File of API keys; `None` leaves /v1 open to anyone.
     pub api_keys_file: Option<PathBuf>,
+    /// File the audit log is appended to; `None` writes it to stderr.
     pub audit_log: Option<PathBuf>,
+    /// On SIGTERM/SIGINT, how long running executions may go on before they are cancelled.
     pub shutdown_grace: Duration,
+    /// Base of the sandboxes' scratch dirs; `None` is `default_scratch_base()`.
     pub scratch_dir: Option<PathBuf>,
+    /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
+    /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
     pub debug_panic_route: bool,
     /// What a request may ask for: the core's maxima, memory lowered to the budget.
     pub maximum: Limits,
 }
 
-/// The engine reserves a pooled slot per live instance; sessions plus running executions
-/// must fit (see `EngineOptions::max_instances`).
-pub const MAX_INSTANCES: usize = 1000;
-
 impl ServeArgs {
+    /// Checks the settings and fills in the machine's defaults (concurrency: the cores;
+    /// memory budget: 3/4 of `MemTotal`). Fails, naming the flag, on a value that cannot work.
     pub fn resolve(&self) -> anyhow::Result<Config> {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let max_concurrency = self.max_concurrency.unwrap_or(cores);
         if max_concurrency == 0 {
             bail!("--max-concurrency must be at least 1");
         }
-        if max_concurrency + self.max_sessions > MAX_INSTANCES {
+        if max_concurrency + self.max_sessions > MAX_LIVE_INSTANCES {
             bail!(
-                "--max-concurrency + --max-sessions = {} is above the engine's {MAX_INSTANCES} instance slots",
+                "--max-concurrency + --max-sessions = {} is above the engine's {MAX_LIVE_INSTANCES} instance slots",
                 max_concurrency + self.max_sessions
             );
         }

@@ -12,9 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::check::CheckError;
 use crate::limits::LimitError;
 use crate::sandbox::SandboxError;
 use crate::sandbox::workdir::WorkdirError;
+use crate::vivarium::ExecError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -29,7 +31,7 @@ pub struct ErrorDetail {
     /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
     /// `internal`.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// A sentence for humans.
     pub message: String,
     /// The request field at fault, when there is one (e.g. `limits.memory_bytes`).
@@ -114,26 +116,27 @@ impl ApiError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    /// The stable machine-readable code.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::InvalidJson(_) => "invalid_json",
-            ApiError::InvalidLimit(_) => "invalid_limit",
-            ApiError::InvalidPath { .. } => "invalid_path",
-            ApiError::InvalidBase64 { .. } => "invalid_base64",
-            ApiError::InvalidRequest(_) => "invalid_request",
-            ApiError::Unauthorized => "unauthorized",
-            ApiError::NotFound(_) | ApiError::FileNotFound(_) => "not_found",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::SessionNotFound(_) => "session_not_found",
-            ApiError::SessionExpired(_) => "session_expired",
-            ApiError::SessionBusy(_) => "session_busy",
-            ApiError::SessionEnded { .. } => "session_ended",
-            ApiError::PayloadTooLarge(_) => "payload_too_large",
-            ApiError::Overloaded { .. } => "overloaded",
-            ApiError::TooManySessions { .. } => "too_many_sessions",
-            ApiError::NotReady => "not_ready",
-            ApiError::ShuttingDown => "shutting_down",
-            ApiError::Internal(_) => "internal",
+            ApiError::InvalidJson(_) => ErrorCode::InvalidJson,
+            ApiError::InvalidLimit(_) => ErrorCode::InvalidLimit,
+            ApiError::InvalidPath { .. } => ErrorCode::InvalidPath,
+            ApiError::InvalidBase64 { .. } => ErrorCode::InvalidBase64,
+            ApiError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::NotFound(_) | ApiError::FileNotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::SessionNotFound(_) => ErrorCode::SessionNotFound,
+            ApiError::SessionExpired(_) => ErrorCode::SessionExpired,
+            ApiError::SessionBusy(_) => ErrorCode::SessionBusy,
+            ApiError::SessionEnded { .. } => ErrorCode::SessionEnded,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::Overloaded { .. } => ErrorCode::Overloaded,
+            ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
+            ApiError::NotReady => ErrorCode::NotReady,
+            ApiError::ShuttingDown => ErrorCode::ShuttingDown,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -169,6 +172,19 @@ impl ApiError {
         }
     }
 
+    /// Why an execution could not be attempted, as the API says it.
+    pub fn from_exec(e: ExecError) -> ApiError {
+        match e {
+            ExecError::Limits(l) => ApiError::InvalidLimit(l),
+            ExecError::Sandbox(s) => ApiError::from_sandbox(s),
+            ExecError::Check(c) => ApiError::from(c),
+            ExecError::Panicked(msg) => {
+                ApiError::Internal(format!("the host panicked while running the guest: {msg}"))
+            }
+            ExecError::Denied(_) => ApiError::Internal(e.to_string()),
+        }
+    }
+
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
@@ -176,6 +192,15 @@ impl ApiError {
                 message: self.to_string(),
                 field: self.field(),
             },
+        }
+    }
+}
+
+impl From<CheckError> for ApiError {
+    fn from(e: CheckError) -> Self {
+        match e {
+            CheckError::Sandbox(s) => ApiError::from_sandbox(s),
+            other => ApiError::Internal(format!("pre-execution check failed: {other}")),
         }
     }
 }
@@ -209,7 +234,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
-            tracing::error!(code = self.code(), error = %self, "request failed");
+            tracing::error!(code = self.code().as_str(), error = %self, "request failed");
         }
         let retry_after = match &self {
             ApiError::Overloaded {
@@ -231,13 +256,87 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         // Handlers read the code back for the audit log and metrics.
-        resp.extensions_mut().insert(ErrorCode(self.code()));
+        resp.extensions_mut().insert(self.code());
         resp
     }
 }
 
 /// Put on error responses so middleware can see which error it was.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorCode(pub &'static str);
+/// Every error code the API (and the audit log) uses; serialised as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// `internal`.
+    Internal,
+    /// `invalid_base64`.
+    InvalidBase64,
+    /// `invalid_json`.
+    InvalidJson,
+    /// `invalid_limit`.
+    InvalidLimit,
+    /// `invalid_path`.
+    InvalidPath,
+    /// `invalid_request`.
+    InvalidRequest,
+    /// `method_not_allowed`.
+    MethodNotAllowed,
+    /// `not_found`.
+    NotFound,
+    /// `not_ready`.
+    NotReady,
+    /// `overloaded`.
+    Overloaded,
+    /// `payload_too_large`.
+    PayloadTooLarge,
+    /// `session_busy`.
+    SessionBusy,
+    /// `session_ended`.
+    SessionEnded,
+    /// `session_expired`.
+    SessionExpired,
+    /// `session_not_found`.
+    SessionNotFound,
+    /// `shutting_down`.
+    ShuttingDown,
+    /// `too_many_sessions`.
+    TooManySessions,
+    /// `unauthorized`.
+    Unauthorized,
+    /// `policy_denied`.
+    PolicyDenied,
+    /// `piston_error`.
+    PistonError,
+    /// `client_closed_request`.
+    ClientClosedRequest,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Internal => "internal",
+            ErrorCode::InvalidBase64 => "invalid_base64",
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidLimit => "invalid_limit",
+            ErrorCode::InvalidPath => "invalid_path",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::NotReady => "not_ready",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::SessionBusy => "session_busy",
+            ErrorCode::SessionEnded => "session_ended",
+            ErrorCode::SessionExpired => "session_expired",
+            ErrorCode::SessionNotFound => "session_not_found",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::TooManySessions => "too_many_sessions",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::PolicyDenied => "policy_denied",
+            ErrorCode::PistonError => "piston_error",
+            ErrorCode::ClientClosedRequest => "client_closed_request",
+        }
+    }
+}
 
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::report::Report;
+use crate::sync::lock;
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
 const LATENCY_BUCKETS: [f64; 12] = [
@@ -76,6 +77,78 @@ impl<const N: usize> Histogram<N> {
     }
 }
 
+/// Why a request was refused, in `vivarium_rejections_total{reason=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    QueueFull,
+    QueueTimeout,
+    MemoryBudget,
+    TooManySessions,
+    ShuttingDown,
+    /// No valid API key (counted here, refused by `auth`).
+    Unauthorized,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::QueueFull => "queue_full",
+            Rejection::QueueTimeout => "queue_timeout",
+            Rejection::MemoryBudget => "memory_budget",
+            Rejection::TooManySessions => "too_many_sessions",
+            Rejection::ShuttingDown => "shutting_down",
+            Rejection::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// What a run is counted as in `vivarium_executions_total{kind=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// `/v1/execute`, streamed or not, and MCP's `execute_python`.
+    Execute,
+    /// A session turn (HTTP or MCP).
+    SessionTurn,
+    /// `/api/v2/execute`.
+    PistonExecute,
+}
+
+impl RunKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Execute => "execute",
+            RunKind::SessionTurn => "session_turn",
+            RunKind::PistonExecute => "piston_execute",
+        }
+    }
+}
+
+/// Why a session closed, in `vivarium_sessions_closed_total{reason=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Closed by its client.
+    Deleted,
+    /// Idle or past its lifetime.
+    Expired,
+    /// A turn ended its interpreter.
+    Ended,
+    /// The server shut down.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Deleted => "deleted",
+            CloseReason::Expired => "expired",
+            CloseReason::Ended => "ended",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
+}
+
 /// Gauges read from elsewhere at render time.
 pub struct Gauges {
     pub live_sessions: usize,
@@ -122,7 +195,8 @@ impl Metrics {
         }
     }
 
-    pub fn executed(&self, kind: &'static str, report: &Report) {
+    pub fn executed(&self, kind: RunKind, report: &Report) {
+        let kind = kind.as_str();
         *lock(&self.executions)
             .entry((kind, report.status.as_str()))
             .or_default() += 1;
@@ -133,8 +207,8 @@ impl Metrics {
             .fetch_add(report.usage.fuel, Ordering::Relaxed);
     }
 
-    pub fn rejected(&self, reason: &'static str) {
-        *lock(&self.rejections).entry(reason).or_default() += 1;
+    pub fn rejected(&self, reason: Rejection) {
+        *lock(&self.rejections).entry(reason.as_str()).or_default() += 1;
     }
 
     pub fn responded(&self, status: u16) {
@@ -145,8 +219,10 @@ impl Metrics {
         self.sessions_opened.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn session_closed(&self, reason: &'static str) {
-        *lock(&self.sessions_closed).entry(reason).or_default() += 1;
+    pub fn session_closed(&self, reason: CloseReason) {
+        *lock(&self.sessions_closed)
+            .entry(reason.as_str())
+            .or_default() += 1;
     }
 
     pub fn panicked(&self) {
@@ -296,9 +372,4 @@ impl Metrics {
         }
         out
     }
-}
-
-/// A poisoned metrics lock only means a panic elsewhere; the counts are still good.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -5,14 +5,18 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::error::{ErrorBody, ErrorDetail};
-use super::execute::{ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, FileOutput};
-use super::ops::Health;
-use super::session_api::{
-    FileEntry, FileList, OpenSessionRequest, OpenSessionResponse, TurnLimitsRequest, TurnRequest,
+use super::api::types::{
+    CheckRequest, ExecuteRequest, ExecuteResponse, ExecutionResult, FileEntry, FileIn, FileList,
+    FileOutput, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
     TurnResponse, UploadResponse,
 };
-use super::sessions::{EndInfo, SessionInfo};
+use super::api::{check, execute, mcp, piston, sessions as session_api};
+use super::error::{ErrorBody, ErrorCode, ErrorDetail};
+use super::ops;
+use super::sessions::{EndInfo, EndKind, SessionInfo, SessionState};
+use crate::check::{CheckResult, Finding, Policy, Severity, SyntaxCheck, SyntaxIssue};
+use crate::limits::TurnLimitsRequest;
+use ops::Health;
 
 struct BearerAuth;
 
@@ -40,36 +44,35 @@ impl Modify for BearerAuth {
         description = "Run untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits: one-shot executions with files in and out, and notebook-like sessions."
     ),
     paths(
-        super::execute::execute,
-        super::check::check,
-        super::session_api::open,
-        super::session_api::info,
-        super::session_api::close,
-        super::session_api::turn,
-        super::session_api::list_files,
-        super::session_api::download,
-        super::session_api::upload,
-        super::ops::healthz,
-        super::ops::readyz,
-        super::ops::metrics,
-        super::ops::openapi_json,
-        super::ops::index,
-        super::piston::runtimes,
-        super::piston::execute,
-        super::mcp::mcp_transport,
+        execute::execute,
+        check::check,
+        session_api::open,
+        session_api::info,
+        session_api::close,
+        session_api::turn,
+        session_api::list_files,
+        session_api::download,
+        session_api::upload,
+        ops::healthz,
+        ops::readyz,
+        ops::metrics,
+        ops::openapi_json,
+        ops::index,
+        piston::runtimes,
+        piston::execute,
+        mcp::mcp_transport,
     ),
     components(schemas(
-        ErrorBody, ErrorDetail, ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn,
+        ErrorBody, ErrorDetail, ErrorCode, ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn,
         FileOutput, OpenSessionRequest, OpenSessionResponse, TurnRequest, TurnLimitsRequest,
-        TurnResponse, SessionInfo, EndInfo, FileEntry, FileList, UploadResponse,
-        crate::limits::LimitsRequest, crate::limits::Limits, TurnLimitsRequest,
+        TurnResponse, SessionInfo, SessionState, EndInfo, EndKind, FileEntry, FileList, UploadResponse,
+        crate::limits::LimitsRequest, crate::limits::Limits,
         crate::report::Status, crate::report::Truncated, crate::report::PyError,
-        crate::report::Usage, Health, crate::report::RichOutput, super::check::CheckRequest,
-        super::check::CheckResult, super::check::SyntaxCheck, super::check::SyntaxIssue,
-        super::check::Finding, super::check::Severity, super::check::Policy,
-        super::check::PolicyDeniedBody, crate::template::Template,
-        super::piston::PistonRequest, super::piston::PistonFile, super::piston::PistonResponse,
-        super::piston::PistonStage
+        crate::report::Usage, Health, crate::report::RichOutput, CheckRequest,
+        CheckResult, SyntaxCheck, SyntaxIssue, Finding, Severity, Policy, PolicyDeniedBody,
+        crate::template::Template,
+        piston::PistonRequest, piston::PistonFile, piston::PistonResponse,
+        piston::PistonStage
     )),
     modifiers(&BearerAuth),
     tags(

@@ -13,7 +13,6 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::metrics::Gauges;
 use super::request_context::Panicked;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -46,7 +45,7 @@ pub async fn healthz() -> Json<Health> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    state.host()?;
+    state.runner.host()?;
     Ok(Json(Health {
         status: "ready",
         version: env!("CARGO_PKG_VERSION"),
@@ -60,25 +59,13 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
     responses((status = 200, description = "Prometheus text exposition format", content_type = "text/plain", body = String))
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let host = state.host.get();
-    let gauges = Gauges {
-        live_sessions: state.sessions.open_count(),
-        queue_depth: state.admission.queue_depth(),
-        running: state.admission.running(),
-        memory_reserved_bytes: state
-            .admission
-            .memory_reserved_mib(state.config.memory_budget_bytes)
-            << 20,
-        memory_budget_bytes: state.config.memory_budget_bytes,
-        sandbox_dirs: host.map_or(0, |h| h.live_sandbox_dirs()),
-        ready: state.host().is_ok(),
-    };
+    let gauges = state.runner.gauges();
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(&gauges),
+        state.runner.metrics().render(&gauges),
     )
         .into_response()
 }
@@ -154,7 +141,7 @@ pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -
 
 /// The 500 answer for a panic caught in a handler; the server goes on.
 pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
-    let msg = super::guest::panic_message(&*panic);
+    let msg = crate::sandbox::guest_threads::panic_message(&*panic);
     tracing::error!(panic = %msg, "a request handler panicked");
     let mut resp = ApiError::Internal("the request handler panicked; the server goes on".into())
         .into_response();

@@ -66,11 +66,11 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
         resp.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
     let status = resp.status().as_u16();
-    state.metrics.responded(status);
+    state.runner.metrics().responded(status);
     if resp.extensions().get::<Panicked>().is_some() {
-        state.metrics.panicked();
+        state.runner.metrics().panicked();
     }
-    let code = resp.extensions().get::<ErrorCode>().map(|c| c.0);
+    let code = resp.extensions().get::<ErrorCode>().map(|c| c.as_str());
     let ms = started.elapsed().as_secs_f64() * 1e3;
     span.in_scope(|| match code {
         Some(code) => tracing::info!(status, ms, error = code, client = %client, "request done"),

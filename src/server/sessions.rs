@@ -21,10 +21,37 @@ use super::time::rfc3339;
 use crate::limits::Limits;
 use crate::report::Status;
 use crate::sandbox::{EndReason, Interpreter};
+use crate::sync::lock;
 
 /// How long an expired id keeps answering 410 rather than 404.
 const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
 const MAX_TOMBSTONES: usize = 100_000;
+
+/// Why a session ended, as `EndInfo.reason` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    /// The code called `exit()` or `quit()`.
+    Quit,
+    /// The code called `os._exit(n)`.
+    Exit,
+    /// A limit or trap stopped the instance mid-turn.
+    Stopped,
+    /// The host lost the interpreter (a panic on its guest thread).
+    HostError,
+}
+
+/// A session's state, as `SessionInfo.state` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Takes turns.
+    Idle,
+    /// A turn or file operation is running.
+    Busy,
+    /// Takes no more turns.
+    Ended,
+}
 
 /// Why a session can take no more turns.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -32,13 +59,13 @@ pub struct EndInfo {
     /// `quit` (the code called `exit()`/`quit()`), `exit` (`os._exit(n)`), `stopped` (a limit
     /// or trap stopped the instance mid-turn), `host_error`.
     #[schema(example = "quit")]
-    pub reason: &'static str,
+    pub reason: EndKind,
     /// For `exit`: the status passed to `os._exit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// For `stopped`: the result status of the turn that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
+    pub status: Option<Status>,
     pub message: String,
     pub ended_at: String,
 }
@@ -47,21 +74,21 @@ impl EndInfo {
     pub fn from_reason(r: &EndReason) -> Self {
         let (reason, exit_code, status, message) = match r {
             EndReason::Quit => (
-                "quit",
+                EndKind::Quit,
                 None,
                 None,
                 "the code called exit() or quit()".to_string(),
             ),
             EndReason::Exit(n) => (
-                "exit",
+                EndKind::Exit,
                 Some(*n),
                 None,
                 format!("the code called os._exit({n})"),
             ),
             EndReason::Stopped(s) => (
-                "stopped",
+                EndKind::Stopped,
                 None,
-                Some(s.as_str()),
+                Some(*s),
                 format!(
                     "the instance was stopped mid-turn ({}); its state cannot be trusted",
                     s.as_str()
@@ -79,9 +106,9 @@ impl EndInfo {
 
     pub fn host_error(message: String) -> Self {
         EndInfo {
-            reason: "host_error",
+            reason: EndKind::HostError,
             exit_code: None,
-            status: Some(Status::Trap.as_str()),
+            status: Some(Status::Trap),
             message,
             ended_at: rfc3339(SystemTime::now()),
         }
@@ -98,7 +125,7 @@ pub struct SessionInfo {
     pub last_used_at: String,
     /// `idle`, `busy` (a turn is running) or `ended`.
     #[schema(example = "idle")]
-    pub state: &'static str,
+    pub state: SessionState,
     /// Turns run so far.
     pub turns: u64,
     pub limits: Limits,
@@ -206,7 +233,7 @@ impl Session {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.inner)
     }
 
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
@@ -312,10 +339,6 @@ impl Session {
         self.busy.load(Ordering::Acquire)
     }
 
-    pub fn is_ended(&self) -> bool {
-        self.lock().ended.is_some()
-    }
-
     /// The idle/lifetime deadline, whichever is first.
     fn expiry(&self, inner: &Inner) -> Instant {
         (inner.last_used + self.idle).min(self.created + self.lifetime)
@@ -341,11 +364,11 @@ impl Session {
             expires_at: rfc3339(SystemTime::now() + expires_in),
             last_used_at: rfc3339(inner.last_used_at),
             state: if inner.ended.is_some() {
-                "ended"
+                SessionState::Ended
             } else if self.is_busy() {
-                "busy"
+                SessionState::Busy
             } else {
-                "idle"
+                SessionState::Idle
             },
             turns: inner.turns,
             limits: self.limits,
@@ -376,11 +399,11 @@ impl Registry {
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.live)
     }
 
     fn gone(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.gone.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.gone)
     }
 
     /// Sessions open and not ended (what the cap counts).

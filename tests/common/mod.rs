@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use vivarium::engine::EngineOptions;
+use vivarium::testing::EngineOptions;
 use vivarium::{ExecRequest, LimitsRequest, Report, Vivarium, VivariumOptions};
 
 /// A host of its own, with a private scratch base, for tests that count sandbox dirs.

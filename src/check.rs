@@ -1,5 +1,5 @@
-//! Pre-execution checks: `POST /v1/check`, the `policy` of executions and session turns, and
-//! `vivarium check FILE`.
+//! Pre-execution checks, the domain behind `POST /v1/check`, the `policy` of executions and
+//! session turns, and `vivarium check FILE` (the HTTP side is `server::api::check`).
 //!
 //! Syntax is validated by the guest's own parser: the checker (`python-wasi/guest/check.py`,
 //! loaded into every template) runs in the hidden set-up turn of a fresh sandbox, before any
@@ -11,28 +11,17 @@
 //! refused), and every string is cut to a bound. Anything else is a checker failure (HTTP 500
 //! with a clear message), never a verdict.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::audit::AuditRecord;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::execute::parse_json;
-use super::request_context::RequestContext;
-use crate::host::Vivarium;
 use crate::limits::Limits;
-use crate::sandbox::{SandboxError, SandboxSpec};
-use crate::template::GuestSetup;
+use crate::report::Status;
+use crate::sandbox::SandboxError;
 
 /// The most checker output the host reads; more is a checker failure.
 pub const MAX_CHECKER_OUTPUT: u64 = 1 << 20;
+/// The most syntax errors kept.
+pub const MAX_SYNTAX_ERRORS: usize = 16;
 /// The most findings kept (the checker stops at the same number).
 pub const MAX_FINDINGS: usize = 200;
 const MAX_TEXT: usize = 1_000;
@@ -42,7 +31,18 @@ const MAX_TEXT: usize = 1_000;
 const CHECKER_MEMORY: u64 = 256 << 20;
 
 /// Whether and how an execution is checked before it runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Deserialize,
+    Serialize,
+    ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// No check, no extra cost.
@@ -52,6 +52,20 @@ pub enum Policy {
     Warn,
     /// Check first; any finding refuses the execution with 422 `policy_denied`.
     Deny,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Policy::Off),
+            "warn" => Ok(Policy::Warn),
+            "deny" => Ok(Policy::Deny),
+            other => Err(format!(
+                "policy {other:?} is not one of \"off\", \"warn\", \"deny\""
+            )),
+        }
+    }
 }
 
 /// A syntax error the guest's parser (or compiler) reported.
@@ -66,13 +80,17 @@ pub struct SyntaxIssue {
     pub message: String,
 }
 
+/// The syntax verdict of the guest's own parser.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyntaxCheck {
+    /// The source parses and compiles.
     pub ok: bool,
+    /// What the parser or compiler reported (at most 16); empty when `ok`.
     pub errors: Vec<SyntaxIssue>,
 }
 
+/// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -90,11 +108,14 @@ pub struct Finding {
     /// `infinite_loop`, `write_outside_workdir`.
     #[schema(example = "os_system")]
     pub rule: String,
+    /// `error`: cannot work in the sandbox, or is dangerous; `warning`: probably not what was
+    /// meant.
     pub severity: Severity,
     /// 1-based.
     pub line: u32,
     /// 1-based.
     pub col: u32,
+    /// What was found and why it fails or misleads here, for a person to read.
     pub message: String,
 }
 
@@ -102,7 +123,9 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckResult {
+    /// Whether the code parses and compiles, with the errors when it does not.
     pub syntax: SyntaxCheck,
+    /// Static findings, at most 200; empty when the code does not parse.
     pub findings: Vec<Finding>,
 }
 
@@ -113,44 +136,30 @@ impl CheckResult {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CheckRequest {
-    #[schema(example = "import os\nos.system('ls')")]
-    pub code: String,
-}
-
 /// Why the checker gave no verdict.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error("the checker could not start: {0}")]
-    Sandbox(#[from] crate::sandbox::SandboxError),
-    #[error("the checker did not finish ({status}): {detail}")]
+    Sandbox(#[from] SandboxError),
+    #[error("the checker did not finish ({}): {detail}", status.as_str())]
     Failed {
-        status: &'static str,
+        /// How its set-up turn ended.
+        status: Status,
+        /// What stopped it, or its stderr.
         detail: String,
     },
+    #[error("the checker did not finish (panic): {0}")]
+    Panicked(String),
     #[error("the checker's output was larger than {MAX_CHECKER_OUTPUT} bytes")]
     TooLarge,
     #[error("the checker's output was not the expected JSON: {0}")]
     BadOutput(String),
 }
 
-impl From<CheckError> for ApiError {
-    fn from(e: CheckError) -> Self {
-        match e {
-            CheckError::Sandbox(s) => ApiError::from_sandbox(s),
-            other => ApiError::Internal(format!("pre-execution check failed: {other}")),
-        }
-    }
-}
-
 /// The limits of a sandbox that only checks: its own small budget, never above what this host
-/// allows.
-pub fn checker_limits(host: &Vivarium) -> Limits {
-    let max = host.maximum();
-    let d = host.defaults();
-    let setup = crate::template::SETUP_LIMITS;
+/// allows (`d`: its defaults, `max`: its maxima).
+pub fn checker_limits(d: &Limits, max: &Limits) -> Limits {
+    let setup = crate::guest::SETUP_LIMITS;
     Limits {
         timeout_ms: setup.timeout_ms.min(max.timeout_ms),
         fuel: setup.fuel.min(max.fuel),
@@ -161,50 +170,13 @@ pub fn checker_limits(host: &Vivarium) -> Limits {
     }
 }
 
-/// Runs the checker on `code` in a fresh sandbox of its own (the CLI, `/v1/check`, session
-/// turns). Blocking: call on a guest thread.
-pub fn check_on_this_thread(
-    host: &Vivarium,
-    code: &str,
-    cancel: Arc<AtomicBool>,
-) -> Result<CheckResult, CheckError> {
-    let sandbox = host
-        .prepare(SandboxSpec {
-            limits: checker_limits(host),
-            env: Vec::new(),
-            files: Vec::new(),
-            stdin: Vec::new(),
-            observer: None,
-            cancel,
-            setup: GuestSetup {
-                check: Some(code.to_string()),
-                ..GuestSetup::default()
-            },
-        })
-        .map_err(CheckError::from_setup)?;
-    interpret(sandbox.check_verdict())
-}
-
-/// Runs the checker on a guest thread of its own (the CLI). Blocking.
-pub fn check_blocking(host: &Arc<Vivarium>, code: &str) -> Result<CheckResult, CheckError> {
-    let host = host.clone();
-    let code = code.to_string();
-    crate::sandbox::run_on_guest_thread(move || check_on_this_thread(&host, &code, Arc::default()))
-        .unwrap_or_else(|p| {
-            Err(CheckError::Failed {
-                status: "panic",
-                detail: super::guest::panic_message(&*p),
-            })
-        })
-}
-
 impl CheckError {
     /// A set-up turn that failed was the checker failing; anything else kept the sandbox
     /// from starting.
     pub fn from_setup(e: SandboxError) -> Self {
         match e {
             SandboxError::Setup { status, detail } => CheckError::Failed {
-                status: status.as_str(),
+                status,
                 detail: cut(detail),
             },
             other => CheckError::Sandbox(other),
@@ -222,7 +194,7 @@ pub fn interpret(verdict: Option<&str>) -> Result<CheckResult, CheckError> {
     }
     let mut result: CheckResult =
         serde_json::from_str(text.trim()).map_err(|e| CheckError::BadOutput(e.to_string()))?;
-    result.syntax.errors.truncate(16);
+    result.syntax.errors.truncate(MAX_SYNTAX_ERRORS);
     for e in &mut result.syntax.errors {
         e.message = cut(std::mem::take(&mut e.message));
     }
@@ -252,98 +224,4 @@ fn cut_to(mut s: String, max: usize) -> String {
         s.truncate(end);
     }
     s
-}
-
-/// The body of a 422 for a denied execution: the usual error plus the findings.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PolicyDeniedBody {
-    pub error: super::error::ErrorDetail,
-    pub findings: Vec<Finding>,
-}
-
-/// The 422 response for an execution the policy refused.
-pub fn denied_response(findings: Vec<Finding>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let body = denied_body(findings);
-    (axum::http::StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
-}
-
-/// The body of a refusal by the `deny` policy.
-pub fn denied_body(findings: Vec<Finding>) -> PolicyDeniedBody {
-    let n = findings.len();
-    PolicyDeniedBody {
-        error: super::error::ErrorDetail {
-            code: "policy_denied",
-            message: format!(
-                "the pre-execution check found {n} issue{} and the policy is \"deny\"; nothing ran",
-                if n == 1 { "" } else { "s" }
-            ),
-            field: None,
-        },
-        findings,
-    }
-}
-
-#[utoipa::path(
-    post,
-    path = "/v1/check",
-    tag = "execute",
-    request_body = CheckRequest,
-    responses(
-        (status = 200, description = "The verdict: syntax by the guest's own parser, static findings", body = CheckResult),
-        (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody),
-        (status = 429, body = ErrorBody),
-        (status = 500, description = "The checker failed (its output is never trusted beyond data)", body = ErrorBody),
-        (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn check(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<CheckResult>> {
-    let mut record = AuditRecord::new(&ctx, "check");
-    let result = check_inner(&state, body, &mut record).await;
-    record = match &result {
-        Ok(_) => record.http(200),
-        Err(e) => record.http(e.status().as_u16()).error(e.code()),
-    };
-    state.audit.write(record);
-    result.map(Json)
-}
-
-async fn check_inner(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    record: &mut AuditRecord,
-) -> ApiResult<CheckResult> {
-    let host = state.host()?;
-    let req: CheckRequest = parse_json(body)?;
-    record.set_code(&req.code);
-    check_code(state, host, req.code).await
-}
-
-/// Checks `code` on a guest thread, admitted like any execution.
-pub async fn check_code(
-    state: &AppState,
-    host: Arc<Vivarium>,
-    code: String,
-) -> ApiResult<CheckResult> {
-    let ticket = state
-        .admission
-        .admit(Some(host.footprint_bytes(&checker_limits(&host))))
-        .await?;
-    let cancel = state.guests.register();
-    let flag = cancel.flag();
-    let result = state
-        .guests
-        .run(move || {
-            let _ticket = ticket;
-            check_on_this_thread(&host, &code, flag)
-        })
-        .await?;
-    drop(cancel);
-    Ok(result?)
 }

@@ -1,4 +1,4 @@
-//! Running guest code off the async executor: every run goes to a guest thread (pooled, with
+//! Running guest code off the async executor (the runner's half of it): every run goes to a guest thread (pooled, with
 //! the big native stack guests need: `crate::sandbox::guest_threads`), and the handler awaits
 //! its result. The cancel flags of runs in progress are kept here, so shutdown can end them and a
 //! client that hangs up ends its own run.
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::error::ApiError;
+use crate::server::error::ApiError;
 
 #[derive(Default)]
 pub struct GuestThreads {
@@ -140,8 +140,5 @@ impl GuestThreads {
     }
 }
 
-pub use crate::sandbox::guest_threads::panic_message;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sandbox::guest_threads::panic_message;
+use crate::sync::lock;

@@ -20,19 +20,20 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::AppState;
-use super::audit::AuditRecord;
-use super::error::ApiError;
-use super::request_context::{RequestContext, new_id};
-use crate::host::InputFile;
-use crate::limits::LimitsRequest;
+use crate::check::Policy;
+use crate::limits::{FUEL_PER_CPU_SECOND, LimitsRequest};
 use crate::report::{Report, Status};
-use crate::sandbox::SandboxSpec;
 use crate::sandbox::output::{OutputObserver, StreamKind};
-use crate::sandbox::workdir::validate_relative_path;
+use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::{ApiError, ErrorCode};
+use crate::server::metrics::RunKind;
+use crate::server::request_context::{RequestContext, new_id};
+use crate::sync::lock;
+use crate::template::Template;
+use crate::vivarium::{Executed, InputFile, RunSpec};
 
-/// The version the runtimes list shows (the guest's CPython).
-pub const PYTHON_VERSION: &str = "3.15.0";
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -63,11 +64,17 @@ pub struct PistonRequest {
     pub run_memory_limit: Option<i64>,
     #[serde(default)]
     pub run_cpu_time: Option<i64>,
+    /// Accepted and ignored: Python has no compile stage here (listed for the schema).
     #[serde(default)]
+    #[expect(dead_code, reason = "accepted for Piston clients, never used")]
     pub compile_timeout: Option<i64>,
+    /// Accepted and ignored, as `compile_timeout`.
     #[serde(default)]
+    #[expect(dead_code, reason = "accepted for Piston clients, never used")]
     pub compile_memory_limit: Option<i64>,
+    /// Accepted and ignored, as `compile_timeout`.
     #[serde(default)]
+    #[expect(dead_code, reason = "accepted for Piston clients, never used")]
     pub compile_cpu_time: Option<i64>,
 }
 
@@ -91,7 +98,7 @@ pub struct PistonStage {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PistonResponse {
     pub language: &'static str,
-    pub version: &'static str,
+    pub version: String,
     pub run: PistonStage,
 }
 
@@ -126,23 +133,25 @@ fn from_api(e: ApiError) -> Response {
     responses((status = 200, description = "Piston's runtime list: one entry, python 3.15.0 (aliases py, python3, py3)")),
     security((), ("bearer" = []))
 )]
-pub async fn runtimes() -> Json<serde_json::Value> {
-    Json(json!([{
+pub async fn runtimes(State(state): State<AppState>) -> Result<Json<serde_json::Value>, Response> {
+    let host = state.runner.host().map_err(from_api)?;
+    Ok(Json(json!([{
         "language": "python",
-        "version": PYTHON_VERSION,
+        "version": host.runtime_files().python_version,
         "aliases": ["py", "python3", "py3"],
         "runtime": "vivarium",
-    }]))
+    }])))
 }
 
 /// Whether a Piston version selector matches ours: `*`, `x`, empty, or a prefix of
 /// 3.15.0 by components, where a component may be `x` or `*`.
-fn version_matches(v: &str) -> bool {
+/// Whether Piston's version pattern `v` (`3`, `3.15.x`, `^3`, `*`, ...) matches `ours`.
+fn version_matches(v: &str, ours: &str) -> bool {
     let v = v.trim().trim_start_matches(['^', '~', '=', 'v']);
     if v.is_empty() || v == "*" || v == "x" {
         return true;
     }
-    let ours: Vec<&str> = PYTHON_VERSION.split('.').collect();
+    let ours: Vec<&str> = ours.split('.').collect();
     let parts: Vec<&str> = v.split('.').collect();
     parts.len() <= ours.len()
         && parts
@@ -228,20 +237,14 @@ pub async fn execute(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, "piston_execute").execution(&id);
+    let mut record = AuditRecord::new(&ctx, Action::PistonExecute).execution(&id);
     let result = run(&state, body, &mut record).await;
-    match result {
-        Ok(resp) => {
-            state.audit.write(record);
-            resp
-        }
-        Err(resp) => {
-            state
-                .audit
-                .write(record.http(resp.status().as_u16()).error("piston_error"));
-            resp
-        }
-    }
+    let outcome = match &result {
+        Ok(_) => Outcome::Ok(200),
+        Err(resp) => Outcome::Failed(resp.status().as_u16(), ErrorCode::PistonError),
+    };
+    state.runner.finish(record, outcome);
+    result.unwrap_or_else(|resp| resp)
 }
 
 async fn run(
@@ -249,13 +252,14 @@ async fn run(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> Result<Response, Response> {
-    let host = state.host().map_err(from_api)?;
+    let host = state.runner.host().map_err(from_api)?;
+    let python_version = host.runtime_files().python_version.clone();
     let body = body.map_err(|e| from_api(e.into()))?;
     let req: PistonRequest =
         serde_json::from_slice(&body).map_err(|e| bad(format!("invalid request body: {e}")))?;
     let version = req.version.clone().unwrap_or_else(|| "*".into());
     if !LANGUAGES.contains(&req.language.to_ascii_lowercase().as_str())
-        || !version_matches(&version)
+        || !version_matches(&version, &python_version)
     {
         return Err(bad(format!(
             "{}-{} runtime is unknown",
@@ -265,7 +269,7 @@ async fn run(
     if req.files.is_empty() {
         return Err(bad("files must contain at least one file"));
     }
-    if req.files.len() > crate::sandbox::workdir::MAX_INPUT_FILES {
+    if req.files.len() > MAX_INPUT_FILES {
         return Err(bad("too many files"));
     }
     let mut files = Vec::new();
@@ -299,7 +303,7 @@ async fn run(
         return Err(bad("the files are larger than the disk limit"));
     }
     if let Some(cpu) = req.run_cpu_time.filter(|t| *t > 0) {
-        let fuel = (cpu as u64).saturating_mul(crate::limits::FUEL_PER_CPU_SECOND / 1000);
+        let fuel = (cpu as u64).saturating_mul(FUEL_PER_CPU_SECOND / 1000);
         limits.fuel = limits.fuel.min(fuel.max(1));
     }
     record.limits = Some(limits);
@@ -313,49 +317,39 @@ async fn run(
     let observer: OutputObserver = {
         let combined = combined.clone();
         Arc::new(move |_kind: StreamKind, bytes: &[u8]| {
-            let mut c = combined.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = lock(&combined);
             let room = cap.saturating_sub(c.len());
             c.extend_from_slice(&bytes[..bytes.len().min(room)]);
         })
     };
-    let ticket = state
-        .admission
-        .admit(Some(host.footprint_bytes(&limits)))
+    let spec = RunSpec {
+        code: program,
+        stdin,
+        files,
+        limits,
+        env: Vec::new(),
+        template: Template::Python,
+        observer: Some(observer),
+        rich: false,
+        // Line-buffered streams, so `output` interleaves them as a terminal would.
+        line_buffered: true,
+        policy: Policy::Off,
+    };
+    let executed = state
+        .runner
+        .execute(spec, RunKind::PistonExecute, record)
         .await
         .map_err(from_api)?;
-    let cancel = state.guests.register();
-    let flag = cancel.flag();
-    let report = state
-        .guests
-        .run(move || {
-            let _ticket = ticket;
-            let sandbox = host.prepare(SandboxSpec {
-                limits,
-                env: Vec::new(),
-                files,
-                stdin,
-                observer: Some(observer),
-                cancel: flag,
-                // Line-buffered streams, so `output` interleaves them as a terminal would.
-                setup: crate::template::GuestSetup {
-                    line_buffered: true,
-                    ..Default::default()
-                },
-            })?;
-            Ok::<_, crate::sandbox::SandboxError>(sandbox.run(&program))
-        })
-        .await
-        .map_err(from_api)?
-        .map_err(|e| from_api(ApiError::from_sandbox(e)))?;
-    drop(cancel);
-    state.metrics.executed("piston_execute", &report);
-    record.set_report(&report);
-    let output =
-        String::from_utf8_lossy(&combined.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    let Executed::Ran { report, .. } = executed else {
+        return Err(from_api(ApiError::Internal(
+            "a run with policy off was refused by its check".into(),
+        )));
+    };
+    let output = String::from_utf8_lossy(&lock(&combined)).into_owned();
     Ok(Json(PistonResponse {
         language: "python",
-        version: PYTHON_VERSION,
-        run: stage(report, output),
+        version: python_version,
+        run: stage(*report, output),
     })
     .into_response())
 }
@@ -402,7 +396,7 @@ fn stage(r: Report, output: String) -> PistonStage {
         signal,
         status,
         message,
-        cpu_time: r.usage.fuel / (crate::limits::FUEL_PER_CPU_SECOND / 1000),
+        cpu_time: r.usage.fuel / (FUEL_PER_CPU_SECOND / 1000),
         wall_time: r.usage.wall_ms.round() as u64,
         memory: r.usage.memory_peak_bytes,
     }
@@ -415,10 +409,10 @@ mod tests {
     #[test]
     fn versions() {
         for v in ["*", "", "3", "3.15", "3.15.0", "3.x", "3.15.x", "^3", "x"] {
-            assert!(version_matches(v), "{v}");
+            assert!(version_matches(v, "3.15.0"), "{v}");
         }
         for v in ["2", "3.14", "3.15.1", "3.15.0.1", "10"] {
-            assert!(!version_matches(v), "{v}");
+            assert!(!version_matches(v, "3.15.0"), "{v}");
         }
     }
 }

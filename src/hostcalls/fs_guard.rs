@@ -362,7 +362,7 @@ fn iovec_total(caller: &mut Caller<'_, GuestState>, iovs: i32, iovs_len: i32) ->
 
 /// What the directory holds, by the quota's measure: the larger of each file's size and the
 /// disk blocks it really holds (so sparse files count in full and so do blocks allocated
-/// into holes), plus [`ENTRY_BYTES`] an entry. Links are not followed.
+/// into holes), plus `ENTRY_BYTES` an entry. Links are not followed.
 pub fn measure_dir(root: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![root.to_path_buf()];

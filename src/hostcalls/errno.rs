@@ -1,7 +1,6 @@
 //! The WASI preview1 errno values our shadowed calls answer with (from the witx typenames).
 
 pub const SUCCESS: i32 = 0;
-pub const BADF: i32 = 8;
 pub const FAULT: i32 = 21;
 pub const INVAL: i32 = 28;
 pub const MFILE: i32 = 33;

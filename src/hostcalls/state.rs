@@ -15,8 +15,10 @@ use super::limiter::MemoryLimiter;
 /// from our `poll_oneoff`, and recognised again by downcasting when the call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Interrupted {
+    /// The run's wall-clock deadline passed.
     #[error("the wall-clock deadline passed")]
     Timeout,
+    /// The run's cancel flag was set (shutdown, a closed session, a client gone).
     #[error("the host cancelled the run")]
     Cancelled,
 }

@@ -12,29 +12,33 @@
 //! [`ServerState`] is built in-process without a listener.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock as Content, Implementation, ServerCapabilities, ServerConfig,
 };
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::admission::Admission;
-use super::audit::{Audit, AuditRecord};
-use super::error::ApiError;
-use super::execute::{Executed, ExecutionResult, prepare_execute, run_prepared};
-use super::guest::GuestThreads;
-use super::metrics::Metrics;
-use super::request_context::{RequestContext, new_id};
-use super::sessions::Registry;
-use super::{AppState, ServeArgs, ServerState};
-use crate::host::{Vivarium, VivariumOptions};
+use super::types::{
+    ExecuteResponse, ExecutionResult, TurnRequest, TurnResponse, execute_body, open_session,
+    run_outcome, turn_outcome,
+};
+use crate::check::{Finding, Policy, Severity};
+use crate::limits::LimitsRequest;
+use crate::report::Status;
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::ApiError;
+use crate::server::request_context::{RequestContext, new_id};
+use crate::server::runner::Turned;
+use crate::template::Template;
+use crate::vivarium::Executed;
 
 /// A file to place in the working directory before the code runs.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,23 +53,6 @@ pub struct McpFile {
     pub content_base64: Option<String>,
 }
 
-/// Limits; any left out get the server's default.
-#[derive(Debug, Default, Deserialize, JsonSchema, serde::Serialize)]
-pub struct McpLimits {
-    /// Wall-clock deadline in milliseconds (default 30000).
-    pub timeout_ms: Option<u64>,
-    /// Wasmtime fuel (~10 G per CPU second; default 300 G).
-    pub fuel: Option<u64>,
-    /// Memory cap in bytes (default 512 MiB).
-    pub memory_bytes: Option<u64>,
-    /// Bytes kept of stdout and of stderr (default 1 MiB).
-    pub output_bytes: Option<u64>,
-    /// Bytes the program may keep on disk (default 100 MiB).
-    pub disk_bytes: Option<u64>,
-    /// Descriptors open at once (default 256).
-    pub open_files: Option<u32>,
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteArgs {
     /// Python 3.15 source, run as a program in a fresh sandbox (numpy, pandas, scipy,
@@ -78,14 +65,16 @@ pub struct ExecuteArgs {
     #[serde(default)]
     pub stdin: Option<String>,
     #[serde(default)]
-    pub limits: Option<McpLimits>,
+    pub limits: Option<LimitsRequest>,
     /// Pre-execution check: "warn" (default: findings reported), "deny" (refuse code with
     /// findings), "off".
     #[serde(default)]
+    #[schemars(with = "Option<Policy>")]
     pub policy: Option<String>,
     /// "python" (default) or "scientific": numpy, pandas and matplotlib already imported,
     /// so data work starts in milliseconds instead of seconds.
     #[serde(default)]
+    #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
 }
 
@@ -99,9 +88,10 @@ pub struct CheckArgs {
 pub struct OpenSessionArgs {
     /// Memory and disk for the whole session; timeout, fuel and output per turn.
     #[serde(default)]
-    pub limits: Option<McpLimits>,
+    pub limits: Option<LimitsRequest>,
     /// "python" (default) or "scientific" (numpy, pandas and matplotlib already imported).
     #[serde(default)]
+    #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
 }
 
@@ -118,6 +108,7 @@ pub struct RunInSessionArgs {
     pub stdin: Option<String>,
     /// "warn" (default), "deny" or "off".
     #[serde(default)]
+    #[schemars(with = "Option<Policy>")]
     pub policy: Option<String>,
 }
 
@@ -174,7 +165,8 @@ fn files_json(files: Vec<McpFile>) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-fn body(v: &Value) -> Result<Bytes, std::convert::Infallible> {
+/// A tool's arguments as the JSON body the HTTP API takes, so both validate alike.
+fn body(v: &Value) -> Result<Bytes, BytesRejection> {
     Ok(Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
 }
 
@@ -183,7 +175,7 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
 }
 
 fn api_error(e: ApiError) -> CallToolResult {
-    tool_error(format!("{} ({})", e, e.code()))
+    tool_error(format!("{} ({})", e, e.code().as_str()))
 }
 
 /// The text an assistant reads back, and image content for every PNG produced.
@@ -226,8 +218,8 @@ pub fn render_result(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
                 text,
                 "check {} {} (line {}): {}",
                 match f.severity {
-                    super::check::Severity::Error => "error",
-                    super::check::Severity::Warning => "warning",
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
                 },
                 f.rule,
                 f.line,
@@ -256,7 +248,7 @@ pub fn render_result(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
             content.push(Content::image(data.clone(), "image/png"));
         }
     }
-    let ok = r.status == crate::report::Status::Ok;
+    let ok = r.status == Status::Ok;
     if ok {
         CallToolResult::success(content)
     } else {
@@ -273,24 +265,23 @@ fn program_request(
     policy: Option<String>,
 ) -> Result<Value, CallToolResult> {
     let files = files_json(files).map_err(tool_error)?;
-    let mut req = json!({"code": code, "files": files, "policy": parse_policy(policy)?});
+    let policy: Policy = parse(policy)?;
+    let mut req = json!({"code": code, "files": files, "policy": policy});
     if let Some(stdin) = stdin {
         req["stdin"] = json!(stdin);
     }
     Ok(req)
 }
 
-fn parse_policy(p: Option<String>) -> Result<Value, CallToolResult> {
-    match p.as_deref() {
-        None => Ok(json!("warn")),
-        Some(s @ ("off" | "warn" | "deny")) => Ok(json!(s)),
-        Some(other) => Err(tool_error(format!(
-            "policy {other:?} is not one of \"off\", \"warn\", \"deny\""
-        ))),
-    }
+/// A tool argument that names one of a closed set (a policy, a template), or its default: the
+/// JSON schema lists the names; a wrong one is a tool error naming it, as the HTTP API's 400.
+fn parse<T: std::str::FromStr<Err = String> + Default>(
+    name: Option<String>,
+) -> Result<T, CallToolResult> {
+    name.map_or(Ok(T::default()), |n| n.parse().map_err(tool_error))
 }
 
-fn denied(findings: &[super::check::Finding]) -> CallToolResult {
+fn denied(findings: &[Finding]) -> CallToolResult {
     let mut text = String::from(
         "refused by the pre-execution check (policy \"deny\"); nothing ran. Findings:\n",
     );
@@ -323,31 +314,21 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
-        if let Some(template) = args.template {
-            req["template"] = json!(template);
+        match parse::<Template>(args.template) {
+            Ok(template) => req["template"] = json!(template),
+            Err(e) => return Ok(e),
         }
         let state = &self.state;
         let id = format!("ex-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(), "mcp_execute").execution(&id);
-        let result = match prepare_execute(state, body(&req).map_err(|e| match e {}), &mut record) {
-            Ok(p) => run_prepared(state, &id, p, None, &mut record).await,
-            Err(e) => Err(e),
-        };
+        let mut record = AuditRecord::new(&ctx(), Action::McpExecute).execution(&id);
+        let result = execute_body(state, body(&req), &mut record).await;
+        state.runner.finish(record, run_outcome(&result));
         Ok(match result {
-            Ok(Executed::Ran(response)) => {
-                state.audit.write(record);
-                render_result(&response.result, &[])
+            Ok(Executed::Ran { report, findings }) => {
+                render_result(&ExecuteResponse::new(&id, *report, findings).result, &[])
             }
-            Ok(Executed::Denied(findings)) => {
-                state.audit.write(record.http(422).error("policy_denied"));
-                denied(&findings)
-            }
-            Err(e) => {
-                state
-                    .audit
-                    .write(record.http(e.status().as_u16()).error(e.code()));
-                api_error(e)
-            }
+            Ok(Executed::Denied(findings)) => denied(&findings),
+            Err(e) => api_error(e),
         })
     }
 
@@ -358,17 +339,13 @@ impl VivariumMcp {
         &self,
         Parameters(args): Parameters<CheckArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let host = match self.state.host() {
-            Ok(h) => h,
-            Err(e) => return Ok(api_error(e)),
-        };
-        let mut record = AuditRecord::new(&ctx(), "mcp_check");
+        if let Err(e) = self.state.runner.host() {
+            return Ok(api_error(e));
+        }
+        let mut record = AuditRecord::new(&ctx(), Action::McpCheck);
         record.set_code(&args.code);
-        let result = super::check::check_code(&self.state, host, args.code).await;
-        self.state.audit.write(match &result {
-            Ok(_) => record,
-            Err(e) => record.http(e.status().as_u16()).error(e.code()),
-        });
+        let result = self.state.runner.check(args.code).await;
+        self.state.runner.finish(record, Outcome::of(&result, 200));
         Ok(match result {
             Ok(c) => {
                 let text = serde_json::to_string_pretty(&c).unwrap_or_default();
@@ -393,20 +370,13 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
-        if let Some(template) = args.template {
-            req["template"] = json!(template);
+        match parse::<Template>(args.template) {
+            Ok(template) => req["template"] = json!(template),
+            Err(e) => return Ok(e),
         }
-        let mut record = AuditRecord::new(&ctx(), "mcp_session_open");
-        let result = super::session_api::open_inner(
-            &self.state,
-            body(&req).map_err(|e| match e {}),
-            &mut record,
-        )
-        .await;
-        self.state.audit.write(match &result {
-            Ok(_) => record.http(201),
-            Err(e) => record.http(e.status().as_u16()).error(e.code()),
-        });
+        let mut record = AuditRecord::new(&ctx(), Action::McpSessionOpen);
+        let result = open_session(&self.state, body(&req), &mut record).await;
+        self.state.runner.finish(record, Outcome::of(&result, 201));
         Ok(match result {
             Ok(r) => CallToolResult::success(vec![Content::text(
                 json!({"session_id": r.id, "expires_at": r.expires_at}).to_string(),
@@ -427,20 +397,28 @@ impl VivariumMcp {
             Err(e) => return Ok(e),
         };
         let turn_id = format!("turn-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(), "mcp_session_turn")
+        let mut record = AuditRecord::new(&ctx(), Action::McpSessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
-        let result = super::session_api::turn_inner(
-            &self.state,
-            &args.session_id,
-            &turn_id,
-            body(&req).map_err(|e| match e {}),
-            &mut record,
-        )
-        .await;
+        let result = self.run_turn(&args.session_id, &req, &mut record).await;
+        self.state.runner.finish(record, turn_outcome(&result));
         Ok(match result {
-            Ok(Ok(t)) => {
-                self.state.audit.write(record);
+            Ok(Turned::Ran {
+                report,
+                result,
+                ended,
+                turn,
+                findings,
+            }) => {
+                let t = TurnResponse::new(
+                    &turn_id,
+                    &args.session_id,
+                    turn,
+                    result,
+                    ended,
+                    *report,
+                    findings,
+                );
                 let mut extra = vec![format!("turn: {}", t.turn)];
                 if let Some(r) = &t.result {
                     extra.push(format!("result: {r}"));
@@ -450,18 +428,8 @@ impl VivariumMcp {
                 }
                 render_result(&t.report, &extra)
             }
-            Ok(Err(findings)) => {
-                self.state
-                    .audit
-                    .write(record.http(422).error("policy_denied"));
-                denied(&findings)
-            }
-            Err(e) => {
-                self.state
-                    .audit
-                    .write(record.http(e.status().as_u16()).error(e.code()));
-                api_error(e)
-            }
+            Ok(Turned::Denied(findings)) => denied(&findings),
+            Err(e) => api_error(e),
         })
     }
 
@@ -470,16 +438,9 @@ impl VivariumMcp {
         &self,
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let record = AuditRecord::new(&ctx(), "mcp_session_close").session(&args.session_id);
-        let state = &self.state;
-        let result = state.sessions.remove(&args.session_id).map(|s| {
-            s.close().release();
-            state.metrics.session_closed("deleted");
-        });
-        state.audit.write(match &result {
-            Ok(_) => record.http(204),
-            Err(e) => record.http(e.status().as_u16()).error(e.code()),
-        });
+        let record = AuditRecord::new(&ctx(), Action::McpSessionClose).session(&args.session_id);
+        let result = self.state.runner.close_session(&args.session_id);
+        self.state.runner.finish(record, Outcome::of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
                 "session {} closed",
@@ -487,6 +448,22 @@ impl VivariumMcp {
             ))]),
             Err(e) => api_error(e),
         })
+    }
+}
+
+impl VivariumMcp {
+    /// A turn from the JSON body `req`, exactly as `POST /v1/sessions/{id}/execute` runs it.
+    async fn run_turn(
+        &self,
+        id: &str,
+        req: &Value,
+        record: &mut AuditRecord,
+    ) -> Result<Turned, ApiError> {
+        let runner = &self.state.runner;
+        runner.host()?;
+        let session = runner.session(id)?;
+        let turn = TurnRequest::parse(body(req), session.limits.disk_bytes, record)?;
+        runner.turn(&session, turn, record).await
     }
 }
 
@@ -548,89 +525,4 @@ pub async fn delete_is_no_content(
         *resp.status_mut() = axum::http::StatusCode::NO_CONTENT;
     }
     resp
-}
-
-/// `vivarium mcp`: the same tools over stdio. The server's state is built in-process (no
-/// listener); logs and the audit log go to stderr, stdout carries only the protocol.
-pub fn stdio_main() -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("vivarium-mcp")
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("vivarium: starting the async runtime: {e}");
-            return std::process::ExitCode::from(crate::cli::EXIT_HOST_FAILURE);
-        }
-    };
-    let result = runtime.block_on(async {
-        let state = local_state()?;
-        let service = VivariumMcp::new(state.clone())
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the MCP service: {e}"))?;
-        service
-            .waiting()
-            .await
-            .map_err(|e| anyhow::anyhow!("the MCP service failed: {e}"))?;
-        state.guests.cancel_all();
-        for s in state.sessions.drain() {
-            s.close().release();
-        }
-        state
-            .guests
-            .wait_idle(std::time::Duration::from_secs(10))
-            .await;
-        if let Some(host) = state.host.get() {
-            let _ = std::fs::remove_dir_all(host.scratch_root());
-        }
-        anyhow::Ok(())
-    });
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("vivarium: {e:#}");
-            std::process::ExitCode::from(crate::cli::EXIT_HOST_FAILURE)
-        }
-    }
-}
-
-/// The server's state without a listener, with the runtime loaded (settings from the
-/// `VIVARIUM_*` variables, as `serve` reads them).
-fn local_state() -> anyhow::Result<AppState> {
-    let config = ServeArgs::defaults().resolve()?;
-    let metrics = Arc::new(Metrics::new());
-    let mut opts = VivariumOptions::from_env();
-    if let Some(dir) = &config.scratch_dir {
-        opts.scratch_base = dir.clone();
-    }
-    opts.maximum = config.maximum;
-    opts.engine.max_instances = (config.max_sessions + config.max_concurrency + 32) as u32;
-    let host = Vivarium::open(opts)?;
-    let state = Arc::new(ServerState {
-        admission: Admission::new(
-            config.max_concurrency,
-            config.queue_depth,
-            config.queue_timeout,
-            config.memory_budget_bytes,
-            metrics.clone(),
-        ),
-        sessions: Registry::new(
-            config.max_sessions,
-            config.session_idle,
-            config.session_lifetime,
-        ),
-        guests: GuestThreads::default(),
-        metrics,
-        audit: Audit::open(config.audit_log.as_deref())?,
-        keys: None,
-        shutting_down: AtomicBool::new(false),
-        load_error: Mutex::new(None),
-        host: OnceLock::new(),
-        openapi: String::new(),
-        config,
-    });
-    let _ = state.host.set(host);
-    Ok(state)
 }

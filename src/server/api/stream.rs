@@ -22,12 +22,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::AppState;
-use super::audit::AuditRecord;
-use super::check::PolicyDeniedBody;
-use super::execute::{Executed, prepare_execute, run_prepared};
-use super::request_context::{RequestContext, new_id};
+use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, run_outcome};
 use crate::sandbox::output::{OutputObserver, StreamKind};
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::metrics::RunKind;
+use crate::server::request_context::{RequestContext, new_id};
+use crate::sync::lock;
+use crate::vivarium::Executed;
 
 /// Chunks buffered between the guest and a slow client before chunks are dropped.
 const CHANNEL_CHUNKS: usize = 512;
@@ -89,9 +91,7 @@ struct PendingAudit {
 impl Drop for PendingAudit {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
-            self.state
-                .audit
-                .write(record.http(499).error("client_closed_request"));
+            self.state.runner.finish(record, Outcome::CLIENT_CLOSED);
         }
     }
 }
@@ -103,13 +103,11 @@ pub async fn execute_stream(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, "execute").execution(&id);
-    let prepared = match prepare_execute(&state, body, &mut record) {
-        Ok(p) => p,
+    let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
+    let mut spec = match ExecuteRequest::parse(&state, body, &mut record) {
+        Ok(spec) => spec,
         Err(e) => {
-            state
-                .audit
-                .write(record.http(e.status().as_u16()).error(e.code()));
+            state.runner.finish(record, Outcome::failed(&e));
             return e.into_response();
         }
     };
@@ -121,7 +119,7 @@ pub async fn execute_stream(
         let carry = Mutex::new([Utf8Carry::default(), Utf8Carry::default()]);
         Arc::new(move |kind: StreamKind, bytes: &[u8]| {
             let text = {
-                let mut carry = carry.lock().unwrap_or_else(|e| e.into_inner());
+                let mut carry = lock(&carry);
                 carry[kind as usize].push(bytes)
             };
             if text.is_empty() {
@@ -133,14 +131,18 @@ pub async fn execute_stream(
             }
         })
     };
+    // Streamed chunks leave as printed: the guest's streams flush at each newline.
+    spec.observer = Some(observer);
+    spec.line_buffered = true;
     let task = tokio::spawn(async move {
         let mut pending = PendingAudit {
             state: state.clone(),
             record: Some(record),
         };
         let record = pending.record.as_mut().expect("set just above");
-        let result = run_prepared(&state, &id, prepared, Some(observer), record).await;
+        let result = state.runner.execute(spec, RunKind::Execute, record).await;
         let record = pending.record.take().expect("taken only here");
+        state.runner.finish(record, run_outcome(&result));
         let lost = dropped.load(Ordering::Relaxed);
         if lost > 0 {
             let ev = Event::default()
@@ -151,23 +153,13 @@ pub async fn execute_stream(
             }
         }
         let event = match result {
-            Ok(Executed::Ran(response)) => {
-                state.audit.write(record);
-                Event::default().event("result").json_data(&response)
-            }
-            Ok(Executed::Denied(findings)) => {
-                state.audit.write(record.http(422).error("policy_denied"));
-                let denied = super::check::denied_body(findings);
-                Event::default()
-                    .event("error")
-                    .json_data::<PolicyDeniedBody>(denied)
-            }
-            Err(e) => {
-                state
-                    .audit
-                    .write(record.http(e.status().as_u16()).error(e.code()));
-                Event::default().event("error").json_data(e.body())
-            }
+            Ok(Executed::Ran { report, findings }) => Event::default()
+                .event("result")
+                .json_data(ExecuteResponse::new(&id, *report, findings)),
+            Ok(Executed::Denied(findings)) => Event::default()
+                .event("error")
+                .json_data::<PolicyDeniedBody>(denied_body(findings)),
+            Err(e) => Event::default().event("error").json_data(e.body()),
         };
         let event = event.unwrap_or_else(|e| {
             Event::default()

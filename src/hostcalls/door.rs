@@ -4,7 +4,7 @@
 //! turns into `ConnectionRefusedError` without touching memory. The one exception is the
 //! internal result channel of sessions: a request that starts with [`RESULT_TAG`] carries the
 //! `repr` of a turn's final expression (sent by the displayhook that
-//! [`SESSION_SETUP`] installs), which the host keeps as the turn's `result`.
+//! [`crate::guest::SESSION_SETUP`] installs), which the host keeps as the turn's `result`.
 //!
 //! Everything the guest passes is untrusted: pointers are checked against memory, the size is
 //! capped, and the bytes are only ever kept as lossy UTF-8 text.
@@ -13,38 +13,11 @@ use wasmtime::Caller;
 
 use super::guest_memory::{memory, range};
 use super::state::GuestState;
-
-/// Prefix of a result message.
-pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
-/// Largest result kept; the displayhook truncates before sending, this is the host's own cap.
-pub const MAX_RESULT_BYTES: usize = 1 << 20;
+use crate::guest::{MAX_RESULT_BYTES, RESULT_TAG};
 
 const NO_HOST: i32 = -1;
 const HOST_FAULT: i32 = -2;
 const ANSWERED: i32 = 0;
-
-/// Python run as a session's first (hidden) turn: keeps the REPL's echo and also sends the
-/// value's `repr` through the door.
-pub const SESSION_SETUP: &str = "\
-def __vivarium_install():
-    import sys, _host
-    echo = sys.displayhook
-    def displayhook(value):
-        echo(value)
-        if value is None:
-            return
-        try:
-            text = repr(value)
-        except BaseException:
-            return
-        try:
-            _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
-        except BaseException:
-            pass
-    sys.displayhook = displayhook
-__vivarium_install()
-del __vivarium_install
-";
 
 /// `call(req_ptr, req_len, out_ptr_ptr, out_len_ptr) -> i32`.
 pub fn host_call(

@@ -1,0 +1,60 @@
+//! The guest's environment: the base every sandbox gets, with the caller's variables on top.
+
+use super::HOME;
+
+/// The most variables a caller may pass.
+pub const MAX_ENV_VARS: usize = 256;
+/// The most bytes (names and values) a caller may pass.
+pub const MAX_ENV_BYTES: usize = 64 << 10;
+
+/// A variable the guest may not be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name:?} is not allowed: {why}")]
+pub struct EnvError {
+    /// The variable (or, for the caps, what was too much).
+    pub name: String,
+    /// Why.
+    pub why: String,
+}
+
+/// The guest's environment: the base the reference host gives, then the caller's on top.
+pub fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, EnvError> {
+    if extra.len() > MAX_ENV_VARS {
+        return Err(EnvError {
+            name: format!("{} variables", extra.len()),
+            why: format!("too many variables (at most {MAX_ENV_VARS})"),
+        });
+    }
+    let total: usize = extra.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > MAX_ENV_BYTES {
+        return Err(EnvError {
+            name: format!("{total} bytes"),
+            why: format!("environment larger than {} KiB", MAX_ENV_BYTES >> 10),
+        });
+    }
+    let mut env: std::collections::BTreeMap<String, String> = [
+        ("TMPDIR", "/tmp"),
+        ("HOME", HOME),
+        // Empty: zoneinfo then uses the tzdata package inside the stdlib zip.
+        ("PYTHONTZPATH", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(EnvError {
+                name: k.clone(),
+                why: "names must be non-empty, without '=' or NUL".into(),
+            });
+        }
+        if v.contains('\0') {
+            return Err(EnvError {
+                name: k.clone(),
+                why: "values must not contain NUL".into(),
+            });
+        }
+        env.insert(k.clone(), v.clone());
+    }
+    Ok(env.into_iter().collect())
+}

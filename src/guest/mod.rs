@@ -1,0 +1,123 @@
+//! The guest's facts, in one place: where things are inside the sandbox, the fixed preopen
+//! table, the base environment, the `turn` export's return codes, and the Python snippets
+//! the host runs in hidden turns.
+//!
+//! Templates snapshot the interpreter after it has seen this layout, so everything here is
+//! part of a template's cache key (`template::cache_key`): change a path or the table's order
+//! and every template is rebuilt.
+
+mod env;
+mod setup;
+mod snippets;
+
+use std::path::Path;
+
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+pub use env::{EnvError, guest_env};
+pub use setup::{GuestSetup, SETUP_LIMITS, setup_code};
+pub use snippets::{
+    FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS, SESSION_SETUP,
+    SNAPSHOT_READY,
+};
+
+/// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
+pub const ARGV0: &str = "/usr/local/bin/python.wasm";
+/// Where the guest finds its standard library: a folder holding only `python315.zip`.
+pub const STDLIB_DIR: &str = "/usr/local/lib";
+/// matplotlib's data, preopened from the unpacked runtime (the zip cannot serve it).
+pub const MPL_DATA_DIR: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
+/// The guest path of HOME (inside the sandbox's `/tmp`).
+pub const HOME: &str = "/tmp/home";
+/// Mount-point stubs and the scratch `/tmp` with HOME, made in every sandbox directory (and
+/// in the template build's placeholder root) before the guest starts.
+pub const STUB_DIRS: [&str; 2] = ["usr/local/lib", "tmp/home"];
+/// Top-level names inside the sandbox directory that [`STUB_DIRS`] create: not the run's
+/// output.
+pub const HOST_LAYOUT_DIRS: [&str; 2] = ["usr", "tmp"];
+/// Descriptors open before the guest opens any: stdio and the three preopens.
+pub const INITIAL_FDS: u32 = 3 + PREOPENS.len() as u32;
+
+/// Which host directory a preopen shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostDir {
+    /// The unpacked runtime's stdlib folder.
+    Stdlib,
+    /// The unpacked runtime's mpl-data.
+    MplData,
+    /// The sandbox's own working directory (a placeholder during a template build).
+    Root,
+}
+
+/// One preopened directory: the guest path, what it shows, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Preopen {
+    /// The path the guest sees.
+    pub guest_path: &'static str,
+    /// The host directory behind it.
+    pub host: HostDir,
+    /// Read-only, or read-write.
+    pub perms: FsPerms,
+}
+
+/// The preopen table, in descriptor order (fd 3, 4, 5). Fixed: templates snapshot it, so a
+/// sandbox must get exactly this table.
+pub const PREOPENS: [Preopen; 3] = [
+    Preopen {
+        guest_path: STDLIB_DIR,
+        host: HostDir::Stdlib,
+        perms: FsPerms::ReadOnly,
+    },
+    Preopen {
+        guest_path: MPL_DATA_DIR,
+        host: HostDir::MplData,
+        perms: FsPerms::ReadOnly,
+    },
+    Preopen {
+        guest_path: "/",
+        host: HostDir::Root,
+        perms: FsPerms::ReadWrite,
+    },
+];
+
+/// The host directories behind [`PREOPENS`].
+#[derive(Debug, Clone, Copy)]
+pub struct HostDirs<'a> {
+    /// Behind [`STDLIB_DIR`].
+    pub stdlib: &'a Path,
+    /// Behind [`MPL_DATA_DIR`].
+    pub mpl_data: &'a Path,
+    /// Behind `/`.
+    pub root: &'a Path,
+}
+
+/// Preopens [`PREOPENS`] on `wasi`, in order: the only way a guest's filesystem is made,
+/// for sandboxes and template builds alike.
+pub fn preopen(wasi: &mut WasiCtxBuilder, dirs: &HostDirs<'_>) -> wasmtime::Result<()> {
+    for p in PREOPENS {
+        let host = match p.host {
+            HostDir::Stdlib => dirs.stdlib,
+            HostDir::MplData => dirs.mpl_data,
+            HostDir::Root => dirs.root,
+        };
+        wasi.preopened_dir(host, p.guest_path, p.perms)?;
+    }
+    Ok(())
+}
+
+/// What the guest's `turn` export returns (`shared/guest-abi.md`, `turn`).
+pub mod turn_abi {
+    /// The guest refused the turn: nothing ran (after a trap, `run` or `shutdown`).
+    pub const REFUSED: i32 = -1;
+    /// The low byte is the turn's exit status.
+    pub const STATUS_MASK: i32 = 0xFF;
+    /// Set when the code called `exit()`/`quit()`: the interpreter takes no more turns.
+    pub const ENDED: i32 = 256;
+}
+
+/// The `host::call` door's result channel (see `hostcalls::door`): a request starting with
+/// this tag carries the `repr` of a turn's final value. [`SESSION_SETUP`] sends it.
+pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
+/// The largest result kept; the displayhook truncates to it before sending, and the host
+/// refuses more.
+pub const MAX_RESULT_BYTES: usize = 1 << 20;

@@ -1,0 +1,47 @@
+//! The hidden set-up turn every sandbox runs before any caller code (`_vivarium.begin` in
+//! `python-wasi/guest/setup.py`): its own environment, fresh randomness, and what the front
+//! door asked for.
+
+use crate::limits::TurnLimits;
+
+/// Limits of the hidden set-up turn of every sandbox (the checker runs in it).
+pub const SETUP_LIMITS: TurnLimits = TurnLimits {
+    timeout_ms: 10_000,
+    fuel: 50_000_000_000,
+    output_bytes: 64 << 10,
+};
+
+/// What the hidden first turn of a sandbox does besides giving it its own environment and
+/// randomness (see `python-wasi/guest/setup.py`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestSetup {
+    /// `display()` and `plt.show()` produce rich outputs.
+    pub rich: bool,
+    /// stdout and stderr flush at each newline, so streamed chunks leave as printed.
+    pub line_buffered: bool,
+    /// Run the pre-execution checker on this source first; its verdict (JSON) is the set-up
+    /// turn's result.
+    pub check: Option<String>,
+}
+
+/// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment.
+pub fn setup_code(env: &[(String, String)], setup: &GuestSetup) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    // JSON objects of strings, strings and `null` read the same as Python literals once
+    // `null` is `None` (serde_json escapes only `"`, `\` and control characters, each in a
+    // form Python reads the same way).
+    let env = serde_json::Value::Object(map).to_string();
+    let check = match &setup.check {
+        Some(src) => serde_json::to_string(src).expect("a string serialises"),
+        None => "None".into(),
+    };
+    let py_bool = |b: bool| if b { "True" } else { "False" };
+    format!(
+        "__import__('_vivarium').begin({env}, {}, {}, {check})\n",
+        py_bool(setup.rich),
+        py_bool(setup.line_buffered)
+    )
+}

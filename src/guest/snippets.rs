@@ -1,0 +1,111 @@
+//! The Python the host runs in hidden turns, and the helper modules every template carries.
+
+use crate::limits::TurnLimits;
+
+/// The guest-side helpers every template carries, as `(module name, source)`: loaded at
+/// build time, so a sandbox pays nothing to have them (see `python-wasi/guest/`).
+pub const GUEST_HELPERS: [(&str, &str); 3] = [
+    (
+        "vivarium_display",
+        include_str!("../../python-wasi/guest/display.py"),
+    ),
+    (
+        "vivarium_check",
+        include_str!("../../python-wasi/guest/check.py"),
+    ),
+    (
+        "_vivarium",
+        include_str!("../../python-wasi/guest/setup.py"),
+    ),
+];
+
+/// The part of the scientific template's init turn past the helpers. Imports happen inside a
+/// function so the user's `__main__` starts empty; the warm-ups load what `describe()` and a
+/// PNG import lazily; the font cache is cleared so no font file stays open in the snapshot (a
+/// descriptor would not exist at run time).
+pub const SCIENTIFIC_IMPORTS: &str = "\
+def __vivarium_template():
+    import io
+    import numpy, pandas, matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    str(pandas.DataFrame({'a': [1, 2, 3]}).describe())
+    fig, ax = plt.subplots()
+    ax.plot(numpy.arange(10), numpy.arange(10))
+    fig.savefig(io.BytesIO(), format='png')
+    plt.close('all')
+    del fig, ax
+    import matplotlib.font_manager as fm
+    fm._get_font.cache_clear()
+__vivarium_template()
+del __vivarium_template
+";
+
+/// The end of every init turn: no descriptor beyond the preopens may be open (it would not
+/// exist at run time), and `gc.freeze()` keeps the collector from walking (and dirtying) the
+/// template's objects in every sandbox.
+pub const SNAPSHOT_READY: &str = "\
+def __vivarium_ready():
+    import gc, os
+    gc.collect()
+    for fd in range(6, 256):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        raise RuntimeError(f'descriptor {fd} is still open at snapshot time')
+    gc.collect()
+    gc.freeze()
+__vivarium_ready()
+del __vivarium_ready
+";
+
+/// Run after a single execution's code, on the same interpreter: flushes every file object the
+/// code left open, so its data reaches the host. (`turn` does not finalise the interpreter
+/// the way `run` does, and a buffer that dies with the instance never reaches the disk.)
+pub const FLUSH_OPEN_FILES: &str = "\
+def __vivarium_flush():
+    import gc, _io
+    # `_io._IOBase`, the C base of every io class (and of Python subclasses of io.IOBase):
+    # a plain type check, where the `io.IOBase` ABC's subclass hook costs ~10 ms in a
+    # template whose packages define many classes.
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, _io._IOBase) and not o.closed:
+                o.flush()
+        except BaseException:
+            pass
+try:
+    __vivarium_flush()
+except BaseException:
+    pass
+";
+/// The flush gets its own small budget; code that sabotaged it only loses its own files.
+pub const FLUSH_LIMITS: TurnLimits = TurnLimits {
+    timeout_ms: 2_000,
+    fuel: 2_000_000_000,
+    output_bytes: 0,
+};
+
+/// Python run as a session's first (hidden) turn: keeps the REPL's echo and also sends the
+/// value's `repr` through the door.
+pub const SESSION_SETUP: &str = "\
+def __vivarium_install():
+    import sys, _host
+    echo = sys.displayhook
+    def displayhook(value):
+        echo(value)
+        if value is None:
+            return
+        try:
+            text = repr(value)
+        except BaseException:
+            return
+        try:
+            _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
+        except BaseException:
+            pass
+    sys.displayhook = displayhook
+__vivarium_install()
+del __vivarium_install
+";

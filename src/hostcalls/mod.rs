@@ -1,0 +1,26 @@
+//! What the linker gives a guest, and the store data those functions work on: WASI with our
+//! shadows over it (the descriptor cap and disk quota in [`fs_guard`], the sleeping
+//! [`poll`]), the `host::call` [`door`], and bounds-checked guest memory access.
+//!
+//! Every function here is called by guest code with guest-chosen arguments: each pointer is
+//! checked against the memory's size ([`guest_memory::range`]) and each length is unsigned.
+
+pub mod door;
+pub mod errno;
+pub mod fs_guard;
+pub mod guest_memory;
+pub mod limiter;
+pub mod poll;
+pub mod state;
+
+#[cfg(test)]
+mod tests {
+    use crate::guest::{MAX_RESULT_BYTES, SESSION_SETUP};
+
+    /// The displayhook's Python spells the door's tag and cap itself: they must agree.
+    #[test]
+    fn session_setup_sends_what_the_door_reads() {
+        assert!(SESSION_SETUP.contains(r"b'\0vivarium-result\0'"));
+        assert!(SESSION_SETUP.contains(&format!("[:{MAX_RESULT_BYTES}]")));
+    }
+}

@@ -1,0 +1,132 @@
+//! The instance and everything around it, shared by both lifecycle types: one turn of the
+//! guest under the limits in force, and its report.
+
+use std::time::Instant;
+
+use wasmtime::{Memory, Store, TypedFunc};
+
+use super::outcome::{EndReason, TurnOutcome, classify};
+use super::output::CappedPipe;
+use super::stdin::GuestStdin;
+use super::workdir::WorkDir;
+use crate::hostcalls::fs_guard;
+use crate::hostcalls::state::{self, GuestState};
+use crate::limits::{Limits, TurnLimits};
+use crate::report::{self, Report, Status, Truncated, Usage};
+
+/// The instance and everything around it; shared by both lifecycle types.
+pub(super) struct Live {
+    pub(super) store: Store<GuestState>,
+    pub(super) memory: Memory,
+    pub(super) turn: TypedFunc<(i32, i32), i32>,
+    pub(super) host_alloc: TypedFunc<i32, i32>,
+    pub(super) stdout: CappedPipe,
+    pub(super) stderr: CappedPipe,
+    pub(super) stdin: GuestStdin,
+    pub(super) workdir: WorkDir,
+    pub(super) limits: Limits,
+    pub(super) turns_run: u32,
+    pub(super) ended: Option<EndReason>,
+}
+
+impl Live {
+    /// Runs one turn. `measure_disk` walks the working directory for the report's
+    /// `usage.disk_bytes`; hidden turns, and a program whose files are measured after its
+    /// flush, skip it.
+    pub(super) fn turn(
+        &mut self,
+        code: &str,
+        limits: &TurnLimits,
+        measure_disk: bool,
+    ) -> TurnOutcome {
+        let started = Instant::now();
+        let cap = limits.output_bytes as usize;
+        self.stdout.take(cap);
+        self.stderr.take(cap);
+        {
+            let data = self.store.data_mut();
+            data.limiter.rearm();
+            data.fs.refused_disk = false;
+            data.fs.refused_fd = false;
+            data.clock.deadline = started + std::time::Duration::from_millis(limits.timeout_ms);
+        }
+        self.store.data_mut().last_result = None;
+        self.store.set_epoch_deadline(1);
+        // Fuel cannot be refused on a store with fuel enabled.
+        let _ = self.store.set_fuel(limits.fuel);
+        self.turns_run += 1;
+        let result = self.call_turn(code.as_bytes());
+        let fuel_used = limits
+            .fuel
+            .saturating_sub(self.store.get_fuel().unwrap_or(0));
+        self.store.data_mut().clock.deadline = state::far_future();
+
+        let data = self.store.data();
+        let outcome = classify(&result, data.limiter.refused);
+        let detail = outcome
+            .detail
+            .map(|d| d.describe(limits, &self.limits))
+            .or(outcome.trap_detail.clone());
+        if self.ended.is_none() {
+            self.ended = outcome.ended.clone();
+        }
+        let out = self.stdout.take(cap);
+        let err = self.stderr.take(cap);
+        let stderr = String::from_utf8_lossy(&err.head).into_owned();
+        let error = if matches!(outcome.status, Status::Error | Status::MemoryExceeded) {
+            let code_file = format!("<turn {}>", self.turns_run);
+            let tail = String::from_utf8_lossy(&err.tail);
+            report::parse_python_error(&stderr, &code_file)
+                .or_else(|| report::parse_python_error(&tail, &code_file))
+        } else {
+            None
+        };
+        let report = Report {
+            status: outcome.status,
+            exit_code: outcome.exit_code,
+            stdout: String::from_utf8_lossy(&out.head).into_owned(),
+            stderr,
+            truncated: Truncated {
+                stdout: out.truncated(),
+                stderr: err.truncated(),
+            },
+            error,
+            detail,
+            files: Vec::new(),
+            outputs: Vec::new(),
+            usage: Usage {
+                wall_ms: started.elapsed().as_secs_f64() * 1e3,
+                fuel: fuel_used,
+                memory_peak_bytes: data.limiter.peak_bytes as u64,
+                disk_bytes: if measure_disk {
+                    fs_guard::measure_dir(self.workdir.path())
+                } else {
+                    0
+                },
+            },
+        };
+        TurnOutcome {
+            report,
+            result: self.store.data_mut().last_result.take(),
+            ended: outcome.ended,
+        }
+    }
+
+    /// Copies the source into guest memory (the guest frees it) and calls `turn`.
+    fn call_turn(&mut self, src: &[u8]) -> wasmtime::Result<i32> {
+        let len = i32::try_from(src.len()).map_err(|_| wasmtime::format_err!("code too large"))?;
+        let mut ptr = 0;
+        if len > 0 {
+            let p = self.host_alloc.call(&mut self.store, len)?;
+            let start = p as u32 as usize;
+            // 0 (malloc failed) or out of range: pass 0, which the guest reports as
+            // "MemoryError: no memory for this turn's code".
+            if p != 0 && start + src.len() <= self.memory.data_size(&self.store) {
+                self.memory.data_mut(&mut self.store)[start..start + src.len()]
+                    .copy_from_slice(src);
+                ptr = p;
+            }
+        }
+        self.turn.call(&mut self.store, (ptr, len))
+    }
+}

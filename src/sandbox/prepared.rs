@@ -1,0 +1,134 @@
+//! [`Sandbox`]: a fresh interpreter whose set-up turn has run, and none of the caller's code.
+//! It runs one program ([`Sandbox::run`], consuming it) or becomes an [`Interpreter`].
+
+use wasmtime::InstancePre;
+
+use super::interpreter::Interpreter;
+use super::live::Live;
+use super::store::GuestStore;
+use super::workdir::ScratchRoot;
+use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
+use crate::engine::GuestEngine;
+use crate::guest::{self, FLUSH_LIMITS, FLUSH_OPEN_FILES, SESSION_SETUP, guest_env};
+use crate::hostcalls::fs_guard;
+use crate::hostcalls::state::GuestState;
+use crate::limits::TurnLimits;
+use crate::report::{Report, Status};
+
+/// A fresh interpreter that has run none of the caller's code yet (only its set-up turn).
+pub struct Sandbox {
+    live: Live,
+    /// The pre-execution checker's verdict (JSON), when the set-up asked for a check.
+    check_verdict: Option<String>,
+    /// The set-up loaded the rich-output helpers: outputs are collected after the run.
+    rich: bool,
+}
+
+impl Sandbox {
+    /// Makes the working directory, the WASI context and the store, instantiates the
+    /// template, and runs its hidden set-up turn (see [`guest::setup_code`]).
+    pub fn prepare(
+        engine: &GuestEngine,
+        python: &InstancePre<GuestState>,
+        layout: &GuestLayout<'_>,
+        scratch: &ScratchRoot,
+        mut spec: SandboxSpec,
+    ) -> Result<Sandbox, SandboxError> {
+        let limits = spec.limits;
+        let setup = std::mem::take(&mut spec.setup);
+        // The set-up turn installs the same environment the WASI context gets.
+        let env = guest_env(&spec.env)?;
+        let setup_code = guest::setup_code(&env, &setup);
+        let GuestStore {
+            mut store,
+            workdir,
+            stdout,
+            stderr,
+            stdin,
+        } = GuestStore::with_env(engine, layout, scratch, spec, &env)?;
+        // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
+        store
+            .set_fuel(u64::MAX)
+            .map_err(SandboxError::Instantiate)?;
+        let instance = python
+            .instantiate(&mut store)
+            .map_err(SandboxError::Instantiate)?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or(SandboxError::MissingExport("memory"))?;
+        let turn = instance
+            .get_typed_func(&mut store, "turn")
+            .map_err(|_| SandboxError::MissingExport("turn"))?;
+        let host_alloc = instance
+            .get_typed_func(&mut store, "host_alloc")
+            .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
+        let mut live = Live {
+            store,
+            memory,
+            turn,
+            host_alloc,
+            stdout,
+            stderr,
+            stdin,
+            workdir,
+            limits,
+            turns_run: 0,
+            ended: None,
+        };
+        let outcome = live.turn(&setup_code, &guest::SETUP_LIMITS, false);
+        if outcome.report.status != Status::Ok {
+            let r = outcome.report;
+            return Err(SandboxError::Setup {
+                status: r.status,
+                detail: r.detail.unwrap_or(r.stderr),
+            });
+        }
+        live.turns_run = 0;
+        Ok(Sandbox {
+            live,
+            check_verdict: outcome.result,
+            rich: setup.rich,
+        })
+    }
+
+    /// The pre-execution checker's verdict (its JSON, untrusted: see `crate::check`), when
+    /// the set-up asked for a check.
+    pub fn check_verdict(&self) -> Option<&str> {
+        self.check_verdict.as_deref()
+    }
+
+    /// Runs `code` as a program, as `python -c` would, and reports. Files the code created or
+    /// changed come back in the report.
+    pub fn run(mut self, code: &str) -> Report {
+        // `turn` echoes a final expression like the REPL; a program does not. A trailing
+        // `pass` makes the last statement a non-expression without moving any line.
+        let program = format!("{code}\npass\n");
+        let limits = TurnLimits::from(&self.live.limits);
+        let opens_before = self.live.store.data().fs.opens;
+        let mut outcome = self.live.turn(&program, &limits, false);
+        // Only a file the program opened can hold an unflushed buffer (preview1 has no `dup`;
+        // the guest flushes its own stdout and stderr after every turn).
+        let opened_files = self.live.store.data().fs.opens != opens_before;
+        if self.live.ended.is_none() && opened_files {
+            self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS, false);
+        }
+        let budget = self.live.limits.disk_bytes;
+        // Measured after the flush, so flushed buffers count.
+        outcome.report.usage.disk_bytes = fs_guard::measure_dir(self.live.workdir.path());
+        outcome.report.files = self.live.workdir.changed_files(budget);
+        if self.rich {
+            outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
+        }
+        // The server tears the sandbox down after its response left (see `guest_threads`).
+        guest_threads::defer_drop(self.live);
+        outcome.report
+    }
+
+    /// Keeps the interpreter for turns that share state. A hidden first turn installs the
+    /// displayhook that reports each turn's final value (see `hostcalls::door`); the user's turns
+    /// are numbered from 2 in tracebacks (`<turn 2>`).
+    pub fn into_interpreter(mut self) -> Interpreter {
+        self.live.turn(SESSION_SETUP, &FLUSH_LIMITS, false);
+        Interpreter { live: self.live }
+    }
+}

@@ -1,0 +1,136 @@
+//! The Store and WASI context of a sandbox, with every limit armed, before any module is
+//! instantiated in it.
+
+use std::time::Instant;
+
+use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::output::{CappedPipe, StreamKind};
+use super::stdin::GuestStdin;
+use super::workdir::{ScratchRoot, WorkDir};
+use super::{GuestLayout, SandboxError, SandboxSpec};
+use crate::engine::GuestEngine;
+use crate::guest::{self, ARGV0, HostDirs, INITIAL_FDS, guest_env};
+use crate::hostcalls::fs_guard;
+use crate::hostcalls::limiter::MemoryLimiter;
+use crate::hostcalls::state::{self, FsGuard, GuestMonotonicClock, GuestState, RunClock};
+
+/// A store with everything around it, before any module is instantiated in it: the same
+/// WASI context, limits and working directory for the Python guest and for any other module
+/// linked against the same linker (the adversarial modules in `wasm/`).
+pub struct GuestStore {
+    /// The store, with the memory limiter and the epoch callback (deadline, cancel) set; it
+    /// has no fuel and no deadline until they are armed (see [`GuestStore::arm`]).
+    pub store: Store<GuestState>,
+    /// The guest's working directory (preopened as its `/`); dropping it removes it.
+    pub workdir: WorkDir,
+    /// The host's end of the guest's stdout, capped at `output_bytes`.
+    pub stdout: CappedPipe,
+    /// The host's end of the guest's stderr, capped at `output_bytes`.
+    pub stderr: CappedPipe,
+    /// The host's end of the guest's stdin, refillable between turns.
+    pub stdin: GuestStdin,
+}
+
+impl GuestStore {
+    /// Makes the working directory, the WASI context and the store, with every limit armed.
+    pub fn new(
+        engine: &GuestEngine,
+        layout: &GuestLayout<'_>,
+        scratch: &ScratchRoot,
+        spec: SandboxSpec,
+    ) -> Result<GuestStore, SandboxError> {
+        let env = guest_env(&spec.env)?;
+        Self::with_env(engine, layout, scratch, spec, &env)
+    }
+
+    /// [`GuestStore::new`] with the guest's environment already resolved by [`guest_env`].
+    pub(super) fn with_env(
+        engine: &GuestEngine,
+        layout: &GuestLayout<'_>,
+        scratch: &ScratchRoot,
+        spec: SandboxSpec,
+        env: &[(String, String)],
+    ) -> Result<GuestStore, SandboxError> {
+        let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
+        let output_cap = spec.limits.output_bytes as usize;
+        let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, spec.observer.clone());
+        let stderr = CappedPipe::new(StreamKind::Stderr, output_cap, spec.observer);
+        let stdin = GuestStdin::new(spec.stdin);
+        let origin = Instant::now();
+
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.args(&[ARGV0])
+            .envs(env)
+            .stdin(stdin.clone())
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .monotonic_clock(GuestMonotonicClock(origin))
+            // File I/O runs inline on the guest thread instead of hopping to a blocking pool:
+            // we are already on a thread of our own.
+            .allow_blocking_current_thread(true)
+            // No network: preview1 has no call that creates a socket, and none is preopened;
+            // these make the intent explicit should that ever change.
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        // The one fixed table (fd 3, 4, 5): templates snapshot it, so it must not vary.
+        guest::preopen(
+            &mut wasi,
+            &HostDirs {
+                stdlib: layout.stdlib_dir,
+                mpl_data: layout.mpl_data_dir,
+                root: workdir.path(),
+            },
+        )
+        .map_err(SandboxError::Preopen)?;
+
+        let charged_bytes = fs_guard::measure_dir(workdir.path());
+        let state = GuestState {
+            wasi: wasi.build_p1(),
+            limiter: MemoryLimiter::new(spec.limits.memory_bytes),
+            clock: RunClock {
+                deadline: state::far_future(),
+                cancel: spec.cancel,
+                origin,
+            },
+            fs: FsGuard {
+                root: workdir.path().to_path_buf(),
+                open_fds: INITIAL_FDS,
+                max_open_fds: spec.limits.open_files,
+                opens: 0,
+                charged_bytes,
+                quota_bytes: spec.limits.disk_bytes,
+                refused_disk: false,
+                refused_fd: false,
+            },
+            last_result: None,
+        };
+        let mut store = Store::new(engine.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        // Checked every tick: the deadline and the cancel flag, so a busy loop stops within
+        // one tick of either.
+        store.epoch_deadline_callback(|ctx| {
+            ctx.data().clock.check().map_err(wasmtime::Error::new)?;
+            Ok(UpdateDeadline::Continue(1))
+        });
+        store.set_epoch_deadline(1);
+        Ok(GuestStore {
+            store,
+            workdir,
+            stdout,
+            stderr,
+            stdin,
+        })
+    }
+
+    /// Arms the wall-clock deadline and the fuel for one call into the guest.
+    pub fn arm(&mut self, timeout_ms: u64, fuel: u64) {
+        let data = self.store.data_mut();
+        data.clock.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        self.store.set_epoch_deadline(1);
+        // Fuel cannot be refused on a store with fuel enabled.
+        let _ = self.store.set_fuel(fuel);
+    }
+}

@@ -1,0 +1,273 @@
+//! The session endpoints: open, turn, inspect, files (list, download, upload), close. A turn
+//! runs in the session's kept-alive interpreter, so variables and imports persist; the last
+//! expression's value is echoed on stdout as the REPL does and also returned as `result`.
+//! Wall-clock, fuel and output limits are per turn; memory and disk are for the session.
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::types::{
+    FileEntry, FileList, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
+    TurnResponse, UploadResponse, denied_response, media_type, open_session, turn_outcome,
+};
+use crate::sandbox::workdir::validate_relative_path;
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::{ApiError, ApiResult, ErrorBody};
+use crate::server::request_context::{RequestContext, new_id};
+use crate::server::runner::Turned;
+use crate::server::sessions::SessionInfo;
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    tag = "sessions",
+    request_body(content = OpenSessionRequest, description = "May be empty"),
+    responses(
+        (status = 201, description = "Session opened", body = OpenSessionResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 429, description = "Too many live sessions, or the memory budget is taken", body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn open(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<OpenSessionResponse>)> {
+    let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
+    let result = open_session(&state, body, &mut record).await;
+    state.runner.finish(record, Outcome::of(&result, 201));
+    result.map(|r| (StatusCode::CREATED, Json(r)))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, body = SessionInfo),
+        (status = 404, body = ErrorBody),
+        (status = 410, description = "Expired", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn info(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SessionInfo>> {
+    Ok(Json(state.runner.session(&id)?.info()))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 204, description = "Closed; its files are gone"),
+        (status = 404, body = ErrorBody),
+        (status = 410, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn close(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
+    let result = state.runner.close_session(&id);
+    state.runner.finish(record, Outcome::of(&result, 204));
+    result.map(|()| StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/execute",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = TurnRequest,
+    responses(
+        (status = 200, description = "The turn ran; `status` says how it ended", body = TurnResponse),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A turn is already running, or the session has ended", body = ErrorBody),
+        (status = 422, description = "Policy `deny` and the check found something: nothing ran", body = PolicyDeniedBody),
+        (status = 410, description = "Expired", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn turn(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let turn_id = format!("turn-{}", new_id());
+    let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
+        .session(&id)
+        .execution(&turn_id);
+    let result = run_turn(&state, &id, body, &mut record).await;
+    state.runner.finish(record, turn_outcome(&result));
+    match result {
+        Ok(Turned::Ran {
+            report,
+            result,
+            ended,
+            turn,
+            findings,
+        }) => Json(TurnResponse::new(
+            &turn_id, &id, turn, result, ended, *report, findings,
+        ))
+        .into_response(),
+        Ok(Turned::Denied(findings)) => denied_response(findings),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run_turn(
+    state: &AppState,
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+    record: &mut AuditRecord,
+) -> ApiResult<Turned> {
+    state.runner.host()?;
+    let session = state.runner.session(id)?;
+    let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
+    state.runner.turn(&session, turn, record).await
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/files",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, body = FileList),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 410, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn list_files(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<FileList>> {
+    let files = state.runner.list_files(&id).await?;
+    Ok(Json(FileList {
+        files: files
+            .into_iter()
+            .map(|(path, size)| FileEntry {
+                media_type: media_type(&path),
+                path,
+                size,
+            })
+            .collect(),
+    }))
+}
+
+fn check_path(path: &str) -> ApiResult<()> {
+    validate_relative_path(path).map_err(|e| ApiError::InvalidPath {
+        field: "path".into(),
+        message: e.to_string(),
+    })
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/files/{path}",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("path" = String, Path, description = "File path relative to the working directory; may contain `/`"),
+    ),
+    responses(
+        (status = 200, description = "The raw bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 410, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn download(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path((id, path)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
+    let result = match check_path(&path) {
+        Ok(()) => state.runner.read_file(&id, path.clone()).await,
+        Err(e) => Err(e),
+    };
+    let size = result.as_ref().map_or(0, |b| b.len() as u64);
+    state
+        .runner
+        .finish(record.path(&path, size), Outcome::of(&result, 200));
+    let bytes = result?;
+    Ok((
+        [(header::CONTENT_TYPE, media_type(&path))],
+        Body::from(bytes),
+    )
+        .into_response())
+}
+
+#[utoipa::path(
+    put,
+    path = "/v1/sessions/{id}/files/{path}",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("path" = String, Path, description = "File path relative to the working directory; may contain `/`"),
+    ),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The raw bytes"),
+    responses(
+        (status = 201, body = UploadResponse),
+        (status = 400, description = "Bad path, or past the session's disk limit", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 410, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn upload(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path((id, path)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
+    let record = AuditRecord::new(&ctx, Action::FileUpload).session(&id);
+    let result = upload_inner(&state, &id, &path, body).await;
+    let size = result.as_ref().map_or(0, |r| r.size);
+    state
+        .runner
+        .finish(record.path(&path, size), Outcome::of(&result, 201));
+    result.map(|r| (StatusCode::CREATED, Json(r)))
+}
+
+async fn upload_inner(
+    state: &AppState,
+    id: &str,
+    path: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<UploadResponse> {
+    check_path(path)?;
+    state.runner.session(id)?;
+    let bytes = body?;
+    let size = state.runner.write_file(id, path.to_string(), bytes).await?;
+    Ok(UploadResponse {
+        path: path.to_string(),
+        size,
+    })
+}

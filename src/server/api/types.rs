@@ -1,0 +1,477 @@
+//! The request and response types the front doors share, and the translations more than one
+//! of them makes (an execution body into a [`RunSpec`], a session body into a runner call), so
+//! HTTP, streaming and MCP validate exactly alike.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::check::{Finding, Policy};
+use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
+use crate::report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
+use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
+use crate::server::AppState;
+use crate::server::audit::{AuditRecord, Outcome};
+use crate::server::error::{ApiError, ApiResult, ErrorCode, ErrorDetail};
+use crate::server::metrics::RunKind;
+use crate::server::runner::{SessionTurn, Turned};
+use crate::server::sessions::EndInfo;
+use crate::template::Template;
+use crate::vivarium::{Executed, InputFile, RunSpec};
+
+/// A file to place in the sandbox's working directory before the code runs.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileIn {
+    /// Relative to the working directory, `/`-separated; no `..`, no NUL.
+    #[schema(example = "data.csv")]
+    pub path: String,
+    /// The bytes, base64 (standard alphabet, padded).
+    #[schema(example = "YSxiCjEsMgo=")]
+    pub content: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteRequest {
+    /// Python source, run as `python -c` would.
+    #[schema(example = "print('hello')")]
+    pub code: String,
+    /// Text the program reads on stdin.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub files: Vec<FileIn>,
+    /// Any limit left out gets the server's default; one above the maximum is a 400.
+    #[serde(default)]
+    pub limits: Option<LimitsRequest>,
+    /// Environment variables laid over the guest's base environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Pre-execution check: `warn` (default) returns `findings` with the result, `deny`
+    /// refuses code with any finding (422, nothing runs), `off` skips the check.
+    #[serde(default)]
+    pub policy: Policy,
+    /// The snapshot the sandbox starts from: `python` (default) or `scientific` (numpy,
+    /// pandas and matplotlib already imported).
+    #[serde(default)]
+    pub template: Template,
+}
+
+/// A file the run created or changed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileOutput {
+    pub path: String,
+    pub size: u64,
+    /// Base64; null when the file did not fit in what a response returns (the disk limit).
+    pub content: Option<String>,
+    /// Guessed from the extension, e.g. `image/png`.
+    #[schema(example = "image/png")]
+    pub media_type: &'static str,
+}
+
+/// The result of one execution or one session turn.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExecutionResult {
+    pub status: Status,
+    /// The guest's exit status; null when a limit stopped it first.
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: Truncated,
+    /// The uncaught Python exception, parsed from the traceback.
+    pub error: Option<PyError>,
+    /// What stopped the run when a host limit did.
+    pub detail: Option<String>,
+    pub files: Vec<FileOutput>,
+    pub usage: Usage,
+    /// Rich outputs in order: `display(obj)` and `plt.show()` in the guest.
+    pub outputs: Vec<RichOutput>,
+    /// What the pre-execution check found (policy `warn`); absent with policy `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
+}
+
+impl From<Report> for ExecutionResult {
+    fn from(r: Report) -> Self {
+        ExecutionResult {
+            status: r.status,
+            exit_code: r.exit_code,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            truncated: r.truncated,
+            error: r.error,
+            detail: r.detail,
+            files: r.files.into_iter().map(file_output).collect(),
+            usage: r.usage,
+            outputs: r.outputs,
+            findings: None,
+        }
+    }
+}
+
+fn file_output(f: FileOut) -> FileOutput {
+    FileOutput {
+        media_type: media_type(&f.path),
+        content: f.content.map(|c| STANDARD.encode(c)),
+        path: f.path,
+        size: f.size,
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExecuteResponse {
+    /// This execution's id (also in the audit log).
+    #[schema(example = "ex-5f0c8a0d2b7e4c1a9d3e6b8f7a1c2d3e")]
+    pub id: String,
+    #[serde(flatten)]
+    pub result: ExecutionResult,
+}
+
+/// A media type from a file name's extension.
+pub fn media_type(path: &str) -> &'static str {
+    let ext = path
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "webp" => "image/webp",
+        "pdf" => "application/pdf",
+        "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
+        "txt" | "log" | "md" | "py" => "text/plain",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "xml" => "application/xml",
+        "zip" => "application/zip",
+        "gz" => "application/gzip",
+        "parquet" => "application/vnd.apache.parquet",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Parses a JSON body, every failure a JSON error: 413 past the body cap, else 400.
+pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+    let body = body?;
+    if body.is_empty() {
+        return Err(ApiError::InvalidJson(
+            "the request body is empty; send a JSON object".into(),
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "the JSON does not fit this endpoint",
+            _ => "the body is not valid JSON",
+        };
+        ApiError::InvalidJson(format!("{what}: {e}"))
+    })
+}
+
+/// Decodes and checks caller files: valid paths, base64, count and total size.
+pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputFile>> {
+    if files.len() > MAX_INPUT_FILES {
+        return Err(ApiError::InvalidRequest(format!(
+            "{} files given; at most {MAX_INPUT_FILES}",
+            files.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(files.len());
+    let mut total = 0u64;
+    for (i, f) in files.into_iter().enumerate() {
+        validate_relative_path(&f.path).map_err(|e| ApiError::InvalidPath {
+            field: format!("files[{i}].path"),
+            message: e.to_string(),
+        })?;
+        let content =
+            STANDARD
+                .decode(f.content.as_bytes())
+                .map_err(|e| ApiError::InvalidBase64 {
+                    field: format!("files[{i}].content"),
+                    message: format!("files[{i}].content is not valid base64: {e}"),
+                })?;
+        total += content.len() as u64;
+        if total > disk_bytes {
+            return Err(ApiError::InvalidRequest(format!(
+                "the files total more than the disk limit of {disk_bytes} bytes"
+            )));
+        }
+        out.push(InputFile {
+            path: f.path,
+            content,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    #[schema(example = "import os\nos.system('ls')")]
+    pub code: String,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSessionRequest {
+    /// Memory and disk hold for the session's life; timeout, fuel and output are the
+    /// defaults of each turn.
+    #[serde(default)]
+    pub limits: Option<LimitsRequest>,
+    /// The snapshot the interpreter starts from: `python` (default) or `scientific`
+    /// (numpy, pandas and matplotlib already imported).
+    #[serde(default)]
+    pub template: Template,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenSessionResponse {
+    #[schema(example = "s-0a1b2c3d4e5f60718293a4b5c6d7e8f9")]
+    pub id: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    #[schema(example = "x = 21\nx * 2")]
+    pub code: String,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Written into the working directory before the code runs.
+    #[serde(default)]
+    pub files: Vec<FileIn>,
+    #[serde(default)]
+    pub limits: Option<TurnLimitsRequest>,
+    /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
+    #[serde(default)]
+    pub policy: Policy,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnResponse {
+    /// This turn's id (also in the audit log).
+    pub id: String,
+    pub session_id: String,
+    /// 1 for the session's first turn.
+    pub turn: u64,
+    /// `repr` of the last expression's value, when the turn ended with an expression that
+    /// was not None (it is also echoed on stdout).
+    #[schema(example = "42")]
+    pub result: Option<String>,
+    /// Set when this turn ended the session, with why.
+    pub ended: Option<EndInfo>,
+    #[serde(flatten)]
+    pub report: ExecutionResult,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileEntry {
+    pub path: String,
+    pub size: u64,
+    pub media_type: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileList {
+    pub files: Vec<FileEntry>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UploadResponse {
+    pub path: String,
+    pub size: u64,
+}
+
+/// The body of a 422 for a denied execution: the usual error plus the findings.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyDeniedBody {
+    pub error: ErrorDetail,
+    pub findings: Vec<Finding>,
+}
+
+/// The 422 response for an execution the policy refused.
+pub fn denied_response(findings: Vec<Finding>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = denied_body(findings);
+    (axum::http::StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+}
+
+/// The body of a refusal by the `deny` policy.
+pub fn denied_body(findings: Vec<Finding>) -> PolicyDeniedBody {
+    let n = findings.len();
+    PolicyDeniedBody {
+        error: ErrorDetail {
+            code: ErrorCode::PolicyDenied,
+            message: format!(
+                "the pre-execution check found {n} issue{} and the policy is \"deny\"; nothing ran",
+                if n == 1 { "" } else { "s" }
+            ),
+            field: None,
+        },
+        findings,
+    }
+}
+
+impl ExecuteResponse {
+    /// The response for execution `id`, with the check's findings.
+    pub fn new(id: &str, report: Report, findings: Option<Vec<Finding>>) -> Self {
+        let mut result: ExecutionResult = report.into();
+        result.findings = findings;
+        ExecuteResponse {
+            id: id.to_string(),
+            result,
+        }
+    }
+}
+
+impl ExecuteRequest {
+    /// Parses an execution body (every failure a JSON 400/413) and checks it: limits resolved
+    /// for the template and recorded, files decoded against the disk limit.
+    pub fn parse(
+        state: &AppState,
+        body: Result<Bytes, BytesRejection>,
+        record: &mut AuditRecord,
+    ) -> ApiResult<RunSpec> {
+        let host = state.runner.host()?;
+        let req: ExecuteRequest = parse_json(body)?;
+        record.set_code(&req.code);
+        let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        record.limits = Some(limits);
+        let files = decode_files(req.files, limits.disk_bytes)?;
+        Ok(RunSpec {
+            code: req.code,
+            stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
+            files,
+            limits,
+            env: req.env.into_iter().collect(),
+            template: req.template,
+            observer: None,
+            rich: true,
+            line_buffered: false,
+            policy: req.policy,
+        })
+    }
+}
+
+impl OpenSessionRequest {
+    /// Parses a session-open body (empty means all defaults) into resolved limits, recorded.
+    pub fn parse(
+        state: &AppState,
+        body: Result<Bytes, BytesRejection>,
+        record: &mut AuditRecord,
+    ) -> ApiResult<(Limits, Template)> {
+        let host = state.runner.host()?;
+        let body = body?;
+        let req: OpenSessionRequest = if body.iter().all(u8::is_ascii_whitespace) {
+            OpenSessionRequest::default()
+        } else {
+            parse_json(Ok(body))?
+        };
+        let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        record.limits = Some(limits);
+        Ok((limits, req.template))
+    }
+}
+
+impl TurnRequest {
+    /// Parses a turn body for a session whose disk limit is `disk_bytes`.
+    pub fn parse(
+        body: Result<Bytes, BytesRejection>,
+        disk_bytes: u64,
+        record: &mut AuditRecord,
+    ) -> ApiResult<SessionTurn> {
+        let req: TurnRequest = parse_json(body)?;
+        record.set_code(&req.code);
+        Ok(SessionTurn {
+            files: decode_files(req.files, disk_bytes)?,
+            code: req.code,
+            stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
+            limits: req.limits.unwrap_or_default(),
+            policy: req.policy,
+        })
+    }
+}
+
+/// Runs an execution body (`/v1/execute` and MCP's `execute_python`): parsed, then run
+/// through the runner, counted as `kind`.
+pub async fn execute_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    record: &mut AuditRecord,
+) -> ApiResult<Executed> {
+    let spec = ExecuteRequest::parse(state, body, record)?;
+    state.runner.execute(spec, RunKind::Execute, record).await
+}
+
+/// How an execution request ended, for its audit line.
+pub fn run_outcome(result: &Result<Executed, ApiError>) -> Outcome {
+    match result {
+        Ok(Executed::Ran { .. }) => Outcome::Ok(200),
+        Ok(Executed::Denied(_)) => Outcome::DENIED,
+        Err(e) => Outcome::failed(e),
+    }
+}
+
+/// How a turn request ended, for its audit line.
+pub fn turn_outcome(result: &ApiResult<Turned>) -> Outcome {
+    match result {
+        Ok(Turned::Ran { .. }) => Outcome::Ok(200),
+        Ok(Turned::Denied(_)) => Outcome::DENIED,
+        Err(e) => Outcome::failed(e),
+    }
+}
+
+/// Opens a session from a session-open body (the sessions API and MCP's `open_session`).
+pub async fn open_session(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    record: &mut AuditRecord,
+) -> ApiResult<OpenSessionResponse> {
+    let (limits, template) = OpenSessionRequest::parse(state, body, record)?;
+    let session = state.runner.open_session(limits, template, record).await?;
+    let info = session.info();
+    Ok(OpenSessionResponse {
+        id: info.id,
+        created_at: info.created_at,
+        expires_at: info.expires_at,
+        limits,
+    })
+}
+
+impl TurnResponse {
+    /// The response for turn `turn_id` of session `session_id`.
+    pub fn new(
+        turn_id: &str,
+        session_id: &str,
+        turn: u64,
+        result: Option<String>,
+        ended: Option<EndInfo>,
+        report: Report,
+        findings: Option<Vec<Finding>>,
+    ) -> Self {
+        let mut report: ExecutionResult = report.into();
+        report.findings = findings;
+        TurnResponse {
+            id: turn_id.to_string(),
+            session_id: session_id.to_string(),
+            turn,
+            result,
+            ended,
+            report,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The server's life, shared by `vivarium serve` and `vivarium mcp`: build the state, load
+//! the runtime in the background (`/readyz` says when it is loaded), serve, and shut down
+//! gracefully on SIGTERM/SIGINT: stop accepting, let running executions finish for up to the
+//! grace period, then cancel them through their cancel flags, close every session, wait for
+//! every guest thread, and remove the scratch root so no temp dir survives.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio::sync::watch;
+
+use super::api::mcp::VivariumMcp;
+use super::audit::{Action, Audit};
+use super::auth::ApiKeys;
+use super::config::{Config, LogFormat, ServeArgs};
+use super::runner::Runner;
+use super::{AppState, ServerState, openapi, router};
+use crate::engine::EngineOptions;
+use crate::sync::lock;
+use crate::vivarium::{Vivarium, VivariumOptions};
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    /// The address it listens on (with the real port when asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts the graceful shutdown and waits for it to finish.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        self.task.await.context("the server task failed")?
+    }
+
+    /// Waits until the server stops by itself (the runtime could not be loaded) or `signal`
+    /// resolves, then shuts down gracefully.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let mut stopped = self.stop.subscribe();
+        tokio::select! {
+            _ = signal => {}
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+        self.shutdown().await
+    }
+}
+
+/// The shared state for `config`, with no runtime loaded yet.
+fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
+    let audit = Audit::open(config.audit_log.as_deref())?;
+    Ok(Arc::new(ServerState {
+        runner: Runner::new(&config, audit),
+        keys,
+        load_error: Mutex::new(None),
+        openapi,
+        config,
+    }))
+}
+
+/// How the runtime is opened for `config`.
+fn host_options(config: &Config) -> VivariumOptions {
+    let mut opts = VivariumOptions::from_env();
+    if let Some(dir) = &config.scratch_dir {
+        opts.scratch_base = dir.clone();
+    }
+    opts.maximum = config.maximum;
+    opts.engine.max_instances =
+        EngineOptions::slots_for(config.max_sessions + config.max_concurrency);
+    opts
+}
+
+/// Binds the listener, starts loading the runtime in the background, and serves.
+pub async fn bind(args: ServeArgs) -> anyhow::Result<Server> {
+    let config = args.resolve()?;
+    let keys = config
+        .api_keys_file
+        .as_deref()
+        .map(ApiKeys::load)
+        .transpose()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let openapi = openapi::document()
+        .to_json()
+        .context("rendering the OpenAPI document")?;
+    let state = state(config, keys, openapi)?;
+    if let Some(keys) = &state.keys {
+        tracing::info!(keys = keys.len(), "API keys required on /v1");
+    }
+    let (stop, stop_rx) = watch::channel(false);
+    spawn_runtime_load(state.clone(), stop.clone());
+    let task = tokio::spawn(serve_http(listener, state, stop_rx));
+    Ok(Server { addr, stop, task })
+}
+
+fn spawn_runtime_load(state: AppState, stop: watch::Sender<bool>) {
+    let opts = host_options(&state.config);
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        match Vivarium::open(opts) {
+            Ok(host) => {
+                tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    scratch = %host.scratch_root().display(),
+                    "runtime loaded; ready"
+                );
+                state.runner.set_host(host);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not load the runtime");
+                *lock(&state.load_error) = Some(e.to_string());
+                let _ = stop.send(true);
+            }
+        }
+    });
+}
+
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let sweeper = tokio::spawn(sweep_sessions(state.clone()));
+    let app = router(state.clone());
+    let grace = state.config.shutdown_grace;
+    let st = state.clone();
+    let signal = async move {
+        let _ = stop.wait_for(|s| *s).await;
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "shutting down: no new work taken"
+        );
+        st.runner.stop_taking_work();
+        // After the grace period, end what still runs.
+        let st2 = st.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if st2.runner.running() > 0 {
+                tracing::warn!(
+                    running = st2.runner.running(),
+                    "grace period over: cancelling running executions"
+                );
+            }
+            st2.runner.cancel_all();
+            st2.runner.close_all_sessions().await;
+        });
+    };
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(signal)
+    .await;
+    sweeper.abort();
+    // Every connection is done. Close what is left and wait for the guest threads.
+    finish(&state).await;
+    state.runner.audit_internal(Action::Shutdown);
+    tracing::info!("shut down");
+    served.context("serving HTTP")?;
+    if let Some(e) = lock(&state.load_error).take() {
+        anyhow::bail!("could not load the runtime: {e}");
+    }
+    Ok(())
+}
+
+/// The end of every server's life: cancel what runs, close every session, wait for the guest
+/// threads, remove the scratch root.
+async fn finish(state: &AppState) {
+    state.runner.cancel_all();
+    state.runner.close_all_sessions().await;
+    if !state.runner.wait_idle(Duration::from_secs(10)).await {
+        tracing::warn!(
+            "guest threads still running after shutdown; removing the scratch root anyway"
+        );
+    }
+    if let Some(host) = state.runner.loaded_host() {
+        let root = host.scratch_root().to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root)).await;
+    }
+}
+
+/// Closes expired sessions, every sweep interval.
+async fn sweep_sessions(state: AppState) {
+    let mut tick = tokio::time::interval(state.runner.sweep_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        state.runner.sweep_sessions();
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("VIVARIUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+}
+
+fn async_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .context("starting the async runtime")
+}
+
+/// `vivarium serve`: serves until SIGTERM/SIGINT.
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_tracing(args.log_format);
+    async_runtime("vivarium-http")?.block_on(async move {
+        let server = bind(args).await?;
+        // The first line on stdout says where we listen (tests and scripts read it).
+        println!("vivarium: listening on http://{}", server.addr());
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        server.run_until(shutdown_signal()).await
+    })
+}
+
+/// `vivarium mcp`: the MCP tools over stdio, with the server's defaults and no listener.
+pub fn mcp_stdio() -> anyhow::Result<()> {
+    async_runtime("vivarium-mcp")?.block_on(async {
+        let config = ServeArgs::defaults().resolve()?;
+        let opts = host_options(&config);
+        let state = state(config, None, String::new())?;
+        state.runner.set_host(Vivarium::open(opts)?);
+        let service = VivariumMcp::new(state.clone())
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the MCP service: {e}"))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| anyhow::anyhow!("the MCP service failed: {e}"))?;
+        finish(&state).await;
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,233 @@
+//! The one seam where a request becomes a run.
+//!
+//! Every front door (`server::api`) parses its own wire format into a [`RunSpec`] (or a
+//! session call) and hands it here; nothing else in the server touches admission, the guest
+//! threads, the session registry or the audit log. For each run the runner:
+//!
+//! 1. takes the loaded [`Vivarium`] (503 while loading or shutting down);
+//! 2. admits it: a concurrency slot and, for sandboxes, their memory footprint (429 when full);
+//! 3. registers its cancel flag, so shutdown and a client that hangs up end it;
+//! 4. runs it on a guest thread (`Vivarium::run`, `open_interpreter`, `check`, a turn);
+//! 5. counts it in the metrics and completes its audit record.
+//!
+//! The front door then maps the result to its own wire format. A worker-process boundary or a
+//! snapshot hook belongs here, behind these methods.
+
+mod sessions;
+mod threads;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub use sessions::{SessionTurn, Turned};
+
+use super::admission::Admission;
+use super::audit::{Audit, AuditRecord, Outcome};
+use super::config::Config;
+use super::error::{ApiError, ApiResult};
+use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
+use super::sessions::Registry;
+use crate::check::CheckResult;
+use crate::vivarium::{Executed, RunSpec, Vivarium};
+use threads::GuestThreads;
+
+/// Admission, guest threads, sessions, metrics and audit: what every run goes through.
+pub struct Runner {
+    /// Set once the runtime is loaded.
+    host: OnceLock<Arc<Vivarium>>,
+    shutting_down: AtomicBool,
+    admission: Admission,
+    guests: GuestThreads,
+    sessions: Registry,
+    metrics: Arc<Metrics>,
+    audit: Audit,
+    /// The memory budget admission holds sandboxes to (for the gauges).
+    memory_budget_bytes: u64,
+    /// What a session turn may ask for at most.
+    maximum: crate::limits::Limits,
+}
+
+impl Runner {
+    /// A runner for `config`, writing its audit lines to `audit`; no runtime yet.
+    pub fn new(config: &Config, audit: Audit) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        Runner {
+            host: OnceLock::new(),
+            shutting_down: AtomicBool::new(false),
+            admission: Admission::new(
+                config.max_concurrency,
+                config.queue_depth,
+                config.queue_timeout,
+                config.memory_budget_bytes,
+                metrics.clone(),
+            ),
+            guests: GuestThreads::default(),
+            sessions: Registry::new(
+                config.max_sessions,
+                config.session_idle,
+                config.session_lifetime,
+            ),
+            metrics,
+            audit,
+            memory_budget_bytes: config.memory_budget_bytes,
+            maximum: config.maximum,
+        }
+    }
+
+    /// Makes the loaded runtime available; runs are refused with 503 until then.
+    pub fn set_host(&self, host: Arc<Vivarium>) {
+        let _ = self.host.set(host);
+    }
+
+    /// The runtime, when loaded and not shutting down.
+    pub fn host(&self) -> ApiResult<Arc<Vivarium>> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(ApiError::ShuttingDown);
+        }
+        self.host.get().cloned().ok_or(ApiError::NotReady)
+    }
+
+    /// The runtime if it was loaded, shutting down or not (for clean-up).
+    pub fn loaded_host(&self) -> Option<&Arc<Vivarium>> {
+        self.host.get()
+    }
+
+    /// The metrics, for the counters only front doors see (responses, panics).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Runs `spec` in a fresh sandbox, admitted for its footprint; counted as `kind`, with the
+    /// report's status, exit code and usage on `record`.
+    pub async fn execute(
+        &self,
+        spec: RunSpec,
+        kind: RunKind,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Executed> {
+        let host = self.host()?;
+        let ticket = self
+            .admission
+            .admit(Some(host.footprint_bytes(&spec.limits)))
+            .await?;
+        let cancel = self.guests.register();
+        let flag = cancel.flag();
+        let executed = self
+            .guests
+            .run(move || {
+                // Admission holds until the sandbox is done, on the guest thread.
+                let _ticket = ticket;
+                host.run(spec, flag)
+            })
+            .await?
+            .map_err(ApiError::from_exec)?;
+        drop(cancel);
+        if let Executed::Ran { report, .. } = &executed {
+            self.metrics.executed(kind, report);
+            record.set_report(report);
+        }
+        Ok(executed)
+    }
+
+    /// Checks `code` in a fresh sandbox of its own, admitted like any execution.
+    pub async fn check(&self, code: String) -> ApiResult<CheckResult> {
+        let host = self.host()?;
+        let ticket = self
+            .admission
+            .admit(Some(host.footprint_bytes(&host.checker_limits())))
+            .await?;
+        let cancel = self.guests.register();
+        let flag = cancel.flag();
+        let result = self
+            .guests
+            .run(move || {
+                let _ticket = ticket;
+                host.check(&code, flag)
+            })
+            .await?;
+        drop(cancel);
+        Ok(result?)
+    }
+
+    /// Writes `record`, completed with how its request ended.
+    pub fn finish(&self, record: AuditRecord, outcome: Outcome) {
+        self.audit.write(record.outcome(outcome));
+    }
+
+    /// Counts and audits a request refused before it reached a front door (no API key).
+    pub fn refused(&self, record: AuditRecord, why: Rejection, error: &ApiError) {
+        self.metrics.rejected(why);
+        self.finish(record, Outcome::failed(error));
+    }
+
+    /// The gauges `/metrics` shows.
+    pub fn gauges(&self) -> Gauges {
+        Gauges {
+            live_sessions: self.sessions.open_count(),
+            queue_depth: self.admission.queue_depth(),
+            running: self.admission.running(),
+            memory_reserved_bytes: self.admission.memory_reserved_mib(self.memory_budget_bytes)
+                << 20,
+            memory_budget_bytes: self.memory_budget_bytes,
+            sandbox_dirs: self.host.get().map_or(0, |h| h.live_sandbox_dirs()),
+            ready: self.host().is_ok(),
+        }
+    }
+
+    /// Shutdown's first step: no new work is taken (503 and 429 `shutting_down` from now on).
+    pub fn stop_taking_work(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.admission.close();
+    }
+
+    /// Guest runs in progress now.
+    pub fn running(&self) -> usize {
+        self.guests.running()
+    }
+
+    /// Cancels every run in progress, and every later one.
+    pub fn cancel_all(&self) {
+        self.guests.cancel_all();
+    }
+
+    /// Waits until no guest thread is left, or `limit` passes; true when none is left.
+    pub async fn wait_idle(&self, limit: Duration) -> bool {
+        self.guests.wait_idle(limit).await
+    }
+
+    /// Closes every session (shutdown); their directories are removed off the executor.
+    pub async fn close_all_sessions(&self) {
+        let remains: Vec<_> = self
+            .sessions
+            .drain()
+            .into_iter()
+            .map(|s| {
+                self.metrics.session_closed(CloseReason::Shutdown);
+                s.close()
+            })
+            .collect();
+        let _ = tokio::task::spawn_blocking(move || drop(remains)).await;
+    }
+
+    /// Closes expired sessions, with an audit line each.
+    pub fn sweep_sessions(&self) {
+        for s in self.sessions.sweep() {
+            tracing::info!(session = %s.id, "session expired");
+            self.audit
+                .write(AuditRecord::internal(super::audit::Action::SessionExpire).session(&s.id));
+            self.metrics.session_closed(CloseReason::Expired);
+            s.close().release();
+        }
+    }
+
+    /// How often [`Runner::sweep_sessions`] should run.
+    pub fn sweep_interval(&self) -> Duration {
+        self.sessions.sweep_interval()
+    }
+
+    /// Writes an audit line with no request behind it (shutdown).
+    pub fn audit_internal(&self, action: super::audit::Action) {
+        self.audit.write(AuditRecord::internal(action));
+    }
+}

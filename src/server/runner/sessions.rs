@@ -1,0 +1,301 @@
+//! Session runs: opening an interpreter, a turn in it, its files, closing it.
+//!
+//! The interpreter is taken out of its session for the length of a turn or file operation
+//! (which run on a guest thread) and put back after, unless the turn ended it or the session
+//! was closed meanwhile (`server::sessions`).
+
+use std::sync::Arc;
+
+use super::Runner;
+use crate::check::{Finding, Policy};
+use crate::hostcalls::fs_guard::measure_dir;
+use crate::limits::{Limits, TurnLimitsRequest};
+use crate::report::Report;
+use crate::sandbox::Interpreter;
+use crate::server::audit::AuditRecord;
+use crate::server::error::{ApiError, ApiResult};
+use crate::server::metrics::Rejection;
+use crate::server::metrics::{CloseReason, RunKind};
+use crate::server::sessions::{EndInfo, Session};
+use crate::template::Template;
+use crate::vivarium::InputFile;
+
+/// One turn as a front door asks for it.
+pub struct SessionTurn {
+    /// Python source; a final expression's value is the turn's result.
+    pub code: String,
+    /// What the turn reads on stdin.
+    pub stdin: Vec<u8>,
+    /// Written into the working directory before the code runs.
+    pub files: Vec<InputFile>,
+    /// Per-turn limits; each left out is the session's.
+    pub limits: TurnLimitsRequest,
+    /// The pre-execution check, in a fresh sandbox of its own (the session is not touched).
+    pub policy: Policy,
+}
+
+/// How a turn ended, when not with an error.
+pub enum Turned {
+    /// The turn ran.
+    Ran {
+        /// What it did.
+        report: Box<Report>,
+        /// `repr` of its final expression's value, if any.
+        result: Option<String>,
+        /// Set when this turn ended the session.
+        ended: Option<EndInfo>,
+        /// The session's turn count after this one.
+        turn: u64,
+        /// What the check found (`None` with policy `off`).
+        findings: Option<Vec<Finding>>,
+    },
+    /// The policy is `deny` and the check found these: nothing ran.
+    Denied(Vec<Finding>),
+}
+
+impl Runner {
+    /// A live session by id: 404 when unknown, 410 when it expired.
+    pub fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
+        self.sessions.get(id)
+    }
+
+    /// Opens a session from `template` under `limits` (already resolved): a place under the
+    /// session cap, its memory footprint reserved for its whole life, then the interpreter.
+    pub async fn open_session(
+        &self,
+        limits: Limits,
+        template: Template,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Arc<Session>> {
+        let host = self.host()?;
+        let slot = self
+            .sessions
+            .reserve_slot()
+            .ok_or_else(|| self.admission.reject(Rejection::TooManySessions))?;
+        let memory = self
+            .admission
+            .reserve_memory(host.footprint_bytes(&limits))?;
+        let ticket = self.admission.admit(None).await?;
+        let interp = self
+            .guests
+            .run(move || {
+                let _ticket = ticket;
+                host.open_interpreter(limits, template, Arc::default())
+            })
+            .await?
+            .map_err(ApiError::from_sandbox)?;
+        let session = Session::new(
+            interp,
+            limits,
+            memory,
+            slot,
+            self.sessions.idle,
+            self.sessions.lifetime,
+        );
+        self.sessions.insert(session.clone());
+        self.metrics.session_opened();
+        record.session_id = Some(session.id.clone());
+        Ok(session)
+    }
+
+    /// Runs one turn in `session`: the check first (policy), then the turn's own limits, the
+    /// files, and the code in the kept interpreter.
+    pub async fn turn(
+        &self,
+        session: &Arc<Session>,
+        t: SessionTurn,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Turned> {
+        let findings = match t.policy {
+            Policy::Off => None,
+            policy => {
+                let c = self.check(t.code.clone()).await?;
+                if policy == Policy::Deny && !c.findings.is_empty() {
+                    return Ok(Turned::Denied(c.findings));
+                }
+                Some(c.findings)
+            }
+        };
+        let limits = t.limits.resolve(
+            &session.limits,
+            &self.maximum,
+            session.lifetime_left().as_millis() as u64,
+        )?;
+        let mut shown = session.limits;
+        shown.timeout_ms = limits.timeout_ms;
+        shown.fuel = limits.fuel;
+        shown.output_bytes = limits.output_bytes;
+        record.limits = Some(shown);
+        let busy = session.begin()?;
+        let ticket = self.admission.admit(None).await?;
+        let mut interp = session.take_interpreter(&busy)?;
+        // The session's own flag: shutdown and close set it; a client hanging up does not.
+        let _registered = self.guests.register_uncancelled(session.cancel_flag());
+        let SessionTurn {
+            code, stdin, files, ..
+        } = t;
+        let disk_limit = session.limits.disk_bytes;
+        let ran = self
+            .guests
+            .run(move || {
+                let _ticket = ticket;
+                let _busy = busy;
+                if let Err(e) = write_files(&mut interp, &files, disk_limit) {
+                    return (Some(interp), Err(e));
+                }
+                match interp.turn(&code, stdin, &limits) {
+                    Ok(outcome) => {
+                        if outcome.ended.is_some() {
+                            // Dead: let it go here, off the executor (this removes its dir).
+                            drop(interp);
+                            (None, Ok(outcome))
+                        } else {
+                            (Some(interp), Ok(outcome))
+                        }
+                    }
+                    Err(reason) => (
+                        None,
+                        Err(ApiError::SessionEnded {
+                            id: String::new(),
+                            reason: EndInfo::from_reason(&reason).message,
+                        }),
+                    ),
+                }
+            })
+            .await;
+        let (interp, outcome) = match ran {
+            Ok(v) => v,
+            Err(e) => {
+                // The guest thread panicked: the interpreter is gone with it.
+                session
+                    .put_back(None, Some(EndInfo::host_error(e.to_string())), true)
+                    .release();
+                self.metrics.session_closed(CloseReason::Ended);
+                return Err(e);
+            }
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                session.put_back(interp, None, false).release();
+                return Err(match e {
+                    ApiError::SessionEnded { reason, .. } => ApiError::SessionEnded {
+                        id: session.id.clone(),
+                        reason,
+                    },
+                    other => other,
+                });
+            }
+        };
+        let ended = outcome.ended.as_ref().map(EndInfo::from_reason);
+        if ended.is_some() {
+            self.metrics.session_closed(CloseReason::Ended);
+        }
+        session.put_back(interp, ended.clone(), true).release();
+        self.metrics.executed(RunKind::SessionTurn, &outcome.report);
+        record.set_report(&outcome.report);
+        Ok(Turned::Ran {
+            report: Box::new(outcome.report),
+            result: outcome.result,
+            ended,
+            turn: session.info().turns,
+            findings,
+        })
+    }
+
+    /// `(path, size)` of every file in session `id`'s working directory.
+    pub async fn list_files(&self, id: &str) -> ApiResult<Vec<(String, u64)>> {
+        self.with_interpreter(id, |interp| Ok(interp.workdir().list_files()))
+            .await
+    }
+
+    /// One file of session `id`'s working directory, up to its disk limit.
+    pub async fn read_file(&self, id: &str, path: String) -> ApiResult<Vec<u8>> {
+        self.with_interpreter(id, move |interp| {
+            let max = interp.limits().disk_bytes;
+            match interp.workdir().read_file(&path, max) {
+                Ok(Some(bytes)) => Ok(bytes),
+                Ok(None) => Err(ApiError::FileNotFound(path)),
+                Err(e) => Err(ApiError::from_workdir("path", e)),
+            }
+        })
+        .await
+    }
+
+    /// Writes one file into session `id`'s working directory, within its disk limit; returns
+    /// the bytes written.
+    pub async fn write_file(&self, id: &str, path: String, bytes: bytes::Bytes) -> ApiResult<u64> {
+        self.with_interpreter(id, move |interp| {
+            let disk_limit = interp.limits().disk_bytes;
+            let used = measure_dir(interp.workdir().path());
+            if used + bytes.len() as u64 > disk_limit {
+                return Err(ApiError::InvalidRequest(format!(
+                    "the file would take the session past its disk limit of {disk_limit} bytes"
+                )));
+            }
+            interp
+                .workdir_mut()
+                .write_file(&path, &bytes)
+                .map(|_| bytes.len() as u64)
+                .map_err(|e| ApiError::from_workdir("path", e))
+        })
+        .await
+    }
+
+    /// Runs `f` on session `id`'s interpreter, on a guest thread, holding the session busy.
+    async fn with_interpreter<R: Send + 'static>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut Interpreter) -> ApiResult<R> + Send + 'static,
+    ) -> ApiResult<R> {
+        let session = self.sessions.get(id)?;
+        let busy = session.begin()?;
+        let mut interp = session.take_interpreter(&busy)?;
+        let (interp, done) = self
+            .guests
+            .run(move || {
+                let done = f(&mut interp);
+                (interp, done)
+            })
+            .await
+            .inspect_err(|e| {
+                // A guest thread panicked while it held the interpreter: the session lost it.
+                session
+                    .put_back(None, Some(EndInfo::host_error(e.to_string())), false)
+                    .release();
+            })?;
+        session.put_back(Some(interp), None, false).release();
+        drop(busy);
+        done
+    }
+
+    /// Closes session `id` (DELETE, MCP's `close_session`): cancels a running turn and
+    /// removes its files.
+    pub fn close_session(&self, id: &str) -> ApiResult<()> {
+        let s = self.sessions.remove(id)?;
+        s.close().release();
+        self.metrics.session_closed(CloseReason::Deleted);
+        Ok(())
+    }
+}
+
+/// Writes a turn's input files, refusing them all when they would pass the disk limit.
+fn write_files(interp: &mut Interpreter, files: &[InputFile], disk_limit: u64) -> ApiResult<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let used = measure_dir(interp.workdir().path());
+    let adding: u64 = files.iter().map(|f| f.content.len() as u64).sum();
+    if used + adding > disk_limit {
+        return Err(ApiError::InvalidRequest(format!(
+            "the files would take the session past its disk limit of {disk_limit} bytes"
+        )));
+    }
+    for (i, f) in files.iter().enumerate() {
+        interp
+            .workdir_mut()
+            .write_file(&f.path, &f.content)
+            .map_err(|e| ApiError::from_workdir(&format!("files[{i}].path"), e))?;
+    }
+    Ok(())
+}

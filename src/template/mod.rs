@@ -1,0 +1,269 @@
+//! Templates: our own snapshots of the guest, taken after more start-up work than the
+//! wheel's stock snapshot did, so a fresh sandbox starts with that work done.
+//!
+//! Both are made here, once per machine, from the plain reactor `python.wasm` with the
+//! `wasmtime-wizer` crate. `python` carries the guest-side helpers (`python-wasi/guest/`:
+//! rich outputs, the pre-execution checker, the per-sandbox set-up), already compiled and
+//! imported with what they use (`ast`, `json`); `scientific` also has numpy, pandas and
+//! matplotlib imported and warmed. The build:
+//!
+//! 1. instrument `python.wasm` (Wizer exports its globals and memory) and compile it with a
+//!    separate, unmetered engine (Cranelift without optimisation: the module runs once, for a
+//!    few seconds, so compiling fast matters more than running fast); one compiled
+//!    instrumented module serves every template built by the same process;
+//! 2. instantiate it under the same preopen table a sandbox gets (fd 3 `/usr/local/lib`,
+//!    fd 4 mpl-data, fd 5 `/`, the last a placeholder directory) and the base environment,
+//!    then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
+//!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
+//!    check that no descriptor is left open, and `gc.freeze()`;
+//! 3. snapshot memory and globals into a new module, written atomically to
+//!    `<home>/templates/<name>-<key>/python-<name>.wasm` under an exclusive lock;
+//! 4. compile that to `.cwasm` through [`GuestEngine::load_module`].
+//!
+//! The key hashes every input: the pinned digests of `python.wasm` and the stdlib zip, the
+//! init code (so the helpers' sources), the guest paths and order of the preopens, the base
+//! environment, and the Wizer and Wasmtime versions. The `.cwasm` is keyed by that and our
+//! engine's settings.
+//!
+//! What the init turn fixed is undone per sandbox by its hidden set-up turn
+//! ([`setup_code`], `_vivarium.begin`): the init turn ran the guest's first-turn set-up, so
+//! `os.environ`, the random generators and `tempfile`'s name sequence would be the same in
+//! every sandbox. The set-up turn installs the request's environment, reseeds
+//! (`_reactor._refresh`), loads what the front door asked for, and renumbers turns from 1.
+//! The preopen table is captured too, which is why sandboxes keep the fixed fd order. The
+//! string hash secret stays frozen, as in the stock snapshot.
+
+mod build;
+
+/// The Wasmtime and Wizer versions this binary was built with (from `Cargo.lock`, by
+/// `build.rs`): a template built by another version is another template.
+const WASMTIME_VERSION: &str = concat!("wasmtime ", env!("VIVARIUM_WASMTIME_VERSION"));
+const WIZER_VERSION: &str = concat!("wasmtime-wizer ", env!("VIVARIUM_WIZER_VERSION"));
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmtime::Module;
+
+use crate::engine::{EngineError, GuestEngine};
+use crate::guest::{self, ARGV0, GUEST_HELPERS, PREOPENS, SCIENTIFIC_IMPORTS, SNAPSHOT_READY};
+use crate::limits::{LimitError, Limits};
+use crate::runtime::lock::{Lock, STDLIB_ENTRY};
+use crate::runtime::{RuntimeError, RuntimeFiles};
+
+/// Which snapshot a sandbox starts from.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Template {
+    /// The interpreter started (as in the wheel's stock snapshot), plus Vivarium's helpers.
+    #[default]
+    Python,
+    /// numpy, pandas and matplotlib (Agg backend) already imported.
+    Scientific,
+}
+
+impl Template {
+    /// Every template, in the order `vivarium runtime fetch` builds them.
+    pub const ALL: [Template; 2] = [Template::Python, Template::Scientific];
+
+    /// The name the API and the CLI take (`python`, `scientific`); it also names the
+    /// template's cache directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Template::Python => "python",
+            Template::Scientific => "scientific",
+        }
+    }
+}
+
+impl std::fmt::Display for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Template {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Template::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                format!("unknown template {s:?} (expected \"python\" or \"scientific\")")
+            })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("building the {template} template: {message}")]
+    Build { template: Template, message: String },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// The init turn of `template`: the helpers as modules, the template's imports, then
+/// [`SNAPSHOT_READY`]. Part of the template's cache key, so changing any of it rebuilds.
+pub fn init_code(template: Template) -> String {
+    let mut code =
+        String::from("def __vivarium_helpers():\n    import sys, types\n    for name, src in (\n");
+    for (name, source) in GUEST_HELPERS {
+        // A JSON string is a valid Python string literal.
+        let src = serde_json::to_string(source).expect("a string serialises");
+        code.push_str(&format!("        ({name:?}, {src}),\n"));
+    }
+    code.push_str(
+        "    ):
+        m = types.ModuleType(name)
+        m.__file__ = '<' + name + '>'
+        sys.modules[name] = m
+        exec(compile(src, m.__file__, 'exec'), m.__dict__)
+__vivarium_helpers()
+del __vivarium_helpers
+",
+    );
+    if template == Template::Scientific {
+        code.push_str(SCIENTIFIC_IMPORTS);
+    }
+    code.push_str(SNAPSHOT_READY);
+    code
+}
+
+/// The wasm of a template and its cache key, building it first if this machine has none.
+pub fn ensure_wasm(
+    template: Template,
+    files: &RuntimeFiles,
+    home: &Path,
+) -> Result<(PathBuf, String), TemplateError> {
+    let (path, key) = wasm_path(template, files, home)?;
+    if !path.is_file() {
+        // Keep the compiled instrumented module for the next build when another template
+        // is still missing (`runtime fetch` builds them one after another).
+        let mut others_missing = false;
+        for other in Template::ALL.into_iter().filter(|t| *t != template) {
+            others_missing |= !wasm_path(other, files, home)?.0.is_file();
+        }
+        build::build_locked(
+            template,
+            files,
+            &home.join("templates"),
+            &path,
+            &init_code(template),
+            others_missing,
+        )?;
+    }
+    Ok((path, key))
+}
+
+/// Where a template's wasm is (or will be), and its key.
+fn wasm_path(
+    template: Template,
+    files: &RuntimeFiles,
+    home: &Path,
+) -> Result<(PathBuf, String), TemplateError> {
+    let key = cache_key(template, files, &init_code(template))?;
+    let path = home
+        .join("templates")
+        .join(format!("{}-{}", template.name(), &key[..16]))
+        .join(format!("python-{}.wasm", template.name()));
+    Ok((path, key))
+}
+
+/// The compiled template, from the `.cwasm` cache when present.
+pub fn load(
+    template: Template,
+    files: &RuntimeFiles,
+    home: &Path,
+    engine: &GuestEngine,
+) -> Result<Module, TemplateError> {
+    let (wasm, key) = ensure_wasm(template, files, home)?;
+    Ok(engine.load_module(&wasm, &key, &home.join("compiled"))?)
+}
+
+fn cache_key(
+    template: Template,
+    files: &RuntimeFiles,
+    init: &str,
+) -> Result<String, TemplateError> {
+    let lock = Lock::embedded()?;
+    let mut h = Sha256::new();
+    for part in [
+        "vivarium-template-v1",
+        template.name(),
+        &files.plain_sha256,
+        lock.pin(STDLIB_ENTRY)?,
+        &files.python_version,
+        init,
+    ] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    // The preopen table the snapshot captures, in order.
+    for p in PREOPENS {
+        h.update(p.guest_path.as_bytes());
+        h.update([0u8]);
+    }
+    for part in [ARGV0, WIZER_VERSION, WASMTIME_VERSION] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    for (k, v) in guest::guest_env(&[]).map_err(|e| build_err(template, e))? {
+        h.update(format!("{k}={v}\0").as_bytes());
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+pub(crate) fn build_err(template: Template, e: impl std::fmt::Display) -> TemplateError {
+    TemplateError::Build {
+        template,
+        message: format!("{e:#}"),
+    }
+}
+
+pub(crate) fn io_err(
+    what: &'static str,
+    path: &Path,
+) -> impl FnOnce(std::io::Error) -> TemplateError {
+    let path = path.to_path_buf();
+    move |source| TemplateError::Io { what, path, source }
+}
+
+/// The least `memory_bytes` a sandbox of `template` can start with: the scientific
+/// snapshot's heap is 99 MiB before the code allocates anything.
+pub const SCIENTIFIC_MIN_MEMORY_BYTES: u64 = 128 << 20;
+
+/// Refuses limits a template cannot start under (a 400 naming the field, not a failed
+/// instantiation).
+pub fn check_limits(template: Template, limits: &Limits) -> Result<(), LimitError> {
+    if template == Template::Scientific && limits.memory_bytes < SCIENTIFIC_MIN_MEMORY_BYTES {
+        return Err(LimitError::BelowMinimum {
+            field: "memory_bytes",
+            value: limits.memory_bytes,
+            min: SCIENTIFIC_MIN_MEMORY_BYTES,
+        });
+    }
+    Ok(())
+}

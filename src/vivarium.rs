@@ -1,0 +1,528 @@
+//! The only way into a sandbox: the process-wide [`Vivarium`] holds the verified runtime, the
+//! engine with the compiled templates, the scratch root and the limit policy, and turns a
+//! [`RunSpec`] into an [`Executed`] run, opens an [`Interpreter`] for a session, or checks
+//! code. Front doors reach it through the server's runner (or, in the CLI, directly).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use wasmtime::InstancePre;
+
+use crate::check::{self, CheckError, CheckResult, Finding, Policy};
+use crate::engine::{EngineError, EngineOptions, GuestEngine};
+use crate::guest::GuestSetup;
+use crate::hostcalls::state::GuestState;
+use crate::limits::{LimitError, Limits, LimitsRequest};
+use crate::report::Report;
+use crate::runtime::{self, RuntimeError, RuntimeFiles, RuntimeOptions};
+use crate::sandbox::guest_threads;
+use crate::sandbox::output::OutputObserver;
+use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
+use crate::sandbox::{
+    GuestLayout, GuestStore, Interpreter, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread,
+};
+use crate::sync::lock;
+use crate::template::{self, Template, TemplateError};
+
+pub use crate::sandbox::workdir::InputFile;
+
+/// How to set up a [`Vivarium`].
+#[derive(Debug, Clone)]
+pub struct VivariumOptions {
+    /// Where the runtime is kept and how it is fetched.
+    pub runtime: RuntimeOptions,
+    /// How the engine is sized (instance slots, memory cap).
+    pub engine: EngineOptions,
+    /// Under which each process makes its scratch root (`<base>/<pid>`).
+    pub scratch_base: PathBuf,
+    /// What a request gets for the limits it leaves out.
+    pub defaults: Limits,
+    /// What a request may ask for at most.
+    pub maximum: Limits,
+}
+
+impl VivariumOptions {
+    /// Defaults, with the runtime's home from the environment (`VIVARIUM_HOME`, ...) and the
+    /// scratch base `VIVARIUM_SCRATCH`, else `default_scratch_base`.
+    pub fn from_env() -> Self {
+        let scratch_base = std::env::var_os("VIVARIUM_SCRATCH")
+            .map(PathBuf::from)
+            .unwrap_or_else(default_scratch_base);
+        VivariumOptions {
+            runtime: RuntimeOptions::from_env(),
+            engine: EngineOptions::default(),
+            scratch_base,
+            defaults: Limits::DEFAULT,
+            maximum: Limits::MAXIMUM,
+        }
+    }
+}
+
+/// Where sandbox directories go unless configured: `/dev/shm/vivarium-scratch` when
+/// `/dev/shm` is a writable tmpfs with at least [`MIN_SHM_FREE_BYTES`] free (a container's
+/// 64 MiB default is too small), else `<tmp>/vivarium-scratch`. Making and removing a
+/// sandbox's six directories on a journaling disk filesystem costs about 0.8 ms, a third of a
+/// hello world; on tmpfs it costs microseconds. What a sandbox writes there is RAM, so it
+/// counts against the server's memory budget ([`Vivarium::footprint_bytes`]).
+pub fn default_scratch_base() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if is_memory_backed(shm) && writable(shm) && free_bytes(shm) >= MIN_SHM_FREE_BYTES {
+        shm.join("vivarium-scratch")
+    } else {
+        std::env::temp_dir().join("vivarium-scratch")
+    }
+}
+
+/// Whether `path` is on tmpfs (or ramfs): its contents are memory.
+pub fn is_memory_backed(path: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    rustix::fs::statfs(path).is_ok_and(|st| {
+        #[allow(clippy::unnecessary_cast, reason = "f_type's width varies by platform")]
+        let kind = st.f_type as i64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    })
+}
+
+/// See [`default_scratch_base`].
+pub const MIN_SHM_FREE_BYTES: u64 = 1 << 30;
+
+fn free_bytes(path: &Path) -> u64 {
+    rustix::fs::statvfs(path).map_or(0, |st| st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+fn writable(dir: &Path) -> bool {
+    use rustix::fs::{Access, access};
+    access(dir, Access::WRITE_OK | Access::EXEC_OK).is_ok()
+}
+
+/// Why [`Vivarium::open`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The runtime could not be fetched, verified or unpacked.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The engine could not be configured or the guest compiled.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The scratch root could not be made.
+    #[error(transparent)]
+    Scratch(#[from] WorkdirError),
+    /// The `python` template could not be built or loaded.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+}
+
+/// Why an execution could not be attempted (as opposed to how it ended, which is the
+/// report's status).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A limit was asked for above the maximum or below the minimum.
+    #[error(transparent)]
+    Limits(#[from] LimitError),
+    /// The sandbox could not be made (bad input file, environment, instantiation).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The pre-execution check the policy asked for gave no verdict.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// The guest thread panicked (its unwinding removed the sandbox).
+    #[error("the host panicked while running the guest: {0}")]
+    Panicked(String),
+    /// The policy is `deny` and the check found these: nothing ran ([`Vivarium::execute`]
+    /// only; [`Vivarium::run`] answers [`Executed::Denied`]).
+    #[error(
+        "the pre-execution check found {} issue(s) and the policy is \"deny\"; nothing ran",
+        .0.len()
+    )]
+    Denied(Vec<Finding>),
+}
+
+/// One execution as an in-process caller asks for it (the CLI, tests): limits not yet
+/// resolved. [`Vivarium::execute`] resolves them into a [`RunSpec`].
+#[derive(Clone)]
+pub struct ExecRequest {
+    /// Python source, run as `python -c` would.
+    pub code: String,
+    /// What the program reads on stdin.
+    pub stdin: Vec<u8>,
+    /// Placed in the working directory before the code runs.
+    pub files: Vec<InputFile>,
+    /// Any left out gets the host's default.
+    pub limits: LimitsRequest,
+    /// Laid over the guest's base environment.
+    pub env: Vec<(String, String)>,
+    /// Sees output live, as the guest writes it.
+    pub observer: Option<OutputObserver>,
+    /// Set to stop the run early; `None` for a run only its limits stop.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// The snapshot the sandbox starts from (`python` unless asked).
+    pub template: Template,
+    /// `display()` and `plt.show()` produce rich outputs in the report.
+    pub rich: bool,
+    /// Whether the code is checked first: off unless asked (the HTTP API's default is
+    /// `warn`).
+    pub policy: Policy,
+}
+
+impl Default for ExecRequest {
+    fn default() -> Self {
+        ExecRequest {
+            code: String::new(),
+            stdin: Vec::new(),
+            files: Vec::new(),
+            limits: LimitsRequest::default(),
+            env: Vec::new(),
+            observer: None,
+            cancel: None,
+            template: Template::Python,
+            rich: false,
+            policy: Policy::Off,
+        }
+    }
+}
+
+/// One execution as the core runs it, its limits resolved ([`Vivarium::resolve_limits`]):
+/// what a front door maps its request to, and what the server's runner admits and runs.
+pub struct RunSpec {
+    /// Python source, run as a program.
+    pub code: String,
+    /// What the program reads on stdin.
+    pub stdin: Vec<u8>,
+    /// Placed in the working directory before the code runs.
+    pub files: Vec<InputFile>,
+    /// Resolved, and checked against the template.
+    pub limits: Limits,
+    /// Laid over the guest's base environment.
+    pub env: Vec<(String, String)>,
+    /// The snapshot the sandbox starts from.
+    pub template: Template,
+    /// Sees output live, as the guest writes it.
+    pub observer: Option<OutputObserver>,
+    /// `display()` and `plt.show()` produce rich outputs.
+    pub rich: bool,
+    /// stdout and stderr flush at each newline (streaming, interleaved output).
+    pub line_buffered: bool,
+    /// Whether the code is checked first, in the same sandbox, before any of it runs.
+    pub policy: Policy,
+}
+
+/// How a run ended, when it could be attempted.
+#[derive(Debug)]
+pub enum Executed {
+    /// The program ran; with the check's findings unless the policy was `off`.
+    Ran {
+        /// What the run did.
+        report: Box<Report>,
+        /// What the pre-execution check found (`None` with policy `off`).
+        findings: Option<Vec<Finding>>,
+    },
+    /// The policy is `deny` and the check found these: nothing ran.
+    Denied(Vec<Finding>),
+}
+
+/// The process-wide host of sandboxes; see the module documentation.
+pub struct Vivarium {
+    files: RuntimeFiles,
+    engine: GuestEngine,
+    /// The `python` template, built (once per machine) and compiled when the host opens.
+    python: InstancePre<GuestState>,
+    /// The scientific template, compiled (and built, once per machine) on first use.
+    scientific: std::sync::OnceLock<InstancePre<GuestState>>,
+    scientific_building: std::sync::Mutex<()>,
+    home: PathBuf,
+    scratch: ScratchRoot,
+    /// The scratch root is on tmpfs: what sandboxes write there is memory.
+    scratch_in_memory: bool,
+    defaults: Limits,
+    maximum: Limits,
+}
+
+impl Vivarium {
+    /// Prepares the runtime (fetching it, and building and compiling the `python` template,
+    /// on first use), then the engine.
+    pub fn open(opts: VivariumOptions) -> Result<Arc<Self>, OpenError> {
+        let files = runtime::ensure(&opts.runtime)?;
+        let engine = GuestEngine::new(&opts.engine)?;
+        let module = template::load(Template::Python, &files, &opts.runtime.home, &engine)?;
+        let python = engine.instance_pre(&module)?;
+        let scratch = ScratchRoot::create(&opts.scratch_base)?;
+        let scratch_in_memory = is_memory_backed(scratch.path());
+        Ok(Arc::new(Vivarium {
+            files,
+            engine,
+            python,
+            scientific: std::sync::OnceLock::new(),
+            scientific_building: std::sync::Mutex::new(()),
+            home: opts.runtime.home.clone(),
+            scratch,
+            scratch_in_memory,
+            defaults: opts.defaults,
+            maximum: opts.maximum,
+        }))
+    }
+
+    /// The verified runtime's files.
+    pub fn runtime_files(&self) -> &RuntimeFiles {
+        &self.files
+    }
+
+    /// The engine every sandbox of this process runs on.
+    pub fn engine(&self) -> &GuestEngine {
+        &self.engine
+    }
+
+    /// The directory under which every sandbox directory of this process lives.
+    pub fn scratch_root(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    /// The most host memory a sandbox under `limits` can take: its linear memory, plus its
+    /// disk quota when the scratch root is on tmpfs. What admission budgets.
+    pub fn footprint_bytes(&self, limits: &Limits) -> u64 {
+        let disk = if self.scratch_in_memory {
+            limits.disk_bytes
+        } else {
+            0
+        };
+        limits.memory_bytes.saturating_add(disk)
+    }
+
+    /// Sandbox directories alive right now.
+    pub fn live_sandbox_dirs(&self) -> usize {
+        self.scratch.live_dirs()
+    }
+
+    /// What a request gets for the limits it leaves out.
+    pub fn defaults(&self) -> &Limits {
+        &self.defaults
+    }
+
+    /// What a request may ask for at most.
+    pub fn maximum(&self) -> &Limits {
+        &self.maximum
+    }
+
+    /// Resolves requested limits against this host's defaults and maxima.
+    pub fn resolve_limits(&self, req: &LimitsRequest) -> Result<Limits, LimitError> {
+        req.resolve(&self.defaults, &self.maximum)
+    }
+
+    fn layout(&self) -> GuestLayout<'_> {
+        GuestLayout {
+            stdlib_dir: &self.files.stdlib_dir,
+            mpl_data_dir: &self.files.mpl_data_dir,
+        }
+    }
+
+    /// Makes a fresh sandbox from the `python` template. Call on the thread that will run it
+    /// (see [`run_on_guest_thread`]).
+    pub fn prepare(&self, spec: SandboxSpec) -> Result<Sandbox, SandboxError> {
+        self.prepare_with(spec, Template::Python)
+    }
+
+    /// Makes a fresh sandbox from `template`. The first use of the scientific template in a
+    /// process loads it (and on a new machine builds it: minutes; see `template.rs`).
+    pub fn prepare_with(
+        &self,
+        spec: SandboxSpec,
+        template: Template,
+    ) -> Result<Sandbox, SandboxError> {
+        let pre = self.template_pre(template)?;
+        Sandbox::prepare(&self.engine, &pre, &self.layout(), &self.scratch, spec)
+    }
+
+    /// The instantiation recipe of a template, building and compiling it on first use.
+    pub fn template_pre(
+        &self,
+        template: Template,
+    ) -> Result<InstancePre<GuestState>, TemplateError> {
+        if template == Template::Python {
+            return Ok(self.python.clone());
+        }
+        if let Some(pre) = self.scientific.get() {
+            return Ok(pre.clone());
+        }
+        let _building = lock(&self.scientific_building);
+        if let Some(pre) = self.scientific.get() {
+            return Ok(pre.clone());
+        }
+        let module = template::load(template, &self.files, &self.home, &self.engine)?;
+        let pre = self.engine.instance_pre(&module)?;
+        Ok(self.scientific.get_or_init(|| pre).clone())
+    }
+
+    /// A store set up exactly as a sandbox's, for instantiating another module through the
+    /// same linker (`engine().instance_pre(&module)`): the adversarial modules in `wasm/`.
+    pub fn guest_store(&self, spec: SandboxSpec) -> Result<GuestStore, SandboxError> {
+        GuestStore::new(&self.engine, &self.layout(), &self.scratch, spec)
+    }
+
+    /// Resolves requested limits for `template`: this host's defaults and maxima, and the
+    /// template's minimum.
+    pub fn resolve_for(
+        &self,
+        template: Template,
+        req: &LimitsRequest,
+    ) -> Result<Limits, LimitError> {
+        let limits = self.resolve_limits(req)?;
+        template::check_limits(template, &limits)?;
+        Ok(limits)
+    }
+
+    /// Runs `spec` in a fresh sandbox on this thread: the pre-execution check first in its
+    /// hidden set-up turn (unless the policy is `off`), then the program. Blocking; call on a
+    /// guest thread ([`run_on_guest_thread`]). `cancel` stops it from any thread.
+    pub fn run(&self, spec: RunSpec, cancel: Arc<AtomicBool>) -> Result<Executed, ExecError> {
+        let RunSpec {
+            code,
+            stdin,
+            files,
+            limits,
+            env,
+            template,
+            observer,
+            rich,
+            line_buffered,
+            policy,
+        } = spec;
+        let check = (policy != Policy::Off).then(|| code.clone());
+        let sandbox = self
+            .prepare_with(
+                SandboxSpec {
+                    limits,
+                    env,
+                    files,
+                    stdin,
+                    observer,
+                    cancel,
+                    setup: GuestSetup {
+                        rich,
+                        line_buffered,
+                        check,
+                    },
+                },
+                template,
+            )
+            .map_err(|e| match e {
+                // The checker runs in the set-up turn: its failure is the checker's.
+                SandboxError::Setup { .. } if policy != Policy::Off => {
+                    ExecError::Check(CheckError::from_setup(e))
+                }
+                e => ExecError::Sandbox(e),
+            })?;
+        let findings = match policy {
+            Policy::Off => None,
+            Policy::Warn | Policy::Deny => {
+                let c = check::interpret(sandbox.check_verdict())?;
+                if policy == Policy::Deny && !c.findings.is_empty() {
+                    return Ok(Executed::Denied(c.findings));
+                }
+                Some(c.findings)
+            }
+        };
+        Ok(Executed::Ran {
+            report: Box::new(sandbox.run(&code)),
+            findings,
+        })
+    }
+
+    /// Runs one program in a fresh sandbox on a guest thread of its own and reports.
+    /// Blocking: call from a thread that may block (not an async executor thread).
+    pub fn execute(self: &Arc<Self>, req: ExecRequest) -> Result<Report, ExecError> {
+        let limits = self.resolve_for(req.template, &req.limits)?;
+        let spec = RunSpec {
+            code: req.code,
+            stdin: req.stdin,
+            files: req.files,
+            limits,
+            env: req.env,
+            template: req.template,
+            observer: req.observer,
+            rich: req.rich,
+            line_buffered: false,
+            policy: req.policy,
+        };
+        let cancel = req.cancel.unwrap_or_default();
+        let this = self.clone();
+        match on_guest_thread(move || this.run(spec, cancel))? {
+            Executed::Ran { report, .. } => Ok(*report),
+            Executed::Denied(findings) => Err(ExecError::Denied(findings)),
+        }
+    }
+
+    /// Opens a long-lived interpreter (a session) from `template` under `limits`, with the
+    /// rich-output helpers loaded. Blocking: call on a guest thread. `cancel` stops its
+    /// running turn from any thread, now or later.
+    pub fn open_interpreter(
+        &self,
+        limits: Limits,
+        template: Template,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Interpreter, SandboxError> {
+        let sandbox = self.prepare_with(
+            SandboxSpec {
+                limits,
+                env: Vec::new(),
+                files: Vec::new(),
+                stdin: Vec::new(),
+                observer: None,
+                cancel,
+                setup: GuestSetup {
+                    rich: true,
+                    ..GuestSetup::default()
+                },
+            },
+            template,
+        )?;
+        Ok(sandbox.into_interpreter())
+    }
+
+    /// The limits of a sandbox that only checks (`check::checker_limits`: the set-up turn's time and fuel, 256 MiB).
+    pub fn checker_limits(&self) -> Limits {
+        check::checker_limits(&self.defaults, &self.maximum)
+    }
+
+    /// Runs the checker on `code` in a fresh sandbox of its own (`/v1/check`, session turns,
+    /// the CLI). Blocking: call on a guest thread.
+    pub fn check(&self, code: &str, cancel: Arc<AtomicBool>) -> Result<CheckResult, CheckError> {
+        let sandbox = self
+            .prepare(SandboxSpec {
+                limits: self.checker_limits(),
+                env: Vec::new(),
+                files: Vec::new(),
+                stdin: Vec::new(),
+                observer: None,
+                cancel,
+                setup: GuestSetup {
+                    check: Some(code.to_string()),
+                    ..GuestSetup::default()
+                },
+            })
+            .map_err(CheckError::from_setup)?;
+        check::interpret(sandbox.check_verdict())
+    }
+
+    /// [`Vivarium::check`] on a guest thread of its own (the CLI). Blocking.
+    pub fn check_blocking(self: &Arc<Self>, code: &str) -> Result<CheckResult, CheckError> {
+        let this = self.clone();
+        let code = code.to_string();
+        run_on_guest_thread(move || this.check(&code, Arc::default())).unwrap_or_else(|p| {
+            let msg = guest_threads::panic_message(&*p);
+            tracing::error!(panic = %msg, "guest thread panicked");
+            Err(CheckError::Panicked(msg))
+        })
+    }
+}
+
+/// Runs `f` on a guest thread and waits; a panic becomes [`ExecError::Panicked`].
+fn on_guest_thread<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, ExecError> + Send + 'static,
+) -> Result<R, ExecError> {
+    run_on_guest_thread(f).unwrap_or_else(|panic| {
+        let msg = guest_threads::panic_message(&*panic);
+        tracing::error!(panic = %msg, "guest thread panicked");
+        Err(ExecError::Panicked(msg))
+    })
+}
