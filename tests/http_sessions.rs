@@ -222,3 +222,81 @@ async fn concurrent_turn_conflicts_and_idle_sessions_expire() {
     assert_eq!(m["vivarium_live_sessions"], 0.0);
     s.stop().await;
 }
+
+/// Files the host writes into a session (an upload, a turn's `files`) count against the
+/// session's disk limit when the guest writes next: the guest cannot write a full quota on
+/// top of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_written_files_count_against_the_guests_disk_quota() {
+    let s = start("sess-disk", |_| {}).await;
+    let c = client();
+    let quota: u64 = 4 << 20;
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"limits": {"disk_bytes": quota}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+    // Charge the guest's estimate once with a small write of its own.
+    let (_, v) = post(&c, &turn, &json!({"code": "open('a.txt', 'w').write('a')"})).await;
+    assert_eq!(v["status"], "ok", "{v}");
+
+    // 3 MiB uploaded, then 3 MiB sent with a turn's files: each fits alone, not together.
+    let r = c
+        .put(s.url(&format!("/v1/sessions/{id}/files/up.bin")))
+        .body(vec![7u8; 3 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let write_3mib = "\
+try:
+    with open('mine.bin', 'wb') as f:
+        f.write(b'x' * (3 << 20))
+    print('written')
+except OSError as e:
+    print('refused', e.errno)
+";
+    let (_, v) = post(&c, &turn, &json!({"code": write_3mib})).await;
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(
+        v["stdout"].as_str().unwrap().starts_with("refused"),
+        "the guest wrote 3 MiB on top of a 3 MiB upload under a 4 MiB quota: {v}"
+    );
+    let (_, v) = post(&c, &turn, &json!({"code": "import os\nsum(os.path.getsize(n) for n in os.listdir('.') if os.path.isfile(n))"})).await;
+    let used: u64 = v["result"].as_str().unwrap().parse().unwrap();
+    assert!(
+        used <= quota,
+        "{used} bytes on disk under a {quota}-byte quota"
+    );
+
+    // The same through a turn's `files`.
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"limits": {"disk_bytes": quota}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let turn = s.url(&format!(
+        "/v1/sessions/{}/execute",
+        v["id"].as_str().unwrap()
+    ));
+    let (_, v) = post(&c, &turn, &json!({"code": "open('a.txt', 'w').write('a')"})).await;
+    assert_eq!(v["status"], "ok", "{v}");
+    let (_, v) = post(
+        &c,
+        &turn,
+        &json!({"code": write_3mib, "files": [{"path": "in.bin", "content": b64(&vec![7u8; 3 << 20])}]}),
+    )
+    .await;
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(
+        v["stdout"].as_str().unwrap().starts_with("refused"),
+        "the guest wrote 3 MiB on top of 3 MiB of turn files under a 4 MiB quota: {v}"
+    );
+    s.stop().await;
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use super::live::Live;
 use super::outcome::{EndReason, TurnOutcome};
 use super::rich;
-use super::workdir::WorkDir;
+use super::workdir::{WorkDir, WorkdirError};
 use crate::hostcalls::fs_guard;
 use crate::limits::{Limits, TurnLimits};
 
@@ -49,10 +49,33 @@ impl Interpreter {
         &self.live.workdir
     }
 
-    /// The working directory, to write files into between turns; the caller checks the
-    /// disk limit (`WorkDir::write_file` does not).
-    pub fn workdir_mut(&mut self) -> &mut WorkDir {
-        &mut self.live.workdir
+    /// Writes `(path, content)` files into the working directory between turns, refusing
+    /// them all when they would take it past the disk limit. The guest's running disk
+    /// estimate is measured again afterwards, so what the host wrote counts against the
+    /// guest's own next writes.
+    pub fn write_files(&mut self, files: &[(&str, &[u8])]) -> Result<(), WriteError> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let limit = self.live.limits.disk_bytes;
+        let used = fs_guard::measure_dir(self.live.workdir.path());
+        let adding: u64 = files.iter().map(|(_, c)| c.len() as u64).sum();
+        if used.saturating_add(adding) > limit {
+            return Err(WriteError::OverQuota { limit });
+        }
+        let written = files
+            .iter()
+            .enumerate()
+            .try_for_each(|(index, (path, content))| {
+                self.live
+                    .workdir
+                    .write_file(path, content)
+                    .map_err(|source| WriteError::Workdir { index, source })
+            });
+        // Also after a failed write: whatever did land is charged.
+        self.live.store.data_mut().fs.charged_bytes =
+            fs_guard::measure_dir(self.live.workdir.path());
+        written
     }
 
     /// The limits the interpreter was opened with: memory and disk for its whole life, the
@@ -70,4 +93,24 @@ impl Interpreter {
     pub fn memory_peak_bytes(&self) -> u64 {
         self.live.store.data().limiter.peak_bytes as u64
     }
+}
+
+/// Why the host could not write files into an interpreter's working directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The files would take the working directory past the disk limit; none was written.
+    #[error("past the disk limit of {limit} bytes")]
+    OverQuota {
+        /// The disk limit, in bytes.
+        limit: u64,
+    },
+    /// Writing file number `index` failed (a bad path, an I/O error).
+    #[error("file {index}: {source}")]
+    Workdir {
+        /// Its position in the list.
+        index: usize,
+        /// Why.
+        #[source]
+        source: WorkdirError,
+    },
 }

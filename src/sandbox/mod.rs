@@ -32,7 +32,7 @@ use crate::template::TemplateError;
 use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
-pub use interpreter::Interpreter;
+pub use interpreter::{Interpreter, WriteError};
 pub use outcome::EndReason;
 pub use prepared::Sandbox;
 pub use store::GuestStore;

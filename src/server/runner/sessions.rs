@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use super::Runner;
 use crate::check::{Finding, Policy};
-use crate::hostcalls::fs_guard::measure_dir;
 use crate::limits::{Limits, TurnLimitsRequest};
 use crate::report::Report;
-use crate::sandbox::Interpreter;
+use crate::sandbox::{Interpreter, WriteError};
 use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
@@ -134,13 +133,12 @@ impl Runner {
         let SessionTurn {
             code, stdin, files, ..
         } = t;
-        let disk_limit = session.limits.disk_bytes;
         let ran = self
             .guests
             .run(move || {
                 let _ticket = ticket;
                 let _busy = busy;
-                if let Err(e) = write_files(&mut interp, &files, disk_limit) {
+                if let Err(e) = write_files(&mut interp, &files) {
                     return (Some(interp), Err(e));
                 }
                 match interp.turn(&code, stdin, &limits) {
@@ -226,18 +224,15 @@ impl Runner {
     /// the bytes written.
     pub async fn write_file(&self, id: &str, path: String, bytes: bytes::Bytes) -> ApiResult<u64> {
         self.with_interpreter(id, move |interp| {
-            let disk_limit = interp.limits().disk_bytes;
-            let used = measure_dir(interp.workdir().path());
-            if used + bytes.len() as u64 > disk_limit {
-                return Err(ApiError::InvalidRequest(format!(
-                    "the file would take the session past its disk limit of {disk_limit} bytes"
-                )));
+            match interp.write_files(&[(&path, &bytes)]) {
+                Ok(()) => Ok(bytes.len() as u64),
+                Err(WriteError::OverQuota { limit }) => Err(ApiError::InvalidRequest(format!(
+                    "the file would take the session past its disk limit of {limit} bytes"
+                ))),
+                Err(WriteError::Workdir { source, .. }) => {
+                    Err(ApiError::from_workdir("path", source))
+                }
             }
-            interp
-                .workdir_mut()
-                .write_file(&path, &bytes)
-                .map(|_| bytes.len() as u64)
-                .map_err(|e| ApiError::from_workdir("path", e))
         })
         .await
     }
@@ -280,22 +275,17 @@ impl Runner {
 }
 
 /// Writes a turn's input files, refusing them all when they would pass the disk limit.
-fn write_files(interp: &mut Interpreter, files: &[InputFile], disk_limit: u64) -> ApiResult<()> {
-    if files.is_empty() {
-        return Ok(());
-    }
-    let used = measure_dir(interp.workdir().path());
-    let adding: u64 = files.iter().map(|f| f.content.len() as u64).sum();
-    if used + adding > disk_limit {
-        return Err(ApiError::InvalidRequest(format!(
-            "the files would take the session past its disk limit of {disk_limit} bytes"
-        )));
-    }
-    for (i, f) in files.iter().enumerate() {
-        interp
-            .workdir_mut()
-            .write_file(&f.path, &f.content)
-            .map_err(|e| ApiError::from_workdir(&format!("files[{i}].path"), e))?;
-    }
-    Ok(())
+fn write_files(interp: &mut Interpreter, files: &[InputFile]) -> ApiResult<()> {
+    let files: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|f| (f.path.as_str(), f.content.as_slice()))
+        .collect();
+    interp.write_files(&files).map_err(|e| match e {
+        WriteError::OverQuota { limit } => ApiError::InvalidRequest(format!(
+            "the files would take the session past its disk limit of {limit} bytes"
+        )),
+        WriteError::Workdir { index, source } => {
+            ApiError::from_workdir(&format!("files[{index}].path"), source)
+        }
+    })
 }
