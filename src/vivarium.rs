@@ -446,7 +446,7 @@ impl Vivarium {
         };
         let cancel = req.cancel.unwrap_or_default();
         let this = self.clone();
-        match on_guest_thread(move || this.run(spec, cancel))? {
+        match on_guest_thread(move || this.run(spec, cancel), ExecError::Panicked)? {
             Executed::Ran { report, .. } => Ok(*report),
             Executed::Denied(findings) => Err(ExecError::Denied(findings)),
         }
@@ -461,21 +461,11 @@ impl Vivarium {
         template: Template,
         cancel: Arc<AtomicBool>,
     ) -> Result<Interpreter, SandboxError> {
-        let sandbox = self.prepare_with(
-            SandboxSpec {
-                limits,
-                env: Vec::new(),
-                files: Vec::new(),
-                stdin: Vec::new(),
-                observer: None,
-                cancel,
-                setup: GuestSetup {
-                    rich: true,
-                    ..GuestSetup::default()
-                },
-            },
-            template,
-        )?;
+        let setup = GuestSetup {
+            rich: true,
+            ..GuestSetup::default()
+        };
+        let sandbox = self.prepare_with(bare_spec(limits, cancel, setup), template)?;
         Ok(sandbox.into_interpreter())
     }
 
@@ -487,19 +477,12 @@ impl Vivarium {
     /// Runs the checker on `code` in a fresh sandbox of its own (`/v1/check`, session turns,
     /// the CLI). Blocking: call on a guest thread.
     pub fn check(&self, code: &str, cancel: Arc<AtomicBool>) -> Result<CheckResult, CheckError> {
+        let setup = GuestSetup {
+            check: Some(code.to_string()),
+            ..GuestSetup::default()
+        };
         let sandbox = self
-            .prepare(SandboxSpec {
-                limits: self.checker_limits(),
-                env: Vec::new(),
-                files: Vec::new(),
-                stdin: Vec::new(),
-                observer: None,
-                cancel,
-                setup: GuestSetup {
-                    check: Some(code.to_string()),
-                    ..GuestSetup::default()
-                },
-            })
+            .prepare(bare_spec(self.checker_limits(), cancel, setup))
             .map_err(CheckError::from_setup)?;
         check::interpret(sandbox.check_verdict())
     }
@@ -508,21 +491,35 @@ impl Vivarium {
     pub fn check_blocking(self: &Arc<Self>, code: &str) -> Result<CheckResult, CheckError> {
         let this = self.clone();
         let code = code.to_string();
-        run_on_guest_thread(move || this.check(&code, Arc::default())).unwrap_or_else(|p| {
-            let msg = guest_threads::panic_message(&*p);
-            tracing::error!(panic = %msg, "guest thread panicked");
-            Err(CheckError::Panicked(msg))
-        })
+        on_guest_thread(
+            move || this.check(&code, Arc::default()),
+            CheckError::Panicked,
+        )
     }
 }
 
-/// Runs `f` on a guest thread and waits; a panic becomes [`ExecError::Panicked`].
-fn on_guest_thread<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, ExecError> + Send + 'static,
-) -> Result<R, ExecError> {
+/// A sandbox with no caller input (no environment, files or stdin): a session's interpreter
+/// or a checker.
+fn bare_spec(limits: Limits, cancel: Arc<AtomicBool>, setup: GuestSetup) -> SandboxSpec {
+    SandboxSpec {
+        limits,
+        env: Vec::new(),
+        files: Vec::new(),
+        stdin: Vec::new(),
+        observer: None,
+        cancel,
+        setup,
+    }
+}
+
+/// Runs `f` on a guest thread and waits; a panic becomes `panicked(message)`, logged.
+fn on_guest_thread<R: Send + 'static, E: Send + 'static>(
+    f: impl FnOnce() -> Result<R, E> + Send + 'static,
+    panicked: fn(String) -> E,
+) -> Result<R, E> {
     run_on_guest_thread(f).unwrap_or_else(|panic| {
         let msg = guest_threads::panic_message(&*panic);
         tracing::error!(panic = %msg, "guest thread panicked");
-        Err(ExecError::Panicked(msg))
+        Err(panicked(msg))
     })
 }

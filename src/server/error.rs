@@ -178,10 +178,8 @@ impl ApiError {
             ExecError::Limits(l) => ApiError::InvalidLimit(l),
             ExecError::Sandbox(s) => ApiError::from_sandbox(s),
             ExecError::Check(c) => ApiError::from(c),
-            ExecError::Panicked(msg) => {
-                ApiError::Internal(format!("the host panicked while running the guest: {msg}"))
-            }
-            ExecError::Denied(_) => ApiError::Internal(e.to_string()),
+            // Its message says what happened; the guest's own failures are never errors.
+            ExecError::Panicked(_) | ExecError::Denied(_) => ApiError::Internal(e.to_string()),
         }
     }
 

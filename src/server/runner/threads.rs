@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::server::error::ApiError;
+use crate::vivarium::ExecError;
 
 #[derive(Default)]
 pub struct GuestThreads {
@@ -131,9 +132,7 @@ impl GuestThreads {
             Ok(Err(panic)) => {
                 let msg = panic_message(&*panic);
                 tracing::error!(panic = %msg, "guest thread panicked");
-                Err(ApiError::Internal(format!(
-                    "the host panicked while running the guest: {msg}"
-                )))
+                Err(ApiError::from_exec(ExecError::Panicked(msg)))
             }
             Err(_) => Err(ApiError::Internal("the guest thread vanished".into())),
         }
