@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::types::{
-    ExecuteResponse, ExecutionResult, TurnRequest, TurnResponse, execute_body, open_session,
-    run_outcome, turn_outcome,
+    ExecuteResponse, ExecutionResult, TurnResponse, execute_body, open_session, run_outcome,
+    turn_body, turn_outcome,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
@@ -400,25 +400,11 @@ impl VivariumMcp {
         let mut record = AuditRecord::new(&ctx(), Action::McpSessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
-        let result = self.run_turn(&args.session_id, &req, &mut record).await;
+        let result = turn_body(&self.state, &args.session_id, body(&req), &mut record).await;
         self.state.runner.finish(record, turn_outcome(&result));
         Ok(match result {
-            Ok(Turned::Ran {
-                report,
-                result,
-                ended,
-                turn,
-                findings,
-            }) => {
-                let t = TurnResponse::new(
-                    &turn_id,
-                    &args.session_id,
-                    turn,
-                    result,
-                    ended,
-                    *report,
-                    findings,
-                );
+            Ok(Turned::Ran(done)) => {
+                let t = TurnResponse::new(&turn_id, &args.session_id, *done);
                 let mut extra = vec![format!("turn: {}", t.turn)];
                 if let Some(r) = &t.result {
                     extra.push(format!("result: {r}"));
@@ -448,22 +434,6 @@ impl VivariumMcp {
             ))]),
             Err(e) => api_error(e),
         })
-    }
-}
-
-impl VivariumMcp {
-    /// A turn from the JSON body `req`, exactly as `POST /v1/sessions/{id}/execute` runs it.
-    async fn run_turn(
-        &self,
-        id: &str,
-        req: &Value,
-        record: &mut AuditRecord,
-    ) -> Result<Turned, ApiError> {
-        let runner = &self.state.runner;
-        runner.host()?;
-        let session = runner.session(id)?;
-        let turn = TurnRequest::parse(body(req), session.limits.disk_bytes, record)?;
-        runner.turn(&session, turn, record).await
     }
 }
 

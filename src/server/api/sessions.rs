@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::types::{
     FileEntry, FileList, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
-    TurnResponse, UploadResponse, denied_response, media_type, open_session, turn_outcome,
+    TurnResponse, UploadResponse, denied_response, media_type, open_session, turn_body,
+    turn_outcome,
 };
 use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
@@ -116,34 +117,13 @@ pub async fn turn(
     let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
         .session(&id)
         .execution(&turn_id);
-    let result = run_turn(&state, &id, body, &mut record).await;
+    let result = turn_body(&state, &id, body, &mut record).await;
     state.runner.finish(record, turn_outcome(&result));
     match result {
-        Ok(Turned::Ran {
-            report,
-            result,
-            ended,
-            turn,
-            findings,
-        }) => Json(TurnResponse::new(
-            &turn_id, &id, turn, result, ended, *report, findings,
-        ))
-        .into_response(),
+        Ok(Turned::Ran(done)) => Json(TurnResponse::new(&turn_id, &id, *done)).into_response(),
         Ok(Turned::Denied(findings)) => denied_response(findings),
         Err(e) => e.into_response(),
     }
-}
-
-async fn run_turn(
-    state: &AppState,
-    id: &str,
-    body: Result<Bytes, BytesRejection>,
-    record: &mut AuditRecord,
-) -> ApiResult<Turned> {
-    state.runner.host()?;
-    let session = state.runner.session(id)?;
-    let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
-    state.runner.turn(&session, turn, record).await
 }
 
 #[utoipa::path(

@@ -21,7 +21,7 @@ use crate::server::AppState;
 use crate::server::audit::{AuditRecord, Outcome};
 use crate::server::error::{ApiError, ApiResult, ErrorCode, ErrorDetail};
 use crate::server::metrics::RunKind;
-use crate::server::runner::{SessionTurn, Turned};
+use crate::server::runner::{SessionTurn, TurnDone, Turned};
 use crate::server::sessions::EndInfo;
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
@@ -435,6 +435,19 @@ pub fn turn_outcome(result: &ApiResult<Turned>) -> Outcome {
     }
 }
 
+/// Runs a turn body in session `id` (the sessions API and MCP's `run_in_session`).
+pub async fn turn_body(
+    state: &AppState,
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+    record: &mut AuditRecord,
+) -> ApiResult<Turned> {
+    state.runner.host()?;
+    let session = state.runner.session(id)?;
+    let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
+    state.runner.turn(&session, turn, record).await
+}
+
 /// Opens a session from a session-open body (the sessions API and MCP's `open_session`).
 pub async fn open_session(
     state: &AppState,
@@ -454,15 +467,14 @@ pub async fn open_session(
 
 impl TurnResponse {
     /// The response for turn `turn_id` of session `session_id`.
-    pub fn new(
-        turn_id: &str,
-        session_id: &str,
-        turn: u64,
-        result: Option<String>,
-        ended: Option<EndInfo>,
-        report: Report,
-        findings: Option<Vec<Finding>>,
-    ) -> Self {
+    pub fn new(turn_id: &str, session_id: &str, done: TurnDone) -> Self {
+        let TurnDone {
+            report,
+            result,
+            ended,
+            turn,
+            findings,
+        } = done;
         let mut report: ExecutionResult = report.into();
         report.findings = findings;
         TurnResponse {

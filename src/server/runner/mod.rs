@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-pub use sessions::{SessionTurn, Turned};
+pub use sessions::{SessionTurn, TurnDone, Turned};
 
 use super::admission::Admission;
 use super::audit::{Audit, AuditRecord, Outcome};

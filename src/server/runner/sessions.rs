@@ -33,21 +33,24 @@ pub struct SessionTurn {
     pub policy: Policy,
 }
 
+/// What a turn that ran did.
+pub struct TurnDone {
+    /// What it did.
+    pub report: Report,
+    /// `repr` of its final expression's value, if any.
+    pub result: Option<String>,
+    /// Set when this turn ended the session.
+    pub ended: Option<EndInfo>,
+    /// The session's turn count after this one.
+    pub turn: u64,
+    /// What the check found (`None` with policy `off`).
+    pub findings: Option<Vec<Finding>>,
+}
+
 /// How a turn ended, when not with an error.
 pub enum Turned {
     /// The turn ran.
-    Ran {
-        /// What it did.
-        report: Box<Report>,
-        /// `repr` of its final expression's value, if any.
-        result: Option<String>,
-        /// Set when this turn ended the session.
-        ended: Option<EndInfo>,
-        /// The session's turn count after this one.
-        turn: u64,
-        /// What the check found (`None` with policy `off`).
-        findings: Option<Vec<Finding>>,
-    },
+    Ran(Box<TurnDone>),
     /// The policy is `deny` and the check found these: nothing ran.
     Denied(Vec<Finding>),
 }
@@ -192,13 +195,13 @@ impl Runner {
         session.put_back(interp, ended.clone(), true).release();
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
-        Ok(Turned::Ran {
-            report: Box::new(outcome.report),
+        Ok(Turned::Ran(Box::new(TurnDone {
+            report: outcome.report,
             result: outcome.result,
             ended,
             turn: session.info().turns,
             findings,
-        })
+        })))
     }
 
     /// `(path, size)` of every file in session `id`'s working directory.
