@@ -323,7 +323,7 @@ impl Vivarium {
     }
 
     /// Makes a fresh sandbox from `template`. The first use of the scientific template in a
-    /// process loads it (and on a new machine builds it: minutes; see `template.rs`).
+    /// process loads it (and on a new machine builds it: minutes; see `template/`).
     pub fn prepare_with(
         &self,
         spec: SandboxSpec,

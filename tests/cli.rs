@@ -131,3 +131,15 @@ fn runtime_verify_and_info() {
             .contains("3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc")
     );
 }
+
+#[test]
+fn plt_show_is_a_png_output_in_json_on_every_template() {
+    let code = "import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.show()";
+    for template in ["python", "scientific"] {
+        let out = vivarium(&["run", "--json", "--template", template, "-c", code]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["status"], "ok", "{template}: {v}");
+        assert_eq!(v["outputs"][0]["mime"], "image/png", "{template}: {v}");
+        assert_eq!(v["outputs"].as_array().unwrap().len(), 1, "{template}: {v}");
+    }
+}

@@ -278,3 +278,64 @@ fn cli_check_prints_json_and_exits_by_verdict() {
     assert_eq!(v["syntax"]["ok"], false);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `plt.show()` returns its figure as an `image/png` output on every template, in an
+/// execution and in a session turn: `scientific` imported pyplot (with the Agg backend)
+/// before any sandbox asked for rich outputs, and its set-up turn must route `show()` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plt_show_returns_a_png_on_every_template() {
+    let s = start("show", |_| {}).await;
+    let c = client();
+    let code = "\
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.show()
+";
+    for template in ["python", "scientific"] {
+        let (st, v) = post(
+            &c,
+            &s.url("/v1/execute"),
+            &json!({"code": code, "template": template}),
+        )
+        .await;
+        assert_eq!(
+            (st, v["status"].as_str()),
+            (200, Some("ok")),
+            "{template}: {v}"
+        );
+        let mimes: Vec<&str> = v["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["mime"].as_str().unwrap())
+            .collect();
+        assert_eq!(mimes, ["image/png"], "{template}: {v}");
+        let png = unb64(v["outputs"][0]["data"].as_str().unwrap());
+        assert!(png.starts_with(b"\x89PNG"), "{template}: not a PNG");
+        assert!(
+            !v["stderr"].as_str().unwrap().contains("non-interactive"),
+            "{template}: {v}"
+        );
+
+        let (st, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": template})).await;
+        assert_eq!(st, 201, "{template}: {v}");
+        let turn = s.url(&format!(
+            "/v1/sessions/{}/execute",
+            v["id"].as_str().unwrap()
+        ));
+        for n in 1..=2 {
+            let (st, v) = post(&c, &turn, &json!({"code": code})).await;
+            assert_eq!(
+                (st, v["status"].as_str()),
+                (200, Some("ok")),
+                "{template}: {v}"
+            );
+            assert_eq!(
+                v["outputs"][0]["mime"], "image/png",
+                "{template} turn {n}: {v}"
+            );
+            assert_eq!(v["outputs"].as_array().unwrap().len(), 1, "{template}: {v}");
+        }
+    }
+    s.stop().await;
+}

@@ -8,7 +8,8 @@ caps: a program may write, remove or fake these files, and only harms its own re
 
 matplotlib is never imported here: `plt.show()` reaches us because the prelude sets
 MPLBACKEND to `module://vivarium_mpl_backend`, a backend module served on demand from
-BACKEND_SOURCE below, only when the program imports matplotlib itself.
+BACKEND_SOURCE below, only when the program imports matplotlib itself; where a template
+already imported pyplot, `install` switches its backend to the same module.
 """
 
 import os
@@ -115,6 +116,11 @@ def install():
         sys.meta_path.append(_BackendFinder())
     builtins.display = display
     os.environ["MPLBACKEND"] = "module://vivarium_mpl_backend"
+    # A template that imported pyplot (`scientific`) fixed its backend (Agg) before any
+    # sandbox asked for rich outputs: point it here too, or `plt.show()` only warns.
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.switch_backend(os.environ["MPLBACKEND"])
     # A session turn's final value (a DataFrame, ...) also comes back as HTML when it has
     # one; the REPL echo and the `result` text are the hook we wrap.
     echo = sys.displayhook
