@@ -141,5 +141,10 @@ fn plt_show_is_a_png_output_in_json_on_every_template() {
         assert_eq!(v["status"], "ok", "{template}: {v}");
         assert_eq!(v["outputs"][0]["mime"], "image/png", "{template}: {v}");
         assert_eq!(v["outputs"].as_array().unwrap().len(), 1, "{template}: {v}");
+        // Without --json no rich outputs are collected: `show()` warns as Agg does.
+        let out = vivarium(&["run", "--template", template, "-c", code]);
+        assert_eq!(out.status.code(), Some(0), "{template}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("non-interactive"), "{template}: {stderr}");
     }
 }

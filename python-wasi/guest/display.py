@@ -8,14 +8,16 @@ caps: a program may write, remove or fake these files, and only harms its own re
 
 matplotlib is never imported here: `plt.show()` reaches us because the prelude sets
 MPLBACKEND to `module://vivarium_mpl_backend`, a backend module served on demand from
-BACKEND_SOURCE below, only when the program imports matplotlib itself; where a template
-already imported pyplot, `install` switches its backend to the same module.
+BACKEND_SOURCE below, only when the program imports matplotlib itself. A template that
+imports pyplot selects the same backend when it is built (`register_backend`).
 """
 
 import os
 import sys
 
 OUTPUT_DIR = "/tmp/.vivarium/outputs"
+# Set by `install`: this sandbox asked for rich outputs.
+_enabled = False
 MAX_OUTPUTS = 64
 _count = 0
 
@@ -86,7 +88,12 @@ from matplotlib.backend_bases import FigureManagerBase as FigureManager
 
 def show(*args, **kwargs):
     import vivarium_display
-    vivarium_display.show_figures()
+    if vivarium_display._enabled:
+        vivarium_display.show_figures()
+    else:
+        # No rich outputs asked for: what Agg, the backend this stands in for, does.
+        from matplotlib import _api
+        _api.warn_external("FigureCanvasAgg is non-interactive, and thus cannot be shown")
 '''
 
 
@@ -109,18 +116,23 @@ class _BackendFinder:
         exec(compile(BACKEND_SOURCE, "<vivarium_mpl_backend>", "exec"), module.__dict__)
 
 
-def install():
-    import builtins
-
+def register_backend():
+    """Makes `module://vivarium_mpl_backend` importable. A template that imports pyplot
+    (`scientific`) calls this and selects the backend when it is built, so no sandbox pays
+    for the switch; `plt.show()` then returns figures only where `install` ran."""
     if not any(isinstance(f, _BackendFinder) for f in sys.meta_path):
         sys.meta_path.append(_BackendFinder())
+
+
+def install():
+    """Turns rich outputs on for this sandbox (the set-up turn calls it when asked)."""
+    global _enabled
+    import builtins
+
+    register_backend()
+    _enabled = True
     builtins.display = display
     os.environ["MPLBACKEND"] = "module://vivarium_mpl_backend"
-    # A template that imported pyplot (`scientific`) fixed its backend (Agg) before any
-    # sandbox asked for rich outputs: point it here too, or `plt.show()` only warns.
-    plt = sys.modules.get("matplotlib.pyplot")
-    if plt is not None:
-        plt.switch_backend(os.environ["MPLBACKEND"])
     # A session turn's final value (a DataFrame, ...) also comes back as HTML when it has
     # one; the REPL echo and the `result` text are the hook we wrap.
     echo = sys.displayhook

@@ -27,7 +27,11 @@ pub const SCIENTIFIC_IMPORTS: &str = "\
 def __vivarium_template():
     import io
     import numpy, pandas, matplotlib
-    matplotlib.use('Agg')
+    # Vivarium's backend (Agg's canvas; `plt.show()` returns figures where rich outputs
+    # were asked for), chosen now so no sandbox pays to switch to it.
+    import vivarium_display
+    vivarium_display.register_backend()
+    matplotlib.use('module://vivarium_mpl_backend')
     import matplotlib.pyplot as plt
     str(pandas.DataFrame({'a': [1, 2, 3]}).describe())
     fig, ax = plt.subplots()

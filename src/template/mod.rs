@@ -72,7 +72,7 @@ pub enum Template {
     /// The interpreter started (as in the wheel's stock snapshot), plus Vivarium's helpers.
     #[default]
     Python,
-    /// numpy, pandas and matplotlib (Agg backend) already imported.
+    /// numpy, pandas and matplotlib (Vivarium's backend: Agg's canvas) already imported.
     Scientific,
 }
 
