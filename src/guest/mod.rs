@@ -35,8 +35,10 @@ pub const STUB_DIRS: [&str; 2] = ["usr/local/lib", "tmp/home"];
 /// Top-level names inside the sandbox directory that [`STUB_DIRS`] create: not the run's
 /// output.
 pub const HOST_LAYOUT_DIRS: [&str; 2] = ["usr", "tmp"];
-/// Descriptors open before the guest opens any: stdio and the three preopens.
-pub const INITIAL_FDS: u32 = 3 + PREOPENS.len() as u32;
+/// Descriptors 0, 1 and 2: the guest's stdin, stdout and stderr.
+pub const STDIO_FDS: u32 = 3;
+/// Descriptors open before the guest opens any: stdio and the preopens.
+pub const INITIAL_FDS: u32 = STDIO_FDS + PREOPENS.len() as u32;
 
 /// Which host directory a preopen shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

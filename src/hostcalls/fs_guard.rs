@@ -26,6 +26,7 @@ use wiggle::GuestMemory;
 use super::errno;
 use super::guest_memory::{memory, range, read_u32};
 use super::state::GuestState;
+use crate::guest::STDIO_FDS;
 
 /// What one directory entry (file, folder, link) costs against the quota, so that floods of
 /// empty files or folders are bounded too.
@@ -34,8 +35,6 @@ pub const ENTRY_BYTES: u64 = 4096;
 /// The unit a write is charged in (see [`charge_for`]).
 const BLOCK_BYTES: u64 = 4096;
 
-/// Descriptors 0, 1 and 2.
-const STDIO_FDS: i32 = 3;
 /// `O_CREAT` in preview1's `oflags`.
 const OFLAGS_CREAT: i32 = 1;
 
@@ -122,7 +121,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, GuestState>, fd: i32| -> wasmtime::Result<i32> {
             // Closing stdio would let a file take descriptor 0, 1 or 2 and write to disk past
             // the quota, which only counts descriptors from 3 on.
-            if (fd as u32) < STDIO_FDS as u32 {
+            if (fd as u32) < STDIO_FDS {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_close(fd));
@@ -138,7 +137,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         M,
         "fd_renumber",
         |mut caller: Caller<'_, GuestState>, from: i32, to: i32| -> wasmtime::Result<i32> {
-            if (from as u32) < STDIO_FDS as u32 || (to as u32) < STDIO_FDS as u32 {
+            if (from as u32) < STDIO_FDS || (to as u32) < STDIO_FDS {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_renumber(from, to));
@@ -160,7 +159,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          nwritten: i32|
          -> wasmtime::Result<i32> {
             // stdout and stderr have their own cap; only files count against the quota.
-            let counted = (fd as u32) >= STDIO_FDS as u32;
+            let counted = (fd as u32) >= STDIO_FDS;
             if counted {
                 let wanted = iovec_total(&mut caller, iovs, iovs_len);
                 // A write after a seek far past the end makes a sparse file: check where it
