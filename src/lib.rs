@@ -22,6 +22,7 @@ mod check;
 mod engine;
 mod guest;
 mod hostcalls;
+mod leakage;
 mod limits;
 mod report;
 mod runtime;
@@ -34,8 +35,11 @@ pub mod cli;
 pub mod server;
 
 pub use check::{CheckResult, Finding, Policy, Severity};
+pub use leakage::{GITLEAKS_VERSION, LeakPolicy, RuleError, Scanner};
 pub use limits::{Limits, LimitsRequest, TurnLimits};
-pub use report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
+pub use report::{
+    FileOut, Leak, LeakPlace, LeakStream, PyError, Report, RichOutput, Status, Truncated, Usage,
+};
 pub use template::Template;
 pub use vivarium::{
     ExecError, ExecRequest, Executed, InputFile, OpenError, RunSpec, Vivarium, VivariumOptions,

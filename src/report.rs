@@ -115,6 +115,51 @@ pub struct Report {
     /// Rich outputs (`display()`, `plt.show()`), when the front door loaded the helpers.
     #[serde(default)]
     pub outputs: Vec<RichOutput>,
+    /// What the output-leakage scan found (`None` when no scan ran: leakage policy `off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<Vec<Leak>>,
+}
+
+/// A secret or piece of personal data found in what a run returns; never the text itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Leak {
+    /// The rule that found it: a gitleaks rule id (`aws-access-token`), a personal-data rule
+    /// (`payment-card-number`, `iban`, `email-address`), `env:NAME` for the value of an
+    /// environment variable the request passed, `operator-literal`, or an operator's rule.
+    #[schema(example = "github-pat")]
+    pub rule: String,
+    /// Where it was.
+    #[serde(flatten)]
+    pub place: LeakPlace,
+    /// Byte offset in that text or file, before any redaction.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
+/// Where in a result a leak was found; on the wire one of `"stream": "stdout"`,
+/// `"output": 0` (an index into `outputs`) or `"file": "path"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LeakPlace {
+    /// Standard output, standard error, or a session turn's `result`.
+    Stream(LeakStream),
+    /// A rich output, by its index in `outputs`.
+    Output(usize),
+    /// A returned file, by its path.
+    File(String),
+}
+
+/// The text streams of a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LeakStream {
+    /// `stdout`.
+    Stdout,
+    /// `stderr`.
+    Stderr,
+    /// A session turn's `result` (the `repr` of its final expression).
+    Result,
 }
 
 /// One rich output (`display(obj)`, `plt.show()`), as a notebook shows it.

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("report", 0),
     ("guest", 1),
     ("runtime", 1),
+    ("leakage", 1),
     ("hostcalls", 2),
     ("engine", 3),
     ("template", 4),

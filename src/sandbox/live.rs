@@ -94,6 +94,7 @@ impl Live {
             detail,
             files: Vec::new(),
             outputs: Vec::new(),
+            leaks: None,
             usage: Usage {
                 wall_ms: started.elapsed().as_secs_f64() * 1e3,
                 fuel: fuel_used,

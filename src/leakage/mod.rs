@@ -1,0 +1,407 @@
+//! Output leakage controls: secrets and personal data found, reported and redacted in
+//! everything a run returns (stdout, stderr, a session's result, text rich outputs, files).
+//!
+//! - [`Scanner`]: every pattern rule, compiled once per server: gitleaks' default rule set
+//!   (vendored as `gitleaks.toml`, v8.30.0), Vivarium's personal-data rules
+//!   (`personal.toml`: card numbers with Luhn, IBANs with mod 97, e-mail addresses) and the
+//!   operator's file, all in gitleaks' format.
+//! - [`Guard`]: one request's policy and literal secrets (its `env` values, the operator's
+//!   literals); [`Guard::apply`] scans a [`Report`] and, under `redact`, rewrites it.
+//! - [`StreamFilter`]: the same for output streamed while the code runs, holding back a line
+//!   until it is complete so that a secret split across two writes is still caught.
+//!
+//! The server's runner applies a guard to every run, whichever front door it came through.
+
+mod personal;
+mod rules;
+mod scan;
+mod stream;
+
+use std::sync::Arc;
+
+pub use rules::RuleError;
+pub use scan::{MIN_LITERAL_BYTES, Scanner};
+pub use stream::StreamFilter;
+
+use crate::report::{Leak, LeakPlace, LeakStream, Report};
+use scan::{Hit, Literals, RuleRef};
+
+/// The gitleaks release `gitleaks.toml` was taken from.
+pub const GITLEAKS_VERSION: &str = "8.30.0";
+
+/// What happens to output that holds a secret.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LeakPolicy {
+    /// No scan.
+    Off,
+    /// The result lists each leak (rule and place, never the text) in `leaks`.
+    Report,
+    /// As `report`, and each secret is replaced by `[REDACTED:rule]`. The default.
+    #[default]
+    Redact,
+    /// Any leak withholds the whole output: 422 `output_leak` naming the rules.
+    Deny,
+}
+
+impl LeakPolicy {
+    /// As JSON spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeakPolicy::Off => "off",
+            LeakPolicy::Report => "report",
+            LeakPolicy::Redact => "redact",
+            LeakPolicy::Deny => "deny",
+        }
+    }
+}
+
+/// One request's leakage policy and literal secrets, over the server's rules.
+pub struct Guard {
+    scanner: Arc<Scanner>,
+    policy: LeakPolicy,
+    literals: Literals,
+}
+
+impl Guard {
+    /// A guard for `policy`. Each `env` value is a literal secret (rule `env:NAME`) unless its
+    /// name is in `allow_env` or it is shorter than [`MIN_LITERAL_BYTES`]; so is each of the
+    /// operator's literals.
+    pub fn new(
+        scanner: Arc<Scanner>,
+        policy: LeakPolicy,
+        env: &[(String, String)],
+        allow_env: &[String],
+    ) -> Guard {
+        let literals = if policy == LeakPolicy::Off {
+            Literals::none()
+        } else {
+            let env = env
+                .iter()
+                .filter(|(k, _)| !allow_env.contains(k))
+                .map(|(k, v)| (format!("env:{k}"), v.as_str()));
+            let operator = scanner
+                .operator_literals()
+                .iter()
+                .map(|v| ("operator-literal".to_string(), v.as_str()));
+            Literals::new(env.chain(operator))
+        };
+        Guard {
+            scanner,
+            policy,
+            literals,
+        }
+    }
+
+    /// This guard's policy.
+    pub fn policy(&self) -> LeakPolicy {
+        self.policy
+    }
+
+    /// Scans everything `report` (and a turn's `result`) returns, records the leaks in
+    /// `report.leaks` and, under `redact`, replaces each secret. Binary files and images are
+    /// scanned (files) or skipped (images) but never altered. Returns the leaks found; with
+    /// policy `off` nothing is scanned and `report.leaks` stays `None`.
+    pub fn apply(&self, report: &mut Report, result: Option<&mut String>) -> Vec<Leak> {
+        if self.policy == LeakPolicy::Off {
+            return Vec::new();
+        }
+        let redact = self.policy == LeakPolicy::Redact;
+        let mut leaks = Vec::new();
+        let stderr_had = self.text(
+            &mut report.stderr,
+            LeakPlace::Stream(LeakStream::Stderr),
+            redact,
+            &mut leaks,
+        );
+        self.text(
+            &mut report.stdout,
+            LeakPlace::Stream(LeakStream::Stdout),
+            redact,
+            &mut leaks,
+        );
+        if let Some(result) = result {
+            self.text(
+                result,
+                LeakPlace::Stream(LeakStream::Result),
+                redact,
+                &mut leaks,
+            );
+        }
+        if stderr_had && redact {
+            // The parsed exception repeats parts of stderr.
+            if let Some(e) = &mut report.error {
+                e.message = self.redacted(&e.message);
+                e.traceback = self.redacted(&e.traceback);
+            }
+        }
+        for (i, out) in report.outputs.iter_mut().enumerate() {
+            if is_text_mime(&out.mime) {
+                self.text(&mut out.data, LeakPlace::Output(i), redact, &mut leaks);
+            }
+        }
+        for f in &mut report.files {
+            let Some(content) = &mut f.content else {
+                continue;
+            };
+            let hits = self.hits(content, Some(&f.path));
+            if hits.is_empty() {
+                continue;
+            }
+            leaks.extend(self.leaks(&hits, LeakPlace::File(f.path.clone())));
+            if redact {
+                if let Ok(text) = std::str::from_utf8(content) {
+                    let new = self.rewrite(text, &hits);
+                    f.size = new.len() as u64;
+                    *content = new.into_bytes();
+                }
+            }
+        }
+        report.leaks = Some(leaks.clone());
+        leaks
+    }
+
+    /// Scans one file read from a session; under `redact` a text file is rewritten.
+    pub fn apply_file(&self, path: &str, bytes: &mut Vec<u8>) -> Vec<Leak> {
+        if self.policy == LeakPolicy::Off {
+            return Vec::new();
+        }
+        let hits = self.hits(bytes, Some(path));
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        if self.policy == LeakPolicy::Redact {
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                *bytes = self.rewrite(text, &hits).into_bytes();
+            }
+        }
+        self.leaks(&hits, LeakPlace::File(path.to_string()))
+    }
+
+    /// `text` with every secret replaced, and nothing reported.
+    pub fn redacted(&self, text: &str) -> String {
+        let hits = self.hits(text.as_bytes(), None);
+        if hits.is_empty() {
+            text.to_string()
+        } else {
+            self.rewrite(text, &hits)
+        }
+    }
+
+    /// Whether `text` holds any secret.
+    pub fn finds_any(&self, text: &str) -> bool {
+        !self.hits(text.as_bytes(), None).is_empty()
+    }
+
+    /// A filter for output streamed live, or `None` when streamed chunks need none (`off`,
+    /// `report`: the result carries the leaks).
+    pub fn stream_filter(self: &Arc<Self>) -> Option<StreamFilter> {
+        matches!(self.policy, LeakPolicy::Redact | LeakPolicy::Deny)
+            .then(|| StreamFilter::new(self.clone()))
+    }
+
+    fn text(
+        &self,
+        text: &mut String,
+        place: LeakPlace,
+        redact: bool,
+        leaks: &mut Vec<Leak>,
+    ) -> bool {
+        let hits = self.hits(text.as_bytes(), None);
+        if hits.is_empty() {
+            return false;
+        }
+        leaks.extend(self.leaks(&hits, place));
+        if redact {
+            *text = self.rewrite(text, &hits);
+        }
+        true
+    }
+
+    /// Every hit in `text`, by start.
+    fn hits(&self, text: &[u8], path: Option<&str>) -> Vec<Hit> {
+        let mut hits = Vec::new();
+        self.scanner.scan(text, path, &mut hits);
+        self.literals.scan(text, &mut hits);
+        hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+        hits.dedup_by(|a, b| a.rule == b.rule && a.start == b.start && a.end == b.end);
+        // As gitleaks does: a generic rule's hit inside a specific rule's says nothing more.
+        let covered = |g: &Hit| {
+            hits.iter().any(|h| {
+                !self.is_generic(h.rule) && h.start <= g.start && g.end <= h.end && h != g
+            })
+        };
+        let drop: Vec<bool> = hits
+            .iter()
+            .map(|h| self.is_generic(h.rule) && covered(h))
+            .collect();
+        let mut keep = drop.iter().map(|d| !d);
+        hits.retain(|_| keep.next().unwrap_or(true));
+        hits
+    }
+
+    fn is_generic(&self, r: RuleRef) -> bool {
+        matches!(r, RuleRef::Pattern(i) if self.scanner.rule_id(i).starts_with("generic"))
+    }
+
+    fn rule_id(&self, r: RuleRef) -> &str {
+        match r {
+            RuleRef::Pattern(i) => self.scanner.rule_id(i),
+            RuleRef::Literal(i) => self.literals.id(i),
+        }
+    }
+
+    fn leaks(&self, hits: &[Hit], place: LeakPlace) -> Vec<Leak> {
+        hits.iter()
+            .map(|h| Leak {
+                rule: self.rule_id(h.rule).to_string(),
+                place: place.clone(),
+                offset: h.start as u64,
+                length: (h.end - h.start) as u64,
+            })
+            .collect()
+    }
+
+    /// `text` with each hit (sorted by start) replaced by `[REDACTED:rule]`; overlapping hits
+    /// become one span named after the first, widened to whole characters.
+    fn rewrite(&self, text: &str, hits: &[Hit]) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut i = 0;
+        while i < hits.len() {
+            let first = hits[i];
+            let mut start = first.start.max(at);
+            let mut end = first.end;
+            i += 1;
+            while i < hits.len() && hits[i].start < end {
+                end = end.max(hits[i].end);
+                i += 1;
+            }
+            if end <= at {
+                continue;
+            }
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str("[REDACTED:");
+            out.push_str(self.rule_id(first.rule));
+            out.push(']');
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+}
+
+/// Rich outputs that are text (scanned); images other than SVG are pixels (not scanned).
+fn is_text_mime(mime: &str) -> bool {
+    !mime.starts_with("image/") || mime == "image/svg+xml"
+}
+
+/// The rule ids of `leaks`, each once, in order: what a `deny` error names.
+pub fn rule_names(leaks: &[Leak]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for l in leaks {
+        if !names.contains(&l.rule.as_str()) {
+            names.push(&l.rule);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{FileOut, RichOutput, Status};
+
+    fn guard(policy: LeakPolicy, env: &[(&str, &str)]) -> Guard {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Guard::new(Arc::new(Scanner::new(None).unwrap()), policy, &env, &[])
+    }
+
+    fn report(stdout: &str) -> Report {
+        Report {
+            status: Status::Ok,
+            exit_code: Some(0),
+            stdout: stdout.to_string(),
+            stderr: String::new(),
+            truncated: Default::default(),
+            error: None,
+            detail: None,
+            files: Vec::new(),
+            usage: Default::default(),
+            outputs: Vec::new(),
+            leaks: None,
+        }
+    }
+
+    const GH: &str = "ghp_R2d4kPq8ZtW1xY7bN3mC5vL9sA0fH6jE2uTo";
+
+    #[test]
+    fn redact_replaces_and_reports_offsets_of_the_original() {
+        let g = guard(LeakPolicy::Redact, &[("DB_PASSWORD", "hunter2-but-longer")]);
+        let mut r = report(&format!("tok {GH}\npw hunter2-but-longer\n"));
+        r.outputs.push(RichOutput {
+            mime: "text/plain".into(),
+            data: format!("x {GH}"),
+        });
+        r.files.push(FileOut {
+            path: "blob.bin".into(),
+            size: 3,
+            content: Some(vec![0xff, 0xfe, 0]),
+        });
+        let leaks = g.apply(&mut r, None);
+        assert_eq!(
+            r.stdout,
+            "tok [REDACTED:github-pat]\npw [REDACTED:env:DB_PASSWORD]\n"
+        );
+        assert_eq!(r.outputs[0].data, "x [REDACTED:github-pat]");
+        assert_eq!(leaks.len(), 3, "{leaks:?}");
+        assert_eq!(leaks[0].offset, 4);
+        assert_eq!(leaks[0].length, GH.len() as u64);
+        assert_eq!(r.leaks.as_ref().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn report_alters_nothing_and_off_scans_nothing() {
+        let text = format!("{GH}\n");
+        let mut r = report(&text);
+        assert_eq!(guard(LeakPolicy::Report, &[]).apply(&mut r, None).len(), 1);
+        assert_eq!(r.stdout, text);
+        let mut r = report(&text);
+        assert!(guard(LeakPolicy::Off, &[]).apply(&mut r, None).is_empty());
+        assert_eq!(r.leaks, None);
+    }
+
+    #[test]
+    fn overlapping_hits_become_one_span_on_char_boundaries() {
+        let g = guard(LeakPolicy::Redact, &[("A", "aaaaaaaa"), ("B", "bbbbbbbb")]);
+        // "<élan>": é is bytes 1..3; a span starting inside it widens to it.
+        let hits = [
+            Hit { rule: RuleRef::Literal(0), start: 2, end: 4 },
+            Hit { rule: RuleRef::Literal(1), start: 3, end: 5 },
+        ];
+        assert_eq!(g.rewrite("<élan>", &hits), "<[REDACTED:env:A]n>");
+    }
+}
