@@ -20,7 +20,7 @@ mod stream;
 use std::sync::Arc;
 
 pub use rules::RuleError;
-pub use scan::{MIN_LITERAL_BYTES, Scanner};
+pub use scan::Scanner;
 pub use stream::StreamFilter;
 
 use crate::report::{Leak, LeakPlace, LeakStream, Report};
@@ -241,9 +241,8 @@ impl Guard {
         hits.dedup_by(|a, b| a.rule == b.rule && a.start == b.start && a.end == b.end);
         // As gitleaks does: a generic rule's hit inside a specific rule's says nothing more.
         let covered = |g: &Hit| {
-            hits.iter().any(|h| {
-                !self.is_generic(h.rule) && h.start <= g.start && g.end <= h.end && h != g
-            })
+            hits.iter()
+                .any(|h| !self.is_generic(h.rule) && h.start <= g.start && g.end <= h.end && h != g)
         };
         let drop: Vec<bool> = hits
             .iter()
@@ -399,8 +398,16 @@ mod tests {
         let g = guard(LeakPolicy::Redact, &[("A", "aaaaaaaa"), ("B", "bbbbbbbb")]);
         // "<élan>": é is bytes 1..3; a span starting inside it widens to it.
         let hits = [
-            Hit { rule: RuleRef::Literal(0), start: 2, end: 4 },
-            Hit { rule: RuleRef::Literal(1), start: 3, end: 5 },
+            Hit {
+                rule: RuleRef::Literal(0),
+                start: 2,
+                end: 4,
+            },
+            Hit {
+                rule: RuleRef::Literal(1),
+                start: 3,
+                end: 5,
+            },
         ];
         assert_eq!(g.rewrite("<élan>", &hits), "<[REDACTED:env:A]n>");
     }

@@ -30,17 +30,83 @@ pub fn luhn(s: &[u8]) -> bool {
 
 /// IBAN lengths by country, from SWIFT's IBAN registry.
 const IBAN_LENGTHS: &[(&[u8; 2], usize)] = &[
-    (b"AD", 24), (b"AE", 23), (b"AL", 28), (b"AT", 20), (b"AZ", 28), (b"BA", 20), (b"BE", 16),
-    (b"BG", 22), (b"BH", 22), (b"BR", 29), (b"BY", 28), (b"CH", 21), (b"CR", 22), (b"CY", 28),
-    (b"CZ", 24), (b"DE", 22), (b"DK", 18), (b"DO", 28), (b"EE", 20), (b"EG", 29), (b"ES", 24),
-    (b"FI", 18), (b"FO", 18), (b"FR", 27), (b"GB", 22), (b"GE", 22), (b"GI", 23), (b"GL", 18),
-    (b"GR", 27), (b"GT", 28), (b"HR", 21), (b"HU", 28), (b"IE", 22), (b"IL", 23), (b"IQ", 23),
-    (b"IS", 26), (b"IT", 27), (b"JO", 30), (b"KW", 30), (b"KZ", 20), (b"LB", 28), (b"LC", 32),
-    (b"LI", 21), (b"LT", 20), (b"LU", 20), (b"LV", 21), (b"MC", 27), (b"MD", 24), (b"ME", 22),
-    (b"MK", 19), (b"MR", 27), (b"MT", 31), (b"MU", 30), (b"NL", 18), (b"NO", 15), (b"PK", 24),
-    (b"PL", 28), (b"PS", 29), (b"PT", 25), (b"QA", 29), (b"RO", 24), (b"RS", 22), (b"SA", 24),
-    (b"SC", 31), (b"SE", 24), (b"SI", 19), (b"SK", 24), (b"SM", 27), (b"ST", 25), (b"SV", 28),
-    (b"TL", 23), (b"TN", 24), (b"TR", 26), (b"UA", 29), (b"VA", 22), (b"VG", 24), (b"XK", 20),
+    (b"AD", 24),
+    (b"AE", 23),
+    (b"AL", 28),
+    (b"AT", 20),
+    (b"AZ", 28),
+    (b"BA", 20),
+    (b"BE", 16),
+    (b"BG", 22),
+    (b"BH", 22),
+    (b"BR", 29),
+    (b"BY", 28),
+    (b"CH", 21),
+    (b"CR", 22),
+    (b"CY", 28),
+    (b"CZ", 24),
+    (b"DE", 22),
+    (b"DK", 18),
+    (b"DO", 28),
+    (b"EE", 20),
+    (b"EG", 29),
+    (b"ES", 24),
+    (b"FI", 18),
+    (b"FO", 18),
+    (b"FR", 27),
+    (b"GB", 22),
+    (b"GE", 22),
+    (b"GI", 23),
+    (b"GL", 18),
+    (b"GR", 27),
+    (b"GT", 28),
+    (b"HR", 21),
+    (b"HU", 28),
+    (b"IE", 22),
+    (b"IL", 23),
+    (b"IQ", 23),
+    (b"IS", 26),
+    (b"IT", 27),
+    (b"JO", 30),
+    (b"KW", 30),
+    (b"KZ", 20),
+    (b"LB", 28),
+    (b"LC", 32),
+    (b"LI", 21),
+    (b"LT", 20),
+    (b"LU", 20),
+    (b"LV", 21),
+    (b"MC", 27),
+    (b"MD", 24),
+    (b"ME", 22),
+    (b"MK", 19),
+    (b"MR", 27),
+    (b"MT", 31),
+    (b"MU", 30),
+    (b"NL", 18),
+    (b"NO", 15),
+    (b"PK", 24),
+    (b"PL", 28),
+    (b"PS", 29),
+    (b"PT", 25),
+    (b"QA", 29),
+    (b"RO", 24),
+    (b"RS", 22),
+    (b"SA", 24),
+    (b"SC", 31),
+    (b"SE", 24),
+    (b"SI", 19),
+    (b"SK", 24),
+    (b"SM", 27),
+    (b"ST", 25),
+    (b"SV", 28),
+    (b"TL", 23),
+    (b"TN", 24),
+    (b"TR", 26),
+    (b"UA", 29),
+    (b"VA", 22),
+    (b"VG", 24),
+    (b"XK", 20),
 ];
 
 /// Whether `s` (compact, or grouped by single spaces) is an IBAN of a registered country with
@@ -61,7 +127,11 @@ pub fn iban(s: &[u8]) -> bool {
             b'A'..=b'Z' => u32::from(b - b'A') + 10,
             _ => return false,
         };
-        rem = if v >= 10 { (rem * 100 + v) % 97 } else { (rem * 10 + v) % 97 };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
     }
     rem == 1
 }
@@ -72,7 +142,11 @@ mod tests {
 
     #[test]
     fn luhn_accepts_test_cards_and_refuses_neighbours() {
-        for ok in ["4111111111111111", "5500 0000 0000 0004", "3782-822463-10005"] {
+        for ok in [
+            "4111111111111111",
+            "5500 0000 0000 0004",
+            "3782-822463-10005",
+        ] {
             assert!(luhn(ok.as_bytes()), "{ok}");
         }
         for bad in ["4111111111111112", "411111111111", "41111111111111111111"] {
@@ -82,10 +156,18 @@ mod tests {
 
     #[test]
     fn iban_checks_length_and_mod_97() {
-        for ok in ["DE89370400440532013000", "GB82 WEST 1234 5698 7654 32", "NO9386011117947"] {
+        for ok in [
+            "DE89370400440532013000",
+            "GB82 WEST 1234 5698 7654 32",
+            "NO9386011117947",
+        ] {
             assert!(iban(ok.as_bytes()), "{ok}");
         }
-        for bad in ["DE89370400440532013001", "DE8937040044053201300", "ZZ89370400440532013000"] {
+        for bad in [
+            "DE89370400440532013001",
+            "DE8937040044053201300",
+            "ZZ89370400440532013000",
+        ] {
             assert!(!iban(bad.as_bytes()), "{bad}");
         }
     }

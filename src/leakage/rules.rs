@@ -248,7 +248,11 @@ pub(super) fn compile(file: &str, text: &str) -> Result<Compiled, RuleError> {
             .collect::<Result<_, _>>()
             .map_err(|e| pattern_error(&def.id, e))?;
         rules.push(Rule {
-            keywords: def.keywords.iter().map(|k| k.to_ascii_lowercase()).collect(),
+            keywords: def
+                .keywords
+                .iter()
+                .map(|k| k.to_ascii_lowercase())
+                .collect(),
             id: def.id,
             regex,
             secret_group: def.secret_group,
@@ -366,7 +370,10 @@ mod tests {
     fn go_braces_become_rust_escapes() {
         assert_eq!(from_go(r"^\$(?:\d+|{\d+})$"), r"^\$(?:\d+|\{\d+\})$");
         assert_eq!(from_go(r"a{2,}b{1,3}[{}]\{"), r"a{2,}b{1,3}[{}]\{");
-        assert_eq!(from_go(r"^\{\{[ \t]*[\w ().|]+[ \t]*}}$"), r"^\{\{[ \t]*[\w ().|]+[ \t]*\}\}$");
+        assert_eq!(
+            from_go(r"^\{\{[ \t]*[\w ().|]+[ \t]*}}$"),
+            r"^\{\{[ \t]*[\w ().|]+[ \t]*\}\}$"
+        );
     }
 
     #[test]
@@ -392,7 +399,9 @@ mod tests {
 
     #[test]
     fn a_rule_without_regex_or_path_is_refused() {
-        let e = compile("ops.toml", "[[rules]]\nid = \"r\"\n").err().unwrap();
+        let e = compile("ops.toml", "[[rules]]\nid = \"r\"\n")
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("ops.toml: rule r"), "{e}");
     }
 }

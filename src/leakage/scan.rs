@@ -153,7 +153,14 @@ impl Scanner {
         }
     }
 
-    fn scan_rule(&self, i: usize, rule: &Rule, text: &[u8], path: Option<&str>, out: &mut Vec<Hit>) {
+    fn scan_rule(
+        &self,
+        i: usize,
+        rule: &Rule,
+        text: &[u8],
+        path: Option<&str>,
+        out: &mut Vec<Hit>,
+    ) {
         if let Some(p) = &rule.path {
             match path {
                 Some(path) if p.is_match(path.as_bytes()) => {}
@@ -337,10 +344,13 @@ mod tests {
         s.scan(text.as_bytes(), None, &mut hits);
         assert_eq!(hits.len(), 1, "{hits:?}");
         assert_eq!(&text[hits[0].start..hits[0].end], "AKIAQYLPMN5HHHFPZAM2");
-        assert_eq!(s.rule_id(match hits[0].rule {
-            RuleRef::Pattern(i) => i,
-            RuleRef::Literal(_) => unreachable!(),
-        }), "aws-access-token");
+        assert_eq!(
+            s.rule_id(match hits[0].rule {
+                RuleRef::Pattern(i) => i,
+                RuleRef::Literal(_) => unreachable!(),
+            }),
+            "aws-access-token"
+        );
     }
 
     #[test]
@@ -363,7 +373,10 @@ mod tests {
             keywords = ["acme_"]
         "#;
         let s = Scanner::new(Some(("ops.toml", extra))).unwrap();
-        assert_eq!(ids(&s, "t=acme_0123456789abcdef x@example.com"), ["acme-token"]);
+        assert_eq!(
+            ids(&s, "t=acme_0123456789abcdef x@example.com"),
+            ["acme-token"]
+        );
         assert_eq!(s.operator_literals(), ["correct horse battery staple"]);
         let dup = "[[rules]]\nid = \"jwt\"\nregex = 'x'\n";
         assert!(Scanner::new(Some(("ops.toml", dup))).is_err());
@@ -371,7 +384,10 @@ mod tests {
 
     #[test]
     fn literals_shorter_than_the_minimum_are_not_secrets() {
-        let l = Literals::new([("env:A".to_string(), "1"), ("env:B".to_string(), "s3cr3t-value")]);
+        let l = Literals::new([
+            ("env:A".to_string(), "1"),
+            ("env:B".to_string(), "s3cr3t-value"),
+        ]);
         let mut hits = Vec::new();
         l.scan(b"1 and s3cr3t-value", &mut hits);
         assert_eq!(hits.len(), 1);
@@ -386,9 +402,7 @@ mod tests {
         match hir.into_kind() {
             HirKind::Look(_) => Hir::empty(),
             HirKind::Concat(v) => Hir::concat(v.into_iter().map(without_looks).collect()),
-            HirKind::Alternation(v) => {
-                Hir::alternation(v.into_iter().map(without_looks).collect())
-            }
+            HirKind::Alternation(v) => Hir::alternation(v.into_iter().map(without_looks).collect()),
             HirKind::Repetition(r) => Hir::repetition(Repetition {
                 sub: Box::new(without_looks(*r.sub)),
                 ..r
@@ -454,6 +468,10 @@ mod tests {
                 silent.push(rule.id.clone());
             }
         }
-        assert!(silent.is_empty(), "{} rules never fired: {silent:?}", silent.len());
+        assert!(
+            silent.is_empty(),
+            "{} rules never fired: {silent:?}",
+            silent.len()
+        );
     }
 }

@@ -58,6 +58,7 @@ impl StreamFilter {
     }
 
     /// Whether a `deny` finding has stopped the stream.
+    #[cfg(test)]
     pub fn tripped(&self) -> bool {
         self.tripped
     }

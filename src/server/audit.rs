@@ -16,7 +16,7 @@ use super::error::{ApiError, ApiResult, ErrorCode};
 use super::request_context::RequestContext;
 use super::time::rfc3339_now;
 use crate::limits::Limits;
-use crate::report::{Report, Status, Usage};
+use crate::report::{Leak, Report, Status, Usage};
 use crate::sync::lock;
 
 /// What an audit line records; serialised as its snake_case name.
@@ -158,6 +158,9 @@ pub struct AuditRecord {
     pub bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// What the output-leakage scan found: rule and place, never the matched text.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaks: Vec<Leak>,
 }
 
 impl AuditRecord {
@@ -199,11 +202,17 @@ impl AuditRecord {
             path: None,
             bytes: None,
             detail: None,
+            leaks: Vec::new(),
         }
     }
 
     pub fn set_code(&mut self, code: &str) {
         self.code_sha256 = Some(hex::encode(Sha256::digest(code.as_bytes())));
+    }
+
+    /// Records the leaks a scan found (rules and places only).
+    pub fn set_leaks(&mut self, leaks: &[Leak]) {
+        self.leaks = leaks.to_vec();
     }
 
     pub fn set_report(&mut self, report: &Report) {

@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
 use crate::engine::MAX_LIVE_INSTANCES;
+use crate::leakage::{LeakPolicy, Scanner};
 use crate::limits::{Limits, MIN_MEMORY_BYTES};
 
 /// Format of the server's tracing logs on stderr (`--log-format`).
@@ -67,6 +68,18 @@ pub struct ServeArgs {
     /// (default: /dev/shm/vivarium-scratch when /dev/shm is a writable tmpfs, else $TMPDIR/vivarium-scratch).
     #[arg(long, env = "VIVARIUM_SCRATCH")]
     pub scratch_dir: Option<PathBuf>,
+    /// What happens to output holding a secret or personal data, when a request does not
+    /// say: `off`, `report` (listed in `leaks`), `redact` (also replaced by
+    /// `[REDACTED:rule]`) or `deny` (withheld: 422 `output_leak`).
+    #[arg(long, env = "VIVARIUM_LEAKAGE", value_enum, default_value_t = LeakPolicy::Redact)]
+    pub leakage: LeakPolicy,
+    /// The weakest leakage policy a request may ask for; a weaker one is a 400.
+    #[arg(long, env = "VIVARIUM_LEAKAGE_FLOOR", value_enum, default_value_t = LeakPolicy::Off)]
+    pub leakage_floor: LeakPolicy,
+    /// Extra leakage rules in gitleaks' format (`[[rules]]`), plus `literals = [...]`
+    /// (strings always redacted) and `disabled_rules = [...]` (rule ids to leave out).
+    #[arg(long, env = "VIVARIUM_LEAKAGE_RULES")]
+    pub leakage_rules: Option<PathBuf>,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -127,6 +140,29 @@ pub struct Config {
     pub debug_panic_route: bool,
     /// What a request may ask for: the core's maxima, memory lowered to the budget.
     pub maximum: Limits,
+    /// The output-leakage rules and policies.
+    pub leakage: LeakageConfig,
+}
+
+/// The output-leakage settings: the rules, compiled, and the policies.
+#[derive(Clone)]
+pub struct LeakageConfig {
+    /// Every rule: built in, and the operator's file.
+    pub scanner: std::sync::Arc<Scanner>,
+    /// The policy of a request that names none.
+    pub default: LeakPolicy,
+    /// The weakest policy a request may name.
+    pub floor: LeakPolicy,
+}
+
+impl std::fmt::Debug for LeakageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeakageConfig")
+            .field("rules", &self.scanner.rule_count())
+            .field("default", &self.default)
+            .field("floor", &self.floor)
+            .finish()
+    }
 }
 
 impl ServeArgs {
@@ -158,6 +194,23 @@ impl ServeArgs {
         if self.session_idle_secs == 0 || self.session_lifetime_secs == 0 {
             bail!("session idle time and lifetime must be at least 1 s");
         }
+        if self.leakage < self.leakage_floor {
+            bail!(
+                "--leakage {} is weaker than --leakage-floor {}",
+                self.leakage.as_str(),
+                self.leakage_floor.as_str()
+            );
+        }
+        let extra = match &self.leakage_rules {
+            Some(path) => Some((
+                path.display().to_string(),
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --leakage-rules {}", path.display()))?,
+            )),
+            None => None,
+        };
+        let scanner = Scanner::new(extra.as_ref().map(|(n, t)| (n.as_str(), t.as_str())))
+            .context("loading the leakage rules")?;
         Ok(Config {
             listen: self.listen,
             max_concurrency,
@@ -175,6 +228,11 @@ impl ServeArgs {
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
             maximum,
+            leakage: LeakageConfig {
+                scanner: std::sync::Arc::new(scanner),
+                default: self.leakage,
+                floor: self.leakage_floor,
+            },
         })
     }
 }

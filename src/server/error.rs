@@ -13,7 +13,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::check::CheckError;
+use crate::leakage::rule_names;
 use crate::limits::LimitError;
+use crate::report::Leak;
 use crate::sandbox::SandboxError;
 use crate::sandbox::workdir::WorkdirError;
 use crate::vivarium::ExecError;
@@ -22,6 +24,9 @@ use crate::vivarium::ExecError;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
+    /// With `output_leak`: what was found (rule and place, never the text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<Vec<Leak>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -30,7 +35,7 @@ pub struct ErrorDetail {
     /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
     /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
-    /// `internal`.
+    /// `output_leak`, `internal`.
     pub code: ErrorCode,
     /// A sentence for humans.
     pub message: String,
@@ -88,8 +93,22 @@ pub enum ApiError {
     NotReady,
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The run's output held secrets and the leakage policy is `deny`: it was withheld.
+    #[error("{}", output_leak_message(.0))]
+    OutputLeak(Vec<Leak>),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn output_leak_message(leaks: &[Leak]) -> String {
+    let n = leaks.len();
+    format!(
+        "the output held {n} secret{} or piece{} of personal data (rules: {}) and the leakage \
+         policy is \"deny\": stdout, stderr, the result, rich outputs and files were withheld",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "" } else { "s" },
+        rule_names(leaks).join(", ")
+    )
 }
 
 impl ApiError {
@@ -112,6 +131,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             ApiError::NotReady | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::OutputLeak(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -136,6 +156,7 @@ impl ApiError {
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
             ApiError::NotReady => ErrorCode::NotReady,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
+            ApiError::OutputLeak(_) => ErrorCode::OutputLeak,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -189,6 +210,10 @@ impl ApiError {
                 code: self.code(),
                 message: self.to_string(),
                 field: self.field(),
+            },
+            leaks: match self {
+                ApiError::OutputLeak(leaks) => Some(leaks.clone()),
+                _ => None,
             },
         }
     }
@@ -306,6 +331,8 @@ pub enum ErrorCode {
     PistonError,
     /// `client_closed_request`.
     ClientClosedRequest,
+    /// `output_leak`.
+    OutputLeak,
 }
 
 impl ErrorCode {
@@ -333,6 +360,7 @@ impl ErrorCode {
             ErrorCode::PolicyDenied => "policy_denied",
             ErrorCode::PistonError => "piston_error",
             ErrorCode::ClientClosedRequest => "client_closed_request",
+            ErrorCode::OutputLeak => "output_leak",
         }
     }
 }

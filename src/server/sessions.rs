@@ -18,6 +18,7 @@ use utoipa::ToSchema;
 use super::admission::MemoryReservation;
 use super::error::ApiError;
 use super::time::rfc3339;
+use crate::leakage::LeakPolicy;
 use crate::limits::Limits;
 use crate::report::Status;
 use crate::sandbox::{EndReason, Interpreter};
@@ -181,6 +182,8 @@ pub struct Session {
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
+    /// The leakage policy of its turns and file reads, unless a turn names its own.
+    pub leakage: LeakPolicy,
     idle: Duration,
     lifetime: Duration,
     busy: AtomicBool,
@@ -204,6 +207,7 @@ impl Session {
     pub fn new(
         interp: Interpreter,
         limits: Limits,
+        leakage: LeakPolicy,
         memory: MemoryReservation,
         slot: SessionSlot,
         idle: Duration,
@@ -215,6 +219,7 @@ impl Session {
             created_at: now,
             created: Instant::now(),
             limits,
+            leakage,
             idle,
             lifetime,
             busy: AtomicBool::new(false),

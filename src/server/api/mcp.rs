@@ -212,6 +212,15 @@ pub fn render_result(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
         let line = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
         let _ = writeln!(text, "error: {}: {}{line}", e.kind, e.message);
     }
+    if let Some(leaks) = r.leaks.as_ref().filter(|l| !l.is_empty()) {
+        let _ = writeln!(
+            text,
+            "output leakage: {} finding{} ({}), shown as [REDACTED:rule] unless the server's policy is report",
+            leaks.len(),
+            if leaks.len() == 1 { "" } else { "s" },
+            crate::leakage::rule_names(leaks).join(", ")
+        );
+    }
     if let Some(findings) = &r.findings {
         for f in findings {
             let _ = writeln!(

@@ -335,9 +335,12 @@ async fn run(
         line_buffered: true,
         policy: Policy::Off,
     };
+    // Piston's API has no field for a policy: the server's default applies.
+    let policy = state.runner.leak_policy(None).map_err(from_api)?;
+    let guard = state.runner.leak_guard(policy, &[], &[]);
     let executed = state
         .runner
-        .execute(spec, RunKind::PistonExecute, record)
+        .execute(spec, &guard, RunKind::PistonExecute, record)
         .await
         .map_err(from_api)?;
     let Executed::Ran { report, .. } = executed else {
@@ -345,7 +348,13 @@ async fn run(
             "a run with policy off was refused by its check".into(),
         )));
     };
+    // `output` is the streams again, interleaved: it gets what they got.
     let output = String::from_utf8_lossy(&lock(&combined)).into_owned();
+    let output = if policy == crate::leakage::LeakPolicy::Redact {
+        guard.redacted(&output)
+    } else {
+        output
+    };
     Ok(Json(PistonResponse {
         language: "python",
         version: python_version,

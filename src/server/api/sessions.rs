@@ -185,9 +185,9 @@ pub async fn download(
     Extension(ctx): Extension<RequestContext>,
     Path((id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
+    let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
     let result = match check_path(&path) {
-        Ok(()) => state.runner.read_file(&id, path.clone()).await,
+        Ok(()) => state.runner.read_file(&id, path.clone(), &mut record).await,
         Err(e) => Err(e),
     };
     let size = result.as_ref().map_or(0, |b| b.len() as u64);

@@ -104,8 +104,8 @@ pub async fn execute_stream(
 ) -> Response {
     let id = format!("ex-{}", new_id());
     let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
-    let mut spec = match ExecuteRequest::parse(&state, body, &mut record) {
-        Ok(spec) => spec,
+    let (mut spec, guard) = match ExecuteRequest::parse(&state, body, &mut record) {
+        Ok(parsed) => parsed,
         Err(e) => {
             state.runner.finish(record, Outcome::failed(&e));
             return e.into_response();
@@ -113,14 +113,21 @@ pub async fn execute_stream(
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(CHANNEL_CHUNKS);
     let dropped = Arc::new(AtomicU64::new(0));
+    // Under `redact` and `deny`, chunks leave through the leakage filter a line at a time.
+    let filter = Arc::new(Mutex::new(guard.stream_filter()));
     let observer: OutputObserver = {
         let tx = tx.clone();
         let dropped = dropped.clone();
+        let filter = filter.clone();
         let carry = Mutex::new([Utf8Carry::default(), Utf8Carry::default()]);
         Arc::new(move |kind: StreamKind, bytes: &[u8]| {
             let text = {
                 let mut carry = lock(&carry);
                 carry[kind as usize].push(bytes)
+            };
+            let text = match lock(&filter).as_mut() {
+                Some(f) => f.push(kind as usize, &text),
+                None => text,
             };
             if text.is_empty() {
                 return;
@@ -140,9 +147,23 @@ pub async fn execute_stream(
             record: Some(record),
         };
         let record = pending.record.as_mut().expect("set just above");
-        let result = state.runner.execute(spec, RunKind::Execute, record).await;
+        let result = state
+            .runner
+            .execute(spec, &guard, RunKind::Execute, record)
+            .await;
         let record = pending.record.take().expect("taken only here");
         state.runner.finish(record, run_outcome(&result));
+        if result.is_ok() {
+            // What the filter held back (a last line without its newline) leaves now.
+            let held = lock(&filter).as_mut().map(|f| {
+                [StreamKind::Stdout, StreamKind::Stderr].map(|k| (k, f.finish(k as usize)))
+            });
+            for (kind, text) in held.into_iter().flatten() {
+                if !text.is_empty() {
+                    let _ = tx.send(Msg::Chunk(kind, text)).await;
+                }
+            }
+        }
         let lost = dropped.load(Ordering::Relaxed);
         if lost > 0 {
             let ev = Event::default()

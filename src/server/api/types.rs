@@ -3,6 +3,7 @@
 //! HTTP, streaming and MCP validate exactly alike.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -14,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::check::{Finding, Policy};
+use crate::leakage::{Guard, LeakPolicy};
 use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
-use crate::report::{FileOut, PyError, Report, RichOutput, Status, Truncated, Usage};
+use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
 use crate::server::audit::{AuditRecord, Outcome};
@@ -63,6 +65,13 @@ pub struct ExecuteRequest {
     /// pandas and matplotlib already imported).
     #[serde(default)]
     pub template: Template,
+    /// Output leakage control: `off`, `report`, `redact` or `deny`; left out, the server's
+    /// default (`redact` unless configured). The values of `env` are redacted as secrets.
+    #[serde(default)]
+    pub leakage: Option<LeakPolicy>,
+    /// Names of `env` variables whose values are not secrets (not redacted).
+    #[serde(default)]
+    pub leakage_allow_env: Vec<String>,
 }
 
 /// A file the run created or changed.
@@ -97,6 +106,10 @@ pub struct ExecutionResult {
     /// What the pre-execution check found (policy `warn`); absent with policy `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub findings: Option<Vec<Finding>>,
+    /// What the output-leakage scan found (rule and place, never the text); absent with
+    /// leakage `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<Vec<Leak>>,
 }
 
 impl From<Report> for ExecutionResult {
@@ -113,6 +126,7 @@ impl From<Report> for ExecutionResult {
             usage: r.usage,
             outputs: r.outputs,
             findings: None,
+            leaks: r.leaks,
         }
     }
 }
@@ -233,6 +247,10 @@ pub struct OpenSessionRequest {
     /// (numpy, pandas and matplotlib already imported).
     #[serde(default)]
     pub template: Template,
+    /// Output leakage control of the session's turns and file reads (a turn may name its
+    /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
+    #[serde(default)]
+    pub leakage: Option<LeakPolicy>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -259,6 +277,9 @@ pub struct TurnRequest {
     /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
     #[serde(default)]
     pub policy: Policy,
+    /// This turn's output leakage control; left out, the session's.
+    #[serde(default)]
+    pub leakage: Option<LeakPolicy>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -341,29 +362,36 @@ impl ExecuteResponse {
 impl ExecuteRequest {
     /// Parses an execution body (every failure a JSON 400/413) and checks it: limits resolved
     /// for the template and recorded, files decoded against the disk limit.
+    /// The run this body asks for, and the leakage guard its output goes through.
     pub fn parse(
         state: &AppState,
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
-    ) -> ApiResult<RunSpec> {
+    ) -> ApiResult<(RunSpec, Arc<Guard>)> {
         let host = state.runner.host()?;
         let req: ExecuteRequest = parse_json(body)?;
         record.set_code(&req.code);
         let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
-        Ok(RunSpec {
+        let env: Vec<(String, String)> = req.env.into_iter().collect();
+        let policy = state.runner.leak_policy(req.leakage)?;
+        let guard = state
+            .runner
+            .leak_guard(policy, &env, &req.leakage_allow_env);
+        let spec = RunSpec {
             code: req.code,
             stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
             files,
             limits,
-            env: req.env.into_iter().collect(),
+            env,
             template: req.template,
             observer: None,
             rich: true,
             line_buffered: false,
             policy: req.policy,
-        })
+        };
+        Ok((spec, guard))
     }
 }
 
@@ -373,7 +401,7 @@ impl OpenSessionRequest {
         state: &AppState,
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
-    ) -> ApiResult<(Limits, Template)> {
+    ) -> ApiResult<(Limits, Template, Option<LeakPolicy>)> {
         let host = state.runner.host()?;
         let body = body?;
         let req: OpenSessionRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -383,7 +411,7 @@ impl OpenSessionRequest {
         };
         let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
-        Ok((limits, req.template))
+        Ok((limits, req.template, req.leakage))
     }
 }
 
@@ -402,6 +430,7 @@ impl TurnRequest {
             stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
             limits: req.limits.unwrap_or_default(),
             policy: req.policy,
+            leakage: req.leakage,
         })
     }
 }
@@ -413,8 +442,11 @@ pub async fn execute_body(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<Executed> {
-    let spec = ExecuteRequest::parse(state, body, record)?;
-    state.runner.execute(spec, RunKind::Execute, record).await
+    let (spec, guard) = ExecuteRequest::parse(state, body, record)?;
+    state
+        .runner
+        .execute(spec, &guard, RunKind::Execute, record)
+        .await
 }
 
 /// How an execution request ended, for its audit line.
@@ -454,8 +486,11 @@ pub async fn open_session(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<OpenSessionResponse> {
-    let (limits, template) = OpenSessionRequest::parse(state, body, record)?;
-    let session = state.runner.open_session(limits, template, record).await?;
+    let (limits, template, leakage) = OpenSessionRequest::parse(state, body, record)?;
+    let session = state
+        .runner
+        .open_session(limits, template, leakage, record)
+        .await?;
     let info = session.info();
     Ok(OpenSessionResponse {
         id: info.id,

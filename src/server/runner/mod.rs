@@ -8,7 +8,9 @@
 //! 2. admits it: a concurrency slot and, for sandboxes, their memory footprint (429 when full);
 //! 3. registers its cancel flag, so shutdown and a client that hangs up end it;
 //! 4. runs it on a guest thread (`Vivarium::run`, `open_interpreter`, `check`, a turn);
-//! 5. counts it in the metrics and completes its audit record.
+//! 5. scans what it returns under the request's leakage policy ([`Guard`]): reports,
+//!    redacts, or withholds it (422 `output_leak`);
+//! 6. counts it in the metrics and completes its audit record.
 //!
 //! The front door then maps the result to its own wire format. A worker-process boundary or a
 //! snapshot hook belongs here, behind these methods.
@@ -24,11 +26,12 @@ pub use sessions::{SessionTurn, TurnDone, Turned};
 
 use super::admission::Admission;
 use super::audit::{Audit, AuditRecord, Outcome};
-use super::config::Config;
+use super::config::{Config, LeakageConfig};
 use super::error::{ApiError, ApiResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::sessions::Registry;
 use crate::check::CheckResult;
+use crate::leakage::{Guard, LeakPolicy};
 use crate::vivarium::{Executed, RunSpec, Vivarium};
 use threads::GuestThreads;
 
@@ -46,6 +49,8 @@ pub struct Runner {
     memory_budget_bytes: u64,
     /// What a session turn may ask for at most.
     maximum: crate::limits::Limits,
+    /// The leakage rules and policies.
+    leakage: LeakageConfig,
 }
 
 impl Runner {
@@ -72,7 +77,38 @@ impl Runner {
             audit,
             memory_budget_bytes: config.memory_budget_bytes,
             maximum: config.maximum,
+            leakage: config.leakage.clone(),
         }
+    }
+
+    /// The leakage policy for a request that asks for `requested` (`None`: the server's
+    /// default); 400 when it is weaker than the server's floor.
+    pub fn leak_policy(&self, requested: Option<LeakPolicy>) -> ApiResult<LeakPolicy> {
+        let policy = requested.unwrap_or(self.leakage.default);
+        if policy < self.leakage.floor {
+            return Err(ApiError::InvalidRequest(format!(
+                "leakage \"{}\" is weaker than this server allows (at least \"{}\")",
+                policy.as_str(),
+                self.leakage.floor.as_str()
+            )));
+        }
+        Ok(policy)
+    }
+
+    /// The guard for one run under `policy` (from [`Runner::leak_policy`]): the server's
+    /// rules, the values of `env` as literal secrets unless named in `allow_env`.
+    pub fn leak_guard(
+        &self,
+        policy: LeakPolicy,
+        env: &[(String, String)],
+        allow_env: &[String],
+    ) -> Arc<Guard> {
+        Arc::new(Guard::new(
+            self.leakage.scanner.clone(),
+            policy,
+            env,
+            allow_env,
+        ))
     }
 
     /// Makes the loaded runtime available; runs are refused with 503 until then.
@@ -99,10 +135,12 @@ impl Runner {
     }
 
     /// Runs `spec` in a fresh sandbox, admitted for its footprint; counted as `kind`, with the
-    /// report's status, exit code and usage on `record`.
+    /// report's status, exit code, usage and leaks on `record`. What it returns passes
+    /// `guard` first: under `deny`, a leak is a 422 `output_leak` and nothing else leaves.
     pub async fn execute(
         &self,
         spec: RunSpec,
+        guard: &Guard,
         kind: RunKind,
         record: &mut AuditRecord,
     ) -> ApiResult<Executed> {
@@ -123,9 +161,15 @@ impl Runner {
             .await?
             .map_err(ApiError::from_exec)?;
         drop(cancel);
-        if let Executed::Ran { report, .. } = &executed {
+        let mut executed = executed;
+        if let Executed::Ran { report, .. } = &mut executed {
             self.metrics.executed(kind, report);
             record.set_report(report);
+            let leaks = guard.apply(report, None);
+            record.set_leaks(&leaks);
+            if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+                return Err(ApiError::OutputLeak(leaks));
+            }
         }
         Ok(executed)
     }

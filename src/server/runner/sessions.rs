@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::Runner;
 use crate::check::{Finding, Policy};
+use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimitsRequest};
 use crate::report::Report;
 use crate::sandbox::{Interpreter, WriteError};
@@ -31,6 +32,8 @@ pub struct SessionTurn {
     pub limits: TurnLimitsRequest,
     /// The pre-execution check, in a fresh sandbox of its own (the session is not touched).
     pub policy: Policy,
+    /// The leakage policy of this turn; `None` is the session's.
+    pub leakage: Option<LeakPolicy>,
 }
 
 /// What a turn that ran did.
@@ -63,13 +66,16 @@ impl Runner {
 
     /// Opens a session from `template` under `limits` (already resolved): a place under the
     /// session cap, its memory footprint reserved for its whole life, then the interpreter.
+    /// `leakage` is its turns' and file reads' policy unless a turn names its own.
     pub async fn open_session(
         &self,
         limits: Limits,
         template: Template,
+        leakage: Option<LeakPolicy>,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let host = self.host()?;
+        let leakage = self.leak_policy(leakage)?;
         let slot = self
             .sessions
             .reserve_slot()
@@ -89,6 +95,7 @@ impl Runner {
         let session = Session::new(
             interp,
             limits,
+            leakage,
             memory,
             slot,
             self.sessions.idle,
@@ -108,6 +115,11 @@ impl Runner {
         t: SessionTurn,
         record: &mut AuditRecord,
     ) -> ApiResult<Turned> {
+        let guard = self.leak_guard(
+            self.leak_policy(t.leakage.or(Some(session.leakage)))?,
+            &[],
+            &[],
+        );
         let findings = match t.policy {
             Policy::Off => None,
             policy => {
@@ -195,9 +207,16 @@ impl Runner {
         session.put_back(interp, ended.clone(), true).release();
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
+        let (mut report, mut result) = (outcome.report, outcome.result);
+        let leaks = guard.apply(&mut report, result.as_mut());
+        record.set_leaks(&leaks);
+        if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+            // The turn ran and the session keeps its state; only what it returned is held.
+            return Err(ApiError::OutputLeak(leaks));
+        }
         Ok(Turned::Ran(Box::new(TurnDone {
-            report: outcome.report,
-            result: outcome.result,
+            report,
+            result,
             ended,
             turn: session.info().turns,
             findings,
@@ -210,17 +229,31 @@ impl Runner {
             .await
     }
 
-    /// One file of session `id`'s working directory, up to its disk limit.
-    pub async fn read_file(&self, id: &str, path: String) -> ApiResult<Vec<u8>> {
-        self.with_interpreter(id, move |interp| {
-            let max = interp.limits().disk_bytes;
-            match interp.workdir().read_file(&path, max) {
-                Ok(Some(bytes)) => Ok(bytes),
-                Ok(None) => Err(ApiError::FileNotFound(path)),
-                Err(e) => Err(ApiError::from_workdir("path", e)),
-            }
-        })
-        .await
+    /// One file of session `id`'s working directory, up to its disk limit, through the
+    /// session's leakage policy (a text file is redacted; under `deny` a leak is a 422).
+    pub async fn read_file(
+        &self,
+        id: &str,
+        path: String,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Vec<u8>> {
+        let guard = self.leak_guard(self.sessions.get(id)?.leakage, &[], &[]);
+        let (path, mut bytes) = self
+            .with_interpreter(id, move |interp| {
+                let max = interp.limits().disk_bytes;
+                match interp.workdir().read_file(&path, max) {
+                    Ok(Some(bytes)) => Ok((path, bytes)),
+                    Ok(None) => Err(ApiError::FileNotFound(path)),
+                    Err(e) => Err(ApiError::from_workdir("path", e)),
+                }
+            })
+            .await?;
+        let leaks = guard.apply_file(&path, &mut bytes);
+        record.set_leaks(&leaks);
+        if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+            return Err(ApiError::OutputLeak(leaks));
+        }
+        Ok(bytes)
     }
 
     /// Writes one file into session `id`'s working directory, within its disk limit; returns
