@@ -53,6 +53,7 @@ pub mod testing {
     pub use crate::hostcalls::fs_guard::measure_dir;
     pub use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
     pub use crate::hostcalls::state::Interrupted;
+    pub use crate::leakage::{Guard, StreamFilter};
     pub use crate::limits::TurnLimits;
     pub use crate::sandbox::output::{OutputObserver, StreamKind};
     pub use crate::sandbox::{

@@ -2,9 +2,9 @@
 //! everything a run returns (stdout, stderr, a session's result, text rich outputs, files).
 //!
 //! - [`Scanner`]: every pattern rule, compiled once per server: gitleaks' default rule set
-//!   (vendored as `gitleaks.toml`, v8.30.0), Vivarium's personal-data rules
-//!   (`personal.toml`: card numbers with Luhn, IBANs with mod 97, e-mail addresses) and the
-//!   operator's file, all in gitleaks' format.
+//!   (vendored as `gitleaks.toml`, v8.30.0), Vivarium's own (`vivarium.toml`: passwords in
+//!   URLs, after detect-secrets; card numbers with Luhn, IBANs with mod 97 and e-mail
+//!   addresses, after Presidio) and the operator's file, all in gitleaks' format.
 //! - [`Guard`]: one request's policy and literal secrets (its `env` values, the operator's
 //!   literals); [`Guard::apply`] scans a [`Report`] and, under `redact`, rewrites it.
 //! - [`StreamFilter`]: the same for output streamed while the code runs, holding back a line
@@ -163,12 +163,10 @@ impl Guard {
                 continue;
             }
             leaks.extend(self.leaks(&hits, LeakPlace::File(f.path.clone())));
-            if redact {
-                if let Ok(text) = std::str::from_utf8(content) {
-                    let new = self.rewrite(text, &hits);
-                    f.size = new.len() as u64;
-                    *content = new.into_bytes();
-                }
+            if redact && let Ok(text) = std::str::from_utf8(content) {
+                let new = self.rewrite(text, &hits);
+                f.size = new.len() as u64;
+                *content = new.into_bytes();
             }
         }
         report.leaks = Some(leaks.clone());
@@ -184,10 +182,10 @@ impl Guard {
         if hits.is_empty() {
             return Vec::new();
         }
-        if self.policy == LeakPolicy::Redact {
-            if let Ok(text) = std::str::from_utf8(bytes) {
-                *bytes = self.rewrite(text, &hits).into_bytes();
-            }
+        if self.policy == LeakPolicy::Redact
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            *bytes = self.rewrite(text, &hits).into_bytes();
         }
         self.leaks(&hits, LeakPlace::File(path.to_string()))
     }
@@ -237,7 +235,8 @@ impl Guard {
         let mut hits = Vec::new();
         self.scanner.scan(text, path, &mut hits);
         self.literals.scan(text, &mut hits);
-        hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+        // By start, then by rule order: the first rule at a place names the span.
+        hits.sort_by_key(|h| (h.start, h.rule, h.end));
         hits.dedup_by(|a, b| a.rule == b.rule && a.start == b.start && a.end == b.end);
         // As gitleaks does: a generic rule's hit inside a specific rule's says nothing more.
         let covered = |g: &Hit| {

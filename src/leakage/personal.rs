@@ -1,4 +1,4 @@
-//! The checksums the personal-data rules (`personal.toml`) validate a match with, so that a
+//! The checksums the personal-data rules (`vivarium.toml`) validate a match with, so that a
 //! number that merely looks like a card number or an IBAN is not one.
 
 /// Whether `s` (digits, possibly grouped by spaces or hyphens) is 13 to 19 digits passing the
@@ -25,7 +25,7 @@ pub fn luhn(s: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// IBAN lengths by country, from SWIFT's IBAN registry.

@@ -17,10 +17,10 @@ use super::personal;
 use super::rules::{self, Allowlist, Compiled, Rule, RuleError, Target, Validator};
 
 /// Rule sets compiled into the binary: gitleaks' default configuration, vendored, and
-/// Vivarium's personal-data rules.
+/// Vivarium's own (credentials in URLs, personal data).
 const BUILTIN: [(&str, &str); 2] = [
     ("gitleaks.toml", include_str!("gitleaks.toml")),
-    ("personal.toml", include_str!("personal.toml")),
+    ("vivarium.toml", include_str!("vivarium.toml")),
 ];
 
 /// Where a hit was found, as a byte range of the scanned text.
@@ -34,8 +34,8 @@ pub struct Hit {
     pub end: usize,
 }
 
-/// Which rule a hit is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which rule a hit is of; ordered as the rules are (pattern rules in file order first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RuleRef {
     /// A pattern rule of the scanner.
     Pattern(usize),
@@ -199,10 +199,10 @@ impl Scanner {
             if rule.entropy > 0.0 && shannon_entropy(secret) <= rule.entropy {
                 continue;
             }
-            if let Some(v) = rule.validate {
-                if !valid(v, secret) {
-                    continue;
-                }
+            if let Some(v) = rule.validate
+                && !valid(v, secret)
+            {
+                continue;
             }
             let matched = &text[ms..me];
             let line = line_around(text, ms, me);

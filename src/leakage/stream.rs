@@ -86,10 +86,10 @@ impl StreamFilter {
 /// line longer than [`MAX_HOLD_BYTES`], at whitespace before its last [`TAIL_BYTES`].
 fn cut_point(held: &str) -> usize {
     let mut cut = held.rfind('\n').map_or(0, |i| i + 1);
-    if let Some(begin) = open_pem_block(held) {
-        if held.len() - begin <= MAX_HOLD_BYTES {
-            cut = cut.min(begin);
-        }
+    if let Some(begin) = open_pem_block(held)
+        && held.len() - begin <= MAX_HOLD_BYTES
+    {
+        cut = cut.min(begin);
     }
     if held.len() - cut > MAX_HOLD_BYTES {
         let mut limit = held.len() - TAIL_BYTES;

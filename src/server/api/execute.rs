@@ -26,7 +26,7 @@ use crate::vivarium::Executed;
     responses(
         (status = 200, description = "The execution ran; `status` says how it ended. With `Accept: text/event-stream`: server-sent events `stdout`/`stderr` (`{\"text\"}`) as the code runs, then `result` (this body) or `error`", body = ExecuteResponse),
         (status = 400, description = "Malformed request, bad path or base64, limit above the maximum", body = ErrorBody),
-        (status = 422, description = "Policy `deny` and the pre-execution check found something: nothing ran", body = PolicyDeniedBody),
+        (status = 422, description = "`policy_denied` (policy `deny`, the pre-execution check found something: nothing ran, body with `findings`) or `output_leak` (leakage `deny`, the output held secrets: withheld, body with `leaks`)", body = PolicyDeniedBody),
         (status = 401, description = "API key missing or wrong", body = ErrorBody),
         (status = 413, description = "Body above the cap", body = ErrorBody),
         (status = 429, description = "Too busy: retry after the Retry-After header", body = ErrorBody),

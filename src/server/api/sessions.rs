@@ -101,7 +101,7 @@ pub async fn close(
         (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "A turn is already running, or the session has ended", body = ErrorBody),
-        (status = 422, description = "Policy `deny` and the check found something: nothing ran", body = PolicyDeniedBody),
+        (status = 422, description = "`policy_denied` (policy `deny`, the check found something: nothing ran, body with `findings`) or `output_leak` (leakage `deny`, the output held secrets: withheld, body with `leaks`; the session keeps its state)", body = PolicyDeniedBody),
         (status = 410, description = "Expired", body = ErrorBody),
         (status = 429, body = ErrorBody),
     ),
@@ -172,7 +172,8 @@ fn check_path(path: &str) -> ApiResult<()> {
         ("path" = String, Path, description = "File path relative to the working directory; may contain `/`"),
     ),
     responses(
-        (status = 200, description = "The raw bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The raw bytes (a text file with secrets redacted under the session's leakage policy `redact`)", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 422, description = "`output_leak`: the file held secrets and the session's leakage policy is `deny`", body = ErrorBody),
         (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
