@@ -26,6 +26,15 @@ pub use stream::StreamFilter;
 use crate::report::{Leak, LeakPlace, LeakStream, Report};
 use scan::{Hit, Literals, RuleRef};
 
+/// A result lists at most this many leaks (all of them are still redacted, or denied): a
+/// guest printing a million secrets must not make a million-entry response and audit line.
+pub const MAX_LISTED_LEAKS: usize = 1000;
+
+/// Once a rewrite has grown its text by this much, further secrets become a bare
+/// `[REDACTED]`, or as many `*` as they have bytes when shorter: markers longer than the
+/// short secrets they replace must not multiply the size of an output already at its cap.
+const MAX_MARKER_GROWTH: usize = 64 << 10;
+
 /// The gitleaks release `gitleaks.toml` was taken from.
 pub const GITLEAKS_VERSION: &str = "8.30.0";
 
@@ -169,6 +178,7 @@ impl Guard {
                 *content = new.into_bytes();
             }
         }
+        leaks.truncate(MAX_LISTED_LEAKS);
         report.leaks = Some(leaks.clone());
         leaks
     }
@@ -187,7 +197,9 @@ impl Guard {
         {
             *bytes = self.rewrite(text, &hits).into_bytes();
         }
-        self.leaks(&hits, LeakPlace::File(path.to_string()))
+        let mut leaks = self.leaks(&hits, LeakPlace::File(path.to_string()));
+        leaks.truncate(MAX_LISTED_LEAKS);
+        leaks
     }
 
     /// `text` with every secret replaced, and nothing reported.
@@ -239,16 +251,27 @@ impl Guard {
         hits.sort_by_key(|h| (h.start, h.rule, h.end));
         hits.dedup_by(|a, b| a.rule == b.rule && a.start == b.start && a.end == b.end);
         // As gitleaks does: a generic rule's hit inside a specific rule's says nothing more.
-        let covered = |g: &Hit| {
-            hits.iter()
-                .any(|h| !self.is_generic(h.rule) && h.start <= g.start && g.end <= h.end && h != g)
-        };
-        let drop: Vec<bool> = hits
+        // The specific hits' running maximum end, by start, answers "is it covered" in
+        // O(log n) (a guest may print a million of them).
+        let mut specific: Vec<(usize, usize)> = hits
             .iter()
-            .map(|h| self.is_generic(h.rule) && covered(h))
+            .filter(|h| !self.is_generic(h.rule))
+            .map(|h| (h.start, h.end))
             .collect();
-        let mut keep = drop.iter().map(|d| !d);
-        hits.retain(|_| keep.next().unwrap_or(true));
+        if specific.len() < hits.len() && !specific.is_empty() {
+            let mut max_end = 0;
+            for s in &mut specific {
+                max_end = max_end.max(s.1);
+                s.1 = max_end;
+            }
+            hits.retain(|h| {
+                if !self.is_generic(h.rule) {
+                    return true;
+                }
+                let upto = specific.partition_point(|s| s.0 <= h.start);
+                upto == 0 || specific[upto - 1].1 < h.end
+            });
+        }
         hits
     }
 
@@ -265,6 +288,7 @@ impl Guard {
 
     fn leaks(&self, hits: &[Hit], place: LeakPlace) -> Vec<Leak> {
         hits.iter()
+            .take(MAX_LISTED_LEAKS)
             .map(|h| Leak {
                 rule: self.rule_id(h.rule).to_string(),
                 place: place.clone(),
@@ -299,9 +323,15 @@ impl Guard {
                 end += 1;
             }
             out.push_str(&text[at..start]);
-            out.push_str("[REDACTED:");
-            out.push_str(self.rule_id(first.rule));
-            out.push(']');
+            if out.len() + text.len() - end <= text.len() + MAX_MARKER_GROWTH {
+                out.push_str("[REDACTED:");
+                out.push_str(self.rule_id(first.rule));
+                out.push(']');
+            } else if end - start >= "[REDACTED]".len() {
+                out.push_str("[REDACTED]");
+            } else {
+                out.extend(std::iter::repeat_n('*', end - start));
+            }
             at = end;
         }
         out.push_str(&text[at..]);
@@ -409,5 +439,36 @@ mod tests {
             },
         ];
         assert_eq!(g.rewrite("<élan>", &hits), "<[REDACTED:env:A]n>");
+    }
+
+    #[test]
+    fn a_flood_of_secrets_is_listed_up_to_the_cap_and_does_not_blow_up_the_text() {
+        let g = guard(
+            LeakPolicy::Redact,
+            &[("A_RATHER_LONG_VARIABLE_NAME", "s3cr3t-v")],
+        );
+        let text = "s3cr3t-v ".repeat(200_000);
+        let mut r = report(&text);
+        let leaks = g.apply(&mut r, None);
+        assert_eq!(leaks.len(), MAX_LISTED_LEAKS);
+        assert!(!r.stdout.contains("s3cr3t-v"));
+        assert!(
+            r.stdout.len() <= text.len() + MAX_MARKER_GROWTH + 64,
+            "{}",
+            r.stdout.len()
+        );
+        assert!(
+            r.stdout.ends_with(" ******** "),
+            "{}",
+            &r.stdout[r.stdout.len() - 40..]
+        );
+    }
+
+    #[test]
+    fn generic_hits_covered_by_specific_ones_are_dropped() {
+        let g = guard(LeakPolicy::Report, &[]);
+        let mut r = report(&format!("token = {GH}\napi_key = 'Zq81vX0pLwTq93nBc7Rk'\n"));
+        let rules: Vec<String> = g.apply(&mut r, None).into_iter().map(|l| l.rule).collect();
+        assert_eq!(rules, ["github-pat", "generic-api-key"]);
     }
 }

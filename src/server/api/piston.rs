@@ -340,7 +340,7 @@ async fn run(
     let guard = state.runner.leak_guard(policy, &[], &[]);
     let executed = state
         .runner
-        .execute(spec, &guard, RunKind::PistonExecute, record)
+        .execute(spec, guard.clone(), RunKind::PistonExecute, record)
         .await
         .map_err(from_api)?;
     let Executed::Ran { report, .. } = executed else {

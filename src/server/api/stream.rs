@@ -149,7 +149,7 @@ pub async fn execute_stream(
         let record = pending.record.as_mut().expect("set just above");
         let result = state
             .runner
-            .execute(spec, &guard, RunKind::Execute, record)
+            .execute(spec, guard, RunKind::Execute, record)
             .await;
         let record = pending.record.take().expect("taken only here");
         state.runner.finish(record, run_outcome(&result));

@@ -445,7 +445,7 @@ pub async fn execute_body(
     let (spec, guard) = ExecuteRequest::parse(state, body, record)?;
     state
         .runner
-        .execute(spec, &guard, RunKind::Execute, record)
+        .execute(spec, guard, RunKind::Execute, record)
         .await
 }
 

@@ -136,11 +136,12 @@ impl Runner {
 
     /// Runs `spec` in a fresh sandbox, admitted for its footprint; counted as `kind`, with the
     /// report's status, exit code, usage and leaks on `record`. What it returns passes
-    /// `guard` first: under `deny`, a leak is a 422 `output_leak` and nothing else leaves.
+    /// `guard` first, on the guest thread (a scan of a large output is not executor work):
+    /// under `deny`, a leak is a 422 `output_leak` and nothing else leaves.
     pub async fn execute(
         &self,
         spec: RunSpec,
-        guard: &Guard,
+        guard: Arc<Guard>,
         kind: RunKind,
         record: &mut AuditRecord,
     ) -> ApiResult<Executed> {
@@ -151,23 +152,28 @@ impl Runner {
             .await?;
         let cancel = self.guests.register();
         let flag = cancel.flag();
-        let executed = self
+        let policy = guard.policy();
+        let (executed, leaks) = self
             .guests
             .run(move || {
                 // Admission holds until the sandbox is done, on the guest thread.
                 let _ticket = ticket;
-                host.run(spec, flag)
+                host.run(spec, flag).map(|mut executed| {
+                    let leaks = match &mut executed {
+                        Executed::Ran { report, .. } => guard.apply(report, None),
+                        Executed::Denied(_) => Vec::new(),
+                    };
+                    (executed, leaks)
+                })
             })
             .await?
             .map_err(ApiError::from_exec)?;
         drop(cancel);
-        let mut executed = executed;
-        if let Executed::Ran { report, .. } = &mut executed {
+        if let Executed::Ran { report, .. } = &executed {
             self.metrics.executed(kind, report);
             record.set_report(report);
-            let leaks = guard.apply(report, None);
             record.set_leaks(&leaks);
-            if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+            if policy == LeakPolicy::Deny && !leaks.is_empty() {
                 return Err(ApiError::OutputLeak(leaks));
             }
         }

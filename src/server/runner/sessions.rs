@@ -115,11 +115,8 @@ impl Runner {
         t: SessionTurn,
         record: &mut AuditRecord,
     ) -> ApiResult<Turned> {
-        let guard = self.leak_guard(
-            self.leak_policy(t.leakage.or(Some(session.leakage)))?,
-            &[],
-            &[],
-        );
+        let policy = self.leak_policy(t.leakage.or(Some(session.leakage)))?;
+        let guard = self.leak_guard(policy, &[], &[]);
         let findings = match t.policy {
             Policy::Off => None,
             policy => {
@@ -157,8 +154,11 @@ impl Runner {
                     return (Some(interp), Err(e));
                 }
                 match interp.turn(&code, stdin, &limits) {
-                    Ok(outcome) => {
-                        if outcome.ended.is_some() {
+                    Ok(mut outcome) => {
+                        // Scanned here, on the guest thread, before anything leaves.
+                        let leaks = guard.apply(&mut outcome.report, outcome.result.as_mut());
+                        let outcome = (outcome, leaks);
+                        if outcome.0.ended.is_some() {
                             // Dead: let it go here, off the executor (this removes its dir).
                             drop(interp);
                             (None, Ok(outcome))
@@ -200,6 +200,7 @@ impl Runner {
                 });
             }
         };
+        let (outcome, leaks) = outcome;
         let ended = outcome.ended.as_ref().map(EndInfo::from_reason);
         if ended.is_some() {
             self.metrics.session_closed(CloseReason::Ended);
@@ -207,10 +208,9 @@ impl Runner {
         session.put_back(interp, ended.clone(), true).release();
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
-        let (mut report, mut result) = (outcome.report, outcome.result);
-        let leaks = guard.apply(&mut report, result.as_mut());
+        let (report, result) = (outcome.report, outcome.result);
         record.set_leaks(&leaks);
-        if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+        if policy == LeakPolicy::Deny && !leaks.is_empty() {
             // The turn ran and the session keeps its state; only what it returned is held.
             return Err(ApiError::OutputLeak(leaks));
         }
@@ -238,19 +238,22 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<u8>> {
         let guard = self.leak_guard(self.sessions.get(id)?.leakage, &[], &[]);
-        let (path, mut bytes) = self
+        let policy = guard.policy();
+        let (bytes, leaks) = self
             .with_interpreter(id, move |interp| {
                 let max = interp.limits().disk_bytes;
                 match interp.workdir().read_file(&path, max) {
-                    Ok(Some(bytes)) => Ok((path, bytes)),
+                    Ok(Some(mut bytes)) => {
+                        let leaks = guard.apply_file(&path, &mut bytes);
+                        Ok((bytes, leaks))
+                    }
                     Ok(None) => Err(ApiError::FileNotFound(path)),
                     Err(e) => Err(ApiError::from_workdir("path", e)),
                 }
             })
             .await?;
-        let leaks = guard.apply_file(&path, &mut bytes);
         record.set_leaks(&leaks);
-        if guard.policy() == LeakPolicy::Deny && !leaks.is_empty() {
+        if policy == LeakPolicy::Deny && !leaks.is_empty() {
             return Err(ApiError::OutputLeak(leaks));
         }
         Ok(bytes)
