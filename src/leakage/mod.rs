@@ -16,6 +16,7 @@ mod personal;
 mod rules;
 mod scan;
 mod stream;
+mod windows;
 
 use std::sync::Arc;
 

@@ -152,6 +152,8 @@ pub(super) struct Rule {
     pub path: Option<Regex>,
     pub allowlists: Vec<Allowlist>,
     pub validate: Option<Validator>,
+    /// The pattern can match across many lines (its windows reach further).
+    pub multiline: bool,
 }
 
 /// A compiled allowlist: what makes a finding not a finding.
@@ -260,6 +262,10 @@ pub(super) fn compile(file: &str, text: &str) -> Result<Compiled, RuleError> {
             path,
             allowlists,
             validate: def.validate,
+            multiline: def
+                .regex
+                .as_deref()
+                .is_some_and(super::windows::spans_lines),
         });
     }
     Ok(Compiled {

@@ -15,6 +15,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::personal;
 use super::rules::{self, Allowlist, Compiled, Rule, RuleError, Target, Validator};
+use super::windows;
 
 /// Rule sets compiled into the binary: gitleaks' default configuration, vendored, and
 /// Vivarium's own (credentials in URLs, personal data).
@@ -104,8 +105,10 @@ impl Scanner {
                 }
             }
         }
+        // A DFA: twice the speed of the default NFA on output, for some memory once.
         let keywords = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .match_kind(MatchKind::Standard)
             .build(&words)
             .expect("keywords are plain strings");
@@ -137,27 +140,44 @@ impl Scanner {
     /// Appends every pattern hit in `text` to `out`. `path` is set for files: rules with a
     /// `path` apply only to files whose path matches it.
     pub fn scan(&self, text: &[u8], path: Option<&str>, out: &mut Vec<Hit>) {
-        let mut run = vec![false; self.rules.len()];
+        // Each rule's anchors: where its keywords occur, or its candidates.
+        let mut anchors: Vec<Vec<usize>> = vec![Vec::new(); self.rules.len()];
+        let mut whole = vec![false; self.rules.len()];
         for &i in &self.always {
-            run[i] = true;
+            match self.rules[i].validate {
+                Some(Validator::Luhn) => windows::digit_runs(text, &mut anchors[i]),
+                Some(Validator::Iban) => windows::iban_starts(text, &mut anchors[i]),
+                None => whole[i] = true,
+            }
         }
         for m in self.keywords.find_overlapping_iter(text) {
             for &i in &self.keyword_rules[m.pattern().as_usize()] {
-                run[i] = true;
+                anchors[i].push(m.start());
             }
         }
         for (i, rule) in self.rules.iter().enumerate() {
-            if run[i] {
-                self.scan_rule(i, rule, text, path, out);
+            if whole[i] || rule.regex.is_none() {
+                if whole[i] || !anchors[i].is_empty() {
+                    self.scan_rule(i, rule, text, 0, path, out);
+                }
+                continue;
+            }
+            if anchors[i].is_empty() {
+                continue;
+            }
+            for (s, e) in windows::around(text, &mut anchors[i], rule.multiline) {
+                self.scan_rule(i, rule, &text[s..e], s, path, out);
             }
         }
     }
 
+    /// Runs rule `i` on `text`, which starts at byte `base` of what is scanned.
     fn scan_rule(
         &self,
         i: usize,
         rule: &Rule,
         text: &[u8],
+        base: usize,
         path: Option<&str>,
         out: &mut Vec<Hit>,
     ) {
@@ -171,8 +191,8 @@ impl Scanner {
             // A rule on paths alone: the whole file is the finding.
             out.push(Hit {
                 rule: RuleRef::Pattern(i),
-                start: 0,
-                end: text.len(),
+                start: base,
+                end: base + text.len(),
             });
             return;
         };
@@ -217,8 +237,8 @@ impl Scanner {
             if !allowed {
                 out.push(Hit {
                     rule: RuleRef::Pattern(i),
-                    start: ss,
-                    end: se,
+                    start: base + ss,
+                    end: base + se,
                 });
             }
         }
