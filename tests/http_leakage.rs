@@ -296,6 +296,16 @@ async fn report_leaves_output_alone_and_gives_exact_places_and_the_audit_no_secr
         );
         assert_eq!(&stdout[o..o + n], secret.as_str(), "{rule}");
     }
+    // `off`: no scan, no `leaks` field, the output as printed.
+    let (status, off) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &leaky_request(&secrets, json!({"leakage": "off"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{off}");
+    assert!(off.get("leaks").is_none(), "{off}");
+    assert!(off["stdout"].as_str().unwrap().contains(&secrets[0].1));
     let audit = std::fs::read_to_string(&s.audit_log).unwrap();
     s.stop().await;
     assert_hidden(&audit, &texts(&secrets), "the audit log");
