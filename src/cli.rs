@@ -105,7 +105,7 @@ pub struct RunArgs {
     /// [default: 300 G].
     #[arg(long)]
     pub fuel: Option<u64>,
-    /// Cap on the guest's memory in bytes [default: 512 MiB; at least 40 MiB, 128 MiB for
+    /// Cap on the guest's memory in bytes [default: 512 MiB; at least 40 MiB, 192 MiB for
     /// scientific].
     #[arg(long)]
     pub memory_bytes: Option<u64>,
@@ -121,10 +121,12 @@ pub struct RunArgs {
     /// Print the whole result as JSON instead of passing the streams through.
     #[arg(long)]
     pub json: bool,
-    /// The snapshot to start from: `python` (stock) or `scientific` (numpy, pandas and
-    /// matplotlib already imported; built once per machine on first use).
-    #[arg(long, value_enum, default_value_t = Template::Python)]
-    pub template: Template,
+    /// The snapshot to start from: `scientific` (the default: numpy, pandas, matplotlib,
+    /// scipy, scikit-learn, statsmodels and seaborn already imported) or `python` (minimal).
+    /// Left out with `--memory-bytes` below what `scientific` needs, `python`. Each is built
+    /// once per machine on first use.
+    #[arg(long, value_enum)]
+    pub template: Option<Template>,
 }
 
 /// Parses the command line and runs it; a host failure is printed and exits with

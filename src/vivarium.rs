@@ -109,7 +109,7 @@ pub enum OpenError {
     /// The scratch root could not be made.
     #[error(transparent)]
     Scratch(#[from] WorkdirError),
-    /// The `python` template could not be built or loaded.
+    /// A template could not be built or loaded.
     #[error(transparent)]
     Template(#[from] TemplateError),
 }
@@ -157,8 +157,9 @@ pub struct ExecRequest {
     pub observer: Option<OutputObserver>,
     /// Set to stop the run early; `None` for a run only its limits stop.
     pub cancel: Option<Arc<AtomicBool>>,
-    /// The snapshot the sandbox starts from (`python` unless asked).
-    pub template: Template,
+    /// The snapshot the sandbox starts from; `None`: the default its limits leave room for
+    /// ([`Template::for_limits`]).
+    pub template: Option<Template>,
     /// `display()` and `plt.show()` produce rich outputs in the report.
     pub rich: bool,
     /// Whether the code is checked first: off unless asked (the HTTP API's default is
@@ -176,7 +177,7 @@ impl Default for ExecRequest {
             env: Vec::new(),
             observer: None,
             cancel: None,
-            template: Template::Python,
+            template: None,
             rich: false,
             policy: Policy::Off,
         }
@@ -359,16 +360,18 @@ impl Vivarium {
         GuestStore::new(&self.engine, &self.layout(), &self.scratch, spec)
     }
 
-    /// Resolves requested limits for `template`: this host's defaults and maxima, and the
+    /// Resolves requested limits and the template: this host's defaults and maxima, the
+    /// template asked for or the one they leave room for ([`Template::for_limits`]), and that
     /// template's minimum.
     pub fn resolve_for(
         &self,
-        template: Template,
+        template: Option<Template>,
         req: &LimitsRequest,
-    ) -> Result<Limits, LimitError> {
+    ) -> Result<(Template, Limits), LimitError> {
         let limits = self.resolve_limits(req)?;
+        let template = Template::for_limits(template, &limits);
         template::check_limits(template, &limits)?;
-        Ok(limits)
+        Ok((template, limits))
     }
 
     /// Runs `spec` in a fresh sandbox on this thread: the pre-execution check first in its
@@ -431,14 +434,14 @@ impl Vivarium {
     /// Runs one program in a fresh sandbox on a guest thread of its own and reports.
     /// Blocking: call from a thread that may block (not an async executor thread).
     pub fn execute(self: &Arc<Self>, req: ExecRequest) -> Result<Report, ExecError> {
-        let limits = self.resolve_for(req.template, &req.limits)?;
+        let (template, limits) = self.resolve_for(req.template, &req.limits)?;
         let spec = RunSpec {
             code: req.code,
             stdin: req.stdin,
             files: req.files,
             limits,
             env: req.env,
-            template: req.template,
+            template,
             observer: req.observer,
             rich: req.rich,
             line_buffered: false,

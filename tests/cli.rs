@@ -135,14 +135,19 @@ fn runtime_verify_and_info() {
 #[test]
 fn plt_show_is_a_png_output_in_json_on_every_template() {
     let code = "import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.show()";
-    for template in ["python", "scientific"] {
-        let out = vivarium(&["run", "--json", "--template", template, "-c", code]);
+    // The default (no `--template`: scientific), and each by name.
+    for template in [None, Some("python"), Some("scientific")] {
+        let choose: Vec<&str> = template.map_or(vec![], |t| vec!["--template", t]);
+        let template = template.unwrap_or("default");
+        let args = [&["run", "--json"][..], &choose, &["-c", code]].concat();
+        let out = vivarium(&args);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["status"], "ok", "{template}: {v}");
         assert_eq!(v["outputs"][0]["mime"], "image/png", "{template}: {v}");
         assert_eq!(v["outputs"].as_array().unwrap().len(), 1, "{template}: {v}");
         // Without --json no rich outputs are collected: `show()` warns as Agg does.
-        let out = vivarium(&["run", "--template", template, "-c", code]);
+        let args = [&["run"][..], &choose, &["-c", code]].concat();
+        let out = vivarium(&args);
         assert_eq!(out.status.code(), Some(0), "{template}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("non-interactive"), "{template}: {stderr}");

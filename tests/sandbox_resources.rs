@@ -5,12 +5,13 @@
 mod common;
 
 use common::{fresh_host, open_fds, rss_bytes};
-use vivarium::{ExecRequest, LimitsRequest, Status};
+use vivarium::{ExecRequest, LimitsRequest, Status, Template};
 
 fn req(code: &str, limits: LimitsRequest) -> ExecRequest {
     ExecRequest {
         code: code.into(),
         limits,
+        template: Some(Template::Python),
         ..Default::default()
     }
 }

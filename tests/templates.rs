@@ -1,7 +1,7 @@
-//! Templates: our own snapshots of `python.wasm`. `python` carries the guest-side helpers;
-//! `scientific` also has numpy, pandas and matplotlib imported. The first test on a fresh
-//! machine builds the scientific one (minutes, once; then cached like the `.cwasm`), so every
-//! template test lives in this one binary.
+//! Templates: our own snapshots of `python.wasm`. `python` (minimal) carries the guest-side
+//! helpers; `scientific` (the default) also has the scientific stack imported. The first test
+//! on a fresh machine builds the scientific one (minutes, once; then cached like the
+//! `.cwasm`), so every template test lives in this one binary.
 
 mod common;
 
@@ -24,7 +24,7 @@ fn run_in(template: Template, code: &str, env: &[(&str, &str)]) -> Report {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            template,
+            template: Some(template),
             ..Default::default()
         })
         .expect("execution could be attempted")
@@ -185,12 +185,25 @@ async fn http_requests_and_sessions_pick_a_template() {
         http_support::post(&c, &url, &json!({"code": code, "template": "scientific"})).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["stdout"], "True\n", "{v}");
+    // The default is `scientific`; `python` by name is the minimal one.
     let (st, v) = http_support::post(&c, &url, &json!({"code": code})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "True\n", "{v}");
+    let (st, v) = http_support::post(&c, &url, &json!({"code": code, "template": "python"})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "False\n", "{v}");
+    // Little memory and no template named: the minimal one, rather than a 400.
+    let (st, v) = http_support::post(
+        &c,
+        &url,
+        &json!({"code": code, "limits": {"memory_bytes": 64 << 20}}),
+    )
+    .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["stdout"], "False\n", "{v}");
     let (st, v) = http_support::post(&c, &url, &json!({"code": code, "template": "nope"})).await;
     assert_eq!(st, 400, "{v}");
-    // The scientific heap alone is 99 MiB: less memory is a 400 naming the field.
+    // The scientific heap alone is 167 MiB: less memory, asked for by name, is a 400.
     let (st, v) = http_support::post(
         &c,
         &url,

@@ -81,9 +81,40 @@ def show_figures(close=True):
         plt.close("all")
 
 
+# The host door message that says "pyplot made a figure" (src/guest/mod.rs: FIGURE_TAG); the
+# host then runs `turn_end` after the turn, as Jupyter shows a cell's figures at its end.
+FIGURE_TAG = b"\0vivarium-figure\0"
+
+
+def _figure_made():
+    try:
+        import _host
+
+        _host.call(FIGURE_TAG)
+    except Exception:
+        pass
+
+
+def turn_end():
+    """After a turn that made a figure: the figures still open come back as PNG outputs
+    and are closed, as a notebook shows them at the end of a cell (rich outputs only)."""
+    if _enabled:
+        show_figures()
+
+
 BACKEND_SOURCE = '''
-from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backend_bases import FigureManagerBase as FigureManager
+
+
+class FigureCanvas(FigureCanvasAgg):
+    """Agg's canvas; pyplot making a figure with it tells the host (see `turn_end`)."""
+
+    @classmethod
+    def new_manager(cls, figure, num):
+        import vivarium_display
+        vivarium_display._figure_made()
+        return super().new_manager(figure, num)
 
 
 def show(*args, **kwargs):

@@ -18,7 +18,7 @@ pub use env::{EnvError, guest_env};
 pub use setup::{GuestSetup, SETUP_LIMITS, setup_code};
 pub use snippets::{
     FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS, SESSION_SETUP,
-    SNAPSHOT_READY,
+    SHOW_OPEN_FIGURES, SNAPSHOT_READY,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
@@ -120,6 +120,9 @@ pub mod turn_abi {
 /// The `host::call` door's result channel (see `hostcalls::door`): a request starting with
 /// this tag carries the `repr` of a turn's final value. [`SESSION_SETUP`] sends it.
 pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
+/// The whole of the door request pyplot's backend sends when it makes a figure
+/// (`python-wasi/guest/display.py`): the host then runs [`SHOW_OPEN_FIGURES`] after the turn.
+pub const FIGURE_TAG: &[u8] = b"\0vivarium-figure\0";
 /// The largest result kept; the displayhook truncates to it before sending, and the host
 /// refuses more.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;

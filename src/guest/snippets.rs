@@ -19,10 +19,18 @@ pub const GUEST_HELPERS: [(&str, &str); 3] = [
     ),
 ];
 
-/// The part of the scientific template's init turn past the helpers. Imports happen inside a
-/// function so the user's `__main__` starts empty; the warm-ups load what `describe()` and a
-/// PNG import lazily; the font cache is cleared so no font file stays open in the snapshot (a
-/// descriptor would not exist at run time).
+/// The part of the scientific template's init turn past the helpers: the stack assistants'
+/// code reaches for, imported and warmed. Imports happen inside a function so the user's
+/// `__main__` starts empty (everything sits in `sys.modules`); the warm-ups run once what the
+/// first real call would otherwise pay for (pandas' `describe` and CSV parser, a PNG, the
+/// first scikit-learn fit, scipy.stats' distributions); the font cache is cleared so no font
+/// file stays open in the snapshot (a descriptor would not exist at run time).
+///
+/// The set (README, "Templates"): numpy, pandas, matplotlib with pyplot, scipy's stats,
+/// optimize, linalg, interpolate, integrate, signal and sparse, scikit-learn's linear models,
+/// model selection, preprocessing, metrics, trees, ensembles, clustering and decomposition,
+/// statsmodels' `api` and seaborn. Left out: what is rarely written in one-off code and
+/// costs much (sympy, networkx and the rest of the built-in packages stay importable).
 pub const SCIENTIFIC_IMPORTS: &str = "\
 def __vivarium_template():
     import io
@@ -33,12 +41,29 @@ def __vivarium_template():
     vivarium_display.register_backend()
     matplotlib.use('module://vivarium_mpl_backend')
     import matplotlib.pyplot as plt
-    str(pandas.DataFrame({'a': [1, 2, 3]}).describe())
+    import scipy, scipy.stats, scipy.optimize, scipy.linalg, scipy.interpolate
+    import scipy.integrate, scipy.signal, scipy.sparse
+    import sklearn, sklearn.linear_model, sklearn.model_selection, sklearn.preprocessing
+    import sklearn.metrics, sklearn.tree, sklearn.ensemble, sklearn.cluster
+    import sklearn.decomposition, sklearn.pipeline
+    import statsmodels.api
+    import seaborn
+    df = pandas.read_csv(io.StringIO('k,v\\na,1\\nb,2\\na,3\\n'))
+    str(df.groupby('k').sum())
+    str(df.describe())
+    df._repr_html_()
+    x = numpy.arange(20.0).reshape(-1, 1)
+    y = 2 * x.ravel() + 1
+    xt, xs, yt, ys = sklearn.model_selection.train_test_split(x, y, random_state=0)
+    m = sklearn.linear_model.LinearRegression().fit(xt, yt)
+    sklearn.metrics.r2_score(ys, m.predict(xs))
+    scipy.stats.norm.cdf(1.0)
+    scipy.stats.linregress(x.ravel(), y)
     fig, ax = plt.subplots()
     ax.plot(numpy.arange(10), numpy.arange(10))
     fig.savefig(io.BytesIO(), format='png')
     plt.close('all')
-    del fig, ax
+    del fig, ax, df, m
     import matplotlib.font_manager as fm
     fm._get_font.cache_clear()
 __vivarium_template()
@@ -90,6 +115,21 @@ pub const FLUSH_LIMITS: TurnLimits = TurnLimits {
     fuel: 2_000_000_000,
     output_bytes: 0,
 };
+
+/// Run after a turn in which pyplot made a figure (the door's figure message): the figures
+/// still open come back as outputs, as a notebook shows them at the end of a cell. The turn
+/// counter is put back so the next user turn keeps its number in tracebacks.
+pub const SHOW_OPEN_FIGURES: &str = "\
+try:
+    import vivarium_display as __vivarium_d
+    __vivarium_d.turn_end()
+    del __vivarium_d
+except BaseException:
+    pass
+import _reactor as __vivarium_r
+__vivarium_r._turns -= 1
+del __vivarium_r
+";
 
 /// Python run as a session's first (hidden) turn: keeps the REPL's echo and also sends the
 /// value's `repr` through the door.

@@ -4,7 +4,10 @@
 //! turns into `ConnectionRefusedError` without touching memory. The one exception is the
 //! internal result channel of sessions: a request that starts with [`RESULT_TAG`] carries the
 //! `repr` of a turn's final expression (sent by the displayhook that
-//! [`crate::guest::SESSION_SETUP`] installs), which the host keeps as the turn's `result`.
+//! [`crate::guest::SESSION_SETUP`] installs), which the host keeps as the turn's `result`;
+//! and a request that is exactly [`FIGURE_TAG`] (sent by Vivarium's matplotlib backend when
+//! pyplot makes a figure) sets one flag, after which the host shows the figures still open at
+//! the end of the turn. A guest can only set that flag for itself: it costs it one hidden turn.
 //!
 //! Everything the guest passes is untrusted: pointers are checked against memory, the size is
 //! capped, and the bytes are only ever kept as lossy UTF-8 text.
@@ -13,7 +16,7 @@ use wasmtime::Caller;
 
 use super::guest_memory::{memory, range};
 use super::state::GuestState;
-use crate::guest::{MAX_RESULT_BYTES, RESULT_TAG};
+use crate::guest::{FIGURE_TAG, MAX_RESULT_BYTES, RESULT_TAG};
 
 const NO_HOST: i32 = -1;
 const HOST_FAULT: i32 = -2;
@@ -28,7 +31,7 @@ pub fn host_call(
     out_len_ptr: i32,
 ) -> i32 {
     let len = req_len as u32 as usize;
-    if len < RESULT_TAG.len() || len > RESULT_TAG.len() + MAX_RESULT_BYTES {
+    if len < FIGURE_TAG.len().min(RESULT_TAG.len()) || len > RESULT_TAG.len() + MAX_RESULT_BYTES {
         return NO_HOST;
     }
     let Some(mem) = memory(&mut caller) else {
@@ -42,14 +45,21 @@ pub fn host_call(
     ) else {
         return HOST_FAULT;
     };
-    let Some(text) = data[req].strip_prefix(RESULT_TAG) else {
+    let request = &data[req];
+    let text = if request == FIGURE_TAG {
+        None
+    } else if let Some(text) = request.strip_prefix(RESULT_TAG) {
+        Some(String::from_utf8_lossy(text).into_owned())
+    } else {
         return NO_HOST;
     };
-    let text = String::from_utf8_lossy(text).into_owned();
     // An empty answer: null pointer, zero length.
     let data = mem.data_mut(&mut caller);
     data[out_ptr].fill(0);
     data[out_len].fill(0);
-    caller.data_mut().last_result = Some(text);
+    match text {
+        Some(text) => caller.data_mut().last_result = Some(text),
+        None => caller.data_mut().figure_made = true,
+    }
     ANSWERED
 }

@@ -84,6 +84,8 @@ pub struct GuestState {
     pub fs: FsGuard,
     /// The `repr` of the last turn's final expression, sent through the door.
     pub last_result: Option<String>,
+    /// pyplot made a figure since the host last looked (the door's figure message).
+    pub figure_made: bool,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

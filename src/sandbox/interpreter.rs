@@ -29,6 +29,11 @@ impl Interpreter {
         }
         self.live.stdin.refill(stdin);
         let mut outcome = self.live.turn(code, limits, true);
+        // A figure left open comes back at the end of the turn, as in a notebook.
+        if self.live.ended.is_none() && self.live.take_figure_made() {
+            self.live
+                .turn(crate::guest::SHOW_OPEN_FIGURES, limits, false);
+        }
         // Rich outputs are read and removed after each turn; the disk the guest is charged
         // for is measured again, since the host removed files behind its back.
         let root = self.live.workdir.path().to_path_buf();

@@ -30,6 +30,11 @@ pub(super) struct Live {
 }
 
 impl Live {
+    /// Whether pyplot made a figure since the last call (the door's figure message).
+    pub(super) fn take_figure_made(&mut self) -> bool {
+        std::mem::take(&mut self.store.data_mut().figure_made)
+    }
+
     /// Runs one turn. `measure_disk` walks the working directory for the report's
     /// `usage.disk_bytes`; hidden turns, and a program whose files are measured after its
     /// flush, skip it.

@@ -9,7 +9,9 @@ use super::store::GuestStore;
 use super::workdir::ScratchRoot;
 use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
 use crate::engine::GuestEngine;
-use crate::guest::{self, FLUSH_LIMITS, FLUSH_OPEN_FILES, SESSION_SETUP, guest_env};
+use crate::guest::{
+    self, FLUSH_LIMITS, FLUSH_OPEN_FILES, SESSION_SETUP, SHOW_OPEN_FIGURES, guest_env,
+};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::state::GuestState;
 use crate::limits::TurnLimits;
@@ -109,6 +111,11 @@ impl Sandbox {
         // Only a file the program opened can hold an unflushed buffer (preview1 has no `dup`;
         // the guest flushes its own stdout and stderr after every turn).
         let opened_files = self.live.store.data().fs.opens != opens_before;
+        // A figure left open comes back as a notebook would show it (under the program's
+        // own limits: drawing it is the program's work).
+        if self.rich && self.live.ended.is_none() && self.live.take_figure_made() {
+            self.live.turn(SHOW_OPEN_FIGURES, &limits, false);
+        }
         if self.live.ended.is_none() && opened_files {
             self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS, false);
         }

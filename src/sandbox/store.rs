@@ -106,6 +106,7 @@ impl GuestStore {
                 refused_fd: false,
             },
             last_result: None,
+            figure_made: false,
         };
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|s| &mut s.limiter);

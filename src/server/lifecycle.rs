@@ -106,7 +106,14 @@ fn spawn_runtime_load(state: AppState, stop: watch::Sender<bool>) {
     let opts = host_options(&state.config);
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
-        match Vivarium::open(opts) {
+        // The default template too (built once per machine, minutes on a new one), so the
+        // first request does not wait for it.
+        let opened = Vivarium::open(opts).and_then(|host| {
+            host.template_pre(crate::template::Template::default())
+                .map_err(crate::vivarium::OpenError::from)?;
+            Ok(host)
+        });
+        match opened {
             Ok(host) => {
                 tracing::info!(
                     ms = started.elapsed().as_millis() as u64,

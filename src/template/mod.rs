@@ -52,7 +52,8 @@ use crate::limits::{LimitError, Limits};
 use crate::runtime::lock::{Lock, STDLIB_ENTRY};
 use crate::runtime::{RuntimeError, RuntimeFiles};
 
-/// Which snapshot a sandbox starts from.
+/// Which snapshot a sandbox starts from. A request that names none gets [`Template::for_limits`]:
+/// `scientific` when its memory limit leaves room for it, else `python`.
 #[derive(
     Debug,
     Clone,
@@ -69,10 +70,12 @@ use crate::runtime::{RuntimeError, RuntimeFiles};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Template {
-    /// The interpreter started (as in the wheel's stock snapshot), plus Vivarium's helpers.
-    #[default]
+    /// The minimal one: the interpreter started (as in the wheel's stock snapshot), plus
+    /// Vivarium's helpers.
     Python,
-    /// numpy, pandas and matplotlib (Vivarium's backend: Agg's canvas) already imported.
+    /// The default: numpy, pandas, matplotlib (Vivarium's backend), scipy, scikit-learn,
+    /// statsmodels and seaborn already imported and warmed.
+    #[default]
     Scientific,
 }
 
@@ -87,6 +90,19 @@ impl Template {
             Template::Python => "python",
             Template::Scientific => "scientific",
         }
+    }
+}
+
+impl Template {
+    /// The template of a request that names `requested`, or none: the default
+    /// (`scientific`) when `limits` leave it room, else `python`, so a request for little
+    /// memory still runs rather than failing on a template it did not ask for.
+    pub fn for_limits(requested: Option<Template>, limits: &Limits) -> Template {
+        requested.unwrap_or(if limits.memory_bytes >= SCIENTIFIC_MIN_MEMORY_BYTES {
+            Template::Scientific
+        } else {
+            Template::Python
+        })
     }
 }
 
@@ -252,8 +268,8 @@ pub(crate) fn io_err(
 }
 
 /// The least `memory_bytes` a sandbox of `template` can start with: the scientific
-/// snapshot's heap is 99 MiB before the code allocates anything.
-pub const SCIENTIFIC_MIN_MEMORY_BYTES: u64 = 128 << 20;
+/// snapshot's heap is 167 MiB before the code allocates anything.
+pub const SCIENTIFIC_MIN_MEMORY_BYTES: u64 = 192 << 20;
 
 /// Refuses limits a template cannot start under (a 400 naming the field, not a failed
 /// instantiation).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use vivarium::testing::EngineOptions;
-use vivarium::{ExecRequest, LimitsRequest, Report, Vivarium, VivariumOptions};
+use vivarium::{ExecRequest, LimitsRequest, Report, Template, Vivarium, VivariumOptions};
 
 /// A host of its own, with a private scratch base, for tests that count sandbox dirs.
 pub fn fresh_host() -> (Arc<Vivarium>, PathBuf) {
@@ -47,19 +47,24 @@ pub fn run(code: &str) -> Report {
     run_with(code, LimitsRequest::default())
 }
 
+/// Runs `code` on the minimal `python` template: these tests are about the sandbox's
+/// mechanics and limits, not a template's packages (those are `tests/templates.rs`').
 pub fn run_with(code: &str, limits: LimitsRequest) -> Report {
     host()
         .execute(ExecRequest {
             code: code.into(),
             limits,
+            template: Some(Template::Python),
             ..Default::default()
         })
         .expect("execution could be attempted")
 }
 
+/// A request for `code` on the minimal `python` template (see [`run_with`]).
 pub fn request(code: &str) -> ExecRequest {
     ExecRequest {
         code: code.into(),
+        template: Some(Template::Python),
         ..Default::default()
     }
 }

@@ -71,8 +71,9 @@ pub struct ExecuteArgs {
     #[serde(default)]
     #[schemars(with = "Option<Policy>")]
     pub policy: Option<String>,
-    /// "python" (default) or "scientific": numpy, pandas and matplotlib already imported,
-    /// so data work starts in milliseconds instead of seconds.
+    /// "scientific" (default: numpy, pandas, matplotlib, scipy, scikit-learn, statsmodels
+    /// and seaborn already imported, so data work starts in milliseconds) or "python"
+    /// (minimal).
     #[serde(default)]
     #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
@@ -89,7 +90,7 @@ pub struct OpenSessionArgs {
     /// Memory and disk for the whole session; timeout, fuel and output per turn.
     #[serde(default)]
     pub limits: Option<LimitsRequest>,
-    /// "python" (default) or "scientific" (numpy, pandas and matplotlib already imported).
+    /// "scientific" (default: the scientific stack already imported) or "python" (minimal).
     #[serde(default)]
     #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
@@ -323,9 +324,10 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
-        match parse::<Template>(args.template) {
-            Ok(template) => req["template"] = json!(template),
-            Err(e) => return Ok(e),
+        match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(Some(template)) => req["template"] = json!(template),
+            Ok(None) => {}
+            Err(e) => return Ok(tool_error(e)),
         }
         let state = &self.state;
         let id = format!("ex-{}", new_id());
@@ -379,9 +381,10 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
-        match parse::<Template>(args.template) {
-            Ok(template) => req["template"] = json!(template),
-            Err(e) => return Ok(e),
+        match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(Some(template)) => req["template"] = json!(template),
+            Ok(None) => {}
+            Err(e) => return Ok(tool_error(e)),
         }
         let mut record = AuditRecord::new(&ctx(), Action::McpSessionOpen);
         let result = open_session(&self.state, body(&req), &mut record).await;

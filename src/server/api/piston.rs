@@ -328,7 +328,8 @@ async fn run(
         files,
         limits,
         env: Vec::new(),
-        template: Template::Python,
+        // The default, as everywhere: `scientific` unless the memory limit leaves no room.
+        template: Template::for_limits(None, &limits),
         observer: Some(observer),
         rich: false,
         // Line-buffered streams, so `output` interleaves them as a terminal would.

@@ -61,10 +61,11 @@ pub struct ExecuteRequest {
     /// refuses code with any finding (422, nothing runs), `off` skips the check.
     #[serde(default)]
     pub policy: Policy,
-    /// The snapshot the sandbox starts from: `python` (default) or `scientific` (numpy,
-    /// pandas and matplotlib already imported).
+    /// The snapshot the sandbox starts from: `scientific` (the default: numpy, pandas,
+    /// matplotlib, scipy, scikit-learn, statsmodels and seaborn already imported) or `python`
+    /// (the minimal one). Left out with `memory_bytes` below what `scientific` needs, `python`.
     #[serde(default)]
-    pub template: Template,
+    pub template: Option<Template>,
     /// Output leakage control: `off`, `report`, `redact` or `deny`; left out, the server's
     /// default (`redact` unless configured). The values of `env` are redacted as secrets.
     #[serde(default)]
@@ -243,10 +244,10 @@ pub struct OpenSessionRequest {
     /// defaults of each turn.
     #[serde(default)]
     pub limits: Option<LimitsRequest>,
-    /// The snapshot the interpreter starts from: `python` (default) or `scientific`
-    /// (numpy, pandas and matplotlib already imported).
+    /// The snapshot the interpreter starts from: `scientific` (the default) or `python`
+    /// (minimal); left out with `memory_bytes` below what `scientific` needs, `python`.
     #[serde(default)]
-    pub template: Template,
+    pub template: Option<Template>,
     /// Output leakage control of the session's turns and file reads (a turn may name its
     /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
     #[serde(default)]
@@ -371,7 +372,7 @@ impl ExecuteRequest {
         let host = state.runner.host()?;
         let req: ExecuteRequest = parse_json(body)?;
         record.set_code(&req.code);
-        let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
         let env: Vec<(String, String)> = req.env.into_iter().collect();
@@ -385,7 +386,7 @@ impl ExecuteRequest {
             files,
             limits,
             env,
-            template: req.template,
+            template,
             observer: None,
             rich: true,
             line_buffered: false,
@@ -409,9 +410,9 @@ impl OpenSessionRequest {
         } else {
             parse_json(Ok(body))?
         };
-        let limits = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
-        Ok((limits, req.template, req.leakage))
+        Ok((limits, template, req.leakage))
     }
 }
 
