@@ -177,6 +177,7 @@ fn runtime_cmd(action: RuntimeAction) -> anyhow::Result<ExitCode> {
             for t in Template::ALL {
                 host.template_pre(t)?;
             }
+            host.engine().forget_compiled_functions();
             eprintln!(
                 "vivarium: runtime ready in {}",
                 host.runtime_files().dir.display()

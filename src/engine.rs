@@ -6,10 +6,19 @@
 //! engine settings; later processes map the cached file in milliseconds. Parallel processes
 //! take an exclusive lock on the cache entry, so only one of them compiles it, and the entry
 //! appears atomically (write to a temp file, then rename).
+//!
+//! The templates are snapshots of one module: their code is the same function for function and
+//! only their data differs. Cranelift's incremental cache ([`CompileCache`], in memory) lets the
+//! second template reuse every function the first one compiled, which halves a fresh
+//! machine's compile time; [`GuestEngine::forget_compiled_functions`] frees it once the
+//! templates a process needs are loaded.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::{
@@ -21,6 +30,7 @@ use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::{door, fs_guard, poll};
 use crate::limits::Limits;
+use crate::sync::lock;
 
 /// The Wasmtime release line linked (from `Cargo.lock`, by `build.rs`); named in cache keys
 /// for humans. The settings hash below covers the exact version too.
@@ -110,6 +120,32 @@ pub struct GuestEngine {
     engine: Engine,
     /// What guests are linked against: WASI with our shadows, plus `host::call`.
     linker: Linker<GuestState>,
+    /// Compiled functions, while templates may still be compiled in this process.
+    compiled: Arc<CompileCache>,
+}
+
+/// Cranelift's incremental compilation cache, in memory: each function's compiled form under
+/// a key Cranelift derives from its body and every setting, so a hit is exactly what
+/// compiling would have produced. `None` once forgotten: no more entries are kept.
+#[derive(Debug, Default)]
+struct CompileCache(Mutex<Option<HashMap<Vec<u8>, Vec<u8>>>>);
+
+impl wasmtime::CacheStore for CompileCache {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        lock(&self.0)
+            .as_ref()
+            .and_then(|m| m.get(key).cloned().map(Cow::Owned))
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        match lock(&self.0).as_mut() {
+            Some(m) => {
+                m.insert(key.to_vec(), value);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl GuestEngine {
@@ -130,6 +166,11 @@ impl GuestEngine {
         // Copy-on-write memory images: a fresh instance maps the snapshot's 40 MiB heap
         // instead of copying it, which is what makes a sandbox cost microseconds.
         config.memory_init_cow(true);
+        // Both templates share their code: the second compiles from the first's functions.
+        let compiled = Arc::new(CompileCache(Mutex::new(Some(HashMap::new()))));
+        config
+            .enable_incremental_compilation(compiled.clone())
+            .map_err(EngineError::Config)?;
         // The pooling allocator reserves instance, memory and table slots up front and reuses
         // them, so creating a sandbox makes no mmap/munmap calls on the hot path.
         let mut pool = PoolingAllocationConfig::new();
@@ -170,7 +211,17 @@ impl GuestEngine {
             .func_wrap("host", "call", door::host_call)
             .map_err(EngineError::Link)?;
         linker.allow_shadowing(false);
-        Ok(GuestEngine { engine, linker })
+        Ok(GuestEngine {
+            engine,
+            linker,
+            compiled,
+        })
+    }
+
+    /// Frees the compiled functions kept for later compiles (tens of MiB after a template
+    /// compile); a later compile in this process then starts from nothing.
+    pub fn forget_compiled_functions(&self) {
+        *lock(&self.compiled.0) = None;
     }
 
     pub fn engine(&self) -> &Engine {

@@ -42,10 +42,15 @@ def _figure_png(fig):
     return buf.getvalue()
 
 
+# Figures `display()` showed in this turn: not shown again when the turn ends.
+_displayed = set()
+
+
 def _display_one(obj):
     figure_mod = sys.modules.get("matplotlib.figure")
     if figure_mod is not None and isinstance(obj, figure_mod.Figure):
         _write("png", _figure_png(obj))
+        _displayed.add(id(obj))
         return
     for method, ext in (("_repr_png_", "png"), ("_repr_svg_", "svg"), ("_repr_html_", "html")):
         fn = getattr(type(obj), method, None)
@@ -97,9 +102,18 @@ def _figure_made():
 
 def turn_end():
     """After a turn that made a figure: the figures still open come back as PNG outputs
-    and are closed, as a notebook shows them at the end of a cell (rich outputs only)."""
-    if _enabled:
-        show_figures()
+    and are closed, as a notebook shows them at the end of a cell (rich outputs only). A
+    figure `display()` already showed is not shown twice."""
+    if not _enabled:
+        return
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            if id(fig) not in _displayed:
+                _write("png", _figure_png(fig))
+        plt.close("all")
+    _displayed.clear()
 
 
 BACKEND_SOURCE = '''

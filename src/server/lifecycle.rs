@@ -111,6 +111,7 @@ fn spawn_runtime_load(state: AppState, stop: watch::Sender<bool>) {
         let opened = Vivarium::open(opts).and_then(|host| {
             host.template_pre(crate::template::Template::default())
                 .map_err(crate::vivarium::OpenError::from)?;
+            host.engine().forget_compiled_functions();
             Ok(host)
         });
         match opened {

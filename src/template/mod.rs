@@ -4,8 +4,9 @@
 //! Both are made here, once per machine, from the plain reactor `python.wasm` with the
 //! `wasmtime-wizer` crate. `python` carries the guest-side helpers (`python-wasi/guest/`:
 //! rich outputs, the pre-execution checker, the per-sandbox set-up), already compiled and
-//! imported with what they use (`ast`, `json`); `scientific` also has numpy, pandas and
-//! matplotlib imported and warmed. The build:
+//! imported with what they use (`ast`, `json`); `scientific`, the default, also has the
+//! scientific stack imported and warmed ([`SCIENTIFIC_IMPORTS`]: numpy, pandas, matplotlib,
+//! scipy, scikit-learn, statsmodels, seaborn). The build:
 //!
 //! 1. instrument `python.wasm` (Wizer exports its globals and memory) and compile it with a
 //!    separate, unmetered engine (Cranelift without optimisation: the module runs once, for a
