@@ -2,8 +2,9 @@
 table) and benches/results/speed.png (a log-scale bar chart).
 
 Inputs: criterion's estimates under target/criterion/ (median = p50 of the samples),
-RESULTS/wasi_python.json (benches/wasi_python_baseline.py) and RESULTS/http.json
-(benches/http_load.py), each optional."""
+RESULTS/wasi_python.json (benches/wasi_python_baseline.py), RESULTS/http.json
+(benches/http_load.py) and RESULTS/use_cases.json (benches/use_cases.py, also drawn as
+RESULTS/use_cases.png), each optional."""
 
 import json
 import os
@@ -94,6 +95,18 @@ def main() -> None:
                 lines.append("")
                 lines.append(f"Idle session (`{t}` template): {s['mib_per_session']:.2f} MiB RSS each "
                              f"({s['n']} sessions, +{s['rss_delta_mib']:.0f} MiB).")
+    uc = load(os.path.join(results, "use_cases.json"))
+    if uc:
+        lines += ["", f"Use cases, fresh sandbox over HTTP (keep-alive), p50 of {uc['runs']} runs after "
+                  f"{uc['warmup']} warm-up, native CPython {uc['native_python']}:", "",
+                  "| use case | Vivarium, default (`scientific`) | Vivarium, `python` | native `python3 -c` | warm Jupyter kernel | × native | × kernel |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in uc["rows"]:
+            v = r["vivarium_default_ms"]
+            lines.append(f"| {r['case']} | {fmt(v)} | {fmt(r['vivarium_python_ms'])} | "
+                         f"{fmt(r['native_spawn_ms'])} | {fmt(r['warm_kernel_ms'])} | "
+                         f"{r['native_spawn_ms'] / v:.1f}× | {r['warm_kernel_ms'] / v:.2f}× |")
+        use_cases_plot(uc, os.path.join(results, "use_cases.png"))
     md = "\n".join(lines) + "\n"
     with open(os.path.join(results, "results.md"), "w") as f:
         f.write(md)
@@ -122,6 +135,34 @@ def main() -> None:
     ax.set_title("Fresh-sandbox latency vs baselines (same run)", fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(results, "speed.png"))
+
+
+def use_cases_plot(uc: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = uc["rows"]
+    series = (("Vivarium, fresh sandbox (default)", "vivarium_default_ms", "#2a7"),
+              ("native python3 -c", "native_spawn_ms", "#888"),
+              ("warm Jupyter kernel (no isolation)", "warm_kernel_ms", "#36c"))
+    fig, ax = plt.subplots(figsize=(9, 3.8), dpi=80)
+    width = 0.27
+    for i, (label, key, color) in enumerate(series):
+        xs = [g + (i - 1) * width for g in range(len(rows))]
+        ys = [r[key] for r in rows]
+        ax.bar(xs, ys, width, label=label, color=color)
+        for x, y in zip(xs, ys):
+            ax.text(x, y * 1.1, f"{y:.0f}" if y >= 10 else f"{y:.1f}", ha="center", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("p50, ms (log)")
+    labels = ["hello world", "CSV + groupby", "plot, PNG back", "scikit-learn fit", "ZeroDivisionError"]
+    ax.set_xticks(range(len(rows)), labels[: len(rows)], fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("Use cases: fresh sandbox over HTTP vs native spawn and a warm kernel (same run)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 if __name__ == "__main__":

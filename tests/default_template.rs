@@ -224,30 +224,35 @@ async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
     mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await
         .unwrap();
-    let called = mcp(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "execute_python", "arguments": {"code":
-            "import sys\nimport matplotlib.pyplot as plt\nprint('pandas' in sys.modules)\nplt.plot([1, 2])\nplt.show()"}}}))
-    .await
-    .unwrap()
-    .text()
-    .await
-    .unwrap();
-    let data = called
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .find(|d| d.contains("\"result\""))
-        .unwrap_or_else(|| panic!("no result in {called}"));
-    let result: Value = serde_json::from_str(data).unwrap();
-    let content = result["result"]["content"].as_array().unwrap();
-    assert!(
-        content[0]["text"].as_str().unwrap().contains("True"),
-        "{result}"
-    );
-    assert!(
-        content
-            .iter()
-            .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
-        "no image: {result}"
-    );
+    // Image content on every template, and the scientific stack on the default.
+    for (id, (template, name)) in TEMPLATES.into_iter().enumerate() {
+        let code = "import sys\nimport matplotlib.pyplot as plt\nprint('pandas' in sys.modules)\n\
+                    plt.plot([1, 2])\nplt.show()";
+        let args = with_template(json!({"code": code}), template);
+        let called = mcp(
+            json!({"jsonrpc": "2.0", "id": 2 + id, "method": "tools/call",
+            "params": {"name": "execute_python", "arguments": args}}),
+        )
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        let data = called
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| d.contains("\"result\""))
+            .unwrap_or_else(|| panic!("{name}: no result in {called}"));
+        let result: Value = serde_json::from_str(data).unwrap();
+        let content = result["result"]["content"].as_array().unwrap();
+        let preimported = content[0]["text"].as_str().unwrap().contains("True");
+        assert_eq!(preimported, template != Some("python"), "{name}: {result}");
+        assert!(
+            content
+                .iter()
+                .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
+            "{name}: no image: {result}"
+        );
+    }
     s.stop().await;
 }
