@@ -197,53 +197,17 @@ async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
         (200, Some("True\n")),
         "{v}"
     );
-    let accept = "application/json, text/event-stream";
-    let init = c
-        .post(s.url("/mcp"))
-        .header("accept", accept)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "default-test", "version": "0"}}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let mcp = |body: Value| {
-        c.post(s.url("/mcp"))
-            .header("accept", accept)
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(&body)
-            .send()
-    };
-    mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await
-        .unwrap();
+    let mut mcp = McpClient::open(&s).await;
     // Image content on every template, and the scientific stack on the default.
-    for (id, (template, name)) in TEMPLATES.into_iter().enumerate() {
+    for (template, name) in TEMPLATES {
         let code = "import sys\nimport matplotlib.pyplot as plt\nprint('pandas' in sys.modules)\n\
                     plt.plot([1, 2])\nplt.show()";
-        let args = with_template(json!({"code": code}), template);
-        let called = mcp(
-            json!({"jsonrpc": "2.0", "id": 2 + id, "method": "tools/call",
-            "params": {"name": "execute_python", "arguments": args}}),
-        )
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-        let data = called
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .find(|d| d.contains("\"result\""))
-            .unwrap_or_else(|| panic!("{name}: no result in {called}"));
-        let result: Value = serde_json::from_str(data).unwrap();
+        let (_, result) = mcp
+            .call(
+                "execute_python",
+                with_template(json!({"code": code}), template),
+            )
+            .await;
         let content = result["result"]["content"].as_array().unwrap();
         let preimported = content[0]["text"].as_str().unwrap().contains("True");
         assert_eq!(preimported, template != Some("python"), "{name}: {result}");

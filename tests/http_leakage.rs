@@ -495,43 +495,10 @@ async fn mcp_and_piston_apply_the_servers_policy() {
     assert_eq!(v["run"]["output"], "token [REDACTED:github-pat]\n", "{v}");
 
     // MCP over its streamable HTTP transport, as plain JSON-RPC.
-    let accept = "application/json, text/event-stream";
-    let init = c
-        .post(s.url("/mcp"))
-        .header("accept", accept)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "leak-test", "version": "0"}}}),
-        )
-        .send()
+    let (called, _) = McpClient::open(&s)
         .await
-        .unwrap();
-    assert_eq!(init.status(), 200);
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let mcp = |body: Value| {
-        c.post(s.url("/mcp"))
-            .header("accept", accept)
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(&body)
-            .send()
-    };
-    mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await
-        .unwrap();
-    let called = mcp(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "execute_python", "arguments": {"code": code}}}),
-    )
-    .await
-    .unwrap()
-    .text()
-    .await
-    .unwrap();
+        .call("execute_python", json!({"code": code}))
+        .await;
     assert_hidden(&called, std::slice::from_ref(&token), "the MCP result");
     assert!(called.contains("token [REDACTED:github-pat]"), "{called}");
     assert!(

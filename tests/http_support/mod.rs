@@ -221,3 +221,82 @@ pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
     }
     out
 }
+
+/// An MCP session over the server's streamable HTTP transport, spoken as plain JSON-RPC:
+/// `initialize`, the `initialized` notification, then tool calls.
+pub struct McpClient {
+    client: reqwest::Client,
+    url: String,
+    session: String,
+    next_id: u64,
+}
+
+const MCP_ACCEPT: &str = "application/json, text/event-stream";
+
+impl McpClient {
+    /// Opens a session on `server`'s `/mcp`.
+    pub async fn open(server: &TestServer) -> McpClient {
+        let client = client();
+        let url = server.url("/mcp");
+        let init = client
+            .post(&url)
+            .header("accept", MCP_ACCEPT)
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "vivarium-tests", "version": "0"}}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(init.status(), 200, "MCP initialize");
+        let session = init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let mut mcp = McpClient {
+            client,
+            url,
+            session,
+            next_id: 2,
+        };
+        mcp.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        mcp
+    }
+
+    async fn send(&mut self, body: Value) -> String {
+        self.client
+            .post(&self.url)
+            .header("accept", MCP_ACCEPT)
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Calls tool `name` with `arguments`; returns the raw response body (server-sent
+    /// events) and the JSON-RPC message that carries the result.
+    pub async fn call(&mut self, name: &str, arguments: Value) -> (String, Value) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = self
+            .send(
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}),
+            )
+            .await;
+        let message = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| d.contains("\"result\""))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .unwrap_or_else(|| panic!("no result in {body}"));
+        (body, message)
+    }
+}
