@@ -220,3 +220,30 @@ async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
     }
     s.stop().await;
 }
+
+/// The hidden turn that shows open figures runs code the guest can reach (it may replace the
+/// helper), so it gets only what is left of the program's own limits: a guest cannot buy a
+/// second budget through it, and its overrun is the program's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_figure_turn_runs_within_the_programs_own_limits() {
+    let s = start("figure-limits", |_| {}).await;
+    let c = client();
+    let code = "import time, vivarium_display\n\
+                vivarium_display.turn_end = lambda: time.sleep(100)\n\
+                import matplotlib.pyplot as plt\nplt.figure()\ntime.sleep(1.0)";
+    let t0 = std::time::Instant::now();
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": code, "limits": {"timeout_ms": 1500}}),
+    )
+    .await;
+    let elapsed = t0.elapsed();
+    assert_eq!((st, v["status"].as_str()), (200, Some("timeout")), "{v}");
+    assert!(
+        v["usage"]["wall_ms"].as_f64().unwrap() < 1700.0,
+        "the two turns took more than the program's deadline: {v}"
+    );
+    assert!(elapsed < std::time::Duration::from_secs(4), "{elapsed:?}");
+    s.stop().await;
+}

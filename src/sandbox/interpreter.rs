@@ -32,7 +32,7 @@ impl Interpreter {
         // A figure left open comes back at the end of the turn, as in a notebook.
         if self.live.ended.is_none() && self.live.take_figure_made() {
             self.live
-                .turn(crate::guest::SHOW_OPEN_FIGURES, limits, false);
+                .follow_up(crate::guest::SHOW_OPEN_FIGURES, limits, &mut outcome);
         }
         // Rich outputs are read and removed after each turn; the disk the guest is charged
         // for is measured again, since the host removed files behind its back.

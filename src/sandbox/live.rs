@@ -35,6 +35,32 @@ impl Live {
         std::mem::take(&mut self.store.data_mut().figure_made)
     }
 
+    /// Runs the hidden `code` after the turn that produced `first`, within what is left of
+    /// that turn's `limits` (the guest can reach this code, so it must not buy a fresh
+    /// budget), and counts what it used in `first`. A limit it hits, or an end of the
+    /// interpreter, is `first`'s: the figures were the program's work.
+    pub(super) fn follow_up(&mut self, code: &str, limits: &TurnLimits, first: &mut TurnOutcome) {
+        let used = first.report.usage;
+        let rest = TurnLimits {
+            timeout_ms: limits.timeout_ms.saturating_sub(used.wall_ms.ceil() as u64),
+            fuel: limits.fuel.saturating_sub(used.fuel),
+            output_bytes: 0,
+        };
+        if rest.timeout_ms == 0 || rest.fuel == 0 {
+            return;
+        }
+        let after = self.turn(code, &rest, false);
+        first.report.usage.fuel += after.report.usage.fuel;
+        first.report.usage.wall_ms += after.report.usage.wall_ms;
+        if !matches!(after.report.status, Status::Ok | Status::Error) {
+            first.report.status = after.report.status;
+            first.report.detail = after.report.detail;
+        }
+        if after.ended.is_some() {
+            first.ended = after.ended;
+        }
+    }
+
     /// Runs one turn. `measure_disk` walks the working directory for the report's
     /// `usage.disk_bytes`; hidden turns, and a program whose files are measured after its
     /// flush, skip it.

@@ -114,7 +114,8 @@ impl Sandbox {
         // A figure left open comes back as a notebook would show it (under the program's
         // own limits: drawing it is the program's work).
         if self.rich && self.live.ended.is_none() && self.live.take_figure_made() {
-            self.live.turn(SHOW_OPEN_FIGURES, &limits, false);
+            self.live
+                .follow_up(SHOW_OPEN_FIGURES, &limits, &mut outcome);
         }
         if self.live.ended.is_none() && opened_files {
             self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS, false);
