@@ -249,6 +249,9 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
             let r = host
                 .execute(ExecRequest {
                     code: HELLO.into(),
+                    // The minimal template, as the other hello-world figures: the default's
+                    // cost is in `benches/use_cases.py`.
+                    template: Some(Template::Python),
                     ..Default::default()
                 })
                 .unwrap();
