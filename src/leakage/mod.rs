@@ -98,7 +98,7 @@ impl Guard {
         allow_env: &[String],
     ) -> Guard {
         let literals = if policy == LeakPolicy::Off {
-            Literals::none()
+            Literals::new(std::iter::empty())
         } else {
             let env = env
                 .iter()
@@ -165,18 +165,13 @@ impl Guard {
             }
         }
         for f in &mut report.files {
-            let Some(content) = &mut f.content else {
-                continue;
-            };
-            let hits = self.hits(content, Some(&f.path));
-            if hits.is_empty() {
-                continue;
-            }
-            leaks.extend(self.leaks(&hits, LeakPlace::File(f.path.clone())));
-            if redact && let Ok(text) = std::str::from_utf8(content) {
-                let new = self.rewrite(text, &hits);
-                f.size = new.len() as u64;
-                *content = new.into_bytes();
+            if let Some(content) = &mut f.content {
+                let before = content.len();
+                leaks.extend(self.file(&f.path, content, redact));
+                if content.len() != before {
+                    // Redacted: the size is what is returned.
+                    f.size = content.len() as u64;
+                }
             }
         }
         leaks.truncate(MAX_LISTED_LEAKS);
@@ -189,18 +184,7 @@ impl Guard {
         if self.policy == LeakPolicy::Off {
             return Vec::new();
         }
-        let hits = self.hits(bytes, Some(path));
-        if hits.is_empty() {
-            return Vec::new();
-        }
-        if self.policy == LeakPolicy::Redact
-            && let Ok(text) = std::str::from_utf8(bytes)
-        {
-            *bytes = self.rewrite(text, &hits).into_bytes();
-        }
-        let mut leaks = self.leaks(&hits, LeakPlace::File(path.to_string()));
-        leaks.truncate(MAX_LISTED_LEAKS);
-        leaks
+        self.file(path, bytes, self.policy == LeakPolicy::Redact)
     }
 
     /// `text` with every secret replaced, and nothing reported.
@@ -241,6 +225,19 @@ impl Guard {
             *text = self.rewrite(text, &hits);
         }
         true
+    }
+
+    /// The leaks of the file `path` holding `content`; with `redact`, a text (UTF-8) file is
+    /// rewritten, a binary one left as it is.
+    fn file(&self, path: &str, content: &mut Vec<u8>, redact: bool) -> Vec<Leak> {
+        let hits = self.hits(content, Some(path));
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        if redact && let Ok(text) = std::str::from_utf8(content) {
+            *content = self.rewrite(text, &hits).into_bytes();
+        }
+        self.leaks(&hits, LeakPlace::File(path.to_string()))
     }
 
     /// Every hit in `text`, by start.

@@ -156,17 +156,13 @@ impl Scanner {
             }
         }
         for (i, rule) in self.rules.iter().enumerate() {
-            if whole[i] || rule.regex.is_none() {
-                if whole[i] || !anchors[i].is_empty() {
-                    self.scan_rule(i, rule, text, 0, path, out);
+            // A rule on paths alone needs no window: its finding is the whole file.
+            if whole[i] || (rule.regex.is_none() && !anchors[i].is_empty()) {
+                self.scan_rule(i, rule, text, 0, path, out);
+            } else if !anchors[i].is_empty() {
+                for (s, e) in windows::around(text, &mut anchors[i], rule.multiline) {
+                    self.scan_rule(i, rule, &text[s..e], s, path, out);
                 }
-                continue;
-            }
-            if anchors[i].is_empty() {
-                continue;
-            }
-            for (s, e) in windows::around(text, &mut anchors[i], rule.multiline) {
-                self.scan_rule(i, rule, &text[s..e], s, path, out);
             }
         }
     }
@@ -308,14 +304,6 @@ impl Literals {
                 .expect("literals are plain strings")
         });
         Literals { automaton, ids }
-    }
-
-    /// No literals at all.
-    pub fn none() -> Literals {
-        Literals {
-            automaton: None,
-            ids: Vec::new(),
-        }
     }
 
     /// A literal's rule id.

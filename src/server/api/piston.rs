@@ -31,7 +31,6 @@ use crate::server::error::{ApiError, ErrorCode};
 use crate::server::metrics::RunKind;
 use crate::server::request_context::{RequestContext, new_id};
 use crate::sync::lock;
-use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
@@ -296,8 +295,10 @@ async fn run(
         memory_bytes: req.run_memory_limit.filter(|m| *m > 0).map(|m| m as u64),
         ..LimitsRequest::default()
     };
-    let mut limits = host
-        .resolve_limits(&limits)
+    // The default template, as everywhere: `scientific` unless the memory limit leaves no
+    // room for it.
+    let (template, mut limits) = host
+        .resolve_for(None, &limits)
         .map_err(|e| bad(e.to_string()))?;
     if total > limits.disk_bytes {
         return Err(bad("the files are larger than the disk limit"));
@@ -328,8 +329,7 @@ async fn run(
         files,
         limits,
         env: Vec::new(),
-        // The default, as everywhere: `scientific` unless the memory limit leaves no room.
-        template: Template::for_limits(None, &limits),
+        template,
         observer: Some(observer),
         rich: false,
         // Line-buffered streams, so `output` interleaves them as a terminal would.

@@ -172,10 +172,7 @@ impl Runner {
         if let Executed::Ran { report, .. } = &executed {
             self.metrics.executed(kind, report);
             record.set_report(report);
-            record.set_leaks(&leaks);
-            if policy == LeakPolicy::Deny && !leaks.is_empty() {
-                return Err(ApiError::OutputLeak(leaks));
-            }
+            withhold_if_denied(policy, leaks, record)?;
         }
         Ok(executed)
     }
@@ -280,4 +277,18 @@ impl Runner {
     pub fn audit_internal(&self, action: super::audit::Action) {
         self.audit.write(AuditRecord::internal(action));
     }
+}
+
+/// Records what the leakage scan found on `record` and, under `deny`, turns any finding into
+/// the 422 `output_leak` that withholds everything the run returned.
+fn withhold_if_denied(
+    policy: LeakPolicy,
+    leaks: Vec<crate::report::Leak>,
+    record: &mut AuditRecord,
+) -> ApiResult<()> {
+    record.set_leaks(&leaks);
+    if policy == LeakPolicy::Deny && !leaks.is_empty() {
+        return Err(ApiError::OutputLeak(leaks));
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::Runner;
+use super::{Runner, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimitsRequest};
@@ -209,11 +209,9 @@ impl Runner {
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
         let (report, result) = (outcome.report, outcome.result);
-        record.set_leaks(&leaks);
-        if policy == LeakPolicy::Deny && !leaks.is_empty() {
-            // The turn ran and the session keeps its state; only what it returned is held.
-            return Err(ApiError::OutputLeak(leaks));
-        }
+        // The turn ran and the session keeps its state; under `deny` only what it returned
+        // is held.
+        withhold_if_denied(policy, leaks, record)?;
         Ok(Turned::Ran(Box::new(TurnDone {
             report,
             result,
@@ -252,10 +250,7 @@ impl Runner {
                 }
             })
             .await?;
-        record.set_leaks(&leaks);
-        if policy == LeakPolicy::Deny && !leaks.is_empty() {
-            return Err(ApiError::OutputLeak(leaks));
-        }
+        withhold_if_denied(policy, leaks, record)?;
         Ok(bytes)
     }
 
