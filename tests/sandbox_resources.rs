@@ -29,7 +29,7 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
         ("print('hi'); open('f', 'w').write('x')", Status::Ok),
         ("raise ValueError('x')", Status::Error),
         ("import time; time.sleep(10)", Status::Timeout),
-        ("while True: pass", Status::FuelExhausted),
+        // Its own case below: fuel must run out well before the deadline on any machine.
         ("x = bytearray(1 << 30)", Status::MemoryExceeded),
         (
             "l = []\nfor i in range(200000): l = [l]\ndel l",
@@ -38,6 +38,17 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
         ("import os; os._exit(3)", Status::Error),
         ("fs = [open(f'f{i}', 'w') for i in range(100)]", Status::Ok),
     ];
+    // A loop that burns fuel gets a deadline far beyond what its fuel lasts, so that a slow or
+    // busy machine still sees the fuel run out first (at 300 ms, a CI machine saw the deadline).
+    let burn = LimitsRequest {
+        timeout_ms: Some(60_000),
+        fuel: Some(200_000_000),
+        ..small
+    };
+    let fuel_case = ("while True: pass", burn);
+    let r = host.execute(req(fuel_case.0, fuel_case.1)).unwrap();
+    assert_eq!(r.status, Status::FuelExhausted, "{}", r.stderr);
+    assert_eq!(host.live_sandbox_dirs(), 0, "sandbox dir left after fuel");
     for (code, want) in cases {
         let r = host.execute(req(code, small)).unwrap();
         if *want != Status::StackOverflow {
@@ -56,6 +67,9 @@ fn scratch_is_empty_after_every_outcome_and_resources_stay_flat() {
     }
     let (fds, rss) = (open_fds(), rss_bytes());
     for i in 0..200 {
+        if i % 25 == 0 {
+            host.execute(req(fuel_case.0, fuel_case.1)).unwrap();
+        }
         let code = cases[i % cases.len()].0;
         host.execute(req(code, small)).unwrap();
     }
