@@ -27,6 +27,7 @@ mod limits;
 mod report;
 mod runtime;
 mod sandbox;
+mod snapshot;
 mod sync;
 mod template;
 mod vivarium;

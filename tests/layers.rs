@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("guest", 1),
     ("runtime", 1),
     ("leakage", 1),
+    ("snapshot", 1),
     ("hostcalls", 2),
     ("engine", 3),
     ("template", 4),

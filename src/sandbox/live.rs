@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use wasmtime::{Memory, Store, TypedFunc};
+use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::outcome::{EndReason, TurnOutcome, classify};
 use super::output::CappedPipe;
@@ -17,6 +17,8 @@ use crate::report::{self, Report, Status, Truncated, Usage};
 /// The instance and everything around it; shared by both lifecycle types.
 pub(super) struct Live {
     pub(super) store: Store<GuestState>,
+    /// The template's instance: its exports (the mutable globals) are read by `capture`.
+    pub(super) instance: Instance,
     pub(super) memory: Memory,
     pub(super) turn: TypedFunc<(i32, i32), i32>,
     pub(super) host_alloc: TypedFunc<i32, i32>,

@@ -9,6 +9,7 @@
 //! Everything here is synchronous and must run on a thread with a large native stack (see
 //! [`run_on_guest_thread`]), never on an async executor thread.
 
+mod capture;
 mod interpreter;
 mod live;
 mod outcome;
@@ -32,6 +33,7 @@ use crate::template::TemplateError;
 use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
+pub use capture::{Baseline, CaptureError, RestoreError};
 pub use interpreter::{Interpreter, WriteError};
 pub use outcome::EndReason;
 pub use prepared::Sandbox;

@@ -1,6 +1,8 @@
 //! [`Sandbox`]: a fresh interpreter whose set-up turn has run, and none of the caller's code.
 //! It runs one program ([`Sandbox::run`], consuming it) or becomes an [`Interpreter`].
 
+use std::time::Instant;
+
 use wasmtime::InstancePre;
 
 use super::interpreter::Interpreter;
@@ -47,7 +49,7 @@ impl Sandbox {
             stdout,
             stderr,
             stdin,
-        } = GuestStore::with_env(engine, layout, scratch, spec, &env)?;
+        } = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
         // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
         store
             .set_fuel(u64::MAX)
@@ -66,6 +68,7 @@ impl Sandbox {
             .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
         let mut live = Live {
             store,
+            instance,
             memory,
             turn,
             host_alloc,

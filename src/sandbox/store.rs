@@ -42,23 +42,24 @@ impl GuestStore {
         spec: SandboxSpec,
     ) -> Result<GuestStore, SandboxError> {
         let env = guest_env(&spec.env)?;
-        Self::with_env(engine, layout, scratch, spec, &env)
+        Self::with_env(engine, layout, scratch, spec, &env, Instant::now())
     }
 
-    /// [`GuestStore::new`] with the guest's environment already resolved by [`guest_env`].
+    /// [`GuestStore::new`] with the guest's environment already resolved by [`guest_env`],
+    /// and its monotonic clock counting from `origin` (a restored session's goes on).
     pub(super) fn with_env(
         engine: &GuestEngine,
         layout: &GuestLayout<'_>,
         scratch: &ScratchRoot,
         spec: SandboxSpec,
         env: &[(String, String)],
+        origin: Instant,
     ) -> Result<GuestStore, SandboxError> {
         let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
         let output_cap = spec.limits.output_bytes as usize;
         let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, spec.observer.clone());
         let stderr = CappedPipe::new(StreamKind::Stderr, output_cap, spec.observer);
         let stdin = GuestStdin::new(spec.stdin);
-        let origin = Instant::now();
 
         let mut wasi = WasiCtxBuilder::new();
         wasi.args(&[ARGV0])

@@ -210,6 +210,14 @@ impl WorkDir {
         Ok(())
     }
 
+    /// Makes one folder (and its parents) inside the directory.
+    pub fn create_dir(&mut self, rel: &str) -> Result<(), WorkdirError> {
+        validate_relative_path(rel)?;
+        self.dir
+            .create_dir_all(rel)
+            .map_err(io("creating", Path::new(rel)))
+    }
+
     /// Reads one file, refusing anything that is not a regular file inside the directory or
     /// is larger than `max_bytes`.
     pub fn read_file(&self, rel: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, WorkdirError> {

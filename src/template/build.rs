@@ -1,5 +1,6 @@
 //! Building a template: instrument `python.wasm` with Wizer, run its init turn under the
-//! sandbox's preopen table, snapshot memory and globals into a new module.
+//! sandbox's preopen table, snapshot memory and globals into a new module, and export its
+//! mutable globals (`exports.rs`).
 
 use std::fs::File;
 use std::future::Future;
@@ -197,13 +198,17 @@ fn snapshot(
         "vivarium: init ran ({:.0} s so far); taking the snapshot",
         started.elapsed().as_secs_f64()
     );
-    block_on(wizer.snapshot(
+    let snapshot = block_on(wizer.snapshot(
         &cx,
         &mut Snapshotting {
             store: &mut store,
             instance,
         },
-    ))
+    ))?;
+    if super::exports::writes_tables(&snapshot)? {
+        wasmtime::bail!("the module's code writes its function table, which session snapshots leave out");
+    }
+    super::exports::export_mutable_globals(&snapshot)
 }
 
 /// Wizer's view of our instance: exported globals and memory by name.

@@ -17,7 +17,8 @@
 //!    then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
 //!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
 //!    check that no descriptor is left open, and `gc.freeze()`;
-//! 3. snapshot memory and globals into a new module, written atomically to
+//! 3. snapshot memory and globals into a new module, export its mutable globals (so a
+//!    session's state can be captured: `crate::sandbox::capture`), written atomically to
 //!    `<home>/templates/<name>-<key>/python-<name>.wasm` under an exclusive lock;
 //! 4. compile that to `.cwasm` through [`GuestEngine::load_module`].
 //!
@@ -35,6 +36,9 @@
 //! string hash secret stays frozen, as in the stock snapshot.
 
 mod build;
+mod exports;
+
+pub use exports::GLOBAL_EXPORT_PREFIX;
 
 /// The Wasmtime and Wizer versions this binary was built with (from `Cargo.lock`, by
 /// `build.rs`): a template built by another version is another template.
@@ -228,7 +232,7 @@ fn cache_key(
     let lock = Lock::embedded()?;
     let mut h = Sha256::new();
     for part in [
-        "vivarium-template-v1",
+        "vivarium-template-v2",
         template.name(),
         &files.plain_sha256,
         lock.pin(STDLIB_ENTRY)?,

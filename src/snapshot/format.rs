@@ -1,0 +1,444 @@
+//! The snapshot file: a [`SessionImage`] with a header that binds it to a template, a runtime
+//! and this format, compressed, behind an integrity hash.
+//!
+//! ```text
+//! "VIVSNAP1"          8 bytes: magic, format 1
+//! header length       u32 little-endian, at most MAX_HEADER_BYTES
+//! header              JSON (SnapshotHeader), unknown fields refused
+//! body                zstd of: page indices (u32 LE each), page contents, file contents
+//! SHA-256             32 bytes, of everything before it
+//! ```
+//!
+//! A snapshot is data the guest wrote (its memory and files) wrapped by the host, and it may
+//! have sat in a store others can write. [`decode`] checks the hash before reading anything,
+//! then every header field and size against the bounds of this format and the caller's
+//! limits, and decompresses into exactly the sizes the header declares: a truncated,
+//! tampered or oversized snapshot is refused and nothing of it is used.
+
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::image::{GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+use crate::limits::Limits;
+
+/// The magic bytes, which also carry the format version.
+const MAGIC: &[u8; 8] = b"VIVSNAP1";
+/// The format version in headers.
+pub const FORMAT_VERSION: u32 = 1;
+/// A header is small (names, sizes, limits); anything larger is not ours.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+/// Entries (files and folders) a snapshot may hold.
+pub const MAX_ENTRIES: usize = 10_000;
+/// Mutable globals a snapshot may hold (the guest has one).
+const MAX_GLOBALS: usize = 64;
+const HASH_BYTES: usize = 32;
+/// zstd's fastest levels compress a Python heap about threefold at hundreds of MB/s.
+const ZSTD_LEVEL: i32 = 1;
+
+/// What a snapshot is bound to, besides its contents: it restores only where all of these
+/// match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    /// The template's name (`python`, `scientific`).
+    pub template: String,
+    /// The template's cache key (every input of its build).
+    pub template_key: String,
+    /// SHA-256 of the runtime's `python.wasm`.
+    pub runtime_sha256: String,
+}
+
+/// The header: the binding, who made it, and the sizes of everything in the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotHeader {
+    /// [`FORMAT_VERSION`].
+    pub format: u32,
+    /// The Vivarium version that wrote it (informational).
+    pub vivarium: String,
+    /// What it restores on.
+    pub binding: Binding,
+    /// Seconds since the Unix epoch.
+    pub created_at: u64,
+    /// The API key's name that made it; `None` without keys.
+    pub owner: Option<String>,
+    /// The session's user turns when it was taken.
+    pub turns: u64,
+    /// The session's limits.
+    pub limits: Limits,
+    /// The interpreter's turn counter (hidden turns included).
+    pub turns_run: u32,
+    /// The guest's monotonic clock, in nanoseconds.
+    pub monotonic_ns: u64,
+    /// The linear memory's size and its peak, in bytes.
+    pub memory_bytes: u64,
+    /// The largest the memory has been, in bytes.
+    pub memory_peak_bytes: u64,
+    /// How many pages the body holds.
+    pub pages: u32,
+    /// The mutable globals.
+    pub globals: Vec<GlobalValue>,
+    /// Folders, parents first.
+    pub dirs: Vec<String>,
+    /// Files, with their sizes (the contents are in the body, in this order).
+    pub files: Vec<FileEntry>,
+    /// The body's length, compressed.
+    pub body_bytes: u64,
+}
+
+/// A file's path and size in the header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// Relative path.
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// Facts about a snapshot that are not part of the session: who made it and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// What it restores on.
+    pub binding: Binding,
+    /// Seconds since the Unix epoch.
+    pub created_at: u64,
+    /// The API key's name that made it.
+    pub owner: Option<String>,
+    /// The session's user turns.
+    pub turns: u64,
+}
+
+/// Why a snapshot was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FormatError {
+    /// Shorter than its fixed parts, or than its header says.
+    #[error("the snapshot is truncated")]
+    Truncated,
+    /// The integrity hash does not match: changed since it was written.
+    #[error("the snapshot's integrity hash does not match (changed or damaged)")]
+    Tampered,
+    /// Not a Vivarium snapshot, or of another format version.
+    #[error("not a snapshot of format {FORMAT_VERSION}")]
+    Foreign,
+    /// A header field or size is out of bounds or inconsistent.
+    #[error("the snapshot's {0} is invalid")]
+    Invalid(&'static str),
+    /// It is larger than the limits it would restore under allow.
+    #[error("the snapshot's {what} ({size} bytes) is over the limit of {limit} bytes")]
+    OverLimit {
+        /// What is too large.
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// Encodes `image` with its provenance into a snapshot file's bytes.
+pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
+    let mut raw = Vec::with_capacity(
+        image.pages.len() * (4 + PAGE_BYTES) + image.file_bytes() as usize,
+    );
+    for page in &image.pages {
+        raw.extend_from_slice(&page.to_le_bytes());
+    }
+    raw.extend_from_slice(&image.page_data);
+    for (_, content) in &image.files {
+        raw.extend_from_slice(content);
+    }
+    let body = zstd::bulk::compress(&raw, ZSTD_LEVEL).expect("compressing into memory");
+    drop(raw);
+    let header = SnapshotHeader {
+        format: FORMAT_VERSION,
+        vivarium: env!("CARGO_PKG_VERSION").to_string(),
+        binding: p.binding.clone(),
+        created_at: p.created_at,
+        owner: p.owner.clone(),
+        turns: p.turns,
+        limits: image.limits,
+        turns_run: image.turns_run,
+        monotonic_ns: image.monotonic_ns,
+        memory_bytes: image.memory_bytes,
+        memory_peak_bytes: image.memory_peak_bytes,
+        pages: image.pages.len() as u32,
+        globals: image.globals.clone(),
+        dirs: image.dirs.clone(),
+        files: image
+            .files
+            .iter()
+            .map(|(path, c)| FileEntry {
+                path: path.clone(),
+                size: c.len() as u64,
+            })
+            .collect(),
+        body_bytes: body.len() as u64,
+    };
+    let header = serde_json::to_vec(&header).expect("a header serialises");
+    let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&body);
+    let hash = Sha256::digest(&out);
+    out.extend_from_slice(&hash);
+    out
+}
+
+/// Reads only the header, from the snapshot's first bytes (at least [`header_span`] of
+/// them): for listing. Nothing here is verified by the hash; use [`decode`] to restore.
+pub fn peek_header(prefix: &[u8]) -> Result<SnapshotHeader, FormatError> {
+    let len = header_span(prefix)?;
+    let header = prefix.get(12..len).ok_or(FormatError::Truncated)?;
+    let header: SnapshotHeader =
+        serde_json::from_slice(header).map_err(|_| FormatError::Invalid("header"))?;
+    if header.format != FORMAT_VERSION {
+        return Err(FormatError::Foreign);
+    }
+    Ok(header)
+}
+
+/// How many leading bytes hold the magic, the length and the header, read from the first 12.
+pub fn header_span(prefix: &[u8]) -> Result<usize, FormatError> {
+    if prefix.len() < 12 {
+        return Err(FormatError::Truncated);
+    }
+    if &prefix[..8] != MAGIC {
+        return Err(FormatError::Foreign);
+    }
+    let len = u32::from_le_bytes(prefix[8..12].try_into().unwrap()) as usize;
+    if len > MAX_HEADER_BYTES {
+        return Err(FormatError::Invalid("header length"));
+    }
+    Ok(12 + len)
+}
+
+/// Decodes and checks a snapshot file: the hash over all of it, then the header, then the
+/// body against the header and `max` (the largest limits it may restore under: a snapshot
+/// asks for its own limits, which must be within them).
+pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImage), FormatError> {
+    if bytes.len() < 12 + HASH_BYTES {
+        return Err(FormatError::Truncated);
+    }
+    let (signed, hash) = bytes.split_at(bytes.len() - HASH_BYTES);
+    if Sha256::digest(signed).as_slice() != hash {
+        // A truncated file fails here too, unless its magic is wrong.
+        return Err(if &bytes[..8] != MAGIC {
+            FormatError::Foreign
+        } else {
+            FormatError::Tampered
+        });
+    }
+    let span = header_span(signed)?;
+    if span > signed.len() {
+        return Err(FormatError::Truncated);
+    }
+    let header = peek_header(&signed[..span])?;
+    let body = &signed[span..];
+    if body.len() as u64 != header.body_bytes {
+        return Err(FormatError::Invalid("body length"));
+    }
+    check_header(&header, max)?;
+    let pages = header.pages as usize;
+    let file_bytes: u64 = header.files.iter().map(|f| f.size).sum();
+    let raw_len = pages * (4 + PAGE_BYTES) + file_bytes as usize;
+    let mut raw = Vec::with_capacity(raw_len);
+    // Exactly the declared bytes, and not one more: a zip bomb stops at the header's sizes.
+    zstd::stream::read::Decoder::new(body)
+        .map_err(|_| FormatError::Invalid("body"))?
+        .take(raw_len as u64 + 1)
+        .read_to_end(&mut raw)
+        .map_err(|_| FormatError::Invalid("body"))?;
+    if raw.len() != raw_len {
+        return Err(FormatError::Invalid("body length"));
+    }
+    let (indices, rest) = raw.split_at(pages * 4);
+    let (page_data, mut contents) = rest.split_at(pages * PAGE_BYTES);
+    let indices: Vec<u32> = indices
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let memory_pages = header.memory_bytes / PAGE_BYTES as u64;
+    if indices.windows(2).any(|w| w[0] >= w[1])
+        || indices.last().is_some_and(|&p| p as u64 >= memory_pages)
+    {
+        return Err(FormatError::Invalid("page list"));
+    }
+    let mut files = Vec::with_capacity(header.files.len());
+    for f in &header.files {
+        let (content, rest) = contents.split_at(f.size as usize);
+        files.push((f.path.clone(), content.to_vec()));
+        contents = rest;
+    }
+    let image = SessionImage {
+        memory_bytes: header.memory_bytes,
+        pages: indices,
+        page_data: page_data.to_vec(),
+        globals: header.globals.clone(),
+        dirs: header.dirs.clone(),
+        files,
+        limits: header.limits,
+        turns_run: header.turns_run,
+        monotonic_ns: header.monotonic_ns,
+        memory_peak_bytes: header.memory_peak_bytes,
+    };
+    Ok((header, image))
+}
+
+/// Every header field within this format's bounds and `max`.
+fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
+    let within = |what, size: u64, limit: u64| {
+        if size > limit {
+            Err(FormatError::OverLimit { what, size, limit })
+        } else {
+            Ok(())
+        }
+    };
+    within("memory limit", h.limits.memory_bytes, max.memory_bytes)?;
+    within("disk limit", h.limits.disk_bytes, max.disk_bytes)?;
+    within("memory", h.memory_bytes, h.limits.memory_bytes)?;
+    if h.limits.timeout_ms > max.timeout_ms
+        || h.limits.fuel > max.fuel
+        || h.limits.output_bytes > max.output_bytes
+        || h.limits.open_files > max.open_files
+    {
+        return Err(FormatError::Invalid("limits"));
+    }
+    if h.memory_bytes == 0 || h.memory_bytes % WASM_PAGE_BYTES != 0 {
+        return Err(FormatError::Invalid("memory size"));
+    }
+    if h.pages as u64 * PAGE_BYTES as u64 > h.memory_bytes {
+        return Err(FormatError::Invalid("page count"));
+    }
+    if h.memory_peak_bytes < h.memory_bytes {
+        return Err(FormatError::Invalid("memory peak"));
+    }
+    if h.globals.len() > MAX_GLOBALS {
+        return Err(FormatError::Invalid("globals"));
+    }
+    if h.files.len() + h.dirs.len() > MAX_ENTRIES {
+        return Err(FormatError::Invalid("entry count"));
+    }
+    let file_bytes = h
+        .files
+        .iter()
+        .try_fold(0u64, |sum, f| sum.checked_add(f.size))
+        .ok_or(FormatError::Invalid("file sizes"))?;
+    within("files", file_bytes, h.limits.disk_bytes)?;
+    for path in h.files.iter().map(|f| &f.path).chain(&h.dirs) {
+        if !plain_relative(path) {
+            return Err(FormatError::Invalid("file path"));
+        }
+    }
+    Ok(())
+}
+
+/// Relative, `/`-separated, plain components (no `.`, `..`, empty, NUL or backslash), at
+/// most 1024 bytes. The working directory checks again when it writes.
+fn plain_relative(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 1024
+        && !path.contains(['\0', '\\'])
+        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::image::GlobalBits;
+
+    fn image() -> SessionImage {
+        let mut page_data = vec![0u8; 2 * PAGE_BYTES];
+        page_data[5] = 7;
+        page_data[PAGE_BYTES + 9] = 9;
+        SessionImage {
+            memory_bytes: 40 << 20,
+            pages: vec![3, 4000],
+            page_data,
+            globals: vec![GlobalValue {
+                name: "vivarium.global.0".into(),
+                value: GlobalBits::I32(16 << 20),
+            }],
+            dirs: vec!["tmp".into(), "tmp/home".into()],
+            files: vec![
+                ("data.csv".into(), b"a,b\n1,2\n".to_vec()),
+                ("tmp/x".into(), Vec::new()),
+            ],
+            limits: Limits::DEFAULT,
+            turns_run: 5,
+            monotonic_ns: 123,
+            memory_peak_bytes: 48 << 20,
+        }
+    }
+
+    fn provenance() -> Provenance {
+        Provenance {
+            binding: Binding {
+                template: "python".into(),
+                template_key: "k".into(),
+                runtime_sha256: "r".into(),
+            },
+            created_at: 1,
+            owner: Some("alice".into()),
+            turns: 2,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = encode(&image(), &provenance());
+        let (header, back) = decode(&bytes, &Limits::MAXIMUM).unwrap();
+        assert_eq!(back, image());
+        assert_eq!(header.owner.as_deref(), Some("alice"));
+        assert_eq!(peek_header(&bytes).unwrap(), header);
+    }
+
+    #[test]
+    fn any_flipped_byte_or_cut_is_refused() {
+        let bytes = encode(&image(), &provenance());
+        for i in (0..bytes.len()).step_by(7) {
+            let mut b = bytes.clone();
+            b[i] ^= 0x20;
+            assert!(decode(&b, &Limits::MAXIMUM).is_err(), "flip at {i}");
+        }
+        for n in [0, 11, 12, 40, bytes.len() / 2, bytes.len() - 1] {
+            assert!(decode(&bytes[..n], &Limits::MAXIMUM).is_err(), "cut at {n}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_over_the_limits_is_refused() {
+        let small = Limits {
+            memory_bytes: 32 << 20,
+            ..Limits::MAXIMUM
+        };
+        let bytes = encode(&image(), &provenance());
+        assert!(matches!(
+            decode(&bytes, &small),
+            Err(FormatError::OverLimit { .. })
+        ));
+    }
+
+    #[test]
+    fn a_well_signed_but_lying_header_is_refused() {
+        // Whoever can write the store can also recompute the hash: the header is checked on
+        // its own merits too.
+        let resign = |mut img: SessionImage, edit: &dyn Fn(&mut SessionImage)| {
+            edit(&mut img);
+            encode(&img, &provenance())
+        };
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("path", resign(image(), &|i| i.files[0].0 = "../x".into())),
+            ("abs", resign(image(), &|i| i.dirs[0] = "/etc".into())),
+            ("order", resign(image(), &|i| i.pages = vec![9, 3])),
+            ("range", resign(image(), &|i| i.pages = vec![3, u32::MAX])),
+            ("size", resign(image(), &|i| i.memory_bytes = 4097)),
+        ];
+        for (what, bytes) in cases {
+            assert!(decode(&bytes, &Limits::MAXIMUM).is_err(), "{what}");
+        }
+    }
+}

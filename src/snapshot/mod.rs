@@ -1,0 +1,15 @@
+//! Sessions as data: a session's state as a plain [`SessionImage`], the snapshot file that
+//! holds one ([`format`]: header, compression, integrity hash, and every check made before a
+//! byte of it is used), and the stores snapshots live in ([`store`]). A leaf: capturing and
+//! restoring an interpreter is `crate::sandbox::capture`'s; deciding who may is the server's.
+
+mod format;
+mod image;
+mod store;
+
+pub use format::{
+    Binding, FORMAT_VERSION, FormatError, MAX_ENTRIES, Provenance, SnapshotHeader, decode,
+    encode, header_span, peek_header,
+};
+pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+pub use store::{DirStore, SnapshotId, SnapshotStore, StoreError};
