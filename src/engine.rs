@@ -70,10 +70,15 @@ pub const MAX_LIVE_INSTANCES: usize = 1000;
 /// response has left (`sandbox::guest_threads::defer_drop`).
 pub const TEARDOWN_SLOTS: usize = 32;
 
+/// Instance slots for the pristine instance of each template that session snapshots compare
+/// memory with (`sandbox::capture::Baseline`), one per template.
+pub const BASELINE_SLOTS: usize = 2;
+
 impl EngineOptions {
-    /// The pool size for `live` instances at once: those, plus [`TEARDOWN_SLOTS`].
+    /// The pool size for `live` instances at once: those, plus [`TEARDOWN_SLOTS`] and
+    /// [`BASELINE_SLOTS`].
     pub fn slots_for(live: usize) -> u32 {
-        u32::try_from(live + TEARDOWN_SLOTS).unwrap_or(u32::MAX)
+        u32::try_from(live + TEARDOWN_SLOTS + BASELINE_SLOTS).unwrap_or(u32::MAX)
     }
 }
 

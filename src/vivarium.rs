@@ -20,8 +20,10 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    GuestLayout, GuestStore, Interpreter, Sandbox, SandboxError, SandboxSpec, run_on_guest_thread,
+    Baseline, CaptureError, GuestLayout, GuestStore, Interpreter, RestoreError, Sandbox,
+    SandboxError, SandboxSpec, run_on_guest_thread,
 };
+use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
 use crate::template::{self, Template, TemplateError};
 
@@ -240,6 +242,8 @@ pub struct Vivarium {
     /// The scientific template, compiled (and built, once per machine) on first use.
     scientific: std::sync::OnceLock<InstancePre<GuestState>>,
     scientific_building: std::sync::Mutex<()>,
+    /// A pristine instance per template, made on the first capture (`sandbox::capture`).
+    baselines: [std::sync::OnceLock<std::sync::Mutex<Baseline>>; Template::ALL.len()],
     home: PathBuf,
     scratch: ScratchRoot,
     /// The scratch root is on tmpfs: what sandboxes write there is memory.
@@ -264,6 +268,7 @@ impl Vivarium {
             python,
             scientific: std::sync::OnceLock::new(),
             scientific_building: std::sync::Mutex::new(()),
+            baselines: Default::default(),
             home: opts.runtime.home.clone(),
             scratch,
             scratch_in_memory,
@@ -478,6 +483,58 @@ impl Vivarium {
         };
         let sandbox = self.prepare_with(bare_spec(limits, cancel, setup), template)?;
         Ok(sandbox.into_interpreter())
+    }
+
+    /// What a snapshot of `template`'s sessions is bound to on this host: the template's
+    /// key and the runtime's digest.
+    pub fn binding(&self, template: Template) -> Result<Binding, TemplateError> {
+        Ok(Binding {
+            template: template.name().to_string(),
+            template_key: template::key(template, &self.files)?,
+            runtime_sha256: self.files.plain_sha256.clone(),
+        })
+    }
+
+    fn baseline(&self, template: Template) -> Result<&std::sync::Mutex<Baseline>, SandboxError> {
+        let cell = &self.baselines[template as usize];
+        if let Some(b) = cell.get() {
+            return Ok(b);
+        }
+        let made = Baseline::new(&self.engine, &self.template_pre(template)?)?;
+        Ok(cell.get_or_init(|| std::sync::Mutex::new(made)))
+    }
+
+    /// Reads `interp`'s whole state (it came from `template`). Blocking; call on a guest
+    /// thread, between turns.
+    pub fn capture(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+    ) -> Result<SessionImage, CaptureError> {
+        let baseline = self.baseline(template).map_err(CaptureError::Baseline)?;
+        interp.capture(&lock(baseline))
+    }
+
+    /// A new interpreter of `template` from `image` (checked by `snapshot::decode` when it
+    /// came from a store; its binding is the caller's to have checked). Blocking; call on a
+    /// guest thread.
+    pub fn restore_interpreter(
+        &self,
+        template: Template,
+        image: &SessionImage,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Interpreter, RestoreError> {
+        let pre = self.template_pre(template).map_err(SandboxError::from)?;
+        let baseline = self.baseline(template)?;
+        Interpreter::restore(
+            &self.engine,
+            &pre,
+            &lock(baseline),
+            &self.layout(),
+            &self.scratch,
+            image,
+            cancel,
+        )
     }
 
     /// The limits of a sandbox that only checks (`check::checker_limits`: the set-up turn's time and fuel, 256 MiB).

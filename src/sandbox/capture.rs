@@ -124,6 +124,9 @@ pub enum CaptureError {
     /// Reading the working directory failed.
     #[error("reading the working directory: {0}")]
     Workdir(#[from] WorkdirError),
+    /// The template's pristine instance could not be made.
+    #[error("preparing the comparison with the template: {0}")]
+    Baseline(#[source] SandboxError),
     /// The instance is not shaped like its template (a missing global, one of another
     /// type): not a state this host can carry.
     #[error("the interpreter's {0} does not match its template")]

@@ -199,6 +199,11 @@ pub fn ensure_wasm(
     Ok((path, key))
 }
 
+/// A template's cache key: every input of its build. A session snapshot is bound to it.
+pub fn key(template: Template, files: &RuntimeFiles) -> Result<String, TemplateError> {
+    cache_key(template, files, &init_code(template))
+}
+
 /// Where a template's wasm is (or will be), and its key.
 fn wasm_path(
     template: Template,
