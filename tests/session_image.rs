@@ -51,19 +51,29 @@ fn state_survives_capture_and_restore_and_both_diverge() {
         let mut b = host
             .restore_interpreter(Template::Python, &image, Arc::default())
             .unwrap();
-        let (_, r) = turn(&mut b, "len(x['k']), json.dumps(1), open('notes.txt').read()");
+        let (_, r) = turn(
+            &mut b,
+            "len(x['k']), json.dumps(1), open('notes.txt').read()",
+        );
         assert_eq!(r.as_deref(), Some("(1000, '1', 'kept')"));
         let (_, r) = turn(&mut b, "os.path.isdir('d/e'), time.monotonic() >= t0");
         assert_eq!(r.as_deref(), Some("(True, True)"));
         // They diverge: each has its own memory and its own files.
-        turn(&mut a, "x['k'].append('a'); open('notes.txt', 'w').write('a')");
+        turn(
+            &mut a,
+            "x['k'].append('a'); open('notes.txt', 'w').write('a')",
+        );
         turn(&mut b, "x['k'].clear()");
         assert_eq!(
-            turn(&mut a, "len(x['k']), open('notes.txt').read()").1.as_deref(),
+            turn(&mut a, "len(x['k']), open('notes.txt').read()")
+                .1
+                .as_deref(),
             Some("(1001, 'a')")
         );
         assert_eq!(
-            turn(&mut b, "len(x['k']), open('notes.txt').read()").1.as_deref(),
+            turn(&mut b, "len(x['k']), open('notes.txt').read()")
+                .1
+                .as_deref(),
             Some("(0, 'kept')")
         );
         // A second restore of the same image; its tracebacks go on numbering turns where
@@ -72,8 +82,14 @@ fn state_survives_capture_and_restore_and_both_diverge() {
             .restore_interpreter(Template::Python, &image, Arc::default())
             .unwrap();
         let err = |i: &mut Interpreter| {
-            let t = i.turn("1/0", vec![], &TurnLimits::from(&Limits::DEFAULT)).unwrap();
-            t.report.stderr.lines().find(|l| l.contains("<turn")).map(str::to_string)
+            let t = i
+                .turn("1/0", vec![], &TurnLimits::from(&Limits::DEFAULT))
+                .unwrap();
+            t.report
+                .stderr
+                .lines()
+                .find(|l| l.contains("<turn"))
+                .map(str::to_string)
         };
         let mut d = host
             .restore_interpreter(Template::Python, &image, Arc::default())

@@ -59,7 +59,10 @@ pub struct Baseline {
 impl Baseline {
     /// Instantiates the template in a store with no filesystem (instantiating runs no guest
     /// code).
-    pub fn new(engine: &GuestEngine, python: &InstancePre<GuestState>) -> Result<Self, SandboxError> {
+    pub fn new(
+        engine: &GuestEngine,
+        python: &InstancePre<GuestState>,
+    ) -> Result<Self, SandboxError> {
         let state = GuestState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
             limiter: MemoryLimiter::new(u64::MAX),
@@ -213,11 +216,17 @@ impl Interpreter {
         cancel: Arc<AtomicBool>,
     ) -> Result<Interpreter, RestoreError> {
         let names: Vec<&str> = image.globals.iter().map(|g| g.name.as_str()).collect();
-        if names != baseline.globals.iter().map(String::as_str).collect::<Vec<_>>() {
+        if names
+            != baseline
+                .globals
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        {
             return Err(RestoreError::Mismatch("globals"));
         }
         let base_bytes = baseline.memory.data_size(&baseline.store) as u64;
-        if image.memory_bytes < base_bytes || image.memory_bytes % WASM_PAGE_BYTES != 0 {
+        if image.memory_bytes < base_bytes || !image.memory_bytes.is_multiple_of(WASM_PAGE_BYTES) {
             return Err(RestoreError::Mismatch("memory size"));
         }
         let spec = SandboxSpec {
@@ -246,7 +255,9 @@ impl Interpreter {
         for (path, content) in &image.files {
             workdir.write_file(path, content)?;
         }
-        store.set_fuel(u64::MAX).map_err(SandboxError::Instantiate)?;
+        store
+            .set_fuel(u64::MAX)
+            .map_err(SandboxError::Instantiate)?;
         let instance = python
             .instantiate(&mut store)
             .map_err(SandboxError::Instantiate)?;
@@ -346,7 +357,7 @@ fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
     const SWAPPED: u64 = 1 << 62;
     const FILE_OR_SHARED: u64 = 1 << 61;
     let host_page = rustix::param::page_size();
-    if host_page % PAGE_BYTES != 0 || (mem.as_ptr() as usize) % host_page != 0 {
+    if !host_page.is_multiple_of(PAGE_BYTES) || !(mem.as_ptr() as usize).is_multiple_of(host_page) {
         return None;
     }
     let per_host = host_page / PAGE_BYTES;

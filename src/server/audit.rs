@@ -51,6 +51,14 @@ pub enum Action {
     McpSessionTurn,
     /// MCP's `close_session`.
     McpSessionClose,
+    /// `POST /v1/sessions/{id}/snapshot`.
+    SessionSnapshot,
+    /// `POST /v1/sessions/{id}/fork`.
+    SessionFork,
+    /// `POST /v1/sessions` with a snapshot: a session restored.
+    SessionRestore,
+    /// `DELETE /v1/snapshots/{id}`.
+    SnapshotDelete,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.
@@ -138,6 +146,9 @@ pub struct AuditRecord {
     pub execution_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The snapshot taken, restored or deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,6 +204,7 @@ impl AuditRecord {
             http_status: 0,
             execution_id: None,
             session_id: None,
+            snapshot_id: None,
             code_sha256: None,
             limits: None,
             status: None,

@@ -12,6 +12,7 @@ use clap::{Args, ValueEnum};
 use crate::engine::MAX_LIVE_INSTANCES;
 use crate::leakage::{LeakPolicy, Scanner};
 use crate::limits::{Limits, MIN_MEMORY_BYTES};
+use crate::runtime::RuntimeOptions;
 
 /// Format of the server's tracing logs on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,6 +81,10 @@ pub struct ServeArgs {
     /// (strings always redacted) and `disabled_rules = [...]` (rule ids to leave out).
     #[arg(long, env = "VIVARIUM_LEAKAGE_RULES")]
     pub leakage_rules: Option<PathBuf>,
+    /// Where session snapshots are kept (a directory, created if missing)
+    /// [default: `<VIVARIUM_HOME>/snapshots`].
+    #[arg(long, env = "VIVARIUM_SNAPSHOT_DIR")]
+    pub snapshot_dir: Option<PathBuf>,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -134,6 +139,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Base of the sandboxes' scratch dirs; `None` is `default_scratch_base()`.
     pub scratch_dir: Option<PathBuf>,
+    /// Where session snapshots are kept.
+    pub snapshot_dir: PathBuf,
     /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
     /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
@@ -225,6 +232,10 @@ impl ServeArgs {
             audit_log: self.audit_log.clone(),
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             scratch_dir: self.scratch_dir.clone(),
+            snapshot_dir: self
+                .snapshot_dir
+                .clone()
+                .unwrap_or_else(|| RuntimeOptions::from_env().home.join("snapshots")),
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
             maximum,

@@ -35,7 +35,8 @@ pub struct ErrorDetail {
     /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
     /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
-    /// `output_leak`, `internal`.
+    /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
+    /// `snapshot_refused`, `snapshot_store_unavailable`, `internal`.
     pub code: ErrorCode,
     /// A sentence for humans.
     pub message: String,
@@ -96,6 +97,21 @@ pub enum ApiError {
     /// The run's output held secrets and the leakage policy is `deny`: it was withheld.
     #[error("{}", output_leak_message(.0))]
     OutputLeak(Vec<Leak>),
+    #[error("no snapshot {0}")]
+    SnapshotNotFound(String),
+    /// The snapshot is damaged, truncated, tampered with or out of bounds: nothing of it
+    /// was used.
+    #[error("{0}")]
+    SnapshotInvalid(String),
+    /// The snapshot is of another template build, runtime or format.
+    #[error("{0}")]
+    SnapshotIncompatible(String),
+    /// The session's state cannot be captured now (a file held open, ...).
+    #[error("{0}")]
+    SnapshotRefused(String),
+    /// The snapshot store failed; nothing was lost, try again.
+    #[error("{0}")]
+    SnapshotStore(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -120,18 +136,26 @@ impl ApiError {
             | ApiError::InvalidBase64 { .. }
             | ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::NotFound(_) | ApiError::SessionNotFound(_) | ApiError::FileNotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
+            ApiError::NotFound(_)
+            | ApiError::SessionNotFound(_)
+            | ApiError::FileNotFound(_)
+            | ApiError::SnapshotNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::SessionExpired(_) => StatusCode::GONE,
-            ApiError::SessionBusy(_) | ApiError::SessionEnded { .. } => StatusCode::CONFLICT,
+            ApiError::SessionBusy(_)
+            | ApiError::SessionEnded { .. }
+            | ApiError::SnapshotIncompatible(_)
+            | ApiError::SnapshotRefused(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded { .. } | ApiError::TooManySessions { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ApiError::NotReady | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::OutputLeak(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotReady | ApiError::ShuttingDown | ApiError::SnapshotStore(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::OutputLeak(_) | ApiError::SnapshotInvalid(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -157,6 +181,11 @@ impl ApiError {
             ApiError::NotReady => ErrorCode::NotReady,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
             ApiError::OutputLeak(_) => ErrorCode::OutputLeak,
+            ApiError::SnapshotNotFound(_) => ErrorCode::SnapshotNotFound,
+            ApiError::SnapshotInvalid(_) => ErrorCode::SnapshotInvalid,
+            ApiError::SnapshotIncompatible(_) => ErrorCode::SnapshotIncompatible,
+            ApiError::SnapshotRefused(_) => ErrorCode::SnapshotRefused,
+            ApiError::SnapshotStore(_) => ErrorCode::SnapshotStoreUnavailable,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -266,7 +295,7 @@ impl IntoResponse for ApiError {
             | ApiError::TooManySessions {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
-            ApiError::NotReady | ApiError::ShuttingDown => Some(1),
+            ApiError::NotReady | ApiError::ShuttingDown | ApiError::SnapshotStore(_) => Some(1),
             _ => None,
         };
         let mut resp = (status, Json(self.body())).into_response();
@@ -333,6 +362,16 @@ pub enum ErrorCode {
     ClientClosedRequest,
     /// `output_leak`.
     OutputLeak,
+    /// `snapshot_not_found`.
+    SnapshotNotFound,
+    /// `snapshot_invalid`.
+    SnapshotInvalid,
+    /// `snapshot_incompatible`.
+    SnapshotIncompatible,
+    /// `snapshot_refused`.
+    SnapshotRefused,
+    /// `snapshot_store_unavailable`.
+    SnapshotStoreUnavailable,
 }
 
 impl ErrorCode {
@@ -361,6 +400,11 @@ impl ErrorCode {
             ErrorCode::PistonError => "piston_error",
             ErrorCode::ClientClosedRequest => "client_closed_request",
             ErrorCode::OutputLeak => "output_leak",
+            ErrorCode::SnapshotNotFound => "snapshot_not_found",
+            ErrorCode::SnapshotInvalid => "snapshot_invalid",
+            ErrorCode::SnapshotIncompatible => "snapshot_incompatible",
+            ErrorCode::SnapshotRefused => "snapshot_refused",
+            ErrorCode::SnapshotStoreUnavailable => "snapshot_store_unavailable",
         }
     }
 }

@@ -19,6 +19,7 @@ use super::config::{Config, LogFormat, ServeArgs};
 use super::runner::Runner;
 use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
+use crate::snapshot::DirStore;
 use crate::sync::lock;
 use crate::vivarium::{Vivarium, VivariumOptions};
 
@@ -56,8 +57,14 @@ impl Server {
 /// The shared state for `config`, with no runtime loaded yet.
 fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit_log.as_deref())?;
+    let snapshots = DirStore::open(&config.snapshot_dir).with_context(|| {
+        format!(
+            "opening the snapshot directory {} (--snapshot-dir)",
+            config.snapshot_dir.display()
+        )
+    })?;
     Ok(Arc::new(ServerState {
-        runner: Runner::new(&config, audit),
+        runner: Runner::new(&config, audit, snapshots),
         keys,
         load_error: Mutex::new(None),
         openapi,

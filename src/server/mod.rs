@@ -19,6 +19,7 @@ mod ops;
 mod request_context;
 mod runner;
 mod sessions;
+mod snapshots;
 mod time;
 
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use config::{Config, LogFormat, ServeArgs};
 pub use lifecycle::{Server, bind, mcp_stdio, serve};
 
-use api::{check, mcp, piston, sessions as session_api};
+use api::{check, mcp, piston, sessions as session_api, snapshots as snapshot_api};
 use auth::ApiKeys;
 use runner::Runner;
 
@@ -64,6 +65,13 @@ fn router(state: AppState) -> Router {
             get(session_api::info).delete(session_api::close),
         )
         .route("/v1/sessions/{id}/execute", post(session_api::turn))
+        .route("/v1/sessions/{id}/snapshot", post(snapshot_api::snapshot))
+        .route("/v1/sessions/{id}/fork", post(snapshot_api::fork))
+        .route("/v1/snapshots", get(snapshot_api::list))
+        .route(
+            "/v1/snapshots/{id}",
+            get(snapshot_api::info).delete(snapshot_api::delete),
+        )
         .route("/v1/sessions/{id}/files", get(session_api::list_files))
         .route(
             "/v1/sessions/{id}/files/{*path}",

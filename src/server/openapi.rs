@@ -10,10 +10,11 @@ use super::api::types::{
     FileOutput, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
     TurnResponse, UploadResponse,
 };
-use super::api::{check, execute, mcp, piston, sessions as session_api};
+use super::api::{check, execute, mcp, piston, sessions as session_api, snapshots as snapshot_api};
 use super::error::{ErrorBody, ErrorCode, ErrorDetail};
 use super::ops;
 use super::sessions::{EndInfo, EndKind, SessionInfo, SessionState};
+use super::snapshots::SnapshotInfo;
 use crate::check::{CheckResult, Finding, Policy, Severity, SyntaxCheck, SyntaxIssue};
 use crate::limits::TurnLimitsRequest;
 use ops::Health;
@@ -53,6 +54,11 @@ impl Modify for BearerAuth {
         session_api::list_files,
         session_api::download,
         session_api::upload,
+        snapshot_api::snapshot,
+        snapshot_api::fork,
+        snapshot_api::list,
+        snapshot_api::info,
+        snapshot_api::delete,
         ops::healthz,
         ops::readyz,
         ops::metrics,
@@ -70,7 +76,7 @@ impl Modify for BearerAuth {
         crate::report::Status, crate::report::Truncated, crate::report::PyError,
         crate::report::Usage, Health, crate::report::RichOutput, CheckRequest,
         CheckResult, SyntaxCheck, SyntaxIssue, Finding, Severity, Policy, PolicyDeniedBody,
-        crate::template::Template,
+        crate::template::Template, SnapshotInfo,
         piston::PistonRequest, piston::PistonFile, piston::PistonResponse,
         piston::PistonStage
     )),

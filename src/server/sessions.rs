@@ -23,6 +23,7 @@ use crate::limits::Limits;
 use crate::report::Status;
 use crate::sandbox::{EndReason, Interpreter};
 use crate::sync::lock;
+use crate::template::Template;
 
 /// How long an expired id keeps answering 410 rather than 404.
 const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -182,6 +183,8 @@ pub struct Session {
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
+    /// The template its interpreter came from (what its snapshots are bound to).
+    pub template: Template,
     /// The leakage policy of its turns and file reads, unless a turn names its own.
     pub leakage: LeakPolicy,
     idle: Duration,
@@ -203,22 +206,41 @@ impl Drop for BusyGuard {
     }
 }
 
+/// What a new session is, besides its interpreter and what it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings {
+    /// Memory and disk for its life; the rest its turns' defaults.
+    pub limits: Limits,
+    /// The template its interpreter came from.
+    pub template: Template,
+    /// Its turns' and file reads' leakage policy.
+    pub leakage: LeakPolicy,
+    /// Turns it has run already (a restored or forked session goes on counting).
+    pub turns: u64,
+}
+
 impl Session {
     pub fn new(
         interp: Interpreter,
-        limits: Limits,
-        leakage: LeakPolicy,
+        settings: SessionSettings,
         memory: MemoryReservation,
         slot: SessionSlot,
         idle: Duration,
         lifetime: Duration,
     ) -> Arc<Self> {
         let now = SystemTime::now();
+        let SessionSettings {
+            limits,
+            template,
+            leakage,
+            turns,
+        } = settings;
         Arc::new(Session {
             id: format!("s-{:032x}", rand::random::<u128>()),
             created_at: now,
             created: Instant::now(),
             limits,
+            template,
             leakage,
             idle,
             lifetime,
@@ -232,7 +254,7 @@ impl Session {
                 last_used_at: now,
                 ended: None,
                 closed: false,
-                turns: 0,
+                turns,
             }),
         })
     }

@@ -140,9 +140,8 @@ pub enum FormatError {
 
 /// Encodes `image` with its provenance into a snapshot file's bytes.
 pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
-    let mut raw = Vec::with_capacity(
-        image.pages.len() * (4 + PAGE_BYTES) + image.file_bytes() as usize,
-    );
+    let mut raw =
+        Vec::with_capacity(image.pages.len() * (4 + PAGE_BYTES) + image.file_bytes() as usize);
     for page in &image.pages {
         raw.extend_from_slice(&page.to_le_bytes());
     }
@@ -307,7 +306,7 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     {
         return Err(FormatError::Invalid("limits"));
     }
-    if h.memory_bytes == 0 || h.memory_bytes % WASM_PAGE_BYTES != 0 {
+    if h.memory_bytes == 0 || !h.memory_bytes.is_multiple_of(WASM_PAGE_BYTES) {
         return Err(FormatError::Invalid("memory size"));
     }
     if h.pages as u64 * PAGE_BYTES as u64 > h.memory_bytes {
@@ -342,7 +341,9 @@ fn plain_relative(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= 1024
         && !path.contains(['\0', '\\'])
-        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 #[cfg(test)]

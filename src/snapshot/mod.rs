@@ -8,8 +8,8 @@ mod image;
 mod store;
 
 pub use format::{
-    Binding, FORMAT_VERSION, FormatError, MAX_ENTRIES, Provenance, SnapshotHeader, decode,
-    encode, header_span, peek_header,
+    Binding, FormatError, MAX_ENTRIES, Provenance, SnapshotHeader, decode, encode, header_span,
+    peek_header,
 };
 pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 pub use store::{DirStore, SnapshotId, SnapshotStore, StoreError};

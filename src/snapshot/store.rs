@@ -24,11 +24,6 @@ impl SnapshotId {
         (hex.len() == 24 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
             .then(|| SnapshotId(s.to_string()))
     }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl std::fmt::Display for SnapshotId {
@@ -51,7 +46,11 @@ pub struct StoreError {
 /// Snapshot files by id. Writes are atomic: a reader sees a whole snapshot or none.
 pub trait SnapshotStore: Send + Sync {
     /// Stores `bytes` under `id`, replacing nothing (ids are fresh).
-    fn put<'a>(&'a self, id: &'a SnapshotId, bytes: Vec<u8>) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn put<'a>(
+        &'a self,
+        id: &'a SnapshotId,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// The whole snapshot, or `None` when there is none under `id`.
     fn get<'a>(&'a self, id: &'a SnapshotId) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>>;
     /// Up to the first `len` bytes (for headers), or `None`.
@@ -116,9 +115,15 @@ fn not_found_is_none<T>(r: std::io::Result<T>) -> std::io::Result<Option<T>> {
 }
 
 impl SnapshotStore for DirStore {
-    fn put<'a>(&'a self, id: &'a SnapshotId, bytes: Vec<u8>) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn put<'a>(
+        &'a self,
+        id: &'a SnapshotId,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         let path = self.path(id);
-        let tmp = self.dir.join(format!(".{id}.tmp-{:08x}", rand::random::<u32>()));
+        let tmp = self
+            .dir
+            .join(format!(".{id}.tmp-{:08x}", rand::random::<u32>()));
         Box::pin(self.blocking(move || {
             use std::io::Write;
             let mut f = std::fs::File::create(&tmp)?;
@@ -156,9 +161,11 @@ impl SnapshotStore for DirStore {
 
     fn delete<'a>(&'a self, id: &'a SnapshotId) -> BoxFuture<'a, Result<bool, StoreError>> {
         let path = self.path(id);
-        Box::pin(self.blocking(move || {
-            not_found_is_none(std::fs::remove_file(path)).map(|r| r.is_some())
-        }))
+        Box::pin(
+            self.blocking(move || {
+                not_found_is_none(std::fs::remove_file(path)).map(|r| r.is_some())
+            }),
+        )
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SnapshotId>, StoreError>> {
@@ -192,7 +199,7 @@ mod tests {
     #[test]
     fn ids_are_parsed_never_paths() {
         let id = SnapshotId::random();
-        assert_eq!(SnapshotId::parse(id.as_str()), Some(id));
+        assert_eq!(SnapshotId::parse(&id.to_string()), Some(id));
         for bad in [
             "snap-",
             "snap-../../etc/passwd",
@@ -211,8 +218,14 @@ mod tests {
         let id = SnapshotId::random();
         assert_eq!(store.get(&id).await.unwrap(), None);
         store.put(&id, b"hello".to_vec()).await.unwrap();
-        assert_eq!(store.get(&id).await.unwrap().as_deref(), Some(&b"hello"[..]));
-        assert_eq!(store.get_prefix(&id, 2).await.unwrap().as_deref(), Some(&b"he"[..]));
+        assert_eq!(
+            store.get(&id).await.unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(
+            store.get_prefix(&id, 2).await.unwrap().as_deref(),
+            Some(&b"he"[..])
+        );
         std::fs::write(dir.join("junk.snap"), b"x").unwrap();
         assert_eq!(store.list().await.unwrap(), vec![id.clone()]);
         assert!(store.delete(&id).await.unwrap());

@@ -206,7 +206,9 @@ fn snapshot(
         },
     ))?;
     if super::exports::writes_tables(&snapshot)? {
-        wasmtime::bail!("the module's code writes its function table, which session snapshots leave out");
+        wasmtime::bail!(
+            "the module's code writes its function table, which session snapshots leave out"
+        );
     }
     super::exports::export_mutable_globals(&snapshot)
 }

@@ -95,7 +95,7 @@ pub fn export_mutable_globals(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
         let is_export = matches!(payload, Payload::ExportSection(_));
         // Sections come in a fixed order: without an export section, ours goes before the
         // first section that must follow it (start, element, data count, code, data).
-        if !had_exports && !placed && matches!(id, 8 | 9 | 10 | 11 | 12) {
+        if !had_exports && !placed && matches!(id, 8..=12) {
             out.section(&section);
             placed = true;
         }
@@ -178,10 +178,9 @@ mod tests {
 
     #[test]
     fn table_writes_are_found() {
-        let quiet = wat::parse_str(
-            r#"(module (table 1 funcref) (func (result i32) (i32.const 1)))"#,
-        )
-        .unwrap();
+        let quiet =
+            wat::parse_str(r#"(module (table 1 funcref) (func (result i32) (i32.const 1)))"#)
+                .unwrap();
         assert!(!writes_tables(&quiet).unwrap());
         let grows = wat::parse_str(
             r#"(module (table 1 funcref)
@@ -199,6 +198,9 @@ mod tests {
         .unwrap();
         let out = export_mutable_globals(&wasm).unwrap();
         wasmparser::Validator::new().validate_all(&out).unwrap();
-        assert_eq!(exported_globals(&out), [("vivarium.global.0".to_string(), 0)]);
+        assert_eq!(
+            exported_globals(&out),
+            [("vivarium.global.0".to_string(), 0)]
+        );
     }
 }

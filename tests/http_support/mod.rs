@@ -36,6 +36,7 @@ pub async fn start(tag: &str, configure: impl FnOnce(&mut ServeArgs)) -> TestSer
     args.scratch_dir = Some(scratch.clone());
     let audit_log = scratch.with_extension("audit.jsonl");
     args.audit_log = Some(audit_log.clone());
+    args.snapshot_dir = Some(scratch.with_extension("snapshots"));
     args.listen = "127.0.0.1:0".parse().unwrap();
     configure(&mut args);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -120,6 +121,7 @@ impl TestServer {
             .collect();
         assert!(left.is_empty(), "left behind after shutdown: {left:?}");
         let _ = std::fs::remove_dir_all(&self.scratch);
+        let _ = std::fs::remove_dir_all(self.scratch.with_extension("snapshots"));
         let _ = std::fs::remove_file(&self.audit_log);
     }
 

@@ -7,6 +7,7 @@ pub mod execute;
 pub mod mcp;
 pub mod piston;
 pub mod sessions;
+pub mod snapshots;
 pub mod stream;
 pub mod types;
 

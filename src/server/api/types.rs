@@ -20,11 +20,11 @@ use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
-use crate::server::audit::{AuditRecord, Outcome};
+use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::{ApiError, ApiResult, ErrorCode, ErrorDetail};
 use crate::server::metrics::RunKind;
 use crate::server::runner::{SessionTurn, TurnDone, Turned};
-use crate::server::sessions::EndInfo;
+use crate::server::sessions::{EndInfo, Session};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 
@@ -252,6 +252,12 @@ pub struct OpenSessionRequest {
     /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
     #[serde(default)]
     pub leakage: Option<LeakPolicy>,
+    /// Restore this snapshot (`snap-…`, from `POST /v1/sessions/{id}/snapshot`): the new
+    /// session starts with its state, limits and template (so `limits` and `template` must
+    /// be left out).
+    #[serde(default)]
+    #[schema(example = "snap-0a1b2c3d4e5f60718293a4b5")]
+    pub snapshot: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -261,6 +267,25 @@ pub struct OpenSessionResponse {
     pub created_at: String,
     pub expires_at: String,
     pub limits: Limits,
+    /// The template its interpreter runs.
+    pub template: Template,
+    /// Turns run so far: 0 for a new session, the original's for a fork or a restore.
+    pub turns: u64,
+}
+
+impl OpenSessionResponse {
+    /// The response for a session just opened, forked or restored.
+    pub fn of(session: &Session) -> Self {
+        let info = session.info();
+        OpenSessionResponse {
+            id: info.id,
+            created_at: info.created_at,
+            expires_at: info.expires_at,
+            limits: session.limits,
+            template: session.template,
+            turns: info.turns,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -396,13 +421,34 @@ impl ExecuteRequest {
     }
 }
 
+/// What a session-open body asks for.
+pub enum OpenSession {
+    /// A new interpreter.
+    New {
+        /// Resolved.
+        limits: Limits,
+        /// Resolved.
+        template: Template,
+        /// As asked.
+        leakage: Option<LeakPolicy>,
+    },
+    /// A session restored from a snapshot.
+    Restore {
+        /// The snapshot's id, as given.
+        snapshot: String,
+        /// As asked.
+        leakage: Option<LeakPolicy>,
+    },
+}
+
 impl OpenSessionRequest {
-    /// Parses a session-open body (empty means all defaults) into resolved limits, recorded.
+    /// Parses a session-open body (empty means all defaults) into resolved limits, recorded,
+    /// or a snapshot to restore.
     pub fn parse(
         state: &AppState,
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
-    ) -> ApiResult<(Limits, Template, Option<LeakPolicy>)> {
+    ) -> ApiResult<OpenSession> {
         let host = state.runner.host()?;
         let body = body?;
         let req: OpenSessionRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -410,9 +456,26 @@ impl OpenSessionRequest {
         } else {
             parse_json(Ok(body))?
         };
+        if let Some(snapshot) = req.snapshot {
+            if req.limits.is_some() || req.template.is_some() {
+                return Err(ApiError::InvalidRequest(
+                    "a restored session keeps the snapshot's limits and template: leave \
+                     `limits` and `template` out"
+                        .into(),
+                ));
+            }
+            return Ok(OpenSession::Restore {
+                snapshot,
+                leakage: req.leakage,
+            });
+        }
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
-        Ok((limits, template, req.leakage))
+        Ok(OpenSession::New {
+            limits,
+            template,
+            leakage: req.leakage,
+        })
     }
 }
 
@@ -487,18 +550,28 @@ pub async fn open_session(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<OpenSessionResponse> {
-    let (limits, template, leakage) = OpenSessionRequest::parse(state, body, record)?;
-    let session = state
-        .runner
-        .open_session(limits, template, leakage, record)
-        .await?;
-    let info = session.info();
-    Ok(OpenSessionResponse {
-        id: info.id,
-        created_at: info.created_at,
-        expires_at: info.expires_at,
-        limits,
-    })
+    let session = match OpenSessionRequest::parse(state, body, record)? {
+        OpenSession::New {
+            limits,
+            template,
+            leakage,
+        } => {
+            state
+                .runner
+                .open_session(limits, template, leakage, record)
+                .await?
+        }
+        OpenSession::Restore { snapshot, leakage } => {
+            record.action = Action::SessionRestore;
+            // Restoring is the key's own: a snapshot belongs to the key that took it.
+            let owner = record.key_id.clone();
+            state
+                .runner
+                .restore_session(&snapshot, owner.as_deref(), leakage, record)
+                .await?
+        }
+    };
+    Ok(OpenSessionResponse::of(&session))
 }
 
 impl TurnResponse {

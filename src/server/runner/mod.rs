@@ -12,10 +12,12 @@
 //!    redacts, or withholds it (422 `output_leak`);
 //! 6. counts it in the metrics and completes its audit record.
 //!
-//! The front door then maps the result to its own wire format. A worker-process boundary or a
-//! snapshot hook belongs here, behind these methods.
+//! The front door then maps the result to its own wire format. Sessions as data (snapshot,
+//! fork, restore) are here too (`snapshots.rs`); a worker-process boundary belongs here,
+//! behind these methods.
 
 mod sessions;
+mod snapshots;
 mod threads;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +32,10 @@ use super::config::{Config, LeakageConfig};
 use super::error::{ApiError, ApiResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::sessions::Registry;
+use super::snapshots::Snapshots;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
+use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
 use threads::GuestThreads;
 
@@ -51,11 +55,14 @@ pub struct Runner {
     maximum: crate::limits::Limits,
     /// The leakage rules and policies.
     leakage: LeakageConfig,
+    /// Where session snapshots are kept.
+    snapshots: Snapshots,
 }
 
 impl Runner {
-    /// A runner for `config`, writing its audit lines to `audit`; no runtime yet.
-    pub fn new(config: &Config, audit: Audit) -> Self {
+    /// A runner for `config`, writing its audit lines to `audit` and keeping snapshots in
+    /// `snapshots`; no runtime yet.
+    pub fn new(config: &Config, audit: Audit, snapshots: Arc<dyn SnapshotStore>) -> Self {
         let metrics = Arc::new(Metrics::new());
         Runner {
             host: OnceLock::new(),
@@ -78,6 +85,7 @@ impl Runner {
             memory_budget_bytes: config.memory_budget_bytes,
             maximum: config.maximum,
             leakage: config.leakage.clone(),
+            snapshots: Snapshots::new(snapshots),
         }
     }
 

@@ -5,6 +5,7 @@
 //! was closed meanwhile (`server::sessions`).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use super::{Runner, withhold_if_denied};
 use crate::check::{Finding, Policy};
@@ -16,9 +17,9 @@ use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
 use crate::server::metrics::{CloseReason, RunKind};
-use crate::server::sessions::{EndInfo, Session};
+use crate::server::sessions::{EndInfo, Session, SessionSettings};
 use crate::template::Template;
-use crate::vivarium::InputFile;
+use crate::vivarium::{InputFile, Vivarium};
 
 /// One turn as a front door asks for it.
 pub struct SessionTurn {
@@ -74,28 +75,48 @@ impl Runner {
         leakage: Option<LeakPolicy>,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
-        let host = self.host()?;
         let leakage = self.leak_policy(leakage)?;
+        let settings = SessionSettings {
+            limits,
+            template,
+            leakage,
+            turns: 0,
+        };
+        self.admit_session(settings, record, move |host, cancel| {
+            host.open_interpreter(limits, template, cancel)
+                .map_err(ApiError::from_sandbox)
+        })
+        .await
+    }
+
+    /// Admits a new session under `settings` (a place under the cap, its memory footprint
+    /// for its whole life, a concurrency slot while it is made), makes its interpreter with
+    /// `make` on a guest thread, and registers it.
+    pub(super) async fn admit_session(
+        &self,
+        settings: SessionSettings,
+        record: &mut AuditRecord,
+        make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<Interpreter> + Send + 'static,
+    ) -> ApiResult<Arc<Session>> {
+        let host = self.host()?;
         let slot = self
             .sessions
             .reserve_slot()
             .ok_or_else(|| self.admission.reject(Rejection::TooManySessions))?;
         let memory = self
             .admission
-            .reserve_memory(host.footprint_bytes(&limits))?;
+            .reserve_memory(host.footprint_bytes(&settings.limits))?;
         let ticket = self.admission.admit(None).await?;
         let interp = self
             .guests
             .run(move || {
                 let _ticket = ticket;
-                host.open_interpreter(limits, template, Arc::default())
+                make(&host, Arc::default())
             })
-            .await?
-            .map_err(ApiError::from_sandbox)?;
+            .await??;
         let session = Session::new(
             interp,
-            limits,
-            leakage,
+            settings,
             memory,
             slot,
             self.sessions.idle,
@@ -272,7 +293,7 @@ impl Runner {
     }
 
     /// Runs `f` on session `id`'s interpreter, on a guest thread, holding the session busy.
-    async fn with_interpreter<R: Send + 'static>(
+    pub(super) async fn with_interpreter<R: Send + 'static>(
         &self,
         id: &str,
         f: impl FnOnce(&mut Interpreter) -> ApiResult<R> + Send + 'static,

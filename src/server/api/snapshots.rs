@@ -1,0 +1,138 @@
+//! Sessions as data: snapshot a session, fork it, and list, inspect or delete snapshots.
+//! Restoring one is `POST /v1/sessions {"snapshot": "snap-…"}` (`sessions.rs`). A snapshot
+//! belongs to the API key that took it: another key (or none, with keys on) gets 404.
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+
+use super::types::OpenSessionResponse;
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::{ApiResult, ErrorBody};
+use crate::server::request_context::RequestContext;
+use crate::server::snapshots::SnapshotInfo;
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/snapshot",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 201, description = "Snapshot taken and stored", body = SnapshotInfo),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "`session_busy` (a turn is running), `session_ended`, or `snapshot_refused` (a file is held open between turns)", body = ErrorBody),
+        (status = 410, body = ErrorBody),
+        (status = 503, description = "`snapshot_store_unavailable`: nothing was lost, try again", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn snapshot(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<SnapshotInfo>)> {
+    let mut record = AuditRecord::new(&ctx, Action::SessionSnapshot).session(&id);
+    let result = state
+        .runner
+        .snapshot_session(&id, ctx.key_id.clone(), &mut record)
+        .await;
+    state.runner.finish(record, Outcome::of(&result, 201));
+    result.map(|info| (StatusCode::CREATED, Json(info)))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/fork",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 201, description = "A new live session with the same state; the two diverge from here", body = OpenSessionResponse),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "`session_busy`, `session_ended` or `snapshot_refused`", body = ErrorBody),
+        (status = 410, body = ErrorBody),
+        (status = 429, description = "Too many live sessions, or the memory budget is taken", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn fork(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<OpenSessionResponse>)> {
+    let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&id);
+    let result = state.runner.fork_session(&id, &mut record).await;
+    state.runner.finish(record, Outcome::of(&result, 201));
+    result.map(|s| (StatusCode::CREATED, Json(OpenSessionResponse::of(&s))))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/snapshots",
+    tag = "sessions",
+    responses(
+        (status = 200, description = "The caller's snapshots, oldest first", body = Vec<SnapshotInfo>),
+        (status = 503, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+) -> ApiResult<Json<Vec<SnapshotInfo>>> {
+    Ok(Json(
+        state.runner.list_snapshots(ctx.key_id.as_deref()).await?,
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/snapshots/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Snapshot id")),
+    responses(
+        (status = 200, body = SnapshotInfo),
+        (status = 404, body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn info(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SnapshotInfo>> {
+    Ok(Json(
+        state
+            .runner
+            .snapshot_info(&id, ctx.key_id.as_deref())
+            .await?,
+    ))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/snapshots/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Snapshot id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let mut record = AuditRecord::new(&ctx, Action::SnapshotDelete);
+    record.snapshot_id = Some(id.chars().take(64).collect());
+    let result = state
+        .runner
+        .delete_snapshot(&id, ctx.key_id.as_deref())
+        .await;
+    state.runner.finish(record, Outcome::of(&result, 204));
+    result.map(|()| StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,194 @@
+//! The server's snapshots: a [`SnapshotStore`] (a directory by default), who may see each
+//! snapshot (the API key that made it), and how what a store returns is judged before any of
+//! it is used (`snapshot::decode`; here the binding and the owner).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ApiResult};
+use super::time::rfc3339;
+use crate::limits::Limits;
+use crate::snapshot::{
+    Binding, FormatError, SessionImage, SnapshotHeader, SnapshotId, SnapshotStore, StoreError,
+    decode, header_span, peek_header,
+};
+use crate::template::Template;
+
+/// What `POST /v1/sessions/{id}/snapshot` and `GET /v1/snapshots/{id}` say of a snapshot.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SnapshotInfo {
+    /// Its id (`snap-` and 24 hex digits).
+    #[schema(example = "snap-0a1b2c3d4e5f60718293a4b5")]
+    pub snapshot_id: String,
+    /// Its size in the store: the memory that differs from the template's, the files, the
+    /// header, compressed.
+    pub size_bytes: u64,
+    /// When it was taken.
+    pub created_at: String,
+    /// The template it restores on.
+    pub template: Template,
+    /// The session's turns when it was taken.
+    pub turns: u64,
+}
+
+/// The snapshot store, as the server uses it.
+pub struct Snapshots {
+    store: Arc<dyn SnapshotStore>,
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::SnapshotStore(e.to_string())
+    }
+}
+
+impl From<FormatError> for ApiError {
+    fn from(e: FormatError) -> Self {
+        match e {
+            FormatError::Foreign => ApiError::SnapshotIncompatible(e.to_string()),
+            other => ApiError::SnapshotInvalid(other.to_string()),
+        }
+    }
+}
+
+/// The snapshot's info, from its header (its size is the header's sum of parts).
+fn info(id: &SnapshotId, h: &SnapshotHeader, header_len: usize) -> ApiResult<SnapshotInfo> {
+    Ok(SnapshotInfo {
+        snapshot_id: id.to_string(),
+        size_bytes: header_len as u64 + h.body_bytes + 32,
+        created_at: rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(h.created_at)),
+        template: template_of(h)?,
+        turns: h.turns,
+    })
+}
+
+fn template_of(h: &SnapshotHeader) -> ApiResult<Template> {
+    h.binding.template.parse().map_err(|_| {
+        ApiError::SnapshotIncompatible(format!(
+            "the snapshot's template {:?} is not one this server has",
+            h.binding.template
+        ))
+    })
+}
+
+/// An id from a request: anything that is not one is simply not found.
+fn parse_id(id: &str) -> ApiResult<SnapshotId> {
+    SnapshotId::parse(id).ok_or_else(|| ApiError::SnapshotNotFound(id.chars().take(64).collect()))
+}
+
+impl Snapshots {
+    /// Snapshots kept in `store`.
+    pub fn new(store: Arc<dyn SnapshotStore>) -> Self {
+        Snapshots { store }
+    }
+
+    /// Stores an encoded snapshot under a new id; `header` is what it was encoded with.
+    pub async fn put(&self, bytes: Vec<u8>) -> ApiResult<SnapshotInfo> {
+        let id = SnapshotId::random();
+        let span = header_span(&bytes)?;
+        let header = peek_header(&bytes)?;
+        let info = info(&id, &header, span)?;
+        self.store.put(&id, bytes).await?;
+        Ok(info)
+    }
+
+    /// The header of snapshot `id` if `owner` may see it, else 404 (another key's snapshot
+    /// is not there, as far as this caller can tell). The header is read unverified: it
+    /// serves listing and the owner check only; [`Snapshots::load`] verifies everything.
+    async fn header(
+        &self,
+        id: &SnapshotId,
+        owner: Option<&str>,
+    ) -> ApiResult<(SnapshotHeader, usize)> {
+        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+        let prefix = self.store.get_prefix(id, 12).await?.ok_or_else(not_found)?;
+        let span = header_span(&prefix)?;
+        let prefix = self
+            .store
+            .get_prefix(id, span)
+            .await?
+            .ok_or_else(not_found)?;
+        let header = peek_header(&prefix)?;
+        if header.owner.as_deref() != owner {
+            return Err(not_found());
+        }
+        Ok((header, span))
+    }
+
+    /// What `GET /v1/snapshots/{id}` says.
+    pub async fn info(&self, id: &str, owner: Option<&str>) -> ApiResult<SnapshotInfo> {
+        let id = parse_id(id)?;
+        let (header, span) = self.header(&id, owner).await?;
+        info(&id, &header, span)
+    }
+
+    /// Every snapshot `owner` may see, oldest first. Snapshots this server cannot read
+    /// (damaged, another format) are left out of the list.
+    pub async fn list(&self, owner: Option<&str>) -> ApiResult<Vec<SnapshotInfo>> {
+        let mut out = Vec::new();
+        for id in self.store.list().await? {
+            match self.header(&id, owner).await {
+                Ok((header, span)) => {
+                    if let Ok(i) = info(&id, &header, span) {
+                        out.push(i);
+                    }
+                }
+                Err(ApiError::SnapshotStore(m)) => return Err(ApiError::SnapshotStore(m)),
+                Err(_) => {}
+            }
+        }
+        out.sort_by(|a, b| (&a.created_at, &a.snapshot_id).cmp(&(&b.created_at, &b.snapshot_id)));
+        Ok(out)
+    }
+
+    /// Deletes snapshot `id` if `owner` may see it.
+    pub async fn delete(&self, id: &str, owner: Option<&str>) -> ApiResult<()> {
+        let id = parse_id(id)?;
+        self.header(&id, owner).await?;
+        if !self.store.delete(&id).await? {
+            return Err(ApiError::SnapshotNotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Loads snapshot `id` for `owner` and checks all of it: the hash, every header field and
+    /// size within `max`, the owner, and the binding (`binding_of` gives this server's for
+    /// the snapshot's template). Decoding runs off the executor.
+    pub async fn load(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        max: Limits,
+        binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
+    ) -> ApiResult<(Template, SnapshotHeader, SessionImage)> {
+        let id = parse_id(id)?;
+        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+        let bytes = self.store.get(&id).await?.ok_or_else(not_found)?;
+        let (header, image) = tokio::task::spawn_blocking(move || decode(&bytes, &max))
+            .await
+            .map_err(|e| ApiError::Internal(format!("decoding a snapshot: {e}")))??;
+        if header.owner.as_deref() != owner {
+            return Err(not_found());
+        }
+        let template = template_of(&header)?;
+        let ours = binding_of(template)?;
+        if header.binding != ours {
+            let what = if header.binding.runtime_sha256 != ours.runtime_sha256 {
+                "another guest runtime"
+            } else {
+                "another build of the template"
+            };
+            return Err(ApiError::SnapshotIncompatible(format!(
+                "snapshot {id} was taken on {what} ({} template key {}…, this server has {}…); \
+                 it cannot be restored here",
+                header.binding.template,
+                &header.binding.template_key[..header.binding.template_key.len().min(12)],
+                &ours.template_key[..ours.template_key.len().min(12)],
+            )));
+        }
+        Ok((template, header, image))
+    }
+}
