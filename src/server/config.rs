@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// [default: `<VIVARIUM_HOME>/snapshots`].
     #[arg(long, env = "VIVARIUM_SNAPSHOT_DIR")]
     pub snapshot_dir: Option<PathBuf>,
+    /// Keep session snapshots in S3-compatible object storage instead of `--snapshot-dir`:
+    /// `s3://bucket/prefix`. Credentials, region and endpoint come from the usual AWS
+    /// variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`).
+    #[arg(long, env = "VIVARIUM_SNAPSHOT_URL")]
+    pub snapshot_url: Option<String>,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -139,8 +145,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Base of the sandboxes' scratch dirs; `None` is `default_scratch_base()`.
     pub scratch_dir: Option<PathBuf>,
-    /// Where session snapshots are kept.
+    /// Where session snapshots are kept, unless `snapshot_url` is set.
     pub snapshot_dir: PathBuf,
+    /// S3-compatible object storage for snapshots (`s3://bucket/prefix`).
+    pub snapshot_url: Option<String>,
     /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
     /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
@@ -236,6 +244,7 @@ impl ServeArgs {
                 .snapshot_dir
                 .clone()
                 .unwrap_or_else(|| RuntimeOptions::from_env().home.join("snapshots")),
+            snapshot_url: self.snapshot_url.clone(),
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
             maximum,

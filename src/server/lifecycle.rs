@@ -19,7 +19,7 @@ use super::config::{Config, LogFormat, ServeArgs};
 use super::runner::Runner;
 use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
-use crate::snapshot::DirStore;
+use crate::snapshot::open_store;
 use crate::sync::lock;
 use crate::vivarium::{Vivarium, VivariumOptions};
 
@@ -57,12 +57,7 @@ impl Server {
 /// The shared state for `config`, with no runtime loaded yet.
 fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit_log.as_deref())?;
-    let snapshots = DirStore::open(&config.snapshot_dir).with_context(|| {
-        format!(
-            "opening the snapshot directory {} (--snapshot-dir)",
-            config.snapshot_dir.display()
-        )
-    })?;
+    let snapshots = open_store(&config.snapshot_dir, config.snapshot_url.as_deref())?;
     Ok(Arc::new(ServerState {
         runner: Runner::new(&config, audit, snapshots),
         keys,

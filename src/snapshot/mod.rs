@@ -5,6 +5,7 @@
 
 mod format;
 mod image;
+mod open;
 mod store;
 
 pub use format::{
@@ -12,4 +13,5 @@ pub use format::{
     peek_header,
 };
 pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
-pub use store::{DirStore, SnapshotId, SnapshotStore, StoreError};
+pub use open::open_store;
+pub use store::{SnapshotId, SnapshotStore, StoreError};
