@@ -13,6 +13,7 @@ use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
 use crate::guest::GuestSetup;
 use crate::hostcalls::state::GuestState;
+use crate::limits::TurnLimits;
 use crate::limits::{LimitError, Limits, LimitsRequest};
 use crate::report::Report;
 use crate::runtime::{self, RuntimeError, RuntimeFiles, RuntimeOptions};
@@ -20,8 +21,8 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    Baseline, CaptureError, GuestLayout, GuestStore, Interpreter, RestoreError, Sandbox,
-    SandboxError, SandboxSpec, run_on_guest_thread,
+    Baseline, CaptureError, EndReason, GuestLayout, GuestStore, Interpreter, RestoreError, Sandbox,
+    SandboxError, SandboxSpec, TurnOutcome, run_on_guest_thread,
 };
 use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
@@ -482,7 +483,56 @@ impl Vivarium {
             ..GuestSetup::default()
         };
         let sandbox = self.prepare_with(bare_spec(limits, cancel, setup), template)?;
-        Ok(sandbox.into_interpreter())
+        let mut interp = sandbox.into_interpreter();
+        self.start_checkpoint(&mut interp, template);
+        Ok(interp)
+    }
+
+    /// Starts `interp`'s rollback checkpoint from a full capture. Without one (the capture
+    /// failed: logged) a stopped turn ends the session, as it always did.
+    fn start_checkpoint(&self, interp: &mut Interpreter, template: Template) {
+        match self.capture(interp, template) {
+            Ok(image) => interp.keep_checkpoint(image),
+            Err(e) => tracing::warn!(error = %e, "session has no rollback checkpoint"),
+        }
+    }
+
+    /// Runs one turn of a session's interpreter (opened from `template`). A turn that a limit
+    /// or a trap stops leaves the instance untrustworthy: when the interpreter keeps a
+    /// checkpoint, it is replaced by a fresh instance restored from it (its state before the
+    /// turn, memory and files) and the outcome says `rolled_back`; otherwise, or when the
+    /// restore fails, it ends as before. After a completed turn the checkpoint is brought up
+    /// to date. Blocking; call on a guest thread.
+    pub fn session_turn(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+        code: &str,
+        stdin: Vec<u8>,
+        limits: &TurnLimits,
+    ) -> Result<TurnOutcome, EndReason> {
+        let mut outcome = interp.turn(code, stdin, limits)?;
+        match &outcome.ended {
+            None => interp.refresh_checkpoint(),
+            Some(EndReason::Stopped(_)) => {
+                if let Some(image) = interp.checkpoint_image() {
+                    match self.restore_bare(template, &image, interp.cancel_flag()) {
+                        Ok(mut fresh) => {
+                            fresh.adopt_checkpoint(interp);
+                            let old = std::mem::replace(interp, fresh);
+                            // Torn down after the response left, off this turn's time.
+                            guest_threads::defer_drop(old);
+                            outcome.ended = None;
+                            outcome.rolled_back = true;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "rolling a session back failed"),
+                    }
+                }
+            }
+            // The program exited: the session ends, as the program asked.
+            Some(EndReason::Quit | EndReason::Exit(_)) => {}
+        }
+        Ok(outcome)
     }
 
     /// What a snapshot of `template`'s sessions is bound to on this host: the template's
@@ -516,9 +566,22 @@ impl Vivarium {
     }
 
     /// A new interpreter of `template` from `image` (checked by `snapshot::decode` when it
-    /// came from a store; its binding is the caller's to have checked). Blocking; call on a
-    /// guest thread.
+    /// came from a store; its binding is the caller's to have checked), keeping its rollback
+    /// checkpoint from there. Blocking; call on a guest thread.
     pub fn restore_interpreter(
+        &self,
+        template: Template,
+        image: SessionImage,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Interpreter, RestoreError> {
+        let mut interp = self.restore_bare(template, &image, cancel)?;
+        // Its state is the image: that is its first checkpoint.
+        interp.keep_checkpoint(image);
+        Ok(interp)
+    }
+
+    /// [`Vivarium::restore_interpreter`] without a checkpoint of its own.
+    fn restore_bare(
         &self,
         template: Template,
         image: &SessionImage,

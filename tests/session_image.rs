@@ -49,7 +49,7 @@ fn state_survives_capture_and_restore_and_both_diverge() {
             "only what differs from the template is kept"
         );
         let mut b = host
-            .restore_interpreter(Template::Python, &image, Arc::default())
+            .restore_interpreter(Template::Python, image.clone(), Arc::default())
             .unwrap();
         let (_, r) = turn(
             &mut b,
@@ -79,7 +79,7 @@ fn state_survives_capture_and_restore_and_both_diverge() {
         // A second restore of the same image; its tracebacks go on numbering turns where
         // the original's would.
         let mut c = host
-            .restore_interpreter(Template::Python, &image, Arc::default())
+            .restore_interpreter(Template::Python, image.clone(), Arc::default())
             .unwrap();
         let err = |i: &mut Interpreter| {
             let t = i
@@ -92,7 +92,7 @@ fn state_survives_capture_and_restore_and_both_diverge() {
                 .map(str::to_string)
         };
         let mut d = host
-            .restore_interpreter(Template::Python, &image, Arc::default())
+            .restore_interpreter(Template::Python, image.clone(), Arc::default())
             .unwrap();
         turn(&mut d, "pass");
         let at = |n: u32| Some(format!("  File \"<turn {n}>\", line 1, in <module>"));
@@ -113,7 +113,7 @@ fn a_file_held_open_between_turns_is_refused_until_closed() {
         turn(&mut a, "f.write('x'); f.close()");
         let image = host.capture(&mut a, Template::Python).unwrap();
         let mut b = host
-            .restore_interpreter(Template::Python, &image, Arc::default())
+            .restore_interpreter(Template::Python, image.clone(), Arc::default())
             .unwrap();
         assert_eq!(
             turn(&mut b, "open('log.txt').read()").1.as_deref(),

@@ -164,29 +164,11 @@ impl Interpreter {
                 count: fs.open_fds - INITIAL_FDS,
             });
         }
-        let mut globals = Vec::with_capacity(baseline.globals.len());
-        for name in &baseline.globals {
-            let g = live
-                .instance
-                .get_global(&mut live.store, name)
-                .ok_or(CaptureError::Shape("globals"))?;
-            let value = match g.get(&mut live.store) {
-                Val::I32(v) => GlobalBits::I32(v as u32),
-                Val::I64(v) => GlobalBits::I64(v as u64),
-                Val::F32(v) => GlobalBits::F32(v),
-                Val::F64(v) => GlobalBits::F64(v),
-                Val::V128(v) => GlobalBits::V128(v.as_u128()),
-                _ => return Err(CaptureError::Shape("globals")),
-            };
-            globals.push(GlobalValue {
-                name: name.clone(),
-                value,
-            });
-        }
+        let globals = read_globals(live, baseline.globals.iter().map(String::as_str))?;
         let mem = live.memory.data(&live.store);
         let base = baseline.memory.data(&baseline.store);
         let (pages, page_data) = changed_pages(mem, base);
-        let (dirs, files) = read_tree(live.workdir.path())?;
+        let (dirs, files) = read_tree(live.workdir.path(), true)?;
         let memory_bytes = mem.len() as u64;
         Ok(SessionImage {
             memory_bytes,
@@ -308,6 +290,7 @@ impl Interpreter {
             .get_typed_func(&mut store, "host_alloc")
             .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
         Ok(Interpreter {
+            checkpoint: None,
             live: Live {
                 store,
                 memory,
@@ -347,11 +330,38 @@ fn changed_pages(mem: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
     (pages, data)
 }
 
+/// The values of the mutable globals `names` of `live`'s instance.
+pub(super) fn read_globals<'a>(
+    live: &mut Live,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<Vec<GlobalValue>, CaptureError> {
+    let mut globals = Vec::new();
+    for name in names {
+        let g = live
+            .instance
+            .get_global(&mut live.store, name)
+            .ok_or(CaptureError::Shape("globals"))?;
+        let value = match g.get(&mut live.store) {
+            Val::I32(v) => GlobalBits::I32(v as u32),
+            Val::I64(v) => GlobalBits::I64(v as u64),
+            Val::F32(v) => GlobalBits::F32(v),
+            Val::F64(v) => GlobalBits::F64(v),
+            Val::V128(v) => GlobalBits::V128(v.as_u128()),
+            _ => return Err(CaptureError::Shape("globals")),
+        };
+        globals.push(GlobalValue {
+            name: name.to_string(),
+            value,
+        });
+    }
+    Ok(globals)
+}
+
 /// For each [`PAGE_BYTES`] page of `mem`, whether the kernel's page map shows its host page
 /// as private and present, or swapped out: written since it was mapped (the template's
 /// untouched pages are the image's shared file pages, or not present). `None` when the page
 /// map cannot be read.
-fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
+pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
     use std::os::unix::fs::FileExt;
     const PRESENT: u64 = 1 << 63;
     const SWAPPED: u64 = 1 << 62;
@@ -387,7 +397,9 @@ fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
 /// Every folder (parents first) and regular file under `root`, with contents.
 type Tree = (Vec<String>, Vec<(String, Vec<u8>)>);
 
-fn read_tree(root: &Path) -> Result<Tree, CaptureError> {
+/// Every folder (parents first) and regular file under `root`, with their contents when
+/// `contents` (else empty).
+pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureError> {
     let mut dirs = Vec::new();
     let mut files = Vec::new();
     let mut stack = vec![String::new()];
@@ -414,11 +426,15 @@ fn read_tree(root: &Path) -> Result<Tree, CaptureError> {
                     stack.push(rel);
                 }
                 Ok(t) if t.is_file() => {
-                    let content = std::fs::read(entry.path()).map_err(|e| WorkdirError::Io {
-                        what: "reading",
-                        path: entry.path(),
-                        source: e,
-                    })?;
+                    let content = if contents {
+                        std::fs::read(entry.path()).map_err(|e| WorkdirError::Io {
+                            what: "reading",
+                            path: entry.path(),
+                            source: e,
+                        })?
+                    } else {
+                        Vec::new()
+                    };
                     files.push((rel, content));
                 }
                 _ => {}

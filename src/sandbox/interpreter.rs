@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use super::checkpoint::Checkpoint;
 use super::live::Live;
 use super::outcome::{EndReason, TurnOutcome};
 use super::rich;
@@ -12,6 +13,8 @@ use crate::limits::{Limits, TurnLimits};
 
 /// A long-lived interpreter (a session): turns share variables, imports and files.
 pub struct Interpreter {
+    /// Declared before `live`, so it drops first: its tracker watches `live`'s memory.
+    pub(super) checkpoint: Option<Checkpoint>,
     pub(super) live: Live,
 }
 

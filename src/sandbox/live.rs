@@ -143,6 +143,7 @@ impl Live {
             report,
             result: self.store.data_mut().last_result.take(),
             ended: outcome.ended,
+            rolled_back: false,
         }
     }
 

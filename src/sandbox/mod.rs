@@ -10,6 +10,8 @@
 //! [`run_on_guest_thread`]), never on an async executor thread.
 
 mod capture;
+mod checkpoint;
+mod dirty;
 mod interpreter;
 mod live;
 mod outcome;
@@ -35,7 +37,7 @@ use workdir::{InputFile, WorkdirError};
 
 pub use capture::{Baseline, CaptureError, RestoreError};
 pub use interpreter::{Interpreter, WriteError};
-pub use outcome::EndReason;
+pub use outcome::{EndReason, TurnOutcome};
 pub use prepared::Sandbox;
 pub use store::GuestStore;
 

@@ -28,6 +28,9 @@ pub struct TurnOutcome {
     pub result: Option<String>,
     /// Set when this turn ended the interpreter.
     pub ended: Option<EndReason>,
+    /// A limit or trap stopped the turn and the interpreter was rolled back to its state
+    /// before it (`ended` is then `None`: the session goes on).
+    pub rolled_back: bool,
 }
 
 /// Which host limit stopped a run, to be put into words with the limits in force.

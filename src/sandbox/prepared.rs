@@ -140,6 +140,9 @@ impl Sandbox {
     /// are numbered from 2 in tracebacks (`<turn 2>`).
     pub fn into_interpreter(mut self) -> Interpreter {
         self.live.turn(SESSION_SETUP, &FLUSH_LIMITS, false);
-        Interpreter { live: self.live }
+        Interpreter {
+            checkpoint: None,
+            live: self.live,
+        }
     }
 }

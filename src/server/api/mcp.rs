@@ -424,6 +424,11 @@ impl VivariumMcp {
                 if let Some(end) = &t.ended {
                     extra.push(format!("session ended: {}", end.message));
                 }
+                if t.rolled_back {
+                    extra.push(
+                        "rolled back: the session is at its state before this turn".to_string(),
+                    );
+                }
                 render_result(&t.report, &extra)
             }
             Ok(Turned::Denied(findings)) => denied(&findings),

@@ -319,8 +319,13 @@ pub struct TurnResponse {
     /// was not None (it is also echoed on stdout).
     #[schema(example = "42")]
     pub result: Option<String>,
-    /// Set when this turn ended the session, with why.
+    /// Set when this turn ended the session, with why: only a program's own exit
+    /// (`exit()`, `os._exit`) ends a session.
     pub ended: Option<EndInfo>,
+    /// A limit or trap (`status` says which) stopped the turn, and the session went back to
+    /// its exact state before it: variables, imports and files as they were after the
+    /// previous turn (this turn's input files are gone too). The next turn runs normally.
+    pub rolled_back: bool,
     #[serde(flatten)]
     pub report: ExecutionResult,
 }
@@ -581,6 +586,7 @@ impl TurnResponse {
             report,
             result,
             ended,
+            rolled_back,
             turn,
             findings,
         } = done;
@@ -592,6 +598,7 @@ impl TurnResponse {
             turn,
             result,
             ended,
+            rolled_back,
             report,
         }
     }

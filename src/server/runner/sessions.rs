@@ -45,6 +45,8 @@ pub struct TurnDone {
     pub result: Option<String>,
     /// Set when this turn ended the session.
     pub ended: Option<EndInfo>,
+    /// A limit or trap stopped the turn and the session went back to its state before it.
+    pub rolled_back: bool,
     /// The session's turn count after this one.
     pub turn: u64,
     /// What the check found (`None` with policy `off`).
@@ -166,6 +168,8 @@ impl Runner {
         let SessionTurn {
             code, stdin, files, ..
         } = t;
+        let host = self.host()?;
+        let template = session.template;
         let ran = self
             .guests
             .run(move || {
@@ -174,7 +178,7 @@ impl Runner {
                 if let Err(e) = write_files(&mut interp, &files) {
                     return (Some(interp), Err(e));
                 }
-                match interp.turn(&code, stdin, &limits) {
+                match host.session_turn(&mut interp, template, &code, stdin, &limits) {
                     Ok(mut outcome) => {
                         // Scanned here, on the guest thread, before anything leaves.
                         let leaks = guard.apply(&mut outcome.report, outcome.result.as_mut());
@@ -229,7 +233,7 @@ impl Runner {
         session.put_back(interp, ended.clone(), true).release();
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
-        let (report, result) = (outcome.report, outcome.result);
+        let (report, result, rolled_back) = (outcome.report, outcome.result, outcome.rolled_back);
         // The turn ran and the session keeps its state; under `deny` only what it returned
         // is held.
         withhold_if_denied(policy, leaks, record)?;
@@ -237,6 +241,7 @@ impl Runner {
             report,
             result,
             ended,
+            rolled_back,
             turn: session.info().turns,
             findings,
         })))
@@ -280,7 +285,11 @@ impl Runner {
     pub async fn write_file(&self, id: &str, path: String, bytes: bytes::Bytes) -> ApiResult<u64> {
         self.with_interpreter(id, move |interp| {
             match interp.write_files(&[(&path, &bytes)]) {
-                Ok(()) => Ok(bytes.len() as u64),
+                Ok(()) => {
+                    // An upload is part of the state a later rollback returns to.
+                    interp.refresh_checkpoint();
+                    Ok(bytes.len() as u64)
+                }
                 Err(WriteError::OverQuota { limit }) => Err(ApiError::InvalidRequest(format!(
                     "the file would take the session past its disk limit of {limit} bytes"
                 ))),

@@ -85,7 +85,7 @@ impl Runner {
             turns: session.info().turns,
         };
         self.admit_session(settings, record, move |host, cancel| {
-            host.restore_interpreter(template, &image, cancel)
+            host.restore_interpreter(template, image, cancel)
                 .map_err(|e| ApiError::Internal(format!("restoring the fork: {e}")))
         })
         .await
@@ -120,7 +120,7 @@ impl Runner {
         self.admit_session(settings, record, move |host, cancel| {
             // The image was checked against this server's bounds, not against the template's
             // shape: a mismatch here is the snapshot's fault.
-            host.restore_interpreter(template, &image, cancel)
+            host.restore_interpreter(template, image, cancel)
                 .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
         })
         .await

@@ -1,0 +1,253 @@
+//! A session's rollback checkpoint: its whole state as of the end of its last completed
+//! turn, kept in host memory and brought up to date after every turn at a cost that follows
+//! what the turn wrote. A turn that a limit or trap stops leaves the instance untrustworthy;
+//! with a checkpoint the session comes back as a fresh instance restored from it (see
+//! `Vivarium::session_turn`), at exactly its state before that turn.
+//!
+//! After each turn: the pages the turn wrote ([`DirtyTracker`], or every page written since
+//! the template where the kernel cannot track) are copied; the working directory's files are
+//! read again only where their size or times changed; globals and counters are read afresh.
+//! The checkpoint holds a copy of every page the session has written and of its files: that
+//! is its memory cost, next to the session's own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+use super::capture::{CaptureError, read_globals, read_tree, written_pages};
+use super::dirty::DirtyTracker;
+use super::interpreter::Interpreter;
+use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage};
+
+/// When a file last changed, as far as deciding whether to read it again goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    ino: u64,
+    ctime_ns: i128,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some(Stamp {
+        len: m.len(),
+        modified: m.modified().ok(),
+        ino: m.ino(),
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+    })
+}
+
+/// See the module documentation.
+pub struct Checkpoint {
+    /// Must go before the memory it watches does (a field of `Interpreter` declared before
+    /// `live`, so it drops first).
+    tracker: Option<DirtyTracker>,
+    /// Why there is no tracker, for the logs.
+    pub untracked_because: Option<String>,
+    memory_bytes: u64,
+    pages: BTreeMap<u32, Box<[u8]>>,
+    globals: Vec<GlobalValue>,
+    dirs: Vec<String>,
+    files: BTreeMap<String, (Option<Stamp>, Vec<u8>)>,
+    base: SessionImage,
+}
+
+impl Checkpoint {
+    /// A checkpoint from a full capture of `interp` (`image`), tracking its memory from now.
+    pub fn new(interp: &mut Interpreter, image: SessionImage) -> Checkpoint {
+        let root = interp.live.workdir.path().to_path_buf();
+        let mut pages = BTreeMap::new();
+        for (i, p) in image.pages.iter().enumerate() {
+            pages.insert(
+                *p,
+                image.page_data[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].into(),
+            );
+        }
+        let files = image
+            .files
+            .iter()
+            .map(|(path, content)| (path.clone(), (stamp(&root.join(path)), content.clone())))
+            .collect();
+        let mut cp = Checkpoint {
+            tracker: None,
+            untracked_because: None,
+            memory_bytes: image.memory_bytes,
+            pages,
+            globals: image.globals.clone(),
+            dirs: image.dirs.clone(),
+            files,
+            base: SessionImage {
+                pages: Vec::new(),
+                page_data: Vec::new(),
+                files: Vec::new(),
+                ..image
+            },
+        };
+        cp.track(interp);
+        cp
+    }
+
+    /// Watches `interp`'s memory from now on (a new instance after a rollback), and takes
+    /// its files' stamps afresh (a restored working directory's files are new files).
+    pub fn track(&mut self, interp: &Interpreter) {
+        let live = &interp.live;
+        let root = live.workdir.path();
+        for (path, (st, _)) in self.files.iter_mut() {
+            *st = stamp(&root.join(path));
+        }
+        let base = live.memory.data_ptr(&live.store);
+        // The whole range the memory may grow into, so pages it grows into are seen too.
+        let len = (live.limits.memory_bytes as usize).max(live.memory.data_size(&live.store));
+        self.tracker = None;
+        match DirtyTracker::new(base, len) {
+            Ok(t) => {
+                self.tracker = Some(t);
+                self.untracked_because = None;
+            }
+            Err(why) => self.untracked_because = Some(why),
+        }
+    }
+
+    /// Brings the checkpoint up to `interp`'s state after a completed turn.
+    pub fn refresh(&mut self, interp: &mut Interpreter) -> Result<(), CaptureError> {
+        let live = &mut interp.live;
+        let globals = read_globals(live, self.globals.iter().map(|g| g.name.as_str()))?;
+        let mem = live.memory.data(&live.store);
+        let written: Vec<u32> = match self.tracker.as_ref().map(DirtyTracker::take) {
+            Some(Ok(pages)) => pages,
+            other => {
+                if let Some(Err(why)) = other {
+                    // Tracking broke mid-session: stop relying on it.
+                    self.tracker = None;
+                    self.untracked_because = Some(why);
+                }
+                match written_pages(mem) {
+                    Some(w) => (0..w.len() as u32).filter(|&p| w[p as usize]).collect(),
+                    None => (0..(mem.len() / PAGE_BYTES) as u32).collect(),
+                }
+            }
+        };
+        for p in written {
+            let at = p as usize * PAGE_BYTES;
+            if let Some(page) = mem.get(at..at + PAGE_BYTES) {
+                match self.pages.get_mut(&p) {
+                    Some(kept) => kept.copy_from_slice(page),
+                    None => {
+                        self.pages.insert(p, page.into());
+                    }
+                }
+            }
+        }
+        self.memory_bytes = mem.len() as u64;
+        self.globals = globals;
+        self.refresh_files(live.workdir.path())?;
+        self.base.turns_run = live.turns_run;
+        self.base.monotonic_ns =
+            u64::try_from(live.store.data().clock.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.base.memory_peak_bytes =
+            (live.store.data().limiter.peak_bytes as u64).max(self.memory_bytes);
+        Ok(())
+    }
+
+    fn refresh_files(&mut self, root: &Path) -> Result<(), CaptureError> {
+        // Listing is cheap; contents are read again only for files whose stamp moved.
+        let (dirs, listed) = read_tree(root, false)?;
+        let mut files = BTreeMap::new();
+        for (path, _) in listed {
+            let now = stamp(&root.join(&path));
+            let kept = self.files.remove(&path);
+            let entry = match kept {
+                Some((then, content)) if then.is_some() && then == now => (then, content),
+                _ => {
+                    let content = std::fs::read(root.join(&path)).map_err(|e| {
+                        super::workdir::WorkdirError::Io {
+                            what: "reading",
+                            path: root.join(&path),
+                            source: e,
+                        }
+                    })?;
+                    (now, content)
+                }
+            };
+            files.insert(path, entry);
+        }
+        self.files = files;
+        self.dirs = dirs;
+        Ok(())
+    }
+
+    /// The state as a [`SessionImage`], to restore from or to store.
+    pub fn image(&self) -> SessionImage {
+        let mut page_data = Vec::with_capacity(self.pages.len() * PAGE_BYTES);
+        for page in self.pages.values() {
+            page_data.extend_from_slice(page);
+        }
+        SessionImage {
+            memory_bytes: self.memory_bytes,
+            pages: self.pages.keys().copied().collect(),
+            page_data,
+            globals: self.globals.clone(),
+            dirs: self.dirs.clone(),
+            files: self
+                .files
+                .iter()
+                .map(|(p, (_, c))| (p.clone(), c.clone()))
+                .collect(),
+            ..self.base.clone()
+        }
+    }
+
+    /// Host bytes the checkpoint holds (pages and files).
+    pub fn held_bytes(&self) -> u64 {
+        (self.pages.len() * PAGE_BYTES) as u64
+            + self
+                .files
+                .values()
+                .map(|(_, c)| c.len() as u64)
+                .sum::<u64>()
+    }
+}
+
+impl Interpreter {
+    /// Keeps a rollback checkpoint from now on, starting from `image`: a full capture of
+    /// this interpreter, or the image it was restored from.
+    pub fn keep_checkpoint(&mut self, image: SessionImage) {
+        let cp = Checkpoint::new(self, image);
+        if let Some(why) = &cp.untracked_because {
+            tracing::debug!(why = %why, "no kernel dirty tracking; checkpoints compare written pages");
+        }
+        self.checkpoint = Some(cp);
+    }
+
+    /// Brings the checkpoint (if kept) up to this interpreter's state, after a completed
+    /// turn or host writes. A failure drops it: the session then ends on a stopped turn, as
+    /// without one.
+    pub fn refresh_checkpoint(&mut self) {
+        if let Some(mut cp) = self.checkpoint.take() {
+            match cp.refresh(self) {
+                Ok(()) => self.checkpoint = Some(cp),
+                Err(e) => tracing::warn!(error = %e, "session checkpoint dropped"),
+            }
+        }
+    }
+
+    /// The checkpoint's state, to restore a rolled-back interpreter from.
+    pub fn checkpoint_image(&self) -> Option<SessionImage> {
+        self.checkpoint.as_ref().map(Checkpoint::image)
+    }
+
+    /// Moves the checkpoint from `old` (rolled back) to this interpreter, restored from it.
+    pub fn adopt_checkpoint(&mut self, old: &mut Interpreter) {
+        if let Some(mut cp) = old.checkpoint.take() {
+            cp.track(self);
+            self.checkpoint = Some(cp);
+        }
+    }
+
+    /// Host memory the checkpoint holds, in bytes (0 without one).
+    pub fn checkpoint_bytes(&self) -> u64 {
+        self.checkpoint.as_ref().map_or(0, Checkpoint::held_bytes)
+    }
+}

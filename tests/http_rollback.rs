@@ -1,0 +1,103 @@
+//! A turn that a limit or a trap stops no longer ends the session: it goes back to its state
+//! before that turn (variables, imports and files), the turn's result says `rolled_back`,
+//! and the next turn runs normally. Over real HTTP.
+
+mod http_support;
+
+use http_support::*;
+use serde_json::{Value, json};
+
+async fn turn(c: &reqwest::Client, s: &TestServer, id: &str, body: Value) -> Value {
+    let (st, v) = post(c, &s.url(&format!("/v1/sessions/{id}/execute")), &body).await;
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_turns_roll_back_to_the_state_before_them() {
+    let s = start("rollback", |_| {}).await;
+    let c = client();
+    let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "import json\nx = [1, 2, 3]\nopen('keep.txt', 'w').write('before')"}),
+    )
+    .await;
+    assert_eq!(v["status"], "ok", "{v}");
+
+    let stoppers = [
+        (
+            "timeout",
+            json!({"timeout_ms": 300}),
+            "while True: x.append(0)",
+        ),
+        (
+            "fuel_exhausted",
+            json!({"fuel": 50_000_000u64}),
+            "while True: x.append(0)",
+        ),
+        (
+            "stack_overflow",
+            json!({}),
+            "l = []\nfor i in range(300000): l = [l]\ndel l",
+        ),
+    ];
+    for (status, limits, code) in stoppers {
+        // Each stopped turn first changes everything it can: memory, files, a new file, and
+        // a file of the turn's own input.
+        let code = format!(
+            "x.clear(); x.append('lost'); y = 1\nopen('keep.txt', 'w').write('after')\n\
+             open('new.txt', 'w').write('new')\n{code}"
+        );
+        let v = turn(
+            &c,
+            &s,
+            &id,
+            json!({"code": code, "limits": limits, "files": [{"path": "input.txt", "content": b64(b"in")}]}),
+        )
+        .await;
+        assert_eq!(v["status"], status, "{v}");
+        assert_eq!(v["rolled_back"], true, "{v}");
+        assert_eq!(v["ended"], Value::Null, "{v}");
+        let v = turn(
+            &c,
+            &s,
+            &id,
+            json!({"code": "import os\n(x, 'y' in dir(), open('keep.txt').read(), \
+                   sorted(f for f in os.listdir('.') if f.endswith('.txt')), json.dumps(1))"}),
+        )
+        .await;
+        assert_eq!(v["status"], "ok", "{status}: {v}");
+        assert_eq!(v["rolled_back"], false);
+        assert_eq!(
+            v["result"], "([1, 2, 3], False, 'before', ['keep.txt'], '1')",
+            "{status}: {v}"
+        );
+    }
+    let (_, info) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(info["state"], "idle", "{info}");
+    // An upload between turns is part of the state a rollback keeps.
+    let r = c
+        .put(s.url(&format!("/v1/sessions/{id}/files/up.txt")))
+        .body("uploaded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "while True: pass", "limits": {"timeout_ms": 200}}),
+    )
+    .await;
+    assert_eq!(v["rolled_back"], true);
+    let v = turn(&c, &s, &id, json!({"code": "open('up.txt').read()"})).await;
+    assert_eq!(v["result"], "'uploaded'", "{v}");
+    // The sandbox directories of the stopped instances are gone; one is left, the live one.
+    assert_eq!(s.settled_sandbox_dirs().await, 1);
+    s.stop().await;
+}
