@@ -24,13 +24,13 @@
 //! on from where they were (a fork and its original draw the same numbers unless reseeded);
 //! `os.urandom` asks the host and is fresh.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Extern, InstancePre, Memory, Store, Val};
 
+use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
 use super::live::Live;
 use super::store::GuestStore;
@@ -41,9 +41,7 @@ use crate::guest::{GuestSetup, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryLimiter;
 use crate::hostcalls::state::{FsGuard, GuestState, RunClock, far_future};
-use crate::snapshot::{
-    GlobalBits, GlobalValue, MAX_ENTRIES, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES,
-};
+use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 use crate::template::GLOBAL_EXPORT_PREFIX;
 
 /// A pristine instance of one template, never run: what a session's memory is compared with.
@@ -104,36 +102,6 @@ impl Baseline {
             globals,
         })
     }
-}
-
-/// Why an interpreter's state could not be captured.
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
-    /// The interpreter ended: there is nothing to keep.
-    #[error("the interpreter has ended")]
-    Ended,
-    /// The guest holds files open between turns; their offsets live in the host's
-    /// descriptor table, which a snapshot does not carry.
-    #[error(
-        "the session holds {count} file(s) open between turns; close them (a `with` block does) and try again"
-    )]
-    OpenFiles {
-        /// How many beyond stdio and the preopens.
-        count: u32,
-    },
-    /// The working directory has more entries than a snapshot holds.
-    #[error("the working directory has more than {MAX_ENTRIES} files and folders")]
-    TooManyEntries,
-    /// Reading the working directory failed.
-    #[error("reading the working directory: {0}")]
-    Workdir(#[from] WorkdirError),
-    /// The template's pristine instance could not be made.
-    #[error("preparing the comparison with the template: {0}")]
-    Baseline(#[source] SandboxError),
-    /// The instance is not shaped like its template (a missing global, one of another
-    /// type): not a state this host can carry.
-    #[error("the interpreter's {0} does not match its template")]
-    Shape(&'static str),
 }
 
 /// Why an image could not become an interpreter.
@@ -328,120 +296,4 @@ fn changed_pages(mem: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
         }
     }
     (pages, data)
-}
-
-/// The values of the mutable globals `names` of `live`'s instance.
-pub(super) fn read_globals<'a>(
-    live: &mut Live,
-    names: impl Iterator<Item = &'a str>,
-) -> Result<Vec<GlobalValue>, CaptureError> {
-    let mut globals = Vec::new();
-    for name in names {
-        let g = live
-            .instance
-            .get_global(&mut live.store, name)
-            .ok_or(CaptureError::Shape("globals"))?;
-        let value = match g.get(&mut live.store) {
-            Val::I32(v) => GlobalBits::I32(v as u32),
-            Val::I64(v) => GlobalBits::I64(v as u64),
-            Val::F32(v) => GlobalBits::F32(v),
-            Val::F64(v) => GlobalBits::F64(v),
-            Val::V128(v) => GlobalBits::V128(v.as_u128()),
-            _ => return Err(CaptureError::Shape("globals")),
-        };
-        globals.push(GlobalValue {
-            name: name.to_string(),
-            value,
-        });
-    }
-    Ok(globals)
-}
-
-/// For each [`PAGE_BYTES`] page of `mem`, whether the kernel's page map shows its host page
-/// as private and present, or swapped out: written since it was mapped (the template's
-/// untouched pages are the image's shared file pages, or not present). `None` when the page
-/// map cannot be read.
-pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
-    use std::os::unix::fs::FileExt;
-    const PRESENT: u64 = 1 << 63;
-    const SWAPPED: u64 = 1 << 62;
-    const FILE_OR_SHARED: u64 = 1 << 61;
-    let host_page = rustix::param::page_size();
-    if !host_page.is_multiple_of(PAGE_BYTES) || !(mem.as_ptr() as usize).is_multiple_of(host_page) {
-        return None;
-    }
-    let per_host = host_page / PAGE_BYTES;
-    let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
-    let first = mem.as_ptr() as usize / host_page;
-    let host_pages = mem.len().div_ceil(host_page);
-    let mut out = Vec::with_capacity(mem.len() / PAGE_BYTES);
-    let mut buf = vec![0u8; 8 * 4096];
-    let mut done = 0;
-    while done < host_pages {
-        let n = (host_pages - done).min(4096);
-        let bytes = &mut buf[..8 * n];
-        pagemap
-            .read_exact_at(bytes, ((first + done) * 8) as u64)
-            .ok()?;
-        for entry in bytes.chunks_exact(8) {
-            let e = u64::from_le_bytes(entry.try_into().unwrap());
-            let written = (e & PRESENT != 0 && e & FILE_OR_SHARED == 0) || e & SWAPPED != 0;
-            out.extend(std::iter::repeat_n(written, per_host));
-        }
-        done += n;
-    }
-    out.truncate(mem.len() / PAGE_BYTES);
-    Some(out)
-}
-
-/// Every folder (parents first) and regular file under `root`, with contents.
-type Tree = (Vec<String>, Vec<(String, Vec<u8>)>);
-
-/// Every folder (parents first) and regular file under `root`, with their contents when
-/// `contents` (else empty).
-pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureError> {
-    let mut dirs = Vec::new();
-    let mut files = Vec::new();
-    let mut stack = vec![String::new()];
-    while let Some(prefix) = stack.pop() {
-        let here = root.join(&prefix);
-        let entries = std::fs::read_dir(&here).map_err(|e| WorkdirError::Io {
-            what: "listing",
-            path: here.clone(),
-            source: e,
-        })?;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel = if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            };
-            if dirs.len() + files.len() >= MAX_ENTRIES {
-                return Err(CaptureError::TooManyEntries);
-            }
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => {
-                    dirs.push(rel.clone());
-                    stack.push(rel);
-                }
-                Ok(t) if t.is_file() => {
-                    let content = if contents {
-                        std::fs::read(entry.path()).map_err(|e| WorkdirError::Io {
-                            what: "reading",
-                            path: entry.path(),
-                            source: e,
-                        })?
-                    } else {
-                        Vec::new()
-                    };
-                    files.push((rel, content));
-                }
-                _ => {}
-            }
-        }
-    }
-    // Parents before children, whatever order the walk found them in.
-    dirs.sort();
-    Ok((dirs, files))
 }

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::capture::{CaptureError, read_globals, read_tree, written_pages};
 use super::dirty::DirtyTracker;
-use super::interpreter::Interpreter;
+use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
+use super::live::Live;
 use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage};
 
 /// When a file last changed, as far as deciding whether to read it again goes.
@@ -55,9 +55,9 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// A checkpoint from a full capture of `interp` (`image`), tracking its memory from now.
-    pub fn new(interp: &mut Interpreter, image: SessionImage) -> Checkpoint {
-        let root = interp.live.workdir.path().to_path_buf();
+    /// A checkpoint from a full capture of `live` (`image`), tracking its memory from now.
+    pub fn new(live: &Live, image: SessionImage) -> Checkpoint {
+        let root = live.workdir.path().to_path_buf();
         let mut pages = BTreeMap::new();
         for (i, p) in image.pages.iter().enumerate() {
             pages.insert(
@@ -85,14 +85,13 @@ impl Checkpoint {
                 ..image
             },
         };
-        cp.track(interp);
+        cp.track(live);
         cp
     }
 
-    /// Watches `interp`'s memory from now on (a new instance after a rollback), and takes
+    /// Watches `live`'s memory from now on (a new instance after a rollback), and takes
     /// its files' stamps afresh (a restored working directory's files are new files).
-    pub fn track(&mut self, interp: &Interpreter) {
-        let live = &interp.live;
+    pub fn track(&mut self, live: &Live) {
         let root = live.workdir.path();
         for (path, (st, _)) in self.files.iter_mut() {
             *st = stamp(&root.join(path));
@@ -110,9 +109,8 @@ impl Checkpoint {
         }
     }
 
-    /// Brings the checkpoint up to `interp`'s state after a completed turn.
-    pub fn refresh(&mut self, interp: &mut Interpreter) -> Result<(), CaptureError> {
-        let live = &mut interp.live;
+    /// Brings the checkpoint up to `live`'s state after a completed turn.
+    pub fn refresh(&mut self, live: &mut Live) -> Result<(), CaptureError> {
         let globals = read_globals(live, self.globals.iter().map(|g| g.name.as_str()))?;
         let mem = live.memory.data(&live.store);
         let written: Vec<u32> = match self.tracker.as_ref().map(DirtyTracker::take) {
@@ -207,47 +205,5 @@ impl Checkpoint {
                 .values()
                 .map(|(_, c)| c.len() as u64)
                 .sum::<u64>()
-    }
-}
-
-impl Interpreter {
-    /// Keeps a rollback checkpoint from now on, starting from `image`: a full capture of
-    /// this interpreter, or the image it was restored from.
-    pub fn keep_checkpoint(&mut self, image: SessionImage) {
-        let cp = Checkpoint::new(self, image);
-        if let Some(why) = &cp.untracked_because {
-            tracing::debug!(why = %why, "no kernel dirty tracking; checkpoints compare written pages");
-        }
-        self.checkpoint = Some(cp);
-    }
-
-    /// Brings the checkpoint (if kept) up to this interpreter's state, after a completed
-    /// turn or host writes. A failure drops it: the session then ends on a stopped turn, as
-    /// without one.
-    pub fn refresh_checkpoint(&mut self) {
-        if let Some(mut cp) = self.checkpoint.take() {
-            match cp.refresh(self) {
-                Ok(()) => self.checkpoint = Some(cp),
-                Err(e) => tracing::warn!(error = %e, "session checkpoint dropped"),
-            }
-        }
-    }
-
-    /// The checkpoint's state, to restore a rolled-back interpreter from.
-    pub fn checkpoint_image(&self) -> Option<SessionImage> {
-        self.checkpoint.as_ref().map(Checkpoint::image)
-    }
-
-    /// Moves the checkpoint from `old` (rolled back) to this interpreter, restored from it.
-    pub fn adopt_checkpoint(&mut self, old: &mut Interpreter) {
-        if let Some(mut cp) = old.checkpoint.take() {
-            cp.track(self);
-            self.checkpoint = Some(cp);
-        }
-    }
-
-    /// Host memory the checkpoint holds, in bytes (0 without one).
-    pub fn checkpoint_bytes(&self) -> u64 {
-        self.checkpoint.as_ref().map_or(0, Checkpoint::held_bytes)
     }
 }

@@ -10,6 +10,7 @@ use super::rich;
 use super::workdir::{WorkDir, WorkdirError};
 use crate::hostcalls::fs_guard;
 use crate::limits::{Limits, TurnLimits};
+use crate::snapshot::SessionImage;
 
 /// A long-lived interpreter (a session): turns share variables, imports and files.
 pub struct Interpreter {
@@ -121,4 +122,46 @@ pub enum WriteError {
         #[source]
         source: WorkdirError,
     },
+}
+
+impl Interpreter {
+    /// Keeps a rollback checkpoint from now on, starting from `image`: a full capture of
+    /// this interpreter, or the image it was restored from.
+    pub fn keep_checkpoint(&mut self, image: SessionImage) {
+        let cp = Checkpoint::new(&self.live, image);
+        if let Some(why) = &cp.untracked_because {
+            tracing::debug!(why = %why, "no kernel dirty tracking; checkpoints compare written pages");
+        }
+        self.checkpoint = Some(cp);
+    }
+
+    /// Brings the checkpoint (if kept) up to this interpreter's state, after a completed
+    /// turn or host writes. A failure drops it: the session then ends on a stopped turn, as
+    /// without one.
+    pub fn refresh_checkpoint(&mut self) {
+        if let Some(mut cp) = self.checkpoint.take() {
+            match cp.refresh(&mut self.live) {
+                Ok(()) => self.checkpoint = Some(cp),
+                Err(e) => tracing::warn!(error = %e, "session checkpoint dropped"),
+            }
+        }
+    }
+
+    /// The checkpoint's state, to restore a rolled-back interpreter from.
+    pub fn checkpoint_image(&self) -> Option<SessionImage> {
+        self.checkpoint.as_ref().map(Checkpoint::image)
+    }
+
+    /// Moves the checkpoint from `old` (rolled back) to this interpreter, restored from it.
+    pub fn adopt_checkpoint(&mut self, old: &mut Interpreter) {
+        if let Some(mut cp) = old.checkpoint.take() {
+            cp.track(&self.live);
+            self.checkpoint = Some(cp);
+        }
+    }
+
+    /// Host memory the checkpoint holds, in bytes (0 without one).
+    pub fn checkpoint_bytes(&self) -> u64 {
+        self.checkpoint.as_ref().map_or(0, Checkpoint::held_bytes)
+    }
 }

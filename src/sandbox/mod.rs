@@ -12,6 +12,7 @@
 mod capture;
 mod checkpoint;
 mod dirty;
+mod image_io;
 mod interpreter;
 mod live;
 mod outcome;
@@ -35,7 +36,8 @@ use crate::template::TemplateError;
 use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
-pub use capture::{Baseline, CaptureError, RestoreError};
+pub use capture::{Baseline, RestoreError};
+pub use image_io::CaptureError;
 pub use interpreter::{Interpreter, WriteError};
 pub use outcome::{EndReason, TurnOutcome};
 pub use prepared::Sandbox;

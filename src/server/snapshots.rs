@@ -40,8 +40,13 @@ pub struct Snapshots {
 }
 
 impl From<StoreError> for ApiError {
+    /// The store's own words (paths, endpoints, its client's errors) go to the log, not to
+    /// the caller.
     fn from(e: StoreError) -> Self {
-        ApiError::SnapshotStore(e.to_string())
+        tracing::error!(error = %e, "snapshot store failed");
+        ApiError::SnapshotStore(
+            "the snapshot store is unavailable; nothing was lost, try again".into(),
+        )
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod format;
 mod image;
+mod object_store;
 mod open;
 mod store;
 

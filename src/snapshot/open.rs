@@ -6,12 +6,24 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use super::object_store::S3Store;
 use super::store::{DirStore, SnapshotStore};
 
 /// The store for `--snapshot-url` when given, else the directory `dir`.
 pub fn open_store(dir: &Path, url: Option<&str>) -> anyhow::Result<Arc<dyn SnapshotStore>> {
     if let Some(url) = url {
-        anyhow::bail!("--snapshot-url {url}: object storage is not supported yet");
+        let Some((scheme, _)) = url.split_once("://") else {
+            anyhow::bail!(
+                "--snapshot-url {url:?}: not a URL; expected s3://bucket/optional/prefix"
+            );
+        };
+        anyhow::ensure!(
+            scheme == "s3",
+            "--snapshot-url {url:?}: the {scheme}:// scheme is not supported; expected \
+             s3://bucket/optional/prefix (S3-compatible object storage)"
+        );
+        let store = S3Store::from_env(url).with_context(|| format!("--snapshot-url {url:?}"))?;
+        return Ok(store);
     }
     let store = DirStore::open(dir).with_context(|| {
         format!(
@@ -20,4 +32,29 @@ pub fn open_store(dir: &Path, url: Option<&str>) -> anyhow::Result<Arc<dyn Snaps
         )
     })?;
     Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_snapshot_url_is_a_clear_error() {
+        let dir = Path::new("/nonexistent");
+        for (url, says) in [
+            ("https://bucket/x", "the https:// scheme is not supported"),
+            ("file:///tmp/snaps", "the file:// scheme is not supported"),
+            ("bucket/x", "not a URL"),
+            ("s3://", "not a bucket name"),
+            ("s3://snaps/a//c", "not an object prefix"),
+        ] {
+            let e = format!("{:#}", open_store(dir, Some(url)).err().unwrap());
+            assert!(
+                e.contains("--snapshot-url") && e.contains(says),
+                "{url}: {e}"
+            );
+        }
+        let store = open_store(dir, Some("s3://snaps/p")).unwrap();
+        assert!(store.describe().contains("s3://snaps/p"));
+    }
 }
