@@ -1,6 +1,7 @@
 //! The MCP front door end to end: the official MCP Python SDK (`mcp` on PyPI) as the client,
-//! `tests/front_mcp_client.py`, against `/mcp` of the real server on 127.0.0.1; and
-//! `vivarium mcp` over stdio with raw JSON-RPC lines.
+//! `tests/front_mcp_client.py`, against `/mcp` of the real server on 127.0.0.1; sessions as
+//! data (snapshot, fork, restore) through the same transport as plain JSON-RPC
+//! (`McpClient`); and `vivarium mcp` over stdio with raw JSON-RPC lines.
 //!
 //! The SDK goes into a venv under `target/front_mcp_venv` (made on first use, reused after).
 //! Without python3/pip or the registry the HTTP test skips with a message; under CI
@@ -96,8 +97,10 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             "check_python",
             "close_session",
             "execute_python",
+            "fork_session",
             "open_session",
-            "run_in_session"
+            "run_in_session",
+            "snapshot_session"
         ])
     );
     assert_eq!(v["execute_schema"]["required"], json!(["code"]), "{v}");
@@ -212,4 +215,235 @@ fn mcp_over_stdio() {
             .all(|p| p.file_name().unwrap() == ".create.lock"),
         "left behind: {left:?}"
     );
+}
+
+/// A tool call's outcome: whether it is an error result, and its first text block.
+async fn tool(mcp: &mut McpClient, name: &str, arguments: Value) -> (bool, String) {
+    let (body, message) = mcp.call(name, arguments).await;
+    let result = &message["result"];
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: no text in {body}"))
+        .to_string();
+    (result["isError"] == true, text)
+}
+
+/// A tool call that must succeed, its text as JSON.
+async fn tool_json(mcp: &mut McpClient, name: &str, arguments: Value) -> Value {
+    let (is_error, text) = tool(mcp, name, arguments).await;
+    assert!(!is_error, "{name}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {text}"))
+}
+
+/// `run_in_session`, which must succeed; its text.
+async fn turn(mcp: &mut McpClient, session: &str, code: &str) -> String {
+    let (is_error, text) = tool(
+        mcp,
+        "run_in_session",
+        json!({"session_id": session, "code": code}),
+    )
+    .await;
+    assert!(!is_error, "{code}: {text}");
+    assert!(text.starts_with("status: ok"), "{code}: {text}");
+    text
+}
+
+async fn session_of(mcp: &mut McpClient, name: &str, arguments: Value) -> String {
+    let v = tool_json(mcp, name, arguments).await;
+    let id = v["session_id"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(id.starts_with("s-"), "{v}");
+    id.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_snapshots_forks_and_restores_a_session() {
+    let s = start("mcp-snap", |_| {}).await;
+    let mut mcp = McpClient::open(&s).await;
+    let id = session_of(&mut mcp, "open_session", json!({"template": "python"})).await;
+    turn(
+        &mut mcp,
+        &id,
+        "x = 41\nopen('notes.txt', 'w').write('kept')",
+    )
+    .await;
+
+    let snap = tool_json(&mut mcp, "snapshot_session", json!({"session_id": id})).await;
+    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    assert!(snap_id.starts_with("snap-"), "{snap}");
+    assert_eq!(snap["template"], "python", "{snap}");
+    assert_eq!(snap["turns"], 1, "{snap}");
+    assert!(snap["size_bytes"].as_u64().unwrap() > 0, "{snap}");
+
+    // A fork sees the state, then the two diverge.
+    let fork = session_of(&mut mcp, "fork_session", json!({"session_id": id})).await;
+    assert_ne!(fork, id);
+    let probe = "x, open('notes.txt').read()";
+    assert!(
+        turn(&mut mcp, &fork, probe)
+            .await
+            .contains("result: (41, 'kept')")
+    );
+    turn(
+        &mut mcp,
+        &fork,
+        "x += 1\nopen('notes.txt', 'w').write('fork')",
+    )
+    .await;
+    assert!(
+        turn(&mut mcp, &fork, probe)
+            .await
+            .contains("result: (42, 'fork')")
+    );
+    turn(&mut mcp, &id, "x = 0").await;
+    assert!(
+        turn(&mut mcp, &id, probe)
+            .await
+            .contains("result: (0, 'kept')")
+    );
+
+    // Restored from the snapshot: the state when it was taken, turns numbered on from it.
+    let restored = session_of(&mut mcp, "open_session", json!({"snapshot": snap_id})).await;
+    let text = turn(&mut mcp, &restored, probe).await;
+    assert!(text.contains("result: (41, 'kept')"), "{text}");
+    assert!(text.contains("turn: 2"), "{text}");
+    for sid in [&id, &fork, &restored] {
+        let (is_error, text) = tool(&mut mcp, "close_session", json!({"session_id": sid})).await;
+        assert!(!is_error, "{text}");
+    }
+
+    // Refusals are tool errors with the API's code, not protocol errors.
+    let (is_error, text) = tool(
+        &mut mcp,
+        "open_session",
+        json!({"snapshot": "snap-0123456789abcdef01234567"}),
+    )
+    .await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("snapshot_not_found"), "{text}");
+    let (is_error, text) = tool(
+        &mut mcp,
+        "open_session",
+        json!({"snapshot": snap_id, "template": "python"}),
+    )
+    .await;
+    assert!(is_error && text.contains("invalid_request"), "{text}");
+    let (is_error, text) = tool(&mut mcp, "snapshot_session", json!({"session_id": id})).await;
+    assert!(is_error && text.contains("session_not_found"), "{text}");
+
+    let audit = s.audit();
+    let with =
+        |action: &str| -> Vec<&Value> { audit.iter().filter(|r| r["action"] == action).collect() };
+    let snapshots = with("mcp_session_snapshot");
+    assert_eq!(snapshots.len(), 2, "{audit:?}");
+    assert_eq!(snapshots[0]["snapshot_id"], snap_id);
+    assert_eq!(snapshots[0]["http_status"], 201);
+    assert_eq!(snapshots[1]["error"], "session_not_found");
+    let forks = with("mcp_session_fork");
+    assert_eq!(forks.len(), 1, "{audit:?}");
+    // The record names the new session, as the HTTP door's does.
+    assert_eq!(
+        (&forks[0]["session_id"], &forks[0]["http_status"]),
+        (&json!(fork), &json!(201))
+    );
+    let restores = with("mcp_session_restore");
+    assert_eq!(restores.len(), 2, "{audit:?}");
+    assert_eq!(restores[0]["snapshot_id"], snap_id);
+    assert_eq!(restores[1]["error"], "snapshot_not_found");
+    s.stop().await;
+}
+
+/// Over `/mcp` a snapshot belongs to the API key that took it, as over HTTP: the same key
+/// sees it on `/v1/snapshots`, another key can neither see nor restore it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_snapshots_belong_to_the_key_that_took_them() {
+    let keys = scratch_dir("mcp-snap-keys").join("keys.txt");
+    std::fs::write(
+        &keys,
+        "alice:key-alice-0123456789\nbob:key-bob-0123456789\n",
+    )
+    .unwrap();
+    let path = keys.clone();
+    let s = start("mcp-snap-keys", move |a| a.api_keys_file = Some(path)).await;
+    let mut alice = McpClient::open_with_key(&s, "key-alice-0123456789").await;
+    let mut bob = McpClient::open_with_key(&s, "key-bob-0123456789").await;
+    let id = session_of(&mut alice, "open_session", json!({"template": "python"})).await;
+    turn(&mut alice, &id, "x = 41").await;
+    let snap = tool_json(&mut alice, "snapshot_session", json!({"session_id": id})).await;
+    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+
+    let (is_error, text) = tool(&mut bob, "open_session", json!({"snapshot": snap_id})).await;
+    assert!(is_error && text.contains("snapshot_not_found"), "{text}");
+    let http = |key: &str| {
+        reqwest::Client::builder()
+            .default_headers(
+                [(
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {key}").parse().unwrap(),
+                )]
+                .into_iter()
+                .collect(),
+            )
+            .build()
+            .unwrap()
+    };
+    let url = s.url(&format!("/v1/snapshots/{snap_id}"));
+    let (st, v) = get(&http("key-alice-0123456789"), &url).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, _) = get(&http("key-bob-0123456789"), &url).await;
+    assert_eq!(st, 404);
+
+    let restored = session_of(&mut alice, "open_session", json!({"snapshot": snap_id})).await;
+    assert!(
+        turn(&mut alice, &restored, "x")
+            .await
+            .contains("result: 41")
+    );
+    for sid in [&id, &restored] {
+        tool(&mut alice, "close_session", json!({"session_id": sid})).await;
+    }
+    let audit = s.audit();
+    for action in [
+        "mcp_session_open",
+        "mcp_session_snapshot",
+        "mcp_session_restore",
+    ] {
+        let r = audit
+            .iter()
+            .find(|r| r["action"] == action && r["http_status"].as_u64() < Some(300))
+            .unwrap_or_else(|| panic!("{action} in {audit:?}"));
+        assert_eq!(r["key_id"], "alice", "{r}");
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(keys.parent().unwrap());
+}
+
+/// A session holding a file open between turns is neither snapshotted nor forked: a tool
+/// error with `snapshot_refused`, and the session goes on untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_refuses_to_snapshot_a_session_holding_a_file_open() {
+    let s = start("mcp-snap-refuse", |_| {}).await;
+    let mut mcp = McpClient::open(&s).await;
+    let held = session_of(&mut mcp, "open_session", json!({"template": "python"})).await;
+    turn(&mut mcp, &held, "f = open('log.txt', 'w')").await;
+    for name in ["snapshot_session", "fork_session"] {
+        let (is_error, text) = tool(&mut mcp, name, json!({"session_id": held})).await;
+        assert!(is_error, "{name}: {text}");
+        assert!(
+            text.contains("snapshot_refused") && text.contains("open"),
+            "{name}: {text}"
+        );
+    }
+    // The session is untouched and goes on.
+    turn(&mut mcp, &held, "f.write('x'); f.close()").await;
+    tool_json(&mut mcp, "snapshot_session", json!({"session_id": held})).await;
+    tool(&mut mcp, "close_session", json!({"session_id": held})).await;
+
+    let refused: Vec<_> = s
+        .audit()
+        .into_iter()
+        .filter(|r| r["error"] == "snapshot_refused")
+        .map(|r| r["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(refused, ["mcp_session_snapshot", "mcp_session_fork"]);
+    s.stop().await;
 }

@@ -99,5 +99,19 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
     assert_eq!(v["result"], "'uploaded'", "{v}");
     // The sandbox directories of the stopped instances are gone; one is left, the live one.
     assert_eq!(s.settled_sandbox_dirs().await, 1);
+
+    // A file held open between turns is state no snapshot carries: a stopped turn then ends
+    // the session, as it did before rollback existed.
+    let v = turn(&c, &s, &id, json!({"code": "held = open('held.txt', 'w')"})).await;
+    assert_eq!(v["status"], "ok");
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "while True: pass", "limits": {"timeout_ms": 200}}),
+    )
+    .await;
+    assert_eq!(v["rolled_back"], false, "{v}");
+    assert_eq!(v["ended"]["reason"], "stopped", "{v}");
     s.stop().await;
 }

@@ -406,3 +406,40 @@ async fn a_snapshot_restores_in_a_fresh_server_process_with_a_fitted_model() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(scratch.with_extension("audit.jsonl"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quota_and_the_retention_hold() {
+    let s = start("snap-quota", |a| {
+        a.snapshot_quota_bytes = 1_500_000;
+        a.snapshot_retention_secs = 1;
+    })
+    .await;
+    let c = client();
+    let id = open(&c, &s, json!({"template": "python"})).await;
+    // About 1 MB of memory that does not compress: one snapshot fits the quota, two do not.
+    turn(&c, &s.base, &id, "import os\nblob = os.urandom(900_000)").await;
+    let url = s.url(&format!("/v1/sessions/{id}/snapshot"));
+    let (st, first) = post(&c, &url, &json!({})).await;
+    assert_eq!(st, 201, "{first}");
+    assert!(first["size_bytes"].as_u64().unwrap() > 750_000, "{first}");
+    let (st, v) = post(&c, &url, &json!({})).await;
+    assert_eq!(
+        (st, error_code(&v)),
+        (409, "snapshot_quota_exceeded"),
+        "{v}"
+    );
+    // Past its retention (1 s here), the sweeper deletes it, and the quota is free again.
+    let snap = first["snapshot_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (st, _) = get(&c, &s.url(&format!("/v1/snapshots/{snap}"))).await;
+        if st == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never swept");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (st, v) = post(&c, &url, &json!({})).await;
+    assert_eq!(st, 201, "{v}");
+    s.stop().await;
+}

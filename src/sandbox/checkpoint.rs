@@ -17,6 +17,7 @@ use std::time::SystemTime;
 use super::dirty::DirtyTracker;
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::live::Live;
+use crate::guest::INITIAL_FDS;
 use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage};
 
 /// When a file last changed, as far as deciding whether to read it again goes.
@@ -52,6 +53,9 @@ pub struct Checkpoint {
     dirs: Vec<String>,
     files: BTreeMap<String, (Option<Stamp>, Vec<u8>)>,
     base: SessionImage,
+    /// Files the guest held open at the last refresh: such a state cannot be carried (see
+    /// `capture.rs`), so [`Checkpoint::image`] has none while it is not 0.
+    pub open_files: u32,
 }
 
 impl Checkpoint {
@@ -84,6 +88,7 @@ impl Checkpoint {
                 files: Vec::new(),
                 ..image
             },
+            open_files: 0,
         };
         cp.track(live);
         cp
@@ -140,6 +145,7 @@ impl Checkpoint {
         }
         self.memory_bytes = mem.len() as u64;
         self.globals = globals;
+        self.open_files = live.store.data().fs.open_fds.saturating_sub(INITIAL_FDS);
         self.refresh_files(live.workdir.path())?;
         self.base.turns_run = live.turns_run;
         self.base.monotonic_ns =

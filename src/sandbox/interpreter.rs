@@ -147,9 +147,14 @@ impl Interpreter {
         }
     }
 
-    /// The checkpoint's state, to restore a rolled-back interpreter from.
+    /// The checkpoint's state, to restore a rolled-back interpreter from; `None` without
+    /// one, or while the guest holds files open between turns (a state a snapshot cannot
+    /// carry: the session then ends on a stopped turn, as without a checkpoint).
     pub fn checkpoint_image(&self) -> Option<SessionImage> {
-        self.checkpoint.as_ref().map(Checkpoint::image)
+        self.checkpoint
+            .as_ref()
+            .filter(|cp| cp.open_files == 0)
+            .map(Checkpoint::image)
     }
 
     /// Moves the checkpoint from `old` (rolled back) to this interpreter, restored from it.
@@ -163,5 +168,13 @@ impl Interpreter {
     /// Host memory the checkpoint holds, in bytes (0 without one).
     pub fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint.as_ref().map_or(0, Checkpoint::held_bytes)
+    }
+
+    /// Whether the checkpoint has the kernel's dirty tracking: `None` without a checkpoint,
+    /// `Some(None)` when tracked, `Some(Some(why))` when it compares written pages instead.
+    pub fn checkpoint_untracked_because(&self) -> Option<Option<&str>> {
+        self.checkpoint
+            .as_ref()
+            .map(|cp| cp.untracked_because.as_deref())
     }
 }

@@ -51,6 +51,12 @@ pub enum Action {
     McpSessionTurn,
     /// MCP's `close_session`.
     McpSessionClose,
+    /// MCP's `snapshot_session`.
+    McpSessionSnapshot,
+    /// MCP's `fork_session`.
+    McpSessionFork,
+    /// MCP's `open_session` with a snapshot: a session restored.
+    McpSessionRestore,
     /// `POST /v1/sessions/{id}/snapshot`.
     SessionSnapshot,
     /// `POST /v1/sessions/{id}/fork`.

@@ -91,6 +91,14 @@ pub struct ServeArgs {
     /// `AWS_ENDPOINT_URL`).
     #[arg(long, env = "VIVARIUM_SNAPSHOT_URL")]
     pub snapshot_url: Option<String>,
+    /// Snapshots older than this are deleted (sessions' own ones too, once their session is
+    /// gone).
+    #[arg(long, env = "VIVARIUM_SNAPSHOT_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
+    pub snapshot_retention_secs: u64,
+    /// Bytes of snapshots each API key (or, without keys, everyone together) may keep; a
+    /// snapshot past it is refused with 409 `snapshot_quota_exceeded`.
+    #[arg(long, env = "VIVARIUM_SNAPSHOT_QUOTA_BYTES", default_value_t = 10 << 30)]
+    pub snapshot_quota_bytes: u64,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -149,6 +157,10 @@ pub struct Config {
     pub snapshot_dir: PathBuf,
     /// S3-compatible object storage for snapshots (`s3://bucket/prefix`).
     pub snapshot_url: Option<String>,
+    /// How long a snapshot is kept.
+    pub snapshot_retention: Duration,
+    /// Bytes of snapshots one key may keep.
+    pub snapshot_quota_bytes: u64,
     /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
     /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
@@ -245,6 +257,8 @@ impl ServeArgs {
                 .clone()
                 .unwrap_or_else(|| RuntimeOptions::from_env().home.join("snapshots")),
             snapshot_url: self.snapshot_url.clone(),
+            snapshot_retention: Duration::from_secs(self.snapshot_retention_secs),
+            snapshot_quota_bytes: self.snapshot_quota_bytes,
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
             maximum,

@@ -36,7 +36,7 @@ pub struct ErrorDetail {
     /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
     /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
-    /// `snapshot_refused`, `snapshot_store_unavailable`, `internal`.
+    /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, `internal`.
     pub code: ErrorCode,
     /// A sentence for humans.
     pub message: String,
@@ -109,6 +109,9 @@ pub enum ApiError {
     /// The session's state cannot be captured now (a file held open, ...).
     #[error("{0}")]
     SnapshotRefused(String),
+    /// The key's snapshots would take more than its storage quota.
+    #[error("{0}")]
+    SnapshotQuota(String),
     /// The snapshot store failed; nothing was lost, try again.
     #[error("{0}")]
     SnapshotStore(String),
@@ -145,7 +148,8 @@ impl ApiError {
             ApiError::SessionBusy(_)
             | ApiError::SessionEnded { .. }
             | ApiError::SnapshotIncompatible(_)
-            | ApiError::SnapshotRefused(_) => StatusCode::CONFLICT,
+            | ApiError::SnapshotRefused(_)
+            | ApiError::SnapshotQuota(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded { .. } | ApiError::TooManySessions { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -185,6 +189,7 @@ impl ApiError {
             ApiError::SnapshotInvalid(_) => ErrorCode::SnapshotInvalid,
             ApiError::SnapshotIncompatible(_) => ErrorCode::SnapshotIncompatible,
             ApiError::SnapshotRefused(_) => ErrorCode::SnapshotRefused,
+            ApiError::SnapshotQuota(_) => ErrorCode::SnapshotQuotaExceeded,
             ApiError::SnapshotStore(_) => ErrorCode::SnapshotStoreUnavailable,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
@@ -370,6 +375,8 @@ pub enum ErrorCode {
     SnapshotIncompatible,
     /// `snapshot_refused`.
     SnapshotRefused,
+    /// `snapshot_quota_exceeded`.
+    SnapshotQuotaExceeded,
     /// `snapshot_store_unavailable`.
     SnapshotStoreUnavailable,
 }
@@ -404,6 +411,7 @@ impl ErrorCode {
             ErrorCode::SnapshotInvalid => "snapshot_invalid",
             ErrorCode::SnapshotIncompatible => "snapshot_incompatible",
             ErrorCode::SnapshotRefused => "snapshot_refused",
+            ErrorCode::SnapshotQuotaExceeded => "snapshot_quota_exceeded",
             ErrorCode::SnapshotStoreUnavailable => "snapshot_store_unavailable",
         }
     }

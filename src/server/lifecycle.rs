@@ -202,11 +202,25 @@ async fn finish(state: &AppState) {
 async fn sweep_sessions(state: AppState) {
     let mut tick = tokio::time::interval(state.runner.sweep_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The store is swept less often: it may be remote, and listing it is not free.
+    let mut store_due = std::time::Instant::now();
     loop {
         tick.tick().await;
         state.runner.sweep_sessions();
+        if std::time::Instant::now() >= store_due {
+            state.runner.sweep_snapshots().await;
+            store_due = std::time::Instant::now()
+                + state
+                    .config
+                    .snapshot_retention
+                    .clamp(Duration::from_secs(1), SNAPSHOT_SWEEP_INTERVAL);
+        }
     }
 }
+
+/// How often snapshots past their retention are looked for, at most (more often when the
+/// retention is shorter).
+const SNAPSHOT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;

@@ -185,6 +185,13 @@ pub struct Session {
     pub limits: Limits,
     /// The template its interpreter came from (what its snapshots are bound to).
     pub template: Template,
+    /// Every completed turn is snapshotted to the store.
+    pub durable: bool,
+    /// Orders its own snapshots: bumped per snapshot taken; the store is written only with
+    /// a newer one than it holds (`durable_written`), whatever order the writes finish in.
+    pub durable_taken: std::sync::atomic::AtomicU64,
+    /// The newest generation written to the store.
+    pub durable_written: tokio::sync::Mutex<u64>,
     /// The leakage policy of its turns and file reads, unless a turn names its own.
     pub leakage: LeakPolicy,
     idle: Duration,
@@ -206,8 +213,19 @@ impl Drop for BusyGuard {
     }
 }
 
+/// A new session's id.
+fn new_session_id() -> String {
+    format!("s-{:032x}", rand::random::<u128>())
+}
+
+/// Whether `id` has the shape of a session id (before anything looks it up elsewhere).
+pub fn is_session_id(id: &str) -> bool {
+    id.strip_prefix("s-")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// What a new session is, besides its interpreter and what it holds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SessionSettings {
     /// Memory and disk for its life; the rest its turns' defaults.
     pub limits: Limits,
@@ -217,6 +235,11 @@ pub struct SessionSettings {
     pub leakage: LeakPolicy,
     /// Turns it has run already (a restored or forked session goes on counting).
     pub turns: u64,
+    /// Every completed turn is snapshotted to the store (`"durable": true`).
+    pub durable: bool,
+    /// The id and age of a session coming back (from its own snapshot, after a restart or
+    /// on another node); `None` for a new one.
+    pub resumed: Option<(String, Duration)>,
 }
 
 impl Session {
@@ -234,13 +257,19 @@ impl Session {
             template,
             leakage,
             turns,
+            durable,
+            resumed,
         } = settings;
+        let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
-            id: format!("s-{:032x}", rand::random::<u128>()),
-            created_at: now,
-            created: Instant::now(),
+            id,
+            created_at: now - age,
+            created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             limits,
             template,
+            durable,
+            durable_taken: Default::default(),
+            durable_written: Default::default(),
             leakage,
             idle,
             lifetime,
@@ -369,6 +398,11 @@ impl Session {
     /// The idle/lifetime deadline, whichever is first.
     fn expiry(&self, inner: &Inner) -> Instant {
         (inner.last_used + self.idle).min(self.created + self.lifetime)
+    }
+
+    /// How long ago it was created (counted across restarts).
+    pub fn age(&self) -> Duration {
+        self.created.elapsed()
     }
 
     /// Time left before the end of the session's lifetime.

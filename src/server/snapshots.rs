@@ -35,8 +35,13 @@ pub struct SnapshotInfo {
 }
 
 /// The snapshot store, as the server uses it.
+#[derive(Clone)]
 pub struct Snapshots {
     store: Arc<dyn SnapshotStore>,
+    /// How long a snapshot is kept.
+    retention: Duration,
+    /// Bytes of snapshots one owner may keep.
+    quota_bytes: u64,
 }
 
 impl From<StoreError> for ApiError {
@@ -85,19 +90,69 @@ fn parse_id(id: &str) -> ApiResult<SnapshotId> {
 }
 
 impl Snapshots {
-    /// Snapshots kept in `store`.
-    pub fn new(store: Arc<dyn SnapshotStore>) -> Self {
-        Snapshots { store }
+    /// Snapshots kept in `store` for `retention`, at most `quota_bytes` an owner.
+    pub fn new(store: Arc<dyn SnapshotStore>, retention: Duration, quota_bytes: u64) -> Self {
+        Snapshots {
+            store,
+            retention,
+            quota_bytes,
+        }
     }
 
-    /// Stores an encoded snapshot under a new id; `header` is what it was encoded with.
+    /// Stores an encoded snapshot under a new id, within its owner's quota (what the owner
+    /// already keeps, read from the store, plus this one).
     pub async fn put(&self, bytes: Vec<u8>) -> ApiResult<SnapshotInfo> {
         let id = SnapshotId::random();
         let span = header_span(&bytes)?;
         let header = peek_header(&bytes)?;
         let info = info(&id, &header, span)?;
+        let kept: u64 = self
+            .list(header.owner.as_deref())
+            .await?
+            .iter()
+            .map(|s| s.size_bytes)
+            .sum();
+        if kept + bytes.len() as u64 > self.quota_bytes {
+            return Err(ApiError::SnapshotQuota(format!(
+                "this snapshot ({} bytes) would take your snapshots to {} bytes, past the \
+                 quota of {} bytes; delete some (DELETE /v1/snapshots/{{id}})",
+                bytes.len(),
+                kept + bytes.len() as u64,
+                self.quota_bytes
+            )));
+        }
         self.store.put(&id, bytes).await?;
         Ok(info)
+    }
+
+    /// Deletes every snapshot older than the retention (sessions' own ones too: a session
+    /// that is still live writes its own again at its next turn or at shutdown). Returns how
+    /// many went.
+    pub async fn sweep(&self) -> ApiResult<usize> {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut gone = 0;
+        for id in self.store.list().await? {
+            let Ok(Some(prefix)) = self.store.get_prefix(&id, 12).await else {
+                continue;
+            };
+            let Ok(span) = header_span(&prefix) else {
+                continue;
+            };
+            let Ok(Some(prefix)) = self.store.get_prefix(&id, span).await else {
+                continue;
+            };
+            let Ok(header) = peek_header(&prefix) else {
+                continue;
+            };
+            if now.saturating_sub(header.created_at) > self.retention.as_secs()
+                && self.store.delete(&id).await?
+            {
+                gone += 1;
+            }
+        }
+        Ok(gone)
     }
 
     /// The header of snapshot `id` if `owner` may see it, else 404 (another key's snapshot
@@ -117,7 +172,8 @@ impl Snapshots {
             .await?
             .ok_or_else(not_found)?;
         let header = peek_header(&prefix)?;
-        if header.owner.as_deref() != owner {
+        // A session's own snapshot is not the caller's to see by id.
+        if header.owner.as_deref() != owner || header.session.is_some() {
             return Err(not_found());
         }
         Ok((header, span))
@@ -171,15 +227,82 @@ impl Snapshots {
     ) -> ApiResult<(Template, SnapshotHeader, SessionImage)> {
         let id = parse_id(id)?;
         let not_found = || ApiError::SnapshotNotFound(id.to_string());
-        let bytes = self.store.get(&id).await?.ok_or_else(not_found)?;
-        let (header, image) = tokio::task::spawn_blocking(move || decode(&bytes, &max))
-            .await
-            .map_err(|e| ApiError::Internal(format!("decoding a snapshot: {e}")))??;
-        if header.owner.as_deref() != owner {
+        let (header, image) = self.fetch(&id, max).await?;
+        if header.owner.as_deref() != owner || header.session.is_some() {
             return Err(not_found());
         }
+        check_binding(&id, &header, binding_of)?;
         let template = template_of(&header)?;
-        let ours = binding_of(template)?;
+        Ok((template, header, image))
+    }
+
+    /// Loads session `session_id`'s own snapshot `id` and checks all of it, as
+    /// [`Snapshots::load`] does, and that it is that session's.
+    pub async fn load_own(
+        &self,
+        id: &SnapshotId,
+        session_id: &str,
+        max: Limits,
+        binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
+    ) -> ApiResult<(Template, SnapshotHeader, SessionImage)> {
+        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+        let (header, image) = self.fetch(id, max).await?;
+        if header.session.as_ref().map(|r| r.id.as_str()) != Some(session_id) {
+            return Err(not_found());
+        }
+        check_binding(id, &header, binding_of)?;
+        let template = template_of(&header)?;
+        Ok((template, header, image))
+    }
+
+    /// Reads snapshot `id` and decodes it within `max` (off the executor): every check of
+    /// `snapshot::decode`, nothing of ours yet.
+    async fn fetch(
+        &self,
+        id: &SnapshotId,
+        max: Limits,
+    ) -> ApiResult<(SnapshotHeader, SessionImage)> {
+        let bytes = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| ApiError::SnapshotNotFound(id.to_string()))?;
+        Ok(tokio::task::spawn_blocking(move || decode(&bytes, &max))
+            .await
+            .map_err(|e| ApiError::Internal(format!("decoding a snapshot: {e}")))??)
+    }
+
+    /// Stores a session's own snapshot under its id, replacing the previous one.
+    pub async fn put_at(&self, id: &SnapshotId, bytes: Vec<u8>) -> ApiResult<()> {
+        Ok(self.store.put(id, bytes).await?)
+    }
+
+    /// Removes a session's own snapshot, if there is one.
+    pub async fn delete_own(&self, id: &SnapshotId) -> ApiResult<bool> {
+        Ok(self.store.delete(id).await?)
+    }
+
+    /// Whether the store holds anything under `id`.
+    pub async fn exists(&self, id: &SnapshotId) -> ApiResult<bool> {
+        Ok(self.store.get_prefix(id, 1).await?.is_some())
+    }
+}
+
+/// The first characters of a key, for a message (the snapshot's may be anything).
+fn short(key: &str) -> String {
+    key.chars().take(12).collect()
+}
+
+/// The snapshot's binding against this server's for its template: 409 when another template
+/// build or runtime took it.
+fn check_binding(
+    id: &SnapshotId,
+    header: &SnapshotHeader,
+    binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
+) -> ApiResult<()> {
+    let template = template_of(header)?;
+    let ours = binding_of(template)?;
+    {
         if header.binding != ours {
             let what = if header.binding.runtime_sha256 != ours.runtime_sha256 {
                 "another guest runtime"
@@ -190,10 +313,10 @@ impl Snapshots {
                 "snapshot {id} was taken on {what} ({} template key {}…, this server has {}…); \
                  it cannot be restored here",
                 header.binding.template,
-                &header.binding.template_key[..header.binding.template_key.len().min(12)],
-                &ours.template_key[..ours.template_key.len().min(12)],
+                short(&header.binding.template_key),
+                short(&ours.template_key),
             )));
         }
-        Ok((template, header, image))
+        Ok(())
     }
 }

@@ -86,6 +86,24 @@ pub struct SnapshotHeader {
     pub files: Vec<FileEntry>,
     /// The body's length, compressed.
     pub body_bytes: u64,
+    /// Set when the snapshot is a session's own (durable, or kept over a restart): which
+    /// session it restores as. Such snapshots are not the caller's to list or restore by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionRecord>,
+}
+
+/// The session a session's own snapshot restores as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRecord {
+    /// Its id.
+    pub id: String,
+    /// Whether every completed turn is snapshotted.
+    pub durable: bool,
+    /// Its leakage policy, by name.
+    pub leakage: String,
+    /// How old it was when this was taken, in seconds (its lifetime goes on from there).
+    pub age_secs: u64,
 }
 
 /// A file's path and size in the header.
@@ -109,6 +127,8 @@ pub struct Provenance {
     pub owner: Option<String>,
     /// The session's user turns.
     pub turns: u64,
+    /// For a session's own snapshot: which session.
+    pub session: Option<SessionRecord>,
 }
 
 /// Why a snapshot was refused.
@@ -175,6 +195,7 @@ pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
             })
             .collect(),
         body_bytes: body.len() as u64,
+        session: p.session.clone(),
     };
     let header = serde_json::to_vec(&header).expect("a header serialises");
     let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
@@ -327,6 +348,11 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
         .try_fold(0u64, |sum, f| sum.checked_add(f.size))
         .ok_or(FormatError::Invalid("file sizes"))?;
     within("files", file_bytes, h.limits.disk_bytes)?;
+    if let Some(r) = &h.session
+        && (r.id.len() > 64 || !r.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    {
+        return Err(FormatError::Invalid("session id"));
+    }
     for path in h.files.iter().map(|f| &f.path).chain(&h.dirs) {
         if !plain_relative(path) {
             return Err(FormatError::Invalid("file path"));
@@ -385,6 +411,7 @@ mod tests {
             created_at: 1,
             owner: Some("alice".into()),
             turns: 2,
+            session: None,
         }
     }
 

@@ -10,8 +10,8 @@ mod open;
 mod store;
 
 pub use format::{
-    Binding, FormatError, MAX_ENTRIES, Provenance, SnapshotHeader, decode, encode, header_span,
-    peek_header,
+    Binding, FormatError, MAX_ENTRIES, Provenance, SessionRecord, SnapshotHeader, decode, encode,
+    header_span, peek_header,
 };
 pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 pub use open::open_store;

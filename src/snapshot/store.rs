@@ -18,6 +18,14 @@ impl SnapshotId {
         SnapshotId(format!("snap-{:024x}", rand::random::<u128>() >> 32))
     }
 
+    /// The id of session `session_id`'s own snapshot (durable, or kept over a restart):
+    /// derived from the session id, so any node finds it from the id alone.
+    pub fn for_session(session_id: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(format!("vivarium-session\0{session_id}").as_bytes());
+        SnapshotId(format!("snap-{}", &hex::encode(h)[..24]))
+    }
+
     /// The id, if `s` is one.
     pub fn parse(s: &str) -> Option<Self> {
         let hex = s.strip_prefix("snap-")?;
@@ -45,7 +53,8 @@ pub struct StoreError {
 
 /// Snapshot files by id. Writes are atomic: a reader sees a whole snapshot or none.
 pub trait SnapshotStore: Send + Sync {
-    /// Stores `bytes` under `id`, replacing nothing (ids are fresh).
+    /// Stores `bytes` under `id`, replacing what was there in one step (a session's own
+    /// snapshot is rewritten after each turn; a reader sees the old one or the new one).
     fn put<'a>(
         &'a self,
         id: &'a SnapshotId,

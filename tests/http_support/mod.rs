@@ -238,7 +238,27 @@ const MCP_ACCEPT: &str = "application/json, text/event-stream";
 impl McpClient {
     /// Opens a session on `server`'s `/mcp`.
     pub async fn open(server: &TestServer) -> McpClient {
-        let client = client();
+        McpClient::open_with(server, client()).await
+    }
+
+    /// Opens a session on `server`'s `/mcp` as API key `key` (sent as a bearer token on
+    /// every request).
+    pub async fn open_with_key(server: &TestServer, key: &str) -> McpClient {
+        let auth = format!("Bearer {key}").parse().unwrap();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .default_headers(
+                [(reqwest::header::AUTHORIZATION, auth)]
+                    .into_iter()
+                    .collect(),
+            )
+            .build()
+            .unwrap();
+        McpClient::open_with(server, client).await
+    }
+
+    /// Opens a session on `server`'s `/mcp` through `client`.
+    pub async fn open_with(server: &TestServer, client: reqwest::Client) -> McpClient {
         let url = server.url("/mcp");
         let init = client
             .post(&url)

@@ -3,13 +3,15 @@
 //!
 //! Tools: `execute_python` (code, optional files, stdin, limits, policy; returns the output as
 //! text and every PNG the run produced — files and `plt.show()`/`display()` outputs — as image
-//! content), `check_python` (the pre-execution check), and `open_session`,
-//! `run_in_session`, `close_session` (a kept-alive interpreter).
+//! content), `check_python` (the pre-execution check), `open_session`, `run_in_session`,
+//! `close_session` (a kept-alive interpreter), and `snapshot_session`, `fork_session` (a
+//! session as data: stored, restored with `open_session {snapshot}`, or copied live).
 //!
 //! The tools only translate: each builds the same JSON request the HTTP API takes and goes
 //! through the same handlers' insides (validation, admission, guest threads, audit, metrics),
-//! so MCP gets exactly the HTTP API's limits and behaviour. Over stdio the same
-//! [`ServerState`] is built in-process without a listener.
+//! so MCP gets exactly the HTTP API's limits and behaviour. Over `/mcp` a tool call carries
+//! its HTTP request's context (the API key's id, which owns the snapshots it takes). Over
+//! stdio the same [`ServerState`] is built in-process without a listener, and no key.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +20,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock as Content, Implementation, ServerCapabilities, ServerConfig,
+    CallToolResult, ContentBlock as Content, Extensions, Implementation, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
@@ -26,8 +29,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::types::{
-    ExecuteResponse, ExecutionResult, TurnResponse, execute_body, open_session, run_outcome,
-    turn_body, turn_outcome,
+    ExecuteResponse, ExecutionResult, OpenSessionResponse, TurnResponse, execute_body,
+    open_session, run_outcome, turn_body, turn_outcome,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
@@ -94,6 +97,11 @@ pub struct OpenSessionArgs {
     #[serde(default)]
     #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
+    /// A snapshot id (`snap-…`) from `snapshot_session`: the new session starts with that
+    /// snapshot's variables, imports, files, limits and template (leave `limits` and
+    /// `template` out).
+    #[serde(default)]
+    pub snapshot: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -118,13 +126,19 @@ pub struct CloseSessionArgs {
     pub session_id: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionArgs {
+    /// The id `open_session` (or `fork_session`) returned.
+    pub session_id: String,
+}
+
 /// `/mcp` in the OpenAPI document: the transport is JSON-RPC, described by MCP itself; this
 /// function only carries the annotation (the route is `router`'s service).
 #[utoipa::path(
     post,
     path = "/mcp",
     tag = "mcp",
-    description = "The Model Context Protocol's streamable HTTP transport (JSON-RPC 2.0; GET opens the server-sent event stream, DELETE ends the MCP session). Tools: execute_python, check_python, open_session, run_in_session, close_session. `Host` must be a loopback name or the listen address.",
+    description = "The Model Context Protocol's streamable HTTP transport (JSON-RPC 2.0; GET opens the server-sent event stream, DELETE ends the MCP session). Tools: execute_python, check_python, open_session, run_in_session, close_session, snapshot_session, fork_session. `Host` must be a loopback name or the listen address.",
     responses((status = 200, description = "A JSON-RPC response, or an event stream of them")),
     security((), ("bearer" = []))
 )]
@@ -137,12 +151,19 @@ pub struct VivariumMcp {
     state: AppState,
 }
 
-fn ctx() -> RequestContext {
-    RequestContext {
-        request_id: new_id(),
-        client: SocketAddr::from(([0, 0, 0, 0], 0)),
-        key_id: None,
-    }
+/// Who is calling: over `/mcp`, the context of the HTTP request that carried the tool call
+/// (its request id, client and API key's id; rmcp keeps the request's parts in the call's
+/// extensions); over stdio, a context of its own with no key.
+fn ctx(extensions: &Extensions) -> RequestContext {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<RequestContext>())
+        .cloned()
+        .unwrap_or_else(|| RequestContext {
+            request_id: new_id(),
+            client: SocketAddr::from(([0, 0, 0, 0], 0)),
+            key_id: None,
+        })
 }
 
 fn files_json(files: Vec<McpFile>) -> Result<Vec<Value>, String> {
@@ -177,6 +198,13 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
 
 fn api_error(e: ApiError) -> CallToolResult {
     tool_error(format!("{} ({})", e, e.code().as_str()))
+}
+
+/// What `open_session` and `fork_session` return: the new session's id as JSON text.
+fn session_opened(r: &OpenSessionResponse) -> CallToolResult {
+    CallToolResult::success(vec![Content::text(
+        json!({"session_id": r.id, "expires_at": r.expires_at}).to_string(),
+    )])
 }
 
 /// The text an assistant reads back, and image content for every PNG produced.
@@ -315,6 +343,7 @@ impl VivariumMcp {
     )]
     async fn execute_python(
         &self,
+        extensions: Extensions,
         Parameters(args): Parameters<ExecuteArgs>,
     ) -> Result<CallToolResult, McpError> {
         let mut req = match program_request(args.code, args.files, args.stdin, args.policy) {
@@ -331,7 +360,7 @@ impl VivariumMcp {
         }
         let state = &self.state;
         let id = format!("ex-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(), Action::McpExecute).execution(&id);
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpExecute).execution(&id);
         let result = execute_body(state, body(&req), &mut record).await;
         state.runner.finish(record, run_outcome(&result));
         Ok(match result {
@@ -348,12 +377,13 @@ impl VivariumMcp {
     )]
     async fn check_python(
         &self,
+        extensions: Extensions,
         Parameters(args): Parameters<CheckArgs>,
     ) -> Result<CallToolResult, McpError> {
         if let Err(e) = self.state.runner.host() {
             return Ok(api_error(e));
         }
-        let mut record = AuditRecord::new(&ctx(), Action::McpCheck);
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpCheck);
         record.set_code(&args.code);
         let result = self.state.runner.check(args.code).await;
         self.state.runner.finish(record, Outcome::of(&result, 200));
@@ -371,10 +401,11 @@ impl VivariumMcp {
     }
 
     #[tool(
-        description = "Open a Python session: a kept-alive interpreter whose turns share variables, imports and files, like a notebook kernel. Returns the session id for run_in_session and close_session."
+        description = "Open a Python session: a kept-alive interpreter whose turns share variables, imports and files, like a notebook kernel. Returns the session id for run_in_session, snapshot_session, fork_session and close_session. With `snapshot` (an id snapshot_session returned), the new session is restored from that snapshot instead: it starts with the saved variables, imports, files, limits and template (then give neither `limits` nor `template`); a snapshot can be restored any number of times."
     )]
     async fn open_session(
         &self,
+        extensions: Extensions,
         Parameters(args): Parameters<OpenSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let mut req = json!({});
@@ -386,13 +417,18 @@ impl VivariumMcp {
             Ok(None) => {}
             Err(e) => return Ok(tool_error(e)),
         }
-        let mut record = AuditRecord::new(&ctx(), Action::McpSessionOpen);
+        if let Some(snapshot) = args.snapshot {
+            req["snapshot"] = json!(snapshot);
+        }
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionOpen);
         let result = open_session(&self.state, body(&req), &mut record).await;
+        // A restore is recorded as the HTTP door's; here it is MCP's.
+        if record.action == Action::SessionRestore {
+            record.action = Action::McpSessionRestore;
+        }
         self.state.runner.finish(record, Outcome::of(&result, 201));
         Ok(match result {
-            Ok(r) => CallToolResult::success(vec![Content::text(
-                json!({"session_id": r.id, "expires_at": r.expires_at}).to_string(),
-            )]),
+            Ok(r) => session_opened(&r),
             Err(e) => api_error(e),
         })
     }
@@ -402,6 +438,7 @@ impl VivariumMcp {
     )]
     async fn run_in_session(
         &self,
+        extensions: Extensions,
         Parameters(args): Parameters<RunInSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let req = match program_request(args.code, args.files, args.stdin, args.policy) {
@@ -409,7 +446,7 @@ impl VivariumMcp {
             Err(e) => return Ok(e),
         };
         let turn_id = format!("turn-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(), Action::McpSessionTurn)
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
         let result = turn_body(&self.state, &args.session_id, body(&req), &mut record).await;
@@ -439,16 +476,65 @@ impl VivariumMcp {
     #[tool(description = "Close a Python session and remove its files.")]
     async fn close_session(
         &self,
+        extensions: Extensions,
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let record = AuditRecord::new(&ctx(), Action::McpSessionClose).session(&args.session_id);
-        let result = self.state.runner.close_session(&args.session_id);
+        let record =
+            AuditRecord::new(&ctx(&extensions), Action::McpSessionClose).session(&args.session_id);
+        let result = self.state.runner.close_session(&args.session_id).await;
         self.state.runner.finish(record, Outcome::of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
                 "session {} closed",
                 args.session_id
             ))]),
+            Err(e) => api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Save an open session's state (variables, imports and the files in its working directory) as a snapshot, and return its snapshot_id (`snap-…`), size_bytes, template and turns as JSON. The session itself goes on unchanged. Restore it later, any number of times and even after the session is closed, with open_session {\"snapshot\": snapshot_id}: a checkpoint to come back to. Refused (snapshot_refused) while the session holds a file open between turns (close it first) or has ended; session_busy while a turn runs."
+    )]
+    async fn snapshot_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<SessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let mut record =
+            AuditRecord::new(&ctx, Action::McpSessionSnapshot).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .snapshot_session(&args.session_id, ctx.key_id.clone(), &mut record)
+            .await;
+        self.state.runner.finish(record, Outcome::of(&result, 201));
+        Ok(match result {
+            Ok(info) => CallToolResult::success(vec![Content::text(
+                serde_json::to_string(&info).unwrap_or_default(),
+            )]),
+            Err(e) => api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Fork an open session: a new, independent session with the same variables, imports and files, whose session_id is returned (as open_session returns one). Use it to try something risky or explore an alternative in the copy while the original stays exactly as it was; the two diverge from here, and each is closed on its own. Refused like snapshot_session while the session holds a file open or has ended."
+    )]
+    async fn fork_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<SessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut record =
+            AuditRecord::new(&ctx(&extensions), Action::McpSessionFork).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .fork_session(&args.session_id, &mut record)
+            .await;
+        self.state.runner.finish(record, Outcome::of(&result, 201));
+        Ok(match result {
+            Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => api_error(e),
         })
     }
@@ -463,7 +549,9 @@ impl ServerHandler for VivariumMcp {
                 "Vivarium runs untrusted Python 3.15 in a WebAssembly sandbox. Call \
                  execute_python for one-off code (plots come back as images), check_python to \
                  validate code without running it, and open_session/run_in_session/\
-                 close_session to keep state between runs.",
+                 close_session to keep state between runs; snapshot_session saves a \
+                 session's state to restore later (open_session with `snapshot`), and \
+                 fork_session copies a session to try something without losing the original.",
             )
     }
 }

@@ -64,7 +64,7 @@ pub async fn info(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SessionInfo>> {
-    Ok(Json(state.runner.session(&id)?.info()))
+    Ok(Json(state.runner.session(&id).await?.info()))
 }
 
 #[utoipa::path(
@@ -85,7 +85,7 @@ pub async fn close(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
-    let result = state.runner.close_session(&id);
+    let result = state.runner.close_session(&id).await;
     state.runner.finish(record, Outcome::of(&result, 204));
     result.map(|()| StatusCode::NO_CONTENT)
 }
@@ -244,7 +244,7 @@ async fn upload_inner(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<UploadResponse> {
     check_path(path)?;
-    state.runner.session(id)?;
+    state.runner.session(id).await?;
     let bytes = body?;
     let size = state.runner.write_file(id, path.to_string(), bytes).await?;
     Ok(UploadResponse {

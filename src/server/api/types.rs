@@ -258,6 +258,11 @@ pub struct OpenSessionRequest {
     #[serde(default)]
     #[schema(example = "snap-0a1b2c3d4e5f60718293a4b5")]
     pub snapshot: Option<String>,
+    /// Snapshot every completed turn to the store, so that after a crash (even `kill -9`)
+    /// the session comes back at its last completed turn on its next request. Every
+    /// session, durable or not, is kept over a graceful restart.
+    #[serde(default)]
+    pub durable: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -271,6 +276,8 @@ pub struct OpenSessionResponse {
     pub template: Template,
     /// Turns run so far: 0 for a new session, the original's for a fork or a restore.
     pub turns: u64,
+    /// Every completed turn is snapshotted to the store.
+    pub durable: bool,
 }
 
 impl OpenSessionResponse {
@@ -284,6 +291,7 @@ impl OpenSessionResponse {
             limits: session.limits,
             template: session.template,
             turns: info.turns,
+            durable: session.durable,
         }
     }
 }
@@ -436,6 +444,8 @@ pub enum OpenSession {
         template: Template,
         /// As asked.
         leakage: Option<LeakPolicy>,
+        /// As asked.
+        durable: bool,
     },
     /// A session restored from a snapshot.
     Restore {
@@ -443,6 +453,8 @@ pub enum OpenSession {
         snapshot: String,
         /// As asked.
         leakage: Option<LeakPolicy>,
+        /// As asked.
+        durable: bool,
     },
 }
 
@@ -472,6 +484,7 @@ impl OpenSessionRequest {
             return Ok(OpenSession::Restore {
                 snapshot,
                 leakage: req.leakage,
+                durable: req.durable,
             });
         }
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
@@ -480,6 +493,7 @@ impl OpenSessionRequest {
             limits,
             template,
             leakage: req.leakage,
+            durable: req.durable,
         })
     }
 }
@@ -544,7 +558,7 @@ pub async fn turn_body(
     record: &mut AuditRecord,
 ) -> ApiResult<Turned> {
     state.runner.host()?;
-    let session = state.runner.session(id)?;
+    let session = state.runner.session(id).await?;
     let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
     state.runner.turn(&session, turn, record).await
 }
@@ -560,19 +574,24 @@ pub async fn open_session(
             limits,
             template,
             leakage,
+            durable,
         } => {
             state
                 .runner
-                .open_session(limits, template, leakage, record)
+                .open_session(limits, template, leakage, durable, record)
                 .await?
         }
-        OpenSession::Restore { snapshot, leakage } => {
+        OpenSession::Restore {
+            snapshot,
+            leakage,
+            durable,
+        } => {
             record.action = Action::SessionRestore;
             // Restoring is the key's own: a snapshot belongs to the key that took it.
             let owner = record.key_id.clone();
             state
                 .runner
-                .restore_session(&snapshot, owner.as_deref(), leakage, record)
+                .restore_session(&snapshot, owner.as_deref(), leakage, durable, record)
                 .await?
         }
     };

@@ -57,6 +57,10 @@ pub struct Runner {
     leakage: LeakageConfig,
     /// Where session snapshots are kept.
     snapshots: Snapshots,
+    /// Held while a session comes back from its own snapshot: it comes back once.
+    resuming: tokio::sync::Mutex<()>,
+    /// Held while shutdown keeps sessions over the restart.
+    draining: tokio::sync::Mutex<()>,
 }
 
 impl Runner {
@@ -85,7 +89,13 @@ impl Runner {
             memory_budget_bytes: config.memory_budget_bytes,
             maximum: config.maximum,
             leakage: config.leakage.clone(),
-            snapshots: Snapshots::new(snapshots),
+            snapshots: Snapshots::new(
+                snapshots,
+                config.snapshot_retention,
+                config.snapshot_quota_bytes,
+            ),
+            resuming: Default::default(),
+            draining: Default::default(),
         }
     }
 
@@ -251,20 +261,6 @@ impl Runner {
         self.guests.wait_idle(limit).await
     }
 
-    /// Closes every session (shutdown); their directories are removed off the executor.
-    pub async fn close_all_sessions(&self) {
-        let remains: Vec<_> = self
-            .sessions
-            .drain()
-            .into_iter()
-            .map(|s| {
-                self.metrics.session_closed(CloseReason::Shutdown);
-                s.close()
-            })
-            .collect();
-        let _ = tokio::task::spawn_blocking(move || drop(remains)).await;
-    }
-
     /// Closes expired sessions, with an audit line each.
     pub fn sweep_sessions(&self) {
         for s in self.sessions.sweep() {
@@ -272,7 +268,17 @@ impl Runner {
             self.audit
                 .write(AuditRecord::internal(super::audit::Action::SessionExpire).session(&s.id));
             self.metrics.session_closed(CloseReason::Expired);
+            self.forget_own_snapshot(&s.id);
             s.close().release();
+        }
+    }
+
+    /// Deletes snapshots past their retention.
+    pub async fn sweep_snapshots(&self) {
+        match self.snapshots.sweep().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "snapshots past their retention deleted"),
+            Err(e) => tracing::warn!(error = %e, "sweeping snapshots failed"),
         }
     }
 

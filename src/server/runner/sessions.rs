@@ -62,19 +62,16 @@ pub enum Turned {
 }
 
 impl Runner {
-    /// A live session by id: 404 when unknown, 410 when it expired.
-    pub fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
-        self.sessions.get(id)
-    }
-
     /// Opens a session from `template` under `limits` (already resolved): a place under the
     /// session cap, its memory footprint reserved for its whole life, then the interpreter.
     /// `leakage` is its turns' and file reads' policy unless a turn names its own.
+    /// A durable session (`durable`) snapshots every completed turn to the store.
     pub async fn open_session(
         &self,
         limits: Limits,
         template: Template,
         leakage: Option<LeakPolicy>,
+        durable: bool,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let leakage = self.leak_policy(leakage)?;
@@ -83,12 +80,26 @@ impl Runner {
             template,
             leakage,
             turns: 0,
+            durable,
+            resumed: None,
         };
-        self.admit_session(settings, record, move |host, cancel| {
-            host.open_interpreter(limits, template, cancel)
-                .map_err(ApiError::from_sandbox)
-        })
-        .await
+        let (session, first) = self
+            .admit_session_with(settings, record, move |host, cancel| {
+                let interp = host
+                    .open_interpreter(limits, template, cancel)
+                    .map_err(ApiError::from_sandbox)?;
+                let first = if durable {
+                    interp.checkpoint_image()
+                } else {
+                    None
+                };
+                Ok((interp, first))
+            })
+            .await?;
+        if let Some(image) = first {
+            self.keep_own_snapshot(&session, image);
+        }
+        Ok(session)
     }
 
     /// Admits a new session under `settings` (a place under the cap, its memory footprint
@@ -100,6 +111,21 @@ impl Runner {
         record: &mut AuditRecord,
         make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<Interpreter> + Send + 'static,
     ) -> ApiResult<Arc<Session>> {
+        let (session, ()) = self
+            .admit_session_with(settings, record, move |host, cancel| {
+                Ok((make(host, cancel)?, ()))
+            })
+            .await?;
+        Ok(session)
+    }
+
+    /// [`Runner::admit_session`] where `make` also returns something of its own.
+    async fn admit_session_with<T: Send + 'static>(
+        &self,
+        settings: SessionSettings,
+        record: &mut AuditRecord,
+        make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<(Interpreter, T)> + Send + 'static,
+    ) -> ApiResult<(Arc<Session>, T)> {
         let host = self.host()?;
         let slot = self
             .sessions
@@ -109,7 +135,7 @@ impl Runner {
             .admission
             .reserve_memory(host.footprint_bytes(&settings.limits))?;
         let ticket = self.admission.admit(None).await?;
-        let interp = self
+        let (interp, extra) = self
             .guests
             .run(move || {
                 let _ticket = ticket;
@@ -127,7 +153,7 @@ impl Runner {
         self.sessions.insert(session.clone());
         self.metrics.session_opened();
         record.session_id = Some(session.id.clone());
-        Ok(session)
+        Ok((session, extra))
     }
 
     /// Runs one turn in `session`: the check first (policy), then the turn's own limits, the
@@ -170,6 +196,7 @@ impl Runner {
         } = t;
         let host = self.host()?;
         let template = session.template;
+        let durable = session.durable;
         let ran = self
             .guests
             .run(move || {
@@ -182,7 +209,12 @@ impl Runner {
                     Ok(mut outcome) => {
                         // Scanned here, on the guest thread, before anything leaves.
                         let leaks = guard.apply(&mut outcome.report, outcome.result.as_mut());
-                        let outcome = (outcome, leaks);
+                        // A durable session's state after this turn, stored once the
+                        // response is on its way.
+                        let own = (durable && outcome.ended.is_none())
+                            .then(|| interp.checkpoint_image())
+                            .flatten();
+                        let outcome = (outcome, leaks, own);
                         if outcome.0.ended.is_some() {
                             // Dead: let it go here, off the executor (this removes its dir).
                             drop(interp);
@@ -225,12 +257,18 @@ impl Runner {
                 });
             }
         };
-        let (outcome, leaks) = outcome;
+        let (outcome, leaks, own) = outcome;
         let ended = outcome.ended.as_ref().map(EndInfo::from_reason);
         if ended.is_some() {
             self.metrics.session_closed(CloseReason::Ended);
         }
         session.put_back(interp, ended.clone(), true).release();
+        if let Some(image) = own {
+            self.keep_own_snapshot(session, image);
+        }
+        if ended.is_some() {
+            self.forget_own_snapshot(&session.id);
+        }
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
         record.set_report(&outcome.report);
         let (report, result, rolled_back) = (outcome.report, outcome.result, outcome.rolled_back);
@@ -261,7 +299,7 @@ impl Runner {
         path: String,
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<u8>> {
-        let guard = self.leak_guard(self.sessions.get(id)?.leakage, &[], &[]);
+        let guard = self.leak_guard(self.session(id).await?.leakage, &[], &[]);
         let policy = guard.policy();
         let (bytes, leaks) = self
             .with_interpreter(id, move |interp| {
@@ -307,7 +345,7 @@ impl Runner {
         id: &str,
         f: impl FnOnce(&mut Interpreter) -> ApiResult<R> + Send + 'static,
     ) -> ApiResult<R> {
-        let session = self.sessions.get(id)?;
+        let session = self.session(id).await?;
         let busy = session.begin()?;
         let mut interp = session.take_interpreter(&busy)?;
         let (interp, done) = self
@@ -330,10 +368,18 @@ impl Runner {
 
     /// Closes session `id` (DELETE, MCP's `close_session`): cancels a running turn and
     /// removes its files.
-    pub fn close_session(&self, id: &str) -> ApiResult<()> {
-        let s = self.sessions.remove(id)?;
-        s.close().release();
-        self.metrics.session_closed(CloseReason::Deleted);
+    /// A session this process does not hold but the store keeps (see [`Runner::session`])
+    /// is deleted from the store.
+    pub async fn close_session(&self, id: &str) -> ApiResult<()> {
+        match self.sessions.remove(id) {
+            Ok(s) => {
+                s.close().release();
+                self.metrics.session_closed(CloseReason::Deleted);
+            }
+            Err(ApiError::SessionNotFound(_)) if self.has_own_snapshot(id).await => {}
+            Err(e) => return Err(e),
+        }
+        self.forget_own_snapshot(id);
         Ok(())
     }
 }

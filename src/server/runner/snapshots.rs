@@ -1,21 +1,30 @@
 //! Sessions as data at the runner: snapshot a session into the store, fork it into a new
-//! live session, restore a session from a snapshot; and the snapshots' listing and deletion.
+//! live session, restore a session from a snapshot; a session's own snapshot (durable
+//! sessions after every turn, every session at shutdown) and bringing a session back from it
+//! on its next request; and the snapshots' listing and deletion.
 //!
 //! Capturing holds the session busy (409 while a turn runs) on a guest thread; encoding and
 //! decoding (hashing, zstd) run there or on a blocking thread, never on the executor. A
 //! restored or forked session is admitted like a new one (the session cap, its memory).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
 use crate::leakage::LeakPolicy;
-use crate::sandbox::CaptureError;
-use crate::server::audit::AuditRecord;
+use crate::sandbox::{CaptureError, Interpreter};
+use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::{ApiError, ApiResult};
-use crate::server::sessions::{Session, SessionSettings};
-use crate::server::snapshots::SnapshotInfo;
-use crate::snapshot::{Provenance, encode};
+use crate::server::metrics::CloseReason;
+use crate::server::sessions::{Session, SessionSettings, is_session_id};
+use crate::server::snapshots::{SnapshotInfo, Snapshots};
+use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
+use crate::template::Template;
+use crate::vivarium::Vivarium;
+
+/// How long shutdown waits for a session's running turn to hand its interpreter back
+/// (turns are cancelled by then, and a cancelled turn rolls back at once).
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
 impl From<CaptureError> for ApiError {
     fn from(e: CaptureError) -> Self {
@@ -28,6 +37,40 @@ impl From<CaptureError> for ApiError {
     }
 }
 
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn binding(host: &Vivarium, template: Template) -> ApiResult<Binding> {
+    host.binding(template)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// The interpreter's state: its checkpoint (kept current after every turn) or, without one,
+/// a full capture.
+fn image_of(
+    host: &Vivarium,
+    interp: &mut Interpreter,
+    template: Template,
+) -> ApiResult<SessionImage> {
+    match interp.checkpoint_image() {
+        Some(image) => Ok(image),
+        None => Ok(host.capture(interp, template)?),
+    }
+}
+
+/// The record a session's own snapshot carries.
+fn record_of(session: &Session) -> SessionRecord {
+    SessionRecord {
+        id: session.id.clone(),
+        durable: session.durable,
+        leakage: session.leakage.as_str().to_string(),
+        age_secs: session.age().as_secs(),
+    }
+}
+
 impl Runner {
     /// Snapshots session `id` into the store, owned by `owner` (the API key's id).
     pub async fn snapshot_session(
@@ -37,25 +80,21 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> ApiResult<SnapshotInfo> {
         let host = self.host()?;
-        let session = self.sessions.get(id)?;
+        let session = self.session(id).await?;
         let template = session.template;
-        let binding = host
-            .binding(template)
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let binding = binding(&host, template)?;
         let turns = session.info().turns;
         let bytes = self
             .with_interpreter(id, move |interp| {
-                let image = host.capture(interp, template)?;
-                let created_at = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
+                let image = image_of(&host, interp, template)?;
                 Ok(encode(
                     &image,
                     &Provenance {
                         binding,
-                        created_at,
+                        created_at: now_secs(),
                         owner,
                         turns,
+                        session: None,
                     },
                 ))
             })
@@ -73,41 +112,37 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let host = self.host()?;
-        let session = self.sessions.get(id)?;
+        let session = self.session(id).await?;
         let template = session.template;
         let image = self
-            .with_interpreter(id, move |interp| Ok(host.capture(interp, template)?))
+            .with_interpreter(id, move |interp| image_of(&host, interp, template))
             .await?;
         let settings = SessionSettings {
             limits: session.limits,
             template,
             leakage: session.leakage,
             turns: session.info().turns,
+            durable: session.durable,
+            resumed: None,
         };
-        self.admit_session(settings, record, move |host, cancel| {
-            host.restore_interpreter(template, image, cancel)
-                .map_err(|e| ApiError::Internal(format!("restoring the fork: {e}")))
-        })
-        .await
+        self.admit_restored(settings, image, record).await
     }
 
-    /// A new session from snapshot `snapshot`, which `owner` must own; `leakage` as for
-    /// opening one (the snapshot keeps its limits and template).
+    /// A new session from snapshot `snapshot`, which `owner` must own; `leakage` and
+    /// `durable` as for opening one (the snapshot keeps its limits and template).
     pub async fn restore_session(
         &self,
         snapshot: &str,
         owner: Option<&str>,
         leakage: Option<LeakPolicy>,
+        durable: bool,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let host = self.host()?;
         let leakage = self.leak_policy(leakage)?;
         let (template, header, image) = self
             .snapshots
-            .load(snapshot, owner, self.maximum, |t| {
-                host.binding(t)
-                    .map_err(|e| ApiError::Internal(e.to_string()))
-            })
+            .load(snapshot, owner, self.maximum, |t| binding(&host, t))
             .await?;
         record.snapshot_id = Some(snapshot.to_string());
         record.limits = Some(image.limits);
@@ -116,14 +151,173 @@ impl Runner {
             template,
             leakage,
             turns: header.turns,
+            durable,
+            resumed: None,
         };
-        self.admit_session(settings, record, move |host, cancel| {
-            // The image was checked against this server's bounds, not against the template's
-            // shape: a mismatch here is the snapshot's fault.
-            host.restore_interpreter(template, image, cancel)
-                .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
+        self.admit_restored(settings, image, record).await
+    }
+
+    /// Admits a session made from `image`; a durable one gets its first own snapshot.
+    async fn admit_restored(
+        &self,
+        settings: SessionSettings,
+        image: SessionImage,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Arc<Session>> {
+        let template = settings.template;
+        let durable = settings.durable;
+        let first = durable.then(|| image.clone());
+        let session = self
+            .admit_session(settings, record, move |host, cancel| {
+                // The image was checked against this server's bounds, not against the
+                // template's shape: a mismatch here is the snapshot's fault.
+                host.restore_interpreter(template, image, cancel)
+                    .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
+            })
+            .await?;
+        if let Some(image) = first {
+            self.keep_own_snapshot(&session, image);
+        }
+        Ok(session)
+    }
+
+    /// The live session `id`; or, when this process does not hold it but the store has its
+    /// own snapshot (a durable session after a crash, any session after a graceful restart,
+    /// one whose node went away), the session brought back from it, under the same id, at
+    /// its last completed turn. One session comes back once: concurrent requests wait.
+    pub async fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
+        match self.sessions.get(id) {
+            Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
+            other => return other,
+        }
+        let _one = self.resuming.lock().await;
+        if let Ok(s) = self.sessions.get(id) {
+            return Ok(s);
+        }
+        let host = self.host()?;
+        let own = SnapshotId::for_session(id);
+        let loaded = self
+            .snapshots
+            .load_own(&own, id, self.maximum, |t| binding(&host, t))
+            .await;
+        let (template, header, image) = match loaded {
+            Ok(v) => v,
+            Err(ApiError::SnapshotNotFound(_)) => {
+                return Err(ApiError::SessionNotFound(id.to_string()));
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(rec) = header.session else {
+            return Err(ApiError::SessionNotFound(id.to_string()));
+        };
+        let age = Duration::from_secs(rec.age_secs);
+        if age >= self.sessions.lifetime {
+            self.forget_own_snapshot(id);
+            return Err(ApiError::SessionExpired(id.to_string()));
+        }
+        let leakage = <LeakPolicy as clap::ValueEnum>::from_str(&rec.leakage, false)
+            .map_err(|_| ApiError::SnapshotInvalid("the session's leakage policy".into()))?;
+        let settings = SessionSettings {
+            limits: image.limits,
+            template,
+            leakage: self.leak_policy(Some(leakage))?,
+            turns: header.turns,
+            durable: rec.durable,
+            resumed: Some((id.to_string(), age)),
+        };
+        let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
+        let session = self
+            .admit_session(settings, &mut record, move |host, cancel| {
+                host.restore_interpreter(template, image, cancel)
+                    .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
+            })
+            .await?;
+        tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
+        self.finish(record, crate::server::audit::Outcome::Ok(201));
+        Ok(session)
+    }
+
+    /// Writes `image` as `session`'s own snapshot, off the response path: encoded on a
+    /// blocking thread, stored in the background. Writes of one session land in the order
+    /// they were taken (an older one finishing late is dropped), and each replaces the
+    /// previous in one step, so the store always holds a whole, recent snapshot.
+    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, image: SessionImage) {
+        let Some(host) = self.loaded_host().cloned() else {
+            return;
+        };
+        let snapshots = self.snapshots.clone();
+        let session = session.clone();
+        let taken = session
+            .durable_taken
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        let turns = session.info().turns;
+        tokio::spawn(async move {
+            if let Err(e) = write_own(&host, &snapshots, &session, image, turns, taken).await {
+                tracing::warn!(session = %session.id, error = %e, "could not store the session's snapshot");
+            }
+        });
+    }
+
+    /// Removes session `id`'s own snapshot (it was closed or expired), in the background.
+    pub(super) fn forget_own_snapshot(&self, id: &str) {
+        let snapshots = self.snapshots.clone();
+        let own = SnapshotId::for_session(id);
+        tokio::spawn(async move {
+            let _ = snapshots.delete_own(&own).await;
+        });
+    }
+
+    /// Whether the store holds session `id`'s own snapshot (a session not live here).
+    pub(super) async fn has_own_snapshot(&self, id: &str) -> bool {
+        is_session_id(id)
+            && self
+                .snapshots
+                .exists(&SnapshotId::for_session(id))
+                .await
+                .unwrap_or(false)
+    }
+
+    /// Shutdown: every live session's state goes to the store as its own snapshot (a turn
+    /// still running was cancelled, so it rolls back and hands its interpreter over), then
+    /// the session is closed. On the next start each comes back on its first request.
+    pub async fn close_all_sessions(&self) {
+        let _one = self.draining.lock().await;
+        let host = self.loaded_host().cloned();
+        for s in self.sessions.drain() {
+            let until = Instant::now() + DRAIN_WAIT;
+            while s.is_busy() && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if let Some(host) = &host
+                && let Err(e) = self.keep_on_shutdown(host, &s).await
+            {
+                tracing::warn!(session = %s.id, error = %e, "session not kept over the restart");
+            }
+            self.metrics.session_closed(CloseReason::Shutdown);
+            let remains = s.close();
+            let _ = tokio::task::spawn_blocking(move || drop(remains)).await;
+        }
+    }
+
+    async fn keep_on_shutdown(&self, host: &Arc<Vivarium>, s: &Arc<Session>) -> ApiResult<()> {
+        let busy = s.begin()?;
+        let mut interp = s.take_interpreter(&busy)?;
+        let h = host.clone();
+        let template = s.template;
+        let (interp, image) = tokio::task::spawn_blocking(move || {
+            let image = image_of(&h, &mut interp, template);
+            (interp, image)
         })
         .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        s.put_back(Some(interp), None, false).release();
+        drop(busy);
+        let taken = s
+            .durable_taken
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        write_own(host, &self.snapshots, s, image?, s.info().turns, taken).await
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
@@ -140,4 +334,35 @@ impl Runner {
     pub async fn delete_snapshot(&self, id: &str, owner: Option<&str>) -> ApiResult<()> {
         self.snapshots.delete(id, owner).await
     }
+}
+
+/// Encodes and stores `session`'s own snapshot number `taken`, unless a newer one is
+/// already stored.
+async fn write_own(
+    host: &Vivarium,
+    snapshots: &Snapshots,
+    session: &Arc<Session>,
+    image: SessionImage,
+    turns: u64,
+    taken: u64,
+) -> ApiResult<()> {
+    let mut written = session.durable_written.lock().await;
+    if taken <= *written {
+        return Ok(());
+    }
+    let provenance = Provenance {
+        binding: binding(host, session.template)?,
+        created_at: now_secs(),
+        owner: None,
+        turns,
+        session: Some(record_of(session)),
+    };
+    let bytes = tokio::task::spawn_blocking(move || encode(&image, &provenance))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    snapshots
+        .put_at(&SnapshotId::for_session(&session.id), bytes)
+        .await?;
+    *written = taken;
+    Ok(())
 }
