@@ -179,3 +179,43 @@ async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = std::fs::remove_file(scratch.with_extension("audit.jsonl"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cancelled_by_shutdown_rolls_back_and_the_session_comes_back_before_it() {
+    let dir = scratch_dir("cancel-store");
+    let d = dir.clone();
+    let a = start("cancel-a", move |args| {
+        args.snapshot_dir = Some(d);
+        args.shutdown_grace_ms = 300;
+    })
+    .await;
+    let c = client();
+    let (_, v) = post(&c, &a.url("/v1/sessions"), &json!({"template": "python"})).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    turn(&c, &a.base, &id, "n = 1").await;
+    // A long turn that changes the state, still running when the server is told to stop.
+    let long = {
+        let (c, url) = (c.clone(), a.url(&format!("/v1/sessions/{id}/execute")));
+        tokio::spawn(async move {
+            post(
+                &c,
+                &url,
+                &json!({"code": "n = 2\nimport time\ntime.sleep(30)"}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.stop().await;
+    let (st, v) = long.await.unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!(v["rolled_back"], true, "{v}");
+
+    let d = dir.clone();
+    let b = start("cancel-b", move |args| args.snapshot_dir = Some(d)).await;
+    let v = turn(&c, &b.base, &id, "n").await;
+    assert_eq!(v["result"], "1", "the cancelled turn left nothing: {v}");
+    b.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -395,6 +395,13 @@ impl Session {
         self.busy.load(Ordering::Acquire)
     }
 
+    /// Whether its interpreter is back in it, ready for a turn (a turn that just finished
+    /// on its guest thread puts it back a moment after it lets go of the busy flag).
+    pub fn is_settled(&self) -> bool {
+        let inner = self.lock();
+        inner.ended.is_some() || inner.closed || (inner.interp.is_some() && !self.is_busy())
+    }
+
     /// The idle/lifetime deadline, whichever is first.
     fn expiry(&self, inner: &Inner) -> Instant {
         (inner.last_used + self.idle).min(self.created + self.lifetime)

@@ -286,7 +286,7 @@ impl Runner {
         let host = self.loaded_host().cloned();
         for s in self.sessions.drain() {
             let until = Instant::now() + DRAIN_WAIT;
-            while s.is_busy() && Instant::now() < until {
+            while !s.is_settled() && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             if let Some(host) = &host
