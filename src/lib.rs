@@ -56,10 +56,12 @@ pub mod testing {
     pub use crate::hostcalls::state::Interrupted;
     pub use crate::leakage::{Guard, StreamFilter};
     pub use crate::limits::TurnLimits;
+    pub use crate::sandbox::guest_threads::{defer_drop, spawn_deferring};
     pub use crate::sandbox::output::{OutputObserver, StreamKind};
     pub use crate::sandbox::{
         EndReason, GuestStore, Interpreter, Sandbox, SandboxSpec, run_on_guest_thread,
     };
+    pub use crate::snapshot::{Provenance, SnapshotId, decode, encode, open_store};
     pub use crate::template::ensure_wasm;
     pub use crate::vivarium::is_memory_backed;
 }

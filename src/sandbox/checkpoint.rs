@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::dirty::DirtyTracker;
@@ -48,10 +49,12 @@ pub struct Checkpoint {
     /// Why there is no tracker, for the logs.
     pub untracked_because: Option<String>,
     memory_bytes: u64,
-    pages: BTreeMap<u32, Box<[u8]>>,
+    /// Shared with the [`CheckpointView`]s taken of it: a refresh replaces a page, never
+    /// writes into one, so a view stays the state it was taken at.
+    pages: BTreeMap<u32, Arc<[u8]>>,
     globals: Vec<GlobalValue>,
     dirs: Vec<String>,
-    files: BTreeMap<String, (Option<Stamp>, Vec<u8>)>,
+    files: BTreeMap<String, (Option<Stamp>, Arc<[u8]>)>,
     base: SessionImage,
     /// Files the guest held open at the last refresh: such a state cannot be carried (see
     /// `capture.rs`), so [`Checkpoint::image`] has none while it is not 0.
@@ -72,7 +75,12 @@ impl Checkpoint {
         let files = image
             .files
             .iter()
-            .map(|(path, content)| (path.clone(), (stamp(&root.join(path)), content.clone())))
+            .map(|(path, content)| {
+                (
+                    path.clone(),
+                    (stamp(&root.join(path)), Arc::from(content.as_slice())),
+                )
+            })
             .collect();
         let mut cp = Checkpoint {
             tracker: None,
@@ -135,12 +143,7 @@ impl Checkpoint {
         for p in written {
             let at = p as usize * PAGE_BYTES;
             if let Some(page) = mem.get(at..at + PAGE_BYTES) {
-                match self.pages.get_mut(&p) {
-                    Some(kept) => kept.copy_from_slice(page),
-                    None => {
-                        self.pages.insert(p, page.into());
-                    }
-                }
+                self.pages.insert(p, Arc::from(page));
             }
         }
         self.memory_bytes = mem.len() as u64;
@@ -172,7 +175,7 @@ impl Checkpoint {
                             source: e,
                         }
                     })?;
-                    (now, content)
+                    (now, Arc::from(content))
                 }
             };
             files.insert(path, entry);
@@ -184,22 +187,25 @@ impl Checkpoint {
 
     /// The state as a [`SessionImage`], to restore from or to store.
     pub fn image(&self) -> SessionImage {
-        let mut page_data = Vec::with_capacity(self.pages.len() * PAGE_BYTES);
-        for page in self.pages.values() {
-            page_data.extend_from_slice(page);
-        }
-        SessionImage {
-            memory_bytes: self.memory_bytes,
-            pages: self.pages.keys().copied().collect(),
-            page_data,
-            globals: self.globals.clone(),
-            dirs: self.dirs.clone(),
+        self.view().into_image()
+    }
+
+    /// The state as it is now, sharing the checkpoint's pages and files (no copy): cheap
+    /// to take on a turn's response path, made into an image later, elsewhere.
+    pub fn view(&self) -> CheckpointView {
+        CheckpointView {
+            pages: self.pages.iter().map(|(p, c)| (*p, c.clone())).collect(),
             files: self
                 .files
                 .iter()
                 .map(|(p, (_, c))| (p.clone(), c.clone()))
                 .collect(),
-            ..self.base.clone()
+            rest: SessionImage {
+                memory_bytes: self.memory_bytes,
+                globals: self.globals.clone(),
+                dirs: self.dirs.clone(),
+                ..self.base.clone()
+            },
         }
     }
 
@@ -211,5 +217,34 @@ impl Checkpoint {
                 .values()
                 .map(|(_, c)| c.len() as u64)
                 .sum::<u64>()
+    }
+}
+
+/// A checkpoint's state at one moment, sharing its pages and files (see
+/// [`Checkpoint::view`]).
+pub struct CheckpointView {
+    pages: Vec<(u32, Arc<[u8]>)>,
+    files: Vec<(String, Arc<[u8]>)>,
+    /// Everything else, with no pages or files.
+    rest: SessionImage,
+}
+
+impl CheckpointView {
+    /// The state as a [`SessionImage`] (this copies the pages and files).
+    pub fn into_image(self) -> SessionImage {
+        let mut page_data = Vec::with_capacity(self.pages.len() * PAGE_BYTES);
+        for (_, page) in &self.pages {
+            page_data.extend_from_slice(page);
+        }
+        SessionImage {
+            pages: self.pages.iter().map(|(p, _)| *p).collect(),
+            page_data,
+            files: self
+                .files
+                .into_iter()
+                .map(|(p, c)| (p, c.to_vec()))
+                .collect(),
+            ..self.rest
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::checkpoint::Checkpoint;
+use super::checkpoint::{Checkpoint, CheckpointView};
 use super::live::Live;
 use super::outcome::{EndReason, TurnOutcome};
 use super::rich;
@@ -155,6 +155,15 @@ impl Interpreter {
             .as_ref()
             .filter(|cp| cp.open_files == 0)
             .map(Checkpoint::image)
+    }
+
+    /// [`Interpreter::checkpoint_image`] without the copy: the checkpoint's state now,
+    /// sharing its pages, to be made into an image off the turn's response path.
+    pub fn checkpoint_view(&self) -> Option<CheckpointView> {
+        self.checkpoint
+            .as_ref()
+            .filter(|cp| cp.open_files == 0)
+            .map(Checkpoint::view)
     }
 
     /// Moves the checkpoint from `old` (rolled back) to this interpreter, restored from it.

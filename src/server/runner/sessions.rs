@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use super::snapshots::OwnState;
 use super::{Runner, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::leakage::LeakPolicy;
@@ -97,7 +98,7 @@ impl Runner {
             })
             .await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, image);
+            self.keep_own_snapshot(&session, OwnState::Image(image));
         }
         Ok(session)
     }
@@ -212,7 +213,7 @@ impl Runner {
                         // A durable session's state after this turn, stored once the
                         // response is on its way.
                         let own = (durable && outcome.ended.is_none())
-                            .then(|| interp.checkpoint_image())
+                            .then(|| interp.checkpoint_view())
                             .flatten();
                         let outcome = (outcome, leaks, own);
                         if outcome.0.ended.is_some() {
@@ -263,8 +264,8 @@ impl Runner {
             self.metrics.session_closed(CloseReason::Ended);
         }
         session.put_back(interp, ended.clone(), true).release();
-        if let Some(image) = own {
-            self.keep_own_snapshot(session, image);
+        if let Some(view) = own {
+            self.keep_own_snapshot(session, OwnState::View(view));
         }
         if ended.is_some() {
             self.forget_own_snapshot(&session.id);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
 use crate::leakage::LeakPolicy;
-use crate::sandbox::{CaptureError, Interpreter};
+use crate::sandbox::{CaptureError, CheckpointView, Interpreter};
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::CloseReason;
@@ -21,6 +21,24 @@ use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
 use crate::template::Template;
 use crate::vivarium::Vivarium;
+
+/// A session's state to store as its own snapshot: an image, or a checkpoint's view taken
+/// on a turn's response path and made into an image on a blocking thread.
+pub(super) enum OwnState {
+    /// Ready.
+    Image(SessionImage),
+    /// Shares the checkpoint's pages; copied when encoded.
+    View(CheckpointView),
+}
+
+impl OwnState {
+    fn into_image(self) -> SessionImage {
+        match self {
+            OwnState::Image(i) => i,
+            OwnState::View(v) => v.into_image(),
+        }
+    }
+}
 
 /// How long shutdown waits for a session's running turn to hand its interpreter back
 /// (turns are cancelled by then, and a cancelled turn rolls back at once).
@@ -176,7 +194,7 @@ impl Runner {
             })
             .await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, image);
+            self.keep_own_snapshot(&session, OwnState::Image(image));
         }
         Ok(session)
     }
@@ -241,7 +259,7 @@ impl Runner {
     /// blocking thread, stored in the background. Writes of one session land in the order
     /// they were taken (an older one finishing late is dropped), and each replaces the
     /// previous in one step, so the store always holds a whole, recent snapshot.
-    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, image: SessionImage) {
+    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, state: OwnState) {
         let Some(host) = self.loaded_host().cloned() else {
             return;
         };
@@ -253,7 +271,7 @@ impl Runner {
             + 1;
         let turns = session.info().turns;
         tokio::spawn(async move {
-            if let Err(e) = write_own(&host, &snapshots, &session, image, turns, taken).await {
+            if let Err(e) = write_own(&host, &snapshots, &session, state, turns, taken).await {
                 tracing::warn!(session = %session.id, error = %e, "could not store the session's snapshot");
             }
         });
@@ -317,7 +335,15 @@ impl Runner {
             .durable_taken
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
             + 1;
-        write_own(host, &self.snapshots, s, image?, s.info().turns, taken).await
+        write_own(
+            host,
+            &self.snapshots,
+            s,
+            OwnState::Image(image?),
+            s.info().turns,
+            taken,
+        )
+        .await
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
@@ -342,7 +368,7 @@ async fn write_own(
     host: &Vivarium,
     snapshots: &Snapshots,
     session: &Arc<Session>,
-    image: SessionImage,
+    state: OwnState,
     turns: u64,
     taken: u64,
 ) -> ApiResult<()> {
@@ -357,7 +383,7 @@ async fn write_own(
         turns,
         session: Some(record_of(session)),
     };
-    let bytes = tokio::task::spawn_blocking(move || encode(&image, &provenance))
+    let bytes = tokio::task::spawn_blocking(move || encode(&state.into_image(), &provenance))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     snapshots
