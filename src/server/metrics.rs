@@ -149,6 +149,34 @@ impl CloseReason {
     }
 }
 
+/// What happened to a session as data, in `vivarium_session_events_total{event=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// A stopped turn rolled its session back.
+    Rollback,
+    /// A snapshot was taken (`POST /v1/sessions/{id}/snapshot`, MCP).
+    Snapshot,
+    /// A session was forked.
+    Fork,
+    /// A session was restored from a snapshot.
+    Restore,
+    /// A session this process did not hold came back from its own snapshot.
+    Resume,
+}
+
+impl SessionEvent {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEvent::Rollback => "rollback",
+            SessionEvent::Snapshot => "snapshot",
+            SessionEvent::Fork => "fork",
+            SessionEvent::Restore => "restore",
+            SessionEvent::Resume => "resume",
+        }
+    }
+}
+
 /// Gauges read from elsewhere at render time.
 pub struct Gauges {
     pub live_sessions: usize,
@@ -171,6 +199,8 @@ pub struct Metrics {
     sessions_opened: AtomicU64,
     /// reason → count (`deleted`, `expired`, `ended`, `shutdown`).
     sessions_closed: Mutex<BTreeMap<&'static str, u64>>,
+    /// event → count (`rollback`, `snapshot`, `fork`, `restore`, `resume`).
+    session_events: Mutex<BTreeMap<&'static str, u64>>,
     panics: AtomicU64,
 }
 
@@ -191,6 +221,7 @@ impl Metrics {
             responses: Mutex::new(BTreeMap::new()),
             sessions_opened: AtomicU64::new(0),
             sessions_closed: Mutex::new(BTreeMap::new()),
+            session_events: Mutex::new(BTreeMap::new()),
             panics: AtomicU64::new(0),
         }
     }
@@ -222,6 +253,12 @@ impl Metrics {
     pub fn session_closed(&self, reason: CloseReason) {
         *lock(&self.sessions_closed)
             .entry(reason.as_str())
+            .or_default() += 1;
+    }
+
+    pub fn session_event(&self, event: SessionEvent) {
+        *lock(&self.session_events)
+            .entry(event.as_str())
             .or_default() += 1;
     }
 
@@ -316,6 +353,18 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "vivarium_sessions_closed_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "vivarium_session_events_total",
+            "counter",
+            "Sessions as data: rollbacks of stopped turns, snapshots, forks, restores, and sessions brought back from their own snapshot.",
+        );
+        for (event, n) in lock(&self.session_events).iter() {
+            let _ = writeln!(
+                out,
+                "vivarium_session_events_total{{event=\"{event}\"}} {n}"
             );
         }
         header(

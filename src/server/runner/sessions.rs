@@ -17,7 +17,7 @@ use crate::sandbox::{Interpreter, WriteError};
 use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
-use crate::server::metrics::{CloseReason, RunKind};
+use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::server::sessions::{EndInfo, Session, SessionSettings};
 use crate::template::Template;
 use crate::vivarium::{InputFile, Vivarium};
@@ -271,6 +271,9 @@ impl Runner {
             self.forget_own_snapshot(&session.id);
         }
         self.metrics.executed(RunKind::SessionTurn, &outcome.report);
+        if outcome.rolled_back {
+            self.metrics.session_event(SessionEvent::Rollback);
+        }
         record.set_report(&outcome.report);
         let (report, result, rolled_back) = (outcome.report, outcome.result, outcome.rolled_back);
         // The turn ran and the session keeps its state; under `deny` only what it returned

@@ -15,7 +15,7 @@ use crate::leakage::LeakPolicy;
 use crate::sandbox::{CaptureError, CheckpointView, Interpreter};
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::CloseReason;
+use crate::server::metrics::{CloseReason, SessionEvent};
 use crate::server::sessions::{Session, SessionSettings, is_session_id};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
@@ -119,6 +119,7 @@ impl Runner {
             .await?;
         let info = self.snapshots.put(bytes).await?;
         record.snapshot_id = Some(info.snapshot_id.clone());
+        self.metrics.session_event(SessionEvent::Snapshot);
         Ok(info)
     }
 
@@ -143,7 +144,9 @@ impl Runner {
             durable: session.durable,
             resumed: None,
         };
-        self.admit_restored(settings, image, record).await
+        let forked = self.admit_restored(settings, image, record).await?;
+        self.metrics.session_event(SessionEvent::Fork);
+        Ok(forked)
     }
 
     /// A new session from snapshot `snapshot`, which `owner` must own; `leakage` and
@@ -172,7 +175,9 @@ impl Runner {
             durable,
             resumed: None,
         };
-        self.admit_restored(settings, image, record).await
+        let restored = self.admit_restored(settings, image, record).await?;
+        self.metrics.session_event(SessionEvent::Restore);
+        Ok(restored)
     }
 
     /// Admits a session made from `image`; a durable one gets its first own snapshot.
@@ -251,6 +256,7 @@ impl Runner {
             })
             .await?;
         tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
+        self.metrics.session_event(SessionEvent::Resume);
         self.finish(record, crate::server::audit::Outcome::Ok(201));
         Ok(session)
     }
