@@ -102,6 +102,10 @@ pub struct OpenSessionArgs {
     /// `template` out).
     #[serde(default)]
     pub snapshot: Option<String>,
+    /// Keep the session through a server crash or restart: every completed turn is saved,
+    /// and the session comes back at its last one.
+    #[serde(default)]
+    pub durable: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -416,6 +420,9 @@ impl VivariumMcp {
             Ok(Some(template)) => req["template"] = json!(template),
             Ok(None) => {}
             Err(e) => return Ok(tool_error(e)),
+        }
+        if args.durable {
+            req["durable"] = json!(true);
         }
         if let Some(snapshot) = args.snapshot {
             req["snapshot"] = json!(snapshot);
