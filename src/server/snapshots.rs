@@ -42,7 +42,13 @@ pub struct Snapshots {
     retention: Duration,
     /// Bytes of snapshots one owner may keep.
     quota_bytes: u64,
+    /// Decodes running at once: each holds a whole session's state in host memory before
+    /// admission has charged it, so they are few.
+    decoding: Arc<tokio::sync::Semaphore>,
 }
+
+/// Snapshots decoded at once (see `Snapshots::decoding`).
+const MAX_DECODES: usize = 2;
 
 impl From<StoreError> for ApiError {
     /// The store's own words (paths, endpoints, its client's errors) go to the log, not to
@@ -96,6 +102,7 @@ impl Snapshots {
             store,
             retention,
             quota_bytes,
+            decoding: Arc::new(tokio::sync::Semaphore::new(MAX_DECODES)),
         }
     }
 
@@ -262,6 +269,11 @@ impl Snapshots {
         id: &SnapshotId,
         max: Limits,
     ) -> ApiResult<(SnapshotHeader, SessionImage)> {
+        let _decoding = self
+            .decoding
+            .acquire()
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         let bytes = self
             .store
             .get(id)

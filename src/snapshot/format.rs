@@ -265,7 +265,9 @@ pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImag
     let pages = header.pages as usize;
     let file_bytes: u64 = header.files.iter().map(|f| f.size).sum();
     let raw_len = pages * (4 + PAGE_BYTES) + file_bytes as usize;
-    let mut raw = Vec::with_capacity(raw_len);
+    // Grown as bytes really arrive, not sized from the header: a header that claims
+    // gigabytes over a short body costs nothing.
+    let mut raw = Vec::new();
     // Exactly the declared bytes, and not one more: a zip bomb stops at the header's sizes.
     zstd::stream::read::Decoder::new(body)
         .map_err(|_| FormatError::Invalid("body"))?

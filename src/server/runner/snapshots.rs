@@ -213,6 +213,10 @@ impl Runner {
             Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
             other => return other,
         }
+        // Ids nobody kept are answered without waiting behind a session that comes back.
+        if !self.has_own_snapshot(id).await {
+            return Err(ApiError::SessionNotFound(id.to_string()));
+        }
         let _one = self.resuming.lock().await;
         if let Ok(s) = self.sessions.get(id) {
             return Ok(s);
