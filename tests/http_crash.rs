@@ -3,49 +3,11 @@
 
 mod http_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use http_support::*;
 use serde_json::json;
-
-struct Proc {
-    child: Child,
-    base: String,
-}
-
-fn spawn_server(scratch: &Path, extra: &[&str]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vivarium"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("VIVARIUM_SCRATCH", scratch)
-        .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("vivarium: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    Proc { child, base }
-}
-
-async fn wait_ready(base: &str) {
-    let c = client();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !matches!(c.get(format!("{base}/readyz")).send().await, Ok(r) if r.status() == 200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Scratch roots under the base (its shared `.create.lock` is not one).
 fn roots(scratch: &Path) -> Vec<String> {
@@ -62,8 +24,8 @@ fn roots(scratch: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
     let scratch = scratch_dir("crash");
-    let mut p = spawn_server(&scratch, &[]);
-    wait_ready(&p.base).await;
+    let mut p = spawn_server(&scratch, None, &[]);
+    wait_ready_at(&p.base).await;
     let c = client();
     // A live session with a file, and executions in flight.
     let (_, v) = post(&c, &format!("{}/v1/sessions", p.base), &json!({})).await;
@@ -99,8 +61,8 @@ async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
     );
 
     // The restart removes them and serves.
-    let mut p2 = spawn_server(&scratch, &[]);
-    wait_ready(&p2.base).await;
+    let mut p2 = spawn_server(&scratch, None, &[]);
+    wait_ready_at(&p2.base).await;
     assert_eq!(
         roots(&scratch),
         vec![p2.child.id().to_string()],
@@ -128,8 +90,8 @@ async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_runs_finish_then_cancels_them() {
     let scratch = scratch_dir("term");
-    let mut p = spawn_server(&scratch, &["--shutdown-grace-ms", "1500"]);
-    wait_ready(&p.base).await;
+    let mut p = spawn_server(&scratch, None, &["--shutdown-grace-ms", "1500"]);
+    wait_ready_at(&p.base).await;
     let c = client();
     let (_, v) = post(&c, &format!("{}/v1/sessions", p.base), &json!({})).await;
     assert!(v["id"].is_string());

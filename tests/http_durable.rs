@@ -5,26 +5,12 @@
 
 mod http_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use http_support::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-async fn turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &format!("{base}/v1/sessions/{id}/execute"),
-        &json!({ "code": code }),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    assert_eq!(v["status"], "ok", "{code}: {v}");
-    v
-}
 
 /// Where a session's own snapshot is in a directory store (its id is derived from the
 /// session id, so any server finds it).
@@ -51,7 +37,7 @@ async fn every_session_is_kept_over_a_graceful_restart() {
     let (_, v) = post(&c, &a.url("/v1/sessions"), &json!({"template": "python"})).await;
     let id = v["id"].as_str().unwrap().to_string();
     assert_eq!(v["durable"], false);
-    turn(&c, &a.base, &id, "x = 5\nopen('f.txt', 'w').write('kept')").await;
+    session_turn(&c, &a.base, &id, "x = 5\nopen('f.txt', 'w').write('kept')").await;
     a.stop().await;
     assert!(
         own_snapshot(&dir, &id).exists(),
@@ -63,7 +49,7 @@ async fn every_session_is_kept_over_a_graceful_restart() {
     let (st, info) = get(&c, &b.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(st, 200, "{info}");
     assert_eq!(info["turns"], 1);
-    let v = turn(&c, &b.base, &id, "x + 1, open('f.txt').read()").await;
+    let v = session_turn(&c, &b.base, &id, "x + 1, open('f.txt').read()").await;
     assert_eq!(v["result"], "(6, 'kept')");
     assert_eq!(v["turn"], 2);
     // A session's own snapshot is not a snapshot callers see.
@@ -94,43 +80,15 @@ async fn every_session_is_kept_over_a_graceful_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn spawn(dir: &Path, scratch: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vivarium"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("VIVARIUM_SCRATCH", scratch)
-        .env("VIVARIUM_SNAPSHOT_DIR", dir)
-        .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("vivarium: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, base)
-}
-
-async fn ready(base: &str) {
-    let c = client();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !matches!(c.get(format!("{base}/readyz")).send().await, Ok(r) if r.status() == 200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     let dir = scratch_dir("durable-store");
     let scratch = scratch_dir("durable");
-    let (mut first, base) = spawn(&dir, &scratch);
-    ready(&base).await;
+    let Proc {
+        child: mut first,
+        base,
+    } = spawn_server(&scratch, Some(&dir), &[]);
+    wait_ready_at(&base).await;
     let c = client();
     let (st, v) = post(
         &c,
@@ -141,8 +99,8 @@ async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     assert_eq!(st, 201, "{v}");
     assert_eq!(v["durable"], true);
     let id = v["id"].as_str().unwrap().to_string();
-    turn(&c, &base, &id, "import json\nx = 1").await;
-    turn(
+    session_turn(&c, &base, &id, "import json\nx = 1").await;
+    session_turn(
         &c,
         &base,
         &id,
@@ -162,9 +120,12 @@ async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     first.kill().unwrap();
     first.wait().unwrap();
 
-    let (mut second, base) = spawn(&dir, &scratch);
-    ready(&base).await;
-    let v = turn(&c, &base, &id, "x, open('d.txt').read()").await;
+    let Proc {
+        child: mut second,
+        base,
+    } = spawn_server(&scratch, Some(&dir), &[]);
+    wait_ready_at(&base).await;
+    let v = session_turn(&c, &base, &id, "x, open('d.txt').read()").await;
     assert_eq!(v["result"], "(2, '2')");
     assert_eq!(v["turn"], 3);
     // Still durable: this turn is stored too.
@@ -192,7 +153,7 @@ async fn a_turn_cancelled_by_shutdown_rolls_back_and_the_session_comes_back_befo
     let c = client();
     let (_, v) = post(&c, &a.url("/v1/sessions"), &json!({"template": "python"})).await;
     let id = v["id"].as_str().unwrap().to_string();
-    turn(&c, &a.base, &id, "n = 1").await;
+    session_turn(&c, &a.base, &id, "n = 1").await;
     // A long turn that changes the state, still running when the server is told to stop.
     let long = {
         let (c, url) = (c.clone(), a.url(&format!("/v1/sessions/{id}/execute")));
@@ -214,7 +175,7 @@ async fn a_turn_cancelled_by_shutdown_rolls_back_and_the_session_comes_back_befo
 
     let d = dir.clone();
     let b = start("cancel-b", move |args| args.snapshot_dir = Some(d)).await;
-    let v = turn(&c, &b.base, &id, "n").await;
+    let v = session_turn(&c, &b.base, &id, "n").await;
     assert_eq!(v["result"], "1", "the cancelled turn left nothing: {v}");
     b.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

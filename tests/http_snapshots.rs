@@ -4,9 +4,7 @@
 
 mod http_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use http_support::*;
@@ -19,18 +17,6 @@ async fn open(c: &reqwest::Client, s: &TestServer, body: Value) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
-async fn turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &format!("{base}/v1/sessions/{id}/execute"),
-        &json!({ "code": code }),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    assert_eq!(v["status"], "ok", "{code}: {v}");
-    v
-}
-
 fn snapshot_file(dir: &Path, id: &str) -> PathBuf {
     dir.join(format!("{id}.snap"))
 }
@@ -40,7 +26,7 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
     let s = start("snap", |_| {}).await;
     let c = client();
     let id = open(&c, &s, json!({"template": "python"})).await;
-    turn(
+    session_turn(
         &c,
         &s.base,
         &id,
@@ -67,14 +53,14 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
     );
 
     // What the original draws next, to compare with the restored session's.
-    let next = turn(&c, &s.base, &id, "random.random()").await["result"].clone();
+    let next = session_turn(&c, &s.base, &id, "random.random()").await["result"].clone();
 
     let (st, restored) = post(&c, &s.url("/v1/sessions"), &json!({"snapshot": snap_id})).await;
     assert_eq!(st, 201, "{restored}");
     assert_eq!(restored["turns"], 1);
     assert_eq!(restored["template"], "python");
     let r = restored["id"].as_str().unwrap().to_string();
-    let v = turn(
+    let v = session_turn(
         &c,
         &s.base,
         &r,
@@ -84,7 +70,7 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
     assert_eq!(v["result"], "(500, '[1]', 'kept')");
     // The generator goes on from where the snapshot left it.
     assert_eq!(
-        turn(&c, &s.base, &r, "random.random()").await["result"],
+        session_turn(&c, &s.base, &r, "random.random()").await["result"],
         next
     );
     let (_, files) = get(&c, &s.url(&format!("/v1/sessions/{r}/files"))).await;
@@ -95,19 +81,25 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
     assert_eq!(st, 201, "{fork}");
     let f = fork["id"].as_str().unwrap().to_string();
     assert_ne!(f, r);
-    turn(
+    session_turn(
         &c,
         &s.base,
         &r,
         "data['rows'].append(1); open('notes.txt', 'w').write('r')",
     )
     .await;
-    turn(&c, &s.base, &f, "data['rows'].clear()").await;
+    session_turn(&c, &s.base, &f, "data['rows'].clear()").await;
     let probe = "len(data['rows']), open('notes.txt').read()";
-    assert_eq!(turn(&c, &s.base, &r, probe).await["result"], "(501, 'r')");
-    assert_eq!(turn(&c, &s.base, &f, probe).await["result"], "(0, 'kept')");
     assert_eq!(
-        turn(&c, &s.base, &id, probe).await["result"],
+        session_turn(&c, &s.base, &r, probe).await["result"],
+        "(501, 'r')"
+    );
+    assert_eq!(
+        session_turn(&c, &s.base, &f, probe).await["result"],
+        "(0, 'kept')"
+    );
+    assert_eq!(
+        session_turn(&c, &s.base, &id, probe).await["result"],
         "(500, 'kept')"
     );
 
@@ -166,13 +158,13 @@ async fn a_session_busy_or_holding_a_file_open_is_not_snapshotted() {
     let s = start("snap-refuse", |_| {}).await;
     let c = client();
     let id = open(&c, &s, json!({"template": "python"})).await;
-    turn(&c, &s.base, &id, "f = open('log.txt', 'w')").await;
+    session_turn(&c, &s.base, &id, "f = open('log.txt', 'w')").await;
     let url = s.url(&format!("/v1/sessions/{id}/snapshot"));
     let (st, v) = post(&c, &url, &json!({})).await;
     assert_eq!((st, error_code(&v)), (409, "snapshot_refused"), "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("open"));
     // The session is untouched and goes on.
-    turn(&c, &s.base, &id, "f.write('x'); f.close()").await;
+    session_turn(&c, &s.base, &id, "f.write('x'); f.close()").await;
 
     let slow = {
         let (c, u) = (c.clone(), s.url(&format!("/v1/sessions/{id}/execute")));
@@ -240,7 +232,7 @@ async fn damaged_foreign_and_other_keys_snapshots_are_refused_and_nothing_loads(
         .build()
         .unwrap();
     let id = open(&alice, &s, json!({"template": "python"})).await;
-    turn(&alice, &s.base, &id, "x = 41").await;
+    session_turn(&alice, &s.base, &id, "x = 41").await;
     let take = || async {
         let (st, v) = post(
             &alice,
@@ -325,7 +317,10 @@ async fn damaged_foreign_and_other_keys_snapshots_are_refused_and_nothing_loads(
     let (st, v) = restore(snap2).await;
     assert_eq!(st, 201, "{v}");
     let r = v["id"].as_str().unwrap();
-    assert_eq!(turn(&alice, &s.base, r, "x + 1").await["result"], "42");
+    assert_eq!(
+        session_turn(&alice, &s.base, r, "x + 1").await["result"],
+        "42"
+    );
     s.stop().await;
     let _ = std::fs::remove_dir_all(keys.parent().unwrap());
 }
@@ -339,7 +334,7 @@ async fn a_snapshot_restores_in_a_fresh_server_process_with_a_fitted_model() {
     let c = client();
     // The default template: the scientific stack.
     let id = open(&c, &s, json!({})).await;
-    turn(
+    session_turn(
         &c,
         &s.base,
         &id,
@@ -360,29 +355,8 @@ async fn a_snapshot_restores_in_a_fresh_server_process_with_a_fitted_model() {
     s.stop().await;
 
     let scratch = scratch_dir("snap-proc2");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vivarium"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("VIVARIUM_SCRATCH", &scratch)
-        .env("VIVARIUM_SNAPSHOT_DIR", &dir)
-        .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("vivarium: listening on ")
-        .unwrap()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !matches!(c.get(format!("{base}/readyz")).send().await, Ok(r) if r.status() == 200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let Proc { mut child, base } = spawn_server(&scratch, Some(&dir), &[]);
+    wait_ready_at(&base).await;
     let (st, v) = post(
         &c,
         &format!("{base}/v1/sessions"),
@@ -392,7 +366,7 @@ async fn a_snapshot_restores_in_a_fresh_server_process_with_a_fitted_model() {
     assert_eq!(st, 201, "{v}");
     assert_eq!(v["template"], "scientific");
     let r = v["id"].as_str().unwrap();
-    let v = turn(
+    let v = session_turn(
         &c,
         &base,
         r,
@@ -417,7 +391,7 @@ async fn the_quota_and_the_retention_hold() {
     let c = client();
     let id = open(&c, &s, json!({"template": "python"})).await;
     // About 1 MB of memory that does not compress: one snapshot fits the quota, two do not.
-    turn(&c, &s.base, &id, "import os\nblob = os.urandom(900_000)").await;
+    session_turn(&c, &s.base, &id, "import os\nblob = os.urandom(900_000)").await;
     let url = s.url(&format!("/v1/sessions/{id}/snapshot"));
     let (st, first) = post(&c, &url, &json!({})).await;
     assert_eq!(st, 201, "{first}");

@@ -32,7 +32,7 @@ use wasmtime::{Extern, InstancePre, Memory, Store, Val};
 
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
-use super::live::Live;
+use super::live::{Instantiated, Live, instantiate};
 use super::store::GuestStore;
 use super::workdir::{ScratchRoot, WorkdirError};
 use super::{GuestLayout, SandboxError, SandboxSpec};
@@ -83,13 +83,10 @@ impl Baseline {
             figure_made: false,
         };
         let mut store = Store::new(engine.engine(), state);
-        store.set_fuel(0).map_err(SandboxError::Instantiate)?;
-        let instance = python
-            .instantiate(&mut store)
-            .map_err(SandboxError::Instantiate)?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or(SandboxError::MissingExport("memory"))?;
+        // Never run: instantiating runs no guest code, and nothing calls into it.
+        let Instantiated {
+            instance, memory, ..
+        } = instantiate(&mut store, python)?;
         let globals = instance
             .exports(&mut store)
             .filter(|e| matches!(e.clone().into_extern(), Extern::Global(_)))
@@ -205,15 +202,12 @@ impl Interpreter {
         for (path, content) in &image.files {
             workdir.write_file(path, content)?;
         }
-        store
-            .set_fuel(u64::MAX)
-            .map_err(SandboxError::Instantiate)?;
-        let instance = python
-            .instantiate(&mut store)
-            .map_err(SandboxError::Instantiate)?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or(SandboxError::MissingExport("memory"))?;
+        let Instantiated {
+            instance,
+            memory,
+            turn,
+            host_alloc,
+        } = instantiate(&mut store, python)?;
         let grow = (image.memory_bytes - memory.data_size(&store) as u64) / WASM_PAGE_BYTES;
         if grow > 0 {
             memory
@@ -251,12 +245,6 @@ impl Interpreter {
                 .max(usize::try_from(image.memory_peak_bytes).unwrap_or(usize::MAX));
             data.fs.charged_bytes = fs_guard::measure_dir(workdir.path());
         }
-        let turn = instance
-            .get_typed_func(&mut store, "turn")
-            .map_err(|_| SandboxError::MissingExport("turn"))?;
-        let host_alloc = instance
-            .get_typed_func(&mut store, "host_alloc")
-            .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
         Ok(Interpreter {
             checkpoint: None,
             live: Live {

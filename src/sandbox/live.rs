@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
-use wasmtime::{Instance, Memory, Store, TypedFunc};
+use wasmtime::{Instance, InstancePre, Memory, Store, TypedFunc};
 
+use super::SandboxError;
 use super::outcome::{EndReason, TurnOutcome, classify};
 use super::output::CappedPipe;
 use super::stdin::GuestStdin;
@@ -13,6 +14,44 @@ use crate::hostcalls::fs_guard;
 use crate::hostcalls::state::{self, GuestState};
 use crate::limits::{Limits, TurnLimits};
 use crate::report::{self, Report, Status, Truncated, Usage};
+
+/// A fresh instance of a template and the exports every turn uses.
+pub(super) struct Instantiated {
+    pub(super) instance: Instance,
+    pub(super) memory: Memory,
+    pub(super) turn: TypedFunc<(i32, i32), i32>,
+    pub(super) host_alloc: TypedFunc<i32, i32>,
+}
+
+/// Instantiates the template `python` in `store` (a sandbox's, a restored session's, a
+/// baseline's) and looks up its exports.
+pub(super) fn instantiate(
+    store: &mut Store<GuestState>,
+    python: &InstancePre<GuestState>,
+) -> Result<Instantiated, SandboxError> {
+    // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
+    store
+        .set_fuel(u64::MAX)
+        .map_err(SandboxError::Instantiate)?;
+    let instance = python
+        .instantiate(&mut *store)
+        .map_err(SandboxError::Instantiate)?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or(SandboxError::MissingExport("memory"))?;
+    let turn = instance
+        .get_typed_func(&mut *store, "turn")
+        .map_err(|_| SandboxError::MissingExport("turn"))?;
+    let host_alloc = instance
+        .get_typed_func(&mut *store, "host_alloc")
+        .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
+    Ok(Instantiated {
+        instance,
+        memory,
+        turn,
+        host_alloc,
+    })
+}
 
 /// The instance and everything around it; shared by both lifecycle types.
 pub(super) struct Live {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use wasmtime::InstancePre;
 
 use super::interpreter::Interpreter;
-use super::live::Live;
+use super::live::{Instantiated, Live, instantiate};
 use super::store::GuestStore;
 use super::workdir::ScratchRoot;
 use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
@@ -50,22 +50,12 @@ impl Sandbox {
             stderr,
             stdin,
         } = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
-        // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
-        store
-            .set_fuel(u64::MAX)
-            .map_err(SandboxError::Instantiate)?;
-        let instance = python
-            .instantiate(&mut store)
-            .map_err(SandboxError::Instantiate)?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or(SandboxError::MissingExport("memory"))?;
-        let turn = instance
-            .get_typed_func(&mut store, "turn")
-            .map_err(|_| SandboxError::MissingExport("turn"))?;
-        let host_alloc = instance
-            .get_typed_func(&mut store, "host_alloc")
-            .map_err(|_| SandboxError::MissingExport("host_alloc"))?;
+        let Instantiated {
+            instance,
+            memory,
+            turn,
+            host_alloc,
+        } = instantiate(&mut store, python)?;
         let mut live = Live {
             store,
             instance,

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -17,6 +17,62 @@ pub struct TestServer {
     pub audit_log: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+/// The real `vivarium serve` binary, on 127.0.0.1 port 0, its scratch under `scratch`, its
+/// snapshots in `snapshot_dir` (or its own default), with `extra` flags.
+pub struct Proc {
+    pub child: std::process::Child,
+    pub base: String,
+}
+
+pub fn spawn_server(scratch: &Path, snapshot_dir: Option<&Path>, extra: &[&str]) -> Proc {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_vivarium"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("VIVARIUM_SCRATCH", scratch)
+        .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(dir) = snapshot_dir {
+        cmd.env("VIVARIUM_SNAPSHOT_DIR", dir);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("vivarium: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    Proc { child, base }
+}
+
+/// Waits until the server at `base` answers `/readyz` with 200 (a fresh process may first
+/// load or build its templates).
+pub async fn wait_ready_at(base: &str) {
+    let c = client();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !matches!(c.get(format!("{base}/readyz")).send().await, Ok(r) if r.status() == 200) {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `code` as a turn of session `id` at `base`; asserts it answered 200 with status `ok`.
+pub async fn session_turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
+    let (st, v) = post(
+        c,
+        &format!("{base}/v1/sessions/{id}/execute"),
+        &serde_json::json!({ "code": code }),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "ok", "{code}: {v}");
+    v
 }
 
 pub fn scratch_dir(tag: &str) -> PathBuf {
