@@ -114,7 +114,7 @@ thread_local! {
     static DEFERRED: RefCell<Option<Vec<Box<dyn Send>>>> = const { RefCell::new(None) };
 }
 
-/// Like [`spawn`], but values the job passes to [`defer_drop`] are dropped after it returns.
+/// Like `spawn`, but values the job passes to [`defer_drop`] are dropped after it returns.
 pub fn spawn_deferring(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     spawn(move || {
         DEFERRED.set(Some(Vec::new()));

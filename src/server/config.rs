@@ -82,7 +82,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_LEAKAGE_RULES")]
     pub leakage_rules: Option<PathBuf>,
     /// Where session snapshots are kept (a directory, created if missing)
-    /// [default: `<VIVARIUM_HOME>/snapshots`].
+    /// (default: `$VIVARIUM_HOME/snapshots`).
     #[arg(long, env = "VIVARIUM_SNAPSHOT_DIR")]
     pub snapshot_dir: Option<PathBuf>,
     /// Keep session snapshots in S3-compatible object storage instead of `--snapshot-dir`:
