@@ -166,7 +166,7 @@ async fn a_turn_cancelled_by_shutdown_rolls_back_and_the_session_comes_back_befo
             .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_busy(&c, &a.base, &id).await;
     a.stop().await;
     let (st, v) = long.await.unwrap();
     assert_eq!(st, 200, "{v}");

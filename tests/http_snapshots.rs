@@ -169,10 +169,10 @@ async fn a_session_busy_or_holding_a_file_open_is_not_snapshotted() {
     let slow = {
         let (c, u) = (c.clone(), s.url(&format!("/v1/sessions/{id}/execute")));
         tokio::spawn(
-            async move { post(&c, &u, &json!({"code": "import time; time.sleep(1.5)"})).await },
+            async move { post(&c, &u, &json!({"code": "import time; time.sleep(3)"})).await },
         )
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    wait_busy(&c, &s.base, &id).await;
     let (st, v) = post(&c, &url, &json!({})).await;
     assert_eq!((st, error_code(&v)), (409, "session_busy"));
     assert_eq!(slow.await.unwrap().0, 200);

@@ -62,6 +62,20 @@ pub async fn wait_ready_at(base: &str) {
     }
 }
 
+/// Waits until session `id` at `base` is running a turn (`state` is `busy`): a turn's check
+/// runs first, so a request sent is not yet a turn running.
+pub async fn wait_busy(c: &reqwest::Client, base: &str, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, info) = get(c, &format!("{base}/v1/sessions/{id}")).await;
+        if info["state"] == "busy" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the turn never started: {info}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Runs `code` as a turn of session `id` at `base`; asserts it answered 200 with status `ok`.
 pub async fn session_turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
     let (st, v) = post(
