@@ -360,8 +360,10 @@ async fn http_run(c: &reqwest::Client, url: &str, case: &Case, fx: &Fixture) -> 
     }
 }
 
-/// One case as a session turn, then a follow-up turn: the session must either go on (`1 + 1`
-/// answers 2) or, if the hostile turn was stopped by the host, say it ended (409).
+/// One case as a session turn, then a follow-up turn: the session must go on (`1 + 1`
+/// answers 2: a turn the host stopped rolled the session back, `rolled_back`), or, when the
+/// hostile turn ended it (a program exit, or a stop the session could not roll back), say so
+/// (409).
 async fn session_run(
     c: &reqwest::Client,
     s: &http_support::TestServer,
@@ -385,7 +387,12 @@ async fn session_run(
     };
     let stopped = !matches!(outcome.status.as_str(), "ok" | "error" | "memory_exceeded");
     let (st2, v2) = http_support::post(c, &turn, &json!({"code": "1 + 1"})).await;
-    if stopped || !v["ended"].is_null() {
+    if stopped && st == 200 && v["ended"].is_null() && v["rolled_back"] != true {
+        problems.push(format!(
+            "a stopped turn neither rolled back nor ended the session: {v}"
+        ));
+    }
+    if !v["ended"].is_null() {
         if st2 != 409 {
             problems.push(format!(
                 "session should have ended; follow-up answered {st2}: {v2}"
