@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
 use serde_json::json;
+use vivarium::testing::HostShare;
 use vivarium::testing::{
     GuestSetup, Interpreter, Provenance, SandboxSpec, SnapshotId, TurnLimits, decode, defer_drop,
     encode, open_store, spawn_deferring,
@@ -161,6 +162,7 @@ fn measure(
 /// What `open_interpreter` asks for (rich outputs), without its checkpoint.
 fn spec() -> SandboxSpec {
     SandboxSpec {
+        host: HostShare::unlimited(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],

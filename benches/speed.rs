@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use vivarium::testing::GuestSetup;
+use vivarium::testing::HostShare;
 use vivarium::testing::SandboxSpec;
 use vivarium::{ExecRequest, Limits, Status, Template, Vivarium, VivariumOptions};
 use wasmtime::{
@@ -65,6 +66,7 @@ fn native_python() -> PathBuf {
 
 fn spec() -> SandboxSpec {
     SandboxSpec {
+        host: HostShare::unlimited(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Unstructured;
 use vivarium::Limits;
 use vivarium::testing::EngineOptions;
+use vivarium::testing::HostShare;
 use vivarium::testing::measure_dir;
 use vivarium::testing::{SandboxSpec, run_on_guest_thread};
 use vivarium::{ExecRequest, LimitsRequest, Vivarium, VivariumOptions};
@@ -228,6 +229,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
         let l = WASM_LIMITS;
         let mut gs = h
             .guest_store(SandboxSpec {
+                host: HostShare::unlimited(),
                 limits: l,
                 env: vec![],
                 files: vec![],

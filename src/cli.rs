@@ -286,7 +286,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// The process exit status for a report: the guest's own, or one that names the breach.
 pub fn exit_status(report: &Report) -> u8 {
     match report.status {
-        Status::Ok | Status::Error | Status::MemoryExceeded => {
+        Status::Ok | Status::Error | Status::MemoryExceeded | Status::HostMemoryExceeded => {
             report.exit_code.map(|c| (c & 0xFF) as u8).unwrap_or(1)
         }
         Status::Timeout => EXIT_TIMEOUT,

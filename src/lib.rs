@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 mod check;
 mod engine;
 mod guest;
@@ -59,7 +60,7 @@ pub mod testing {
     pub use crate::sandbox::guest_threads::{defer_drop, spawn_deferring};
     pub use crate::sandbox::output::{OutputObserver, StreamKind};
     pub use crate::sandbox::{
-        EndReason, GuestStore, Interpreter, Sandbox, SandboxSpec, run_on_guest_thread,
+        EndReason, GuestStore, HostShare, Interpreter, Sandbox, SandboxSpec, run_on_guest_thread,
     };
     pub use crate::snapshot::{Provenance, SnapshotId, decode, encode, open_store};
     pub use crate::template::ensure_wasm;

@@ -18,6 +18,10 @@ pub enum Status {
     FuelExhausted,
     /// Linear memory growth was refused at the cap and the program failed because of it.
     MemoryExceeded,
+    /// Linear memory growth was refused below the cap, because the server's memory budget
+    /// (shared by every sandbox and session) had no room, and the program failed because of
+    /// it. Retrying later, when the server is less loaded, may succeed.
+    HostMemoryExceeded,
     /// The wasm stack overflowed (deep C-level recursion in the interpreter).
     StackOverflow,
     /// Any other trap: the guest hit `unreachable`, a host function failed, and so on.
@@ -35,6 +39,7 @@ impl Status {
             Status::Timeout => "timeout",
             Status::FuelExhausted => "fuel_exhausted",
             Status::MemoryExceeded => "memory_exceeded",
+            Status::HostMemoryExceeded => "host_memory_exceeded",
             Status::StackOverflow => "stack_overflow",
             Status::Trap => "trap",
             Status::Cancelled => "cancelled",
@@ -103,7 +108,8 @@ pub struct Report {
     pub stderr: String,
     /// Which streams were cut at the output limit.
     pub truncated: Truncated,
-    /// The uncaught exception, when the status is `error` or `memory_exceeded` and stderr
+    /// The uncaught exception, when the status is `error`, `memory_exceeded` or
+    /// `host_memory_exceeded` and stderr
     /// holds its traceback.
     pub error: Option<PyError>,
     /// A sentence on what stopped the run when a host limit did (which limit, its value).

@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use wasmtime::InstancePre;
 
+use crate::budget::HostBudget;
 use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
 use crate::guest::GuestSetup;
@@ -21,10 +22,10 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    Baseline, CaptureError, EndReason, GuestLayout, GuestStore, Interpreter, RestoreError, Sandbox,
-    SandboxError, SandboxSpec, TurnOutcome, run_on_guest_thread,
+    Baseline, CaptureError, EndReason, GuestLayout, GuestStore, HostShare, Interpreter,
+    RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome, run_on_guest_thread,
 };
-use crate::snapshot::{Binding, SessionImage};
+use crate::snapshot::{Binding, SessionImage, WASM_PAGE_BYTES};
 use crate::sync::lock;
 use crate::template::{self, Template, TemplateError};
 
@@ -43,6 +44,9 @@ pub struct VivariumOptions {
     pub defaults: Limits,
     /// What a request may ask for at most.
     pub maximum: Limits,
+    /// What every sandbox's memory (and tmpfs files) is charged to: the server's budget;
+    /// unlimited for the CLI.
+    pub budget: Arc<HostBudget>,
 }
 
 impl VivariumOptions {
@@ -66,16 +70,21 @@ impl VivariumOptions {
             scratch_base,
             defaults: Limits::DEFAULT,
             maximum: Limits::MAXIMUM,
+            budget: HostBudget::unlimited(),
         }
     }
 }
+
+/// What [`Vivarium::starting_bytes`] takes for a template not compiled yet (the templates'
+/// memories are 40 to 90 MiB).
+pub const UNKNOWN_START_BYTES: u64 = 128 << 20;
 
 /// Where sandbox directories go unless configured: `/dev/shm/vivarium-scratch` when
 /// `/dev/shm` is a writable tmpfs with at least [`MIN_SHM_FREE_BYTES`] free (a container's
 /// 64 MiB default is too small), else `<tmp>/vivarium-scratch`. Making and removing a
 /// sandbox's six directories on a journaling disk filesystem costs about 0.8 ms, a third of a
 /// hello world; on tmpfs it costs microseconds. What a sandbox writes there is RAM, so it
-/// counts against the server's memory budget ([`Vivarium::footprint_bytes`]).
+/// is charged to the server's memory budget as it is written (`hostcalls::fs_guard`).
 pub fn default_scratch_base() -> PathBuf {
     let shm = Path::new("/dev/shm");
     if is_memory_backed(shm) && writable(shm) && free_bytes(shm) >= MIN_SHM_FREE_BYTES {
@@ -249,6 +258,8 @@ pub struct Vivarium {
     scratch: ScratchRoot,
     /// The scratch root is on tmpfs: what sandboxes write there is memory.
     scratch_in_memory: bool,
+    /// What every sandbox is charged to.
+    budget: Arc<HostBudget>,
     defaults: Limits,
     maximum: Limits,
 }
@@ -273,6 +284,7 @@ impl Vivarium {
             home: opts.runtime.home.clone(),
             scratch,
             scratch_in_memory,
+            budget: opts.budget.clone(),
             defaults: opts.defaults,
             maximum: opts.maximum,
         }))
@@ -293,15 +305,38 @@ impl Vivarium {
         self.scratch.path()
     }
 
-    /// The most host memory a sandbox under `limits` can take: its linear memory, plus its
-    /// disk quota when the scratch root is on tmpfs. What admission budgets.
-    pub fn footprint_bytes(&self, limits: &Limits) -> u64 {
+    /// What a sandbox of this process is charged to.
+    fn host_share(&self) -> HostShare {
+        HostShare {
+            budget: self.budget.clone(),
+            disk_in_memory: self.scratch_in_memory,
+        }
+    }
+
+    /// The budget every sandbox of this process is charged to.
+    pub fn budget(&self) -> &Arc<HostBudget> {
+        &self.budget
+    }
+
+    /// The memory a sandbox of `template` starts with, charged to the budget as it starts:
+    /// the template's linear memory, plus `input_bytes` of files when the scratch root is on
+    /// tmpfs. What admission makes room for. A template not compiled yet is taken at
+    /// [`UNKNOWN_START_BYTES`] (compiling it here would block the caller).
+    pub fn starting_bytes(&self, template: Template, input_bytes: u64) -> u64 {
+        let pre = match template {
+            Template::Python => Some(&self.python),
+            Template::Scientific => self.scientific.get(),
+        };
+        let memory = pre
+            .and_then(|p| p.module().get_export("memory"))
+            .and_then(|e| e.memory().map(|m| m.minimum() * WASM_PAGE_BYTES))
+            .unwrap_or(UNKNOWN_START_BYTES);
         let disk = if self.scratch_in_memory {
-            limits.disk_bytes
+            input_bytes
         } else {
             0
         };
-        limits.memory_bytes.saturating_add(disk)
+        memory.saturating_add(disk)
     }
 
     /// Sandbox directories alive right now.
@@ -419,6 +454,7 @@ impl Vivarium {
                         line_buffered,
                         check,
                     },
+                    host: self.host_share(),
                 },
                 template,
             )
@@ -482,7 +518,10 @@ impl Vivarium {
             rich: true,
             ..GuestSetup::default()
         };
-        let sandbox = self.prepare_with(bare_spec(limits, cancel, setup), template)?;
+        let sandbox = self.prepare_with(
+            bare_spec(limits, cancel, setup, self.host_share()),
+            template,
+        )?;
         let mut interp = sandbox.into_interpreter();
         self.start_checkpoint(&mut interp, template);
         Ok(interp)
@@ -597,6 +636,7 @@ impl Vivarium {
             &self.scratch,
             image,
             cancel,
+            self.host_share(),
         )
     }
 
@@ -613,7 +653,12 @@ impl Vivarium {
             ..GuestSetup::default()
         };
         let sandbox = self
-            .prepare(bare_spec(self.checker_limits(), cancel, setup))
+            .prepare(bare_spec(
+                self.checker_limits(),
+                cancel,
+                setup,
+                self.host_share(),
+            ))
             .map_err(CheckError::from_setup)?;
         check::interpret(sandbox.check_verdict())
     }
@@ -631,7 +676,12 @@ impl Vivarium {
 
 /// A sandbox with no caller input (no environment, files or stdin): a session's interpreter
 /// or a checker.
-fn bare_spec(limits: Limits, cancel: Arc<AtomicBool>, setup: GuestSetup) -> SandboxSpec {
+fn bare_spec(
+    limits: Limits,
+    cancel: Arc<AtomicBool>,
+    setup: GuestSetup,
+    host: HostShare,
+) -> SandboxSpec {
     SandboxSpec {
         limits,
         env: Vec::new(),
@@ -640,6 +690,7 @@ fn bare_spec(limits: Limits, cancel: Arc<AtomicBool>, setup: GuestSetup) -> Sand
         observer: None,
         cancel,
         setup,
+        host,
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use common::fresh_host;
 use vivarium::Limits;
+use vivarium::testing::HostShare;
 use vivarium::testing::{SandboxSpec, TurnLimits, run_on_guest_thread};
 
 /// Bytes the host's disk really holds under `root` (allocated blocks), and the largest
@@ -74,6 +75,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
         };
         let mut interp = h
             .prepare(SandboxSpec {
+                host: HostShare::unlimited(),
                 limits,
                 env: vec![],
                 files: vec![],

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::host;
+use vivarium::testing::HostShare;
 use vivarium::testing::{EndReason, Interpreter, SandboxSpec, TurnLimits, run_on_guest_thread};
 use vivarium::{Limits, Status, Vivarium};
 
 fn fresh_interpreter(host: &Vivarium) -> Interpreter {
     host.prepare(SandboxSpec {
+        host: HostShare::unlimited(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],

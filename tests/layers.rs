@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first: a module may import only modules of a lower rank.
 const LAYERS: &[(&str, u32)] = &[
     ("sync", 0),
+    ("budget", 0),
     ("limits", 0),
     ("report", 0),
     ("guest", 1),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::host;
+use vivarium::testing::HostShare;
 use vivarium::testing::{SandboxSpec, TurnLimits, run_on_guest_thread};
 use vivarium::{ExecRequest, Limits, Report, Status, Template};
 
@@ -141,6 +142,7 @@ fn sessions_start_from_the_template() {
         let mut interp = host
             .prepare_with(
                 SandboxSpec {
+                    host: HostShare::unlimited(),
                     limits: Limits::DEFAULT,
                     env: vec![("K".into(), "v".into())],
                     files: vec![],

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use vivarium::Limits;
 use vivarium::Vivarium;
+use vivarium::testing::HostShare;
 use vivarium::testing::Interrupted;
 use vivarium::testing::measure_dir;
 use vivarium::testing::{SandboxSpec, run_on_guest_thread};
@@ -159,6 +160,7 @@ pub fn run_module(
     run_on_guest_thread(move || {
         let mut gs = host
             .guest_store(SandboxSpec {
+                host: HostShare::unlimited(),
                 limits,
                 env: vec![],
                 files: vec![],
@@ -483,6 +485,7 @@ fn every_wasi_import_with_hostile_pointers() {
     let (tally, slowest, disk_measured, disk_blocks) = run_on_guest_thread(move || {
         let mut gs = h
             .guest_store(SandboxSpec {
+                host: HostShare::unlimited(),
                 limits: l,
                 env: vec![],
                 files: vec![],

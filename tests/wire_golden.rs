@@ -346,7 +346,7 @@ fn mask_metric_line(line: &str) -> Option<String> {
         || [
             "vivarium_fuel_consumed_total ",
             "vivarium_live_sessions ",
-            "vivarium_memory_reserved_bytes ",
+            "vivarium_memory_charged_bytes ",
             "vivarium_sandbox_dirs ",
         ]
         .iter()

@@ -12,6 +12,8 @@
 //!   quota, which bounds sparse files. When a write would pass the quota, the
 //!   directory is measured for real (deletes and overwrites make the bound loose) and only if
 //!   it is still over does the write fail with ENOSPC. Measuring costs the guest's own time.
+//!   On tmpfs the same bound is held against the host's memory budget ([`crate::budget`]),
+//!   and a write the budget has no room for fails with ENOSPC too.
 //! * `fd_close` of stdio, and `fd_renumber` onto or from it, are refused: a file renumbered onto fd 1 would write to
 //!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
 
@@ -288,15 +290,29 @@ fn entry_creating(
 /// says they do not. Records a refusal.
 fn reserve(caller: &mut Caller<'_, GuestState>, bytes: u64) -> bool {
     let fs = &mut caller.data_mut().fs;
-    if fs.charged_bytes.saturating_add(bytes) <= fs.quota_bytes {
+    let mut measured = false;
+    if fs.charged_bytes.saturating_add(bytes) > fs.quota_bytes {
+        fs.charged_bytes = measure_dir(&fs.root);
+        measured = true;
+        if fs.charged_bytes.saturating_add(bytes) > fs.quota_bytes {
+            fs.refused_disk = true;
+            return false;
+        }
+    }
+    // On tmpfs the bytes are memory: the host's budget must have room for them too.
+    let need = fs.charged_bytes.saturating_add(bytes);
+    if fs.hold_on_host(need, measured) {
         return true;
     }
-    fs.charged_bytes = measure_dir(&fs.root);
-    let fits = fs.charged_bytes.saturating_add(bytes) <= fs.quota_bytes;
-    if !fits {
-        fs.refused_disk = true;
+    if !measured {
+        fs.charged_bytes = measure_dir(&fs.root);
+        if fs.hold_on_host(fs.charged_bytes.saturating_add(bytes), true) {
+            return true;
+        }
     }
-    fits
+    fs.refused_disk = true;
+    fs.refused_host_disk = true;
+    false
 }
 
 /// What a write of `bytes` may cost on the host's disk: whole filesystem blocks, since a write

@@ -10,6 +10,7 @@ use wasmtime_wasi::HostMonotonicClock;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::limiter::MemoryLimiter;
+use crate::budget::Charge;
 
 /// Why the host stopped a guest in the middle of a call. Raised from the epoch callback and
 /// from our `poll_oneoff`, and recognised again by downcasting when the call returns.
@@ -71,9 +72,57 @@ pub struct FsGuard {
     /// A running upper bound of the bytes the working directory holds.
     pub charged_bytes: u64,
     pub quota_bytes: u64,
+    /// When the working directory is on tmpfs (its bytes are memory): the bytes reserved for
+    /// it against the host's budget, at least `charged_bytes` once a write went through.
+    pub host: Option<Charge>,
     /// Whether a write was refused with ENOSPC, or an open with EMFILE, since the last turn.
     pub refused_disk: bool,
     pub refused_fd: bool,
+    /// Whether the host's budget (not the quota) refused a write since the last turn.
+    pub refused_host_disk: bool,
+}
+
+impl FsGuard {
+    /// A guard for the working directory at `root`, which holds `charged_bytes` already.
+    pub fn new(
+        root: PathBuf,
+        charged_bytes: u64,
+        quota_bytes: u64,
+        max_open_fds: u32,
+        open_fds: u32,
+        host: Option<Charge>,
+    ) -> Self {
+        FsGuard {
+            root,
+            open_fds,
+            max_open_fds,
+            opens: 0,
+            charged_bytes,
+            quota_bytes,
+            host,
+            refused_disk: false,
+            refused_fd: false,
+            refused_host_disk: false,
+        }
+    }
+
+    /// Starts a new turn's accounting of refusals.
+    pub fn rearm(&mut self) {
+        self.refused_disk = false;
+        self.refused_fd = false;
+        self.refused_host_disk = false;
+    }
+
+    /// Holds `bytes` for the directory against the host's budget (when it is on tmpfs):
+    /// grows the reservation, or sets it to exactly `bytes` when `exact` (after a measure).
+    /// `false` when the budget has no room.
+    pub fn hold_on_host(&mut self, bytes: u64, exact: bool) -> bool {
+        match &mut self.host {
+            None => true,
+            Some(c) if c.bytes() >= bytes && !exact => true,
+            Some(c) => c.set(bytes),
+        }
+    }
 }
 
 /// The `T` of `Store<T>` for every guest.

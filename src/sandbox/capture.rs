@@ -35,11 +35,11 @@ use super::interpreter::Interpreter;
 use super::live::{Instantiated, Live, instantiate};
 use super::store::GuestStore;
 use super::workdir::{ScratchRoot, WorkdirError};
-use super::{GuestLayout, SandboxError, SandboxSpec};
+use super::{GuestLayout, HostShare, SandboxError, SandboxSpec};
 use crate::engine::GuestEngine;
 use crate::guest::{GuestSetup, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
-use crate::hostcalls::limiter::MemoryLimiter;
+use crate::hostcalls::limiter::{MemoryLimiter, MemoryRefusal};
 use crate::hostcalls::state::{FsGuard, GuestState, RunClock, far_future};
 use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 use crate::template::GLOBAL_EXPORT_PREFIX;
@@ -63,22 +63,14 @@ impl Baseline {
     ) -> Result<Self, SandboxError> {
         let state = GuestState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
-            limiter: MemoryLimiter::new(u64::MAX),
+            // The host's own instance: not charged to the budget (one per template).
+            limiter: MemoryLimiter::new(u64::MAX, None),
             clock: RunClock {
                 deadline: far_future(),
                 cancel: Arc::default(),
                 origin: Instant::now(),
             },
-            fs: FsGuard {
-                root: Default::default(),
-                open_fds: 0,
-                max_open_fds: 0,
-                opens: 0,
-                charged_bytes: 0,
-                quota_bytes: 0,
-                refused_disk: false,
-                refused_fd: false,
-            },
+            fs: FsGuard::new(Default::default(), 0, 0, 0, 0, None),
             last_result: None,
             figure_made: false,
         };
@@ -153,6 +145,9 @@ impl Interpreter {
     /// A new interpreter from `image`, on a fresh instance of the template `baseline` was
     /// made from (`python`). The image is trusted to be well-formed (`snapshot::decode`
     /// checked it) but not to fit: its globals and memory are checked against the template.
+    // What a sandbox is made of (engine, template, layout, scratch) plus what this one is
+    // made from; a struct for one caller would only move the list.
+    #[allow(clippy::too_many_arguments)]
     pub fn restore(
         engine: &GuestEngine,
         python: &InstancePre<GuestState>,
@@ -161,6 +156,7 @@ impl Interpreter {
         scratch: &ScratchRoot,
         image: &SessionImage,
         cancel: Arc<AtomicBool>,
+        host: HostShare,
     ) -> Result<Interpreter, RestoreError> {
         let names: Vec<&str> = image.globals.iter().map(|g| g.name.as_str()).collect();
         if names
@@ -184,6 +180,7 @@ impl Interpreter {
             observer: None,
             cancel,
             setup: GuestSetup::default(),
+            host,
         };
         let env = guest_env(&[]).map_err(SandboxError::from)?;
         let origin = Instant::now()
@@ -210,9 +207,13 @@ impl Interpreter {
         } = instantiate(&mut store, python)?;
         let grow = (image.memory_bytes - memory.data_size(&store) as u64) / WASM_PAGE_BYTES;
         if grow > 0 {
-            memory
-                .grow(&mut store, grow)
-                .map_err(|_| RestoreError::Mismatch("memory size (over the limit)"))?;
+            memory.grow(&mut store, grow).map_err(|_| {
+                if store.data().limiter.refused == Some(MemoryRefusal::HostBudget) {
+                    RestoreError::Sandbox(SandboxError::HostBudget)
+                } else {
+                    RestoreError::Mismatch("memory size (over the limit)")
+                }
+            })?;
         }
         let mem = memory.data_mut(&mut store);
         for (i, page) in image.pages.iter().enumerate() {

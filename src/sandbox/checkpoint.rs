@@ -18,6 +18,7 @@ use std::time::SystemTime;
 use super::dirty::DirtyTracker;
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::live::Live;
+use crate::budget::Charge;
 use crate::guest::INITIAL_FDS;
 use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage};
 
@@ -59,6 +60,9 @@ pub struct Checkpoint {
     /// Files the guest held open at the last refresh: such a state cannot be carried (see
     /// `capture.rs`), so [`Checkpoint::image`] has none while it is not 0.
     pub open_files: u32,
+    /// Its pages and files, held against the host's budget (`None` when the sandbox's
+    /// memory is not charged).
+    host: Option<Charge>,
 }
 
 impl Checkpoint {
@@ -97,9 +101,20 @@ impl Checkpoint {
                 ..image
             },
             open_files: 0,
+            host: live.store.data().limiter.host_sibling(),
         };
         cp.track(live);
         cp
+    }
+
+    /// Charges what it holds now to the host's budget; `Err` when the budget has no room
+    /// (the caller drops it: the session goes on without rollback).
+    pub fn charge(&mut self) -> Result<(), CaptureError> {
+        let held = self.held_bytes();
+        match &mut self.host {
+            Some(c) => c.set(held).then_some(()).ok_or(CaptureError::HostBudget),
+            None => Ok(()),
+        }
     }
 
     /// Watches `live`'s memory from now on (a new instance after a rollback), and takes
@@ -155,7 +170,7 @@ impl Checkpoint {
             u64::try_from(live.store.data().clock.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.base.memory_peak_bytes =
             (live.store.data().limiter.peak_bytes as u64).max(self.memory_bytes);
-        Ok(())
+        self.charge()
     }
 
     fn refresh_files(&mut self, root: &Path) -> Result<(), CaptureError> {

@@ -26,6 +26,9 @@ pub enum CaptureError {
         /// How many beyond stdio and the preopens.
         count: u32,
     },
+    /// The host's memory budget has no room for the checkpoint's copy of the state.
+    #[error("the server's memory budget has no room for the session's rollback checkpoint")]
+    HostBudget,
     /// The working directory has more entries than a snapshot holds.
     #[error("the working directory has more than {MAX_ENTRIES} files and folders")]
     TooManyEntries,

@@ -128,11 +128,14 @@ impl Interpreter {
     /// Keeps a rollback checkpoint from now on, starting from `image`: a full capture of
     /// this interpreter, or the image it was restored from.
     pub fn keep_checkpoint(&mut self, image: SessionImage) {
-        let cp = Checkpoint::new(&self.live, image);
+        let mut cp = Checkpoint::new(&self.live, image);
         if let Some(why) = &cp.untracked_because {
             tracing::debug!(why = %why, "no kernel dirty tracking; checkpoints compare written pages");
         }
-        self.checkpoint = Some(cp);
+        match cp.charge() {
+            Ok(()) => self.checkpoint = Some(cp),
+            Err(e) => tracing::warn!(error = %e, "no session checkpoint"),
+        }
     }
 
     /// Brings the checkpoint (if kept) up to this interpreter's state, after a completed

@@ -11,6 +11,7 @@ use super::output::CappedPipe;
 use super::stdin::GuestStdin;
 use super::workdir::WorkDir;
 use crate::hostcalls::fs_guard;
+use crate::hostcalls::limiter::MemoryRefusal;
 use crate::hostcalls::state::{self, GuestState};
 use crate::limits::{Limits, TurnLimits};
 use crate::report::{self, Report, Status, Truncated, Usage};
@@ -33,9 +34,13 @@ pub(super) fn instantiate(
     store
         .set_fuel(u64::MAX)
         .map_err(SandboxError::Instantiate)?;
-    let instance = python
-        .instantiate(&mut *store)
-        .map_err(SandboxError::Instantiate)?;
+    let instance = python.instantiate(&mut *store).map_err(|e| {
+        if store.data().limiter.refused == Some(MemoryRefusal::HostBudget) {
+            SandboxError::HostBudget
+        } else {
+            SandboxError::Instantiate(e)
+        }
+    })?;
     let memory = instance
         .get_memory(&mut *store, "memory")
         .ok_or(SandboxError::MissingExport("memory"))?;
@@ -118,8 +123,7 @@ impl Live {
         {
             let data = self.store.data_mut();
             data.limiter.rearm();
-            data.fs.refused_disk = false;
-            data.fs.refused_fd = false;
+            data.fs.rearm();
             data.clock.deadline = started + std::time::Duration::from_millis(limits.timeout_ms);
         }
         self.store.data_mut().last_result = None;
@@ -133,8 +137,17 @@ impl Live {
             .saturating_sub(self.store.get_fuel().unwrap_or(0));
         self.store.data_mut().clock.deadline = state::far_future();
 
+        // Measured for the report, and so the bound (and its charge to the host's budget, on
+        // tmpfs) comes back down to what the directory really holds after deletes.
+        let disk_bytes = measure_disk.then(|| {
+            let bytes = fs_guard::measure_dir(self.workdir.path());
+            let fs = &mut self.store.data_mut().fs;
+            fs.charged_bytes = bytes;
+            fs.hold_on_host(bytes, true);
+            bytes
+        });
         let data = self.store.data();
-        let outcome = classify(&result, data.limiter.refused);
+        let outcome = classify(&result, data.limiter.refused, data.fs.refused_host_disk);
         let detail = outcome
             .detail
             .map(|d| d.describe(limits, &self.limits))
@@ -145,7 +158,10 @@ impl Live {
         let out = self.stdout.take(cap);
         let err = self.stderr.take(cap);
         let stderr = String::from_utf8_lossy(&err.head).into_owned();
-        let error = if matches!(outcome.status, Status::Error | Status::MemoryExceeded) {
+        let error = if matches!(
+            outcome.status,
+            Status::Error | Status::MemoryExceeded | Status::HostMemoryExceeded
+        ) {
             let code_file = format!("<turn {}>", self.turns_run);
             let tail = String::from_utf8_lossy(&err.tail);
             report::parse_python_error(&stderr, &code_file)
@@ -171,11 +187,7 @@ impl Live {
                 wall_ms: started.elapsed().as_secs_f64() * 1e3,
                 fuel: fuel_used,
                 memory_peak_bytes: data.limiter.peak_bytes as u64,
-                disk_bytes: if measure_disk {
-                    fs_guard::measure_dir(self.workdir.path())
-                } else {
-                    0
-                },
+                disk_bytes: disk_bytes.unwrap_or(0),
             },
         };
         TurnOutcome {

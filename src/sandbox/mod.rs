@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use crate::budget::HostBudget;
 use crate::guest::{EnvError, GuestSetup};
 use crate::limits::Limits;
 use crate::report::Status;
@@ -68,6 +69,27 @@ pub struct SandboxSpec {
     pub cancel: Arc<AtomicBool>,
     /// What the hidden set-up turn loads besides the environment and fresh randomness.
     pub setup: GuestSetup,
+    /// The host's memory budget, which the sandbox's memory (and tmpfs files) are charged to.
+    pub host: HostShare,
+}
+
+/// What ties a sandbox to the host's memory budget.
+#[derive(Debug, Clone)]
+pub struct HostShare {
+    /// Shared by every sandbox of the process.
+    pub budget: Arc<HostBudget>,
+    /// The working directory is on tmpfs: its bytes are memory and charged too.
+    pub disk_in_memory: bool,
+}
+
+impl HostShare {
+    /// No budget beyond the sandbox's own caps.
+    pub fn unlimited() -> Self {
+        HostShare {
+            budget: HostBudget::unlimited(),
+            disk_in_memory: false,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +102,9 @@ pub enum SandboxError {
     Preopen(#[source] wasmtime::Error),
     #[error("instantiating the guest: {0}")]
     Instantiate(#[source] wasmtime::Error),
+    /// The host's memory budget had no room for the instance's memory.
+    #[error("the server's memory budget has no room for another sandbox's memory right now")]
+    HostBudget,
     #[error("the guest lacks the export {0:?}")]
     MissingExport(&'static str),
     #[error("the sandbox's set-up turn failed ({status:?}): {detail}")]

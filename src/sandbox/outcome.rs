@@ -5,6 +5,7 @@ use wasmtime::Trap;
 use wasmtime_wasi::I32Exit;
 
 use crate::guest::turn_abi;
+use crate::hostcalls::limiter::MemoryRefusal;
 use crate::hostcalls::state::Interrupted;
 use crate::limits::{Limits, TurnLimits};
 use crate::report::{Report, Status};
@@ -41,6 +42,10 @@ pub(super) enum Breach {
     Fuel,
     Stack,
     MemoryRefused,
+    /// The host's budget refused a `memory.grow`.
+    HostMemory,
+    /// The host's budget refused a write to a tmpfs working directory (ENOSPC).
+    HostDisk,
     Refused,
 }
 
@@ -55,6 +60,14 @@ impl Breach {
                 "linear memory growth past the limit of {} bytes was refused",
                 all.memory_bytes
             ),
+            Breach::HostMemory => "linear memory growth was refused: the server's memory budget, \
+                shared by every sandbox and session, has no room left (the sandbox's own limit \
+                was not reached)"
+                .into(),
+            Breach::HostDisk => "a write to the working directory failed with ENOSPC: it is \
+                in memory (tmpfs) and the server's memory budget has no room left (the \
+                sandbox's own disk limit was not reached)"
+                .into(),
             Breach::Refused => "the interpreter refused the turn".into(),
         }
     }
@@ -68,7 +81,13 @@ pub(super) struct Classified {
     pub(super) trap_detail: Option<String>,
 }
 
-pub(super) fn classify(result: &wasmtime::Result<i32>, memory_refused: bool) -> Classified {
+/// `memory_refused` says which limit refused a `memory.grow` during the call, if any;
+/// `host_disk_refused` whether the host's budget refused a write.
+pub(super) fn classify(
+    result: &wasmtime::Result<i32>,
+    memory_refused: Option<MemoryRefusal>,
+    host_disk_refused: bool,
+) -> Classified {
     let exited = |code: i32| if code == 0 { Status::Ok } else { Status::Error };
     let stopped = |status: Status, detail: Option<Breach>| Classified {
         status,
@@ -83,9 +102,19 @@ pub(super) fn classify(result: &wasmtime::Result<i32>, memory_refused: bool) -> 
             let code = v & turn_abi::STATUS_MASK;
             let mut status = exited(code);
             let mut detail = None;
-            if status == Status::Error && memory_refused {
-                status = Status::MemoryExceeded;
-                detail = Some(Breach::MemoryRefused);
+            if status == Status::Error {
+                match memory_refused {
+                    Some(MemoryRefusal::OwnCap) => {
+                        status = Status::MemoryExceeded;
+                        detail = Some(Breach::MemoryRefused);
+                    }
+                    Some(MemoryRefusal::HostBudget) => {
+                        status = Status::HostMemoryExceeded;
+                        detail = Some(Breach::HostMemory);
+                    }
+                    None if host_disk_refused => detail = Some(Breach::HostDisk),
+                    None => {}
+                }
             }
             Classified {
                 status,

@@ -90,22 +90,20 @@ impl GuestStore {
         let charged_bytes = fs_guard::measure_dir(workdir.path());
         let state = GuestState {
             wasi: wasi.build_p1(),
-            limiter: MemoryLimiter::new(spec.limits.memory_bytes),
+            limiter: MemoryLimiter::new(spec.limits.memory_bytes, Some(spec.host.budget.empty())),
             clock: RunClock {
                 deadline: state::far_future(),
                 cancel: spec.cancel,
                 origin,
             },
-            fs: FsGuard {
-                root: workdir.path().to_path_buf(),
-                open_fds: INITIAL_FDS,
-                max_open_fds: spec.limits.open_files,
-                opens: 0,
+            fs: FsGuard::new(
+                workdir.path().to_path_buf(),
                 charged_bytes,
-                quota_bytes: spec.limits.disk_bytes,
-                refused_disk: false,
-                refused_fd: false,
-            },
+                spec.limits.disk_bytes,
+                spec.limits.open_files,
+                INITIAL_FDS,
+                spec.host.disk_in_memory.then(|| spec.host.budget.empty()),
+            ),
             last_result: None,
             figure_made: false,
         };

@@ -1,9 +1,13 @@
 //! Admission control: at most `max_concurrency` guest runs at once, at most `queue_depth`
 //! requests waiting for one (each for at most `queue_timeout`), then 429 with Retry-After.
 //!
-//! Memory is admitted too: every live sandbox and session holds a reservation of its memory
-//! cap (in MiB) against the budget for as long as it lives, so the sum of the caps of
-//! everything alive never passes the budget, whatever the load.
+//! Memory is admitted against what sandboxes use, not their caps: the host's budget
+//! ([`crate::budget`]) is charged with every sandbox's linear memory as it grows (by the store
+//! limiter), its tmpfs bytes as they are written (by the disk shadows), and a small reserve
+//! for its host-side buffers, held from here for as long as it lives. A sandbox is admitted
+//! only when its starting memory fits beside everything charged; past that it waits in the
+//! queue, then gets 429. Growth past the budget later is refused where it happens (the
+//! guest's `MemoryError` or `ENOSPC`), so the sum never passes the budget, whatever the load.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,13 +17,17 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::ApiError;
 use super::metrics::{Metrics, Rejection};
+use crate::budget::{Charge, HostBudget};
 
-const MIB: u64 = 1 << 20;
+/// What admission holds for each sandbox and session besides what the budget is charged
+/// as it runs: the store, page tables, output buffers up to their cap are counted on top.
+pub const RESERVE_BYTES: u64 = 4 << 20;
 
 pub struct Admission {
     slots: Arc<Semaphore>,
     max_concurrency: usize,
-    memory: Arc<Semaphore>,
+    budget: Arc<HostBudget>,
+    closed: std::sync::atomic::AtomicBool,
     queue_depth: usize,
     queue_timeout: Duration,
     waiting: AtomicUsize,
@@ -32,13 +40,19 @@ pub struct Ticket {
     _memory: Option<MemoryReservation>,
 }
 
-/// A share of the memory budget, held as long as a sandbox or session lives.
+/// A sandbox's or session's reserve in the memory budget, held as long as it lives.
 pub struct MemoryReservation {
-    _permit: OwnedSemaphorePermit,
+    _charge: Charge,
 }
 
-fn mib(bytes: u64) -> u32 {
-    bytes.div_ceil(MIB).min(u32::MAX as u64) as u32
+/// What a sandbox about to start asks of the budget.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryNeed {
+    /// Held for its life (host-side buffers).
+    pub reserve: u64,
+    /// Must be free besides, when it is admitted: the memory it starts with, which its
+    /// store limiter will charge.
+    pub starts_with: u64,
 }
 
 impl Admission {
@@ -46,13 +60,14 @@ impl Admission {
         max_concurrency: usize,
         queue_depth: usize,
         queue_timeout: Duration,
-        memory_budget_bytes: u64,
+        budget: Arc<HostBudget>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Admission {
             slots: Arc::new(Semaphore::new(max_concurrency)),
             max_concurrency,
-            memory: Arc::new(Semaphore::new(mib(memory_budget_bytes) as usize)),
+            budget,
+            closed: Default::default(),
             queue_depth,
             queue_timeout,
             waiting: AtomicUsize::new(0),
@@ -70,13 +85,13 @@ impl Admission {
         self.max_concurrency - self.slots.available_permits().min(self.max_concurrency)
     }
 
-    /// Bytes of the memory budget reserved right now.
-    pub fn memory_reserved_mib(&self, budget_bytes: u64) -> u64 {
-        (mib(budget_bytes) as u64).saturating_sub(self.memory.available_permits() as u64)
+    /// The budget every sandbox is charged to.
+    pub fn budget(&self) -> &Arc<HostBudget> {
+        &self.budget
     }
 
-    /// Waits for a slot (and, with `memory_bytes`, a memory reservation), or refuses.
-    pub async fn admit(&self, memory_bytes: Option<u64>) -> Result<Ticket, ApiError> {
+    /// Waits for a slot (and, with `memory`, room in the budget), or refuses.
+    pub async fn admit(&self, memory: Option<MemoryNeed>) -> Result<Ticket, ApiError> {
         let deadline = Instant::now() + self.queue_timeout;
         let slot = match self.slots.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -85,8 +100,8 @@ impl Admission {
             }
             Err(tokio::sync::TryAcquireError::NoPermits) => self.wait_for_slot(deadline).await?,
         };
-        let memory = match memory_bytes {
-            Some(b) => Some(self.reserve_memory_until(b, deadline).await?),
+        let memory = match memory {
+            Some(need) => Some(self.reserve_memory_until(need, deadline).await?),
             None => None,
         };
         Ok(Ticket {
@@ -121,27 +136,41 @@ impl Admission {
 
     async fn reserve_memory_until(
         &self,
-        bytes: u64,
+        need: MemoryNeed,
         deadline: Instant,
     ) -> Result<MemoryReservation, ApiError> {
-        let n = mib(bytes);
-        let acquire = self.memory.clone().acquire_many_owned(n);
-        match tokio::time::timeout_at(deadline.into(), acquire).await {
-            Ok(Ok(p)) => Ok(MemoryReservation { _permit: p }),
-            Ok(Err(_)) => Err(self.reject(Rejection::ShuttingDown)),
-            Err(_) => Err(self.reject(Rejection::MemoryBudget)),
+        let room = need.reserve.saturating_add(need.starts_with);
+        let charged = self
+            .budget
+            .charge_with_room_until(room, need.reserve, deadline.into(), || self.is_closed())
+            .await;
+        match charged {
+            _ if self.is_closed() => Err(self.reject(Rejection::ShuttingDown)),
+            Some(c) => Ok(MemoryReservation { _charge: c }),
+            None => Err(self.reject(Rejection::MemoryBudget)),
         }
     }
 
     /// Reserves memory for a session now, or refuses (sessions do not queue).
-    pub fn reserve_memory(&self, bytes: u64) -> Result<MemoryReservation, ApiError> {
-        match self.memory.clone().try_acquire_many_owned(mib(bytes)) {
-            Ok(p) => Ok(MemoryReservation { _permit: p }),
-            Err(tokio::sync::TryAcquireError::Closed) => Err(self.reject(Rejection::ShuttingDown)),
-            Err(tokio::sync::TryAcquireError::NoPermits) => {
-                Err(self.reject(Rejection::MemoryBudget))
-            }
+    pub fn reserve_memory(&self, need: MemoryNeed) -> Result<MemoryReservation, ApiError> {
+        if self.is_closed() {
+            return Err(self.reject(Rejection::ShuttingDown));
         }
+        self.try_reserve_memory(need)
+            .ok_or_else(|| self.reject(Rejection::MemoryBudget))
+    }
+
+    /// [`Admission::reserve_memory`] without counting a refusal (the caller may make room
+    /// and try again).
+    pub fn try_reserve_memory(&self, need: MemoryNeed) -> Option<MemoryReservation> {
+        let room = need.reserve.saturating_add(need.starts_with);
+        self.budget
+            .charge_with_room(room, need.reserve)
+            .map(|c| MemoryReservation { _charge: c })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Counts a refusal and makes its error.
@@ -164,8 +193,12 @@ impl Admission {
                 retry_after_secs,
             },
             Rejection::MemoryBudget => ApiError::Overloaded {
-                message: "the server's memory budget is taken by running sandboxes and sessions"
-                    .into(),
+                message: format!(
+                    "the server's memory budget ({} MiB) is taken by what running sandboxes \
+                     and resident sessions hold ({} MiB charged)",
+                    self.budget.limit() >> 20,
+                    self.budget.charged() >> 20
+                ),
                 retry_after_secs,
             },
             Rejection::TooManySessions => ApiError::TooManySessions {
@@ -182,6 +215,7 @@ impl Admission {
     /// Refuses every later request and wakes every waiting one (shutdown).
     pub fn close(&self) {
         self.slots.close();
-        self.memory.close();
+        self.closed.store(true, Ordering::Release);
+        self.budget.wake();
     }
 }

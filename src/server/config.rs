@@ -38,14 +38,24 @@ pub struct ServeArgs {
     /// How long a request waits in the queue before it gets 429.
     #[arg(long, env = "VIVARIUM_QUEUE_TIMEOUT_MS", default_value_t = 30_000)]
     pub queue_timeout_ms: u64,
-    /// Sum of the memory caps of every live sandbox and session [default: 3/4 of RAM]. A run
-    /// or session that would pass it waits in the queue or gets 429; memory_bytes above it
-    /// is refused with 400.
+    /// Memory every running sandbox and resident session may hold together: linear memory,
+    /// tmpfs files and a reserve each [default: 3/4 of RAM]. A run that would not fit waits
+    /// in the queue or gets 429 (a session first makes room by hibernating the coldest idle
+    /// one); growth past it fails in the guest (MemoryError, ENOSPC, status
+    /// host_memory_exceeded); memory_bytes above it is refused with 400.
     #[arg(long, env = "VIVARIUM_MEMORY_BUDGET_BYTES")]
     pub memory_budget_bytes: Option<u64>,
-    /// Live sessions at most; past that, opening one gets 429.
+    /// Resident sessions (interpreter in memory) at most; past that, opening or waking one
+    /// hibernates the coldest idle one, or gets 429 when none is idle.
     #[arg(long, env = "VIVARIUM_MAX_SESSIONS", default_value_t = 64)]
     pub max_sessions: usize,
+    /// Hibernated sessions (in the snapshot store) at most; past that, no more hibernate.
+    #[arg(
+        long,
+        env = "VIVARIUM_MAX_HIBERNATED_SESSIONS",
+        default_value_t = 10_000
+    )]
+    pub max_hibernated_sessions: usize,
     /// A session nobody used for this long is closed (then 410).
     #[arg(long, env = "VIVARIUM_SESSION_IDLE_SECS", default_value_t = 600)]
     pub session_idle_secs: u64,
@@ -99,6 +109,10 @@ pub struct ServeArgs {
     /// snapshot past it is refused with 409 `snapshot_quota_exceeded`.
     #[arg(long, env = "VIVARIUM_SNAPSHOT_QUOTA_BYTES", default_value_t = 10 << 30)]
     pub snapshot_quota_bytes: u64,
+    /// A session idle this long is written to the snapshot store and its instance freed; its
+    /// next request brings it back (0: never).
+    #[arg(long, env = "VIVARIUM_HIBERNATE_AFTER_SECS", default_value_t = 60)]
+    pub hibernate_after_secs: u64,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -135,10 +149,12 @@ pub struct Config {
     pub queue_depth: usize,
     /// How long a request waits in the queue before it gets 429.
     pub queue_timeout: Duration,
-    /// Sum of the memory caps of every live sandbox and session, in bytes.
+    /// What every running sandbox and resident session may hold together, in bytes.
     pub memory_budget_bytes: u64,
-    /// Live sessions at most; past that, opening one gets 429.
+    /// Resident sessions at most.
     pub max_sessions: usize,
+    /// Hibernated sessions at most.
+    pub max_hibernated_sessions: usize,
     /// A session unused for this long is closed.
     pub session_idle: Duration,
     /// A session is closed this long after it opened, used or not.
@@ -161,6 +177,8 @@ pub struct Config {
     pub snapshot_retention: Duration,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
+    /// Idle sessions hibernate after this long; `None`: never.
+    pub hibernate_after: Option<Duration>,
     /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
     /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
@@ -245,6 +263,7 @@ impl ServeArgs {
             queue_timeout: Duration::from_millis(self.queue_timeout_ms),
             memory_budget_bytes,
             max_sessions: self.max_sessions,
+            max_hibernated_sessions: self.max_hibernated_sessions,
             session_idle: Duration::from_secs(self.session_idle_secs),
             session_lifetime: Duration::from_secs(self.session_lifetime_secs),
             max_body_bytes: self.max_body_bytes,
@@ -259,6 +278,8 @@ impl ServeArgs {
             snapshot_url: self.snapshot_url.clone(),
             snapshot_retention: Duration::from_secs(self.snapshot_retention_secs),
             snapshot_quota_bytes: self.snapshot_quota_bytes,
+            hibernate_after: (self.hibernate_after_secs > 0)
+                .then(|| Duration::from_secs(self.hibernate_after_secs)),
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
             maximum,

@@ -16,8 +16,8 @@ use crate::check::CheckError;
 use crate::leakage::rule_names;
 use crate::limits::LimitError;
 use crate::report::Leak;
-use crate::sandbox::SandboxError;
 use crate::sandbox::workdir::WorkdirError;
+use crate::sandbox::{RestoreError, SandboxError};
 use crate::vivarium::ExecError;
 
 /// The body of every error response.
@@ -223,7 +223,23 @@ impl ApiError {
         match e {
             SandboxError::Workdir(w) => ApiError::from_workdir("files", w),
             SandboxError::BadEnv(..) => ApiError::InvalidRequest(e.to_string()),
+            // Lost the race for the last of the budget between admission and instantiation.
+            SandboxError::HostBudget => ApiError::Overloaded {
+                message: e.to_string(),
+                retry_after_secs: 1,
+            },
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    /// Why a snapshot could not be restored: the host's budget, or the snapshot's fault (its
+    /// image was checked against this server's bounds, not against the template's shape).
+    pub fn from_restore(e: RestoreError) -> ApiError {
+        match e {
+            RestoreError::Sandbox(SandboxError::HostBudget) => {
+                ApiError::from_sandbox(SandboxError::HostBudget)
+            }
+            e => ApiError::SnapshotIncompatible(e.to_string()),
         }
     }
 

@@ -68,8 +68,9 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
 }
 
 /// How the runtime is opened for `config`.
-fn host_options(config: &Config) -> VivariumOptions {
+fn host_options(config: &Config, budget: Arc<crate::budget::HostBudget>) -> VivariumOptions {
     let mut opts = VivariumOptions::from_env();
+    opts.budget = budget;
     if let Some(dir) = &config.scratch_dir {
         opts.scratch_base = dir.clone();
     }
@@ -105,7 +106,7 @@ pub async fn bind(args: ServeArgs) -> anyhow::Result<Server> {
 }
 
 fn spawn_runtime_load(state: AppState, stop: watch::Sender<bool>) {
-    let opts = host_options(&state.config);
+    let opts = host_options(&state.config, state.runner.budget());
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
         // The default template too (built once per machine, minutes on a new one), so the
@@ -207,6 +208,9 @@ async fn sweep_sessions(state: AppState) {
     loop {
         tick.tick().await;
         state.runner.sweep_sessions();
+        if let Some(after) = state.config.hibernate_after {
+            state.runner.hibernate_idle(after).await;
+        }
         if std::time::Instant::now() >= store_due {
             state.runner.sweep_snapshots().await;
             store_due = std::time::Instant::now()
@@ -276,8 +280,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
 pub fn mcp_stdio() -> anyhow::Result<()> {
     async_runtime("vivarium-mcp")?.block_on(async {
         let config = ServeArgs::defaults().resolve()?;
-        let opts = host_options(&config);
         let state = state(config, None, String::new())?;
+        let opts = host_options(&state.config, state.runner.budget());
         state.runner.set_host(Vivarium::open(opts)?);
         let service = VivariumMcp::new(state.clone())
             .serve(rmcp::transport::stdio())

@@ -162,6 +162,11 @@ pub enum SessionEvent {
     Restore,
     /// A session this process did not hold came back from its own snapshot.
     Resume,
+    /// An idle session was written to the store and its instance freed (idle past the
+    /// threshold, or the coldest when the server needed room).
+    Hibernate,
+    /// A hibernated session came back for a request.
+    Wake,
 }
 
 impl SessionEvent {
@@ -173,16 +178,23 @@ impl SessionEvent {
             SessionEvent::Fork => "fork",
             SessionEvent::Restore => "restore",
             SessionEvent::Resume => "resume",
+            SessionEvent::Hibernate => "hibernate",
+            SessionEvent::Wake => "wake",
         }
     }
 }
 
 /// Gauges read from elsewhere at render time.
 pub struct Gauges {
+    /// Sessions whose interpreter is in memory.
     pub live_sessions: usize,
+    /// Sessions written to the store, to come back on their next request.
+    pub hibernated_sessions: usize,
+    /// Bytes the hibernated sessions' snapshots take in the store.
+    pub hibernated_bytes: u64,
     pub queue_depth: usize,
     pub running: usize,
-    pub memory_reserved_bytes: u64,
+    pub memory_charged_bytes: u64,
     pub memory_budget_bytes: u64,
     pub sandbox_dirs: usize,
     pub ready: bool,
@@ -193,6 +205,8 @@ pub struct Metrics {
     executions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     latency: Histogram<12>,
     memory_peak: Histogram<7>,
+    /// How long a hibernated session took to come back.
+    wake: Histogram<12>,
     fuel_total: AtomicU64,
     rejections: Mutex<BTreeMap<&'static str, u64>>,
     responses: Mutex<BTreeMap<u16, u64>>,
@@ -216,6 +230,7 @@ impl Metrics {
             executions: Mutex::new(BTreeMap::new()),
             latency: Histogram::new(LATENCY_BUCKETS),
             memory_peak: Histogram::new(MEMORY_BUCKETS),
+            wake: Histogram::new(LATENCY_BUCKETS),
             fuel_total: AtomicU64::new(0),
             rejections: Mutex::new(BTreeMap::new()),
             responses: Mutex::new(BTreeMap::new()),
@@ -262,6 +277,12 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// A hibernated session came back, in `seconds`.
+    pub fn woke(&self, seconds: f64) {
+        self.session_event(SessionEvent::Wake);
+        self.wake.observe(seconds);
+    }
+
     pub fn panicked(&self) {
         self.panics.fetch_add(1, Ordering::Relaxed);
     }
@@ -300,6 +321,13 @@ impl Metrics {
         );
         self.memory_peak
             .render(&mut out, "vivarium_execution_memory_peak_bytes");
+        header(
+            &mut out,
+            "vivarium_session_wake_seconds",
+            "histogram",
+            "How long a hibernated session took to come back (read, decode, restore).",
+        );
+        self.wake.render(&mut out, "vivarium_session_wake_seconds");
         header(
             &mut out,
             "vivarium_fuel_consumed_total",
@@ -378,11 +406,21 @@ impl Metrics {
             "vivarium_handler_panics_total {}",
             self.panics.load(Ordering::Relaxed)
         );
-        let gauges: [(&str, &str, f64); 7] = [
+        let gauges: [(&str, &str, f64); 9] = [
             (
                 "vivarium_live_sessions",
-                "Sessions alive now.",
+                "Sessions resident now (their interpreter in memory).",
                 g.live_sessions as f64,
+            ),
+            (
+                "vivarium_hibernated_sessions",
+                "Sessions hibernated now (in the snapshot store, back on their next request).",
+                g.hibernated_sessions as f64,
+            ),
+            (
+                "vivarium_hibernated_bytes",
+                "Bytes the hibernated sessions' snapshots take in the store.",
+                g.hibernated_bytes as f64,
             ),
             (
                 "vivarium_queue_depth",
@@ -395,13 +433,13 @@ impl Metrics {
                 g.running as f64,
             ),
             (
-                "vivarium_memory_reserved_bytes",
-                "Sum of the memory caps of live sandboxes and sessions.",
-                g.memory_reserved_bytes as f64,
+                "vivarium_memory_charged_bytes",
+                "Memory charged to the budget now: the linear memory, tmpfs files and reserves of running sandboxes and resident sessions.",
+                g.memory_charged_bytes as f64,
             ),
             (
                 "vivarium_memory_budget_bytes",
-                "The budget those caps must fit in.",
+                "The budget what is charged must fit in.",
                 g.memory_budget_bytes as f64,
             ),
             (

@@ -118,7 +118,7 @@ impl EndInfo {
 }
 
 /// What `GET /v1/sessions/{id}` says.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionInfo {
     pub id: String,
     pub created_at: String,
@@ -133,6 +133,20 @@ pub struct SessionInfo {
     pub limits: Limits,
     /// Set once the session can take no more turns, with the reason.
     pub ended: Option<EndInfo>,
+    /// Whether its interpreter is in memory. `false`: it hibernated (idle, or the coldest
+    /// when the server needed room) to the snapshot store, and its next turn or file
+    /// operation brings it back, with all its state, before it runs.
+    pub resident: bool,
+}
+
+/// A session written to the snapshot store and freed: what is known of it without waking it.
+struct Hibernated {
+    /// Its info as it went to sleep (`resident: false`).
+    info: SessionInfo,
+    /// When it expires if nobody wakes it (idle or lifetime, whichever is first).
+    expires: Instant,
+    /// Bytes of its snapshot in the store.
+    bytes: u64,
 }
 
 /// Counts a session against `max_sessions` while it is live (not ended, not closed).
@@ -407,6 +421,11 @@ impl Session {
         (inner.last_used + self.idle).min(self.created + self.lifetime)
     }
 
+    /// How long it has been idle (since its last turn or file operation ended).
+    pub fn idle_for(&self) -> Duration {
+        self.lock().last_used.elapsed()
+    }
+
     /// How long ago it was created (counted across restarts).
     pub fn age(&self) -> Duration {
         self.created.elapsed()
@@ -441,29 +460,108 @@ impl Session {
             turns: inner.turns,
             limits: self.limits,
             ended: inner.ended.clone(),
+            resident: true,
         }
     }
 }
 
 pub struct Registry {
     live: Mutex<HashMap<String, Arc<Session>>>,
+    hibernated: Mutex<HashMap<String, Hibernated>>,
     gone: Mutex<HashMap<String, Instant>>,
     open: Arc<AtomicUsize>,
+    /// Resident sessions at most.
     pub max_sessions: usize,
+    /// Hibernated sessions at most.
+    pub max_hibernated: usize,
     pub idle: Duration,
     pub lifetime: Duration,
 }
 
 impl Registry {
-    pub fn new(max_sessions: usize, idle: Duration, lifetime: Duration) -> Self {
+    pub fn new(
+        max_sessions: usize,
+        max_hibernated: usize,
+        idle: Duration,
+        lifetime: Duration,
+    ) -> Self {
         Registry {
             live: Mutex::new(HashMap::new()),
+            hibernated: Mutex::new(HashMap::new()),
             gone: Mutex::new(HashMap::new()),
             open: Arc::new(AtomicUsize::new(0)),
             max_sessions,
+            max_hibernated,
             idle,
             lifetime,
         }
+    }
+
+    fn hibernated(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hibernated>> {
+        lock(&self.hibernated)
+    }
+
+    /// Hibernated sessions now, and the bytes their snapshots take.
+    pub fn hibernated_count(&self) -> (usize, u64) {
+        let h = self.hibernated();
+        (h.len(), h.values().map(|h| h.bytes).sum())
+    }
+
+    /// Whether one more session may hibernate.
+    pub fn has_room_to_hibernate(&self) -> bool {
+        self.hibernated().len() < self.max_hibernated
+    }
+
+    /// Moves `s` from the live sessions to the hibernated ones (its own snapshot of `bytes`
+    /// is in the store); its id stays good. What it held is the caller's to release.
+    pub fn hibernate(&self, s: &Arc<Session>, bytes: u64) {
+        let expires = s.expiry(&s.lock());
+        let mut info = s.info();
+        info.resident = false;
+        self.live().remove(&s.id);
+        self.hibernated().insert(
+            s.id.clone(),
+            Hibernated {
+                info,
+                expires,
+                bytes,
+            },
+        );
+    }
+
+    /// The info of hibernated session `id`, without waking it.
+    pub fn hibernated_info(&self, id: &str) -> Option<SessionInfo> {
+        let h = self.hibernated();
+        let s = h.get(id)?;
+        let mut info = s.info.clone();
+        info.expires_at =
+            rfc3339(SystemTime::now() + s.expires.saturating_duration_since(Instant::now()));
+        Some(info)
+    }
+
+    /// Whether `id` is hibernated here.
+    pub fn is_hibernated(&self, id: &str) -> bool {
+        self.hibernated().contains_key(id)
+    }
+
+    /// Forgets hibernated session `id` (it woke, or was closed); whether it was one.
+    pub fn unhibernate(&self, id: &str) -> bool {
+        self.hibernated().remove(id).is_some()
+    }
+
+    /// Resident sessions that may hibernate (settled, not ended), coldest first, those idle
+    /// for at least `idle` only.
+    pub fn coldest(&self, idle: Duration) -> Vec<Arc<Session>> {
+        let mut v: Vec<(Duration, Arc<Session>)> = self
+            .live()
+            .values()
+            .filter(|s| !s.is_busy() && s.is_settled())
+            .filter(|s| s.lock().ended.is_none())
+            .map(|s| (s.idle_for(), s.clone()))
+            .filter(|(d, _)| *d >= idle)
+            .collect();
+        v.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
+        v.into_iter().map(|(_, s)| s).collect()
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -515,9 +613,22 @@ impl Registry {
         Err(ApiError::SessionNotFound(id.to_string()))
     }
 
-    /// Removes every expired session, remembering its id, and returns them to be closed.
-    pub fn sweep(&self) -> Vec<Arc<Session>> {
+    /// Removes every expired session, remembering its id, and returns them to be closed,
+    /// with the ids of the hibernated ones that expired (their snapshots to be deleted).
+    pub fn sweep(&self) -> (Vec<Arc<Session>>, Vec<String>) {
         let now = Instant::now();
+        let slept: Vec<String> = {
+            let mut h = self.hibernated();
+            let ids: Vec<String> = h
+                .iter()
+                .filter(|(_, s)| now >= s.expires)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &ids {
+                h.remove(id);
+            }
+            ids
+        };
         let expired: Vec<Arc<Session>> = {
             let mut live = self.live();
             let ids: Vec<String> = live
@@ -529,13 +640,16 @@ impl Registry {
         };
         let mut gone = self.gone();
         gone.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
-        if gone.len() + expired.len() > MAX_TOMBSTONES {
+        if gone.len() + expired.len() + slept.len() > MAX_TOMBSTONES {
             gone.clear();
         }
         for s in &expired {
             gone.insert(s.id.clone(), now);
         }
-        expired
+        for id in &slept {
+            gone.insert(id.clone(), now);
+        }
+        (expired, slept)
     }
 
     /// Removes every session (shutdown).

@@ -104,6 +104,9 @@ pub struct SessionRecord {
     pub leakage: String,
     /// How old it was when this was taken, in seconds (its lifetime goes on from there).
     pub age_secs: u64,
+    /// How long it had been idle when this was taken, in seconds (its idle expiry goes on).
+    #[serde(default)]
+    pub idle_secs: u64,
 }
 
 /// A file's path and size in the header.

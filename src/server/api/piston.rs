@@ -384,6 +384,11 @@ fn stage(r: Report, output: String) -> PistonStage {
                 )),
             ),
             Status::MemoryExceeded => (Some("RE"), None, Some("Memory limit exceeded".into())),
+            Status::HostMemoryExceeded => (
+                Some("RE"),
+                None,
+                Some("The server's memory budget was exceeded; retry later".into()),
+            ),
             Status::Timeout => (
                 Some("TO"),
                 Some("SIGKILL"),

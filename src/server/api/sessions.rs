@@ -64,7 +64,7 @@ pub async fn info(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SessionInfo>> {
-    Ok(Json(state.runner.session(&id).await?.info()))
+    Ok(Json(state.runner.session_info(&id).await?))
 }
 
 #[utoipa::path(

@@ -5,7 +5,7 @@
 //! threads, the session registry or the audit log. For each run the runner:
 //!
 //! 1. takes the loaded [`Vivarium`] (503 while loading or shutting down);
-//! 2. admits it: a concurrency slot and, for sandboxes, their memory footprint (429 when full);
+//! 2. admits it: a concurrency slot and, for sandboxes, room in the memory budget (429 when full);
 //! 3. registers its cancel flag, so shutdown and a client that hangs up end it;
 //! 4. runs it on a guest thread (`Vivarium::run`, `open_interpreter`, `check`, a turn);
 //! 5. scans what it returns under the request's leakage policy ([`Guard`]): reports,
@@ -26,13 +26,14 @@ use std::time::Duration;
 
 pub use sessions::{SessionTurn, TurnDone, Turned};
 
-use super::admission::Admission;
+use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};
 use super::audit::{Audit, AuditRecord, Outcome};
 use super::config::{Config, LeakageConfig};
 use super::error::{ApiError, ApiResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::sessions::Registry;
 use super::snapshots::Snapshots;
+use crate::budget::HostBudget;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
 use crate::snapshot::SnapshotStore;
@@ -68,6 +69,7 @@ impl Runner {
     /// `snapshots`; no runtime yet.
     pub fn new(config: &Config, audit: Audit, snapshots: Arc<dyn SnapshotStore>) -> Self {
         let metrics = Arc::new(Metrics::new());
+        let budget = HostBudget::new(config.memory_budget_bytes);
         Runner {
             host: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
@@ -75,12 +77,13 @@ impl Runner {
                 config.max_concurrency,
                 config.queue_depth,
                 config.queue_timeout,
-                config.memory_budget_bytes,
+                budget,
                 metrics.clone(),
             ),
             guests: GuestThreads::default(),
             sessions: Registry::new(
                 config.max_sessions,
+                config.max_hibernated_sessions,
                 config.session_idle,
                 config.session_lifetime,
             ),
@@ -152,7 +155,7 @@ impl Runner {
         &self.metrics
     }
 
-    /// Runs `spec` in a fresh sandbox, admitted for its footprint; counted as `kind`, with the
+    /// Runs `spec` in a fresh sandbox, admitted for its memory; counted as `kind`, with the
     /// report's status, exit code, usage and leaks on `record`. What it returns passes
     /// `guard` first, on the guest thread (a scan of a large output is not executor work):
     /// under `deny`, a leak is a 422 `output_leak` and nothing else leaves.
@@ -164,10 +167,14 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> ApiResult<Executed> {
         let host = self.host()?;
-        let ticket = self
-            .admission
-            .admit(Some(host.footprint_bytes(&spec.limits)))
-            .await?;
+        let input: u64 = spec.files.iter().map(|f| f.content.len() as u64).sum();
+        let need = MemoryNeed {
+            reserve: reserve_for(&spec.limits),
+            starts_with: host.starting_bytes(spec.template, input),
+        };
+        // Idle sessions make way for work: the coldest hibernate when the budget is short.
+        self.make_room(need.reserve + need.starts_with, false).await;
+        let ticket = self.admission.admit(Some(need)).await?;
         let cancel = self.guests.register();
         let flag = cancel.flag();
         let policy = guard.policy();
@@ -198,10 +205,12 @@ impl Runner {
     /// Checks `code` in a fresh sandbox of its own, admitted like any execution.
     pub async fn check(&self, code: String) -> ApiResult<CheckResult> {
         let host = self.host()?;
-        let ticket = self
-            .admission
-            .admit(Some(host.footprint_bytes(&host.checker_limits())))
-            .await?;
+        let need = MemoryNeed {
+            reserve: reserve_for(&host.checker_limits()),
+            starts_with: host.starting_bytes(crate::template::Template::Python, 0),
+        };
+        self.make_room(need.reserve + need.starts_with, false).await;
+        let ticket = self.admission.admit(Some(need)).await?;
         let cancel = self.guests.register();
         let flag = cancel.flag();
         let result = self
@@ -226,14 +235,22 @@ impl Runner {
         self.finish(record, Outcome::failed(error));
     }
 
+    /// The budget every sandbox of this server is charged to (the runtime is opened with
+    /// it).
+    pub fn budget(&self) -> Arc<HostBudget> {
+        self.admission.budget().clone()
+    }
+
     /// The gauges `/metrics` shows.
     pub fn gauges(&self) -> Gauges {
+        let hibernated = self.sessions.hibernated_count();
         Gauges {
             live_sessions: self.sessions.open_count(),
+            hibernated_sessions: hibernated.0,
+            hibernated_bytes: hibernated.1,
             queue_depth: self.admission.queue_depth(),
             running: self.admission.running(),
-            memory_reserved_bytes: self.admission.memory_reserved_mib(self.memory_budget_bytes)
-                << 20,
+            memory_charged_bytes: self.admission.budget().charged(),
             memory_budget_bytes: self.memory_budget_bytes,
             sandbox_dirs: self.host.get().map_or(0, |h| h.live_sandbox_dirs()),
             ready: self.host().is_ok(),
@@ -263,12 +280,19 @@ impl Runner {
 
     /// Closes expired sessions, with an audit line each.
     pub fn sweep_sessions(&self) {
-        for s in self.sessions.sweep() {
-            tracing::info!(session = %s.id, "session expired");
+        let (expired, slept) = self.sessions.sweep();
+        let ids = expired
+            .iter()
+            .map(|s| s.id.as_str())
+            .chain(slept.iter().map(String::as_str));
+        for id in ids {
+            tracing::info!(session = %id, "session expired");
             self.audit
-                .write(AuditRecord::internal(super::audit::Action::SessionExpire).session(&s.id));
+                .write(AuditRecord::internal(super::audit::Action::SessionExpire).session(id));
             self.metrics.session_closed(CloseReason::Expired);
-            self.forget_own_snapshot(&s.id);
+            self.forget_own_snapshot(id);
+        }
+        for s in expired {
             s.close().release();
         }
     }
@@ -305,4 +329,10 @@ fn withhold_if_denied(
         return Err(ApiError::OutputLeak(leaks));
     }
     Ok(())
+}
+
+/// What a sandbox under `limits` holds for its life besides its memory: the reserve, and its
+/// two output streams up to their cap.
+fn reserve_for(limits: &crate::limits::Limits) -> u64 {
+    RESERVE_BYTES.saturating_add(limits.output_bytes.saturating_mul(2))
 }

@@ -14,11 +14,12 @@ use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimitsRequest};
 use crate::report::Report;
 use crate::sandbox::{Interpreter, WriteError};
+use crate::server::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
 use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
-use crate::server::sessions::{EndInfo, Session, SessionSettings};
+use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings};
 use crate::template::Template;
 use crate::vivarium::{InputFile, Vivarium};
 
@@ -64,7 +65,7 @@ pub enum Turned {
 
 impl Runner {
     /// Opens a session from `template` under `limits` (already resolved): a place under the
-    /// session cap, its memory footprint reserved for its whole life, then the interpreter.
+    /// resident cap, its reserve in the memory budget for its whole life, then the interpreter.
     /// `leakage` is its turns' and file reads' policy unless a turn names its own.
     /// A durable session (`durable`) snapshots every completed turn to the store.
     pub async fn open_session(
@@ -85,7 +86,7 @@ impl Runner {
             resumed: None,
         };
         let (session, first) = self
-            .admit_session_with(settings, record, move |host, cancel| {
+            .admit_session_with(settings, record, None, move |host, cancel| {
                 let interp = host
                     .open_interpreter(limits, template, cancel)
                     .map_err(ApiError::from_sandbox)?;
@@ -103,17 +104,18 @@ impl Runner {
         Ok(session)
     }
 
-    /// Admits a new session under `settings` (a place under the cap, its memory footprint
+    /// Admits a new session under `settings` (a place under the cap, its memory reserve
     /// for its whole life, a concurrency slot while it is made), makes its interpreter with
     /// `make` on a guest thread, and registers it.
     pub(super) async fn admit_session(
         &self,
         settings: SessionSettings,
         record: &mut AuditRecord,
+        starts_with: Option<u64>,
         make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<Interpreter> + Send + 'static,
     ) -> ApiResult<Arc<Session>> {
         let (session, ()) = self
-            .admit_session_with(settings, record, move |host, cancel| {
+            .admit_session_with(settings, record, starts_with, move |host, cancel| {
                 Ok((make(host, cancel)?, ()))
             })
             .await?;
@@ -121,20 +123,27 @@ impl Runner {
     }
 
     /// [`Runner::admit_session`] where `make` also returns something of its own.
+    /// `starts_with` is the memory its interpreter starts with (a restored image's), `None`
+    /// for its template's.
     async fn admit_session_with<T: Send + 'static>(
         &self,
         settings: SessionSettings,
         record: &mut AuditRecord,
+        starts_with: Option<u64>,
         make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<(Interpreter, T)> + Send + 'static,
     ) -> ApiResult<(Arc<Session>, T)> {
         let host = self.host()?;
+        let need = MemoryNeed {
+            reserve: RESERVE_BYTES,
+            starts_with: starts_with.unwrap_or_else(|| host.starting_bytes(settings.template, 0)),
+        };
+        // Full (resident sessions, or the budget): the coldest idle sessions hibernate.
+        self.make_room(need.reserve + need.starts_with, true).await;
         let slot = self
             .sessions
             .reserve_slot()
             .ok_or_else(|| self.admission.reject(Rejection::TooManySessions))?;
-        let memory = self
-            .admission
-            .reserve_memory(host.footprint_bytes(&settings.limits))?;
+        let memory = self.admission.reserve_memory(need)?;
         let ticket = self.admission.admit(None).await?;
         let (interp, extra) = self
             .guests
@@ -187,7 +196,8 @@ impl Runner {
         shown.fuel = limits.fuel;
         shown.output_bytes = limits.output_bytes;
         record.limits = Some(shown);
-        let busy = session.begin()?;
+        let (session, busy) = self.begin(session).await?;
+        let session = &session;
         let ticket = self.admission.admit(None).await?;
         let mut interp = session.take_interpreter(&busy)?;
         // The session's own flag: shutdown and close set it; a client hanging up does not.
@@ -344,13 +354,40 @@ impl Runner {
     }
 
     /// Runs `f` on session `id`'s interpreter, on a guest thread, holding the session busy.
+    /// Marks `session` busy for a turn or file operation. When it hibernated since the
+    /// caller looked it up, it is brought back first, and that is the session to use.
+    pub(super) async fn begin(
+        &self,
+        session: &Arc<Session>,
+    ) -> ApiResult<(Arc<Session>, BusyGuard)> {
+        match session.begin() {
+            Err(ApiError::SessionNotFound(_)) if self.sessions.is_hibernated(&session.id) => {
+                let woken = self.session(&session.id).await?;
+                let busy = woken.begin()?;
+                Ok((woken, busy))
+            }
+            other => other.map(|busy| (session.clone(), busy)),
+        }
+    }
+
+    /// The info of session `id`; a hibernated one's without waking it.
+    pub async fn session_info(&self, id: &str) -> ApiResult<SessionInfo> {
+        if let Ok(s) = self.sessions.get(id) {
+            return Ok(s.info());
+        }
+        if let Some(info) = self.sessions.hibernated_info(id) {
+            return Ok(info);
+        }
+        Ok(self.session(id).await?.info())
+    }
+
     pub(super) async fn with_interpreter<R: Send + 'static>(
         &self,
         id: &str,
         f: impl FnOnce(&mut Interpreter) -> ApiResult<R> + Send + 'static,
     ) -> ApiResult<R> {
         let session = self.session(id).await?;
-        let busy = session.begin()?;
+        let (session, busy) = self.begin(&session).await?;
         let mut interp = session.take_interpreter(&busy)?;
         let (interp, done) = self
             .guests
@@ -375,6 +412,11 @@ impl Runner {
     /// A session this process does not hold but the store keeps (see [`Runner::session`])
     /// is deleted from the store.
     pub async fn close_session(&self, id: &str) -> ApiResult<()> {
+        if self.sessions.unhibernate(id) {
+            self.metrics.session_closed(CloseReason::Deleted);
+            self.forget_own_snapshot(id);
+            return Ok(());
+        }
         match self.sessions.remove(id) {
             Ok(s) => {
                 s.close().release();

@@ -86,6 +86,7 @@ fn record_of(session: &Session) -> SessionRecord {
         durable: session.durable,
         leakage: session.leakage.as_str().to_string(),
         age_secs: session.age().as_secs(),
+        idle_secs: session.idle_for().as_secs(),
     }
 }
 
@@ -190,12 +191,13 @@ impl Runner {
         let template = settings.template;
         let durable = settings.durable;
         let first = durable.then(|| image.clone());
+        let starts = starting_bytes(&image);
         let session = self
-            .admit_session(settings, record, move |host, cancel| {
+            .admit_session(settings, record, Some(starts), move |host, cancel| {
                 // The image was checked against this server's bounds, not against the
                 // template's shape: a mismatch here is the snapshot's fault.
                 host.restore_interpreter(template, image, cancel)
-                    .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
+                    .map_err(ApiError::from_restore)
             })
             .await?;
         if let Some(image) = first {
@@ -214,13 +216,14 @@ impl Runner {
             other => return other,
         }
         // Ids nobody kept are answered without waiting behind a session that comes back.
-        if !self.has_own_snapshot(id).await {
+        if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
             return Err(ApiError::SessionNotFound(id.to_string()));
         }
         let _one = self.resuming.lock().await;
         if let Ok(s) = self.sessions.get(id) {
             return Ok(s);
         }
+        let started = Instant::now();
         let host = self.host()?;
         let own = SnapshotId::for_session(id);
         let loaded = self
@@ -237,8 +240,11 @@ impl Runner {
         let Some(rec) = header.session else {
             return Err(ApiError::SessionNotFound(id.to_string()));
         };
-        let age = Duration::from_secs(rec.age_secs);
-        if age >= self.sessions.lifetime {
+        // Its age and idle time go on from when the snapshot was written.
+        let since = Duration::from_secs(now_secs().saturating_sub(header.created_at));
+        let age = Duration::from_secs(rec.age_secs) + since;
+        let idle = Duration::from_secs(rec.idle_secs) + since;
+        if age >= self.sessions.lifetime || idle >= self.sessions.idle {
             self.forget_own_snapshot(id);
             return Err(ApiError::SessionExpired(id.to_string()));
         }
@@ -253,14 +259,20 @@ impl Runner {
             resumed: Some((id.to_string(), age)),
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
+        let starts = starting_bytes(&image);
         let session = self
-            .admit_session(settings, &mut record, move |host, cancel| {
+            .admit_session(settings, &mut record, Some(starts), move |host, cancel| {
                 host.restore_interpreter(template, image, cancel)
-                    .map_err(|e| ApiError::SnapshotIncompatible(e.to_string()))
+                    .map_err(ApiError::from_restore)
             })
             .await?;
-        tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
-        self.metrics.session_event(SessionEvent::Resume);
+        if self.sessions.unhibernate(id) {
+            tracing::debug!(session = %id, "hibernated session woke");
+            self.metrics.woke(started.elapsed().as_secs_f64());
+        } else {
+            tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
+            self.metrics.session_event(SessionEvent::Resume);
+        }
         self.finish(record, crate::server::audit::Outcome::Ok(201));
         Ok(session)
     }
@@ -328,6 +340,98 @@ impl Runner {
         }
     }
 
+    /// Hibernates every session idle past `after` (the sweeper, every tick).
+    pub async fn hibernate_idle(&self, after: Duration) {
+        for s in self.sessions.coldest(after) {
+            if !self.sessions.has_room_to_hibernate() {
+                break;
+            }
+            if let Err(e) = self.hibernate_one(&s).await {
+                tracing::debug!(session = %s.id, error = %e, "session not hibernated");
+            }
+        }
+    }
+
+    /// Makes room for `bytes` in the memory budget and, with `resident`, for one more
+    /// resident session (a place under `--max-sessions`), by hibernating the coldest idle
+    /// sessions, as few as it takes. Whether there is room now.
+    pub(super) async fn make_room(&self, bytes: u64, resident: bool) -> bool {
+        let fits = || {
+            (!resident || self.sessions.open_count() < self.sessions.max_sessions)
+                && self.admission.budget().available() >= bytes
+        };
+        if fits() {
+            return true;
+        }
+        for s in self.sessions.coldest(Duration::ZERO) {
+            if !self.sessions.has_room_to_hibernate() {
+                break;
+            }
+            match self.hibernate_one(&s).await {
+                Ok(()) if fits() => return true,
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::debug!(session = %s.id, error = %e, "session not hibernated");
+                }
+            }
+        }
+        fits()
+    }
+
+    /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a
+    /// request meanwhile gets 409; once it is gone, a request brings it back). Its id,
+    /// expiry and limits stay; `GET /v1/sessions/{id}` says `resident: false`.
+    async fn hibernate_one(&self, s: &Arc<Session>) -> ApiResult<()> {
+        let host = self.host()?;
+        let busy = s.begin()?;
+        let mut interp = s.take_interpreter(&busy)?;
+        let h = host.clone();
+        let template = s.template;
+        let (interp, image) = tokio::task::spawn_blocking(move || {
+            let image = image_of(&h, &mut interp, template);
+            (interp, image)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let taken = s
+            .durable_taken
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        let written = match image {
+            Ok(image) => {
+                let turns = s.info().turns;
+                write_own(
+                    &host,
+                    &self.snapshots,
+                    s,
+                    OwnState::Image(image),
+                    turns,
+                    taken,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let bytes = match written {
+            Ok(b) => b,
+            Err(e) => {
+                s.put_back(Some(interp), None, false).release();
+                return Err(e);
+            }
+        };
+        self.sessions.hibernate(s, bytes);
+        self.metrics.session_event(SessionEvent::Hibernate);
+        // Its instance, reserve and place under the cap go here, off the executor.
+        let remains = s.close();
+        let _ = tokio::task::spawn_blocking(move || {
+            drop(interp);
+            drop(remains);
+        })
+        .await;
+        drop(busy);
+        Ok(())
+    }
+
     async fn keep_on_shutdown(&self, host: &Arc<Vivarium>, s: &Arc<Session>) -> ApiResult<()> {
         let busy = s.begin()?;
         let mut interp = s.take_interpreter(&busy)?;
@@ -354,6 +458,7 @@ impl Runner {
             taken,
         )
         .await
+        .map(drop)
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
@@ -381,10 +486,10 @@ async fn write_own(
     state: OwnState,
     turns: u64,
     taken: u64,
-) -> ApiResult<()> {
+) -> ApiResult<u64> {
     let mut written = session.durable_written.lock().await;
     if taken <= *written {
-        return Ok(());
+        return Ok(0);
     }
     let provenance = Provenance {
         binding: binding(host, session.template)?,
@@ -396,9 +501,17 @@ async fn write_own(
     let bytes = tokio::task::spawn_blocking(move || encode(&state.into_image(), &provenance))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let size = bytes.len() as u64;
     snapshots
         .put_at(&SnapshotId::for_session(&session.id), bytes)
         .await?;
     *written = taken;
-    Ok(())
+    Ok(size)
+}
+
+/// What an interpreter restored from `image` starts with: its linear memory and its files
+/// (memory too, on tmpfs).
+fn starting_bytes(image: &SessionImage) -> u64 {
+    let files: u64 = image.files.iter().map(|(_, c)| c.len() as u64).sum();
+    image.memory_bytes.saturating_add(files)
 }
