@@ -36,10 +36,41 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
         assert!(Instant::now() < deadline, "never hibernated");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Its instance and working directory are gone.
+    // Its instance and working directory are gone; asking about it does not wake it.
     assert_eq!(s.settled_sandbox_dirs().await, 0);
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(
+        (st, &v["resident"], &v["turns"]),
+        (200, &json!(false), &json!(1)),
+        "{v}"
+    );
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let m = parse_metrics(&text);
+    assert_eq!(m["vivarium_hibernated_sessions"], 1.0);
+    assert_eq!(m["vivarium_live_sessions"], 0.0);
     let v = session_turn(&c, &s.base, &id, "x + 1, open('h.txt').read()").await;
     assert_eq!(v["result"], "(8, 'kept')");
     assert_eq!(v["turn"], 2);
+    let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(v["resident"], true, "{v}");
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let m = parse_metrics(&text);
+    assert_eq!(m[r#"vivarium_session_events_total{event="wake"}"#], 1.0);
+    assert_eq!(m["vivarium_session_wake_seconds_count"], 1.0);
+    assert_eq!(m["vivarium_hibernated_sessions"], 0.0);
     s.stop().await;
 }

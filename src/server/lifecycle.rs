@@ -199,14 +199,22 @@ async fn finish(state: &AppState) {
     }
 }
 
-/// Closes expired sessions, every sweep interval.
+/// Closes expired sessions and hibernates idle ones, every sweep interval; hibernates the
+/// coldest when resident sessions come close to the cap.
 async fn sweep_sessions(state: AppState) {
     let mut tick = tokio::time::interval(state.runner.sweep_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The store is swept less often: it may be remote, and listing it is not free.
     let mut store_due = std::time::Instant::now();
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            // Close to the resident cap: make spare places now, not at the next tick.
+            _ = state.runner.pressed() => {
+                state.runner.relieve_pressure().await;
+                continue;
+            }
+        }
         state.runner.sweep_sessions();
         if let Some(after) = state.config.hibernate_after {
             state.runner.hibernate_idle(after).await;

@@ -62,6 +62,9 @@ pub struct Runner {
     resuming: tokio::sync::Mutex<()>,
     /// Held while shutdown keeps sessions over the restart.
     draining: tokio::sync::Mutex<()>,
+    /// Notified when resident sessions come close to the cap: the sweeper then hibernates
+    /// the coldest in the background, so the next open or wake rarely waits for one.
+    pressure: tokio::sync::Notify,
 }
 
 impl Runner {
@@ -99,6 +102,7 @@ impl Runner {
             ),
             resuming: Default::default(),
             draining: Default::default(),
+            pressure: Default::default(),
         }
     }
 

@@ -161,6 +161,7 @@ impl Runner {
             self.sessions.lifetime,
         );
         self.sessions.insert(session.clone());
+        self.note_pressure();
         self.metrics.session_opened();
         record.session_id = Some(session.id.clone());
         Ok((session, extra))

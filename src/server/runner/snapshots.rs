@@ -352,6 +352,57 @@ impl Runner {
         }
     }
 
+    /// Resident places kept free by [`Runner::relieve_pressure`]: a sixteenth of the cap.
+    fn spare_places(&self) -> usize {
+        (self.sessions.max_sessions / 16).max(1)
+    }
+
+    /// Asks the sweeper to hibernate the coldest sessions when fewer than
+    /// [`Runner::spare_places`] resident places are left.
+    pub(super) fn note_pressure(&self) {
+        let left = self
+            .sessions
+            .max_sessions
+            .saturating_sub(self.sessions.open_count());
+        if left < self.spare_places() {
+            self.pressure.notify_one();
+        }
+    }
+
+    /// Resolves when [`Runner::note_pressure`] asked for relief.
+    pub async fn pressed(&self) {
+        self.pressure.notified().await
+    }
+
+    /// Hibernates the coldest idle sessions (idle at least a second) until
+    /// [`Runner::spare_places`] resident places are free, or none is left to hibernate.
+    pub async fn relieve_pressure(&self) {
+        let spare = self.spare_places();
+        let short = || {
+            self.sessions
+                .max_sessions
+                .saturating_sub(self.sessions.open_count())
+                < spare
+        };
+        while short() {
+            let Some(s) = self
+                .sessions
+                .coldest(Duration::from_secs(1))
+                .into_iter()
+                .next()
+            else {
+                return;
+            };
+            if !self.sessions.has_room_to_hibernate() {
+                return;
+            }
+            if let Err(e) = self.hibernate_one(&s).await {
+                tracing::debug!(session = %s.id, error = %e, "session not hibernated");
+                return;
+            }
+        }
+    }
+
     /// Makes room for `bytes` in the memory budget and, with `resident`, for one more
     /// resident session (a place under `--max-sessions`), by hibernating the coldest idle
     /// sessions, as few as it takes. Whether there is room now.
