@@ -44,6 +44,8 @@ echo "== use cases: fresh sandbox over HTTP beside native python3 and a warm Jup
 if [ -z "${SKIP_HTTP:-}" ]; then
     echo "== HTTP load"
     "$PY" benches/http_load.py target/release/vivarium "$RESULTS/http.json"
+    echo "== density: 1,000 sessions, hibernation and wake-ups (benches/density.py)"
+    "$PY" benches/density.py target/release/vivarium "$RESULTS/density.json"
 fi
 
 echo "== table and plot"

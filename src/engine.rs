@@ -180,7 +180,11 @@ impl GuestEngine {
         // them, so creating a sandbox makes no mmap/munmap calls on the hot path.
         let mut pool = PoolingAllocationConfig::new();
         pool.total_core_instances(opts.max_instances)
-            .total_memories(opts.max_instances)
+            // Two memories an instance: its linear memory and its store's GC heap, which
+            // Wasmtime takes from the same pool (the guest module needs one: Wasmtime sets
+            // `needs_gc_heap` for it). With one, the pool ran out at half its instances.
+            .total_memories(opts.max_instances.saturating_mul(2))
+            .total_gc_heaps(opts.max_instances)
             .total_tables(opts.max_instances)
             // No async, so no fiber stacks.
             .total_stacks(0)

@@ -339,6 +339,15 @@ impl Vivarium {
         memory.saturating_add(disk)
     }
 
+    /// Instances alive in the engine's pool right now (sandboxes, sessions, teardowns,
+    /// baselines); `None` without a pooling allocator.
+    pub fn pooled_instances(&self) -> Option<u64> {
+        self.engine
+            .engine()
+            .pooling_allocator_metrics()
+            .map(|m| m.core_instances())
+    }
+
     /// Sandbox directories alive right now.
     pub fn live_sandbox_dirs(&self) -> usize {
         self.scratch.live_dirs()

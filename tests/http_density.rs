@@ -309,3 +309,32 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
     second.wait().unwrap();
     cleanup(&scratch, &snaps);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_resident_place_can_hold_a_session() {
+    // 40 resident places, one execution slot: the engine's pool must hold 40 sessions, each
+    // with its linear memory and its store's GC heap (once it ran out at half).
+    let scratch = scratch_dir("density-pool");
+    let snaps = scratch.with_extension("snaps");
+    let Proc { mut child, base } = spawn_server(
+        &scratch,
+        Some(&snaps),
+        &["--max-sessions", "40", "--max-concurrency", "1"],
+    );
+    wait_ready_at(&base).await;
+    let c = client();
+    for i in 0..40 {
+        let id = open(&c, &base, json!({"template": "python"})).await;
+        let v = turn(&c, &base, &id, &format!("{i} + 1")).await;
+        assert_eq!(v["result"], (i + 1).to_string(), "{v}");
+    }
+    let m = metrics(&c, &base).await;
+    assert_eq!(
+        m["vivarium_live_sessions"] + m["vivarium_hibernated_sessions"],
+        40.0
+    );
+    assert!(m["vivarium_pooled_instances"] >= m["vivarium_live_sessions"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    cleanup(&scratch, &snaps);
+}

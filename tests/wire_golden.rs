@@ -347,6 +347,7 @@ fn mask_metric_line(line: &str) -> Option<String> {
             "vivarium_fuel_consumed_total ",
             "vivarium_live_sessions ",
             "vivarium_memory_charged_bytes ",
+            "vivarium_pooled_instances ",
             "vivarium_sandbox_dirs ",
         ]
         .iter()

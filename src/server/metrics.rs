@@ -197,6 +197,8 @@ pub struct Gauges {
     pub memory_charged_bytes: u64,
     pub memory_budget_bytes: u64,
     pub sandbox_dirs: usize,
+    /// Instances in the engine's pool (sandboxes, sessions, teardowns, baselines).
+    pub pooled_instances: u64,
     pub ready: bool,
 }
 
@@ -406,7 +408,12 @@ impl Metrics {
             "vivarium_handler_panics_total {}",
             self.panics.load(Ordering::Relaxed)
         );
-        let gauges: [(&str, &str, f64); 9] = [
+        let gauges: [(&str, &str, f64); 10] = [
+            (
+                "vivarium_pooled_instances",
+                "Instances in the engine's pool now (sandboxes, sessions, teardowns, baselines).",
+                g.pooled_instances as f64,
+            ),
             (
                 "vivarium_live_sessions",
                 "Sessions resident now (their interpreter in memory).",

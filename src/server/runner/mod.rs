@@ -257,6 +257,11 @@ impl Runner {
             memory_charged_bytes: self.admission.budget().charged(),
             memory_budget_bytes: self.memory_budget_bytes,
             sandbox_dirs: self.host.get().map_or(0, |h| h.live_sandbox_dirs()),
+            pooled_instances: self
+                .host
+                .get()
+                .and_then(|h| h.pooled_instances())
+                .unwrap_or(0),
             ready: self.host().is_ok(),
         }
     }
