@@ -108,6 +108,38 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
         }
     }
     let cold = cold.expect("some session hibernated");
+    // Two hibernated sessions, three requests at each at once: each comes back once, and
+    // every request is answered (a turn, or 409 while another turn of it runs).
+    let mut asleep = Vec::new();
+    for id in &ids {
+        let (_, v) = get(&c, &format!("{base}/v1/sessions/{id}")).await;
+        if v["resident"] == false && *id != cold {
+            asleep.push(id.clone());
+        }
+    }
+    assert!(asleep.len() >= 2, "{asleep:?}");
+    let wakes = |m: &std::collections::HashMap<String, f64>| m[r#"vivarium_session_events_total{event="wake"}"#];
+    let before = wakes(&metrics(&c, &base).await);
+    let mut tasks = Vec::new();
+    for id in asleep.iter().take(2) {
+        for _ in 0..3 {
+            let (c, url) = (c.clone(), format!("{base}/v1/sessions/{id}/execute"));
+            tasks.push(tokio::spawn(async move {
+                post(&c, &url, &json!({"code": "x"})).await
+            }));
+        }
+    }
+    let mut ran = 0;
+    for t in tasks {
+        let (st, v) = t.await.unwrap();
+        match st {
+            200 => ran += 1,
+            409 => assert_eq!(error_code(&v), "session_busy", "{v}"),
+            _ => panic!("{st} {v}"),
+        }
+    }
+    assert!(ran >= 2);
+    assert_eq!(wakes(&metrics(&c, &base).await) - before, 2.0);
     let r = c
         .delete(format!("{base}/v1/sessions/{cold}"))
         .send()

@@ -58,8 +58,8 @@ pub struct Runner {
     leakage: LeakageConfig,
     /// Where session snapshots are kept.
     snapshots: Snapshots,
-    /// Held while a session comes back from its own snapshot: it comes back once.
-    resuming: tokio::sync::Mutex<()>,
+    /// One gate per session id coming back from its own snapshot: it comes back once.
+    resuming: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Held while shutdown keeps sessions over the restart.
     draining: tokio::sync::Mutex<()>,
     /// Notified when resident sessions come close to the cap: the sweeper then hibernates

@@ -19,6 +19,7 @@ use crate::server::metrics::{CloseReason, SessionEvent};
 use crate::server::sessions::{Session, SessionSettings, is_session_id};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
+use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::Vivarium;
 
@@ -209,7 +210,8 @@ impl Runner {
     /// The live session `id`; or, when this process does not hold it but the store has its
     /// own snapshot (a durable session after a crash, any session after a graceful restart,
     /// one whose node went away), the session brought back from it, under the same id, at
-    /// its last completed turn. One session comes back once: concurrent requests wait.
+    /// its last completed turn. One session comes back once: concurrent requests for it
+    /// wait for the first (requests for other sessions do not).
     pub async fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
         match self.sessions.get(id) {
             Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
@@ -219,10 +221,29 @@ impl Runner {
         if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
             return Err(ApiError::SessionNotFound(id.to_string()));
         }
-        let _one = self.resuming.lock().await;
-        if let Ok(s) = self.sessions.get(id) {
-            return Ok(s);
+        let gate = lock(&self.resuming)
+            .entry(id.to_string())
+            .or_default()
+            .clone();
+        let held = gate.lock().await;
+        let back = match self.sessions.get(id) {
+            Ok(s) => Ok(s),
+            Err(_) => self.bring_back(id).await,
+        };
+        // The last one through lets the gate go; a session that came back is in the registry
+        // by now, so whoever comes later finds it there.
+        {
+            let mut gates = lock(&self.resuming);
+            if Arc::strong_count(&gate) == 2 {
+                gates.remove(id);
+            }
         }
+        drop(held);
+        back
+    }
+
+    /// [`Runner::session`]'s work, for one request at a time per id.
+    async fn bring_back(&self, id: &str) -> ApiResult<Arc<Session>> {
         let started = Instant::now();
         let host = self.host()?;
         let own = SnapshotId::for_session(id);
