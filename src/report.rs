@@ -68,6 +68,11 @@ pub struct PyError {
     pub line: Option<u32>,
     /// The whole traceback text as Python printed it.
     pub traceback: String,
+    /// For a `ModuleNotFoundError`: what to do about it (the built-in package's import
+    /// name, native code that cannot load here, or not built in; `GET /v1/packages` lists
+    /// what is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// A file the run created or changed in its working directory.
@@ -234,6 +239,7 @@ pub fn parse_python_error(stderr: &str, code_file: &str) -> Option<PyError> {
         message,
         line,
         traceback: block.to_string(),
+        hint: None,
     })
 }
 

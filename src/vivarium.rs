@@ -17,7 +17,9 @@ use crate::hostcalls::state::GuestState;
 use crate::limits::TurnLimits;
 use crate::limits::{LimitError, Limits, LimitsRequest};
 use crate::report::Report;
-use crate::runtime::{self, RuntimeError, RuntimeFiles, RuntimeOptions};
+use crate::runtime::{
+    self, BuiltinPackage, RuntimeError, RuntimeFiles, RuntimeOptions, missing_module_hint,
+};
 use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
@@ -260,6 +262,8 @@ pub struct Vivarium {
     scratch_in_memory: bool,
     /// What every sandbox is charged to.
     budget: Arc<HostBudget>,
+    /// The distributions built into the guest.
+    packages: Vec<BuiltinPackage>,
     defaults: Limits,
     maximum: Limits,
 }
@@ -274,6 +278,7 @@ impl Vivarium {
         let python = engine.instance_pre(&module)?;
         let scratch = ScratchRoot::create(&opts.scratch_base)?;
         let scratch_in_memory = is_memory_backed(scratch.path());
+        let packages = runtime::builtin_packages(&files);
         Ok(Arc::new(Vivarium {
             files,
             engine,
@@ -285,6 +290,7 @@ impl Vivarium {
             scratch,
             scratch_in_memory,
             budget: opts.budget.clone(),
+            packages,
             defaults: opts.defaults,
             maximum: opts.maximum,
         }))
@@ -484,10 +490,31 @@ impl Vivarium {
                 Some(c.findings)
             }
         };
+        let mut report = sandbox.run(&code);
+        self.hint_missing_module(&mut report);
         Ok(Executed::Ran {
-            report: Box::new(sandbox.run(&code)),
+            report: Box::new(report),
             findings,
         })
+    }
+
+    /// The distributions built into the guest (from the runtime's stdlib zip).
+    pub fn builtin_packages(&self) -> &[BuiltinPackage] {
+        &self.packages
+    }
+
+    /// Adds a hint to an uncaught `ModuleNotFoundError`: the import name of a built-in
+    /// package, native code that cannot load here, or not built in.
+    fn hint_missing_module(&self, report: &mut Report) {
+        if let Some(e) = &mut report.error
+            && e.kind == "ModuleNotFoundError"
+            && let Some(module) = e
+                .message
+                .strip_prefix("No module named '")
+                .and_then(|m| m.split('\'').next())
+        {
+            e.hint = missing_module_hint(module, &self.packages);
+        }
     }
 
     /// Runs one program in a fresh sandbox on a guest thread of its own and reports.
@@ -580,6 +607,7 @@ impl Vivarium {
             // The program exited: the session ends, as the program asked.
             Some(EndReason::Quit | EndReason::Exit(_)) => {}
         }
+        self.hint_missing_module(&mut outcome.report);
         Ok(outcome)
     }
 

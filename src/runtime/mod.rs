@@ -17,6 +17,7 @@
 
 pub mod fetch;
 pub mod lock;
+mod packages;
 pub mod unpack;
 
 use std::fs::File;
@@ -28,6 +29,24 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use lock::Lock;
+pub use packages::{BuiltinPackage, missing_module_hint};
+
+/// The distributions built into the runtime at `files` (empty, logged, when its stdlib zip
+/// cannot be read: the list is information, not something a run depends on).
+pub fn builtin_packages(files: &RuntimeFiles) -> Vec<BuiltinPackage> {
+    let zip = std::fs::read_dir(&files.stdlib_dir).ok().and_then(|d| {
+        d.filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "zip"))
+    });
+    match zip.map(|z| packages::read_builtin(&z)) {
+        Some(Ok(p)) => p,
+        other => {
+            tracing::warn!(result = ?other.map(|r| r.map(|p| p.len())), "could not list the built-in packages");
+            Vec::new()
+        }
+    }
+}
 
 /// Everything that can go wrong obtaining or checking the runtime.
 #[derive(Debug, thiserror::Error)]

@@ -59,6 +59,7 @@ fn router(state: AppState) -> Router {
     let mut v1 = Router::new()
         .route("/v1/execute", post(api::execute_or_stream))
         .route("/v1/check", post(check::check))
+        .route("/v1/packages", get(api::packages::packages))
         .route("/v1/sessions", post(session_api::open))
         .route(
             "/v1/sessions/{id}",

@@ -47,6 +47,7 @@ impl Modify for BearerAuth {
     paths(
         execute::execute,
         check::check,
+        crate::server::api::packages::packages,
         session_api::open,
         session_api::info,
         session_api::close,
@@ -73,6 +74,8 @@ impl Modify for BearerAuth {
         FileOutput, OpenSessionRequest, OpenSessionResponse, TurnRequest, TurnLimitsRequest,
         TurnResponse, SessionInfo, SessionState, EndInfo, EndKind, FileEntry, FileList, UploadResponse,
         crate::limits::LimitsRequest, crate::limits::Limits,
+        crate::server::api::packages::PackageList, crate::server::api::packages::ExtraPackages,
+        crate::runtime::BuiltinPackage,
         crate::report::Status, crate::report::Truncated, crate::report::PyError,
         crate::report::Usage, Health, crate::report::RichOutput, CheckRequest,
         CheckResult, SyntaxCheck, SyntaxIssue, Finding, Severity, Policy, PolicyDeniedBody,

@@ -343,7 +343,7 @@ impl VivariumMcp {
     }
 
     #[tool(
-        description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; numpy, pandas, scipy, scikit-learn, matplotlib available; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
+        description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies, nothing else can be installed; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
     )]
     async fn execute_python(
         &self,

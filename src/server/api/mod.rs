@@ -5,6 +5,7 @@
 pub mod check;
 pub mod execute;
 pub mod mcp;
+pub mod packages;
 pub mod piston;
 pub mod sessions;
 pub mod snapshots;
