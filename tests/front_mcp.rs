@@ -148,6 +148,35 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
 
     let turn = v["turn"]["texts"][0].as_str().unwrap();
     assert!(turn.contains("result: 42"), "{turn}");
+
+    // Structured results, which the SDK checked against each tool's outputSchema.
+    for tool in ["execute_python", "run_in_session"] {
+        let schema = &v["output_schemas"][tool];
+        assert_eq!(schema["type"], "object", "{tool}: {schema}");
+        assert!(schema["properties"]["status"].is_object(), "{schema}");
+    }
+    assert!(v["output_schemas"]["check_python"].is_null());
+    assert_eq!(
+        v["turn_schema"]["properties"]["session_id"]["x-mcp-header"], "Vivarium-Session",
+        "{}",
+        v["turn_schema"]
+    );
+    let plot = &v["plot"]["structured"];
+    assert_eq!(plot["status"], "ok", "{plot}");
+    assert_eq!(plot["stdout"], "plotted\n");
+    assert_eq!(plot["outputs"][0]["mime"], "image/png", "{plot}");
+    assert!(plot["outputs"][0]["bytes"].as_u64().unwrap() > 1000);
+    let failed = &v["files"]["structured"];
+    assert_eq!(failed["status"], "error", "{failed}");
+    assert_eq!(failed["error"]["type"], "ZeroDivisionError");
+    assert_eq!(failed["error"]["line"], 2);
+    let t = &v["turn"]["structured"];
+    assert_eq!(
+        (&t["turn"]["turn"], &t["turn"]["result"]),
+        (&json!(2), &json!("42")),
+        "{t}"
+    );
+    assert_eq!(t["turn"]["rolled_back"], false);
     assert_eq!(v["closed"]["is_error"], false);
     assert_eq!(v["after_close"]["is_error"], true);
     assert!(

@@ -28,7 +28,8 @@ def attr(obj, snake, camel):
 
 
 def summary(result):
-    out = {"is_error": bool(attr(result, "is_error", "isError")), "texts": [], "images": []}
+    out = {"is_error": bool(attr(result, "is_error", "isError")), "texts": [], "images": [],
+           "structured": attr(result, "structured_content", "structuredContent")}
     for c in result.content:
         if c.type == "text":
             out["texts"].append(c.text)
@@ -49,6 +50,13 @@ async def main(url):
             report["tools"] = sorted(t.name for t in tools.tools)
             report["execute_schema"] = next(
                 attr(t, "input_schema", "inputSchema") for t in tools.tools if t.name == "execute_python"
+            )
+            # The SDK checks every structuredContent against these (and raises if it fails).
+            report["output_schemas"] = {
+                t.name: attr(t, "output_schema", "outputSchema") for t in tools.tools
+            }
+            report["turn_schema"] = next(
+                attr(t, "input_schema", "inputSchema") for t in tools.tools if t.name == "run_in_session"
             )
             report["plot"] = summary(await session.call_tool("execute_python", {"code": PLOT}))
             report["files"] = summary(await session.call_tool(

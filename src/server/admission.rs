@@ -203,7 +203,7 @@ impl Admission {
             },
             Rejection::TooManySessions => ApiError::TooManySessions {
                 message:
-                    "the server holds as many live sessions as it may; close one or retry later"
+                    "every resident session is busy and no more may hibernate; close one or retry later"
                         .into(),
                 retry_after_secs: 5,
             },

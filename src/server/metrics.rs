@@ -1,6 +1,6 @@
 //! Prometheus metrics, kept in atomics and small maps and rendered as text exposition format
 //! on `GET /metrics`: executions by kind and status, an execution latency histogram, fuel and
-//! peak memory used, live sessions, queue depth, running executions, rejections by reason and
+//! peak memory used, resident and hibernated sessions, queue depth, running executions, rejections by reason and
 //! HTTP responses by status.
 
 use std::collections::BTreeMap;

@@ -25,7 +25,7 @@ use rmcp::model::{
 };
 use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::types::{
@@ -108,9 +108,14 @@ pub struct OpenSessionArgs {
     pub durable: bool,
 }
 
+/// The header a client copies a session argument into (`x-mcp-header`), so that a proxy can
+/// route every call of one session to one node by hashing it.
+pub const SESSION_HEADER: &str = "Vivarium-Session";
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunInSessionArgs {
     /// The id `open_session` returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
     pub session_id: String,
     /// Python source; variables, imports and files persist between turns, and a final
     /// expression's value is returned as the turn's result.
@@ -127,12 +132,15 @@ pub struct RunInSessionArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CloseSessionArgs {
+    /// The id `open_session` returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
     pub session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionArgs {
     /// The id `open_session` (or `fork_session`) returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
     pub session_id: String,
 }
 
@@ -211,8 +219,149 @@ fn session_opened(r: &OpenSessionResponse) -> CallToolResult {
     )])
 }
 
-/// The text an assistant reads back, and image content for every PNG produced.
-pub fn render_result(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
+/// What `execute_python` and `run_in_session` return as `structuredContent` (checked by
+/// clients against the tools' `outputSchema`), beside the text and images that clients of
+/// older revisions read. Images are in `content`; here, each output's type and size.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunResult {
+    /// How the run ended: `ok`, `error` (uncaught exception or non-zero exit), or the host
+    /// limit that stopped it (`timeout`, `fuel_exhausted`, `memory_exceeded`,
+    /// `host_memory_exceeded`, `stack_overflow`, `trap`, `cancelled`).
+    pub status: String,
+    /// The program's exit status; null when a limit stopped it first.
+    pub exit_code: Option<i32>,
+    /// Its standard output (secrets redacted under the server's leakage policy).
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// Whether stdout or stderr was cut at the output limit.
+    pub truncated: bool,
+    /// The uncaught exception, if any.
+    pub error: Option<RunError>,
+    /// Which host limit stopped the run, with its value.
+    pub detail: Option<String>,
+    /// Rich outputs in order (`display()`, `plt.show()`): type and size.
+    pub outputs: Vec<RunOutput>,
+    /// Files the run created or changed.
+    pub files: Vec<RunFile>,
+    /// Rules of the secrets found in the output (and redacted), if any.
+    pub leak_rules: Vec<String>,
+    /// For a session turn: which turn, its final value, and what became of the session.
+    pub turn: Option<RunTurn>,
+}
+
+/// An uncaught Python exception.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunError {
+    /// The exception class, e.g. `ZeroDivisionError`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its message.
+    pub message: String,
+    /// The line of the code where it was raised.
+    pub line: Option<u32>,
+    /// For a `ModuleNotFoundError`: what to do about it.
+    pub hint: Option<String>,
+}
+
+/// One rich output's type and size.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunOutput {
+    /// `image/png`, `text/html`, `image/svg+xml` or `text/plain`.
+    pub mime: String,
+    /// Bytes of its data (decoded, for images).
+    pub bytes: u64,
+}
+
+/// A file the run left in its working directory.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunFile {
+    /// Relative to the working directory.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Its media type, e.g. `image/png`.
+    pub media_type: String,
+}
+
+/// What a session turn adds.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunTurn {
+    /// 1 for the session's first turn.
+    pub turn: u64,
+    /// `repr` of the final expression's value, when there was one.
+    pub result: Option<String>,
+    /// A host limit stopped the turn and the session went back to its state before it.
+    pub rolled_back: bool,
+    /// Set when this turn ended the session, with why.
+    pub ended: Option<String>,
+}
+
+impl RunResult {
+    fn of(r: &ExecutionResult, turn: Option<RunTurn>) -> Self {
+        RunResult {
+            status: r.status.as_str().to_string(),
+            exit_code: r.exit_code,
+            stdout: r.stdout.clone(),
+            stderr: r.stderr.clone(),
+            truncated: r.truncated.stdout || r.truncated.stderr,
+            error: r.error.as_ref().map(|e| RunError {
+                kind: e.kind.clone(),
+                message: e.message.clone(),
+                line: e.line,
+                hint: e.hint.clone(),
+            }),
+            detail: r.detail.clone(),
+            outputs: r
+                .outputs
+                .iter()
+                .map(|o| RunOutput {
+                    mime: o.mime.clone(),
+                    bytes: if o.mime == "image/png" {
+                        (o.data.len() as u64 / 4) * 3
+                    } else {
+                        o.data.len() as u64
+                    },
+                })
+                .collect(),
+            files: r
+                .files
+                .iter()
+                .map(|f| RunFile {
+                    path: f.path.clone(),
+                    size: f.size,
+                    media_type: f.media_type.to_string(),
+                })
+                .collect(),
+            leak_rules: r
+                .leaks
+                .as_deref()
+                .map(|l| {
+                    crate::leakage::rule_names(l)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            turn,
+        }
+    }
+}
+
+/// The text an assistant reads back, image content for every PNG produced, and the result
+/// as structured content (`turn` for a session turn).
+pub fn render_result(
+    r: &ExecutionResult,
+    extra: &[String],
+    turn: Option<RunTurn>,
+) -> CallToolResult {
+    let mut result = render_content(r, extra);
+    result.structured_content = serde_json::to_value(RunResult::of(r, turn)).ok();
+    result
+}
+
+/// The text and images of [`render_result`].
+fn render_content(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
     use std::fmt::Write as _;
     let mut text = String::new();
     let _ = write!(text, "status: {}", r.status.as_str());
@@ -343,6 +492,7 @@ impl VivariumMcp {
     }
 
     #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
         description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies, nothing else can be installed; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
     )]
     async fn execute_python(
@@ -368,9 +518,11 @@ impl VivariumMcp {
         let result = execute_body(state, body(&req), &mut record).await;
         state.runner.finish(record, run_outcome(&result));
         Ok(match result {
-            Ok(Executed::Ran { report, findings }) => {
-                render_result(&ExecuteResponse::new(&id, *report, findings).result, &[])
-            }
+            Ok(Executed::Ran { report, findings }) => render_result(
+                &ExecuteResponse::new(&id, *report, findings).result,
+                &[],
+                None,
+            ),
             Ok(Executed::Denied(findings)) => denied(&findings),
             Err(e) => api_error(e),
         })
@@ -441,6 +593,7 @@ impl VivariumMcp {
     }
 
     #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
         description = "Run Python code in an open session. Variables, imports and files persist; a final expression's value is returned as `result`. Returns the output as text and plots as images."
     )]
     async fn run_in_session(
@@ -473,7 +626,13 @@ impl VivariumMcp {
                         "rolled back: the session is at its state before this turn".to_string(),
                     );
                 }
-                render_result(&t.report, &extra)
+                let turn = RunTurn {
+                    turn: t.turn,
+                    result: t.result.clone(),
+                    rolled_back: t.rolled_back,
+                    ended: t.ended.as_ref().map(|e| e.message.clone()),
+                };
+                render_result(&t.report, &extra, Some(turn))
             }
             Ok(Turned::Denied(findings)) => denied(&findings),
             Err(e) => api_error(e),

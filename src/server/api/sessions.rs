@@ -32,7 +32,7 @@ use crate::server::sessions::SessionInfo;
         (status = 201, description = "Session opened", body = OpenSessionResponse),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 429, description = "Too many live sessions, or the memory budget is taken", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full) or `overloaded` (the memory budget)", body = ErrorBody),
         (status = 503, body = ErrorBody),
     ),
     security((), ("bearer" = []))

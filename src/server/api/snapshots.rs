@@ -51,7 +51,7 @@ pub async fn snapshot(
         (status = 404, body = ErrorBody),
         (status = 409, description = "`session_busy`, `session_ended` or `snapshot_refused`", body = ErrorBody),
         (status = 410, body = ErrorBody),
-        (status = 429, description = "Too many live sessions, or the memory budget is taken", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full) or `overloaded` (the memory budget)", body = ErrorBody),
     ),
     security((), ("bearer" = []))
 )]
