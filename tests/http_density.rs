@@ -237,6 +237,8 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
             &budget.to_string(),
             "--hibernate-after-secs",
             "0",
+            "--max-body-bytes",
+            "209715200",
         ],
     );
     wait_ready_at(&base).await;
@@ -263,6 +265,23 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
     );
     assert!(
         v["detail"].as_str().unwrap().contains("memory budget"),
+        "{v}"
+    );
+    // An upload meets the same budget: 429, nothing written.
+    let r = c
+        .put(format!("{base}/v1/sessions/{b}/files/more.bin"))
+        .body(vec![b'u'; 100 << 20])
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!((st, error_code(&v)), (429, "overloaded"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory budget"),
         "{v}"
     );
     // Deleting the file gives the room back to the budget; A is untouched.

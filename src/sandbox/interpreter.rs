@@ -72,6 +72,16 @@ impl Interpreter {
         if used.saturating_add(adding) > limit {
             return Err(WriteError::OverQuota { limit });
         }
+        // On tmpfs the files are memory: the host's budget must have room for them first.
+        if !self
+            .live
+            .store
+            .data_mut()
+            .fs
+            .hold_on_host(used.saturating_add(adding), true)
+        {
+            return Err(WriteError::HostBudget);
+        }
         let written = files
             .iter()
             .enumerate()
@@ -82,8 +92,10 @@ impl Interpreter {
                     .map_err(|source| WriteError::Workdir { index, source })
             });
         // Also after a failed write: whatever did land is charged.
-        self.live.store.data_mut().fs.charged_bytes =
-            fs_guard::measure_dir(self.live.workdir.path());
+        let now = fs_guard::measure_dir(self.live.workdir.path());
+        let fs = &mut self.live.store.data_mut().fs;
+        fs.charged_bytes = now;
+        fs.hold_on_host(now, true);
         written
     }
 
@@ -113,6 +125,10 @@ pub enum WriteError {
         /// The disk limit, in bytes.
         limit: u64,
     },
+    /// The working directory is in memory (tmpfs) and the server's memory budget has no
+    /// room for the files; none was written.
+    #[error("the server's memory budget has no room for these files right now")]
+    HostBudget,
     /// Writing file number `index` failed (a bad path, an I/O error).
     #[error("file {index}: {source}")]
     Workdir {

@@ -349,6 +349,10 @@ impl Runner {
                 Err(WriteError::Workdir { source, .. }) => {
                     Err(ApiError::from_workdir("path", source))
                 }
+                Err(e @ WriteError::HostBudget) => Err(ApiError::Overloaded {
+                    message: e.to_string(),
+                    retry_after_secs: 1,
+                }),
             }
         })
         .await
@@ -444,5 +448,9 @@ fn write_files(interp: &mut Interpreter, files: &[InputFile]) -> ApiResult<()> {
         WriteError::Workdir { index, source } => {
             ApiError::from_workdir(&format!("files[{index}].path"), source)
         }
+        e @ WriteError::HostBudget => ApiError::Overloaded {
+            message: e.to_string(),
+            retry_after_secs: 1,
+        },
     })
 }
