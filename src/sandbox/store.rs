@@ -88,7 +88,7 @@ impl GuestStore {
         .map_err(SandboxError::Preopen)?;
 
         let charged_bytes = fs_guard::measure_dir(workdir.path());
-        let state = GuestState {
+        let mut state = GuestState {
             wasi: wasi.build_p1(),
             limiter: MemoryLimiter::new(spec.limits.memory_bytes, Some(spec.host.budget.empty())),
             clock: RunClock {
@@ -107,6 +107,10 @@ impl GuestStore {
             last_result: None,
             figure_made: false,
         };
+        // Input files on tmpfs are memory from the start.
+        if !state.fs.hold_on_host(charged_bytes, true) {
+            return Err(SandboxError::HostBudget);
+        }
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|s| &mut s.limiter);
         // Checked every tick: the deadline and the cancel flag, so a busy loop stops within

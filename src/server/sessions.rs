@@ -501,10 +501,15 @@ impl Registry {
         lock(&self.hibernated)
     }
 
-    /// Hibernated sessions now, and the bytes their snapshots take.
-    pub fn hibernated_count(&self) -> (usize, u64) {
+    /// Resident sessions, hibernated ones and the bytes their snapshots take, now: read
+    /// together ([`Registry::hibernate`] moves a session under the same lock).
+    pub fn counts(&self) -> (usize, usize, u64) {
         let h = self.hibernated();
-        (h.len(), h.values().map(|h| h.bytes).sum())
+        (
+            self.open_count(),
+            h.len(),
+            h.values().map(|h| h.bytes).sum(),
+        )
     }
 
     /// Whether one more session may hibernate.
@@ -518,8 +523,13 @@ impl Registry {
         let expires = s.expiry(&s.lock());
         let mut info = s.info();
         info.resident = false;
-        self.live().remove(&s.id);
-        self.hibernated().insert(
+        // Both maps at once (live first, as everywhere), so no lookup sees it in neither;
+        // its place under the resident cap goes at the same moment.
+        let mut live = self.live();
+        let mut hibernated = self.hibernated();
+        live.remove(&s.id);
+        drop(s.lock().slot.take());
+        hibernated.insert(
             s.id.clone(),
             Hibernated {
                 info,

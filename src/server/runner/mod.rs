@@ -247,11 +247,11 @@ impl Runner {
 
     /// The gauges `/metrics` shows.
     pub fn gauges(&self) -> Gauges {
-        let hibernated = self.sessions.hibernated_count();
+        let (resident, hibernated, hibernated_bytes) = self.sessions.counts();
         Gauges {
-            live_sessions: self.sessions.open_count(),
-            hibernated_sessions: hibernated.0,
-            hibernated_bytes: hibernated.1,
+            live_sessions: resident,
+            hibernated_sessions: hibernated,
+            hibernated_bytes,
             queue_depth: self.admission.queue_depth(),
             running: self.admission.running(),
             memory_charged_bytes: self.admission.budget().charged(),
