@@ -12,6 +12,17 @@ use std::time::{Duration, Instant};
 use http_support::*;
 use serde_json::{Value, json};
 
+/// The server process, killed when the test ends, passed or failed (a panicking test must
+/// not leave a server behind).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The server process's resident set, in bytes.
 fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -55,6 +66,7 @@ async fn turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
 fn cleanup(scratch: &Path, snaps: &Path) {
     let _ = std::fs::remove_dir_all(scratch);
     let _ = std::fs::remove_dir_all(snaps);
+    let _ = std::fs::remove_file(scratch.with_extension("audit.jsonl"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,11 +75,12 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
     // Four may be resident; the rest hibernate, coldest first, and wake when asked.
     let scratch = scratch_dir("density-many");
     let snaps = scratch.with_extension("snaps");
-    let Proc { mut child, base } = spawn_server(
+    let Proc { child, base } = spawn_server(
         &scratch,
         Some(&snaps),
         &["--memory-budget-bytes", "1610612736", "--max-sessions", "4"],
     );
+    let child = Server(child);
     wait_ready_at(&base).await;
     let c = client();
     let mut ids = Vec::new();
@@ -148,8 +161,7 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
     assert_eq!(r.status(), 204);
     let (st, _) = get(&c, &format!("{base}/v1/sessions/{cold}")).await;
     assert_eq!(st, 404);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     cleanup(&scratch, &snaps);
 }
 
@@ -159,7 +171,7 @@ async fn growth_past_the_hosts_budget_is_a_memory_error_that_names_it_and_harms_
     let scratch = scratch_dir("density-oom");
     let snaps = scratch.with_extension("snaps");
     let budget: u64 = 700 << 20;
-    let Proc { mut child, base } = spawn_server(
+    let Proc { child, base } = spawn_server(
         &scratch,
         Some(&snaps),
         &[
@@ -169,6 +181,7 @@ async fn growth_past_the_hosts_budget_is_a_memory_error_that_names_it_and_harms_
             "0",
         ],
     );
+    let child = Server(child);
     wait_ready_at(&base).await;
     let c = client();
     let a = open(&c, &base, json!({"template": "python"})).await;
@@ -209,12 +222,11 @@ async fn growth_past_the_hosts_budget_is_a_memory_error_that_names_it_and_harms_
     )
     .await;
     assert_eq!((st, v["stdout"].as_str()), (200, Some("42\n")), "{v}");
-    let rss = rss_bytes(child.id());
+    let rss = rss_bytes(child.0.id());
     assert!(rss < budget, "server RSS {rss} past the budget {budget}");
     let m = metrics(&c, &base).await;
     assert!(m["vivarium_memory_charged_bytes"] <= budget as f64);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     cleanup(&scratch, &snaps);
 }
 
@@ -229,7 +241,7 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
     std::fs::create_dir_all(&scratch).unwrap();
     let snaps = scratch_dir("density-disk").with_extension("snaps");
     let budget: u64 = 700 << 20;
-    let Proc { mut child, base } = spawn_server(
+    let Proc { child, base } = spawn_server(
         &scratch,
         Some(&snaps),
         &[
@@ -241,6 +253,7 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
             "209715200",
         ],
     );
+    let child = Server(child);
     wait_ready_at(&base).await;
     let c = client();
     let a = open(&c, &base, json!({"template": "python"})).await;
@@ -301,10 +314,8 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
     );
     let v = turn(&c, &base, &a, "len(x)").await;
     assert_eq!(v["result"], (150u64 << 20).to_string(), "{v}");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&scratch);
-    let _ = std::fs::remove_dir_all(&snaps);
+    drop(child);
+    cleanup(&scratch, &snaps);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,7 +323,8 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
     let scratch = scratch_dir("density-restart");
     let snaps = scratch.with_extension("snaps");
     let flags = ["--hibernate-after-secs", "1"];
-    let Proc { mut child, base } = spawn_server(&scratch, Some(&snaps), &flags);
+    let Proc { child, base } = spawn_server(&scratch, Some(&snaps), &flags);
+    let child = Server(child);
     wait_ready_at(&base).await;
     let c = client();
     let id = open(&c, &base, json!({"template": "python"})).await;
@@ -339,13 +351,13 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
         1.0
     );
     assert_eq!(m["vivarium_live_sessions"], 0.0);
-    // No goodbye: the hibernated session is already in the store.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // No goodbye (SIGKILL): the hibernated session is already in the store.
+    drop(child);
     let Proc {
-        child: mut second,
+        child: second,
         base,
     } = spawn_server(&scratch, Some(&snaps), &flags);
+    let second = Server(second);
     wait_ready_at(&base).await;
     let v = turn(
         &c,
@@ -356,8 +368,7 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
     .await;
     assert_eq!(v["result"], "(10, 4)", "{v}");
     assert_eq!(v["turn"], 2);
-    second.kill().unwrap();
-    second.wait().unwrap();
+    drop(second);
     cleanup(&scratch, &snaps);
 }
 
@@ -367,11 +378,12 @@ async fn every_resident_place_can_hold_a_session() {
     // with its linear memory and its store's GC heap (once it ran out at half).
     let scratch = scratch_dir("density-pool");
     let snaps = scratch.with_extension("snaps");
-    let Proc { mut child, base } = spawn_server(
+    let Proc { child, base } = spawn_server(
         &scratch,
         Some(&snaps),
         &["--max-sessions", "40", "--max-concurrency", "1"],
     );
+    let child = Server(child);
     wait_ready_at(&base).await;
     let c = client();
     for i in 0..40 {
@@ -385,7 +397,6 @@ async fn every_resident_place_can_hold_a_session() {
         40.0
     );
     assert!(m["vivarium_pooled_instances"] >= m["vivarium_live_sessions"]);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     cleanup(&scratch, &snaps);
 }
