@@ -36,8 +36,29 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
         assert!(Instant::now() < deadline, "never hibernated");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Its instance and working directory are gone; asking about it does not wake it.
+    // Its instance and working directory are gone (the pool holds only the template's
+    // pristine baseline); asking about it does not wake it.
     assert_eq!(s.settled_sandbox_dirs().await, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = c
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let pooled = parse_metrics(&text)["vivarium_pooled_instances"];
+        if pooled == 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "instances still pooled: {pooled}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(
         (st, &v["resident"], &v["turns"]),
