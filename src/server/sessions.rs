@@ -306,6 +306,11 @@ impl Session {
         lock(&self.inner)
     }
 
+    /// The generation of an own snapshot taken now (see `durable_taken`).
+    pub fn next_own_generation(&self) -> u64 {
+        self.durable_taken.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
         self.cancel.clone()
     }

@@ -16,7 +16,7 @@ use crate::sandbox::{CaptureError, CheckpointView, Interpreter};
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
-use crate::server::sessions::{Session, SessionSettings, is_session_id};
+use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
 use crate::sync::lock;
@@ -78,6 +78,23 @@ fn image_of(
         Some(image) => Ok(image),
         None => Ok(host.capture(interp, template)?),
     }
+}
+
+/// Takes `s`'s interpreter (the caller holds it busy) and reads its state on a blocking
+/// thread; the interpreter comes back with the image, or with why there is none.
+async fn capture_off_executor(
+    host: &Arc<Vivarium>,
+    s: &Arc<Session>,
+    busy: &BusyGuard,
+) -> ApiResult<(Interpreter, ApiResult<SessionImage>)> {
+    let mut interp = s.take_interpreter(busy)?;
+    let (host, template) = (host.clone(), s.template);
+    tokio::task::spawn_blocking(move || {
+        let image = image_of(&host, &mut interp, template);
+        (interp, image)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// The record a session's own snapshot carries.
@@ -308,10 +325,7 @@ impl Runner {
         };
         let snapshots = self.snapshots.clone();
         let session = session.clone();
-        let taken = session
-            .durable_taken
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            + 1;
+        let taken = session.next_own_generation();
         let turns = session.info().turns;
         tokio::spawn(async move {
             if let Err(e) = write_own(&host, &snapshots, &session, state, turns, taken).await {
@@ -456,32 +470,9 @@ impl Runner {
     async fn hibernate_one(&self, s: &Arc<Session>) -> ApiResult<()> {
         let host = self.host()?;
         let busy = s.begin()?;
-        let mut interp = s.take_interpreter(&busy)?;
-        let h = host.clone();
-        let template = s.template;
-        let (interp, image) = tokio::task::spawn_blocking(move || {
-            let image = image_of(&h, &mut interp, template);
-            (interp, image)
-        })
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let taken = s
-            .durable_taken
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            + 1;
+        let (interp, image) = capture_off_executor(&host, s, &busy).await?;
         let written = match image {
-            Ok(image) => {
-                let turns = s.info().turns;
-                write_own(
-                    &host,
-                    &self.snapshots,
-                    s,
-                    OwnState::Image(image),
-                    turns,
-                    taken,
-                )
-                .await
-            }
+            Ok(image) => self.write_own_now(&host, s, image).await,
             Err(e) => Err(e),
         };
         let bytes = match written {
@@ -506,31 +497,30 @@ impl Runner {
 
     async fn keep_on_shutdown(&self, host: &Arc<Vivarium>, s: &Arc<Session>) -> ApiResult<()> {
         let busy = s.begin()?;
-        let mut interp = s.take_interpreter(&busy)?;
-        let h = host.clone();
-        let template = s.template;
-        let (interp, image) = tokio::task::spawn_blocking(move || {
-            let image = image_of(&h, &mut interp, template);
-            (interp, image)
-        })
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (interp, image) = capture_off_executor(host, s, &busy).await?;
         s.put_back(Some(interp), None, false).release();
         drop(busy);
-        let taken = s
-            .durable_taken
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            + 1;
+        self.write_own_now(host, s, image?).await.map(drop)
+    }
+
+    /// Stores `image` as `s`'s own snapshot now, as its newest generation; the bytes written.
+    async fn write_own_now(
+        &self,
+        host: &Vivarium,
+        s: &Arc<Session>,
+        image: SessionImage,
+    ) -> ApiResult<u64> {
+        let taken = s.next_own_generation();
+        let turns = s.info().turns;
         write_own(
             host,
             &self.snapshots,
             s,
-            OwnState::Image(image?),
-            s.info().turns,
+            OwnState::Image(image),
+            turns,
             taken,
         )
         .await
-        .map(drop)
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
