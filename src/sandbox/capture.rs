@@ -186,28 +186,23 @@ impl Interpreter {
         let origin = Instant::now()
             .checked_sub(Duration::from_nanos(image.monotonic_ns))
             .unwrap_or_else(Instant::now);
-        let GuestStore {
-            mut store,
-            mut workdir,
-            stdout,
-            stderr,
-            stdin,
-        } = GuestStore::with_env(engine, layout, scratch, spec, &env, origin)?;
+        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, origin)?;
+        let mut live = Live::start(guest, python, image.limits, image.turns_run)?;
         for dir in &image.dirs {
-            workdir.create_dir(dir)?;
+            live.workdir.create_dir(dir)?;
         }
         for (path, content) in &image.files {
-            workdir.write_file(path, content)?;
+            live.workdir.write_file(path, content)?;
         }
-        let Instantiated {
-            instance,
+        let Live {
+            store,
             memory,
-            turn,
-            host_alloc,
-        } = instantiate(&mut store, python)?;
-        let grow = (image.memory_bytes - memory.data_size(&store) as u64) / WASM_PAGE_BYTES;
+            instance,
+            ..
+        } = &mut live;
+        let grow = (image.memory_bytes - memory.data_size(&*store) as u64) / WASM_PAGE_BYTES;
         if grow > 0 {
-            memory.grow(&mut store, grow).map_err(|_| {
+            memory.grow(&mut *store, grow).map_err(|_| {
                 if store.data().limiter.refused == Some(MemoryRefusal::HostBudget) {
                     RestoreError::Sandbox(SandboxError::HostBudget)
                 } else {
@@ -215,7 +210,7 @@ impl Interpreter {
                 }
             })?;
         }
-        let mem = memory.data_mut(&mut store);
+        let mem = memory.data_mut(&mut *store);
         for (i, page) in image.pages.iter().enumerate() {
             let at = *page as usize * PAGE_BYTES;
             let src = &image.page_data[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
@@ -225,7 +220,7 @@ impl Interpreter {
         }
         for g in &image.globals {
             let global = instance
-                .get_global(&mut store, &g.name)
+                .get_global(&mut *store, &g.name)
                 .ok_or(RestoreError::Mismatch("globals"))?;
             let value = match g.value {
                 GlobalBits::I32(v) => Val::I32(v as i32),
@@ -235,33 +230,19 @@ impl Interpreter {
                 GlobalBits::V128(v) => Val::V128(v.into()),
             };
             global
-                .set(&mut store, value)
+                .set(&mut *store, value)
                 .map_err(|_| RestoreError::Mismatch("globals"))?;
         }
-        {
-            let data = store.data_mut();
-            data.limiter.peak_bytes = data
-                .limiter
-                .peak_bytes
-                .max(usize::try_from(image.memory_peak_bytes).unwrap_or(usize::MAX));
-            data.fs.charged_bytes = fs_guard::measure_dir(workdir.path());
-        }
+        let charged = fs_guard::measure_dir(live.workdir.path());
+        let data = live.store.data_mut();
+        data.limiter.peak_bytes = data
+            .limiter
+            .peak_bytes
+            .max(usize::try_from(image.memory_peak_bytes).unwrap_or(usize::MAX));
+        data.fs.charged_bytes = charged;
         Ok(Interpreter {
             checkpoint: None,
-            live: Live {
-                store,
-                memory,
-                turn,
-                host_alloc,
-                stdout,
-                stderr,
-                stdin,
-                workdir,
-                limits: image.limits,
-                turns_run: image.turns_run,
-                ended: None,
-                instance,
-            },
+            live,
         })
     }
 }

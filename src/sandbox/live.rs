@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use wasmtime::{Instance, InstancePre, Memory, Store, TypedFunc};
 
-use super::SandboxError;
 use super::outcome::{EndReason, TurnOutcome, classify};
 use super::output::CappedPipe;
 use super::stdin::GuestStdin;
 use super::workdir::WorkDir;
+use super::{GuestStore, SandboxError};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryRefusal;
 use crate::hostcalls::state::{self, GuestState};
@@ -76,6 +76,43 @@ pub(super) struct Live {
 }
 
 impl Live {
+    /// Instantiates `python` in `guest`'s store and keeps it with the rest of `guest`: a
+    /// live instance under `limits`, `turns_run` turns into its life.
+    pub(super) fn start(
+        guest: GuestStore,
+        python: &InstancePre<GuestState>,
+        limits: Limits,
+        turns_run: u32,
+    ) -> Result<Live, SandboxError> {
+        let GuestStore {
+            mut store,
+            workdir,
+            stdout,
+            stderr,
+            stdin,
+        } = guest;
+        let Instantiated {
+            instance,
+            memory,
+            turn,
+            host_alloc,
+        } = instantiate(&mut store, python)?;
+        Ok(Live {
+            store,
+            instance,
+            memory,
+            turn,
+            host_alloc,
+            stdout,
+            stderr,
+            stdin,
+            workdir,
+            limits,
+            turns_run,
+            ended: None,
+        })
+    }
+
     /// Whether pyplot made a figure since the last call (the door's figure message).
     pub(super) fn take_figure_made(&mut self) -> bool {
         std::mem::take(&mut self.store.data_mut().figure_made)

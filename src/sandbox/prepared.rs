@@ -6,7 +6,7 @@ use std::time::Instant;
 use wasmtime::InstancePre;
 
 use super::interpreter::Interpreter;
-use super::live::{Instantiated, Live, instantiate};
+use super::live::Live;
 use super::store::GuestStore;
 use super::workdir::ScratchRoot;
 use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
@@ -43,33 +43,8 @@ impl Sandbox {
         // The set-up turn installs the same environment the WASI context gets.
         let env = guest_env(&spec.env)?;
         let setup_code = guest::setup_code(&env, &setup);
-        let GuestStore {
-            mut store,
-            workdir,
-            stdout,
-            stderr,
-            stdin,
-        } = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
-        let Instantiated {
-            instance,
-            memory,
-            turn,
-            host_alloc,
-        } = instantiate(&mut store, python)?;
-        let mut live = Live {
-            store,
-            instance,
-            memory,
-            turn,
-            host_alloc,
-            stdout,
-            stderr,
-            stdin,
-            workdir,
-            limits,
-            turns_run: 0,
-            ended: None,
-        };
+        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
+        let mut live = Live::start(guest, python, limits, 0)?;
         let outcome = live.turn(&setup_code, &guest::SETUP_LIMITS, false);
         if outcome.report.status != Status::Ok {
             let r = outcome.report;
