@@ -23,6 +23,14 @@ impl Drop for Server {
     }
 }
 
+/// The real server on 127.0.0.1 with `flags`, its snapshots in `snaps`, ready.
+async fn serve(scratch: &Path, snaps: &Path, flags: &[&str]) -> (Server, String) {
+    let Proc { child, base } = spawn_server(scratch, Some(snaps), flags);
+    let child = Server(child);
+    wait_ready_at(&base).await;
+    (child, base)
+}
+
 /// The server process's resident set, in bytes.
 fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -34,22 +42,8 @@ fn rss_bytes(pid: u32) -> u64 {
     kb << 10
 }
 
-async fn metrics(c: &reqwest::Client, base: &str) -> std::collections::HashMap<String, f64> {
-    let text = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    parse_metrics(&text)
-}
-
 async fn open(c: &reqwest::Client, base: &str, body: Value) -> String {
-    let (st, v) = post(c, &format!("{base}/v1/sessions"), &body).await;
-    assert_eq!(st, 201, "{v}");
-    v["id"].as_str().unwrap().to_string()
+    open_session(c, base, &body).await
 }
 
 async fn turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
@@ -75,13 +69,12 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
     // Four may be resident; the rest hibernate, coldest first, and wake when asked.
     let scratch = scratch_dir("density-many");
     let snaps = scratch.with_extension("snaps");
-    let Proc { child, base } = spawn_server(
+    let (child, base) = serve(
         &scratch,
-        Some(&snaps),
+        &snaps,
         &["--memory-budget-bytes", "1610612736", "--max-sessions", "4"],
-    );
-    let child = Server(child);
-    wait_ready_at(&base).await;
+    )
+    .await;
     let c = client();
     let mut ids = Vec::new();
     for i in 0..12 {
@@ -90,7 +83,7 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
         assert_eq!(v["result"], (i * 7).to_string(), "{v}");
         ids.push(id);
     }
-    let m = metrics(&c, &base).await;
+    let m = metrics_at(&c, &base).await;
     assert!(m["vivarium_live_sessions"] <= 4.0, "{m:?}");
     assert_eq!(
         m["vivarium_live_sessions"] + m["vivarium_hibernated_sessions"],
@@ -106,7 +99,7 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
         assert_eq!(v["result"], (i * 7 + 1).to_string(), "{v}");
         assert_eq!(v["turn"], 2);
     }
-    let m = metrics(&c, &base).await;
+    let m = metrics_at(&c, &base).await;
     assert!(m[r#"vivarium_session_events_total{event="hibernate"}"#] >= 8.0);
     assert!(m[r#"vivarium_session_events_total{event="wake"}"#] >= 8.0);
     assert!(m["vivarium_session_wake_seconds_count"] >= 8.0);
@@ -132,7 +125,7 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
     }
     assert!(asleep.len() >= 2, "{asleep:?}");
     let wakes = |m: &std::collections::HashMap<String, f64>| m[r#"vivarium_session_events_total{event="wake"}"#];
-    let before = wakes(&metrics(&c, &base).await);
+    let before = wakes(&metrics_at(&c, &base).await);
     let mut tasks = Vec::new();
     for id in asleep.iter().take(2) {
         for _ in 0..3 {
@@ -152,7 +145,7 @@ async fn many_more_sessions_than_budget_over_cap_open_answer_and_keep_their_stat
         }
     }
     assert!(ran >= 2);
-    assert_eq!(wakes(&metrics(&c, &base).await) - before, 2.0);
+    assert_eq!(wakes(&metrics_at(&c, &base).await) - before, 2.0);
     let r = c
         .delete(format!("{base}/v1/sessions/{cold}"))
         .send()
@@ -171,18 +164,17 @@ async fn growth_past_the_hosts_budget_is_a_memory_error_that_names_it_and_harms_
     let scratch = scratch_dir("density-oom");
     let snaps = scratch.with_extension("snaps");
     let budget: u64 = 700 << 20;
-    let Proc { child, base } = spawn_server(
+    let (child, base) = serve(
         &scratch,
-        Some(&snaps),
+        &snaps,
         &[
             "--memory-budget-bytes",
             &budget.to_string(),
             "--hibernate-after-secs",
             "0",
         ],
-    );
-    let child = Server(child);
-    wait_ready_at(&base).await;
+    )
+    .await;
     let c = client();
     let a = open(&c, &base, json!({"template": "python"})).await;
     let b = open(&c, &base, json!({"template": "python"})).await;
@@ -224,7 +216,7 @@ async fn growth_past_the_hosts_budget_is_a_memory_error_that_names_it_and_harms_
     assert_eq!((st, v["stdout"].as_str()), (200, Some("42\n")), "{v}");
     let rss = rss_bytes(child.0.id());
     assert!(rss < budget, "server RSS {rss} past the budget {budget}");
-    let m = metrics(&c, &base).await;
+    let m = metrics_at(&c, &base).await;
     assert!(m["vivarium_memory_charged_bytes"] <= budget as f64);
     drop(child);
     cleanup(&scratch, &snaps);
@@ -241,9 +233,9 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
     std::fs::create_dir_all(&scratch).unwrap();
     let snaps = scratch_dir("density-disk").with_extension("snaps");
     let budget: u64 = 700 << 20;
-    let Proc { child, base } = spawn_server(
+    let (child, base) = serve(
         &scratch,
-        Some(&snaps),
+        &snaps,
         &[
             "--memory-budget-bytes",
             &budget.to_string(),
@@ -252,9 +244,8 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
             "--max-body-bytes",
             "209715200",
         ],
-    );
-    let child = Server(child);
-    wait_ready_at(&base).await;
+    )
+    .await;
     let c = client();
     let a = open(&c, &base, json!({"template": "python"})).await;
     let b = open(
@@ -298,7 +289,7 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
         "{v}"
     );
     // Deleting the file gives the room back to the budget; A is untouched.
-    let full = metrics(&c, &base).await["vivarium_memory_charged_bytes"];
+    let full = metrics_at(&c, &base).await["vivarium_memory_charged_bytes"];
     let v = turn(
         &c,
         &base,
@@ -307,7 +298,7 @@ async fn on_tmpfs_a_write_past_the_hosts_budget_is_enospc_that_names_it() {
     )
     .await;
     assert_eq!(v["status"], "ok", "{v}");
-    let freed = full - metrics(&c, &base).await["vivarium_memory_charged_bytes"];
+    let freed = full - metrics_at(&c, &base).await["vivarium_memory_charged_bytes"];
     assert!(
         freed > (200u64 << 20) as f64,
         "only {freed} bytes came back"
@@ -323,9 +314,7 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
     let scratch = scratch_dir("density-restart");
     let snaps = scratch.with_extension("snaps");
     let flags = ["--hibernate-after-secs", "1"];
-    let Proc { child, base } = spawn_server(&scratch, Some(&snaps), &flags);
-    let child = Server(child);
-    wait_ready_at(&base).await;
+    let (child, base) = serve(&scratch, &snaps, &flags).await;
     let c = client();
     let id = open(&c, &base, json!({"template": "python"})).await;
     turn(
@@ -345,7 +334,7 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
         assert!(Instant::now() < deadline, "never hibernated: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let m = metrics(&c, &base).await;
+    let m = metrics_at(&c, &base).await;
     assert_eq!(
         m[r#"vivarium_session_events_total{event="hibernate"}"#],
         1.0
@@ -353,12 +342,7 @@ async fn a_hibernated_session_survives_kill_9_and_wakes_on_the_next_server() {
     assert_eq!(m["vivarium_live_sessions"], 0.0);
     // No goodbye (SIGKILL): the hibernated session is already in the store.
     drop(child);
-    let Proc {
-        child: second,
-        base,
-    } = spawn_server(&scratch, Some(&snaps), &flags);
-    let second = Server(second);
-    wait_ready_at(&base).await;
+    let (second, base) = serve(&scratch, &snaps, &flags).await;
     let v = turn(
         &c,
         &base,
@@ -378,20 +362,19 @@ async fn every_resident_place_can_hold_a_session() {
     // with its linear memory and its store's GC heap (once it ran out at half).
     let scratch = scratch_dir("density-pool");
     let snaps = scratch.with_extension("snaps");
-    let Proc { child, base } = spawn_server(
+    let (child, base) = serve(
         &scratch,
-        Some(&snaps),
+        &snaps,
         &["--max-sessions", "40", "--max-concurrency", "1"],
-    );
-    let child = Server(child);
-    wait_ready_at(&base).await;
+    )
+    .await;
     let c = client();
     for i in 0..40 {
         let id = open(&c, &base, json!({"template": "python"})).await;
         let v = turn(&c, &base, &id, &format!("{i} + 1")).await;
         assert_eq!(v["result"], (i + 1).to_string(), "{v}");
     }
-    let m = metrics(&c, &base).await;
+    let m = metrics_at(&c, &base).await;
     assert_eq!(
         m["vivarium_live_sessions"] + m["vivarium_hibernated_sessions"],
         40.0

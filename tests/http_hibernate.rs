@@ -3,7 +3,7 @@
 
 mod http_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_support::*;
 use serde_json::json;
@@ -15,65 +15,32 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
     let id = v["id"].as_str().unwrap().to_string();
     session_turn(&c, &s.base, &id, "x = 7\nopen('h.txt', 'w').write('kept')").await;
-    let metric = |text: &str| {
-        parse_metrics(text)
-            .get("vivarium_session_events_total{event=\"hibernate\"}")
-            .copied()
-    };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let text = c
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metric(&text) == Some(1.0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never hibernated");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_metric(
+        &c,
+        &s.base,
+        r#"vivarium_session_events_total{event="hibernate"}"#,
+        1.0,
+        Duration::from_secs(15),
+    )
+    .await;
     // Its instance and working directory are gone (the pool holds only the template's
     // pristine baseline); asking about it does not wake it.
     assert_eq!(s.settled_sandbox_dirs().await, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = c
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let pooled = parse_metrics(&text)["vivarium_pooled_instances"];
-        if pooled == 1.0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "instances still pooled: {pooled}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_metric(
+        &c,
+        &s.base,
+        "vivarium_pooled_instances",
+        1.0,
+        Duration::from_secs(10),
+    )
+    .await;
     let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(
         (st, &v["resident"], &v["turns"]),
         (200, &json!(false), &json!(1)),
         "{v}"
     );
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = parse_metrics(&text);
+    let m = metrics_at(&c, &s.base).await;
     assert_eq!(m["vivarium_hibernated_sessions"], 1.0);
     assert_eq!(m["vivarium_live_sessions"], 0.0);
     let v = session_turn(&c, &s.base, &id, "x + 1, open('h.txt').read()").await;
@@ -81,15 +48,7 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     assert_eq!(v["turn"], 2);
     let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(v["resident"], true, "{v}");
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = parse_metrics(&text);
+    let m = metrics_at(&c, &s.base).await;
     assert_eq!(m[r#"vivarium_session_events_total{event="wake"}"#], 1.0);
     assert_eq!(m["vivarium_session_wake_seconds_count"], 1.0);
     assert_eq!(m["vivarium_hibernated_sessions"], 0.0);

@@ -129,15 +129,7 @@ async fn a_burst_beyond_capacity_gets_429() {
         }
     }
     assert!(ok >= 1 && rejected >= 1, "ok {ok}, rejected {rejected}");
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = parse_metrics(&text);
+    let m = metrics_at(&c, &s.base).await;
     assert_eq!(
         m[r#"vivarium_rejections_total{reason="queue_full"}"#],
         rejected as f64

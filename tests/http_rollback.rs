@@ -97,15 +97,7 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
     assert_eq!(v["rolled_back"], true);
     let v = turn(&c, &s, &id, json!({"code": "open('up.txt').read()"})).await;
     assert_eq!(v["result"], "'uploaded'", "{v}");
-    let metrics = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = parse_metrics(&metrics);
+    let m = metrics_at(&c, &s.base).await;
     assert_eq!(
         m.get("vivarium_session_events_total{event=\"rollback\"}"),
         Some(&4.0)

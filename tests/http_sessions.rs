@@ -203,15 +203,7 @@ async fn concurrent_turn_conflicts_and_idle_sessions_expire() {
             .any(|r| r["action"] == "session_expire" && r["session_id"] == id.as_str())
     );
 
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = parse_metrics(&text);
+    let m = metrics_at(&c, &s.base).await;
     assert_eq!(
         m[r#"vivarium_sessions_closed_total{reason="expired"}"#],
         1.0

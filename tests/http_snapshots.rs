@@ -12,9 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 async fn open(c: &reqwest::Client, s: &TestServer, body: Value) -> String {
-    let (st, v) = post(c, &s.url("/v1/sessions"), &body).await;
-    assert_eq!(st, 201, "{v}");
-    v["id"].as_str().unwrap().to_string()
+    open_session(c, &s.base, &body).await
 }
 
 fn snapshot_file(dir: &Path, id: &str) -> PathBuf {
@@ -35,13 +33,7 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
     )
     .await;
 
-    let (st, snap) = post(
-        &c,
-        &s.url(&format!("/v1/sessions/{id}/snapshot")),
-        &json!({}),
-    )
-    .await;
-    assert_eq!(st, 201, "{snap}");
+    let snap = take_snapshot(&c, &s.base, &id).await;
     let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     assert!(snap_id.starts_with("snap-"));
     assert_eq!(snap["template"], "python");
@@ -234,14 +226,10 @@ async fn damaged_foreign_and_other_keys_snapshots_are_refused_and_nothing_loads(
     let id = open(&alice, &s, json!({"template": "python"})).await;
     session_turn(&alice, &s.base, &id, "x = 41").await;
     let take = || async {
-        let (st, v) = post(
-            &alice,
-            &s.url(&format!("/v1/sessions/{id}/snapshot")),
-            &json!({}),
-        )
-        .await;
-        assert_eq!(st, 201, "{v}");
-        v["snapshot_id"].as_str().unwrap().to_string()
+        take_snapshot(&alice, &s.base, &id).await["snapshot_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
     };
     let snap = take().await;
 
@@ -344,14 +332,10 @@ async fn a_snapshot_restores_in_a_fresh_server_process_with_a_fitted_model() {
          open('out/a.txt', 'w').write('from the first process')",
     )
     .await;
-    let (st, v) = post(
-        &c,
-        &s.url(&format!("/v1/sessions/{id}/snapshot")),
-        &json!({}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
-    let snap = v["snapshot_id"].as_str().unwrap().to_string();
+    let snap = take_snapshot(&c, &s.base, &id).await["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.stop().await;
 
     let scratch = scratch_dir("snap-proc2");

@@ -139,15 +139,7 @@ impl Drop for S3Server {
 }
 
 async fn turn(c: &reqwest::Client, s: &TestServer, id: &str, code: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &s.url(&format!("/v1/sessions/{id}/execute")),
-        &json!({ "code": code }),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    assert_eq!(v["status"], "ok", "{code}: {v}");
-    v
+    session_turn(c, &s.base, id, code).await
 }
 
 #[test]
@@ -184,13 +176,7 @@ async fn scenario(s3: &mut S3Server) {
     turn(&c, &s, &id, "x = 41").await;
 
     // A snapshot is one object, <prefix>/<id>.snap, in the bucket.
-    let (st, snap) = post(
-        &c,
-        &s.url(&format!("/v1/sessions/{id}/snapshot")),
-        &json!({}),
-    )
-    .await;
-    assert_eq!(st, 201, "{snap}");
+    let snap = take_snapshot(&c, &s.base, &id).await;
     let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     let key = format!("{PREFIX}/{snap_id}.snap");
     assert_eq!(s3.keys().await, vec![key.clone()]);

@@ -89,6 +89,25 @@ pub async fn session_turn(c: &reqwest::Client, base: &str, id: &str, code: &str)
     v
 }
 
+/// Opens a session on the server at `base` with `body` (asserting 201); its id.
+pub async fn open_session(c: &reqwest::Client, base: &str, body: &Value) -> String {
+    let (st, v) = post(c, &format!("{base}/v1/sessions"), body).await;
+    assert_eq!(st, 201, "{v}");
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// Snapshots session `id` on the server at `base` (asserting 201); the snapshot's info.
+pub async fn take_snapshot(c: &reqwest::Client, base: &str, id: &str) -> Value {
+    let (st, v) = post(
+        c,
+        &format!("{base}/v1/sessions/{id}/snapshot"),
+        &serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    v
+}
+
 pub fn scratch_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "vivarium-http-{tag}-{}-{:08x}",
@@ -274,6 +293,35 @@ pub fn error_code(v: &Value) -> &str {
     e["code"]
         .as_str()
         .unwrap_or_else(|| panic!("no error.code in {v}"))
+}
+
+/// The `/metrics` of the server at `base`, parsed (see [`parse_metrics`]).
+pub async fn metrics_at(c: &reqwest::Client, base: &str) -> std::collections::HashMap<String, f64> {
+    let r = c.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    parse_metrics(&r.text().await.unwrap())
+}
+
+/// Waits until metric `key` of the server at `base` reads `want`, for at most `within`.
+pub async fn wait_for_metric(
+    c: &reqwest::Client,
+    base: &str,
+    key: &str,
+    want: f64,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let got = metrics_at(c, base).await.get(key).copied();
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} is {got:?}, not {want}, after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Parses Prometheus text into `name{labels}` → value.
