@@ -262,8 +262,9 @@ pub struct Vivarium {
     scratch_in_memory: bool,
     /// What every sandbox is charged to.
     budget: Arc<HostBudget>,
-    /// The distributions built into the guest.
-    packages: Vec<BuiltinPackage>,
+    /// The distributions built into the guest, read from the runtime on first use (not at
+    /// start: `vivarium run` would pay for reading the stdlib zip's directory every time).
+    packages: std::sync::OnceLock<Vec<BuiltinPackage>>,
     defaults: Limits,
     maximum: Limits,
 }
@@ -278,7 +279,6 @@ impl Vivarium {
         let python = engine.instance_pre(&module)?;
         let scratch = ScratchRoot::create(&opts.scratch_base)?;
         let scratch_in_memory = is_memory_backed(scratch.path());
-        let packages = runtime::builtin_packages(&files);
         Ok(Arc::new(Vivarium {
             files,
             engine,
@@ -290,7 +290,7 @@ impl Vivarium {
             scratch,
             scratch_in_memory,
             budget: opts.budget.clone(),
-            packages,
+            packages: std::sync::OnceLock::new(),
             defaults: opts.defaults,
             maximum: opts.maximum,
         }))
@@ -500,7 +500,8 @@ impl Vivarium {
 
     /// The distributions built into the guest (from the runtime's stdlib zip).
     pub fn builtin_packages(&self) -> &[BuiltinPackage] {
-        &self.packages
+        self.packages
+            .get_or_init(|| runtime::builtin_packages(&self.files))
     }
 
     /// Adds a hint to an uncaught `ModuleNotFoundError`: the import name of a built-in
@@ -513,7 +514,7 @@ impl Vivarium {
                 .strip_prefix("No module named '")
                 .and_then(|m| m.split('\'').next())
         {
-            e.hint = missing_module_hint(module, &self.packages);
+            e.hint = missing_module_hint(module, self.builtin_packages());
         }
     }
 
