@@ -160,9 +160,10 @@ fn measure(
 }
 
 /// What `open_interpreter` asks for (rich outputs), without its checkpoint.
-fn spec() -> SandboxSpec {
+fn spec(host: &Vivarium) -> SandboxSpec {
     SandboxSpec {
         host: HostShare::unlimited(),
+        packages: host.no_packages(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],
@@ -240,7 +241,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
     // The session everything starts from, with its checkpoint (what `open_interpreter`
     // gives), and one without.
     let mut src = host
-        .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default())
+        .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default(), host.no_packages())
         .unwrap();
     answered(host, &mut src, STATE);
     assert_eq!(
@@ -248,7 +249,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
         Some("100000")
     );
     let mut bare = host
-        .prepare_with(spec(), TEMPLATE)
+        .prepare_with(spec(host), TEMPLATE)
         .unwrap()
         .into_interpreter();
     let o = bare.turn(STATE, vec![], &turn_limits()).unwrap();
@@ -293,7 +294,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
         |t| {
             let t0 = Instant::now();
             let mut i = host
-                .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default())
+                .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default(), host.no_packages())
                 .unwrap();
             let t1 = Instant::now();
             answered(host, &mut i, FIRST);

@@ -64,9 +64,10 @@ fn native_python() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn spec() -> SandboxSpec {
+fn spec(host: &Vivarium) -> SandboxSpec {
     SandboxSpec {
         host: HostShare::unlimited(),
+        packages: host.no_packages(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],
@@ -94,7 +95,7 @@ fn native(python: &Path, code: &str) {
 }
 
 fn sandbox(host: &Vivarium, template: Template, code: &str) {
-    let r = host.prepare_with(spec(), template).unwrap().run(code);
+    let r = host.prepare_with(spec(host), template).unwrap().run(code);
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
 }
 
@@ -235,7 +236,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
     // and checks the code (`policy: warn`).
     g.bench_function("vivarium_sandbox_rich_checked", |b| {
         b.iter(|| {
-            let mut spec = spec();
+            let mut spec = spec(host);
             spec.setup = GuestSetup {
                 rich: true,
                 line_buffered: false,

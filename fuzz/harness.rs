@@ -230,6 +230,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
         let mut gs = h
             .guest_store(SandboxSpec {
                 host: HostShare::unlimited(),
+                packages: h.no_packages(),
                 limits: l,
                 env: vec![],
                 files: vec![],

@@ -98,6 +98,10 @@ pub struct RunArgs {
     /// Set an environment variable in the guest.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// Add a pure-Python package (a requirement specifier, e.g. `tabulate>=0.9`), resolved
+    /// with pip from the index pip is configured with (or `VIVARIUM_PACKAGE_INDEX`).
+    #[arg(long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
     /// Wall-clock limit in milliseconds [default: 30000, at most 600000].
     #[arg(long)]
     pub timeout_ms: Option<u64>,
@@ -257,6 +261,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         template: args.template,
         // `display()` and `plt.show()` outputs come back in the JSON report.
         rich: args.json,
+        packages: args.packages.clone(),
         ..ExecRequest::default()
     };
     let host = Vivarium::open(VivariumOptions::from_env())?;

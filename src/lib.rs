@@ -25,6 +25,7 @@ mod guest;
 mod hostcalls;
 mod leakage;
 mod limits;
+mod packages;
 mod report;
 mod runtime;
 mod sandbox;
@@ -39,6 +40,9 @@ pub mod server;
 pub use check::{CheckResult, Finding, Policy, Severity};
 pub use leakage::{GITLEAKS_VERSION, LeakPolicy, RuleError, Scanner};
 pub use limits::{Limits, LimitsRequest, TurnLimits};
+pub use packages::{
+    PackageEnv, PackageError, PackageErrorKind, PackageOptions, PackagePin, PackageSource,
+};
 pub use report::{
     FileOut, Leak, LeakPlace, LeakStream, PyError, Report, RichOutput, Status, Truncated, Usage,
 };

@@ -16,6 +16,7 @@ use crate::guest::GuestSetup;
 use crate::hostcalls::state::GuestState;
 use crate::limits::TurnLimits;
 use crate::limits::{LimitError, Limits, LimitsRequest};
+use crate::packages::{PackageEnv, PackageError, PackageOptions, PackageSource, Packages};
 use crate::report::Report;
 use crate::runtime::{
     self, BuiltinPackage, RuntimeError, RuntimeFiles, RuntimeOptions, missing_module_hint,
@@ -49,6 +50,8 @@ pub struct VivariumOptions {
     /// What every sandbox's memory (and tmpfs files) is charged to: the server's budget;
     /// unlimited for the CLI.
     pub budget: Arc<HostBudget>,
+    /// Where extra packages come from, and their cache and bounds.
+    pub packages: PackageOptions,
 }
 
 impl VivariumOptions {
@@ -66,8 +69,18 @@ impl VivariumOptions {
         {
             engine.keep_resident_bytes = bytes;
         }
+        let runtime = RuntimeOptions::from_env();
+        let mut packages = PackageOptions::new(&runtime.home);
+        packages.python = runtime.python.clone();
+        if let Ok(url) = std::env::var("VIVARIUM_PACKAGE_INDEX") {
+            packages.source = PackageSource::Index(url);
+        }
+        if std::env::var("VIVARIUM_PACKAGES").is_ok_and(|v| v == "off") {
+            packages.source = PackageSource::Off;
+        }
         VivariumOptions {
-            runtime: RuntimeOptions::from_env(),
+            runtime,
+            packages,
             engine,
             scratch_base,
             defaults: Limits::DEFAULT,
@@ -134,6 +147,9 @@ pub enum OpenError {
     /// A template could not be built or loaded.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// The package cache's folders could not be made.
+    #[error("making the package cache: {0}")]
+    Packages(String),
 }
 
 /// Why an execution could not be attempted (as opposed to how it ended, which is the
@@ -152,6 +168,9 @@ pub enum ExecError {
     /// The guest thread panicked (its unwinding removed the sandbox).
     #[error("the host panicked while running the guest: {0}")]
     Panicked(String),
+    /// The packages asked for cannot be had: nothing ran.
+    #[error(transparent)]
+    Packages(#[from] PackageError),
     /// The policy is `deny` and the check found these: nothing ran ([`Vivarium::execute`]
     /// only; [`Vivarium::run`] answers [`Executed::Denied`]).
     #[error(
@@ -187,6 +206,8 @@ pub struct ExecRequest {
     /// Whether the code is checked first: off unless asked (the HTTP API's default is
     /// `warn`).
     pub policy: Policy,
+    /// Extra packages (requirement specifiers, e.g. `tabulate>=0.9`).
+    pub packages: Vec<String>,
 }
 
 impl Default for ExecRequest {
@@ -202,6 +223,7 @@ impl Default for ExecRequest {
             template: None,
             rich: false,
             policy: Policy::Off,
+            packages: Vec::new(),
         }
     }
 }
@@ -229,6 +251,8 @@ pub struct RunSpec {
     pub line_buffered: bool,
     /// Whether the code is checked first, in the same sandbox, before any of it runs.
     pub policy: Policy,
+    /// The extra packages it sees ([`Vivarium::packages`]; [`Vivarium::no_packages`]).
+    pub packages: Arc<PackageEnv>,
 }
 
 /// How a run ended, when it could be attempted.
@@ -264,7 +288,9 @@ pub struct Vivarium {
     budget: Arc<HostBudget>,
     /// The distributions built into the guest, read from the runtime on first use (not at
     /// start: `vivarium run` would pay for reading the stdlib zip's directory every time).
-    packages: std::sync::OnceLock<Vec<BuiltinPackage>>,
+    builtins: std::sync::OnceLock<Vec<BuiltinPackage>>,
+    /// Extra packages: resolution and the environment cache.
+    packages: Packages,
     defaults: Limits,
     maximum: Limits,
 }
@@ -290,7 +316,10 @@ impl Vivarium {
             scratch,
             scratch_in_memory,
             budget: opts.budget.clone(),
-            packages: std::sync::OnceLock::new(),
+            builtins: std::sync::OnceLock::new(),
+            packages: Packages::new(opts.packages.clone()).map_err(|e| {
+                OpenError::Packages(format!("{}: {e}", opts.packages.dir.display()))
+            })?,
             defaults: opts.defaults,
             maximum: opts.maximum,
         }))
@@ -453,6 +482,7 @@ impl Vivarium {
             rich,
             line_buffered,
             policy,
+            packages,
         } = spec;
         let check = (policy != Policy::Off).then(|| code.clone());
         let sandbox = self
@@ -470,6 +500,7 @@ impl Vivarium {
                         check,
                     },
                     host: self.host_share(),
+                    packages,
                 },
                 template,
             )
@@ -500,7 +531,7 @@ impl Vivarium {
 
     /// The distributions built into the guest (from the runtime's stdlib zip).
     pub fn builtin_packages(&self) -> &[BuiltinPackage] {
-        self.packages
+        self.builtins
             .get_or_init(|| runtime::builtin_packages(&self.files))
     }
 
@@ -533,6 +564,7 @@ impl Vivarium {
             rich: req.rich,
             line_buffered: false,
             policy: req.policy,
+            packages: self.packages(&req.packages)?,
         };
         let cancel = req.cancel.unwrap_or_default();
         let this = self.clone();
@@ -550,13 +582,14 @@ impl Vivarium {
         limits: Limits,
         template: Template,
         cancel: Arc<AtomicBool>,
+        packages: Arc<PackageEnv>,
     ) -> Result<Interpreter, SandboxError> {
         let setup = GuestSetup {
             rich: true,
             ..GuestSetup::default()
         };
         let sandbox = self.prepare_with(
-            bare_spec(limits, cancel, setup, self.host_share()),
+            bare_spec(limits, cancel, setup, self.host_share(), packages),
             template,
         )?;
         let mut interp = sandbox.into_interpreter();
@@ -657,13 +690,17 @@ impl Vivarium {
         Ok(interp)
     }
 
-    /// [`Vivarium::restore_interpreter`] without a checkpoint of its own.
+    /// [`Vivarium::restore_interpreter`] without a checkpoint of its own. Its packages come
+    /// from the cache, or again from the index when it serves exactly the image's wheels.
     fn restore_bare(
         &self,
         template: Template,
         image: &SessionImage,
         cancel: Arc<AtomicBool>,
     ) -> Result<Interpreter, RestoreError> {
+        let packages = self
+            .packages
+            .get_pinned(&image.packages, self.builtin_packages())?;
         let pre = self.template_pre(template).map_err(SandboxError::from)?;
         let baseline = self.baseline(template)?;
         Interpreter::restore(
@@ -675,7 +712,54 @@ impl Vivarium {
             image,
             cancel,
             self.host_share(),
+            packages,
         )
+    }
+
+    /// The environment of the extra packages `raw` names (requirement specifiers), from the
+    /// cache or resolved, downloaded and unpacked now; the empty one for none. Blocking
+    /// (pip runs): call off an async executor.
+    pub fn packages(&self, raw: &[String]) -> Result<Arc<PackageEnv>, PackageError> {
+        let specs = self.packages.parse(raw)?;
+        self.packages.get(&specs, self.builtin_packages())
+    }
+
+    /// Checks `raw` against the server's package policy and bounds without resolving it:
+    /// what a front door refuses before anything runs.
+    pub fn check_packages(&self, raw: &[String]) -> Result<(), PackageError> {
+        self.packages.parse(raw).map(drop)
+    }
+
+    /// The package service's options (policy, bounds), for `GET /v1/packages`.
+    pub fn package_options(&self) -> &PackageOptions {
+        self.packages.options()
+    }
+
+    /// The environment of a sandbox without extra packages.
+    pub fn no_packages(&self) -> Arc<PackageEnv> {
+        self.packages.empty()
+    }
+
+    /// Gives `interp` (a session of `template`, between turns) the packages of `env` (a
+    /// superset of its own): its state moves to a fresh instance that sees `env` (capture
+    /// and restore: the preopen behind `guest::PACKAGES_DIR` is fixed for an instance's
+    /// life), which then gets the folder on `sys.path`. Blocking; call on a guest thread.
+    pub fn add_packages(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+        env: Arc<PackageEnv>,
+    ) -> Result<(), AddPackagesError> {
+        let mut image = self.capture(interp, template)?;
+        image.packages = env.pins.clone();
+        let mut fresh = self.restore_bare(template, &image, interp.cancel_flag())?;
+        fresh
+            .hidden_turn(&crate::guest::packages_on_path())
+            .map_err(AddPackagesError::Setup)?;
+        self.start_checkpoint(&mut fresh, template);
+        let old = std::mem::replace(interp, fresh);
+        guest_threads::defer_drop(old);
+        Ok(())
     }
 
     /// The limits of a sandbox that only checks (`check::checker_limits`: the set-up turn's time and fuel, 256 MiB).
@@ -696,6 +780,7 @@ impl Vivarium {
                 cancel,
                 setup,
                 self.host_share(),
+                self.no_packages(),
             ))
             .map_err(CheckError::from_setup)?;
         check::interpret(sandbox.check_verdict())
@@ -712,6 +797,20 @@ impl Vivarium {
     }
 }
 
+/// Why packages could not be added to a session: it goes on as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum AddPackagesError {
+    /// Its state could not be read.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// The fresh instance could not be made.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// Putting the packages on `sys.path` failed.
+    #[error("putting the packages on sys.path failed: {0}")]
+    Setup(String),
+}
+
 /// A sandbox with no caller input (no environment, files or stdin): a session's interpreter
 /// or a checker.
 fn bare_spec(
@@ -719,6 +818,7 @@ fn bare_spec(
     cancel: Arc<AtomicBool>,
     setup: GuestSetup,
     host: HostShare,
+    packages: Arc<PackageEnv>,
 ) -> SandboxSpec {
     SandboxSpec {
         limits,
@@ -729,6 +829,7 @@ fn bare_spec(
         cancel,
         setup,
         host,
+        packages,
     }
 }
 

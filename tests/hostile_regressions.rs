@@ -76,6 +76,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
         let mut interp = h
             .prepare(SandboxSpec {
                 host: HostShare::unlimited(),
+                packages: h.no_packages(),
                 limits,
                 env: vec![],
                 files: vec![],

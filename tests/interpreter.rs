@@ -14,6 +14,7 @@ use vivarium::{Limits, Status, Vivarium};
 fn fresh_interpreter(host: &Vivarium) -> Interpreter {
     host.prepare(SandboxSpec {
         host: HostShare::unlimited(),
+        packages: host.no_packages(),
         limits: Limits::DEFAULT,
         env: vec![],
         files: vec![],

@@ -20,7 +20,12 @@ fn turn(i: &mut Interpreter, code: &str) -> (String, Option<String>) {
 }
 
 fn open(host: &Vivarium) -> Interpreter {
-    host.open_interpreter(Limits::DEFAULT, Template::Python, Arc::default())
+    host.open_interpreter(
+        Limits::DEFAULT,
+        Template::Python,
+        Arc::default(),
+        host.no_packages(),
+    )
         .unwrap()
 }
 

@@ -143,6 +143,7 @@ fn sessions_start_from_the_template() {
             .prepare_with(
                 SandboxSpec {
                     host: HostShare::unlimited(),
+                    packages: host.no_packages(),
                     limits: Limits::DEFAULT,
                     env: vec![("K".into(), "v".into())],
                     files: vec![],

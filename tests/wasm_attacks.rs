@@ -161,6 +161,7 @@ pub fn run_module(
         let mut gs = host
             .guest_store(SandboxSpec {
                 host: HostShare::unlimited(),
+                packages: host.no_packages(),
                 limits,
                 env: vec![],
                 files: vec![],
@@ -486,6 +487,7 @@ fn every_wasi_import_with_hostile_pointers() {
         let mut gs = h
             .guest_store(SandboxSpec {
                 host: HostShare::unlimited(),
+                packages: h.no_packages(),
                 limits: l,
                 env: vec![],
                 files: vec![],

@@ -15,7 +15,7 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, guest_env};
-pub use setup::{GuestSetup, SETUP_LIMITS, setup_code};
+pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, setup_code};
 pub use snippets::{
     FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS, SESSION_SETUP,
     SHOW_OPEN_FIGURES, SNAPSHOT_READY,
@@ -27,6 +27,9 @@ pub const ARGV0: &str = "/usr/local/bin/python.wasm";
 pub const STDLIB_DIR: &str = "/usr/local/lib";
 /// matplotlib's data, preopened from the unpacked runtime (the zip cannot serve it).
 pub const MPL_DATA_DIR: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
+/// Where a sandbox's extra packages are (read-only; an empty folder when it has none), put
+/// on `sys.path` by the set-up turn when there are some.
+pub const PACKAGES_DIR: &str = "/usr/local/lib/vivarium-packages";
 /// The guest path of HOME (inside the sandbox's `/tmp`).
 pub const HOME: &str = "/tmp/home";
 /// Mount-point stubs and the scratch `/tmp` with HOME, made in every sandbox directory (and
@@ -49,6 +52,9 @@ pub enum HostDir {
     MplData,
     /// The sandbox's own working directory (a placeholder during a template build).
     Root,
+    /// The sandbox's package environment (an empty folder without packages, and during a
+    /// template build).
+    Packages,
 }
 
 /// One preopened directory: the guest path, what it shows, and how.
@@ -62,9 +68,10 @@ pub struct Preopen {
     pub perms: FsPerms,
 }
 
-/// The preopen table, in descriptor order (fd 3, 4, 5). Fixed: templates snapshot it, so a
-/// sandbox must get exactly this table.
-pub const PREOPENS: [Preopen; 3] = [
+/// The preopen table, in descriptor order (fd 3, 4, 5, 6). Fixed: templates snapshot it, so
+/// a sandbox must get exactly this table; what differs between sandboxes is only which host
+/// folder is behind `/` and behind [`PACKAGES_DIR`].
+pub const PREOPENS: [Preopen; 4] = [
     Preopen {
         guest_path: STDLIB_DIR,
         host: HostDir::Stdlib,
@@ -80,6 +87,11 @@ pub const PREOPENS: [Preopen; 3] = [
         host: HostDir::Root,
         perms: FsPerms::ReadWrite,
     },
+    Preopen {
+        guest_path: PACKAGES_DIR,
+        host: HostDir::Packages,
+        perms: FsPerms::ReadOnly,
+    },
 ];
 
 /// The host directories behind [`PREOPENS`].
@@ -91,6 +103,8 @@ pub struct HostDirs<'a> {
     pub mpl_data: &'a Path,
     /// Behind `/`.
     pub root: &'a Path,
+    /// Behind [`PACKAGES_DIR`].
+    pub packages: &'a Path,
 }
 
 /// Preopens [`PREOPENS`] on `wasi`, in order: the only way a guest's filesystem is made,
@@ -101,6 +115,7 @@ pub fn preopen(wasi: &mut WasiCtxBuilder, dirs: &HostDirs<'_>) -> wasmtime::Resu
             HostDir::Stdlib => dirs.stdlib,
             HostDir::MplData => dirs.mpl_data,
             HostDir::Root => dirs.root,
+            HostDir::Packages => dirs.packages,
         };
         wasi.preopened_dir(host, p.guest_path, p.perms)?;
     }

@@ -2,6 +2,7 @@
 //! `python-wasi/guest/setup.py`): its own environment, fresh randomness, and what the front
 //! door asked for.
 
+use super::PACKAGES_DIR;
 use crate::limits::TurnLimits;
 
 /// Limits of the hidden set-up turn of every sandbox (the checker runs in it).
@@ -24,8 +25,20 @@ pub struct GuestSetup {
     pub check: Option<String>,
 }
 
-/// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment.
-pub fn setup_code(env: &[(String, String)], setup: &GuestSetup) -> String {
+/// Puts [`PACKAGES_DIR`] on `sys.path` once (last, so that nothing in it shadows the
+/// standard library or a built-in package) and forgets what imports found missing before.
+pub fn packages_on_path() -> String {
+    format!(
+        "import sys as _s, importlib as _i\n\
+         if {PACKAGES_DIR:?} not in _s.path: _s.path.append({PACKAGES_DIR:?})\n\
+         _i.invalidate_caches(); del _s, _i\n"
+    )
+}
+
+/// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment,
+/// and, when it has extra packages, [`PACKAGES_DIR`] on `sys.path` (last: a wheel cannot
+/// shadow the standard library or a built-in package).
+pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) -> String {
     let map: serde_json::Map<String, serde_json::Value> = env
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
@@ -39,8 +52,13 @@ pub fn setup_code(env: &[(String, String)], setup: &GuestSetup) -> String {
         None => "None".into(),
     };
     let py_bool = |b: bool| if b { "True" } else { "False" };
+    let path = if packages {
+        packages_on_path()
+    } else {
+        String::new()
+    };
     format!(
-        "__import__('_vivarium').begin({env}, {}, {}, {check})\n",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n",
         py_bool(setup.rich),
         py_bool(setup.line_buffered)
     )

@@ -41,6 +41,7 @@ use crate::guest::{GuestSetup, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::{MemoryLimiter, MemoryRefusal};
 use crate::hostcalls::state::{FsGuard, GuestState, RunClock, far_future};
+use crate::packages::{PackageEnv, PackageError};
 use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 use crate::template::GLOBAL_EXPORT_PREFIX;
 
@@ -105,6 +106,9 @@ pub enum RestoreError {
     /// Laying out its files failed.
     #[error("restoring the working directory: {0}")]
     Workdir(#[from] WorkdirError),
+    /// Its package environment cannot be had again.
+    #[error("the session's packages: {0}")]
+    Packages(#[from] PackageError),
 }
 
 impl Interpreter {
@@ -139,6 +143,7 @@ impl Interpreter {
             monotonic_ns: u64::try_from(live.store.data().clock.origin.elapsed().as_nanos())
                 .unwrap_or(u64::MAX),
             memory_peak_bytes: (live.store.data().limiter.peak_bytes as u64).max(memory_bytes),
+            packages: live.packages.pins.clone(),
         })
     }
 
@@ -157,6 +162,7 @@ impl Interpreter {
         image: &SessionImage,
         cancel: Arc<AtomicBool>,
         host: HostShare,
+        packages: Arc<PackageEnv>,
     ) -> Result<Interpreter, RestoreError> {
         let names: Vec<&str> = image.globals.iter().map(|g| g.name.as_str()).collect();
         if names
@@ -181,6 +187,7 @@ impl Interpreter {
             cancel,
             setup: GuestSetup::default(),
             host,
+            packages,
         };
         let env = guest_env(&[]).map_err(SandboxError::from)?;
         let origin = Instant::now()

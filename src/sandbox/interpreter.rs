@@ -48,6 +48,28 @@ impl Interpreter {
         Ok(outcome)
     }
 
+    /// Runs `code` as a hidden turn (the host's, not the caller's: it is not counted in the
+    /// tracebacks' numbering) under the set-up turn's limits. `Err` with what it printed when
+    /// it did not complete.
+    pub fn hidden_turn(&mut self, code: &str) -> Result<(), String> {
+        if let Some(reason) = &self.live.ended {
+            return Err(format!("{reason:?}"));
+        }
+        let outcome = self.live.turn(code, &crate::guest::SETUP_LIMITS, false);
+        self.live.turns_run = self.live.turns_run.saturating_sub(1);
+        if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
+            Ok(())
+        } else {
+            let r = outcome.report;
+            Err(r.detail.unwrap_or(r.stderr))
+        }
+    }
+
+    /// The wheels of its package environment (none without extra packages).
+    pub fn package_pins(&self) -> Vec<crate::packages::PackagePin> {
+        self.live.packages.pins.clone()
+    }
+
     /// Why the interpreter takes no more turns; `None` while it still does.
     pub fn ended(&self) -> Option<&EndReason> {
         self.live.ended.as_ref()

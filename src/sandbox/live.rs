@@ -1,6 +1,7 @@
 //! The instance and everything around it, shared by both lifecycle types: one turn of the
 //! guest under the limits in force, and its report.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::{Instance, InstancePre, Memory, Store, TypedFunc};
@@ -14,6 +15,7 @@ use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryRefusal;
 use crate::hostcalls::state::{self, GuestState};
 use crate::limits::{Limits, TurnLimits};
+use crate::packages::PackageEnv;
 use crate::report::{self, Report, Status, Truncated, Usage};
 
 /// A fresh instance of a template and the exports every turn uses.
@@ -70,6 +72,8 @@ pub(super) struct Live {
     pub(super) stderr: CappedPipe,
     pub(super) stdin: GuestStdin,
     pub(super) workdir: WorkDir,
+    /// The package environment behind `guest::PACKAGES_DIR`, kept from eviction.
+    pub(super) packages: Arc<PackageEnv>,
     pub(super) limits: Limits,
     pub(super) turns_run: u32,
     pub(super) ended: Option<EndReason>,
@@ -90,6 +94,7 @@ impl Live {
             stdout,
             stderr,
             stdin,
+            packages,
         } = guest;
         let Instantiated {
             instance,
@@ -107,6 +112,7 @@ impl Live {
             stderr,
             stdin,
             workdir,
+            packages,
             limits,
             turns_run,
             ended: None,

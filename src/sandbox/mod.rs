@@ -31,6 +31,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::budget::HostBudget;
 use crate::guest::{EnvError, GuestSetup};
+use crate::packages::PackageEnv;
 use crate::limits::Limits;
 use crate::report::Status;
 use crate::template::TemplateError;
@@ -71,6 +72,9 @@ pub struct SandboxSpec {
     pub setup: GuestSetup,
     /// The host's memory budget, which the sandbox's memory (and tmpfs files) are charged to.
     pub host: HostShare,
+    /// The extra packages it sees at `guest::PACKAGES_DIR` (the empty environment for none);
+    /// held for the sandbox's life, so the cache does not evict it.
+    pub packages: Arc<PackageEnv>,
 }
 
 /// What ties a sandbox to the host's memory budget.

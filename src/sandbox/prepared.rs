@@ -42,7 +42,7 @@ impl Sandbox {
         let setup = std::mem::take(&mut spec.setup);
         // The set-up turn installs the same environment the WASI context gets.
         let env = guest_env(&spec.env)?;
-        let setup_code = guest::setup_code(&env, &setup);
+        let setup_code = guest::setup_code(&env, &setup, !spec.packages.is_empty());
         let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
         let mut live = Live::start(guest, python, limits, 0)?;
         let outcome = live.turn(&setup_code, &guest::SETUP_LIMITS, false);

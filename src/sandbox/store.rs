@@ -1,6 +1,7 @@
 //! The Store and WASI context of a sandbox, with every limit armed, before any module is
 //! instantiated in it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::{Store, UpdateDeadline};
@@ -14,6 +15,7 @@ use crate::engine::GuestEngine;
 use crate::guest::{self, ARGV0, HostDirs, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryLimiter;
+use crate::packages::PackageEnv;
 use crate::hostcalls::state::{self, FsGuard, GuestMonotonicClock, GuestState, RunClock};
 
 /// A store with everything around it, before any module is instantiated in it: the same
@@ -31,6 +33,8 @@ pub struct GuestStore {
     pub stderr: CappedPipe,
     /// The host's end of the guest's stdin, refillable between turns.
     pub stdin: GuestStdin,
+    /// The package environment behind `guest::PACKAGES_DIR`, kept from eviction.
+    pub packages: Arc<PackageEnv>,
 }
 
 impl GuestStore {
@@ -76,13 +80,14 @@ impl GuestStore {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
-        // The one fixed table (fd 3, 4, 5): templates snapshot it, so it must not vary.
+        // The one fixed table (fd 3 to 6): templates snapshot it, so it must not vary.
         guest::preopen(
             &mut wasi,
             &HostDirs {
                 stdlib: layout.stdlib_dir,
                 mpl_data: layout.mpl_data_dir,
                 root: workdir.path(),
+                packages: &spec.packages.site,
             },
         )
         .map_err(SandboxError::Preopen)?;
@@ -126,6 +131,7 @@ impl GuestStore {
             stdout,
             stderr,
             stdin,
+            packages: spec.packages,
         })
     }
 

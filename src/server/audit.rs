@@ -16,6 +16,7 @@ use super::error::{ApiError, ApiResult, ErrorCode};
 use super::request_context::RequestContext;
 use super::time::rfc3339_now;
 use crate::limits::Limits;
+use crate::packages::PackagePin;
 use crate::report::{Leak, Report, Status, Usage};
 use crate::sync::lock;
 
@@ -65,6 +66,8 @@ pub enum Action {
     SessionRestore,
     /// `DELETE /v1/snapshots/{id}`.
     SnapshotDelete,
+    /// `POST /v1/sessions/{id}/packages`.
+    SessionPackages,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.
@@ -178,6 +181,9 @@ pub struct AuditRecord {
     /// What the output-leakage scan found: rule and place, never the matched text.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub leaks: Vec<Leak>,
+    /// The extra packages the run or session got: each wheel's name, version and SHA-256.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<PackagePin>,
 }
 
 impl AuditRecord {
@@ -221,6 +227,7 @@ impl AuditRecord {
             bytes: None,
             detail: None,
             leaks: Vec::new(),
+            packages: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ use clap::{Args, ValueEnum};
 use crate::engine::MAX_LIVE_INSTANCES;
 use crate::leakage::{LeakPolicy, Scanner};
 use crate::limits::{Limits, MIN_MEMORY_BYTES};
+use crate::packages::{PackageOptions, PackageSource, normalize};
 use crate::runtime::RuntimeOptions;
 
 /// Format of the server's tracing logs on stderr (`--log-format`).
@@ -21,6 +22,15 @@ pub enum LogFormat {
     Text,
     /// One JSON object a line.
     Json,
+}
+
+/// Whether requests may add packages (`--packages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PackagesMode {
+    /// Pure-Python wheels from the package index.
+    On,
+    /// Only the built-in set.
+    Off,
 }
 
 /// `vivarium serve` flags.
@@ -113,6 +123,33 @@ pub struct ServeArgs {
     /// next request brings it back (0: never).
     #[arg(long, env = "VIVARIUM_HIBERNATE_AFTER_SECS", default_value_t = 60)]
     pub hibernate_after_secs: u64,
+    /// Whether requests may add pure-Python packages (`packages`): `on`, or `off` (only the
+    /// built-in set; a request naming any gets 403 `packages_disabled`).
+    #[arg(long, env = "VIVARIUM_PACKAGES", value_enum, default_value_t = PackagesMode::On)]
+    pub packages: PackagesMode,
+    /// The package index (a PEP 503 simple index URL) packages come from; left out, the one
+    /// pip is configured with on this host.
+    #[arg(long, env = "VIVARIUM_PACKAGE_INDEX")]
+    pub package_index: Option<String>,
+    /// A file of distribution names, one a line (`#` comments): only these may be added,
+    /// dependencies included.
+    #[arg(long, env = "VIVARIUM_PACKAGE_ALLOWLIST")]
+    pub package_allowlist: Option<PathBuf>,
+    /// The most packages one request may name.
+    #[arg(long, env = "VIVARIUM_MAX_PACKAGES", default_value_t = 20)]
+    pub max_packages: usize,
+    /// The largest wheel downloaded, in bytes.
+    #[arg(long, env = "VIVARIUM_MAX_WHEEL_BYTES", default_value_t = 64 << 20)]
+    pub max_wheel_bytes: u64,
+    /// The largest set of packages unpacked, in bytes.
+    #[arg(long, env = "VIVARIUM_MAX_PACKAGE_ENV_BYTES", default_value_t = 256 << 20)]
+    pub max_package_env_bytes: u64,
+    /// The package cache's size: least recently used sets are removed past it.
+    #[arg(long, env = "VIVARIUM_PACKAGE_CACHE_BYTES", default_value_t = 2 << 30)]
+    pub package_cache_bytes: u64,
+    /// How long resolving (and, separately, downloading) a set of packages may take.
+    #[arg(long, env = "VIVARIUM_PACKAGE_TIMEOUT_SECS", default_value_t = 60)]
+    pub package_timeout_secs: u64,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -187,6 +224,8 @@ pub struct Config {
     pub maximum: Limits,
     /// The output-leakage rules and policies.
     pub leakage: LeakageConfig,
+    /// Where extra packages come from, their cache and bounds.
+    pub packages: PackageOptions,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.
@@ -256,6 +295,38 @@ impl ServeArgs {
         };
         let scanner = Scanner::new(extra.as_ref().map(|(n, t)| (n.as_str(), t.as_str())))
             .context("loading the leakage rules")?;
+        let runtime = RuntimeOptions::from_env();
+        let mut packages = PackageOptions::new(&runtime.home);
+        packages.python = runtime.python.clone();
+        packages.source = match (self.packages, &self.package_index) {
+            (PackagesMode::Off, _) => PackageSource::Off,
+            (PackagesMode::On, Some(url)) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    bail!("--package-index must be an http:// or https:// URL");
+                }
+                PackageSource::Index(url.clone())
+            }
+            (PackagesMode::On, None) => PackageSource::PipDefault,
+        };
+        if let Some(path) = &self.package_allowlist {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --package-allowlist {}", path.display()))?;
+            packages.allowlist = Some(
+                text.lines()
+                    .map(|l| l.split('#').next().unwrap_or("").trim())
+                    .filter(|l| !l.is_empty())
+                    .map(normalize)
+                    .collect(),
+            );
+        }
+        if self.package_timeout_secs == 0 {
+            bail!("--package-timeout-secs must be at least 1");
+        }
+        packages.max_requested = self.max_packages;
+        packages.max_wheel_bytes = self.max_wheel_bytes;
+        packages.max_env_bytes = self.max_package_env_bytes;
+        packages.cache_bytes = self.package_cache_bytes;
+        packages.timeout = Duration::from_secs(self.package_timeout_secs);
         Ok(Config {
             listen: self.listen,
             max_concurrency,
@@ -288,6 +359,7 @@ impl ServeArgs {
                 default: self.leakage,
                 floor: self.leakage_floor,
             },
+            packages,
         })
     }
 }

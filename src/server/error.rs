@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 use crate::check::CheckError;
 use crate::leakage::rule_names;
 use crate::limits::LimitError;
+use crate::packages::{PackageError, PackageErrorKind};
 use crate::report::Leak;
 use crate::sandbox::workdir::WorkdirError;
 use crate::sandbox::{RestoreError, SandboxError};
@@ -36,7 +37,8 @@ pub struct ErrorDetail {
     /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
     /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
-    /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, `internal`.
+    /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, the
+    /// `package_*` refusals (`packages_disabled`, `package_not_found`, ...), `internal`.
     pub code: ErrorCode,
     /// A sentence for humans.
     pub message: String,
@@ -115,6 +117,9 @@ pub enum ApiError {
     /// The snapshot store failed; nothing was lost, try again.
     #[error("{0}")]
     SnapshotStore(String),
+    /// The packages asked for cannot be had (`package_*` codes): nothing ran.
+    #[error("{0}")]
+    Package(PackageError),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -160,6 +165,22 @@ impl ApiError {
             ApiError::OutputLeak(_) | ApiError::SnapshotInvalid(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
+            ApiError::Package(e) => match e.kind {
+                PackageErrorKind::Disabled | PackageErrorKind::NotAllowed => StatusCode::FORBIDDEN,
+                PackageErrorKind::InvalidSpec | PackageErrorKind::TooMany => {
+                    StatusCode::BAD_REQUEST
+                }
+                PackageErrorKind::NotFound
+                | PackageErrorKind::NativeCode
+                | PackageErrorKind::NoWheel
+                | PackageErrorKind::ConflictsWithBuiltin
+                | PackageErrorKind::Conflict
+                | PackageErrorKind::BadWheel => StatusCode::UNPROCESSABLE_ENTITY,
+                PackageErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                PackageErrorKind::IndexUnreachable => StatusCode::BAD_GATEWAY,
+                PackageErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                PackageErrorKind::Host => StatusCode::INTERNAL_SERVER_ERROR,
+            },
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -191,6 +212,7 @@ impl ApiError {
             ApiError::SnapshotRefused(_) => ErrorCode::SnapshotRefused,
             ApiError::SnapshotQuota(_) => ErrorCode::SnapshotQuotaExceeded,
             ApiError::SnapshotStore(_) => ErrorCode::SnapshotStoreUnavailable,
+            ApiError::Package(e) => ErrorCode::of_package(e.kind),
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -198,6 +220,7 @@ impl ApiError {
     fn field(&self) -> Option<String> {
         match self {
             ApiError::InvalidLimit(e) => Some(format!("limits.{}", e.field())),
+            ApiError::Package(_) => Some("packages".into()),
             ApiError::InvalidPath { field, .. } | ApiError::InvalidBase64 { field, .. } => {
                 Some(field.clone())
             }
@@ -239,6 +262,7 @@ impl ApiError {
             RestoreError::Sandbox(SandboxError::HostBudget) => {
                 ApiError::from_sandbox(SandboxError::HostBudget)
             }
+            RestoreError::Packages(p) => ApiError::Package(p),
             e => ApiError::SnapshotIncompatible(e.to_string()),
         }
     }
@@ -249,6 +273,7 @@ impl ApiError {
             ExecError::Limits(l) => ApiError::InvalidLimit(l),
             ExecError::Sandbox(s) => ApiError::from_sandbox(s),
             ExecError::Check(c) => ApiError::from(c),
+            ExecError::Packages(p) => ApiError::Package(p),
             // Its message says what happened; the guest's own failures are never errors.
             ExecError::Panicked(_) | ExecError::Denied(_) => ApiError::Internal(e.to_string()),
         }
@@ -395,6 +420,34 @@ pub enum ErrorCode {
     SnapshotQuotaExceeded,
     /// `snapshot_store_unavailable`.
     SnapshotStoreUnavailable,
+    /// `packages_disabled`.
+    PackagesDisabled,
+    /// `invalid_package_spec`.
+    InvalidPackageSpec,
+    /// `too_many_packages`.
+    TooManyPackages,
+    /// `package_not_allowed`.
+    PackageNotAllowed,
+    /// `package_not_found`.
+    PackageNotFound,
+    /// `package_has_native_code`.
+    PackageHasNativeCode,
+    /// `package_has_no_wheel`.
+    PackageHasNoWheel,
+    /// `package_conflicts_with_builtin`.
+    PackageConflictsWithBuiltin,
+    /// `package_conflict`.
+    PackageConflict,
+    /// `package_too_large`.
+    PackageTooLarge,
+    /// `package_index_unreachable`.
+    PackageIndexUnreachable,
+    /// `package_resolution_timeout`.
+    PackageResolutionTimeout,
+    /// `package_invalid`.
+    PackageInvalid,
+    /// `package_install_failed`.
+    PackageInstallFailed,
 }
 
 impl ErrorCode {
@@ -429,6 +482,42 @@ impl ErrorCode {
             ErrorCode::SnapshotRefused => "snapshot_refused",
             ErrorCode::SnapshotQuotaExceeded => "snapshot_quota_exceeded",
             ErrorCode::SnapshotStoreUnavailable => "snapshot_store_unavailable",
+            ErrorCode::PackagesDisabled => "packages_disabled",
+            ErrorCode::InvalidPackageSpec => "invalid_package_spec",
+            ErrorCode::TooManyPackages => "too_many_packages",
+            ErrorCode::PackageNotAllowed => "package_not_allowed",
+            ErrorCode::PackageNotFound => "package_not_found",
+            ErrorCode::PackageHasNativeCode => "package_has_native_code",
+            ErrorCode::PackageHasNoWheel => "package_has_no_wheel",
+            ErrorCode::PackageConflictsWithBuiltin => "package_conflicts_with_builtin",
+            ErrorCode::PackageConflict => "package_conflict",
+            ErrorCode::PackageTooLarge => "package_too_large",
+            ErrorCode::PackageIndexUnreachable => "package_index_unreachable",
+            ErrorCode::PackageResolutionTimeout => "package_resolution_timeout",
+            ErrorCode::PackageInvalid => "package_invalid",
+            ErrorCode::PackageInstallFailed => "package_install_failed",
+        }
+    }
+}
+
+impl ErrorCode {
+    /// The code of a package refusal.
+    fn of_package(kind: PackageErrorKind) -> ErrorCode {
+        match kind {
+            PackageErrorKind::Disabled => ErrorCode::PackagesDisabled,
+            PackageErrorKind::InvalidSpec => ErrorCode::InvalidPackageSpec,
+            PackageErrorKind::TooMany => ErrorCode::TooManyPackages,
+            PackageErrorKind::NotAllowed => ErrorCode::PackageNotAllowed,
+            PackageErrorKind::NotFound => ErrorCode::PackageNotFound,
+            PackageErrorKind::NativeCode => ErrorCode::PackageHasNativeCode,
+            PackageErrorKind::NoWheel => ErrorCode::PackageHasNoWheel,
+            PackageErrorKind::ConflictsWithBuiltin => ErrorCode::PackageConflictsWithBuiltin,
+            PackageErrorKind::Conflict => ErrorCode::PackageConflict,
+            PackageErrorKind::TooLarge => ErrorCode::PackageTooLarge,
+            PackageErrorKind::IndexUnreachable => ErrorCode::PackageIndexUnreachable,
+            PackageErrorKind::Timeout => ErrorCode::PackageResolutionTimeout,
+            PackageErrorKind::BadWheel => ErrorCode::PackageInvalid,
+            PackageErrorKind::Host => ErrorCode::PackageInstallFailed,
         }
     }
 }

@@ -75,6 +75,7 @@ fn host_options(config: &Config, budget: Arc<crate::budget::HostBudget>) -> Viva
         opts.scratch_base = dir.clone();
     }
     opts.maximum = config.maximum;
+    opts.packages = config.packages.clone();
     opts.engine.max_instances =
         EngineOptions::slots_for(config.max_sessions + config.max_concurrency);
     opts

@@ -66,6 +66,7 @@ fn router(state: AppState) -> Router {
             get(session_api::info).delete(session_api::close),
         )
         .route("/v1/sessions/{id}/execute", post(session_api::turn))
+        .route("/v1/sessions/{id}/packages", post(session_api::add_packages))
         .route("/v1/sessions/{id}/snapshot", post(snapshot_api::snapshot))
         .route("/v1/sessions/{id}/fork", post(snapshot_api::fork))
         .route("/v1/snapshots", get(snapshot_api::list))

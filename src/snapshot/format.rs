@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::image::{GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 use crate::limits::Limits;
+use crate::packages::PackagePin;
 
 /// The magic bytes, which also carry the format version.
 const MAGIC: &[u8; 8] = b"VIVSNAP1";
@@ -90,6 +91,10 @@ pub struct SnapshotHeader {
     /// session it restores as. Such snapshots are not the caller's to list or restore by id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionRecord>,
+    /// The extra packages the session was made with: restored only from the package cache
+    /// or an index serving exactly these wheels (never from a URL the file names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<PackagePin>,
 }
 
 /// The session a session's own snapshot restores as.
@@ -199,6 +204,7 @@ pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
             .collect(),
         body_bytes: body.len() as u64,
         session: p.session.clone(),
+        packages: image.packages.clone(),
     };
     let header = serde_json::to_vec(&header).expect("a header serialises");
     let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
@@ -309,11 +315,15 @@ pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImag
         turns_run: header.turns_run,
         monotonic_ns: header.monotonic_ns,
         memory_peak_bytes: header.memory_peak_bytes,
+        packages: header.packages.clone(),
     };
     Ok((header, image))
 }
 
 /// Every header field within this format's bounds and `max`.
+/// The most package pins a snapshot may carry.
+const MAX_PACKAGES: usize = 1000;
+
 fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     let within = |what, size: u64, limit: u64| {
         if size > limit {
@@ -343,6 +353,18 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     }
     if h.globals.len() > MAX_GLOBALS {
         return Err(FormatError::Invalid("globals"));
+    }
+    // Read back through the package cache only (a pin is a name, a version and a hash; it
+    // is never fetched from anything the file says), but bounded all the same.
+    if h.packages.len() > MAX_PACKAGES
+        || h.packages.iter().any(|p| {
+            p.name.len() > 200
+                || p.version.len() > 100
+                || p.sha256.len() != 64
+                || !p.sha256.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    {
+        return Err(FormatError::Invalid("packages"));
     }
     if h.files.len() + h.dirs.len() > MAX_ENTRIES {
         return Err(FormatError::Invalid("entry count"));
@@ -403,6 +425,11 @@ mod tests {
             turns_run: 5,
             monotonic_ns: 123,
             memory_peak_bytes: 48 << 20,
+            packages: vec![PackagePin {
+                name: "tabulate".into(),
+                version: "0.9.0".into(),
+                sha256: "ab".repeat(32),
+            }],
         }
     }
 

@@ -1,6 +1,7 @@
 //! [`SessionImage`]: a session's whole state between turns, as plain data.
 
 use crate::limits::Limits;
+use crate::packages::PackagePin;
 
 /// The granularity of a memory image: memory is compared with the template's and stored in
 /// pages of this many bytes (the smallest host page; a wasm page is 16 of them).
@@ -60,6 +61,8 @@ pub struct SessionImage {
     pub monotonic_ns: u64,
     /// The largest the linear memory has been, in bytes.
     pub memory_peak_bytes: u64,
+    /// The extra packages it was made with (behind `guest::PACKAGES_DIR`); empty for none.
+    pub packages: Vec<PackagePin>,
 }
 
 impl SessionImage {

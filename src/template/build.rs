@@ -50,6 +50,9 @@ pub(super) fn build_locked(
     );
     let root = out_dir.join(format!("init-root-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    // Behind `guest::PACKAGES_DIR`: empty, as in a sandbox without packages.
+    let packages = out_dir.join(format!("init-packages-{}", std::process::id()));
+    std::fs::create_dir_all(&packages).map_err(io_err("creating", &packages))?;
     for stub in STUB_DIRS {
         std::fs::create_dir_all(root.join(stub)).map_err(io_err("creating", &root))?;
     }
@@ -58,16 +61,21 @@ pub(super) fn build_locked(
     let mpl = files.mpl_data_dir.clone();
     let init = init.to_string();
     let root2 = root.clone();
+    let packages2 = packages.clone();
     // The init turn runs guest code: it needs the big native stack, like every guest call.
     let result = std::thread::Builder::new()
         .name("vivarium-template".into())
         .stack_size(GUEST_THREAD_STACK_BYTES)
         .spawn(move || {
+            let dirs = HostDirs {
+                stdlib: &stdlib,
+                mpl_data: &mpl,
+                root: &root2,
+                packages: &packages2,
+            };
             snapshot(
                 &wasm,
-                &stdlib,
-                &mpl,
-                &root2,
+                &dirs,
                 &init,
                 started,
                 keep_instrumented,
@@ -77,6 +85,7 @@ pub(super) fn build_locked(
         .join()
         .map_err(|_| build_err(template, "the build thread panicked"))?;
     let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&packages);
     let bytes = result.map_err(|e| build_err(template, e))?;
     let tmp = out_dir.join(format!("template.wasm.tmp-{}", std::process::id()));
     std::fs::write(&tmp, &bytes).map_err(io_err("writing", &tmp))?;
@@ -105,9 +114,7 @@ fn lock_instrumented() -> std::sync::MutexGuard<'static, Instrumented> {
 /// Instrument, run the init, snapshot. Returns the new module's bytes.
 fn snapshot(
     wasm: &[u8],
-    stdlib: &Path,
-    mpl: &Path,
-    root: &Path,
+    dirs: &HostDirs<'_>,
     init: &str,
     started: Instant,
     keep_instrumented: bool,
@@ -155,14 +162,7 @@ fn snapshot(
         .allow_udp(false)
         .allow_ip_name_lookup(false);
     // The table every sandbox gets (`guest::PREOPENS`): the snapshot keeps it.
-    guest::preopen(
-        &mut b,
-        &HostDirs {
-            stdlib,
-            mpl_data: mpl,
-            root,
-        },
-    )?;
+    guest::preopen(&mut b, dirs)?;
     let mut store = Store::new(&engine, InitState { wasi: b.build_p1() });
     let mut linker: Linker<InitState> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut InitState| &mut s.wasi)?;

@@ -80,6 +80,10 @@ pub struct ExecuteArgs {
     #[serde(default)]
     #[schemars(with = "Option<Template>")]
     pub template: Option<String>,
+    /// Extra pure-Python packages to install first, as pip requirement specifiers (e.g.
+    /// ["plotly>=6", "tabulate"]); packages with native code cannot be added.
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -106,6 +110,9 @@ pub struct OpenSessionArgs {
     /// and the session comes back at its last one.
     #[serde(default)]
     pub durable: bool,
+    /// Extra pure-Python packages for the session, as pip requirement specifiers.
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 /// The header a client copies a session argument into (`x-mcp-header`), so that a proxy can
@@ -507,6 +514,9 @@ impl VivariumMcp {
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
         }
+        if !args.packages.is_empty() {
+            req["packages"] = json!(args.packages);
+        }
         match args.template.map(|t| t.parse::<Template>()).transpose() {
             Ok(Some(template)) => req["template"] = json!(template),
             Ok(None) => {}
@@ -567,6 +577,9 @@ impl VivariumMcp {
         let mut req = json!({});
         if let Some(limits) = args.limits {
             req["limits"] = json!(limits);
+        }
+        if !args.packages.is_empty() {
+            req["packages"] = json!(args.packages);
         }
         match args.template.map(|t| t.parse::<Template>()).transpose() {
             Ok(Some(template)) => req["template"] = json!(template),

@@ -5,6 +5,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::packages::PackageSource;
 use crate::runtime::BuiltinPackage;
 use crate::server::AppState;
 use crate::server::error::{ApiResult, ErrorBody};
@@ -22,9 +23,20 @@ pub struct PackageList {
 /// The policy for packages beyond the built-in set.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExtraPackages {
-    /// `false`: nothing can be added on this server.
+    /// Whether a request's `packages` may name any (`false`: `--packages off`).
     pub allowed: bool,
-    /// Why, in a sentence.
+    /// Where they come from: the index's URL, or `null` for the one pip is configured with
+    /// on the server.
+    pub index: Option<String>,
+    /// When set, only these distributions (dependencies included) may be added.
+    pub allowlist: Option<Vec<String>>,
+    /// The most specifiers one request may name.
+    pub max_packages: usize,
+    /// The largest wheel downloaded, in bytes.
+    pub max_wheel_bytes: u64,
+    /// The largest unpacked set, in bytes.
+    pub max_env_bytes: u64,
+    /// What can be added, in a sentence.
     pub note: String,
 }
 
@@ -41,13 +53,31 @@ pub struct ExtraPackages {
 )]
 pub async fn packages(State(state): State<AppState>) -> ApiResult<Json<PackageList>> {
     let host = state.runner.host()?;
+    let opts = host.package_options();
+    let allowed = opts.source != PackageSource::Off;
     Ok(Json(PackageList {
         builtin: host.builtin_packages().to_vec(),
         extra: ExtraPackages {
-            allowed: false,
-            note: "only the built-in packages can be imported: the guest has no dynamic \
-                   linking, and adding pure-Python ones is not offered yet"
-                .into(),
+            allowed,
+            index: match &opts.source {
+                PackageSource::Index(url) => Some(url.clone()),
+                PackageSource::PipDefault | PackageSource::Off => None,
+            },
+            allowlist: opts
+                .allowlist
+                .as_ref()
+                .map(|a| a.iter().cloned().collect()),
+            max_packages: opts.max_requested,
+            max_wheel_bytes: opts.max_wheel_bytes,
+            max_env_bytes: opts.max_env_bytes,
+            note: if allowed {
+                "pure-Python wheels (py3-none-any) can be added with `packages`; the \
+                 built-in ones stay at their versions, and nothing with native code can \
+                 load (the guest has no dynamic linking)"
+                    .into()
+            } else {
+                "only the built-in packages can be imported on this server".into()
+            },
         },
     }))
 }

@@ -335,6 +335,8 @@ async fn run(
         // Line-buffered streams, so `output` interleaves them as a terminal would.
         line_buffered: true,
         policy: Policy::Off,
+        // Piston's API has no field for packages: a Piston run gets the built-in set.
+        packages: host.no_packages(),
     };
     // Piston's API has no field for a policy: the server's default applies.
     let policy = state.runner.leak_policy(None).map_err(from_api)?;

@@ -11,6 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::types::{
+    AddPackagesRequest, SessionPackages, parse_json,
     FileEntry, FileList, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
     TurnResponse, UploadResponse, denied_response, media_type, open_session, turn_body,
     turn_outcome,
@@ -88,6 +89,45 @@ pub async fn close(
     let result = state.runner.close_session(&id).await;
     state.runner.finish(record, Outcome::of(&result, 204));
     result.map(|()| StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/packages",
+    tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = AddPackagesRequest,
+    responses(
+        (status = 200, description = "Every package the session now has; its variables, imports and files are kept", body = SessionPackages),
+        (status = 400, description = "`invalid_package_spec`, `too_many_packages`", body = ErrorBody),
+        (status = 403, description = "`packages_disabled`, `package_not_allowed`", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A turn is running", body = ErrorBody),
+        (status = 413, description = "`package_too_large`", body = ErrorBody),
+        (status = 422, description = "`package_not_found`, `package_has_native_code`, `package_has_no_wheel`, `package_conflicts_with_builtin`, `package_conflict`", body = ErrorBody),
+        (status = 502, description = "`package_index_unreachable`", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn add_packages(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<SessionPackages>> {
+    let mut record = AuditRecord::new(&ctx, Action::SessionPackages).session(&id);
+    let result = async {
+        let req: AddPackagesRequest = parse_json(body)?;
+        state.runner.add_packages(&id, req.packages, &mut record).await
+    }
+    .await;
+    state.runner.finish(record, Outcome::of(&result, 200));
+    result.map(|packages| {
+        Json(SessionPackages {
+            session_id: id,
+            packages,
+        })
+    })
 }
 
 #[utoipa::path(

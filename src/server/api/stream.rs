@@ -104,8 +104,16 @@ pub async fn execute_stream(
 ) -> Response {
     let id = format!("ex-{}", new_id());
     let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
-    let (mut spec, guard) = match ExecuteRequest::parse(&state, body, &mut record) {
+    let (mut spec, guard, packages) = match ExecuteRequest::parse(&state, body, &mut record) {
         Ok(parsed) => parsed,
+        Err(e) => {
+            state.runner.finish(record, Outcome::failed(&e));
+            return e.into_response();
+        }
+    };
+    // Resolved before the stream opens: a refusal is a JSON error, not an event.
+    spec.packages = match state.runner.packages(packages, &mut record).await {
+        Ok(env) => env,
         Err(e) => {
             state.runner.finish(record, Outcome::failed(&e));
             return e.into_response();

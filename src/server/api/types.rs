@@ -73,6 +73,12 @@ pub struct ExecuteRequest {
     /// Names of `env` variables whose values are not secrets (not redacted).
     #[serde(default)]
     pub leakage_allow_env: Vec<String>,
+    /// Extra pure-Python packages, as requirement specifiers (`"tabulate"`,
+    /// `"plotly>=6"`): resolved on the host with the built-in set as installed, cached, and
+    /// put on the sandbox's `sys.path` read-only. See `GET /v1/packages`.
+    #[serde(default)]
+    #[schema(example = json!(["plotly>=6"]))]
+    pub packages: Vec<String>,
 }
 
 /// A file the run created or changed.
@@ -263,6 +269,28 @@ pub struct OpenSessionRequest {
     /// session, durable or not, is kept over a graceful restart.
     #[serde(default)]
     pub durable: bool,
+    /// Extra pure-Python packages for the session (requirement specifiers); more can be
+    /// added between turns (`POST /v1/sessions/{id}/packages`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// The body of `POST /v1/sessions/{id}/packages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddPackagesRequest {
+    /// Requirement specifiers to add to what the session has (its packages keep their
+    /// versions).
+    #[schema(example = json!(["tabulate"]))]
+    pub packages: Vec<String>,
+}
+
+/// What a session's extra packages are.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionPackages {
+    pub session_id: String,
+    /// Every wheel in the session's environment.
+    pub packages: Vec<crate::packages::PackagePin>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -402,17 +430,20 @@ impl ExecuteRequest {
     /// Parses an execution body (every failure a JSON 400/413) and checks it: limits resolved
     /// for the template and recorded, files decoded against the disk limit.
     /// The run this body asks for, and the leakage guard its output goes through.
+    /// The packages are checked here but resolved by the caller ([`Runner::packages`]:
+    /// pip runs, off the executor): the spec comes with none and the specifiers beside it.
     pub fn parse(
         state: &AppState,
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
-    ) -> ApiResult<(RunSpec, Arc<Guard>)> {
+    ) -> ApiResult<(RunSpec, Arc<Guard>, Vec<String>)> {
         let host = state.runner.host()?;
         let req: ExecuteRequest = parse_json(body)?;
         record.set_code(&req.code);
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
+        host.check_packages(&req.packages).map_err(ApiError::Package)?;
         let env: Vec<(String, String)> = req.env.into_iter().collect();
         let policy = state.runner.leak_policy(req.leakage)?;
         let guard = state
@@ -429,8 +460,9 @@ impl ExecuteRequest {
             rich: true,
             line_buffered: false,
             policy: req.policy,
+            packages: host.no_packages(),
         };
-        Ok((spec, guard))
+        Ok((spec, guard, req.packages))
     }
 }
 
@@ -446,6 +478,8 @@ pub enum OpenSession {
         leakage: Option<LeakPolicy>,
         /// As asked.
         durable: bool,
+        /// As asked (checked, not resolved).
+        packages: Vec<String>,
     },
     /// A session restored from a snapshot.
     Restore {
@@ -474,10 +508,10 @@ impl OpenSessionRequest {
             parse_json(Ok(body))?
         };
         if let Some(snapshot) = req.snapshot {
-            if req.limits.is_some() || req.template.is_some() {
+            if req.limits.is_some() || req.template.is_some() || !req.packages.is_empty() {
                 return Err(ApiError::InvalidRequest(
-                    "a restored session keeps the snapshot's limits and template: leave \
-                     `limits` and `template` out"
+                    "a restored session keeps the snapshot's limits, template and packages: \
+                     leave `limits`, `template` and `packages` out (add packages after)"
                         .into(),
                 ));
             }
@@ -489,11 +523,13 @@ impl OpenSessionRequest {
         }
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
+        host.check_packages(&req.packages).map_err(ApiError::Package)?;
         Ok(OpenSession::New {
             limits,
             template,
             leakage: req.leakage,
             durable: req.durable,
+            packages: req.packages,
         })
     }
 }
@@ -525,7 +561,8 @@ pub async fn execute_body(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<Executed> {
-    let (spec, guard) = ExecuteRequest::parse(state, body, record)?;
+    let (mut spec, guard, packages) = ExecuteRequest::parse(state, body, record)?;
+    spec.packages = state.runner.packages(packages, record).await?;
     state
         .runner
         .execute(spec, guard, RunKind::Execute, record)
@@ -575,10 +612,12 @@ pub async fn open_session(
             template,
             leakage,
             durable,
+            packages,
         } => {
+            let packages = state.runner.packages(packages, record).await?;
             state
                 .runner
-                .open_session(limits, template, leakage, durable, record)
+                .open_session(limits, template, leakage, durable, packages, record)
                 .await?
         }
         OpenSession::Restore {

@@ -36,6 +36,7 @@ use super::snapshots::Snapshots;
 use crate::budget::HostBudget;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
+use crate::packages::PackageEnv;
 use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
 use threads::GuestThreads;
@@ -204,6 +205,26 @@ impl Runner {
             withhold_if_denied(policy, leaks, record)?;
         }
         Ok(executed)
+    }
+
+    /// The environment of the packages `raw` names (checked by the front door), resolved off
+    /// the executor (pip runs, and downloads on a first request); its wheels go on `record`.
+    /// Nothing is admitted until it is there: a failed resolution runs nothing.
+    pub async fn packages(
+        &self,
+        raw: Vec<String>,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Arc<PackageEnv>> {
+        let host = self.host()?;
+        if raw.is_empty() {
+            return Ok(host.no_packages());
+        }
+        let env = tokio::task::spawn_blocking(move || host.packages(&raw))
+            .await
+            .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
+            .map_err(ApiError::Package)?;
+        record.packages = env.pins.clone();
+        Ok(env)
     }
 
     /// Checks `code` in a fresh sandbox of its own, admitted like any execution.

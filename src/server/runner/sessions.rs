@@ -12,6 +12,7 @@ use super::{Runner, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimitsRequest};
+use crate::packages::{PackageEnv, PackagePin};
 use crate::report::Report;
 use crate::sandbox::{Interpreter, WriteError};
 use crate::server::admission::{MemoryNeed, RESERVE_BYTES};
@@ -74,6 +75,7 @@ impl Runner {
         template: Template,
         leakage: Option<LeakPolicy>,
         durable: bool,
+        packages: Arc<PackageEnv>,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let leakage = self.leak_policy(leakage)?;
@@ -88,7 +90,7 @@ impl Runner {
         let (session, first) = self
             .admit_session_with(settings, record, None, move |host, cancel| {
                 let interp = host
-                    .open_interpreter(limits, template, cancel)
+                    .open_interpreter(limits, template, cancel, packages)
                     .map_err(ApiError::from_sandbox)?;
                 let first = if durable {
                     interp.checkpoint_image()
@@ -298,6 +300,40 @@ impl Runner {
             turn: session.info().turns,
             findings,
         })))
+    }
+
+    /// Adds the packages `raw` names to session `id` (its own keep their versions: they are
+    /// pinned in the resolution); returns every wheel it then has. Its state moves to a
+    /// fresh instance that sees the new environment ([`Vivarium::add_packages`]); when that
+    /// fails the session goes on as it was.
+    pub async fn add_packages(
+        &self,
+        id: &str,
+        raw: Vec<String>,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Vec<PackagePin>> {
+        let host = self.host()?;
+        host.check_packages(&raw).map_err(ApiError::Package)?;
+        let session = self.session(id).await?;
+        let template = session.template;
+        let current = self
+            .with_interpreter(id, |interp| Ok(interp.package_pins()))
+            .await?;
+        let mut all: Vec<String> = current
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect();
+        all.extend(raw);
+        let env = self.packages(all, record).await?;
+        if env.pins == current {
+            return Ok(current);
+        }
+        self.with_interpreter(id, move |interp| {
+            host.add_packages(interp, template, env.clone())
+                .map_err(|e| ApiError::Internal(format!("adding packages: {e}")))?;
+            Ok(env.pins.clone())
+        })
+        .await
     }
 
     /// `(path, size)` of every file in session `id`'s working directory.

@@ -1,0 +1,414 @@
+//! The content-addressed cache of package environments, and the one way to get one:
+//! [`Packages::get`]. Concurrent requests for one set wait for one resolution and one build;
+//! builds and evictions hold an exclusive file lock, so processes sharing a home never build
+//! one environment twice or remove one half-written.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use super::resolve::{self, Chosen};
+use super::spec::{PackageSpecs, parse_specs};
+use super::wheel;
+use super::{PackageError, PackageErrorKind, PackageOptions, PackagePin, PackageSource, normalize};
+use crate::runtime::BuiltinPackage;
+use crate::sync::lock;
+
+/// How long a resolution is reused for the same specifiers before pip is asked again (a
+/// new release of a dependency then shows up).
+const MEMO_TTL: Duration = Duration::from_secs(600);
+
+/// One resolved set of packages, unpacked; a sandbox holding it keeps it from eviction.
+#[derive(Debug)]
+pub struct PackageEnv {
+    /// Hash of its wheels' names, versions and SHA-256 (empty for the empty set).
+    pub key: String,
+    /// The folder a sandbox sees at [`crate::guest::PACKAGES_DIR`].
+    pub site: PathBuf,
+    /// Its wheels.
+    pub pins: Vec<PackagePin>,
+    /// Bytes unpacked.
+    pub bytes: u64,
+}
+
+impl PackageEnv {
+    /// Whether it holds no package (every one asked for is built in, or none was).
+    pub fn is_empty(&self) -> bool {
+        self.pins.is_empty()
+    }
+}
+
+/// What `env.json` says of an environment.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EnvRecord {
+    pins: Vec<PackagePin>,
+    bytes: u64,
+}
+
+/// The package service of one host: resolution, the cache, its bounds.
+pub struct Packages {
+    opts: PackageOptions,
+    /// The empty environment.
+    empty: Arc<PackageEnv>,
+    /// Environments this process has handed out, by key.
+    envs: Mutex<HashMap<String, Arc<PackageEnv>>>,
+    /// Specifiers → the key they resolved to, and when.
+    memo: Mutex<HashMap<String, (String, Instant)>>,
+    /// One lock per set of specifiers being resolved: the second request for it waits.
+    flights: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl Packages {
+    /// The service; makes `<dir>/empty` and `<dir>/envs`.
+    pub fn new(opts: PackageOptions) -> std::io::Result<Packages> {
+        let empty = opts.dir.join("empty");
+        std::fs::create_dir_all(&empty)?;
+        std::fs::create_dir_all(opts.dir.join("envs"))?;
+        std::fs::create_dir_all(opts.dir.join("tmp"))?;
+        Ok(Packages {
+            empty: Arc::new(PackageEnv {
+                key: String::new(),
+                site: empty,
+                pins: Vec::new(),
+                bytes: 0,
+            }),
+            opts,
+            envs: Mutex::default(),
+            memo: Mutex::default(),
+            flights: Mutex::default(),
+        })
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &PackageOptions {
+        &self.opts
+    }
+
+    /// The empty environment (what a sandbox without packages sees).
+    pub fn empty(&self) -> Arc<PackageEnv> {
+        self.empty.clone()
+    }
+
+    /// Checks raw specifiers against this server's bounds.
+    pub fn parse(&self, raw: &[String]) -> Result<PackageSpecs, PackageError> {
+        if !raw.is_empty() && self.opts.source == PackageSource::Off {
+            return Err(PackageError::new(
+                PackageErrorKind::Disabled,
+                None,
+                "this server adds no packages beyond the built-in set (see GET /v1/packages)",
+            ));
+        }
+        parse_specs(raw, self.opts.max_requested)
+    }
+
+    /// The environment for `specs` (checked by [`Packages::parse`]), with `builtins` counted
+    /// as installed: from the cache, or resolved, downloaded and unpacked now. Blocking (pip
+    /// runs): call off the async executor.
+    pub fn get(
+        &self,
+        specs: &PackageSpecs,
+        builtins: &[BuiltinPackage],
+    ) -> Result<Arc<PackageEnv>, PackageError> {
+        if specs.is_empty() {
+            return Ok(self.empty());
+        }
+        self.check_allowed(specs.names.iter().map(String::as_str))?;
+        let key = specs.key();
+        let flight = lock(&self.flights).entry(key.clone()).or_default().clone();
+        let _one = lock(&flight);
+        let result = self.get_in_flight(&key, specs, builtins);
+        // The flight's entry goes once nobody else waits on it.
+        let mut flights = lock(&self.flights);
+        if Arc::strong_count(&flight) <= 2 {
+            flights.remove(&key);
+        }
+        result
+    }
+
+    /// The environment of exactly `pins` (a snapshot's): from the cache, or resolved again
+    /// as `name==version` each and accepted only when the index serves the same wheels.
+    pub fn get_pinned(
+        &self,
+        pins: &[PackagePin],
+        builtins: &[BuiltinPackage],
+    ) -> Result<Arc<PackageEnv>, PackageError> {
+        if pins.is_empty() {
+            return Ok(self.empty());
+        }
+        let key = env_key(pins);
+        if let Some(env) = self.load(&key) {
+            return Ok(env);
+        }
+        let raw: Vec<String> = pins.iter().map(|p| format!("{}=={}", p.name, p.version)).collect();
+        let specs = parse_specs(&raw, usize::MAX)?;
+        let env = self.get(&specs, builtins)?;
+        if env.key != key {
+            return Err(PackageError::new(
+                PackageErrorKind::BadWheel,
+                None,
+                "the package index no longer serves the wheels this session was made with",
+            ));
+        }
+        Ok(env)
+    }
+
+    fn get_in_flight(
+        &self,
+        key: &str,
+        specs: &PackageSpecs,
+        builtins: &[BuiltinPackage],
+    ) -> Result<Arc<PackageEnv>, PackageError> {
+        let memo = lock(&self.memo).get(key).cloned();
+        if let Some((env_key, at)) = memo
+            && at.elapsed() < MEMO_TTL
+        {
+            if env_key.is_empty() {
+                return Ok(self.empty());
+            }
+            if let Some(env) = self.load(&env_key) {
+                return Ok(env);
+            }
+        }
+        let started = Instant::now();
+        let work = Work::new(&self.opts.dir.join("tmp"))?;
+        let placeholders = self.placeholder_dir(builtins);
+        let chosen = resolve::resolve(&self.opts, specs, builtins, &placeholders, &work.0)?;
+        self.check_allowed(chosen.iter().map(|c| c.name.as_str()))?;
+        tracing::info!(
+            target: "vivarium::packages",
+            requested = %key,
+            wheels = chosen.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "packages resolved"
+        );
+        let env = if chosen.is_empty() {
+            self.empty()
+        } else {
+            self.build(&chosen, &work.0)?
+        };
+        lock(&self.memo).insert(key.to_string(), (env.key.clone(), Instant::now()));
+        Ok(env)
+    }
+
+    /// Downloads and unpacks `chosen` into a new environment, unless it is there already.
+    fn build(&self, chosen: &[Chosen], work: &Path) -> Result<Arc<PackageEnv>, PackageError> {
+        let known: Option<Vec<PackagePin>> = chosen
+            .iter()
+            .map(|c| {
+                c.sha256.clone().map(|sha256| PackagePin {
+                    name: c.name.clone(),
+                    version: c.version.clone(),
+                    sha256,
+                })
+            })
+            .collect();
+        if let Some(pins) = &known
+            && let Some(env) = self.load(&env_key(pins))
+        {
+            return Ok(env);
+        }
+        let _lock = self.file_lock()?;
+        if let Some(pins) = &known
+            && let Some(env) = self.load(&env_key(pins))
+        {
+            return Ok(env);
+        }
+        let started = Instant::now();
+        let downloaded = resolve::download(&self.opts, chosen, work)?;
+        let mut pins = Vec::new();
+        let site = work.join("site");
+        std::fs::create_dir_all(&site).map_err(PackageError::host)?;
+        let mut bytes = 0u64;
+        for d in &downloaded {
+            // Hashed again here, over the file we unpack: the helper's word is not enough.
+            let sha256 = wheel::sha256_file(&d.path).map_err(PackageError::host)?;
+            if sha256 != d.sha256 {
+                return Err(PackageError::new(
+                    PackageErrorKind::BadWheel,
+                    Some(&d.name),
+                    format!("{} changed while it was downloaded", d.filename),
+                ));
+            }
+            wheel::unpack(&d.name, &d.path, &site, &mut bytes, self.opts.max_env_bytes)?;
+            pins.push(PackagePin {
+                name: d.name.clone(),
+                version: d.version.clone(),
+                sha256,
+            });
+        }
+        pins.sort_by(|a, b| normalize(&a.name).cmp(&normalize(&b.name)));
+        let key = env_key(&pins);
+        let dir = self.env_dir(&key);
+        if !dir.exists() {
+            let staged = work.join("env");
+            std::fs::create_dir_all(&staged).map_err(PackageError::host)?;
+            std::fs::rename(&site, staged.join("site")).map_err(PackageError::host)?;
+            let record = EnvRecord {
+                pins: pins.clone(),
+                bytes,
+            };
+            std::fs::write(
+                staged.join("env.json"),
+                serde_json::to_vec(&record).expect("a record serialises"),
+            )
+            .map_err(PackageError::host)?;
+            std::fs::rename(&staged, &dir).map_err(PackageError::host)?;
+        }
+        tracing::info!(
+            target: "vivarium::packages",
+            key = %key,
+            wheels = pins.len(),
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "package environment built"
+        );
+        let env = self.load(&key).ok_or_else(|| {
+            PackageError::host("the package environment vanished as it was built")
+        })?;
+        self.evict(&key);
+        Ok(env)
+    }
+
+    /// The cached environment `key`, touched as just used.
+    fn load(&self, key: &str) -> Option<Arc<PackageEnv>> {
+        let dir = self.env_dir(key);
+        let record_path = dir.join("env.json");
+        // Touched for the LRU order (every process sharing the home sees it).
+        let touched = File::options()
+            .append(true)
+            .open(&record_path)
+            .and_then(|f| f.set_modified(SystemTime::now()));
+        if touched.is_err() {
+            lock(&self.envs).remove(key);
+            return None;
+        }
+        if let Some(env) = lock(&self.envs).get(key) {
+            return Some(env.clone());
+        }
+        let record: EnvRecord = serde_json::from_slice(&std::fs::read(&record_path).ok()?).ok()?;
+        let env = Arc::new(PackageEnv {
+            key: key.to_string(),
+            site: dir.join("site"),
+            pins: record.pins,
+            bytes: record.bytes,
+        });
+        Some(lock(&self.envs).entry(key.to_string()).or_insert(env).clone())
+    }
+
+    /// Removes the least recently used environments (never `keep`, never one a sandbox of
+    /// this process holds) until the cache is within its cap.
+    fn evict(&self, keep: &str) {
+        let Ok(entries) = std::fs::read_dir(self.opts.dir.join("envs")) else {
+            return;
+        };
+        let mut all: Vec<(SystemTime, u64, String)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let key = e.file_name().to_string_lossy().into_owned();
+                let record = e.path().join("env.json");
+                let used = std::fs::metadata(&record).and_then(|m| m.modified()).ok()?;
+                let r: EnvRecord = serde_json::from_slice(&std::fs::read(&record).ok()?).ok()?;
+                Some((used, r.bytes, key))
+            })
+            .collect();
+        let mut total: u64 = all.iter().map(|a| a.1).sum();
+        all.sort();
+        for (_, bytes, key) in all {
+            if total <= self.opts.cache_bytes {
+                break;
+            }
+            if key == keep {
+                continue;
+            }
+            let mut envs = lock(&self.envs);
+            if envs.get(&key).is_some_and(|e| Arc::strong_count(e) > 1) {
+                continue;
+            }
+            envs.remove(&key);
+            drop(envs);
+            // Renamed first, so no reader ever sees half an environment.
+            let doomed = self.opts.dir.join("tmp").join(format!("evicted-{key}"));
+            if std::fs::rename(self.env_dir(&key), &doomed).is_ok() {
+                let _ = std::fs::remove_dir_all(&doomed);
+                total = total.saturating_sub(bytes);
+                tracing::info!(target: "vivarium::packages", key = %key, bytes, "package environment evicted");
+            }
+        }
+    }
+
+    fn env_dir(&self, key: &str) -> PathBuf {
+        self.opts.dir.join("envs").join(key)
+    }
+
+    fn file_lock(&self) -> Result<File, PackageError> {
+        let f = File::create(self.opts.dir.join("envs.lock")).map_err(PackageError::host)?;
+        f.lock().map_err(PackageError::host)?;
+        Ok(f)
+    }
+
+    /// The folder of empty wheels standing for `builtins`, named for their list.
+    fn placeholder_dir(&self, builtins: &[BuiltinPackage]) -> PathBuf {
+        let mut h = Sha256::new();
+        for b in builtins {
+            h.update(format!("{}=={}\n", b.name, b.version));
+        }
+        self.opts
+            .dir
+            .join(format!("builtins-{}", &hex::encode(h.finalize())[..16]))
+    }
+
+    fn check_allowed<'a>(&self, names: impl Iterator<Item = &'a str>) -> Result<(), PackageError> {
+        let Some(allow) = &self.opts.allowlist else {
+            return Ok(());
+        };
+        for n in names {
+            if !allow.contains(&normalize(n)) {
+                return Err(PackageError::new(
+                    PackageErrorKind::NotAllowed,
+                    Some(n),
+                    format!("{n} is not on this server's package allowlist"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key of a set of wheels: SHA-256 over their sorted names, versions and hashes.
+fn env_key(pins: &[PackagePin]) -> String {
+    let mut lines: Vec<String> = pins
+        .iter()
+        .map(|p| format!("{} {} {}\n", normalize(&p.name), p.version, p.sha256))
+        .collect();
+    lines.sort();
+    let mut h = Sha256::new();
+    for l in lines {
+        h.update(l);
+    }
+    hex::encode(h.finalize())[..32].to_string()
+}
+
+/// A private working folder for one resolution, removed on drop.
+struct Work(PathBuf);
+
+impl Work {
+    fn new(tmp: &Path) -> Result<Work, PackageError> {
+        let dir = tmp.join(format!(
+            "{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).map_err(PackageError::host)?;
+        Ok(Work(dir))
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
