@@ -241,7 +241,12 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
     // The session everything starts from, with its checkpoint (what `open_interpreter`
     // gives), and one without.
     let mut src = host
-        .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default(), host.no_packages())
+        .open_interpreter(
+            Limits::DEFAULT,
+            TEMPLATE,
+            Arc::default(),
+            host.no_packages(),
+        )
         .unwrap();
     answered(host, &mut src, STATE);
     assert_eq!(
@@ -294,7 +299,12 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
         |t| {
             let t0 = Instant::now();
             let mut i = host
-                .open_interpreter(Limits::DEFAULT, TEMPLATE, Arc::default(), host.no_packages())
+                .open_interpreter(
+                    Limits::DEFAULT,
+                    TEMPLATE,
+                    Arc::default(),
+                    host.no_packages(),
+                )
                 .unwrap();
             let t1 = Instant::now();
             answered(host, &mut i, FIRST);

@@ -545,7 +545,8 @@ impl Vivarium {
                 .strip_prefix("No module named '")
                 .and_then(|m| m.split('\'').next())
         {
-            e.hint = missing_module_hint(module, self.builtin_packages());
+            let addable = self.packages.options().source != PackageSource::Off;
+            e.hint = missing_module_hint(module, self.builtin_packages(), addable);
         }
     }
 

@@ -26,7 +26,7 @@ fn open(host: &Vivarium) -> Interpreter {
         Arc::default(),
         host.no_packages(),
     )
-        .unwrap()
+    .unwrap()
 }
 
 #[test]

@@ -141,3 +141,14 @@ pub const FIGURE_TAG: &[u8] = b"\0vivarium-figure\0";
 /// The largest result kept; the displayhook truncates to it before sending, and the host
 /// refuses more.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_check_starts_past_the_preopens() {
+        // SNAPSHOT_READY is Python text: it names the first descriptor past the preopens.
+        assert!(SNAPSHOT_READY.contains(&format!("range({INITIAL_FDS}, 256)")));
+    }
+}

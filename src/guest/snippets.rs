@@ -77,7 +77,7 @@ pub const SNAPSHOT_READY: &str = "\
 def __vivarium_ready():
     import gc, os
     gc.collect()
-    for fd in range(6, 256):
+    for fd in range(7, 256):
         try:
             os.fstat(fd)
         except OSError:

@@ -143,7 +143,10 @@ impl Packages {
         if let Some(env) = self.load(&key) {
             return Ok(env);
         }
-        let raw: Vec<String> = pins.iter().map(|p| format!("{}=={}", p.name, p.version)).collect();
+        let raw: Vec<String> = pins
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect();
         let specs = parse_specs(&raw, usize::MAX)?;
         let env = self.get(&specs, builtins)?;
         if env.key != key {
@@ -240,7 +243,7 @@ impl Packages {
                 sha256,
             });
         }
-        pins.sort_by(|a, b| normalize(&a.name).cmp(&normalize(&b.name)));
+        pins.sort_by_key(|a| normalize(&a.name));
         let key = env_key(&pins);
         let dir = self.env_dir(&key);
         if !dir.exists() {
@@ -296,7 +299,12 @@ impl Packages {
             pins: record.pins,
             bytes: record.bytes,
         });
-        Some(lock(&self.envs).entry(key.to_string()).or_insert(env).clone())
+        Some(
+            lock(&self.envs)
+                .entry(key.to_string())
+                .or_insert(env)
+                .clone(),
+        )
     }
 
     /// Removes the least recently used environments (never `keep`, never one a sandbox of

@@ -80,9 +80,11 @@ fn parse_one(raw: &str) -> Result<(String, String), PackageError> {
         let close = r.find(']').ok_or_else(|| bad("unclosed extras"))?;
         extras = &r[..close];
         if extras.is_empty()
-            || !extras
-                .split(',')
-                .all(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+            || !extras.split(',').all(|e| {
+                !e.is_empty()
+                    && e.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            })
         {
             return Err(bad("extras are names separated by commas"));
         }
@@ -101,9 +103,9 @@ fn parse_one(raw: &str) -> Result<(String, String), PackageError> {
                 ));
             }
             if version.is_empty()
-                || !version
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '*' | '+' | '!' | '-' | '_'))
+                || !version.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '*' | '+' | '!' | '-' | '_')
+                })
             {
                 return Err(bad("a version clause needs a version"));
             }
@@ -128,7 +130,13 @@ mod tests {
 
     #[test]
     fn plain_requirements_are_canonical() {
-        let s = specs(&["Plotly >= 6", "tabulate", "requests[SOCKS]==2.*", "tabulate"]).unwrap();
+        let s = specs(&[
+            "Plotly >= 6",
+            "tabulate",
+            "requests[SOCKS]==2.*",
+            "tabulate",
+        ])
+        .unwrap();
         assert_eq!(s.specs, ["plotly>=6", "requests[socks]==2.*", "tabulate"]);
         assert_eq!(s.names, ["plotly", "requests", "tabulate"]);
         assert!(specs(&["a>=1,<2"]).is_ok());

@@ -98,7 +98,9 @@ pub(super) fn unpack(
                 return Err(PackageError::new(
                     PackageErrorKind::TooLarge,
                     Some(name),
-                    format!("the packages unpack to more than the {cap} bytes an environment may hold"),
+                    format!(
+                        "the packages unpack to more than the {cap} bytes an environment may hold"
+                    ),
                 ));
             }
             out.write_all(&buf[..n]).map_err(PackageError::host)?;
@@ -115,7 +117,8 @@ fn placed(rel: &Path) -> Option<PathBuf> {
     let first = parts.next()?.as_os_str().to_string_lossy().into_owned();
     if first.ends_with(".data") {
         let kind = parts.next()?.as_os_str().to_string_lossy().into_owned();
-        return matches!(kind.as_str(), "purelib" | "platlib").then(|| parts.as_path().to_path_buf());
+        return matches!(kind.as_str(), "purelib" | "platlib")
+            .then(|| parts.as_path().to_path_buf());
     }
     Some(rel.to_path_buf())
 }
@@ -127,9 +130,7 @@ fn check_purelib<R: Read + std::io::Seek>(
 ) -> Result<(), PackageError> {
     let wheel_file = zip
         .file_names()
-        .find(|n| {
-            n.ends_with(".dist-info/WHEEL") && n.matches('/').count() == 1
-        })
+        .find(|n| n.ends_with(".dist-info/WHEEL") && n.matches('/').count() == 1)
         .map(str::to_string)
         .ok_or_else(|| {
             PackageError::new(
@@ -145,8 +146,9 @@ fn check_purelib<R: Read + std::io::Seek>(
         .read_to_string(&mut text)
         .map_err(PackageError::host)?;
     let purelib = text.lines().any(|l| {
-        l.split_once(':')
-            .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("Root-Is-Purelib") && v.trim() == "true")
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("Root-Is-Purelib") && v.trim() == "true"
+        })
     });
     if !purelib {
         return Err(PackageError::new(
@@ -170,7 +172,11 @@ mod tests {
             let mut z = zip::ZipWriter::new(&mut buf);
             let o = SimpleFileOptions::default();
             z.start_file("w-1.dist-info/WHEEL", o).unwrap();
-            write!(z, "Wheel-Version: 1.0\nRoot-Is-Purelib: {purelib}\nTag: py3-none-any\n").unwrap();
+            write!(
+                z,
+                "Wheel-Version: 1.0\nRoot-Is-Purelib: {purelib}\nTag: py3-none-any\n"
+            )
+            .unwrap();
             for (n, c) in entries {
                 z.start_file(*n, o).unwrap();
                 z.write_all(c).unwrap();
@@ -226,14 +232,26 @@ mod tests {
     #[test]
     fn escapes_native_code_and_bombs_are_refused() {
         let slip = wheel(&[("../evil.py", b"")], true);
-        assert_eq!(unpack_it(&slip, 1 << 20).unwrap_err().kind, PackageErrorKind::BadWheel);
+        assert_eq!(
+            unpack_it(&slip, 1 << 20).unwrap_err().kind,
+            PackageErrorKind::BadWheel
+        );
         assert!(!slip.0.join("evil.py").exists());
         let native = wheel(&[("w/_speed.cpython-315-wasm32-wasi.so", b"\0asm")], true);
-        assert_eq!(unpack_it(&native, 1 << 20).unwrap_err().kind, PackageErrorKind::NativeCode);
+        assert_eq!(
+            unpack_it(&native, 1 << 20).unwrap_err().kind,
+            PackageErrorKind::NativeCode
+        );
         let platlib = wheel(&[("w/__init__.py", b"")], false);
-        assert_eq!(unpack_it(&platlib, 1 << 20).unwrap_err().kind, PackageErrorKind::NativeCode);
+        assert_eq!(
+            unpack_it(&platlib, 1 << 20).unwrap_err().kind,
+            PackageErrorKind::NativeCode
+        );
         let big = vec![b'a'; 1 << 20];
         let bomb = wheel(&[("w/big.py", &big)], true);
-        assert_eq!(unpack_it(&bomb, 1000).unwrap_err().kind, PackageErrorKind::TooLarge);
+        assert_eq!(
+            unpack_it(&bomb, 1000).unwrap_err().kind,
+            PackageErrorKind::TooLarge
+        );
     }
 }

@@ -132,7 +132,12 @@ fn normalise(name: &str) -> String {
 /// What to tell a program that failed to import `module` (a `ModuleNotFoundError`), knowing
 /// the built-in `packages`; `None` when there is nothing useful to say (a module of its own
 /// that does not exist, say, inside a built-in package).
-pub fn missing_module_hint(module: &str, packages: &[BuiltinPackage]) -> Option<String> {
+/// `addable`: the server lets requests add pure-Python packages (`packages`).
+pub fn missing_module_hint(
+    module: &str,
+    packages: &[BuiltinPackage],
+    addable: bool,
+) -> Option<String> {
     let top = module.split('.').next().unwrap_or(module);
     if top.is_empty() {
         return None;
@@ -159,8 +164,15 @@ pub fn missing_module_hint(module: &str, packages: &[BuiltinPackage]) -> Option<
              linking); the built-in packages are listed at GET /v1/packages"
         ));
     }
+    if addable {
+        return Some(format!(
+            "`{top}` is not built into this sandbox; if it is a pure-Python package, add it \
+             with `packages` (e.g. \"packages\": [\"{top}\"], named as on the package index); \
+             the built-in ones are listed at GET /v1/packages"
+        ));
+    }
     Some(format!(
-        "`{top}` is not built into this sandbox, and packages cannot be added here; the \
+        "`{top}` is not built into this sandbox, and this server adds no packages; the \
          built-in ones are listed at GET /v1/packages"
     ))
 }
@@ -187,15 +199,18 @@ mod tests {
     #[test]
     fn hints_name_the_right_import_the_native_code_or_the_missing_package() {
         let p = pkgs();
-        let h = missing_module_hint("scikit_learn", &p).unwrap();
+        let h = missing_module_hint("scikit_learn", &p, true).unwrap();
         assert!(h.contains("import it as `sklearn`"), "{h}");
-        assert!(missing_module_hint("pandas.nope", &p).is_none());
+        assert!(missing_module_hint("pandas.nope", &p, true).is_none());
         assert!(
-            missing_module_hint("torch", &p)
+            missing_module_hint("torch", &p, true)
                 .unwrap()
                 .contains("native code")
         );
-        let h = missing_module_hint("plotly.express", &p).unwrap();
+        let h = missing_module_hint("plotly.express", &p, true).unwrap();
         assert!(h.contains("`plotly` is not built into"), "{h}");
+        assert!(h.contains("add it with `packages`"), "{h}");
+        let h = missing_module_hint("plotly.express", &p, false).unwrap();
+        assert!(h.contains("this server adds no packages"), "{h}");
     }
 }

@@ -31,8 +31,8 @@ use std::sync::atomic::AtomicBool;
 
 use crate::budget::HostBudget;
 use crate::guest::{EnvError, GuestSetup};
-use crate::packages::PackageEnv;
 use crate::limits::Limits;
+use crate::packages::PackageEnv;
 use crate::report::Status;
 use crate::template::TemplateError;
 use output::OutputObserver;

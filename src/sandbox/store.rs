@@ -15,8 +15,8 @@ use crate::engine::GuestEngine;
 use crate::guest::{self, ARGV0, HostDirs, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryLimiter;
-use crate::packages::PackageEnv;
 use crate::hostcalls::state::{self, FsGuard, GuestMonotonicClock, GuestState, RunClock};
+use crate::packages::PackageEnv;
 
 /// A store with everything around it, before any module is instantiated in it: the same
 /// WASI context, limits and working directory for the Python guest and for any other module

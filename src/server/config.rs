@@ -144,6 +144,9 @@ pub struct ServeArgs {
     /// The largest set of packages unpacked, in bytes.
     #[arg(long, env = "VIVARIUM_MAX_PACKAGE_ENV_BYTES", default_value_t = 256 << 20)]
     pub max_package_env_bytes: u64,
+    /// Where package environments are cached [default: `<VIVARIUM_HOME>/packages`].
+    #[arg(long, env = "VIVARIUM_PACKAGE_CACHE_DIR")]
+    pub package_cache_dir: Option<PathBuf>,
     /// The package cache's size: least recently used sets are removed past it.
     #[arg(long, env = "VIVARIUM_PACKAGE_CACHE_BYTES", default_value_t = 2 << 30)]
     pub package_cache_bytes: u64,
@@ -326,6 +329,9 @@ impl ServeArgs {
         packages.max_wheel_bytes = self.max_wheel_bytes;
         packages.max_env_bytes = self.max_package_env_bytes;
         packages.cache_bytes = self.package_cache_bytes;
+        if let Some(dir) = &self.package_cache_dir {
+            packages.dir = dir.clone();
+        }
         packages.timeout = Duration::from_secs(self.package_timeout_secs);
         Ok(Config {
             listen: self.listen,

@@ -30,7 +30,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 
-pub use config::{Config, LogFormat, ServeArgs};
+pub use config::{Config, LogFormat, PackagesMode, ServeArgs};
 pub use lifecycle::{Server, bind, mcp_stdio, serve};
 
 use api::{check, mcp, piston, sessions as session_api, snapshots as snapshot_api};
@@ -66,7 +66,10 @@ fn router(state: AppState) -> Router {
             get(session_api::info).delete(session_api::close),
         )
         .route("/v1/sessions/{id}/execute", post(session_api::turn))
-        .route("/v1/sessions/{id}/packages", post(session_api::add_packages))
+        .route(
+            "/v1/sessions/{id}/packages",
+            post(session_api::add_packages),
+        )
         .route("/v1/sessions/{id}/snapshot", post(snapshot_api::snapshot))
         .route("/v1/sessions/{id}/fork", post(snapshot_api::fork))
         .route("/v1/snapshots", get(snapshot_api::list))

@@ -73,13 +73,7 @@ pub(super) fn build_locked(
                 root: &root2,
                 packages: &packages2,
             };
-            snapshot(
-                &wasm,
-                &dirs,
-                &init,
-                started,
-                keep_instrumented,
-            )
+            snapshot(&wasm, &dirs, &init, started, keep_instrumented)
         })
         .map_err(io_err("spawning a thread for", out))?
         .join()

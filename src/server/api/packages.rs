@@ -63,10 +63,7 @@ pub async fn packages(State(state): State<AppState>) -> ApiResult<Json<PackageLi
                 PackageSource::Index(url) => Some(url.clone()),
                 PackageSource::PipDefault | PackageSource::Off => None,
             },
-            allowlist: opts
-                .allowlist
-                .as_ref()
-                .map(|a| a.iter().cloned().collect()),
+            allowlist: opts.allowlist.as_ref().map(|a| a.iter().cloned().collect()),
             max_packages: opts.max_requested,
             max_wheel_bytes: opts.max_wheel_bytes,
             max_env_bytes: opts.max_env_bytes,

@@ -11,10 +11,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::types::{
-    AddPackagesRequest, SessionPackages, parse_json,
-    FileEntry, FileList, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
-    TurnResponse, UploadResponse, denied_response, media_type, open_session, turn_body,
-    turn_outcome,
+    AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
+    PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, denied_response,
+    media_type, open_session, parse_json, turn_body, turn_outcome,
 };
 use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
@@ -118,7 +117,10 @@ pub async fn add_packages(
     let mut record = AuditRecord::new(&ctx, Action::SessionPackages).session(&id);
     let result = async {
         let req: AddPackagesRequest = parse_json(body)?;
-        state.runner.add_packages(&id, req.packages, &mut record).await
+        state
+            .runner
+            .add_packages(&id, req.packages, &mut record)
+            .await
     }
     .await;
     state.runner.finish(record, Outcome::of(&result, 200));

@@ -443,7 +443,8 @@ impl ExecuteRequest {
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
-        host.check_packages(&req.packages).map_err(ApiError::Package)?;
+        host.check_packages(&req.packages)
+            .map_err(ApiError::Package)?;
         let env: Vec<(String, String)> = req.env.into_iter().collect();
         let policy = state.runner.leak_policy(req.leakage)?;
         let guard = state
@@ -523,7 +524,8 @@ impl OpenSessionRequest {
         }
         let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
         record.limits = Some(limits);
-        host.check_packages(&req.packages).map_err(ApiError::Package)?;
+        host.check_packages(&req.packages)
+            .map_err(ApiError::Package)?;
         Ok(OpenSession::New {
             limits,
             template,
