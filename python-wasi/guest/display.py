@@ -161,6 +161,54 @@ class _BackendFinder:
         exec(compile(BACKEND_SOURCE, "<vivarium_mpl_backend>", "exec"), module.__dict__)
 
 
+class _PlotlyHook:
+    """Gives plotly a renderer of Vivarium's when (if ever) the program imports plotly, a
+    package a request can add: `fig.show()` then returns the figure as a `text/html` output,
+    as in a notebook. plotly's own renderers need IPython and nbformat, or a web browser;
+    none is in the guest. The HTML loads plotly.js from its CDN (a figure is a few KiB), or
+    carries it inline when the environment says `VIVARIUM_PLOTLY_JS=inline` (4.8 MB each:
+    viewable offline). Until plotly is imported this costs one string comparison an import."""
+
+    target = "plotly.io._renderers"
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.target:
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_register(module):
+            exec_module(module)
+            _register_plotly(module)
+
+        spec.loader.exec_module = exec_and_register
+        return spec
+
+
+def _register_plotly(renderers_module):
+    try:
+        from plotly.io._base_renderers import ExternalRenderer
+    except Exception:
+        return
+
+    class VivariumRenderer(ExternalRenderer):
+        def render(self, fig_dict):
+            from plotly.io import to_html
+
+            inline = os.environ.get("VIVARIUM_PLOTLY_JS") == "inline"
+            html = to_html(fig_dict, include_plotlyjs=True if inline else "cdn",
+                           full_html=False, validate=False)
+            _write("html", html)
+
+    renderers_module.renderers["vivarium"] = VivariumRenderer()
+    renderers_module.renderers.default = "vivarium"
+
+
 def register_backend():
     """Makes `module://vivarium_mpl_backend` importable. A template that imports pyplot
     (`scientific`) calls this and selects the backend when it is built, so no sandbox pays
@@ -175,6 +223,8 @@ def install():
     import builtins
 
     register_backend()
+    if not any(isinstance(f, _PlotlyHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PlotlyHook())
     _enabled = True
     builtins.display = display
     os.environ["MPLBACKEND"] = "module://vivarium_mpl_backend"
