@@ -283,18 +283,19 @@ async fn report_leaves_output_alone_and_gives_exact_places_and_the_audit_no_secr
             found.iter().any(|f| f == rule),
             "{rule} not found: {found:?}"
         );
-        // Offsets index the unaltered stream.
-        let hit = v["leaks"]
+        // Offsets index the unaltered stream. (A rule may also fire elsewhere: a random
+        // IBAN's digits can hold a Luhn-valid run that looks like a card.)
+        let places: Vec<&str> = v["leaks"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|l| l["rule"] == *rule && l["stream"] == "stdout")
-            .unwrap_or_else(|| panic!("no stdout leak for {rule}"));
-        let (o, n) = (
-            hit["offset"].as_u64().unwrap() as usize,
-            hit["length"].as_u64().unwrap() as usize,
-        );
-        assert_eq!(&stdout[o..o + n], secret.as_str(), "{rule}");
+            .filter(|l| l["rule"] == *rule && l["stream"] == "stdout")
+            .map(|hit| {
+                let o = hit["offset"].as_u64().unwrap() as usize;
+                &stdout[o..o + hit["length"].as_u64().unwrap() as usize]
+            })
+            .collect();
+        assert!(places.contains(&secret.as_str()), "{rule}: {places:?}");
     }
     // `off`: no scan, no `leaks` field, the output as printed.
     let (status, off) = post(

@@ -587,8 +587,8 @@ fn path_open_stops_at_the_descriptor_cap() {
         errno, 33,
         "path_open ended with errno {errno} after {opened} opens"
     );
-    // Six descriptors are open before the guest opens any (stdio and three preopens).
-    assert_eq!(opened as u32, l.open_files - 6);
+    // Seven descriptors are open before the guest opens any (stdio and four preopens).
+    assert_eq!(opened as u32, l.open_files - 7);
 }
 
 #[test]

@@ -22,6 +22,10 @@ use crate::sync::lock;
 /// new release of a dependency then shows up).
 const MEMO_TTL: Duration = Duration::from_secs(600);
 
+/// Resolutions (pip processes, downloads, unpacking) running at once; more wait. Distinct
+/// package sets would otherwise start one pip each, outside every sandbox's budget.
+const MAX_BUILDS: usize = 4;
+
 /// One resolved set of packages, unpacked; a sandbox holding it keeps it from eviction.
 #[derive(Debug)]
 pub struct PackageEnv {
@@ -60,6 +64,10 @@ pub struct Packages {
     memo: Mutex<HashMap<String, (String, Instant)>>,
     /// One lock per set of specifiers being resolved: the second request for it waits.
     flights: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Resolutions running now, at most [`MAX_BUILDS`].
+    building: Mutex<usize>,
+    /// Signalled when one ends.
+    built: std::sync::Condvar,
 }
 
 impl Packages {
@@ -69,6 +77,7 @@ impl Packages {
         std::fs::create_dir_all(&empty)?;
         std::fs::create_dir_all(opts.dir.join("envs"))?;
         std::fs::create_dir_all(opts.dir.join("tmp"))?;
+        remove_abandoned(&opts.dir.join("tmp"));
         Ok(Packages {
             empty: Arc::new(PackageEnv {
                 key: String::new(),
@@ -80,6 +89,8 @@ impl Packages {
             envs: Mutex::default(),
             memo: Mutex::default(),
             flights: Mutex::default(),
+            building: Mutex::new(0),
+            built: std::sync::Condvar::new(),
         })
     }
 
@@ -176,6 +187,7 @@ impl Packages {
                 return Ok(env);
             }
         }
+        let _slot = self.build_slot();
         let started = Instant::now();
         let work = Work::new(&self.opts.dir.join("tmp"))?;
         let placeholders = self.placeholder_dir(builtins);
@@ -274,6 +286,16 @@ impl Packages {
         })?;
         self.evict(&key);
         Ok(env)
+    }
+
+    /// Waits for one of the [`MAX_BUILDS`] places; held until the returned guard drops.
+    fn build_slot(&self) -> BuildSlot<'_> {
+        let mut n = lock(&self.building);
+        while *n >= MAX_BUILDS {
+            n = self.built.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+        BuildSlot(self)
     }
 
     /// The cached environment `key`, touched as just used.
@@ -398,6 +420,37 @@ fn env_key(pins: &[PackagePin]) -> String {
         h.update(l);
     }
     hex::encode(h.finalize())[..32].to_string()
+}
+
+/// A place among the resolutions running; given back on drop.
+struct BuildSlot<'a>(&'a Packages);
+
+impl Drop for BuildSlot<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.building) -= 1;
+        self.0.built.notify_one();
+    }
+}
+
+/// Removes what processes that died left in `tmp`: working folders named for their pid, and
+/// environments renamed for removal.
+fn remove_abandoned(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let dead = match name.split_once('-') {
+            Some(("evicted", _)) => true,
+            Some((pid, _)) => pid
+                .parse::<u32>()
+                .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
+            None => false,
+        };
+        if dead {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A private working folder for one resolution, removed on drop.

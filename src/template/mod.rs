@@ -13,8 +13,8 @@
 //!    few seconds, so compiling fast matters more than running fast); one compiled
 //!    instrumented module serves every template built by the same process;
 //! 2. instantiate it under the same preopen table a sandbox gets (fd 3 `/usr/local/lib`,
-//!    fd 4 mpl-data, fd 5 `/`, the last a placeholder directory) and the base environment,
-//!    then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
+//!    fd 4 mpl-data, fd 5 `/` on a placeholder directory, fd 6 the packages on an empty one)
+//!    and the base environment, then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
 //!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
 //!    check that no descriptor is left open, and `gc.freeze()`;
 //! 3. snapshot memory and globals into a new module, export its mutable globals (so a
