@@ -123,6 +123,37 @@ async fn a_package_with_a_dependency_installs_once_for_twenty_first_requests() {
         assert!((1..=2).contains(&n), "{wheel} fetched {n} times");
     }
     assert_eq!(envs(&cache), 1);
+    // In the background the host compiles the set to .pyc (in a sandbox of its own, the one
+    // that sees it writable); later imports load those, and tracebacks keep the guest path.
+    let env = std::fs::read_dir(cache.join("envs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !env.join("compiled").exists() {
+        assert!(std::time::Instant::now() < deadline, "never compiled");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pycs: Vec<_> = std::fs::read_dir(env.join("site/vivtest_greet/__pycache__"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(pycs, ["__init__.cpython-315.pyc"]);
+    let (_, v) = execute(
+        &c,
+        &s,
+        &["vivtest-greet"],
+        "import vivtest_greet, os\nc = vivtest_greet.__spec__.cached\nprint(c, os.path.exists(c))\nprint(vivtest_greet.hello.__code__.co_filename)",
+    )
+    .await;
+    assert_eq!(
+        v["stdout"],
+        "/usr/local/lib/vivarium-packages/vivtest_greet/__pycache__/__init__.cpython-315.pyc True\n\
+         /usr/local/lib/vivarium-packages/vivtest_greet/__init__.py\n",
+        "{v}"
+    );
     // The environment is read-only to the guest, and sandboxes without packages see nothing.
     let (_, v) = execute(
         &c,

@@ -17,8 +17,8 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 pub use env::{EnvError, guest_env};
 pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, setup_code};
 pub use snippets::{
-    FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS, SESSION_SETUP,
-    SHOW_OPEN_FIGURES, SNAPSHOT_READY,
+    COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS,
+    SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
@@ -105,6 +105,9 @@ pub struct HostDirs<'a> {
     pub root: &'a Path,
     /// Behind [`PACKAGES_DIR`].
     pub packages: &'a Path,
+    /// [`PACKAGES_DIR`] read-write instead of read-only: only for the host's own compile
+    /// sandbox, which writes the environment's `.pyc` files.
+    pub packages_writable: bool,
 }
 
 /// Preopens [`PREOPENS`] on `wasi`, in order: the only way a guest's filesystem is made,
@@ -117,7 +120,11 @@ pub fn preopen(wasi: &mut WasiCtxBuilder, dirs: &HostDirs<'_>) -> wasmtime::Resu
             HostDir::Root => dirs.root,
             HostDir::Packages => dirs.packages,
         };
-        wasi.preopened_dir(host, p.guest_path, p.perms)?;
+        let perms = match p.host {
+            HostDir::Packages if dirs.packages_writable => FsPerms::ReadWrite,
+            _ => p.perms,
+        };
+        wasi.preopened_dir(host, p.guest_path, perms)?;
     }
     Ok(())
 }
@@ -150,5 +157,6 @@ mod tests {
     fn the_snapshot_check_starts_past_the_preopens() {
         // SNAPSHOT_READY is Python text: it names the first descriptor past the preopens.
         assert!(SNAPSHOT_READY.contains(&format!("range({INITIAL_FDS}, 256)")));
+        assert!(COMPILE_PACKAGES.contains(&format!("{PACKAGES_DIR:?}").replace('"', "'")));
     }
 }

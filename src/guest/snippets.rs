@@ -89,6 +89,15 @@ __vivarium_ready()
 del __vivarium_ready
 ";
 
+/// The host's compile sandbox runs this over a new package environment (mounted writable for
+/// it alone): every module to `.pyc`, unchecked-hash (the environment never changes, so an
+/// import need not even stat the source). It reads the modules and runs none of them.
+pub const COMPILE_PACKAGES: &str = "\
+import compileall, py_compile
+compileall.compile_dir('/usr/local/lib/vivarium-packages', quiet=2, workers=1,
+    invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+";
+
 /// Run after a single execution's code, on the same interpreter: flushes every file object the
 /// code left open, so its data reaches the host. (`turn` does not finalise the interpreter
 /// the way `run` does, and a buffer that dies with the instance never reaches the disk.)

@@ -37,14 +37,37 @@ pub struct PackageEnv {
     pub pins: Vec<PackagePin>,
     /// Bytes unpacked.
     pub bytes: u64,
+    /// Whether a sandbox may write into it: only the host's own compile sandbox
+    /// ([`Packages::compile_target`]), never a caller's.
+    pub writable: bool,
+    /// Set on an environment built (or found uncompiled) by this process until one caller
+    /// takes the job of compiling it ([`PackageEnv::take_compile`]).
+    compile_pending: std::sync::atomic::AtomicBool,
 }
 
 impl PackageEnv {
+    /// Whether the caller should have its modules compiled to `.pyc` (true once, for an
+    /// environment without its `compiled` marker).
+    pub fn take_compile(&self) -> bool {
+        self.compile_pending
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// Records that its `.pyc` files are written: later processes do not compile it again.
+    pub fn mark_compiled(&self) {
+        if let Some(dir) = self.site.parent() {
+            let _ = std::fs::write(dir.join(COMPILED_MARKER), b"");
+        }
+    }
+
     /// Whether it holds no package (every one asked for is built in, or none was).
     pub fn is_empty(&self) -> bool {
         self.pins.is_empty()
     }
 }
+
+/// Beside `env.json` once the environment's modules are compiled.
+const COMPILED_MARKER: &str = "compiled";
 
 /// What `env.json` says of an environment.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -84,6 +107,8 @@ impl Packages {
                 site: empty,
                 pins: Vec::new(),
                 bytes: 0,
+                writable: false,
+                compile_pending: false.into(),
             }),
             opts,
             envs: Mutex::default(),
@@ -288,6 +313,19 @@ impl Packages {
         Ok(env)
     }
 
+    /// `env` as the host's compile sandbox sees it: the same folder, writable. Only for
+    /// the host's own code (`compileall`), which reads the modules and never runs them.
+    pub fn compile_target(env: &PackageEnv) -> Arc<PackageEnv> {
+        Arc::new(PackageEnv {
+            key: env.key.clone(),
+            site: env.site.clone(),
+            pins: env.pins.clone(),
+            bytes: env.bytes,
+            writable: true,
+            compile_pending: false.into(),
+        })
+    }
+
     /// Waits for one of the [`MAX_BUILDS`] places; held until the returned guard drops.
     fn build_slot(&self) -> BuildSlot<'_> {
         let mut n = lock(&self.building);
@@ -320,6 +358,8 @@ impl Packages {
             site: dir.join("site"),
             pins: record.pins,
             bytes: record.bytes,
+            writable: false,
+            compile_pending: (!dir.join(COMPILED_MARKER).exists()).into(),
         });
         Some(
             lock(&self.envs)

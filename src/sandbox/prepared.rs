@@ -42,7 +42,10 @@ impl Sandbox {
         let setup = std::mem::take(&mut spec.setup);
         // The set-up turn installs the same environment the WASI context gets.
         let env = guest_env(&spec.env)?;
-        let setup_code = guest::setup_code(&env, &setup, !spec.packages.is_empty());
+        // The compile sandbox (a writable environment) never has the modules on its path:
+        // nothing of them can be imported, so nothing of them runs, where it could write.
+        let on_path = !spec.packages.is_empty() && !spec.packages.writable;
+        let setup_code = guest::setup_code(&env, &setup, on_path);
         let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
         let mut live = Live::start(guest, python, limits, 0)?;
         let outcome = live.turn(&setup_code, &guest::SETUP_LIMITS, false);

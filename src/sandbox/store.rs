@@ -88,6 +88,7 @@ impl GuestStore {
                 mpl_data: layout.mpl_data_dir,
                 root: workdir.path(),
                 packages: &spec.packages.site,
+                packages_writable: spec.packages.writable,
             },
         )
         .map_err(SandboxError::Preopen)?;

@@ -72,6 +72,7 @@ pub(super) fn build_locked(
                 mpl_data: &mpl,
                 root: &root2,
                 packages: &packages2,
+                packages_writable: false,
             };
             snapshot(&wasm, &dirs, &init, started, keep_instrumented)
         })
