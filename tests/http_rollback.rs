@@ -120,3 +120,36 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
     assert_eq!(v["ended"]["reason"], "stopped", "{v}");
     s.stop().await;
 }
+
+/// A session that has plotted rolls back too: matplotlib keeps the font files it drew text
+/// with open, and an open file cannot be captured, so the host closes them at the end of a
+/// turn that made a figure (`vivarium_display._release_fonts`). Before, such a session ended
+/// at its next stopped turn: a notebook that plotted could not survive an interrupt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_plotted_rolls_back() {
+    let s = start("rollback-plot", |_| {}).await;
+    let c = client();
+    for template in ["python", "scientific"] {
+        let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": template})).await;
+        let id = v["id"].as_str().unwrap().to_string();
+        for code in [
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2], label='a'); plt.legend()\nplt.show()",
+            "fig, ax = plt.subplots(); ax.set_title('t'); fig.savefig('chart.png')",
+        ] {
+            let v = turn(&c, &s, &id, json!({"code": code})).await;
+            assert_eq!(v["status"], "ok", "{template}: {v}");
+            let v = turn(
+                &c,
+                &s,
+                &id,
+                json!({"code": "while True: pass", "limits": {"timeout_ms": 300}}),
+            )
+            .await;
+            assert_eq!(v["status"], "timeout", "{v}");
+            assert_eq!(v["rolled_back"], true, "{template}: {code}: {v}");
+            let v = turn(&c, &s, &id, json!({"code": "len(plt.get_fignums())"})).await;
+            assert_eq!(v["result"], "0", "{v}");
+        }
+    }
+    s.stop().await;
+}

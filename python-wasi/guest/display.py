@@ -100,11 +100,27 @@ def _figure_made():
         pass
 
 
+def _release_fonts():
+    """Closes the font files matplotlib keeps open (its FT2Font cache holds each file it
+    drew text with). A session is captured between turns (snapshot, hibernation, its
+    rollback checkpoint), and an open file cannot be carried: until this, a session that had
+    plotted could not be rolled back when a limit or an interrupt stopped a later turn. The
+    next figure opens its fonts again (a few milliseconds)."""
+    fm = sys.modules.get("matplotlib.font_manager")
+    if fm is not None:
+        try:
+            fm._get_font.cache_clear()
+        except Exception:
+            pass
+
+
 def turn_end():
     """After a turn that made a figure: the figures still open come back as PNG outputs
     and are closed, as a notebook shows them at the end of a cell (rich outputs only). A
-    figure `display()` already showed is not shown twice."""
+    figure `display()` already showed is not shown twice. The font files are closed either
+    way (`_release_fonts`)."""
     if not _enabled:
+        _release_fonts()
         return
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None:
@@ -114,6 +130,7 @@ def turn_end():
                 _write("png", _figure_png(fig))
         plt.close("all")
     _displayed.clear()
+    _release_fonts()
 
 
 BACKEND_SOURCE = '''
