@@ -65,6 +65,11 @@ impl Interpreter {
         }
     }
 
+    /// Its package environment.
+    pub fn packages(&self) -> Arc<crate::packages::PackageEnv> {
+        self.live.packages.clone()
+    }
+
     /// The wheels of its package environment (none without extra packages).
     pub fn package_pins(&self) -> Vec<crate::packages::PackagePin> {
         self.live.packages.pins.clone()

@@ -79,22 +79,71 @@ impl ApiKeys {
     }
 }
 
-/// Middleware on `/v1`: lets a request through with its key's id in its [`RequestContext`], or
-/// answers 401.
-pub async fn require_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let Some(keys) = &state.keys else {
-        return next.run(req).await;
-    };
-    let presented = req
+/// The key a request presents: `Authorization: Bearer KEY`, or the forms Jupyter's clients
+/// send on `/api/kernels…` (`Authorization: token KEY`, and `?token=KEY`, the only way a
+/// browser's WebSocket can carry it).
+fn presented_key(req: &Request) -> Option<String> {
+    let header = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
+                .or_else(|| {
+                    (req.uri().path().starts_with("/api/kernels")
+                        || req.uri().path().starts_with("/api/kernelspecs"))
+                    .then(|| {
+                        v.strip_prefix("token ")
+                            .or_else(|| v.strip_prefix("Token "))
+                    })
+                    .flatten()
+                })
         })
-        .map(str::trim);
-    match presented.and_then(|k| keys.check(k)) {
+        .map(|k| k.trim().to_string());
+    header.or_else(|| {
+        if !req.uri().path().starts_with("/api/kernels") {
+            return None;
+        }
+        req.uri().query()?.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            (k == "token").then(|| percent_decode(v))
+        })
+    })
+}
+
+/// `%XX` escapes and `+` of a query value.
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 3;
+                continue;
+            }
+            (b'+', _) => out.push(b' '),
+            (c, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Middleware on `/v1`: lets a request through with its key's id in its [`RequestContext`], or
+/// answers 401.
+pub async fn require_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(keys) = &state.keys else {
+        return next.run(req).await;
+    };
+    let presented = presented_key(&req);
+    match presented.as_deref().and_then(|k| keys.check(k)) {
         Some(id) => {
             if let Some(ctx) = req.extensions_mut().get_mut::<RequestContext>() {
                 ctx.key_id = Some(id.to_string());

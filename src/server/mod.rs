@@ -83,6 +83,20 @@ fn router(state: AppState) -> Router {
             get(session_api::download).put(session_api::upload),
         );
     v1 = v1
+        .route("/api/kernelspecs", get(api::jupyter::kernelspecs))
+        .route("/api/kernelspecs/{name}", get(api::jupyter::one_kernelspec))
+        .route(
+            "/api/kernels",
+            get(api::jupyter::list).post(api::jupyter::start),
+        )
+        .route(
+            "/api/kernels/{id}",
+            get(api::jupyter::info).delete(api::jupyter::shutdown),
+        )
+        .route("/api/kernels/{id}/interrupt", post(api::jupyter::interrupt))
+        .route("/api/kernels/{id}/restart", post(api::jupyter::restart))
+        .route("/api/kernels/{id}/channels", get(api::jupyter::channels));
+    v1 = v1
         .route("/api/v2/runtimes", get(piston::runtimes))
         .route("/api/v2/execute", post(piston::execute))
         .nest_service("/mcp", mcp::router(state.clone()));

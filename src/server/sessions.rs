@@ -131,6 +131,8 @@ pub struct SessionInfo {
     /// Turns run so far.
     pub turns: u64,
     pub limits: Limits,
+    /// The template its interpreter came from.
+    pub template: Template,
     /// Set once the session can take no more turns, with the reason.
     pub ended: Option<EndInfo>,
     /// Whether its interpreter is in memory. `false`: it hibernated (idle, or the coldest
@@ -211,8 +213,12 @@ pub struct Session {
     idle: Duration,
     lifetime: Duration,
     busy: AtomicBool,
-    /// The interpreter's cancel flag: set to stop a running turn (close, shutdown).
+    /// The interpreter's cancel flag: set to stop a running turn (close, shutdown, an
+    /// interrupt).
     cancel: Arc<AtomicBool>,
+    /// Set with `cancel` by an interrupt, so that the turn's end clears what the interrupt
+    /// set (and only that: a close or a shutdown stays).
+    interrupted: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -289,6 +295,7 @@ impl Session {
             lifetime,
             busy: AtomicBool::new(false),
             cancel: interp.cancel_flag(),
+            interrupted: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 interp: Some(interp),
                 memory: Some(memory),
@@ -309,6 +316,24 @@ impl Session {
     /// The generation of an own snapshot taken now (see `durable_taken`).
     pub fn next_own_generation(&self) -> u64 {
         self.durable_taken.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Stops the running turn, if one runs (a notebook's interrupt): it is rolled back and
+    /// the session goes on. Returns whether a turn was running.
+    pub fn interrupt(&self) -> bool {
+        if !self.is_busy() {
+            return false;
+        }
+        self.interrupted.store(true, Ordering::Release);
+        self.cancel.store(true, Ordering::Release);
+        true
+    }
+
+    /// After a turn: takes back what an interrupt set, so the next turn runs.
+    pub fn clear_interrupt(&self) {
+        if self.interrupted.swap(false, Ordering::AcqRel) {
+            self.cancel.store(false, Ordering::Release);
+        }
     }
 
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
@@ -464,6 +489,7 @@ impl Session {
             },
             turns: inner.turns,
             limits: self.limits,
+            template: self.template,
             ended: inner.ended.clone(),
             resident: true,
         }
@@ -552,6 +578,14 @@ impl Registry {
         info.expires_at =
             rfc3339(SystemTime::now() + s.expires.saturating_duration_since(Instant::now()));
         Some(info)
+    }
+
+    /// The info of every session, resident or hibernated, by id.
+    pub fn infos(&self) -> Vec<SessionInfo> {
+        let mut out: Vec<SessionInfo> = self.live().values().map(|s| s.info()).collect();
+        out.extend(self.hibernated().values().map(|h| h.info.clone()));
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
     }
 
     /// Whether `id` is hibernated here.

@@ -277,6 +277,7 @@ impl Runner {
             self.metrics.session_closed(CloseReason::Ended);
         }
         session.put_back(interp, ended.clone(), true).release();
+        session.clear_interrupt();
         if let Some(view) = own {
             self.keep_own_snapshot(session, OwnState::View(view));
         }
@@ -332,6 +333,38 @@ impl Runner {
             host.add_packages(interp, template, env.clone())
                 .map_err(|e| ApiError::Internal(format!("adding packages: {e}")))?;
             Ok(env.pins.clone())
+        })
+        .await
+    }
+
+    /// Interrupts session `id`'s running turn (it is rolled back, the session goes on);
+    /// whether one was running.
+    pub fn interrupt_session(&self, id: &str) -> ApiResult<bool> {
+        Ok(self.sessions.get(id)?.interrupt())
+    }
+
+    /// Every session, resident or hibernated.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        self.sessions.infos()
+    }
+
+    /// Gives session `id` a fresh interpreter of its template, limits and packages (a
+    /// notebook's restart): variables, imports and files are gone; the id stays.
+    pub async fn restart_session(&self, id: &str) -> ApiResult<()> {
+        let host = self.host()?;
+        let template = self.session(id).await?.template;
+        self.with_interpreter(id, move |interp| {
+            let fresh = host
+                .open_interpreter(
+                    *interp.limits(),
+                    template,
+                    interp.cancel_flag(),
+                    interp.packages(),
+                )
+                .map_err(ApiError::from_sandbox)?;
+            let old = std::mem::replace(interp, fresh);
+            crate::sandbox::guest_threads::defer_drop(old);
+            Ok(())
         })
         .await
     }

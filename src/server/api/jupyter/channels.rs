@@ -1,0 +1,471 @@
+//! `GET /api/kernels/{id}/channels`: the kernel WebSocket. Frames are hostile: each is
+//! parsed into a [`Message`] or the socket is closed with a logged reason; shell requests
+//! queue (at most [`SHELL_QUEUE`]; past that they are answered `aborted`) and run one at a
+//! time, in order, as session turns; control requests (interrupt, shutdown) are answered at
+//! once, even while a cell runs.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, Path, State};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::messages::{Channel, FrameError, MAX_FRAME_BYTES, Message, kernel_info, status};
+use crate::check::Policy;
+use crate::limits::TurnLimitsRequest;
+use crate::report::{Report, Status};
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::request_context::RequestContext;
+use crate::server::runner::{SessionTurn, TurnDone, Turned};
+
+/// Shell requests waiting for the one running.
+const SHELL_QUEUE: usize = 64;
+
+/// The upgrade: the kernel must exist.
+pub async fn channels(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let id = match super::session_id(&id) {
+        Ok(id) => id,
+        Err(e) => return e.into_response(),
+    };
+    if let Err(e) = state.runner.session_info(&id).await {
+        return e.into_response();
+    }
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| serve(state, ctx, id, socket))
+}
+
+/// The kernel's side of one connection.
+struct Kernel {
+    state: AppState,
+    ctx: RequestContext,
+    id: String,
+    /// The kernel session's id in message headers (one per connection).
+    session: String,
+    out: mpsc::Sender<Message>,
+}
+
+async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSocket) {
+    let (mut sink, mut frames) = socket.split();
+    let (out, mut outgoing) = mpsc::channel::<Message>(256);
+    let (close_tx, mut close_rx) = mpsc::channel::<(u16, String)>(1);
+    // The writer: every message the kernel sends, in order, then the close.
+    let writer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                m = outgoing.recv() => match m {
+                    Some(m) => {
+                        if sink.send(Frame::Text(m.to_text().into())).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => return,
+                },
+                Some((code, reason)) = close_rx.recv() => {
+                    // What was queued before the close goes first.
+                    while let Ok(m) = outgoing.try_recv() {
+                        let _ = sink.send(Frame::Text(m.to_text().into())).await;
+                    }
+                    let _ = sink
+                        .send(Frame::Close(Some(CloseFrame { code, reason: reason.into() })))
+                        .await;
+                    return;
+                }
+            }
+        }
+    });
+    let kernel = std::sync::Arc::new(Kernel {
+        state,
+        ctx,
+        id,
+        session: format!("{:032x}", rand::random::<u128>()),
+        out,
+    });
+    let (shell_tx, mut shell_rx) = mpsc::channel::<Message>(SHELL_QUEUE);
+    let executor = {
+        let kernel = kernel.clone();
+        tokio::spawn(async move {
+            while let Some(m) = shell_rx.recv().await {
+                kernel.shell(m).await;
+            }
+        })
+    };
+    let close = |code: u16, reason: String| {
+        tracing::warn!(kernel = %kernel.id, code, %reason, "closing a kernel WebSocket");
+        let _ = close_tx.try_send((code, reason));
+    };
+    while let Some(frame) = frames.next().await {
+        let parsed = match frame {
+            Ok(Frame::Text(t)) => Message::parse(t.as_str()),
+            Ok(Frame::Binary(_)) => Err(FrameError::Binary),
+            Ok(Frame::Close(_)) => break,
+            Ok(Frame::Ping(_) | Frame::Pong(_)) => continue,
+            Err(e) => {
+                // Oversized frames and broken streams end here.
+                tracing::warn!(kernel = %kernel.id, error = %e, "kernel WebSocket read failed");
+                break;
+            }
+        };
+        let m = match parsed {
+            Ok(m) => m,
+            Err(e) => {
+                // 1003: data of a type not taken; 1007: data that is not a message.
+                let code = if matches!(e, FrameError::Binary) {
+                    1003
+                } else {
+                    1007
+                };
+                close(code, e.to_string());
+                break;
+            }
+        };
+        match m.channel {
+            Channel::Control => {
+                if !kernel.control(&m).await {
+                    close(1000, "the kernel was shut down".into());
+                    break;
+                }
+            }
+            Channel::Shell => {
+                if let Err(mpsc::error::TrySendError::Full(m)) = shell_tx.try_send(m) {
+                    // A flood: answered, not queued.
+                    kernel
+                        .reply(&m, Channel::Shell, json!({"status": "aborted"}))
+                        .await;
+                }
+            }
+            // No input_request is ever sent (input() reads an empty stdin: EOFError), so an
+            // input_reply answers nothing; iopub is the kernel's to send.
+            Channel::Stdin | Channel::Iopub => {
+                tracing::debug!(kernel = %kernel.id, msg_type = %m.header.msg_type, "ignored");
+            }
+        }
+    }
+    drop(shell_tx);
+    // A cell still running finishes (its session keeps it); its replies have nowhere to go.
+    let _ = tokio::time::timeout(Duration::from_secs(1), executor).await;
+    drop(close_tx);
+    drop(kernel);
+    let _ = writer.await;
+}
+
+impl Kernel {
+    async fn send(&self, m: Message) {
+        let _ = self.out.send(m).await;
+    }
+
+    /// `<type>_reply` to `m` on `channel`.
+    async fn reply(&self, m: &Message, channel: Channel, content: Value) {
+        let reply_type = match m.header.msg_type.strip_suffix("_request") {
+            Some(base) => format!("{base}_reply"),
+            None => format!("{}_reply", m.header.msg_type),
+        };
+        self.send(Message::reply(
+            &m.header,
+            &self.session,
+            channel,
+            &reply_type,
+            content,
+        ))
+        .await;
+    }
+
+    async fn iopub(&self, parent: &Message, msg_type: &str, content: Value) {
+        self.send(Message::reply(
+            &parent.header,
+            &self.session,
+            Channel::Iopub,
+            msg_type,
+            content,
+        ))
+        .await;
+    }
+
+    /// A control request; `false` when the connection should end (shutdown).
+    async fn control(&self, m: &Message) -> bool {
+        match m.header.msg_type.as_str() {
+            "interrupt_request" => {
+                let _ = self.state.runner.interrupt_session(&self.id);
+                self.reply(m, Channel::Control, json!({"status": "ok"}))
+                    .await;
+                true
+            }
+            "shutdown_request" => self.shutdown(m, Channel::Control).await,
+            "kernel_info_request" => {
+                self.kernel_info(m, Channel::Control).await;
+                true
+            }
+            _ => {
+                self.unknown(m, Channel::Control).await;
+                true
+            }
+        }
+    }
+
+    /// One shell request, in order.
+    async fn shell(&self, m: Message) {
+        match m.header.msg_type.as_str() {
+            "execute_request" => self.execute(&m).await,
+            "kernel_info_request" => self.kernel_info(&m, Channel::Shell).await,
+            "is_complete_request" => {
+                // The guest's parser would know; asking it costs a turn. "unknown" is the
+                // protocol's answer for a kernel that does not say.
+                self.reply(&m, Channel::Shell, json!({"status": "unknown"}))
+                    .await;
+            }
+            "complete_request" => {
+                let at = m.content["cursor_pos"].as_u64().unwrap_or(0);
+                self.reply(
+                    &m,
+                    Channel::Shell,
+                    json!({"status": "ok", "matches": [], "cursor_start": at, "cursor_end": at, "metadata": {}}),
+                )
+                .await;
+            }
+            "inspect_request" => {
+                self.reply(
+                    &m,
+                    Channel::Shell,
+                    json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+                )
+                .await;
+            }
+            "comm_info_request" => {
+                self.reply(&m, Channel::Shell, json!({"status": "ok", "comms": {}}))
+                    .await;
+            }
+            "history_request" => {
+                self.reply(&m, Channel::Shell, json!({"status": "ok", "history": []}))
+                    .await;
+            }
+            "shutdown_request" => {
+                self.shutdown(&m, Channel::Shell).await;
+            }
+            _ => self.unknown(&m, Channel::Shell).await,
+        }
+    }
+
+    async fn kernel_info(&self, m: &Message, channel: Channel) {
+        self.iopub(m, "status", status("busy")).await;
+        let version = self
+            .state
+            .runner
+            .host()
+            .map(|h| h.runtime_files().python_version.clone())
+            .unwrap_or_default();
+        self.reply(m, channel, kernel_info(&version)).await;
+        self.iopub(m, "status", status("idle")).await;
+    }
+
+    async fn unknown(&self, m: &Message, channel: Channel) {
+        tracing::info!(kernel = %self.id, msg_type = %m.header.msg_type, "unknown kernel message type");
+        self.reply(
+            m,
+            channel,
+            json!({
+                "status": "error",
+                "ename": "UnknownMessageType",
+                "evalue": format!("this kernel does not handle {}", m.header.msg_type),
+                "traceback": [],
+            }),
+        )
+        .await;
+    }
+
+    /// `shutdown_request`: with `restart`, a fresh interpreter under the same id; else the
+    /// session is closed. Returns whether the connection goes on.
+    async fn shutdown(&self, m: &Message, channel: Channel) -> bool {
+        let restart = m.content["restart"].as_bool().unwrap_or(false);
+        let done = if restart {
+            self.state.runner.restart_session(&self.id).await
+        } else {
+            let record = AuditRecord::new(&self.ctx, Action::SessionClose).session(&self.id);
+            let r = self.state.runner.close_session(&self.id).await;
+            self.state.runner.finish(record, Outcome::of(&r, 204));
+            r
+        };
+        let content = match &done {
+            Ok(()) => json!({"status": "ok", "restart": restart}),
+            Err(e) => {
+                json!({"status": "error", "ename": e.code().as_str(), "evalue": e.to_string(), "traceback": []})
+            }
+        };
+        self.reply(m, channel, content).await;
+        restart
+    }
+
+    /// `execute_request`: busy, the input, the cell as a session turn, its streams, rich
+    /// outputs, final value or error, the reply, idle.
+    async fn execute(&self, m: &Message) {
+        let code = m.content["code"].as_str().unwrap_or_default().to_string();
+        self.iopub(m, "status", status("busy")).await;
+        let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
+        record.set_code(&code);
+        let ran = async {
+            let session = self.state.runner.session(&self.id).await?;
+            self.iopub(
+                m,
+                "execute_input",
+                json!({"code": code, "execution_count": session.info().turns + 1}),
+            )
+            .await;
+            let turn = SessionTurn {
+                code: code.clone(),
+                stdin: Vec::new(),
+                files: Vec::new(),
+                limits: TurnLimitsRequest::default(),
+                // A notebook has nowhere to show findings; the sandbox is the boundary.
+                policy: Policy::Off,
+                leakage: None,
+            };
+            self.state.runner.turn(&session, turn, &mut record).await
+        }
+        .await;
+        let outcome = match &ran {
+            Ok(Turned::Ran(_)) => Outcome::Ok(200),
+            Ok(Turned::Denied(_)) => Outcome::DENIED,
+            Err(e) => Outcome::failed(e),
+        };
+        self.state.runner.finish(record, outcome);
+        let reply = match ran {
+            Ok(Turned::Ran(done)) => self.publish(m, *done).await,
+            Ok(Turned::Denied(_)) => unreachable!("policy off"),
+            Err(e) => {
+                let (ename, evalue) = (e.code().as_str().to_string(), e.to_string());
+                self.iopub(
+                    m,
+                    "error",
+                    json!({"ename": ename, "evalue": evalue, "traceback": [evalue]}),
+                )
+                .await;
+                json!({"status": "error", "ename": ename, "evalue": evalue, "traceback": [], "execution_count": Value::Null})
+            }
+        };
+        self.reply(m, Channel::Shell, reply).await;
+        self.iopub(m, "status", status("idle")).await;
+    }
+
+    /// A finished cell's broadcasts; returns the `execute_reply` content.
+    async fn publish(&self, m: &Message, done: TurnDone) -> Value {
+        let TurnDone {
+            report,
+            result,
+            rolled_back,
+            turn,
+            ..
+        } = done;
+        let Report {
+            mut stdout,
+            mut stderr,
+            mut outputs,
+            error,
+            status: st,
+            detail,
+            ..
+        } = report;
+        // The REPL echoes a final value on stdout; in a notebook it is the execute_result.
+        if let Some(r) = &result
+            && let Some(rest) = stdout.strip_suffix(&format!("{r}\n"))
+        {
+            stdout = rest.to_string();
+        }
+        // The traceback is the error message's, not a stream's.
+        if let Some(e) = &error
+            && let Some(at) = stderr.find(e.traceback.trim_end())
+        {
+            stderr.replace_range(at..at + e.traceback.trim_end().len(), "");
+            stderr = stderr.trim_end_matches('\n').to_string();
+        }
+        for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+            if !text.is_empty() {
+                self.iopub(m, "stream", json!({"name": name, "text": text}))
+                    .await;
+            }
+        }
+        // A final value with HTML (a DataFrame) came last among the outputs.
+        let result_html = match (&result, outputs.last()) {
+            (Some(_), Some(o)) if o.mime == "text/html" => outputs.pop().map(|o| o.data),
+            _ => None,
+        };
+        for o in outputs {
+            self.iopub(
+                m,
+                "display_data",
+                json!({"data": {o.mime: o.data}, "metadata": {}, "transient": {}}),
+            )
+            .await;
+        }
+        if let Some(r) = &result {
+            let mut data = json!({"text/plain": r});
+            if let Some(html) = result_html {
+                data["text/html"] = json!(html);
+            }
+            self.iopub(
+                m,
+                "execute_result",
+                json!({"execution_count": turn, "data": data, "metadata": {}}),
+            )
+            .await;
+        }
+        let failure = if let Some(e) = error {
+            Some((
+                e.kind,
+                e.message,
+                e.traceback.lines().map(str::to_string).collect::<Vec<_>>(),
+            ))
+        } else if st != Status::Ok {
+            // A limit or an interrupt stopped the cell; the session went back to its state
+            // after the previous cell.
+            let ename = match st {
+                Status::Cancelled => "KeyboardInterrupt".to_string(),
+                other => format!("Vivarium{}", camel(other.as_str())),
+            };
+            let mut evalue = detail.unwrap_or_else(|| st.as_str().to_string());
+            if rolled_back {
+                evalue.push_str("; the kernel's state is as it was after the last completed cell");
+            }
+            Some((
+                ename.clone(),
+                evalue.clone(),
+                vec![format!("{ename}: {evalue}")],
+            ))
+        } else {
+            None
+        };
+        match failure {
+            Some((ename, evalue, traceback)) => {
+                self.iopub(
+                    m,
+                    "error",
+                    json!({"ename": ename, "evalue": evalue, "traceback": traceback}),
+                )
+                .await;
+                json!({"status": "error", "execution_count": turn, "ename": ename, "evalue": evalue, "traceback": traceback})
+            }
+            None => {
+                json!({"status": "ok", "execution_count": turn, "user_expressions": {}, "payload": []})
+            }
+        }
+    }
+}
+
+/// `fuel_exhausted` → `FuelExhausted`.
+fn camel(s: &str) -> String {
+    s.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}

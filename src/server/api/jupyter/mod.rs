@@ -1,0 +1,247 @@
+//! Jupyter's kernel gateway API: Vivarium sessions as Jupyter kernels, for JupyterLab and
+//! Jupyter Server (`--gateway-url`), nbclient and the agent frameworks that drive a kernel.
+//! A kernel is a session (the same limits, expiry, hibernation, audit and metrics; its id
+//! is the session's); its kernelspecs are the templates. The REST side is here; the
+//! WebSocket that carries the messaging protocol is `channels.rs`.
+
+mod channels;
+mod messages;
+
+pub use channels::channels;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::limits::LimitsRequest;
+use crate::server::AppState;
+use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::{ApiError, ApiResult};
+use crate::server::request_context::RequestContext;
+use crate::server::sessions::{SessionInfo, SessionState};
+use crate::template::Template;
+
+/// A session's id as a kernel id: the same 128 bits, in the UUID form Jupyter Server's routes
+/// require (`s-0a1b…` ↔ `0a1b…-…`).
+fn kernel_id(session_id: &str) -> String {
+    let h = session_id.strip_prefix("s-").unwrap_or(session_id);
+    if h.len() != 32 {
+        return h.to_string();
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// The session a kernel id names; a 404 for anything else.
+fn session_id(kernel_id: &str) -> ApiResult<String> {
+    let h: String = kernel_id.chars().filter(|c| *c != '-').collect();
+    let id = format!("s-{h}");
+    if kernel_id.len() == 36 && crate::server::sessions::is_session_id(&id) {
+        Ok(id)
+    } else {
+        Err(ApiError::SessionNotFound(kernel_id.to_string()))
+    }
+}
+
+/// A template's kernelspec name.
+fn spec_name(t: Template) -> String {
+    format!("vivarium-{}", t.name())
+}
+
+/// The template a kernelspec name stands for.
+fn template_of(name: &str) -> Option<Template> {
+    Template::ALL
+        .iter()
+        .copied()
+        .find(|t| spec_name(*t) == name)
+}
+
+/// One kernelspec, as `GET /api/kernelspecs` lists it.
+fn kernelspec(t: Template) -> Value {
+    let what = match t {
+        Template::Scientific => "numpy, pandas, matplotlib, scipy, scikit-learn ready",
+        Template::Python => "minimal",
+    };
+    json!({
+        "name": spec_name(t),
+        "spec": {
+            "argv": [],
+            "display_name": format!("Python 3.15 (Vivarium, {})", t.name()),
+            "language": "python",
+            "interrupt_mode": "message",
+            "env": {},
+            "metadata": {"vivarium": {"template": t.name(), "description": what}},
+        },
+        "resources": {},
+    })
+}
+
+/// `GET /api/kernelspecs`.
+pub async fn kernelspecs() -> Json<Value> {
+    let specs: serde_json::Map<String, Value> = Template::ALL
+        .iter()
+        .map(|t| (spec_name(*t), kernelspec(*t)))
+        .collect();
+    Json(json!({ "default": spec_name(Template::Scientific), "kernelspecs": specs }))
+}
+
+/// `GET /api/kernelspecs/{name}`.
+pub async fn one_kernelspec(Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let t = template_of(&name).ok_or_else(|| ApiError::NotFound(format!("kernelspec {name}")))?;
+    Ok(Json(kernelspec(t)))
+}
+
+/// A kernel as Jupyter's REST API describes it.
+#[derive(Debug, Serialize)]
+pub struct KernelModel {
+    id: String,
+    name: String,
+    last_activity: String,
+    execution_state: &'static str,
+    connections: u32,
+}
+
+impl KernelModel {
+    fn of(info: &SessionInfo) -> Self {
+        KernelModel {
+            id: kernel_id(&info.id),
+            name: spec_name(info.template),
+            last_activity: info.last_used_at.clone(),
+            execution_state: match info.state {
+                SessionState::Idle => "idle",
+                SessionState::Busy => "busy",
+                SessionState::Ended => "dead",
+            },
+            connections: 0,
+        }
+    }
+}
+
+/// `GET /api/kernels`: every session, as a kernel.
+pub async fn list(State(state): State<AppState>) -> ApiResult<Json<Vec<KernelModel>>> {
+    state.runner.host()?;
+    Ok(Json(
+        state
+            .runner
+            .sessions()
+            .iter()
+            .map(KernelModel::of)
+            .collect(),
+    ))
+}
+
+/// The body of `POST /api/kernels` (Jupyter's; `path` and `env` are taken and ignored: a
+/// kernel has no host path, and its environment is the sandbox's).
+#[derive(Debug, Default, Deserialize)]
+struct StartKernel {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    path: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    env: Option<Value>,
+}
+
+/// `POST /api/kernels`: opens a session from the kernelspec's template.
+pub async fn start(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
+    let result = async {
+        let host = state.runner.host()?;
+        let body = body?;
+        let req: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
+            StartKernel::default()
+        } else {
+            serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?
+        };
+        let template = match req.name.as_deref() {
+            None | Some("") => Template::Scientific,
+            Some(name) => template_of(name).ok_or_else(|| {
+                ApiError::InvalidRequest(format!(
+                    "no kernelspec {name:?}; see GET /api/kernelspecs"
+                ))
+            })?,
+        };
+        let (template, limits) = host.resolve_for(Some(template), &LimitsRequest::default())?;
+        record.limits = Some(limits);
+        let session = state
+            .runner
+            .open_session(
+                limits,
+                template,
+                None,
+                false,
+                host.no_packages(),
+                &mut record,
+            )
+            .await?;
+        Ok(KernelModel::of(&session.info()))
+    }
+    .await;
+    state.runner.finish(record, Outcome::of(&result, 201));
+    match result {
+        Ok(model) => (StatusCode::CREATED, Json(model)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /api/kernels/{id}`.
+pub async fn info(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<KernelModel>> {
+    Ok(Json(KernelModel::of(
+        &state.runner.session_info(&id).await?,
+    )))
+}
+
+/// `DELETE /api/kernels/{id}`: closes the session.
+pub async fn shutdown(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = session_id(&id)?;
+    let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
+    let result = state.runner.close_session(&id).await;
+    state.runner.finish(record, Outcome::of(&result, 204));
+    result.map(|()| StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/kernels/{id}/interrupt`: stops the running cell; the kernel keeps its state
+/// as it was after the last completed cell (the session's rollback).
+pub async fn interrupt(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.runner.interrupt_session(&session_id(&id)?)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/kernels/{id}/restart`: a fresh interpreter under the same id.
+pub async fn restart(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<KernelModel>> {
+    let id = session_id(&id)?;
+    state.runner.restart_session(&id).await?;
+    Ok(Json(KernelModel::of(
+        &state.runner.session_info(&id).await?,
+    )))
+}

@@ -1,0 +1,396 @@
+//! Vivarium sessions as Jupyter kernels, over the real server on 127.0.0.1: the kernel
+//! gateway's REST API and the kernel WebSocket carrying Jupyter's messaging protocol (5.3,
+//! JSON form), every message checked for the fields the protocol requires.
+
+mod http_support;
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use http_support::*;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as Frame;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+fn request(msg_type: &str, channel: &str, content: Value) -> Value {
+    json!({
+        "header": {
+            "msg_id": format!("{:032x}", rand::random::<u128>()),
+            "session": "client-session",
+            "username": "test",
+            "date": "2026-12-01T00:00:00Z",
+            "msg_type": msg_type,
+            "version": "5.3",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "content": content,
+        "buffers": [],
+        "channel": channel,
+    })
+}
+
+/// Every message the kernel sends has the protocol's envelope.
+fn check_envelope(m: &Value) {
+    for f in [
+        "msg_id", "session", "username", "date", "msg_type", "version",
+    ] {
+        assert!(m["header"][f].is_string(), "header.{f} in {m}");
+    }
+    assert_eq!(m["header"]["version"], "5.3");
+    assert!(m["parent_header"].is_object(), "{m}");
+    assert!(m["metadata"].is_object(), "{m}");
+    assert!(m["content"].is_object(), "{m}");
+    assert!(
+        ["shell", "iopub", "control", "stdin"].contains(&m["channel"].as_str().unwrap()),
+        "{m}"
+    );
+}
+
+async fn connect(base: &str, id: &str) -> Socket {
+    let url = format!(
+        "{}/api/kernels/{id}/channels",
+        base.replace("http://", "ws://")
+    );
+    tokio_tungstenite::connect_async(url).await.unwrap().0
+}
+
+async fn send(ws: &mut Socket, m: &Value) {
+    ws.send(Frame::Text(m.to_string().into())).await.unwrap();
+}
+
+/// Reads messages until the `status: idle` answering `req`; returns every message that
+/// answered it, in order.
+async fn until_idle(ws: &mut Socket, req: &Value) -> Vec<Value> {
+    let id = &req["header"]["msg_id"];
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let frame = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("no idle in time")
+            .expect("socket closed")
+            .unwrap();
+        let Frame::Text(t) = frame else { continue };
+        let m: Value = serde_json::from_str(t.as_str()).unwrap();
+        check_envelope(&m);
+        if m["parent_header"]["msg_id"] != *id {
+            continue;
+        }
+        let idle = m["header"]["msg_type"] == "status" && m["content"]["execution_state"] == "idle";
+        got.push(m);
+        if idle {
+            return got;
+        }
+    }
+}
+
+fn of_type<'a>(msgs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    msgs.iter()
+        .filter(|m| m["header"]["msg_type"] == t)
+        .collect()
+}
+
+async fn execute(ws: &mut Socket, code: &str) -> Vec<Value> {
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": code, "silent": false, "store_history": true, "user_expressions": {}, "allow_stdin": false, "stop_on_error": true}),
+    );
+    send(ws, &req).await;
+    until_idle(ws, &req).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_a_jupyter_kernel() {
+    let s = start("jupyter", |_| {}).await;
+    let c = client();
+    let (st, specs) = get(&c, &s.url("/api/kernelspecs")).await;
+    assert_eq!(st, 200, "{specs}");
+    assert_eq!(specs["default"], "vivarium-scientific");
+    assert_eq!(
+        specs["kernelspecs"]["vivarium-python"]["spec"]["language"],
+        "python"
+    );
+    let (st, k) = post(
+        &c,
+        &s.url("/api/kernels"),
+        &json!({"name": "vivarium-python"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{k}");
+    let id = k["id"].as_str().unwrap().to_string();
+    // A kernel id is its session's id in UUID form (Jupyter Server's routes take only that).
+    assert_eq!(id.len(), 36, "{id}");
+    let sid = format!("s-{}", id.replace('-', ""));
+    assert_eq!(k["name"], "vivarium-python");
+    assert_eq!(k["execution_state"], "idle");
+    let (_, list) = get(&c, &s.url("/api/kernels")).await;
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["id"] == id.as_str()),
+        "{list}"
+    );
+
+    let mut ws = connect(&s.base, &id).await;
+    // kernel_info.
+    let req = request("kernel_info_request", "shell", json!({}));
+    send(&mut ws, &req).await;
+    let msgs = until_idle(&mut ws, &req).await;
+    let info = of_type(&msgs, "kernel_info_reply")[0];
+    assert_eq!(info["channel"], "shell");
+    assert_eq!(info["content"]["language_info"]["name"], "python");
+    assert_eq!(info["content"]["protocol_version"], "5.3");
+    assert!(
+        info["content"]["language_info"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("3.15")
+    );
+
+    // A cell that prints and leaves a value: busy, execute_input, stream, execute_result,
+    // execute_reply, idle, in that order.
+    let msgs = execute(&mut ws, "x = 6 * 7\nprint('hello')\nx").await;
+    let types: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["header"]["msg_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "status",
+            "execute_input",
+            "stream",
+            "execute_result",
+            "execute_reply",
+            "status"
+        ],
+        "{msgs:?}"
+    );
+    assert_eq!(msgs[0]["content"]["execution_state"], "busy");
+    assert_eq!(
+        msgs[2]["content"],
+        json!({"name": "stdout", "text": "hello\n"})
+    );
+    let result = &msgs[3]["content"];
+    assert_eq!(result["data"]["text/plain"], "42");
+    let count = result["execution_count"].as_u64().unwrap();
+    let reply = &msgs[4];
+    assert_eq!(reply["channel"], "shell");
+    assert_eq!(reply["content"]["status"], "ok");
+    assert_eq!(reply["content"]["execution_count"], count);
+    assert_eq!(msgs[1]["content"]["execution_count"], count);
+
+    // State persists; an error has ename, evalue, traceback.
+    let msgs = execute(&mut ws, "x / 0").await;
+    let err = of_type(&msgs, "error")[0];
+    assert_eq!(err["content"]["ename"], "ZeroDivisionError");
+    assert_eq!(err["content"]["evalue"], "division by zero");
+    assert!(err["content"]["traceback"].as_array().unwrap().len() > 1);
+    assert!(
+        of_type(&msgs, "stream").is_empty(),
+        "the traceback is not a stream: {msgs:?}"
+    );
+    let reply = of_type(&msgs, "execute_reply")[0];
+    assert_eq!(reply["content"]["status"], "error");
+    assert_eq!(reply["content"]["execution_count"], count + 1);
+
+    // A plot: display_data with a PNG.
+    let msgs = execute(
+        &mut ws,
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
+    )
+    .await;
+    let shown = of_type(&msgs, "display_data");
+    assert_eq!(shown.len(), 1, "{msgs:?}");
+    let png = unb64(shown[0]["content"]["data"]["image/png"].as_str().unwrap());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    // The small requests.
+    for (t, check) in [
+        ("is_complete_request", "status"),
+        ("comm_info_request", "comms"),
+        ("complete_request", "matches"),
+        ("inspect_request", "found"),
+    ] {
+        let req = request(t, "shell", json!({"code": "x", "cursor_pos": 1}));
+        send(&mut ws, &req).await;
+        let reply = loop {
+            let Some(Ok(Frame::Text(t))) = ws.next().await else {
+                panic!("closed")
+            };
+            let m: Value = serde_json::from_str(t.as_str()).unwrap();
+            check_envelope(&m);
+            if m["parent_header"]["msg_id"] == req["header"]["msg_id"] {
+                break m;
+            }
+        };
+        assert_eq!(reply["header"]["msg_type"], t.replace("_request", "_reply"));
+        assert!(!reply["content"][check].is_null(), "{reply}");
+    }
+    // An unknown type gets an error reply; the socket stays.
+    let req = request("frobnicate_request", "shell", json!({}));
+    send(&mut ws, &req).await;
+    let reply = loop {
+        let Some(Ok(Frame::Text(t))) = ws.next().await else {
+            panic!("closed")
+        };
+        let m: Value = serde_json::from_str(t.as_str()).unwrap();
+        if m["parent_header"]["msg_id"] == req["header"]["msg_id"] {
+            break m;
+        }
+    };
+    assert_eq!(reply["header"]["msg_type"], "frobnicate_reply");
+    assert_eq!(reply["content"]["status"], "error");
+
+    // Interrupt a `while True:` cell (over control); the kernel goes on with its state.
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": "while True:\n    pass", "silent": false}),
+    );
+    send(&mut ws, &req).await;
+    wait_busy(&c, &s.base, &sid).await;
+    let r = c
+        .post(s.url(&format!("/api/kernels/{id}/interrupt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let msgs = until_idle(&mut ws, &req).await;
+    let err = of_type(&msgs, "error")[0];
+    assert_eq!(err["content"]["ename"], "KeyboardInterrupt", "{err}");
+    let msgs = execute(&mut ws, "x + 1").await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "43"
+    );
+
+    // Restart: a fresh interpreter under the same id.
+    let (st, k) = post(
+        &c,
+        &s.url(&format!("/api/kernels/{id}/restart")),
+        &json!({}),
+    )
+    .await;
+    assert_eq!((st, k["id"].as_str()), (200, Some(id.as_str())), "{k}");
+    let msgs = execute(&mut ws, "'x' in dir()").await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "False"
+    );
+
+    // A malformed frame closes the socket with a reason; the kernel and server go on.
+    ws.send(Frame::Text("{not json".into())).await.unwrap();
+    let closed = loop {
+        match ws.next().await {
+            Some(Ok(Frame::Close(f))) => break f,
+            Some(Ok(_)) => continue,
+            _ => break None,
+        }
+    };
+    assert_eq!(closed.map(|f| u16::from(f.code)), Some(1007));
+    let mut ws = connect(&s.base, &id).await;
+    let msgs = execute(&mut ws, "1 + 1").await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "2"
+    );
+
+    // A flood: every request is answered (run, or `aborted` past the queue).
+    let reqs: Vec<Value> = (0..100)
+        .map(|i| request("execute_request", "shell", json!({"code": format!("{i}")})))
+        .collect();
+    for r in &reqs {
+        send(&mut ws, r).await;
+    }
+    let mut replies = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while replies < reqs.len() {
+        let Some(Ok(Frame::Text(t))) = tokio::time::timeout_at(deadline, ws.next()).await.unwrap()
+        else {
+            panic!("closed")
+        };
+        let m: Value = serde_json::from_str(t.as_str()).unwrap();
+        if m["header"]["msg_type"] == "execute_reply" {
+            assert!(
+                ["ok", "aborted"].contains(&m["content"]["status"].as_str().unwrap()),
+                "{m}"
+            );
+            replies += 1;
+        }
+    }
+
+    // Unauthenticated or unknown kernels: JSON errors.
+    let (st, _) = get(
+        &c,
+        &s.url("/api/kernels/s-00000000000000000000000000000000"),
+    )
+    .await;
+    assert_eq!(st, 404);
+    // Shutdown over the REST API ends the session.
+    let r = c
+        .delete(s.url(&format!("/api/kernels/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let (st, _) = get(&c, &s.url(&format!("/v1/sessions/{sid}"))).await;
+    assert!(st == 404 || st == 410, "{st}");
+    drop(ws);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernels_take_jupyter_token_forms_of_the_api_key() {
+    let dir = scratch_dir("jupyter-keys-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("keys");
+    std::fs::write(&keys, "nb:sekret-key-1234567\n").unwrap();
+    let k2 = keys.clone();
+    let s = start("jupyter-keys", move |a| a.api_keys_file = Some(k2)).await;
+    let c = client();
+    let (st, _) = get(&c, &s.url("/api/kernels")).await;
+    assert_eq!(st, 401);
+    let r = c
+        .get(s.url("/api/kernels"))
+        .header("Authorization", "token sekret-key-1234567")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .post(s.url("/api/kernels?token=sekret-key-1234567"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A browser's WebSocket carries the token in the query.
+    let url = format!(
+        "{}/api/kernels/{id}/channels?token=sekret-key-1234567",
+        s.base.replace("http://", "ws://")
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let msgs = execute(&mut ws, "print('keyed')").await;
+    assert_eq!(of_type(&msgs, "stream")[0]["content"]["text"], "keyed\n");
+    let bad = format!(
+        "{}/api/kernels/{id}/channels?token=wrong",
+        s.base.replace("http://", "ws://")
+    );
+    assert!(tokio_tungstenite::connect_async(bad).await.is_err());
+    // `?token=` is only for the kernel API.
+    let (st, _) = get(&c, &s.url("/v1/packages?token=sekret-key-1234567")).await;
+    assert_eq!(st, 401);
+    drop(ws);
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
