@@ -16,59 +16,9 @@ use std::process::{Command, Stdio};
 use http_support::*;
 use serde_json::{Value, json};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-fn unavailable(why: &str) -> Option<PathBuf> {
-    if in_ci() {
-        panic!("the MCP Python SDK is required in CI: {why}");
-    }
-    eprintln!("SKIPPED front_mcp: {why}");
-    None
-}
-
 /// The venv's python with `mcp` importable, or None when it cannot be had.
 fn sdk_python() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let venv = root.join("target/front_mcp_venv");
-    let python = venv.join("bin/python");
-    let has_sdk = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import mcp.client.streamable_http"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if has_sdk(&python) {
-        return Some(python);
-    }
-    if !python.exists() {
-        match Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-        {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                return unavailable(&format!(
-                    "python3 -m venv failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                ));
-            }
-            Err(e) => return unavailable(&format!("python3 is not available: {e}")),
-        }
-    }
-    let pip = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "mcp"])
-        .output();
-    match pip {
-        Ok(o) if o.status.success() && has_sdk(&python) => Some(python),
-        Ok(o) => unavailable(&format!(
-            "pip install mcp failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        )),
-        Err(e) => unavailable(&format!("pip could not run: {e}")),
-    }
+    venv_python("front_mcp_venv", &["mcp"], "mcp.client.streamable_http")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

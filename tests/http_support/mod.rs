@@ -440,3 +440,62 @@ impl McpClient {
         (body, message)
     }
 }
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The python of a venv under `target/<dir>` with `packages` installed from PyPI (made on
+/// first use, reused after), checked by importing `probe`. Without python3/pip or the
+/// registry: `None` and a SKIPPED line, except under CI (`CI=true`), where the test fails.
+pub fn venv_python(dir: &str, packages: &[&str], probe: &str) -> Option<PathBuf> {
+    use std::process::Command;
+    let unavailable = |why: String| -> Option<PathBuf> {
+        if in_ci() {
+            panic!("{dir}: {why} (required in CI)");
+        }
+        eprintln!("SKIPPED ({dir}): {why}");
+        None
+    };
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(dir);
+    let python = venv.join("bin/python");
+    let importable = |p: &Path| {
+        Command::new(p)
+            .args(["-c", &format!("import {probe}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if importable(&python) {
+        return Some(python);
+    }
+    if !python.exists() {
+        match Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+        {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                return unavailable(format!(
+                    "python3 -m venv failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+            Err(e) => return unavailable(format!("python3 is not available: {e}")),
+        }
+    }
+    let pip = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet"])
+        .args(packages)
+        .output();
+    match pip {
+        Ok(o) if o.status.success() && importable(&python) => Some(python),
+        Ok(o) => unavailable(format!(
+            "pip install {packages:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => unavailable(format!("pip could not run: {e}")),
+    }
+}

@@ -22,23 +22,28 @@ pub enum Channel {
     Control,
 }
 
-/// A message's header.
+/// A message's header: what the kernel reads of it, and the rest as the client sent it
+/// (clients differ: jupyter_client's session sends `date` as a number), echoed unchanged as
+/// the `parent_header` of what answers it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Header {
     pub msg_id: String,
-    pub session: String,
-    #[serde(default)]
-    pub username: String,
-    #[serde(default)]
-    pub date: String,
     pub msg_type: String,
     #[serde(default)]
-    pub version: String,
+    pub session: String,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
 }
 
 /// One message, as a frame carries it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Message {
+    /// The header's, repeated at the top as jupyter_client's message dicts have them (its
+    /// clients read them there).
+    #[serde(default)]
+    pub msg_id: String,
+    #[serde(default)]
+    pub msg_type: String,
     pub header: Header,
     /// The request's header on a reply or broadcast; `{}` on a request.
     #[serde(default)]
@@ -49,7 +54,14 @@ pub struct Message {
     pub content: Value,
     #[serde(default)]
     pub buffers: Vec<Value>,
+    /// Missing means `shell`, as Jupyter Server reads it (jupyter_server's own gateway
+    /// client sends none).
+    #[serde(default = "shell")]
     pub channel: Channel,
+}
+
+fn shell() -> Channel {
+    Channel::Shell
 }
 
 /// Why a frame is not a message.
@@ -81,14 +93,22 @@ impl Message {
         msg_type: &str,
         content: Value,
     ) -> Message {
+        let mut rest = Map::new();
+        rest.insert("username".into(), json!("vivarium"));
+        rest.insert(
+            "date".into(),
+            json!(crate::server::time::rfc3339(std::time::SystemTime::now())),
+        );
+        rest.insert("version".into(), json!(PROTOCOL_VERSION));
+        let msg_id = format!("{:032x}", rand::random::<u128>());
         Message {
+            msg_id: msg_id.clone(),
+            msg_type: msg_type.to_string(),
             header: Header {
-                msg_id: format!("{:032x}", rand::random::<u128>()),
-                session: session.to_string(),
-                username: "vivarium".into(),
-                date: crate::server::time::rfc3339(std::time::SystemTime::now()),
+                msg_id,
                 msg_type: msg_type.to_string(),
-                version: PROTOCOL_VERSION.into(),
+                session: session.to_string(),
+                rest,
             },
             parent_header: serde_json::to_value(parent).unwrap_or(Value::Null),
             metadata: Map::new(),
@@ -150,7 +170,17 @@ mod tests {
         let v: Value = serde_json::from_str(&r.to_text()).unwrap();
         assert_eq!(v["parent_header"]["msg_id"], "a1");
         assert_eq!(v["header"]["version"], "5.3");
+        assert_eq!(v["msg_type"], "kernel_info_reply");
+        assert_eq!(v["msg_id"], v["header"]["msg_id"]);
         assert_eq!(v["channel"], "shell");
+        // jupyter_client's own sessions send `date` as a number: taken, and echoed as sent.
+        let numeric = text.replace(r#""date":"""#, r#""date":1796157296.5"#);
+        let m = Message::parse(&numeric).unwrap();
+        let r = Message::reply(&m.header, "k", Channel::Shell, "x_reply", json!({}));
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["parent_header"]["date"],
+            1796157296.5
+        );
         for bad in [
             "{}",
             "[1]",

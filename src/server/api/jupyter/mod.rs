@@ -171,7 +171,8 @@ pub async fn start(
             serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?
         };
         let template = match req.name.as_deref() {
-            None | Some("") => Template::Scientific,
+            // Jupyter's clients ask for `python3` when nothing names a kernelspec.
+            None | Some("" | "python3" | "python") => Template::Scientific,
             Some(name) => template_of(name).ok_or_else(|| {
                 ApiError::InvalidRequest(format!(
                     "no kernelspec {name:?}; see GET /api/kernelspecs"
