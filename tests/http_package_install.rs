@@ -431,3 +431,81 @@ async fn the_cache_evicts_the_least_recently_used_set_past_its_cap() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packages_reach_mcp_and_the_command_line() {
+    let index = Index::start("fronts");
+    let cache = scratch_dir("pkg-cache-fronts");
+    let s = serve("pkg-fronts", &index.url, &cache, |_| {}).await;
+    // MCP: execute_python and open_session take `packages`.
+    let mut mcp = McpClient::open(&s).await;
+    let (_, r) = mcp
+        .call(
+            "execute_python",
+            json!({"code": "import vivtest_greet\nprint(vivtest_greet.hello())", "packages": ["vivtest-greet"], "template": "python"}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"], "hello from greet, base 1.0\n",
+        "{r}"
+    );
+    let (_, r) = mcp
+        .call(
+            "execute_python",
+            json!({"code": "print(1)", "packages": ["vivtest-native"]}),
+        )
+        .await;
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        r["result"]["isError"] == true && text.contains("package_has_native_code"),
+        "{r}"
+    );
+    let (_, r) = mcp
+        .call(
+            "open_session",
+            json!({"packages": ["vivtest-extra"], "template": "python"}),
+        )
+        .await;
+    let opened: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let (_, r) = mcp
+        .call(
+            "run_in_session",
+            json!({"session_id": opened["session_id"], "code": "import vivtest_extra\nvivtest_extra.VALUE"}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["structuredContent"]["turn"]["result"], "42",
+        "{r}"
+    );
+    s.stop().await;
+
+    // The command line: `--package`, repeatable, from VIVARIUM_PACKAGE_INDEX.
+    let out = Command::new(env!("CARGO_BIN_EXE_vivarium"))
+        .args(["run", "--template", "python", "--package", "vivtest-greet", "--package", "vivtest-extra==2.0"])
+        .args(["-c", "import vivtest_greet, vivtest_extra\nprint(vivtest_greet.hello(), vivtest_extra.VALUE)"])
+        .env("VIVARIUM_PACKAGE_INDEX", &index.url)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello from greet, base 1.0 42\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_vivarium"))
+        .args(["run", "--package", "vivtest-sdist", "-c", "print(1)"])
+        .env("VIVARIUM_PACKAGE_INDEX", &index.url)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only as source"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!index.dir.join("setup-py-ran").exists());
+    let _ = std::fs::remove_dir_all(&cache);
+}
