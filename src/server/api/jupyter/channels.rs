@@ -62,16 +62,10 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
     let writer = tokio::spawn(async move {
         loop {
             tokio::select! {
-                m = outgoing.recv() => match m {
-                    Some(m) => {
-                        if sink.send(Frame::Text(m.to_text().into())).await.is_err() {
-                            return;
-                        }
-                    }
-                    None => return,
-                },
+                // A close first: it sends what was queued before it, then the close frame
+                // (unbiased, a closed queue could win and the close frame never leave).
+                biased;
                 Some((code, reason)) = close_rx.recv() => {
-                    // What was queued before the close goes first.
                     while let Ok(m) = outgoing.try_recv() {
                         let _ = sink.send(Frame::Text(m.to_text().into())).await;
                     }
@@ -80,6 +74,14 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                         .await;
                     return;
                 }
+                m = outgoing.recv() => match m {
+                    Some(m) => {
+                        if sink.send(Frame::Text(m.to_text().into())).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => return,
+                },
             }
         }
     });
