@@ -247,6 +247,9 @@ impl Runner {
                 }
             })
             .await;
+        // Whatever became of the turn (ran, files refused, panicked): an interrupt meant for
+        // it must not stop the next one.
+        session.clear_interrupt();
         let (interp, outcome) = match ran {
             Ok(v) => v,
             Err(e) => {
@@ -277,7 +280,6 @@ impl Runner {
             self.metrics.session_closed(CloseReason::Ended);
         }
         session.put_back(interp, ended.clone(), true).release();
-        session.clear_interrupt();
         if let Some(view) = own {
             self.keep_own_snapshot(session, OwnState::View(view));
         }
