@@ -36,8 +36,8 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     .await;
     let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(
-        (st, &v["resident"], &v["turns"]),
-        (200, &json!(false), &json!(1)),
+        (st, &v["resident"], &v["turns"], &v["state"]),
+        (200, &json!(false), &json!(1), &json!("idle")),
         "{v}"
     );
     let m = metrics_at(&c, &s.base).await;

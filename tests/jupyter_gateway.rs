@@ -61,6 +61,20 @@ async fn send(ws: &mut Socket, m: &Value) {
     ws.send(Frame::Text(m.to_string().into())).await.unwrap();
 }
 
+/// The next message the kernel sends.
+async fn next_message(ws: &mut Socket) -> Value {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("no message in time")
+            .expect("socket closed")
+            .unwrap();
+        if let Frame::Text(t) = frame {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
+
 /// Reads messages until the `status: idle` answering `req`; returns every message that
 /// answered it, in order.
 async fn until_idle(ws: &mut Socket, req: &Value) -> Vec<Value> {
@@ -136,7 +150,17 @@ async fn a_session_is_a_jupyter_kernel() {
         "{list}"
     );
 
+    let (st, one) = get(&c, &s.url(&format!("/api/kernels/{id}"))).await;
+    assert_eq!((st, &one["id"]), (200, &json!(id)), "{one}");
+
     let mut ws = connect(&s.base, &id).await;
+    // The kernel says its state as the socket opens, answering nothing (JupyterLab counts
+    // no status that answers its own kernel_info request).
+    let first = next_message(&mut ws).await;
+    check_envelope(&first);
+    assert_eq!(first["header"]["msg_type"], "status", "{first}");
+    assert_eq!(first["parent_header"], json!({}), "{first}");
+    assert_eq!(first["content"]["execution_state"], "idle", "{first}");
     // kernel_info.
     let req = request("kernel_info_request", "shell", json!({}));
     send(&mut ws, &req).await;

@@ -554,6 +554,8 @@ impl Registry {
         let expires = s.expiry(&s.lock());
         let mut info = s.info();
         info.resident = false;
+        // Taken while the hibernation held it busy; asleep, it runs nothing.
+        info.state = SessionState::Idle;
         // Both maps at once (live first, as everywhere), so no lookup sees it in neither;
         // its place under the resident cap goes at the same moment.
         let mut live = self.live();

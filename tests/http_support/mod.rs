@@ -441,7 +441,8 @@ impl McpClient {
     }
 }
 
-fn in_ci() -> bool {
+/// Whether the tests run under CI (`CI=true`, as `.ci/run` sets), where a missing part fails.
+pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 

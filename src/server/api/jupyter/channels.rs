@@ -92,6 +92,10 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
         session: format!("{:032x}", rand::random::<u128>()),
         out,
     });
+    // The kernel's state as the connection opens, with no parent (as a kernel's `starting`
+    // is): JupyterLab does not count the status messages of its own kernel_info requests,
+    // so without this one its status stays `unknown` until a cell runs.
+    kernel.announce().await;
     let (shell_tx, mut shell_rx) = mpsc::channel::<Message>(SHELL_QUEUE);
     let executor = {
         let kernel = kernel.clone();
@@ -163,6 +167,24 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
 impl Kernel {
     async fn send(&self, m: Message) {
         let _ = self.out.send(m).await;
+    }
+
+    /// `status` on iopub with no parent: `busy` while a cell of the session runs, else
+    /// `idle`.
+    async fn announce(&self) {
+        let busy = self
+            .state
+            .runner
+            .session_info(&self.id)
+            .await
+            .is_ok_and(|i| i.state == crate::server::sessions::SessionState::Busy);
+        let m = Message::unprompted(
+            &self.session,
+            Channel::Iopub,
+            "status",
+            status(if busy { "busy" } else { "idle" }),
+        );
+        self.send(m).await;
     }
 
     /// `<type>_reply` to `m` on `channel`.
@@ -431,7 +453,10 @@ impl Kernel {
                 Status::Cancelled => "KeyboardInterrupt".to_string(),
                 other => format!("Vivarium{}", camel(other.as_str())),
             };
-            let mut evalue = detail.unwrap_or_else(|| st.as_str().to_string());
+            let mut evalue = match st {
+                Status::Cancelled => "interrupted".to_string(),
+                other => detail.unwrap_or_else(|| other.as_str().to_string()),
+            };
             if rolled_back {
                 evalue.push_str("; the kernel's state is as it was after the last completed cell");
             }

@@ -93,6 +93,22 @@ impl Message {
         msg_type: &str,
         content: Value,
     ) -> Message {
+        let parent = serde_json::to_value(parent).unwrap_or(Value::Null);
+        Self::new(parent, session, channel, msg_type, content)
+    }
+
+    /// A message of `msg_type` that answers nothing (its `parent_header` is `{}`).
+    pub fn unprompted(session: &str, channel: Channel, msg_type: &str, content: Value) -> Message {
+        Self::new(json!({}), session, channel, msg_type, content)
+    }
+
+    fn new(
+        parent_header: Value,
+        session: &str,
+        channel: Channel,
+        msg_type: &str,
+        content: Value,
+    ) -> Message {
         let mut rest = Map::new();
         rest.insert("username".into(), json!("vivarium"));
         rest.insert(
@@ -110,7 +126,7 @@ impl Message {
                 session: session.to_string(),
                 rest,
             },
-            parent_header: serde_json::to_value(parent).unwrap_or(Value::Null),
+            parent_header,
             metadata: Map::new(),
             content,
             buffers: Vec::new(),

@@ -208,7 +208,7 @@ pub async fn info(
     Path(id): Path<String>,
 ) -> ApiResult<Json<KernelModel>> {
     Ok(Json(KernelModel::of(
-        &state.runner.session_info(&id).await?,
+        &state.runner.session_info(&session_id(&id)?).await?,
     )))
 }
 
