@@ -223,6 +223,67 @@ async fn a_session_is_a_jupyter_kernel() {
     assert_eq!(reply["content"]["status"], "error");
     assert_eq!(reply["content"]["execution_count"], count + 1);
 
+    // Streams leave as the cell writes them: two prints a moment apart are two messages,
+    // the first sent while the cell still runs; a traceback printed by the cell's own code
+    // is a stream, the uncaught one is the error.
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": "import sys, time, traceback\nprint('one')\ntry:\n    1/0\nexcept ZeroDivisionError:\n    traceback.print_exc()\ntime.sleep(1.5)\nprint('two', end='')\nraise KeyError('k')", "silent": false}),
+    );
+    send(&mut ws, &req).await;
+    let sent = std::time::Instant::now();
+    let mut first_at = None;
+    let mut msgs = Vec::new();
+    loop {
+        let m = next_message(&mut ws).await;
+        if m["parent_header"]["msg_id"] != req["header"]["msg_id"] {
+            continue;
+        }
+        if m["header"]["msg_type"] == "stream" && first_at.is_none() {
+            first_at = Some(sent.elapsed());
+        }
+        let idle = m["header"]["msg_type"] == "status" && m["content"]["execution_state"] == "idle";
+        msgs.push(m);
+        if idle {
+            break;
+        }
+    }
+    let streams: Vec<(String, String)> = of_type(&msgs, "stream")
+        .iter()
+        .map(|m| {
+            (
+                m["content"]["name"].as_str().unwrap().to_string(),
+                m["content"]["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(streams[0], ("stdout".into(), "one\n".into()), "{streams:?}");
+    assert!(
+        first_at.unwrap() < sent.elapsed() - Duration::from_millis(1000),
+        "the first print came only at the end: {first_at:?} of {:?}",
+        sent.elapsed()
+    );
+    let stderr: String = streams
+        .iter()
+        .filter(|(n, _)| n == "stderr")
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert!(stderr.contains("ZeroDivisionError"), "{streams:?}");
+    assert!(!stderr.contains("KeyError"), "{streams:?}");
+    assert_eq!(
+        streams.last().unwrap(),
+        &("stdout".to_string(), "two".to_string()),
+        "{streams:?}"
+    );
+    assert_eq!(of_type(&msgs, "error")[0]["content"]["ename"], "KeyError");
+
+    // Live streams keep to the server's leakage policy (`redact` by default).
+    let token = "Zq8Wm3Xr7Lp2Vb9Nc4Ty6Hd1Kf5Gs0Ja8Ue3";
+    let msgs = execute(&mut ws, &format!("print('ghp_' + '{token}')")).await;
+    let text = of_type(&msgs, "stream")[0]["content"]["text"].clone();
+    assert_eq!(text, "[REDACTED:github-pat]\n", "{msgs:?}");
+
     // A plot: display_data with a PNG.
     let msgs = execute(
         &mut ws,

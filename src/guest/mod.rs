@@ -17,8 +17,8 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 pub use env::{EnvError, guest_env};
 pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, setup_code};
 pub use snippets::{
-    COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, SCIENTIFIC_IMPORTS,
-    SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
+    COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
+    SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
@@ -140,11 +140,16 @@ pub mod turn_abi {
 }
 
 /// The `host::call` door's result channel (see `hostcalls::door`): a request starting with
-/// this tag carries the `repr` of a turn's final value. [`SESSION_SETUP`] sends it.
+/// this tag carries the `repr` of a turn's final value. [`SESSION_SETUP`] sends it before the
+/// value's echo, and stdout is then not seen live for the rest of the turn.
 pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
 /// The whole of the door request pyplot's backend sends when it makes a figure
 /// (`python-wasi/guest/display.py`): the host then runs [`SHOW_OPEN_FIGURES`] after the turn.
 pub const FIGURE_TAG: &[u8] = b"\0vivarium-figure\0";
+/// The whole of the door request a session's excepthook sends before it prints an uncaught
+/// exception's traceback ([`SESSION_SETUP`]): stderr is then not seen live for the rest of
+/// the turn (the traceback comes back as the report's error).
+pub const ERROR_TAG: &[u8] = b"\0vivarium-error\0";
 /// The largest result kept; the displayhook truncates to it before sending, and the host
 /// refuses more.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;

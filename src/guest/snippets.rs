@@ -140,25 +140,49 @@ __vivarium_r._turns -= 1
 del __vivarium_r
 ";
 
-/// Python run as a session's first (hidden) turn: keeps the REPL's echo and also sends the
-/// value's `repr` through the door.
+/// Python run as a session's first (hidden) turn: keeps the REPL's echo and first sends the
+/// value's `repr` through the door; tells the door before an uncaught exception's traceback
+/// is printed. After either, the stream is not seen live for the rest of the turn (see
+/// `hostcalls::door`): a kernel shows the value and the error as messages of their own.
 pub const SESSION_SETUP: &str = "\
 def __vivarium_install():
     import sys, _host
     echo = sys.displayhook
     def displayhook(value):
+        if value is not None:
+            try:
+                text = repr(value)
+            except BaseException:
+                text = None
+            if text is not None:
+                try:
+                    sys.stdout.flush()
+                    _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
+                except BaseException:
+                    pass
         echo(value)
-        if value is None:
-            return
+    sys.displayhook = displayhook
+    hook = sys.excepthook
+    def excepthook(*args):
         try:
-            text = repr(value)
-        except BaseException:
-            return
-        try:
-            _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
+            sys.stderr.flush()
+            _host.call(b'\\0vivarium-error\\0')
         except BaseException:
             pass
-    sys.displayhook = displayhook
+        hook(*args)
+    sys.excepthook = excepthook
 __vivarium_install()
 del __vivarium_install
+";
+
+/// Makes a session's stdout and stderr flush at each newline (a hidden turn, when someone
+/// first watches its output live).
+pub const LINE_BUFFERED: &str = "\
+import sys as __vivarium_s
+for __vivarium_f in (__vivarium_s.stdout, __vivarium_s.stderr):
+    try:
+        __vivarium_f.reconfigure(line_buffering=True)
+    except Exception:
+        pass
+del __vivarium_s, __vivarium_f
 ";

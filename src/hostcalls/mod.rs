@@ -10,6 +10,7 @@ pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;
 pub mod limiter;
+pub mod live_output;
 pub mod poll;
 pub mod state;
 
@@ -21,6 +22,8 @@ mod tests {
     #[test]
     fn session_setup_sends_what_the_door_reads() {
         assert!(SESSION_SETUP.contains(r"b'\0vivarium-result\0'"));
+        assert!(SESSION_SETUP.contains(r"b'\0vivarium-error\0'"));
+        assert_eq!(crate::guest::ERROR_TAG, b"\0vivarium-error\0");
         assert!(SESSION_SETUP.contains(&format!("[:{MAX_RESULT_BYTES}]")));
     }
 }

@@ -10,6 +10,7 @@ use wasmtime_wasi::HostMonotonicClock;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::limiter::MemoryLimiter;
+use super::live_output::LiveOutput;
 use crate::budget::Charge;
 
 /// Why the host stopped a guest in the middle of a call. Raised from the epoch callback and
@@ -135,6 +136,8 @@ pub struct GuestState {
     pub last_result: Option<String>,
     /// pyplot made a figure since the host last looked (the door's figure message).
     pub figure_made: bool,
+    /// Who sees the output live; the door mutes a stream of it for the rest of a turn.
+    pub live_output: Arc<LiveOutput>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

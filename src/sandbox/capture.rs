@@ -74,6 +74,7 @@ impl Baseline {
             fs: FsGuard::new(Default::default(), 0, 0, 0, 0, None),
             last_result: None,
             figure_made: false,
+            live_output: Default::default(),
         };
         let mut store = Store::new(engine.engine(), state);
         // Never run: instantiating runs no guest code, and nothing calls into it.
@@ -248,6 +249,7 @@ impl Interpreter {
             .max(usize::try_from(image.memory_peak_bytes).unwrap_or(usize::MAX));
         data.fs.charged_bytes = charged;
         Ok(Interpreter {
+            line_buffered: false,
             checkpoint: None,
             live,
         })

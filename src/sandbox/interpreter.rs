@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use super::checkpoint::{Checkpoint, CheckpointView};
 use super::live::Live;
 use super::outcome::{EndReason, TurnOutcome};
+use super::output::OutputObserver;
 use super::rich;
 use super::workdir::{WorkDir, WorkdirError};
 use crate::hostcalls::fs_guard;
@@ -17,6 +18,9 @@ pub struct Interpreter {
     /// Declared before `live`, so it drops first: its tracker watches `live`'s memory.
     pub(super) checkpoint: Option<Checkpoint>,
     pub(super) live: Live,
+    /// Its stdout and stderr flush at each newline (set the first time someone watches its
+    /// output live; a restored instance finds out again).
+    pub(super) line_buffered: bool,
 }
 
 impl Interpreter {
@@ -49,20 +53,43 @@ impl Interpreter {
     }
 
     /// Runs `code` as a hidden turn (the host's, not the caller's: it is not counted in the
-    /// tracebacks' numbering) under the set-up turn's limits. `Err` with what it printed when
-    /// it did not complete.
+    /// tracebacks' numbering, on either side) under the set-up turn's limits. `Err` with what
+    /// it printed when it did not complete.
     pub fn hidden_turn(&mut self, code: &str) -> Result<(), String> {
+        self.hidden_query(code).map(drop)
+    }
+
+    /// [`Interpreter::hidden_turn`], returning what `code` sent through the door's result
+    /// channel (`_host.call(RESULT_TAG + text)`), if anything: how the host asks a session
+    /// something (completions, an object's documentation). The text is the guest's: bounded
+    /// by the door, to be parsed as hostile.
+    pub fn hidden_query(&mut self, code: &str) -> Result<Option<String>, String> {
         if let Some(reason) = &self.live.ended {
             return Err(format!("{reason:?}"));
         }
-        let outcome = self.live.turn(code, &crate::guest::SETUP_LIMITS, false);
+        // The guest counted this turn as it began; it is put back first, so even a hidden
+        // turn that fails leaves the numbering of the caller's next turn alone.
+        let code = format!("__import__('_reactor')._turns -= 1\n{code}");
+        let outcome = self.live.turn(&code, &crate::guest::SETUP_LIMITS, false);
         self.live.turns_run = self.live.turns_run.saturating_sub(1);
         if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
-            Ok(())
+            Ok(outcome.result)
         } else {
             let r = outcome.report;
             Err(r.detail.unwrap_or(r.stderr))
         }
+    }
+
+    /// Who sees this interpreter's output live from now on, turn after turn (`None`:
+    /// nobody). Past a final value's echo, or once an uncaught exception's traceback
+    /// begins, a turn's stream is not shown live (see `hostcalls::door`). The first time
+    /// someone watches, stdout and stderr become line-buffered (one hidden turn), so what a
+    /// cell prints leaves as it prints.
+    pub fn stream_output(&mut self, observer: Option<OutputObserver>) {
+        if observer.is_some() && !self.line_buffered {
+            self.line_buffered = self.hidden_turn(crate::guest::LINE_BUFFERED).is_ok();
+        }
+        self.live.store.data().live_output.set(observer);
     }
 
     /// Its package environment.

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+pub use crate::hostcalls::live_output::{LiveOutput, OutputObserver, StreamKind};
 use crate::sync::lock;
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -18,19 +19,6 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 
 /// Bytes kept of the end of a stream past the cap: enough for a traceback.
 const TAIL_BYTES: usize = 16 << 10;
-
-/// Which stream a chunk of live output came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamKind {
-    /// The guest's fd 1.
-    Stdout,
-    /// The guest's fd 2.
-    Stderr,
-}
-
-/// Called with every chunk the guest writes (up to the cap), while it runs: for the CLI's
-/// pass-through and for streaming front doors.
-pub type OutputObserver = Arc<dyn Fn(StreamKind, &[u8]) + Send + Sync>;
 
 /// What a pipe captured during one run or one turn.
 #[derive(Debug, Default, Clone)]
@@ -60,11 +48,11 @@ struct Buffer {
 pub struct CappedPipe {
     kind: StreamKind,
     buffer: Arc<Mutex<Buffer>>,
-    observer: Option<OutputObserver>,
+    live: Arc<LiveOutput>,
 }
 
 impl CappedPipe {
-    pub fn new(kind: StreamKind, cap: usize, observer: Option<OutputObserver>) -> Self {
+    pub fn new(kind: StreamKind, cap: usize, live: Arc<LiveOutput>) -> Self {
         CappedPipe {
             kind,
             buffer: Arc::new(Mutex::new(Buffer {
@@ -72,12 +60,14 @@ impl CappedPipe {
                 captured: Captured::default(),
                 tail: Default::default(),
             })),
-            observer,
+            live,
         }
     }
 
-    /// Takes what was captured so far and starts afresh with a new cap (the next turn).
+    /// Takes what was captured so far and starts afresh with a new cap (the next turn),
+    /// seen live again.
     pub fn take(&self, next_cap: usize) -> Captured {
+        self.live.unmute(self.kind);
         let mut b = lock(&self.buffer);
         b.cap = next_cap;
         let mut captured = std::mem::take(&mut b.captured);
@@ -105,10 +95,8 @@ impl CappedPipe {
             }
             kept
         };
-        if kept > 0
-            && let Some(observer) = &self.observer
-        {
-            observer(self.kind, &bytes[..kept]);
+        if kept > 0 {
+            self.live.observe(self.kind, &bytes[..kept]);
         }
     }
 }
@@ -178,7 +166,7 @@ mod tests {
 
     #[test]
     fn keeps_head_drops_rest_and_says_so() {
-        let pipe = CappedPipe::new(StreamKind::Stdout, 4, None);
+        let pipe = CappedPipe::new(StreamKind::Stdout, 4, LiveOutput::new(None));
         pipe.accept(b"abc");
         pipe.accept(b"defgh");
         let c = pipe.take(10);
@@ -190,5 +178,26 @@ mod tests {
         let c = pipe.take(10);
         assert_eq!(c.head, b"xyz");
         assert!(!c.truncated());
+    }
+
+    #[test]
+    fn a_muted_stream_is_captured_but_not_seen_until_the_next_turn() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observer: OutputObserver = {
+            let seen = seen.clone();
+            Arc::new(move |_, b: &[u8]| lock(&seen).extend_from_slice(b))
+        };
+        let live = LiveOutput::new(Some(observer));
+        let out = CappedPipe::new(StreamKind::Stdout, 100, live.clone());
+        let err = CappedPipe::new(StreamKind::Stderr, 100, live.clone());
+        out.accept(b"a");
+        live.mute(StreamKind::Stdout);
+        out.accept(b"b");
+        err.accept(b"c");
+        assert_eq!(out.take(100).head, b"ab");
+        out.accept(b"d");
+        live.set(None);
+        out.accept(b"e");
+        assert_eq!(*lock(&seen), b"acd");
     }
 }

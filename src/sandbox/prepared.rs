@@ -109,6 +109,7 @@ impl Sandbox {
     pub fn into_interpreter(mut self) -> Interpreter {
         self.live.turn(SESSION_SETUP, &FLUSH_LIMITS, false);
         Interpreter {
+            line_buffered: false,
             checkpoint: None,
             live: self.live,
         }

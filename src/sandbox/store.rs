@@ -7,7 +7,7 @@ use std::time::Instant;
 use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::output::{CappedPipe, StreamKind};
+use super::output::{CappedPipe, LiveOutput, StreamKind};
 use super::stdin::GuestStdin;
 use super::workdir::{ScratchRoot, WorkDir};
 use super::{GuestLayout, SandboxError, SandboxSpec};
@@ -61,8 +61,9 @@ impl GuestStore {
     ) -> Result<GuestStore, SandboxError> {
         let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
         let output_cap = spec.limits.output_bytes as usize;
-        let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, spec.observer.clone());
-        let stderr = CappedPipe::new(StreamKind::Stderr, output_cap, spec.observer);
+        let live_output = LiveOutput::new(spec.observer);
+        let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, live_output.clone());
+        let stderr = CappedPipe::new(StreamKind::Stderr, output_cap, live_output.clone());
         let stdin = GuestStdin::new(spec.stdin);
 
         let mut wasi = WasiCtxBuilder::new();
@@ -112,6 +113,7 @@ impl GuestStore {
             ),
             last_result: None,
             figure_made: false,
+            live_output,
         };
         // Input files on tmpfs are memory from the start.
         if !state.fs.hold_on_host(charged_bytes, true) {

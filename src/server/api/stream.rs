@@ -12,8 +12,8 @@
 //! up drops the stream, which aborts the task and so cancels the run.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -23,12 +23,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, run_outcome};
-use crate::sandbox::output::{OutputObserver, StreamKind};
+use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::metrics::RunKind;
 use crate::server::request_context::{RequestContext, new_id};
-use crate::sync::lock;
+use crate::server::runner::LiveText;
 use crate::vivarium::Executed;
 
 /// Chunks buffered between the guest and a slow client before chunks are dropped.
@@ -57,26 +57,6 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// Turns raw chunks into text without splitting a UTF-8 sequence across two events: an
-/// incomplete sequence at a chunk's end waits for the next chunk.
-#[derive(Default)]
-struct Utf8Carry(Vec<u8>);
-
-impl Utf8Carry {
-    fn push(&mut self, bytes: &[u8]) -> String {
-        self.0.extend_from_slice(bytes);
-        let keep = match std::str::from_utf8(&self.0) {
-            Ok(_) => 0,
-            Err(e) if e.error_len().is_none() => self.0.len() - e.valid_up_to(),
-            Err(_) => 0,
-        };
-        let rest = self.0.split_off(self.0.len() - keep);
-        let text = String::from_utf8_lossy(&self.0).into_owned();
-        self.0 = rest;
-        text
     }
 }
 
@@ -122,32 +102,22 @@ pub async fn execute_stream(
     let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(CHANNEL_CHUNKS);
     let dropped = Arc::new(AtomicU64::new(0));
     // Under `redact` and `deny`, chunks leave through the leakage filter a line at a time.
-    let filter = Arc::new(Mutex::new(guard.stream_filter()));
-    let observer: OutputObserver = {
+    let live = {
         let tx = tx.clone();
         let dropped = dropped.clone();
-        let filter = filter.clone();
-        let carry = Mutex::new([Utf8Carry::default(), Utf8Carry::default()]);
-        Arc::new(move |kind: StreamKind, bytes: &[u8]| {
-            let text = {
-                let mut carry = lock(&carry);
-                carry[kind as usize].push(bytes)
-            };
-            let text = match lock(&filter).as_mut() {
-                Some(f) => f.push(kind as usize, &text),
-                None => text,
-            };
-            if text.is_empty() {
-                return;
-            }
-            // Never block the guest: a full channel drops the chunk.
-            if tx.try_send(Msg::Chunk(kind, text)).is_err() {
-                dropped.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            }
-        })
+        LiveText::new(
+            &guard,
+            Arc::new(move |kind: StreamKind, text: String| {
+                let bytes = text.len() as u64;
+                // Never block the guest: a full channel drops the chunk.
+                if tx.try_send(Msg::Chunk(kind, text)).is_err() {
+                    dropped.fetch_add(bytes, Ordering::Relaxed);
+                }
+            }),
+        )
     };
     // Streamed chunks leave as printed: the guest's streams flush at each newline.
-    spec.observer = Some(observer);
+    spec.observer = Some(live.observer());
     spec.line_buffered = true;
     let task = tokio::spawn(async move {
         let mut pending = PendingAudit {
@@ -163,13 +133,8 @@ pub async fn execute_stream(
         state.runner.finish(record, run_outcome(&result));
         if result.is_ok() {
             // What the filter held back (a last line without its newline) leaves now.
-            let held = lock(&filter).as_mut().map(|f| {
-                [StreamKind::Stdout, StreamKind::Stderr].map(|k| (k, f.finish(k as usize)))
-            });
-            for (kind, text) in held.into_iter().flatten() {
-                if !text.is_empty() {
-                    let _ = tx.send(Msg::Chunk(kind, text)).await;
-                }
+            for (kind, text) in live.finish() {
+                let _ = tx.send(Msg::Chunk(kind, text)).await;
             }
         }
         let lost = dropped.load(Ordering::Relaxed);
@@ -220,18 +185,4 @@ pub async fn execute_stream(
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utf8_sequences_are_not_split() {
-        let mut c = Utf8Carry::default();
-        let bytes = "é!".as_bytes();
-        assert_eq!(c.push(&bytes[..1]), "");
-        assert_eq!(c.push(&bytes[1..]), "é!");
-        assert_eq!(c.push(b"\xff a"), "\u{fffd} a");
-    }
 }

@@ -552,6 +552,7 @@ impl TurnRequest {
             limits: req.limits.unwrap_or_default(),
             policy: req.policy,
             leakage: req.leakage,
+            live: None,
         })
     }
 }

@@ -16,6 +16,7 @@
 //! fork, restore) are here too (`snapshots.rs`); a worker-process boundary belongs here,
 //! behind these methods.
 
+mod live;
 mod sessions;
 mod snapshots;
 mod threads;
@@ -24,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use live::{LiveText, TextSink};
 pub use sessions::{SessionTurn, TurnDone, Turned};
 
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use super::snapshots::OwnState;
-use super::{Runner, withhold_if_denied};
+use super::{LiveText, Runner, TextSink, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimitsRequest};
@@ -38,6 +38,10 @@ pub struct SessionTurn {
     pub policy: Policy,
     /// The leakage policy of this turn; `None` is the session's.
     pub leakage: Option<LeakPolicy>,
+    /// Sees the turn's output as it is written, under the same leakage policy (a kernel's
+    /// `stream` messages). A final value's echo and an uncaught exception's traceback are
+    /// not shown live: they are the result's `result` and `error`.
+    pub live: Option<TextSink>,
 }
 
 /// What a turn that ran did.
@@ -206,8 +210,13 @@ impl Runner {
         // The session's own flag: shutdown and close set it; a client hanging up does not.
         let _registered = self.guests.register_uncancelled(session.cancel_flag());
         let SessionTurn {
-            code, stdin, files, ..
+            code,
+            stdin,
+            files,
+            live,
+            ..
         } = t;
+        let live = live.map(|sink| LiveText::new(&guard, sink));
         let host = self.host()?;
         let template = session.template;
         let durable = session.durable;
@@ -219,7 +228,17 @@ impl Runner {
                 if let Err(e) = write_files(&mut interp, &files) {
                     return (Some(interp), Err(e));
                 }
-                match host.session_turn(&mut interp, template, &code, stdin, &limits) {
+                interp.stream_output(live.as_ref().map(LiveText::observer));
+                let turned = host.session_turn(&mut interp, template, &code, stdin, &limits);
+                interp.stream_output(None);
+                // What the leakage filter still held (a last line without its newline); under
+                // `deny`, nothing once a finding stopped the stream.
+                if let Some(live) = &live {
+                    for (kind, text) in live.finish() {
+                        (live.sink())(kind, text);
+                    }
+                }
+                match turned {
                     Ok(mut outcome) => {
                         // Scanned here, on the guest thread, before anything leaves.
                         let leaks = guard.apply(&mut outcome.report, outcome.result.as_mut());

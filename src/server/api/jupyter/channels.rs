@@ -13,14 +13,15 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::messages::{Channel, FrameError, MAX_FRAME_BYTES, Message, kernel_info, status};
+use super::messages::{Channel, FrameError, Header, MAX_FRAME_BYTES, Message, kernel_info, status};
 use crate::check::Policy;
 use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
+use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::request_context::RequestContext;
-use crate::server::runner::{SessionTurn, TurnDone, Turned};
+use crate::server::runner::{SessionTurn, TextSink, TurnDone, Turned};
 
 /// Shell requests waiting for the one running.
 const SHELL_QUEUE: usize = 64;
@@ -332,6 +333,7 @@ impl Kernel {
     async fn execute(&self, m: &Message) {
         let code = m.content["code"].as_str().unwrap_or_default().to_string();
         self.iopub(m, "status", status("busy")).await;
+        let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
         record.set_code(&code);
         let ran = async {
@@ -350,10 +352,13 @@ impl Kernel {
                 // A notebook has nowhere to show findings; the sandbox is the boundary.
                 policy: Policy::Off,
                 leakage: None,
+                live: Some(streams.sink()),
             };
             self.state.runner.turn(&session, turn, &mut record).await
         }
         .await;
+        // Every stream message of the cell leaves before what follows it.
+        streams.end().await;
         let outcome = match &ran {
             Ok(Turned::Ran(_)) => Outcome::Ok(200),
             Ok(Turned::Denied(_)) => Outcome::DENIED,
@@ -388,30 +393,20 @@ impl Kernel {
             ..
         } = done;
         let Report {
-            mut stdout,
-            mut stderr,
             mut outputs,
             error,
             status: st,
             detail,
+            truncated,
             ..
         } = report;
-        // The REPL echoes a final value on stdout; in a notebook it is the execute_result.
-        if let Some(r) = &result
-            && let Some(rest) = stdout.strip_suffix(&format!("{r}\n"))
-        {
-            stdout = rest.to_string();
-        }
-        // The traceback is the error message's, not a stream's.
-        if let Some(e) = &error
-            && let Some(at) = stderr.find(e.traceback.trim_end())
-        {
-            stderr.replace_range(at..at + e.traceback.trim_end().len(), "");
-            stderr = stderr.trim_end_matches('\n').to_string();
-        }
-        for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
-            if !text.is_empty() {
-                self.iopub(m, "stream", json!({"name": name, "text": text}))
+        // stdout and stderr left live, as the cell wrote them (the final value's echo and
+        // the traceback excepted: they are the execute_result and the error). What went past
+        // the output limit is said.
+        for (name, cut) in [("stdout", truncated.stdout), ("stderr", truncated.stderr)] {
+            if cut {
+                let text = format!("\n[{name} truncated at the output limit]\n");
+                self.iopub(m, "stream", json!({"name": "stderr", "text": text}))
                     .await;
             }
         }
@@ -482,6 +477,80 @@ impl Kernel {
                 json!({"status": "ok", "execution_count": turn, "user_expressions": {}, "payload": []})
             }
         }
+    }
+}
+
+/// A cell's `stream` messages, as the guest writes: the runner's live text goes to an
+/// unbounded channel (the guest thread never waits; a turn writes at most its output limit)
+/// and a task sends it on, chunks of one stream that are already waiting joined into one
+/// message.
+struct Streams {
+    tx: mpsc::UnboundedSender<Option<(StreamKind, String)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The most text joined into one `stream` message.
+const STREAM_MESSAGE_BYTES: usize = 64 << 10;
+
+impl Streams {
+    fn start(out: mpsc::Sender<Message>, session: String, parent: Header) -> Streams {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Option<(StreamKind, String)>>();
+        let task = tokio::spawn(async move {
+            let mut waiting = None;
+            loop {
+                let next = match waiting.take() {
+                    Some(chunk) => Some(chunk),
+                    None => rx.recv().await.flatten(),
+                };
+                let Some((kind, mut text)) = next else {
+                    return;
+                };
+                let mut ended = false;
+                while text.len() < STREAM_MESSAGE_BYTES {
+                    match rx.try_recv() {
+                        Ok(Some((k, more))) if k == kind => text.push_str(&more),
+                        Ok(Some(other)) => {
+                            waiting = Some(other);
+                            break;
+                        }
+                        Ok(None) => {
+                            ended = true;
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let name = match kind {
+                    StreamKind::Stdout => "stdout",
+                    StreamKind::Stderr => "stderr",
+                };
+                let m = Message::reply(
+                    &parent,
+                    &session,
+                    Channel::Iopub,
+                    "stream",
+                    json!({"name": name, "text": text}),
+                );
+                if out.send(m).await.is_err() || ended {
+                    return;
+                }
+            }
+        });
+        Streams { tx, task }
+    }
+
+    /// Where the runner puts the cell's live text.
+    fn sink(&self) -> TextSink {
+        let tx = self.tx.clone();
+        std::sync::Arc::new(move |kind, text| {
+            let _ = tx.send(Some((kind, text)));
+        })
+    }
+
+    /// Once the turn is over: waits until every message is on its way.
+    async fn end(self) {
+        let _ = self.tx.send(None);
+        let _ = self.task.await;
     }
 }
 
