@@ -625,18 +625,9 @@ impl Vivarium {
         match &outcome.ended {
             None => interp.refresh_checkpoint(),
             Some(EndReason::Stopped(_)) => {
-                if let Some(image) = interp.checkpoint_image() {
-                    match self.restore_bare(template, &image, interp.cancel_flag()) {
-                        Ok(mut fresh) => {
-                            fresh.adopt_checkpoint(interp);
-                            let old = std::mem::replace(interp, fresh);
-                            // Torn down after the response left, off this turn's time.
-                            guest_threads::defer_drop(old);
-                            outcome.ended = None;
-                            outcome.rolled_back = true;
-                        }
-                        Err(e) => tracing::warn!(error = %e, "rolling a session back failed"),
-                    }
+                if self.roll_back(interp, template) {
+                    outcome.ended = None;
+                    outcome.rolled_back = true;
                 }
             }
             // The program exited: the session ends, as the program asked.
@@ -644,6 +635,45 @@ impl Vivarium {
         }
         self.hint_missing_module(&mut outcome.report);
         Ok(outcome)
+    }
+
+    /// Asks a session's interpreter something between turns ([`crate::guest::queries`]):
+    /// runs `code` as a hidden turn under `limits` and returns what it answered through the
+    /// door (the guest's text: parse it as hostile). A query a limit stops rolls the session
+    /// back as a turn would; it never counts as a turn. Blocking; call on a guest thread.
+    pub fn session_query(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+        code: &str,
+        limits: &TurnLimits,
+    ) -> Result<Option<String>, String> {
+        let answer = interp.hidden_query(code, limits);
+        if matches!(interp.ended(), Some(EndReason::Stopped(_))) {
+            self.roll_back(interp, template);
+        }
+        answer
+    }
+
+    /// Replaces an interpreter a limit or a trap stopped by a fresh instance restored from
+    /// its checkpoint (its state before that turn, memory and files); whether it could.
+    fn roll_back(&self, interp: &mut Interpreter, template: Template) -> bool {
+        let Some(image) = interp.checkpoint_image() else {
+            return false;
+        };
+        match self.restore_bare(template, &image, interp.cancel_flag()) {
+            Ok(mut fresh) => {
+                fresh.adopt_checkpoint(interp);
+                let old = std::mem::replace(interp, fresh);
+                // Torn down after the response left, off this turn's time.
+                guest_threads::defer_drop(old);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rolling a session back failed");
+                false
+            }
+        }
     }
 
     /// What a snapshot of `template`'s sessions is bound to on this host: the template's

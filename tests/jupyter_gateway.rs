@@ -295,40 +295,136 @@ async fn a_session_is_a_jupyter_kernel() {
     let png = unb64(shown[0]["content"]["data"]["image/png"].as_str().unwrap());
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 
-    // The small requests.
-    for (t, check) in [
-        ("is_complete_request", "status"),
-        ("comm_info_request", "comms"),
-        ("complete_request", "matches"),
-        ("inspect_request", "found"),
-    ] {
-        let req = request(t, "shell", json!({"code": "x", "cursor_pos": 1}));
-        send(&mut ws, &req).await;
-        let reply = loop {
-            let Some(Ok(Frame::Text(t))) = ws.next().await else {
-                panic!("closed")
-            };
-            let m: Value = serde_json::from_str(t.as_str()).unwrap();
-            check_envelope(&m);
-            if m["parent_header"]["msg_id"] == req["header"]["msg_id"] {
-                break m;
-            }
-        };
-        assert_eq!(reply["header"]["msg_type"], t.replace("_request", "_reply"));
-        assert!(!reply["content"][check].is_null(), "{reply}");
-    }
-    // An unknown type gets an error reply; the socket stays.
-    let req = request("frobnicate_request", "shell", json!({}));
-    send(&mut ws, &req).await;
-    let reply = loop {
-        let Some(Ok(Frame::Text(t))) = ws.next().await else {
-            panic!("closed")
-        };
-        let m: Value = serde_json::from_str(t.as_str()).unwrap();
-        if m["parent_header"]["msg_id"] == req["header"]["msg_id"] {
-            break m;
-        }
+    // The small requests, each between busy and idle. Completions and inspection come from
+    // the session itself (its globals), and asking is not a turn.
+    let ask = |t: &str, content: Value| request(t, "shell", content);
+    let small = async |ws: &mut Socket, req: Value| {
+        send(ws, &req).await;
+        let msgs = until_idle(ws, &req).await;
+        assert_eq!(msgs[0]["content"]["execution_state"], "busy", "{msgs:?}");
+        let t = req["header"]["msg_type"]
+            .as_str()
+            .unwrap()
+            .replace("_request", "_reply");
+        of_type(&msgs, &t)[0].clone()
     };
+    execute(
+        &mut ws,
+        "def frobnicate(level, *, loud=False):\n    'Makes things frobnicated.'\nfrob_count = 3",
+    )
+    .await;
+    let r = small(
+        &mut ws,
+        ask(
+            "complete_request",
+            json!({"code": "print(frob", "cursor_pos": 10}),
+        ),
+    )
+    .await;
+    assert_eq!(r["content"]["status"], "ok", "{r}");
+    assert_eq!(
+        r["content"]["matches"],
+        json!(["frobnicate", "frob_count"]),
+        "{r}"
+    );
+    assert_eq!(
+        (
+            r["content"]["cursor_start"].clone(),
+            r["content"]["cursor_end"].clone()
+        ),
+        (json!(6), json!(10))
+    );
+    let r = small(
+        &mut ws,
+        ask(
+            "complete_request",
+            json!({"code": "import math\nmath.fl", "cursor_pos": 19}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        r["content"]["matches"],
+        json!([]),
+        "math is not imported yet: {r}"
+    );
+    let r = small(
+        &mut ws,
+        ask(
+            "complete_request",
+            json!({"code": "x.bit_len", "cursor_pos": 9}),
+        ),
+    )
+    .await;
+    assert_eq!(r["content"]["matches"], json!(["x.bit_length"]), "{r}");
+    let r = small(
+        &mut ws,
+        ask(
+            "inspect_request",
+            json!({"code": "frobnicate(", "cursor_pos": 11, "detail_level": 0}),
+        ),
+    )
+    .await;
+    assert_eq!(r["content"]["found"], true, "{r}");
+    let text = r["content"]["data"]["text/plain"].as_str().unwrap();
+    assert!(
+        text.contains("Signature: frobnicate(level, *, loud=False)")
+            && text.contains("Makes things frobnicated."),
+        "{text}"
+    );
+    let r = small(
+        &mut ws,
+        ask(
+            "inspect_request",
+            json!({"code": "no_such_name", "cursor_pos": 3}),
+        ),
+    )
+    .await;
+    assert_eq!(r["content"]["found"], false, "{r}");
+    for (code, st) in [
+        ("for i in range(3):", "incomplete"),
+        ("x = 1", "complete"),
+        ("x = = 1", "invalid"),
+    ] {
+        let r = small(&mut ws, ask("is_complete_request", json!({"code": code}))).await;
+        assert_eq!(r["content"]["status"], st, "{code}: {r}");
+        if st == "incomplete" {
+            assert_eq!(r["content"]["indent"], "    ");
+        }
+    }
+    // A query that a limit stops (a property that never returns) is an error reply, and the
+    // session goes on as it was.
+    execute(&mut ws, "class Slow:\n    @property\n    def p(self):\n        while True:\n            pass\nslow = Slow()").await;
+    let r = small(
+        &mut ws,
+        ask(
+            "inspect_request",
+            json!({"code": "slow.p", "cursor_pos": 6}),
+        ),
+    )
+    .await;
+    assert_eq!(r["content"]["status"], "error", "{r}");
+    let msgs = execute(&mut ws, "frob_count + 1").await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "4",
+        "{msgs:?}"
+    );
+    let r = small(&mut ws, ask("comm_info_request", json!({}))).await;
+    assert_eq!(r["content"]["comms"], json!({}));
+    // None of it was a turn: the next cell's number follows the last cell's, and an error's
+    // line still points into the cell.
+    let msgs = execute(&mut ws, "frob_count\n1/0").await;
+    let err = of_type(&msgs, "error")[0];
+    assert!(
+        err["content"]["traceback"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("line 2")),
+        "{err}"
+    );
+    // An unknown type gets an error reply; the socket stays.
+    let reply = small(&mut ws, ask("frobnicate_request", json!({}))).await;
     assert_eq!(reply["header"]["msg_type"], "frobnicate_reply");
     assert_eq!(reply["content"]["status"], "error");
 

@@ -7,6 +7,7 @@
 //! and every template is rebuilt.
 
 mod env;
+pub mod queries;
 mod setup;
 mod snippets;
 

@@ -56,21 +56,26 @@ impl Interpreter {
     /// tracebacks' numbering, on either side) under the set-up turn's limits. `Err` with what
     /// it printed when it did not complete.
     pub fn hidden_turn(&mut self, code: &str) -> Result<(), String> {
-        self.hidden_query(code).map(drop)
+        self.hidden_query(code, &crate::guest::SETUP_LIMITS)
+            .map(drop)
     }
 
-    /// [`Interpreter::hidden_turn`], returning what `code` sent through the door's result
+    /// [`Interpreter::hidden_turn`] under `limits`, returning what `code` sent through the door's result
     /// channel (`_host.call(RESULT_TAG + text)`), if anything: how the host asks a session
     /// something (completions, an object's documentation). The text is the guest's: bounded
     /// by the door, to be parsed as hostile.
-    pub fn hidden_query(&mut self, code: &str) -> Result<Option<String>, String> {
+    pub fn hidden_query(
+        &mut self,
+        code: &str,
+        limits: &TurnLimits,
+    ) -> Result<Option<String>, String> {
         if let Some(reason) = &self.live.ended {
             return Err(format!("{reason:?}"));
         }
         // The guest counted this turn as it began; it is put back first, so even a hidden
         // turn that fails leaves the numbering of the caller's next turn alone.
         let code = format!("__import__('_reactor')._turns -= 1\n{code}");
-        let outcome = self.live.turn(&code, &crate::guest::SETUP_LIMITS, false);
+        let outcome = self.live.turn(&code, limits, false);
         self.live.turns_run = self.live.turns_run.saturating_sub(1);
         if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
             Ok(outcome.result)

@@ -11,7 +11,7 @@ use super::snapshots::OwnState;
 use super::{LiveText, Runner, TextSink, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::leakage::LeakPolicy;
-use crate::limits::{Limits, TurnLimitsRequest};
+use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
 use crate::report::Report;
 use crate::sandbox::{Interpreter, WriteError};
@@ -354,6 +354,26 @@ impl Runner {
             host.add_packages(interp, template, env.clone())
                 .map_err(|e| ApiError::Internal(format!("adding packages: {e}")))?;
             Ok(env.pins.clone())
+        })
+        .await
+    }
+
+    /// Runs a query of [`crate::guest::queries`] in session `id` between its turns (409
+    /// while one runs) and returns the guest's answer, unparsed. It is not a turn: not
+    /// numbered, counted or audited. Its limits are the session's per-turn ones, at most
+    /// five seconds and the set-up turn's fuel; one they stop rolls the session back.
+    pub async fn query_session(&self, id: &str, code: String) -> ApiResult<Option<String>> {
+        let host = self.host()?;
+        let session = self.session(id).await?;
+        let template = session.template;
+        let limits = TurnLimits {
+            timeout_ms: session.limits.timeout_ms.min(5_000),
+            fuel: session.limits.fuel.min(crate::guest::SETUP_LIMITS.fuel),
+            output_bytes: 64 << 10,
+        };
+        self.with_interpreter(id, move |interp| {
+            host.session_query(interp, template, &code, &limits)
+                .map_err(|e| ApiError::InvalidRequest(format!("the session could not answer: {e}")))
         })
         .await
     }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::messages::{Channel, FrameError, Header, MAX_FRAME_BYTES, Message, kernel_info, status};
+use super::queries;
 use crate::check::Policy;
 use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
@@ -145,9 +146,11 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
             Channel::Shell => {
                 if let Err(mpsc::error::TrySendError::Full(m)) = shell_tx.try_send(m) {
                     // A flood: answered, not queued.
+                    kernel.iopub(&m, "status", status("busy")).await;
                     kernel
                         .reply(&m, Channel::Shell, json!({"status": "aborted"}))
                         .await;
+                    kernel.iopub(&m, "status", status("idle")).await;
                 }
             }
             // No input_request is ever sent (input() reads an empty stdin: EOFError), so an
@@ -226,7 +229,9 @@ impl Kernel {
             }
             "shutdown_request" => self.shutdown(m, Channel::Control).await,
             "kernel_info_request" => {
+                self.iopub(m, "status", status("busy")).await;
                 self.kernel_info(m, Channel::Control).await;
+                self.iopub(m, "status", status("idle")).await;
                 true
             }
             _ => {
@@ -236,33 +241,32 @@ impl Kernel {
         }
     }
 
-    /// One shell request, in order.
+    /// One shell request, in order, between `status: busy` and `status: idle` as every
+    /// kernel brackets them (clients wait for the idle as well as the reply).
     async fn shell(&self, m: Message) {
+        self.iopub(&m, "status", status("busy")).await;
+        let code = m.content["code"].as_str().unwrap_or_default();
+        let cursor = m.content["cursor_pos"]
+            .as_u64()
+            .map_or(code.chars().count(), |c| c as usize);
         match m.header.msg_type.as_str() {
             "execute_request" => self.execute(&m).await,
             "kernel_info_request" => self.kernel_info(&m, Channel::Shell).await,
             "is_complete_request" => {
-                // The guest's parser would know; asking it costs a turn. "unknown" is the
-                // protocol's answer for a kernel that does not say.
-                self.reply(&m, Channel::Shell, json!({"status": "unknown"}))
+                let asked = self.ask(queries::is_complete(code)).await;
+                self.reply(&m, Channel::Shell, queries::completeness(asked))
                     .await;
             }
             "complete_request" => {
-                let at = m.content["cursor_pos"].as_u64().unwrap_or(0);
-                self.reply(
-                    &m,
-                    Channel::Shell,
-                    json!({"status": "ok", "matches": [], "cursor_start": at, "cursor_end": at, "metadata": {}}),
-                )
-                .await;
+                let asked = self.ask(queries::complete(code, cursor)).await;
+                let content = queries::completions(asked, code, cursor);
+                self.reply(&m, Channel::Shell, content).await;
             }
             "inspect_request" => {
-                self.reply(
-                    &m,
-                    Channel::Shell,
-                    json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
-                )
-                .await;
+                let detail = m.content["detail_level"].as_u64().unwrap_or(0).min(1) as u8;
+                let asked = self.ask(queries::inspect(code, cursor, detail)).await;
+                self.reply(&m, Channel::Shell, queries::inspection(asked))
+                    .await;
             }
             "comm_info_request" => {
                 self.reply(&m, Channel::Shell, json!({"status": "ok", "comms": {}}))
@@ -277,10 +281,19 @@ impl Kernel {
             }
             _ => self.unknown(&m, Channel::Shell).await,
         }
+        self.iopub(&m, "status", status("idle")).await;
+    }
+
+    /// Runs a query in the kernel's session; its answer as the guest sent it.
+    async fn ask(&self, code: String) -> Result<Option<String>, String> {
+        self.state
+            .runner
+            .query_session(&self.id, code)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     async fn kernel_info(&self, m: &Message, channel: Channel) {
-        self.iopub(m, "status", status("busy")).await;
         let version = self
             .state
             .runner
@@ -288,7 +301,6 @@ impl Kernel {
             .map(|h| h.runtime_files().python_version.clone())
             .unwrap_or_default();
         self.reply(m, channel, kernel_info(&version)).await;
-        self.iopub(m, "status", status("idle")).await;
     }
 
     async fn unknown(&self, m: &Message, channel: Channel) {
@@ -332,7 +344,6 @@ impl Kernel {
     /// outputs, final value or error, the reply, idle.
     async fn execute(&self, m: &Message) {
         let code = m.content["code"].as_str().unwrap_or_default().to_string();
-        self.iopub(m, "status", status("busy")).await;
         let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
         record.set_code(&code);
@@ -380,7 +391,6 @@ impl Kernel {
             }
         };
         self.reply(m, Channel::Shell, reply).await;
-        self.iopub(m, "status", status("idle")).await;
     }
 
     /// A finished cell's broadcasts; returns the `execute_reply` content.

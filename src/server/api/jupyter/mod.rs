@@ -6,6 +6,7 @@
 
 mod channels;
 mod messages;
+mod queries;
 
 pub use channels::channels;
 

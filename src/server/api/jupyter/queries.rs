@@ -1,0 +1,149 @@
+//! `complete_request`, `inspect_request` and `is_complete_request`: the Python that asks the
+//! session ([`crate::guest::queries`]) and the replies made of its answers. An answer is the
+//! guest's JSON, so it is parsed into a fixed shape and bounded before it leaves; anything
+//! else is a reply with `status: error`.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::guest::queries::MAX_COMPLETIONS;
+pub use crate::guest::queries::{complete, inspect, is_complete};
+
+/// The longest completion kept (longer ones are dropped).
+const MAX_MATCH_CHARS: usize = 1_000;
+/// The most text an inspection returns.
+const MAX_INSPECTION_BYTES: usize = 100 << 10;
+
+/// What the session answered; `Err` with why it could not.
+type Answer = Result<Option<String>, String>;
+
+fn parse<T: for<'de> Deserialize<'de>>(answer: Answer) -> Result<T, String> {
+    let text = answer?.ok_or("the session gave no answer")?;
+    serde_json::from_str(&text).map_err(|e| format!("the session's answer is malformed: {e}"))
+}
+
+fn error(evalue: String) -> Value {
+    json!({"status": "error", "ename": "VivariumQueryFailed", "evalue": evalue, "traceback": []})
+}
+
+#[derive(Deserialize)]
+struct Completions {
+    matches: Vec<String>,
+    cursor_start: usize,
+    cursor_end: usize,
+}
+
+/// `complete_reply` for `code` with the cursor at `cursor` (code points).
+pub fn completions(answer: Answer, code: &str, cursor: usize) -> Value {
+    let c: Completions = match parse(answer) {
+        Ok(c) => c,
+        Err(e) => return error(e),
+    };
+    let cursor = cursor.min(code.chars().count());
+    let end = c.cursor_end.min(cursor);
+    let start = c.cursor_start.min(end);
+    let matches: Vec<String> = c
+        .matches
+        .into_iter()
+        .filter(|m| !m.is_empty() && m.chars().count() <= MAX_MATCH_CHARS)
+        .take(MAX_COMPLETIONS)
+        .collect();
+    json!({"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": end, "metadata": {}})
+}
+
+#[derive(Deserialize)]
+struct Inspection {
+    found: bool,
+    text: String,
+}
+
+/// `inspect_reply`: the object's type, signature, documentation (and source), as text.
+pub fn inspection(answer: Answer) -> Value {
+    let i: Inspection = match parse(answer) {
+        Ok(i) => i,
+        Err(e) => return error(e),
+    };
+    if !i.found {
+        return json!({"status": "ok", "found": false, "data": {}, "metadata": {}});
+    }
+    let mut text = i.text;
+    if text.len() > MAX_INSPECTION_BYTES {
+        let mut cut = MAX_INSPECTION_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    json!({"status": "ok", "found": true, "data": {"text/plain": text}, "metadata": {}})
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Complete,
+    Incomplete,
+    Invalid,
+}
+
+#[derive(Deserialize)]
+struct Completeness {
+    status: Status,
+    indent: String,
+}
+
+/// `is_complete_reply`: whether the code is a whole statement yet; for `incomplete`, the
+/// indent of its next line. A kernel that cannot tell says `unknown`, as the protocol has it.
+pub fn completeness(answer: Answer) -> Value {
+    let c: Completeness = match parse(answer) {
+        Ok(c) => c,
+        Err(_) => return json!({"status": "unknown"}),
+    };
+    match c.status {
+        Status::Complete => json!({"status": "complete"}),
+        Status::Invalid => json!({"status": "invalid"}),
+        Status::Incomplete => {
+            let indent: String = c
+                .indent
+                .chars()
+                .filter(|ch| *ch == ' ' || *ch == '\t')
+                .take(64)
+                .collect();
+            json!({"status": "incomplete", "indent": indent})
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_bounded_and_malformed_ones_are_errors() {
+        let long = "x".repeat(MAX_MATCH_CHARS + 1);
+        let many: Vec<String> = (0..MAX_COMPLETIONS + 50).map(|i| format!("m{i}")).collect();
+        let mut matches = many.clone();
+        matches.push(long);
+        let answer = json!({"matches": matches, "cursor_start": 999, "cursor_end": 999});
+        let r = completions(Ok(Some(answer.to_string())), "abc", 3);
+        assert_eq!(r["matches"].as_array().unwrap().len(), MAX_COMPLETIONS);
+        assert_eq!(
+            (r["cursor_start"].clone(), r["cursor_end"].clone()),
+            (json!(3), json!(3))
+        );
+        for bad in [
+            Ok(None),
+            Ok(Some("[1]".to_string())),
+            Err("stopped".to_string()),
+        ] {
+            assert_eq!(completions(bad, "abc", 3)["status"], "error");
+        }
+        let r = completeness(Ok(Some(
+            r#"{"status":"incomplete","indent":"  \u001b[31m"}"#.into(),
+        )));
+        assert_eq!(r, json!({"status": "incomplete", "indent": "  "}));
+        assert_eq!(completeness(Ok(Some("{}".into())))["status"], "unknown");
+        let big = json!({"found": true, "text": "é".repeat(MAX_INSPECTION_BYTES)});
+        let r = inspection(Ok(Some(big.to_string())));
+        assert!(r["data"]["text/plain"].as_str().unwrap().len() <= MAX_INSPECTION_BYTES);
+    }
+}
