@@ -278,6 +278,45 @@ async fn a_session_is_a_jupyter_kernel() {
     );
     assert_eq!(of_type(&msgs, "error")[0]["content"]["ename"], "KeyError");
 
+    // input(): an input_request on the stdin channel when the client allows it; its
+    // input_reply is the line. A reply that answers nothing is dropped.
+    let stray = json!({"header": {"msg_id": "stray", "msg_type": "input_reply", "session": "client-session"}, "parent_header": {"msg_id": "nothing"}, "channel": "stdin", "content": {"value": "no"}});
+    send(&mut ws, &stray).await;
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": "name = input('Who? ')\nprint('hi', name)", "silent": false, "allow_stdin": true}),
+    );
+    send(&mut ws, &req).await;
+    let asked = loop {
+        let m = next_message(&mut ws).await;
+        if m["header"]["msg_type"] == "input_request" {
+            break m;
+        }
+    };
+    check_envelope(&asked);
+    assert_eq!(asked["channel"], "stdin", "{asked}");
+    assert_eq!(
+        asked["content"],
+        json!({"prompt": "Who? ", "password": false})
+    );
+    let mut answer = request("input_reply", "stdin", json!({"value": "Ada"}));
+    answer["parent_header"] = asked["header"].clone();
+    send(&mut ws, &answer).await;
+    let msgs = until_idle(&mut ws, &req).await;
+    assert_eq!(
+        of_type(&msgs, "stream")[0]["content"]["text"],
+        "hi Ada\n",
+        "{msgs:?}"
+    );
+    // A client that cannot answer gets EOFError, as a program with no stdin does.
+    let msgs = execute(&mut ws, "input('? ')").await;
+    assert_eq!(
+        of_type(&msgs, "error")[0]["content"]["ename"],
+        "EOFError",
+        "{msgs:?}"
+    );
+
     // Live streams keep to the server's leakage policy (`redact` by default).
     let token = "Zq8Wm3Xr7Lp2Vb9Nc4Ty6Hd1Kf5Gs0Ja8Ue3";
     let msgs = execute(&mut ws, &format!("print('ghp_' + '{token}')")).await;

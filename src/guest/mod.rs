@@ -151,6 +151,10 @@ pub const FIGURE_TAG: &[u8] = b"\0vivarium-figure\0";
 /// exception's traceback ([`SESSION_SETUP`]): stderr is then not seen live for the rest of
 /// the turn (the traceback comes back as the report's error).
 pub const ERROR_TAG: &[u8] = b"\0vivarium-error\0";
+/// The prefix of the door request `input(prompt)` sends in a session ([`SESSION_SETUP`]),
+/// followed by the prompt: answered with the line when the turn's client can answer
+/// (`hostcalls::input`), else "no host", and `input()` reads stdin.
+pub const INPUT_TAG: &[u8] = b"\0vivarium-input\0";
 /// The largest result kept; the displayhook truncates to it before sending, and the host
 /// refuses more.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;

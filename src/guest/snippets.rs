@@ -142,7 +142,8 @@ del __vivarium_r
 
 /// Python run as a session's first (hidden) turn: keeps the REPL's echo and first sends the
 /// value's `repr` through the door; tells the door before an uncaught exception's traceback
-/// is printed. After either, the stream is not seen live for the rest of the turn (see
+/// is printed; lets `input()` ask the turn's client through the door (see
+/// `hostcalls::input`), reading stdin when nobody can answer. After either, the stream is not seen live for the rest of the turn (see
 /// `hostcalls::door`): a kernel shows the value and the error as messages of their own.
 pub const SESSION_SETUP: &str = "\
 def __vivarium_install():
@@ -171,6 +172,17 @@ def __vivarium_install():
             pass
         hook(*args)
     sys.excepthook = excepthook
+    import builtins
+    read = builtins.input
+    def input(prompt=''):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            line = _host.call(b'\\0vivarium-input\\0' + str(prompt).encode('utf-8', 'replace')[:65536])
+        except ConnectionRefusedError:
+            return read(prompt)
+        return line.decode('utf-8', 'replace')
+    builtins.input = input
 __vivarium_install()
 del __vivarium_install
 ";

@@ -16,12 +16,13 @@
 //! Everything the guest passes is untrusted: pointers are checked against memory, the size is
 //! capped, and the bytes are only ever kept as lossy UTF-8 text.
 
-use wasmtime::Caller;
+use wasmtime::{Caller, Extern};
 
 use super::guest_memory::{memory, range};
+use super::input;
 use super::live_output::StreamKind;
 use super::state::GuestState;
-use crate::guest::{ERROR_TAG, FIGURE_TAG, MAX_RESULT_BYTES, RESULT_TAG};
+use crate::guest::{ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG};
 
 const NO_HOST: i32 = -1;
 const HOST_FAULT: i32 = -2;
@@ -36,7 +37,11 @@ pub fn host_call(
     out_len_ptr: i32,
 ) -> i32 {
     let len = req_len as u32 as usize;
-    let shortest = FIGURE_TAG.len().min(RESULT_TAG.len()).min(ERROR_TAG.len());
+    let shortest = [FIGURE_TAG, RESULT_TAG, ERROR_TAG, INPUT_TAG]
+        .map(<[u8]>::len)
+        .into_iter()
+        .min()
+        .unwrap_or(0);
     if len < shortest || len > RESULT_TAG.len() + MAX_RESULT_BYTES {
         return NO_HOST;
     }
@@ -52,6 +57,10 @@ pub fn host_call(
         return HOST_FAULT;
     };
     let request = &data[req];
+    if let Some(prompt) = request.strip_prefix(INPUT_TAG) {
+        let prompt = String::from_utf8_lossy(prompt).into_owned();
+        return ask_input(&mut caller, prompt, out_ptr.start, out_len.start);
+    }
     let said = if request == FIGURE_TAG {
         Said::Figure
     } else if request == ERROR_TAG {
@@ -74,6 +83,49 @@ pub fn host_call(
         Said::Error => state.live_output.mute(StreamKind::Stderr),
         Said::Figure => state.figure_made = true,
     }
+    ANSWERED
+}
+
+/// `input(prompt)` in a turn whose client can answer: the line, written into the guest's
+/// memory where its `host_alloc` put room for it (the guest frees it). "No host" without an
+/// asker, or when no answer came before the deadline, an interrupt, or the client left: the
+/// guest then reads its stdin as any `input()` does.
+fn ask_input(
+    caller: &mut Caller<'_, GuestState>,
+    prompt: String,
+    out_ptr: usize,
+    out_len: usize,
+) -> i32 {
+    let state = caller.data();
+    let Some(asker) = state.input.clone() else {
+        return NO_HOST;
+    };
+    let clock = state.clock.clone();
+    let Some(line) = input::wait(&asker(prompt), &clock) else {
+        return NO_HOST;
+    };
+    let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {
+        return HOST_FAULT;
+    };
+    let Ok(alloc) = alloc.typed::<i32, i32>(&*caller) else {
+        return HOST_FAULT;
+    };
+    let bytes = line.into_bytes();
+    let p = match alloc.call(&mut *caller, bytes.len() as i32) {
+        Ok(p) => p,
+        Err(_) => return HOST_FAULT,
+    };
+    let Some(mem) = memory(caller) else {
+        return HOST_FAULT;
+    };
+    let data = mem.data_mut(&mut *caller);
+    // The slots were checked before the call; the guest's memory can only have grown.
+    let Some(at) = range(data, p, bytes.len()).filter(|_| p != 0 || bytes.is_empty()) else {
+        return HOST_FAULT;
+    };
+    data[at].copy_from_slice(&bytes);
+    data[out_ptr..out_ptr + 4].copy_from_slice(&(p as u32).to_le_bytes());
+    data[out_len..out_len + 4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
     ANSWERED
 }
 

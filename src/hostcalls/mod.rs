@@ -9,6 +9,7 @@ pub mod door;
 pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;
+pub mod input;
 pub mod limiter;
 pub mod live_output;
 pub mod poll;
@@ -24,6 +25,8 @@ mod tests {
         assert!(SESSION_SETUP.contains(r"b'\0vivarium-result\0'"));
         assert!(SESSION_SETUP.contains(r"b'\0vivarium-error\0'"));
         assert_eq!(crate::guest::ERROR_TAG, b"\0vivarium-error\0");
+        assert!(SESSION_SETUP.contains(r"b'\0vivarium-input\0'"));
+        assert_eq!(crate::guest::INPUT_TAG, b"\0vivarium-input\0");
         assert!(SESSION_SETUP.contains(&format!("[:{MAX_RESULT_BYTES}]")));
     }
 }

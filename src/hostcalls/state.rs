@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use wasmtime_wasi::HostMonotonicClock;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::input::InputAsker;
 use super::limiter::MemoryLimiter;
 use super::live_output::LiveOutput;
 use crate::budget::Charge;
@@ -27,6 +28,7 @@ pub enum Interrupted {
 
 /// The wall-clock side of a run: its deadline, a cancel flag the owner may set from any
 /// thread, and the origin of the guest's monotonic clock.
+#[derive(Clone)]
 pub struct RunClock {
     pub deadline: Instant,
     pub cancel: Arc<AtomicBool>,
@@ -138,6 +140,8 @@ pub struct GuestState {
     pub figure_made: bool,
     /// Who sees the output live; the door mutes a stream of it for the rest of a turn.
     pub live_output: Arc<LiveOutput>,
+    /// Who answers `input()` during this turn (a kernel's client), if anyone.
+    pub input: Option<InputAsker>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

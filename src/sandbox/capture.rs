@@ -75,6 +75,7 @@ impl Baseline {
             last_result: None,
             figure_made: false,
             live_output: Default::default(),
+            input: None,
         };
         let mut store = Store::new(engine.engine(), state);
         // Never run: instantiating runs no guest code, and nothing calls into it.

@@ -97,6 +97,12 @@ impl Interpreter {
         self.live.store.data().live_output.set(observer);
     }
 
+    /// Who answers `input()` from now on, turn after turn (`None`: nobody; `input()` reads
+    /// the turn's stdin).
+    pub fn answer_input_with(&mut self, asker: Option<crate::hostcalls::input::InputAsker>) {
+        self.live.store.data_mut().input = asker;
+    }
+
     /// Its package environment.
     pub fn packages(&self) -> Arc<crate::packages::PackageEnv> {
         self.live.packages.clone()

@@ -114,6 +114,7 @@ impl GuestStore {
             last_result: None,
             figure_made: false,
             live_output,
+            input: None,
         };
         // Input files on tmpfs are memory from the start.
         if !state.fs.hold_on_host(charged_bytes, true) {

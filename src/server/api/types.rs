@@ -553,6 +553,7 @@ impl TurnRequest {
             policy: req.policy,
             leakage: req.leakage,
             live: None,
+            input: None,
         })
     }
 }

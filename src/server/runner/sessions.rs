@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use super::snapshots::OwnState;
 use super::{LiveText, Runner, TextSink, withhold_if_denied};
 use crate::check::{Finding, Policy};
+use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
@@ -42,6 +43,9 @@ pub struct SessionTurn {
     /// `stream` messages). A final value's echo and an uncaught exception's traceback are
     /// not shown live: they are the result's `result` and `error`.
     pub live: Option<TextSink>,
+    /// Answers the turn's `input()` calls (a kernel's `input_request`); without it `input()`
+    /// reads `stdin`.
+    pub input: Option<InputAsker>,
 }
 
 /// What a turn that ran did.
@@ -214,6 +218,7 @@ impl Runner {
             stdin,
             files,
             live,
+            input,
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
@@ -229,8 +234,10 @@ impl Runner {
                     return (Some(interp), Err(e));
                 }
                 interp.stream_output(live.as_ref().map(LiveText::observer));
+                interp.answer_input_with(input);
                 let turned = host.session_turn(&mut interp, template, &code, stdin, &limits);
                 interp.stream_output(None);
+                interp.answer_input_with(None);
                 // What the leakage filter still held (a last line without its newline); under
                 // `deny`, nothing once a finding stopped the stream.
                 if let Some(live) = &live {

@@ -4,6 +4,7 @@
 //! time, in order, as session turns; control requests (interrupt, shutdown) are answered at
 //! once, even while a cell runs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
@@ -16,6 +17,7 @@ use tokio::sync::mpsc;
 use super::messages::{Channel, FrameError, Header, MAX_FRAME_BYTES, Message, kernel_info, status};
 use super::queries;
 use crate::check::Policy;
+use crate::hostcalls::input::InputAsker;
 use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
 use crate::sandbox::output::StreamKind;
@@ -23,6 +25,7 @@ use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::request_context::RequestContext;
 use crate::server::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use crate::sync::lock;
 
 /// Shell requests waiting for the one running.
 const SHELL_QUEUE: usize = 64;
@@ -54,6 +57,8 @@ struct Kernel {
     /// The kernel session's id in message headers (one per connection).
     session: String,
     out: mpsc::Sender<Message>,
+    /// The `input_request` a running cell waits on: its id, and where its answer goes.
+    waiting_input: std::sync::Mutex<Option<(String, std::sync::mpsc::Sender<String>)>>,
 }
 
 async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSocket) {
@@ -93,6 +98,7 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
         id,
         session: format!("{:032x}", rand::random::<u128>()),
         out,
+        waiting_input: Default::default(),
     });
     // The kernel's state as the connection opens, with no parent (as a kernel's `starting`
     // is): JupyterLab does not count the status messages of its own kernel_info requests,
@@ -153,13 +159,15 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                     kernel.iopub(&m, "status", status("idle")).await;
                 }
             }
-            // No input_request is ever sent (input() reads an empty stdin: EOFError), so an
-            // input_reply answers nothing; iopub is the kernel's to send.
+            Channel::Stdin if m.header.msg_type == "input_reply" => kernel.input_reply(&m),
+            // iopub is the kernel's to send.
             Channel::Stdin | Channel::Iopub => {
                 tracing::debug!(kernel = %kernel.id, msg_type = %m.header.msg_type, "ignored");
             }
         }
     }
+    // A cell waiting for input gets none (its `input()` raises EOFError).
+    *lock(&kernel.waiting_input) = None;
     drop(shell_tx);
     // A cell still running finishes (its session keeps it); its replies have nowhere to go.
     let _ = tokio::time::timeout(Duration::from_secs(1), executor).await;
@@ -243,7 +251,7 @@ impl Kernel {
 
     /// One shell request, in order, between `status: busy` and `status: idle` as every
     /// kernel brackets them (clients wait for the idle as well as the reply).
-    async fn shell(&self, m: Message) {
+    async fn shell(self: &Arc<Self>, m: Message) {
         self.iopub(&m, "status", status("busy")).await;
         let code = m.content["code"].as_str().unwrap_or_default();
         let cursor = m.content["cursor_pos"]
@@ -282,6 +290,45 @@ impl Kernel {
             _ => self.unknown(&m, Channel::Shell).await,
         }
         self.iopub(&m, "status", status("idle")).await;
+    }
+
+    /// An `input_reply`: the line for the cell's waiting `input()`. It answers the request
+    /// it names, or, naming none (jupyter_client's own clients send no parent), the one
+    /// waiting; any other is dropped with a log line.
+    fn input_reply(&self, m: &Message) {
+        let parent = m.parent_header["msg_id"].as_str().unwrap_or_default();
+        let mut waiting = lock(&self.waiting_input);
+        match waiting.take() {
+            Some((id, answer)) if parent.is_empty() || parent == id => {
+                let value = m.content["value"].as_str().unwrap_or_default();
+                let _ = answer.send(value.to_string());
+            }
+            other => {
+                *waiting = other;
+                tracing::info!(kernel = %self.id, parent, "an input_reply that answers nothing");
+            }
+        }
+    }
+
+    /// What a cell's `input()` calls: an `input_request` on the stdin channel, in order
+    /// with the cell's streams, and a receiver for its `input_reply`.
+    fn input_asker(self: &Arc<Self>, streams: &Streams, parent: &Header) -> InputAsker {
+        let kernel = self.clone();
+        let out = streams.tx.clone();
+        let parent = parent.clone();
+        Arc::new(move |prompt: String| {
+            let (answer, answered) = std::sync::mpsc::channel();
+            let request = Message::reply(
+                &parent,
+                &kernel.session,
+                Channel::Stdin,
+                "input_request",
+                json!({"prompt": prompt, "password": false}),
+            );
+            *lock(&kernel.waiting_input) = Some((request.header.msg_id.clone(), answer));
+            let _ = out.send(Out::Message(Box::new(request)));
+            answered
+        })
     }
 
     /// Runs a query in the kernel's session; its answer as the guest sent it.
@@ -342,7 +389,7 @@ impl Kernel {
 
     /// `execute_request`: busy, the input, the cell as a session turn, its streams, rich
     /// outputs, final value or error, the reply, idle.
-    async fn execute(&self, m: &Message) {
+    async fn execute(self: &Arc<Self>, m: &Message) {
         let code = m.content["code"].as_str().unwrap_or_default().to_string();
         let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
@@ -364,6 +411,9 @@ impl Kernel {
                 policy: Policy::Off,
                 leakage: None,
                 live: Some(streams.sink()),
+                // Only for a client that said it can answer (nbclient, for one, cannot).
+                input: (m.content["allow_stdin"] == json!(true))
+                    .then(|| self.input_asker(&streams, &m.header)),
             };
             self.state.runner.turn(&session, turn, &mut record).await
         }
@@ -495,8 +545,18 @@ impl Kernel {
 /// and a task sends it on, chunks of one stream that are already waiting joined into one
 /// message.
 struct Streams {
-    tx: mpsc::UnboundedSender<Option<(StreamKind, String)>>,
+    tx: mpsc::UnboundedSender<Out>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What goes out in a cell's order while it runs.
+enum Out {
+    /// Text the cell wrote.
+    Text(StreamKind, String),
+    /// A message of the kernel's (an `input_request`).
+    Message(Box<Message>),
+    /// The cell is over.
+    End,
 }
 
 /// The most text joined into one `stream` message.
@@ -504,27 +564,29 @@ const STREAM_MESSAGE_BYTES: usize = 64 << 10;
 
 impl Streams {
     fn start(out: mpsc::Sender<Message>, session: String, parent: Header) -> Streams {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Option<(StreamKind, String)>>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
         let task = tokio::spawn(async move {
             let mut waiting = None;
             loop {
                 let next = match waiting.take() {
-                    Some(chunk) => Some(chunk),
-                    None => rx.recv().await.flatten(),
+                    Some(next) => next,
+                    None => rx.recv().await.unwrap_or(Out::End),
                 };
-                let Some((kind, mut text)) = next else {
-                    return;
+                let (kind, mut text) = match next {
+                    Out::Text(kind, text) => (kind, text),
+                    Out::Message(m) => {
+                        if out.send(*m).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Out::End => return,
                 };
-                let mut ended = false;
                 while text.len() < STREAM_MESSAGE_BYTES {
                     match rx.try_recv() {
-                        Ok(Some((k, more))) if k == kind => text.push_str(&more),
-                        Ok(Some(other)) => {
+                        Ok(Out::Text(k, more)) if k == kind => text.push_str(&more),
+                        Ok(other) => {
                             waiting = Some(other);
-                            break;
-                        }
-                        Ok(None) => {
-                            ended = true;
                             break;
                         }
                         Err(_) => break,
@@ -541,7 +603,7 @@ impl Streams {
                     "stream",
                     json!({"name": name, "text": text}),
                 );
-                if out.send(m).await.is_err() || ended {
+                if out.send(m).await.is_err() {
                     return;
                 }
             }
@@ -552,14 +614,14 @@ impl Streams {
     /// Where the runner puts the cell's live text.
     fn sink(&self) -> TextSink {
         let tx = self.tx.clone();
-        std::sync::Arc::new(move |kind, text| {
-            let _ = tx.send(Some((kind, text)));
+        Arc::new(move |kind, text| {
+            let _ = tx.send(Out::Text(kind, text));
         })
     }
 
     /// Once the turn is over: waits until every message is on its way.
     async fn end(self) {
-        let _ = self.tx.send(None);
+        let _ = self.tx.send(Out::End);
         let _ = self.task.await;
     }
 }
