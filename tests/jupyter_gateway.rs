@@ -309,6 +309,42 @@ async fn a_session_is_a_jupyter_kernel() {
         "hi Ada\n",
         "{msgs:?}"
     );
+    // A message reaches only the kernel of its socket: an input_reply sent to another
+    // kernel, naming this kernel's request, answers nothing; the request waits for its own.
+    let (_, other) = post(
+        &c,
+        &s.url("/api/kernels"),
+        &json!({"name": "vivarium-python"}),
+    )
+    .await;
+    let mut other_ws = connect(&s.base, other["id"].as_str().unwrap()).await;
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": "print(input())", "silent": false, "allow_stdin": true}),
+    );
+    send(&mut ws, &req).await;
+    let asked = loop {
+        let m = next_message(&mut ws).await;
+        if m["header"]["msg_type"] == "input_request" {
+            break m;
+        }
+    };
+    let mut misrouted = request("input_reply", "stdin", json!({"value": "wrong kernel"}));
+    misrouted["parent_header"] = asked["header"].clone();
+    send(&mut other_ws, &misrouted).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answer = request("input_reply", "stdin", json!({"value": "right kernel"}));
+    answer["parent_header"] = asked["header"].clone();
+    send(&mut ws, &answer).await;
+    let msgs = until_idle(&mut ws, &req).await;
+    assert_eq!(
+        of_type(&msgs, "stream")[0]["content"]["text"],
+        "right kernel\n",
+        "{msgs:?}"
+    );
+    drop(other_ws);
+
     // A client that cannot answer gets EOFError, as a program with no stdin does.
     let msgs = execute(&mut ws, "input('? ')").await;
     assert_eq!(
@@ -504,22 +540,36 @@ async fn a_session_is_a_jupyter_kernel() {
         "False"
     );
 
-    // A malformed frame closes the socket with a reason; the kernel and server go on.
-    ws.send(Frame::Text("{not json".into())).await.unwrap();
-    let closed = loop {
-        match ws.next().await {
-            Some(Ok(Frame::Close(f))) => break f,
-            Some(Ok(_)) => continue,
-            _ => break None,
-        }
-    };
-    assert_eq!(closed.map(|f| u16::from(f.code)), Some(1007));
-    let mut ws = connect(&s.base, &id).await;
-    let msgs = execute(&mut ws, "1 + 1").await;
-    assert_eq!(
-        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
-        "2"
-    );
+    // Hostile frames close the socket with a reason: one that is not a message (1007), a
+    // binary one (1003), a signed one (1008: no key is shared, so no signature checks), one
+    // over 16 MiB (1009). After each the kernel and the server go on.
+    execute(&mut ws, "y = 42").await;
+    let mut signed = request("execute_request", "shell", json!({"code": "y = 0"}));
+    signed["signature"] = json!("5b1a0cd1f1d8e9d4c1f5a1e5ab6c3e2f8d0c4b1a2e3f4d5c6b7a8e9f0a1b2c3d");
+    let oversized = format!("{{\"pad\": \"{}\"}}", "a".repeat(17 << 20));
+    for (frame, code) in [
+        (Frame::Text("{not json".into()), 1007),
+        (Frame::Binary(vec![0u8; 64].into()), 1003),
+        (Frame::Text(signed.to_string().into()), 1008),
+        (Frame::Text(oversized.into()), 1009),
+    ] {
+        let _ = ws.send(frame).await;
+        let closed = loop {
+            match ws.next().await {
+                Some(Ok(Frame::Close(f))) => break f,
+                Some(Ok(_)) => continue,
+                _ => break None,
+            }
+        };
+        assert_eq!(closed.map(|f| u16::from(f.code)), Some(code));
+        ws = connect(&s.base, &id).await;
+        let msgs = execute(&mut ws, "y + 1").await;
+        assert_eq!(
+            of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+            "43",
+            "the signed cell must not have run"
+        );
+    }
 
     // A flood: every request is answered (run, or `aborted` past the queue).
     let reqs: Vec<Value> = (0..100)

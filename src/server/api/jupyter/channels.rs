@@ -113,8 +113,14 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
             }
         })
     };
-    let close = |code: u16, reason: String| {
+    let close = |code: u16, mut reason: String| {
         tracing::warn!(kernel = %kernel.id, code, %reason, "closing a kernel WebSocket");
+        // A close frame's reason is at most 123 bytes.
+        let mut cut = reason.len().min(123);
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
         let _ = close_tx.try_send((code, reason));
     };
     while let Some(frame) = frames.next().await {
@@ -124,19 +130,26 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
             Ok(Frame::Close(_)) => break,
             Ok(Frame::Ping(_) | Frame::Pong(_)) => continue,
             Err(e) => {
-                // Oversized frames and broken streams end here.
-                tracing::warn!(kernel = %kernel.id, error = %e, "kernel WebSocket read failed");
+                // Oversized frames and broken streams end here; the first get a reason
+                // (1009: too big), should the client still listen.
+                let error = e.to_string();
+                if error.contains("too long") || error.contains("Space limit") {
+                    close(1009, format!("frames are at most {MAX_FRAME_BYTES} bytes"));
+                } else {
+                    tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
+                }
                 break;
             }
         };
         let m = match parsed {
             Ok(m) => m,
             Err(e) => {
-                // 1003: data of a type not taken; 1007: data that is not a message.
-                let code = if matches!(e, FrameError::Binary) {
-                    1003
-                } else {
-                    1007
+                // 1003: data of a type not taken; 1007: data that is not a message; 1008:
+                // a message this kernel must not take (a signature it cannot check).
+                let code = match e {
+                    FrameError::Binary => 1003,
+                    FrameError::Malformed(_) => 1007,
+                    FrameError::Signed => 1008,
                 };
                 close(code, e.to_string());
                 break;

@@ -58,6 +58,12 @@ pub struct Message {
     /// client sends none).
     #[serde(default = "shell")]
     pub channel: Channel,
+    /// The HMAC of the ZeroMQ wire form, should a client copy it into a frame. No key is
+    /// shared over the gateway (the token authenticates the connection), so, as the
+    /// protocol has it for an empty key, the only valid signature is none: a frame with
+    /// another is refused ([`FrameError::Signed`]). Never sent.
+    #[serde(default, skip_serializing)]
+    pub signature: Option<String>,
 }
 
 fn shell() -> Channel {
@@ -71,6 +77,10 @@ pub enum FrameError {
     Malformed(String),
     #[error("binary frames are not taken (this kernel speaks the JSON form)")]
     Binary,
+    /// No key is shared (the connection's token authenticates it), so a signature must be
+    /// empty.
+    #[error("a signed message: no key is shared, the signature must be empty")]
+    Signed,
 }
 
 impl Message {
@@ -80,6 +90,9 @@ impl Message {
             serde_json::from_str(text).map_err(|e| FrameError::Malformed(e.to_string()))?;
         if m.header.msg_id.is_empty() || m.header.msg_type.is_empty() {
             return Err(FrameError::Malformed("empty msg_id or msg_type".into()));
+        }
+        if m.signature.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(FrameError::Signed);
         }
         Ok(m)
     }
@@ -131,6 +144,7 @@ impl Message {
             content,
             buffers: Vec::new(),
             channel,
+            signature: None,
         }
     }
 
