@@ -76,6 +76,26 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
         "{text}"
     );
 
+    // Files the run wrote come back as embedded resources: text as text, the rest as a blob.
+    let written = &v["written"];
+    let resources = written["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2, "{written}");
+    let csv = resources.iter().find(|r| r["mime"] == "text/csv").unwrap();
+    assert_eq!(csv["text"], "a,b\n1,2\n", "{csv}");
+    assert!(
+        csv["uri"]
+            .as_str()
+            .unwrap()
+            .starts_with("vivarium://executions/ex-")
+            && csv["uri"].as_str().unwrap().ends_with("/files/out.csv"),
+        "{csv}"
+    );
+    let raw = resources
+        .iter()
+        .find(|r| r["mime"] == "application/octet-stream")
+        .unwrap();
+    assert_eq!(raw["blob"], "009f9296", "{raw}");
+
     let check = &v["check"];
     assert_eq!(check["is_error"], true, "{check}");
     let verdict: Value = serde_json::from_str(check["texts"][0].as_str().unwrap()).unwrap();
@@ -98,6 +118,21 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
 
     let turn = v["turn"]["texts"][0].as_str().unwrap();
     assert!(turn.contains("result: 42"), "{turn}");
+    // A session's files are links the client reads with resources/read (a path outside
+    // the working directory is refused).
+    let uri = format!(
+        "vivarium://sessions/{}/files/notes.md",
+        v["session_id"].as_str().unwrap()
+    );
+    assert_eq!(
+        v["turn"]["links"],
+        json!([{"uri": uri, "name": "notes.md"}]),
+        "{}",
+        v["turn"]
+    );
+    assert_eq!(v["read"], json!([{"uri": uri, "text": "# x"}]));
+    let outside = v["read_outside"].as_str().unwrap();
+    assert!(outside.contains("path"), "{outside}");
 
     // Structured results, which the SDK checked against each tool's outputSchema.
     for tool in ["execute_python", "run_in_session"] {

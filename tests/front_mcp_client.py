@@ -29,6 +29,7 @@ def attr(obj, snake, camel):
 
 def summary(result):
     out = {"is_error": bool(attr(result, "is_error", "isError")), "texts": [], "images": [],
+           "resources": [], "links": [],
            "structured": attr(result, "structured_content", "structuredContent")}
     for c in result.content:
         if c.type == "text":
@@ -36,6 +37,16 @@ def summary(result):
         elif c.type == "image":
             png = base64.b64decode(c.data)
             out["images"].append({"mime": attr(c, "mime_type", "mimeType"), "png": png.startswith(b"\x89PNG"), "size": len(png)})
+        elif c.type == "resource":
+            r = c.resource
+            blob = getattr(r, "blob", None)
+            out["resources"].append({
+                "uri": str(r.uri), "mime": attr(r, "mime_type", "mimeType"),
+                "text": getattr(r, "text", None),
+                "blob": base64.b64decode(blob).hex() if blob is not None else None,
+            })
+        elif c.type == "resource_link":
+            out["links"].append({"uri": str(c.uri), "name": c.name})
     return out
 
 
@@ -67,6 +78,10 @@ async def main(url):
                     "limits": {"timeout_ms": 5000},
                 },
             ))
+            report["written"] = summary(await session.call_tool(
+                "execute_python",
+                {"code": "open('out.csv', 'w').write('a,b\\n1,2\\n')\nopen('raw.bin', 'wb').write(bytes([0, 159, 146, 150]))"},
+            ))
             report["check"] = summary(await session.call_tool(
                 "check_python", {"code": "import os\nos.system('ls')"}
             ))
@@ -84,8 +99,18 @@ async def main(url):
             sid = json.loads(opened["texts"][0])["session_id"]
             await session.call_tool("run_in_session", {"session_id": sid, "code": "x = 21"})
             report["turn"] = summary(await session.call_tool(
-                "run_in_session", {"session_id": sid, "code": "x * 2"}
+                "run_in_session", {"session_id": sid, "code": "open('notes.md', 'w').write('# x')\nx * 2"}
             ))
+            report["session_id"] = sid
+            # A linked session file, read back through resources/read.
+            link = next(l for l in report["turn"]["links"] if l["name"] == "notes.md")
+            read = await session.read_resource(link["uri"])
+            report["read"] = [{"uri": str(c.uri), "text": getattr(c, "text", None)} for c in read.contents]
+            try:
+                await session.read_resource(f"vivarium://sessions/{sid}/files/..%2Fetc%2Fpasswd")
+                report["read_outside"] = "read"
+            except Exception as e:
+                report["read_outside"] = str(e)
             report["closed"] = summary(await session.call_tool("close_session", {"session_id": sid}))
             report["after_close"] = summary(await session.call_tool(
                 "run_in_session", {"session_id": sid, "code": "x"}

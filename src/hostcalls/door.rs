@@ -101,7 +101,7 @@ fn ask_input(
         return NO_HOST;
     };
     let clock = state.clock.clone();
-    let Some(line) = input::wait(&asker(prompt), &clock) else {
+    let Some(line) = input::wait(&asker(prompt), || clock.check().is_ok()) else {
         return NO_HOST;
     };
     let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {

@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use super::state::RunClock;
-
 /// The longest line taken as an answer (longer ones are cut).
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 
@@ -20,11 +18,12 @@ pub type InputAsker = Arc<dyn Fn(String) -> Receiver<String> + Send + Sync>;
 /// How often a wait for an answer looks at the deadline and the cancel flag.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Waits for the answer on `rx`; `None` when the turn's deadline passed, it was interrupted,
-/// or the asker went away (then the guest traps at its next tick, or reads an empty stdin).
-pub fn wait(rx: &Receiver<String>, clock: &RunClock) -> Option<String> {
+/// Waits for the answer on `rx` while `running()` (the turn's clock: not past its deadline,
+/// not interrupted); `None` once it is not, or when the asker went away (then the guest
+/// traps at its next tick, or reads an empty stdin).
+pub fn wait(rx: &Receiver<String>, running: impl Fn() -> bool) -> Option<String> {
     loop {
-        if clock.check().is_err() {
+        if !running() {
             return None;
         }
         match rx.recv_timeout(POLL) {

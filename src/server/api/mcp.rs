@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::types::{
-    ExecuteResponse, ExecutionResult, OpenSessionResponse, TurnResponse, execute_body,
-    open_session, run_outcome, turn_body, turn_outcome,
+    ExecuteResponse, ExecutionResult, OpenSessionResponse, TurnResponse, check_file_path,
+    execute_body, media_type, open_session, run_outcome, turn_body, turn_outcome,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
@@ -355,14 +355,137 @@ impl RunResult {
     }
 }
 
-/// The text an assistant reads back, image content for every PNG produced, and the result
-/// as structured content (`turn` for a session turn).
+/// Where a run's files are named from: `vivarium://executions/{id}/files/{path}` (gone with
+/// the sandbox, so always embedded) or `vivarium://sessions/{id}/files/{path}` (kept with the
+/// session: a file too large to embed is linked, and `GET /v1/sessions/{id}/files/{path}`
+/// serves it).
+pub enum FilesOf<'a> {
+    Execution(&'a str),
+    Session(&'a str),
+}
+
+/// What a path segment of a file's URI escapes: everything but RFC 3986's unreserved
+/// characters.
+const URI_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+impl FilesOf<'_> {
+    fn uri(&self, path: &str) -> String {
+        let path: String = path
+            .split('/')
+            .map(|seg| percent_encoding::utf8_percent_encode(seg, URI_SEGMENT).to_string())
+            .collect::<Vec<_>>()
+            .join("/");
+        match self {
+            FilesOf::Execution(id) => format!("vivarium://executions/{id}/files/{path}"),
+            FilesOf::Session(id) => format!("vivarium://sessions/{id}/files/{path}"),
+        }
+    }
+}
+
+/// The files a run produced, as MCP resources: each one that came back embedded (as text
+/// when it is UTF-8 text, else as a base64 blob), and, for a session, a `resource_link` for
+/// each that was too large to return. PNGs are image content already.
+fn file_resources(r: &ExecutionResult, of: &FilesOf<'_>) -> Vec<Content> {
+    use rmcp::model::Resource;
+    let mut out = Vec::new();
+    for f in &r.files {
+        let uri = of.uri(&f.path);
+        match &f.content {
+            Some(_) if f.media_type == "image/png" => {}
+            Some(b64) => {
+                use base64::Engine as _;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap_or_default();
+                out.push(Content::resource(file_contents(uri, &f.path, bytes)));
+            }
+            None => {
+                if let FilesOf::Session(_) = of {
+                    let mut link = Resource::new(uri, f.path.clone()).with_description(
+                        "too large to return here; GET /v1/sessions/{id}/files/{path}",
+                    );
+                    link.mime_type = Some(f.media_type.to_string());
+                    link.size = Some(f.size);
+                    out.push(Content::resource_link(link));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The most session files linked after a turn.
+const MAX_FILE_LINKS: usize = 100;
+
+/// A `resource_link` for each of a session's files (the first [`MAX_FILE_LINKS`]).
+fn session_file_links(id: &str, files: &[(String, u64)]) -> Vec<Content> {
+    let of = FilesOf::Session(id);
+    files
+        .iter()
+        .take(MAX_FILE_LINKS)
+        .map(|(path, size)| {
+            let mut link = rmcp::model::Resource::new(of.uri(path), path.clone());
+            link.mime_type = Some(media_type(path).to_string());
+            link.size = Some(*size);
+            Content::resource_link(link)
+        })
+        .collect()
+}
+
+/// A session file's URI back to its session and path; `None` for any other URI.
+fn parse_file_uri(uri: &str) -> Option<(String, String)> {
+    let rest = uri.strip_prefix("vivarium://sessions/")?;
+    let (id, path) = rest.split_once("/files/")?;
+    let path = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    Some((id.to_string(), path))
+}
+
+/// A file's bytes as resource contents: text when it is UTF-8 of a textual type, else a
+/// base64 blob.
+fn file_contents(uri: String, path: &str, bytes: Vec<u8>) -> rmcp::model::ResourceContents {
+    use base64::Engine as _;
+    use rmcp::model::ResourceContents;
+    let mime = media_type(path);
+    let textual = mime.starts_with("text/") || matches!(mime, "application/json" | "image/svg+xml");
+    match String::from_utf8(bytes) {
+        Ok(text) if textual => ResourceContents::TextResourceContents {
+            uri,
+            mime_type: Some(mime.to_string()),
+            text,
+            meta: None,
+        },
+        Ok(text) => ResourceContents::BlobResourceContents {
+            uri,
+            mime_type: Some(mime.to_string()),
+            blob: base64::engine::general_purpose::STANDARD.encode(text.as_bytes()),
+            meta: None,
+        },
+        Err(e) => ResourceContents::BlobResourceContents {
+            uri,
+            mime_type: Some(mime.to_string()),
+            blob: base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
+            meta: None,
+        },
+    }
+}
+
+/// The text an assistant reads back, image content for every PNG produced, the other files
+/// as resources, and the result as structured content (`turn` for a session turn).
 pub fn render_result(
     r: &ExecutionResult,
     extra: &[String],
     turn: Option<RunTurn>,
+    files: FilesOf<'_>,
 ) -> CallToolResult {
     let mut result = render_content(r, extra);
+    result.content.extend(file_resources(r, &files));
     result.structured_content = serde_json::to_value(RunResult::of(r, turn)).ok();
     result
 }
@@ -532,6 +655,7 @@ impl VivariumMcp {
                 &ExecuteResponse::new(&id, *report, findings).result,
                 &[],
                 None,
+                FilesOf::Execution(&id),
             ),
             Ok(Executed::Denied(findings)) => denied(&findings),
             Err(e) => api_error(e),
@@ -645,7 +769,21 @@ impl VivariumMcp {
                     rolled_back: t.rolled_back,
                     ended: t.ended.as_ref().map(|e| e.message.clone()),
                 };
-                render_result(&t.report, &extra, Some(turn))
+                let mut result = render_result(
+                    &t.report,
+                    &extra,
+                    Some(turn),
+                    FilesOf::Session(&args.session_id),
+                );
+                // The session's files, as links its client can read (`resources/read`).
+                if t.ended.is_none()
+                    && let Ok(files) = self.state.runner.list_files(&args.session_id).await
+                {
+                    result
+                        .content
+                        .extend(session_file_links(&args.session_id, &files));
+                }
+                result
             }
             Ok(Turned::Denied(findings)) => denied(&findings),
             Err(e) => api_error(e),
@@ -721,17 +859,67 @@ impl VivariumMcp {
 
 #[tool_handler]
 impl ServerHandler for VivariumMcp {
+    /// `resources/read` of a session file (`vivarium://sessions/{id}/files/{path}`, as the
+    /// links a turn returns name them): the same read, limits, leakage policy and audit
+    /// record as `GET /v1/sessions/{id}/files/{path}`.
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let Some((id, path)) = parse_file_uri(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no such resource: {} (session files are vivarium://sessions/{{id}}/files/{{path}})",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        if let Err(e) = check_file_path(&path) {
+            return Err(McpError::invalid_params(e.to_string(), None));
+        }
+        let mut record =
+            AuditRecord::new(&ctx(&context.extensions), Action::FileDownload).session(&id);
+        let read = self
+            .state
+            .runner
+            .read_file(&id, path.clone(), &mut record)
+            .await;
+        let size = read.as_ref().map_or(0, |b| b.len() as u64);
+        self.state
+            .runner
+            .finish(record.path(&path, size), Outcome::of(&read, 200));
+        match read {
+            Ok(bytes) => Ok(rmcp::model::ReadResourceResult::new(vec![file_contents(
+                request.uri,
+                &path,
+                bytes,
+            )])
+            .into()),
+            Err(e) => Err(McpError::resource_not_found(
+                format!("{}: {e}", e.code().as_str()),
+                None,
+            )),
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("vivarium", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Vivarium runs untrusted Python 3.15 in a WebAssembly sandbox. Call \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("vivarium", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Vivarium runs untrusted Python 3.15 in a WebAssembly sandbox. Call \
                  execute_python for one-off code (plots come back as images), check_python to \
                  validate code without running it, and open_session/run_in_session/\
                  close_session to keep state between runs; snapshot_session saves a \
                  session's state to restore later (open_session with `snapshot`), and \
                  fork_session copies a session to try something without losing the original.",
-            )
+        )
     }
 }
 

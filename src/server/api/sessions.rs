@@ -12,13 +12,12 @@ use axum::response::{IntoResponse, Response};
 
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
-    PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, denied_response,
-    media_type, open_session, parse_json, turn_body, turn_outcome,
+    PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
+    denied_response, media_type, open_session, parse_json, turn_body, turn_outcome,
 };
-use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiError, ApiResult, ErrorBody};
+use crate::server::error::{ApiResult, ErrorBody};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::server::runner::Turned;
 use crate::server::sessions::SessionInfo;
@@ -198,13 +197,6 @@ pub async fn list_files(
     }))
 }
 
-fn check_path(path: &str) -> ApiResult<()> {
-    validate_relative_path(path).map_err(|e| ApiError::InvalidPath {
-        field: "path".into(),
-        message: e.to_string(),
-    })
-}
-
 #[utoipa::path(
     get,
     path = "/v1/sessions/{id}/files/{path}",
@@ -229,7 +221,7 @@ pub async fn download(
     Path((id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
-    let result = match check_path(&path) {
+    let result = match check_file_path(&path) {
         Ok(()) => state.runner.read_file(&id, path.clone(), &mut record).await,
         Err(e) => Err(e),
     };
@@ -285,7 +277,7 @@ async fn upload_inner(
     path: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<UploadResponse> {
-    check_path(path)?;
+    check_file_path(path)?;
     state.runner.session(id).await?;
     let bytes = body?;
     let size = state.runner.write_file(id, path.to_string(), bytes).await?;

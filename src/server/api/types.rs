@@ -157,6 +157,14 @@ pub struct ExecuteResponse {
 }
 
 /// A media type from a file name's extension.
+/// A session file's path as a request names it: relative, inside the working directory.
+pub fn check_file_path(path: &str) -> ApiResult<()> {
+    validate_relative_path(path).map_err(|e| ApiError::InvalidPath {
+        field: "path".into(),
+        message: e.to_string(),
+    })
+}
+
 pub fn media_type(path: &str) -> &'static str {
     let ext = path
         .rsplit_once('.')
