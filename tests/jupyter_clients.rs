@@ -2,8 +2,11 @@
 //! nbclient runs a notebook of the seed's use cases (CSV with pandas, a matplotlib plot, a
 //! linear regression, a `ZeroDivisionError` cell with `allow_errors`) through
 //! jupyter_server's own gateway client (`GatewayKernelManager`, what JupyterLab's server
-//! runs with `--gateway-url`), and the outputs are in the saved notebook. The clients go into
-//! a venv under `target/jupyter_venv` (made on first use).
+//! runs with `--gateway-url`), and the outputs are in the saved notebook; the same client
+//! drives execute, streams, display, error, complete, inspect, is_complete, input, interrupt
+//! and restart, checking every message against the protocol's fields
+//! (`tests/fixtures/gateway_protocol.py`). The clients go into a venv under
+//! `target/jupyter_venv` (made on first use).
 
 mod http_support;
 
@@ -20,13 +23,62 @@ fn text(v: &Value) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nbclient_runs_a_notebook_through_jupyter_servers_gateway_client() {
-    let Some(python) = venv_python(
+/// The venv's python with jupyter_server and nbclient, or `None` (SKIPPED) without PyPI.
+fn jupyter_python() -> Option<std::path::PathBuf> {
+    venv_python(
         "jupyter_venv",
         &["jupyter_server", "nbclient", "nbformat", "websocket-client"],
         "jupyter_server.gateway.managers, nbclient",
-    ) else {
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jupyter_servers_gateway_client_gets_every_message_in_the_protocols_shape() {
+    let Some(python) = jupyter_python() else {
+        return;
+    };
+    let s = start("jupyter-protocol", |_| {}).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gateway_protocol.py");
+    let base = s.base.clone();
+    let ran = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(base)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success() && stdout.lines().last() == Some("ok"),
+        "the gateway client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    // Every type the protocol test meant to see, it saw (and checked).
+    let checked: Vec<&str> = stdout.lines().rev().nth(1).unwrap().split(' ').collect();
+    for t in [
+        "kernel_info_reply",
+        "status",
+        "execute_input",
+        "stream",
+        "execute_result",
+        "display_data",
+        "error",
+        "execute_reply",
+        "complete_reply",
+        "inspect_reply",
+        "is_complete_reply",
+        "input_request",
+    ] {
+        assert!(checked.contains(&t), "{t} was not seen: {checked:?}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nbclient_runs_a_notebook_through_jupyter_servers_gateway_client() {
+    let Some(python) = jupyter_python() else {
         return;
     };
     let s = start("jupyter-nbclient", |_| {}).await;

@@ -155,6 +155,12 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                 break;
             }
         };
+        // An input_reply answers a cell that is running: taken at once, on whatever channel
+        // it came (jupyter_server's gateway client names none, which reads as shell).
+        if m.header.msg_type == "input_reply" {
+            kernel.input_reply(&m);
+            continue;
+        }
         match m.channel {
             Channel::Control => {
                 if !kernel.control(&m).await {
@@ -172,7 +178,6 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                     kernel.iopub(&m, "status", status("idle")).await;
                 }
             }
-            Channel::Stdin if m.header.msg_type == "input_reply" => kernel.input_reply(&m),
             // iopub is the kernel's to send.
             Channel::Stdin | Channel::Iopub => {
                 tracing::debug!(kernel = %kernel.id, msg_type = %m.header.msg_type, "ignored");
