@@ -41,6 +41,13 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
 
     assert_eq!(v["server"], "vivarium", "{v}");
+    // The SDK's current revision, in which structuredContent is checked against outputSchema;
+    // a client of the handshake revision still gets the text and the image.
+    assert_eq!(v["protocol"], "2026-07-28", "{v}");
+    assert_eq!(v["legacy_protocol"], "2025-11-25", "{v}");
+    let legacy = &v["legacy_plot"];
+    assert!(legacy["texts"][0].as_str().unwrap().contains("plotted"), "{legacy}");
+    assert_eq!(legacy["images"][0]["png"], true, "{legacy}");
     assert_eq!(
         v["tools"],
         json!([
