@@ -46,7 +46,10 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
     assert_eq!(v["protocol"], "2026-07-28", "{v}");
     assert_eq!(v["legacy_protocol"], "2025-11-25", "{v}");
     let legacy = &v["legacy_plot"];
-    assert!(legacy["texts"][0].as_str().unwrap().contains("plotted"), "{legacy}");
+    assert!(
+        legacy["texts"][0].as_str().unwrap().contains("plotted"),
+        "{legacy}"
+    );
     assert_eq!(legacy["images"][0]["png"], true, "{legacy}");
     assert_eq!(
         v["tools"],

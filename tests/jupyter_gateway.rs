@@ -124,6 +124,18 @@ async fn a_session_is_a_jupyter_kernel() {
     let (st, specs) = get(&c, &s.url("/api/kernelspecs")).await;
     assert_eq!(st, 200, "{specs}");
     assert_eq!(specs["default"], "vivarium-scientific");
+    // Each spec's logos are served where its resources say.
+    for (resource, magic) in [("logo-64x64", &b"\x89PNG"[..]), ("logo-svg", &b"<svg"[..])] {
+        let path = specs["kernelspecs"]["vivarium-python"]["resources"][resource]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = c.get(s.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(r.bytes().await.unwrap().starts_with(magic), "{path}");
+    }
+    let (st, _) = get(&c, &s.url("/kernelspecs/vivarium-python/../../etc/passwd")).await;
+    assert_eq!(st, 404);
     assert_eq!(
         specs["kernelspecs"]["vivarium-python"]["spec"]["language"],
         "python"
@@ -628,6 +640,16 @@ async fn kernels_take_jupyter_token_forms_of_the_api_key() {
     assert_eq!(st, 401);
     let r = c
         .get(s.url("/api/kernels"))
+        .header("Authorization", "token sekret-key-1234567")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The kernelspecs' logos too, as Jupyter Server's gateway client fetches them.
+    let logo = s.url("/kernelspecs/vivarium-python/logo-64x64.png");
+    assert_eq!(c.get(&logo).send().await.unwrap().status(), 401);
+    let r = c
+        .get(&logo)
         .header("Authorization", "token sekret-key-1234567")
         .send()
         .await

@@ -80,8 +80,8 @@ impl ApiKeys {
 }
 
 /// The key a request presents: `Authorization: Bearer KEY`, or the forms Jupyter's clients
-/// send on `/api/kernels…` (`Authorization: token KEY`, and `?token=KEY`, the only way a
-/// browser's WebSocket can carry it).
+/// send on Jupyter's routes ([`jupyter_path`]: `Authorization: token KEY`, and `?token=KEY`,
+/// the only way a browser's WebSocket can carry it).
 fn presented_key(req: &Request) -> Option<String> {
     let header = req
         .headers()
@@ -91,18 +91,17 @@ fn presented_key(req: &Request) -> Option<String> {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
                 .or_else(|| {
-                    (req.uri().path().starts_with("/api/kernels")
-                        || req.uri().path().starts_with("/api/kernelspecs"))
-                    .then(|| {
-                        v.strip_prefix("token ")
-                            .or_else(|| v.strip_prefix("Token "))
-                    })
-                    .flatten()
+                    jupyter_path(req.uri().path())
+                        .then(|| {
+                            v.strip_prefix("token ")
+                                .or_else(|| v.strip_prefix("Token "))
+                        })
+                        .flatten()
                 })
         })
         .map(|k| k.trim().to_string());
     header.or_else(|| {
-        if !req.uri().path().starts_with("/api/kernels") {
+        if !jupyter_path(req.uri().path()) {
             return None;
         }
         req.uri().query()?.split('&').find_map(|pair| {
@@ -110,6 +109,12 @@ fn presented_key(req: &Request) -> Option<String> {
             (k == "token").then(|| percent_decode(v))
         })
     })
+}
+
+/// Jupyter's routes (`/api/kernels…`, `/api/kernelspecs…`, `/kernelspecs/…`): where its
+/// clients' forms of the key are taken.
+fn jupyter_path(path: &str) -> bool {
+    path.starts_with("/api/kernels") || path.starts_with("/kernelspecs/")
 }
 
 /// `%XX` escapes and `+` of a query value.

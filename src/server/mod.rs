@@ -86,6 +86,10 @@ fn router(state: AppState) -> Router {
         .route("/api/kernelspecs", get(api::jupyter::kernelspecs))
         .route("/api/kernelspecs/{name}", get(api::jupyter::one_kernelspec))
         .route(
+            "/kernelspecs/{name}/{file}",
+            get(api::jupyter::kernelspec_resource),
+        )
+        .route(
             "/api/kernels",
             get(api::jupyter::list).post(api::jupyter::start),
         )

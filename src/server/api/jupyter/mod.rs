@@ -84,8 +84,48 @@ fn kernelspec(t: Template) -> Value {
             "env": {},
             "metadata": {"vivarium": {"template": t.name(), "description": what}},
         },
-        "resources": {},
+        "resources": {
+            "logo-64x64": format!("/kernelspecs/{}/{LOGO_PNG}", spec_name(t)),
+            "logo-svg": format!("/kernelspecs/{}/{LOGO_SVG}", spec_name(t)),
+        },
     })
+}
+
+/// The kernel logo's file names under `/kernelspecs/{name}/` (the names Jupyter uses).
+const LOGO_PNG: &str = "logo-64x64.png";
+const LOGO_SVG: &str = "logo-svg.svg";
+
+/// `GET /kernelspecs/{name}/{file}`: a kernelspec's resources (its logos), where Jupyter
+/// Server's gateway client fetches them for the browser.
+pub async fn kernelspec_resource(
+    Path((name, file)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    if template_of(&name).is_none() {
+        return Err(ApiError::NotFound(format!("no kernelspec {name}")));
+    }
+    let (body, media): (&'static [u8], &str) = match file.as_str() {
+        LOGO_PNG => (
+            include_bytes!("../../../../assets/kernel-logo-64x64.png"),
+            "image/png",
+        ),
+        LOGO_SVG => (
+            include_bytes!("../../../../assets/kernel-logo.svg"),
+            "image/svg+xml",
+        ),
+        _ => {
+            return Err(ApiError::NotFound(format!(
+                "kernelspec {name} has no resource {file}"
+            )));
+        }
+    };
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, media),
+            (axum::http::header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 /// `GET /api/kernelspecs`.
