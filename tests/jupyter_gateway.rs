@@ -686,3 +686,22 @@ async fn kernels_take_jupyter_token_forms_of_the_api_key() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stopping_under_open_kernel_sockets_leaves_nothing_behind() {
+    let s = start("jupyter-stop-open", |_| {}).await;
+    let c = client();
+    let mut sockets = Vec::new();
+    for code in ["x = 1", "while True:\n    pass"] {
+        let (st, k) = post(&c, &s.url("/api/kernels"), &json!({})).await;
+        assert_eq!(st, 201, "{k}");
+        let mut ws = connect(&s.base, k["id"].as_str().unwrap()).await;
+        let req = request("execute_request", "shell", json!({"code": code}));
+        send(&mut ws, &req).await;
+        sockets.push(ws);
+    }
+    // One kernel idle with its socket open, one in a cell that never ends.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.stop().await;
+    drop(sockets);
+}
