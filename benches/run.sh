@@ -46,6 +46,8 @@ if [ -z "${SKIP_HTTP:-}" ]; then
     "$PY" benches/http_load.py target/release/vivarium "$RESULTS/http.json"
     echo "== density: 1,000 sessions, hibernation and wake-ups (benches/density.py)"
     "$PY" benches/density.py target/release/vivarium "$RESULTS/density.json"
+    echo "== scaling with concurrency, and the kernel's share (benches/scaling.py)"
+    "$PY" benches/scaling.py target/release/vivarium "$RESULTS/scaling.json"
     echo "== packages: a cached set's cost, twenty first requests, plotly (benches/packages.py)"
     "$PY" benches/packages.py target/release/vivarium "$RESULTS/packages.json"
 fi

@@ -1,0 +1,125 @@
+"""How throughput scales with concurrent requests, and what each request costs the kernel:
+`POST /v1/execute` hello world (default template, the server's default request) under wrk
+at concurrency 1, 2, 4 and 8 against a release `vivarium serve` on 127.0.0.1, with the
+server's user and system CPU per request read from /proc between runs. The load generator
+shares the machine. Prints the table of ISSUES #12 and writes it as JSON.
+
+    python benches/scaling.py target/release/vivarium benches/results/scaling.json
+
+VIVARIUM_KEEP_RESIDENT_BYTES (and any other server setting in the environment) passes
+through to the server, so a setting's effect is one run beside another; SCALING_TEMPLATE
+names a template for the request (default: the server's). Bounded: each wrk
+run lasts SCALING_SECONDS (default 8) after a 2-second warm-up run that is not counted.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import http.client
+
+SECONDS = int(os.environ.get("SCALING_SECONDS", "8"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU of the process (all threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def wrk(url: str, script: str, conns: int, seconds: int) -> dict:
+    out = subprocess.run(
+        ["wrk", f"-t{min(conns, 2)}", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s",
+         "-s", script, url],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    p50 = int(re.search(r"P50_US (\d+)", out).group(1)) / 1e3
+    p99 = int(re.search(r"P99_US (\d+)", out).group(1)) / 1e3
+    errors = int(re.search(r"ERRORS (\d+)", out).group(1))
+    return {"rps": rps, "requests": total, "p50_ms": p50, "p99_ms": p99, "errors": errors}
+
+
+def main() -> None:
+    binary, out_path = sys.argv[1], sys.argv[2]
+    env = dict(os.environ, VIVARIUM_LOG="warn")
+    server = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", "--queue-depth", "256",
+         "--audit-log", "/dev/null"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+    )
+    request = {"code": "print('hello world')"}
+    if os.environ.get("SCALING_TEMPLATE"):
+        request["template"] = os.environ["SCALING_TEMPLATE"]
+    body = json.dumps(request)
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(
+            'wrk.method = "POST"\n'
+            f"wrk.body = {json.dumps(body)}\n"
+            'wrk.headers["Content-Type"] = "application/json"\n'
+            "done = function(summary, latency, requests)\n"
+            '  io.write(string.format("P50_US %d\\nP99_US %d\\nERRORS %d\\n", '
+            "latency:percentile(50), latency:percentile(99), "
+            "summary.errors.status + summary.errors.connect + summary.errors.read + "
+            "summary.errors.write + summary.errors.timeout))\n"
+            "end\n"
+        )
+        script = f.name
+    try:
+        addr = server.stdout.readline().split()[-1].replace("http://", "")
+        host, port = addr.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=600)
+        for _ in range(600):
+            conn.request("GET", "/readyz")
+            r = conn.getresponse()
+            r.read()
+            if r.status == 200:
+                break
+            time.sleep(0.5)
+        url = f"http://{addr}/v1/execute"
+        conn.request("POST", "/v1/execute", body, {"content-type": "application/json"})
+        r = conn.getresponse()
+        assert json.loads(r.read())["stdout"] == "hello world\n"
+        rows = {}
+        for c in (1, 2, 4, 8):
+            wrk(url, script, c, 2)  # warm-up, not counted
+            u0, s0 = cpu_seconds(server.pid)
+            row = wrk(url, script, c, SECONDS)
+            u1, s1 = cpu_seconds(server.pid)
+            n = max(row["requests"], 1)
+            row["cpu_ms_per_request"] = (u1 - u0 + s1 - s0) * 1e3 / n
+            row["kernel_ms_per_request"] = (s1 - s0) * 1e3 / n
+            rows[c] = row
+            print(f"  c{c}: {row['rps']:.0f} req/s, p50 {row['p50_ms']:.2f} ms, p99 "
+                  f"{row['p99_ms']:.2f} ms, CPU {row['cpu_ms_per_request']:.2f} ms/req "
+                  f"(kernel {row['kernel_ms_per_request']:.2f}), errors {row['errors']}",
+                  flush=True)
+        result = {
+            "cores": os.cpu_count(),
+            "template": request.get("template", "default"),
+            "keep_resident_bytes": os.environ.get("VIVARIUM_KEEP_RESIDENT_BYTES", "default"),
+            "rows": rows,
+            "throughput_c2_over_c1": rows[2]["rps"] / rows[1]["rps"],
+            "p99_c8_over_p50_c1": rows[8]["p99_ms"] / rows[1]["p50_ms"],
+            "kernel_cpu_c2_over_c1": rows[2]["kernel_ms_per_request"]
+            / max(rows[1]["kernel_ms_per_request"], 1e-9),
+        }
+        print(f"throughput c2/c1 {result['throughput_c2_over_c1']:.2f}; p99 c8 / p50 c1 "
+              f"{result['p99_c8_over_p50_c1']:.1f}x; kernel CPU per request c2/c1 "
+              f"{result['kernel_cpu_c2_over_c1']:.2f}", flush=True)
+        with open(out_path, "w") as f:
+            json.dump(result, f, indent=1)
+    finally:
+        os.unlink(script)
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
