@@ -436,8 +436,10 @@ impl Kernel {
             self.state.runner.turn(&session, turn, &mut record).await
         }
         .await;
-        // Every stream message of the cell leaves before what follows it.
+        // Every stream message of the cell leaves before what follows it; an input_request
+        // it left unanswered (the cell timed out waiting) is answered by nothing now.
         streams.end().await;
+        *lock(&self.waiting_input) = None;
         let outcome = match &ran {
             Ok(Turned::Ran(_)) => Outcome::Ok(200),
             Ok(Turned::Denied(_)) => Outcome::DENIED,
