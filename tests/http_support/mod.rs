@@ -451,6 +451,9 @@ pub fn in_ci() -> bool {
 /// registry: `None` and a SKIPPED line, except under CI (`CI=true`), where the test fails.
 pub fn venv_python(dir: &str, packages: &[&str], probe: &str) -> Option<PathBuf> {
     use std::process::Command;
+    // Tests of one binary run at once: one makes the venv while the others wait for it.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let unavailable = |why: String| -> Option<PathBuf> {
         if in_ci() {
             panic!("{dir}: {why} (required in CI)");
