@@ -454,25 +454,23 @@ fn file_contents(uri: String, path: &str, bytes: Vec<u8>) -> rmcp::model::Resour
     use rmcp::model::ResourceContents;
     let mime = media_type(path);
     let textual = mime.starts_with("text/") || matches!(mime, "application/json" | "image/svg+xml");
-    match String::from_utf8(bytes) {
-        Ok(text) if textual => ResourceContents::TextResourceContents {
-            uri,
-            mime_type: Some(mime.to_string()),
-            text,
-            meta: None,
-        },
-        Ok(text) => ResourceContents::BlobResourceContents {
-            uri,
-            mime_type: Some(mime.to_string()),
-            blob: base64::engine::general_purpose::STANDARD.encode(text.as_bytes()),
-            meta: None,
-        },
-        Err(e) => ResourceContents::BlobResourceContents {
-            uri,
-            mime_type: Some(mime.to_string()),
-            blob: base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
-            meta: None,
-        },
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) if textual => {
+            return ResourceContents::TextResourceContents {
+                uri,
+                mime_type: Some(mime.to_string()),
+                text,
+                meta: None,
+            };
+        }
+        Ok(text) => text.into_bytes(),
+        Err(e) => e.into_bytes(),
+    };
+    ResourceContents::BlobResourceContents {
+        uri,
+        mime_type: Some(mime.to_string()),
+        blob: base64::engine::general_purpose::STANDARD.encode(bytes),
+        meta: None,
     }
 }
 
