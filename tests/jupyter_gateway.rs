@@ -75,6 +75,16 @@ async fn next_message(ws: &mut Socket) -> Value {
     }
 }
 
+/// The next message of type `t`, skipping others.
+async fn next_of_type(ws: &mut Socket, t: &str) -> Value {
+    loop {
+        let m = next_message(ws).await;
+        if m["header"]["msg_type"] == t {
+            return m;
+        }
+    }
+}
+
 /// Reads messages until the `status: idle` answering `req`; returns every message that
 /// answered it, in order.
 async fn until_idle(ws: &mut Socket, req: &Value) -> Vec<Value> {
@@ -300,12 +310,7 @@ async fn a_session_is_a_jupyter_kernel() {
         json!({"code": "name = input('Who? ')\nprint('hi', name)", "silent": false, "allow_stdin": true}),
     );
     send(&mut ws, &req).await;
-    let asked = loop {
-        let m = next_message(&mut ws).await;
-        if m["header"]["msg_type"] == "input_request" {
-            break m;
-        }
-    };
+    let asked = next_of_type(&mut ws, "input_request").await;
     check_envelope(&asked);
     assert_eq!(asked["channel"], "stdin", "{asked}");
     assert_eq!(
@@ -336,12 +341,7 @@ async fn a_session_is_a_jupyter_kernel() {
         json!({"code": "print(input())", "silent": false, "allow_stdin": true}),
     );
     send(&mut ws, &req).await;
-    let asked = loop {
-        let m = next_message(&mut ws).await;
-        if m["header"]["msg_type"] == "input_request" {
-            break m;
-        }
-    };
+    let asked = next_of_type(&mut ws, "input_request").await;
     let mut misrouted = request("input_reply", "stdin", json!({"value": "wrong kernel"}));
     misrouted["parent_header"] = asked["header"].clone();
     send(&mut other_ws, &misrouted).await;
