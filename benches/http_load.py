@@ -34,7 +34,9 @@ def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, 
     return r.status, (json.loads(data) if data else {})
 
 
-def wrk(url: str, body: str, conns: int, threads: int) -> dict:
+def wrk_script(body: str) -> str:
+    """A wrk Lua script that POSTs `body` as JSON and prints p50, p99 and the error count
+    (`P50_US`, `P99_US`, `ERRORS`); returns its path (the caller removes it)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(
             'wrk.method = "POST"\n'
@@ -47,7 +49,11 @@ def wrk(url: str, body: str, conns: int, threads: int) -> dict:
             "summary.errors.write + summary.errors.timeout))\n"
             "end\n"
         )
-        script = f.name
+        return f.name
+
+
+def wrk(url: str, body: str, conns: int, threads: int) -> dict:
+    script = wrk_script(body)
     out = subprocess.run(
         ["wrk", f"-t{threads}", f"-c{conns}", f"-d{DURATION}s", "--timeout", "10s",
          "-s", script, url],

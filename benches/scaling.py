@@ -17,9 +17,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import http.client
+
+from http_load import wrk_script
 
 SECONDS = int(os.environ.get("SCALING_SECONDS", "8"))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -58,19 +59,7 @@ def main() -> None:
     if os.environ.get("SCALING_TEMPLATE"):
         request["template"] = os.environ["SCALING_TEMPLATE"]
     body = json.dumps(request)
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(
-            'wrk.method = "POST"\n'
-            f"wrk.body = {json.dumps(body)}\n"
-            'wrk.headers["Content-Type"] = "application/json"\n'
-            "done = function(summary, latency, requests)\n"
-            '  io.write(string.format("P50_US %d\\nP99_US %d\\nERRORS %d\\n", '
-            "latency:percentile(50), latency:percentile(99), "
-            "summary.errors.status + summary.errors.connect + summary.errors.read + "
-            "summary.errors.write + summary.errors.timeout))\n"
-            "end\n"
-        )
-        script = f.name
+    script = wrk_script(body)
     try:
         addr = server.stdout.readline().split()[-1].replace("http://", "")
         host, port = addr.rsplit(":", 1)
