@@ -45,6 +45,7 @@ pub struct Cli {
 
 /// The subcommands of `vivarium`.
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once, at start
 pub enum Command {
     /// Run a Python program in a fresh sandbox, like `python -c CODE` or `python SCRIPT`.
     Run(RunArgs),
@@ -64,6 +65,10 @@ pub enum Command {
     },
     /// Serve the MCP tools (execute_python, check_python, sessions) over stdio.
     Mcp,
+    /// A worker process of `vivarium serve` (started by the server, on a channel it made;
+    /// never by hand).
+    #[command(hide = true)]
+    Worker,
 }
 
 /// The subcommands of `vivarium runtime`.
@@ -143,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => crate::server::serve(args).map(|()| ExitCode::SUCCESS),
         Command::Check { file } => check_cmd(&file),
         Command::Mcp => crate::server::mcp_stdio().map(|()| ExitCode::SUCCESS),
+        Command::Worker => crate::worker::worker_main().map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -33,6 +33,7 @@ mod snapshot;
 mod sync;
 mod template;
 mod vivarium;
+mod worker;
 
 pub mod cli;
 pub mod server;

@@ -180,7 +180,7 @@ impl LimitsRequest {
 }
 
 /// Per-turn limits; memory and disk are for the sandbox's whole life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnLimits {
     /// Wall-clock deadline of the turn, in milliseconds.
     pub timeout_ms: u64,

@@ -16,7 +16,9 @@ use crate::guest::GuestSetup;
 use crate::hostcalls::state::GuestState;
 use crate::limits::TurnLimits;
 use crate::limits::{LimitError, Limits, LimitsRequest};
-use crate::packages::{PackageEnv, PackageError, PackageOptions, PackageSource, Packages};
+use crate::packages::{
+    PackageEnv, PackageError, PackageOptions, PackagePin, PackageSource, Packages,
+};
 use crate::report::Report;
 use crate::runtime::{
     self, BuiltinPackage, RuntimeError, RuntimeFiles, RuntimeOptions, missing_module_hint,
@@ -299,11 +301,17 @@ impl Vivarium {
     /// Prepares the runtime (fetching it, and building and compiling the `python` template,
     /// on first use), then the engine.
     pub fn open(opts: VivariumOptions) -> Result<Arc<Self>, OpenError> {
+        let scratch = ScratchRoot::create(&opts.scratch_base)?;
+        Self::open_in(opts, scratch)
+    }
+
+    /// [`Vivarium::open`] in a scratch root made already (a worker makes its own, then jails
+    /// itself to it, before it opens the runtime).
+    pub fn open_in(opts: VivariumOptions, scratch: ScratchRoot) -> Result<Arc<Self>, OpenError> {
         let files = runtime::ensure(&opts.runtime)?;
         let engine = GuestEngine::new(&opts.engine)?;
         let module = template::load(Template::Python, &files, &opts.runtime.home, &engine)?;
         let python = engine.instance_pre(&module)?;
-        let scratch = ScratchRoot::create(&opts.scratch_base)?;
         let scratch_in_memory = is_memory_backed(scratch.path());
         Ok(Arc::new(Vivarium {
             files,
@@ -661,7 +669,7 @@ impl Vivarium {
         let Some(image) = interp.checkpoint_image() else {
             return false;
         };
-        match self.restore_bare(template, &image, interp.cancel_flag()) {
+        match self.restore_bare(template, &image, interp.cancel_flag(), interp.packages()) {
             Ok(mut fresh) => {
                 fresh.adopt_checkpoint(interp);
                 let old = std::mem::replace(interp, fresh);
@@ -715,23 +723,39 @@ impl Vivarium {
         image: SessionImage,
         cancel: Arc<AtomicBool>,
     ) -> Result<Interpreter, RestoreError> {
-        let mut interp = self.restore_bare(template, &image, cancel)?;
+        let packages = self.pinned_packages(&image.packages)?;
+        self.restore_interpreter_with(template, image, cancel, packages)
+    }
+
+    /// [`Vivarium::restore_interpreter`] with its packages already found
+    /// ([`Vivarium::pinned_packages`]; a worker is handed them, it never resolves).
+    pub fn restore_interpreter_with(
+        &self,
+        template: Template,
+        image: SessionImage,
+        cancel: Arc<AtomicBool>,
+        packages: Arc<PackageEnv>,
+    ) -> Result<Interpreter, RestoreError> {
+        let mut interp = self.restore_bare(template, &image, cancel, packages)?;
         // Its state is the image: that is its first checkpoint.
         interp.keep_checkpoint(image);
         Ok(interp)
     }
 
-    /// [`Vivarium::restore_interpreter`] without a checkpoint of its own. Its packages come
-    /// from the cache, or again from the index when it serves exactly the image's wheels.
+    /// The environment of exactly `pins` (an image's): from the cache, or again from the
+    /// index when it serves exactly those wheels. Blocking (pip may run).
+    pub fn pinned_packages(&self, pins: &[PackagePin]) -> Result<Arc<PackageEnv>, PackageError> {
+        self.packages.get_pinned(pins, self.builtin_packages())
+    }
+
+    /// [`Vivarium::restore_interpreter_with`] without a checkpoint of its own.
     fn restore_bare(
         &self,
         template: Template,
         image: &SessionImage,
         cancel: Arc<AtomicBool>,
+        packages: Arc<PackageEnv>,
     ) -> Result<Interpreter, RestoreError> {
-        let packages = self
-            .packages
-            .get_pinned(&image.packages, self.builtin_packages())?;
         let pre = self.template_pre(template).map_err(SandboxError::from)?;
         let baseline = self.baseline(template)?;
         Interpreter::restore(
@@ -846,7 +870,7 @@ impl Vivarium {
     ) -> Result<(), AddPackagesError> {
         let mut image = self.capture(interp, template)?;
         image.packages = env.pins.clone();
-        let mut fresh = self.restore_bare(template, &image, interp.cancel_flag())?;
+        let mut fresh = self.restore_bare(template, &image, interp.cancel_flag(), env)?;
         fresh
             .hidden_turn(&crate::guest::packages_on_path())
             .map_err(AddPackagesError::Setup)?;

@@ -28,8 +28,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("sandbox", 5),
     ("check", 6),
     ("vivarium", 7),
-    ("server", 8),
-    ("cli", 9),
+    ("worker", 8),
+    ("server", 9),
+    ("cli", 10),
 ];
 
 type Module = Vec<String>;

@@ -46,6 +46,24 @@ pub struct PackageEnv {
 }
 
 impl PackageEnv {
+    /// An environment another process resolved and unpacked (a worker is told its parts by
+    /// the supervisor, which holds it in its cache): read-only, never compiled here.
+    pub fn resolved_elsewhere(
+        key: String,
+        site: PathBuf,
+        pins: Vec<PackagePin>,
+        bytes: u64,
+    ) -> Arc<Self> {
+        Arc::new(PackageEnv {
+            key,
+            site,
+            pins,
+            bytes,
+            writable: false,
+            compile_pending: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
     /// Whether the caller should have its modules compiled to `.pyc` (true once, for an
     /// environment without its `compiled` marker).
     pub fn take_compile(&self) -> bool {

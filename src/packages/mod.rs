@@ -90,7 +90,7 @@ pub struct PackagePin {
 }
 
 /// Why a set of packages cannot be had: each a 4xx or 5xx with its own code.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{message}")]
 pub struct PackageError {
     /// What kind of refusal.
@@ -102,7 +102,7 @@ pub struct PackageError {
 }
 
 /// The closed set of package refusals; `as_str` is the wire's error code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PackageErrorKind {
     /// The server allows no extra packages.
     Disabled,

@@ -39,7 +39,6 @@ use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
 pub use capture::{Baseline, RestoreError};
-pub use checkpoint::CheckpointView;
 pub use image_io::CaptureError;
 pub use interpreter::{Interpreter, WriteError};
 pub use outcome::{EndReason, TurnOutcome};

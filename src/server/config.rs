@@ -159,6 +159,30 @@ pub struct ServeArgs {
     /// Adds `POST /v1/debug/panic`, a handler that panics (for tests of panic handling).
     #[arg(long, hide = true)]
     pub debug_panic_route: bool,
+    /// Worker processes that run guest code, each jailed [default: number of cores]; 0 runs
+    /// it in the server's own process (no second wall).
+    #[arg(long, env = "VIVARIUM_WORKERS")]
+    pub workers: Option<usize>,
+    /// The jail around each worker: `on` (seccomp, Landlock, a network namespace,
+    /// no_new_privs, rlimits; each layer the kernel lacks is reported) or `off` (debugging).
+    #[arg(long, env = "VIVARIUM_WORKER_JAIL", value_enum, default_value_t = Switch::On)]
+    pub worker_jail: Switch,
+    /// A worker's heap limit (RLIMIT_DATA), in bytes: past it the worker dies and is
+    /// replaced [default: the memory budget plus 4 GiB for the engine's own].
+    #[arg(long, env = "VIVARIUM_WORKER_HEAP_BYTES")]
+    pub worker_heap_bytes: Option<u64>,
+    /// The binary workers run (`<it> worker`) [default: this one].
+    #[arg(long, env = "VIVARIUM_WORKER_EXE", hide = true)]
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 impl ServeArgs {
@@ -185,6 +209,14 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Executions and session turns running at once (at least 1).
     pub max_concurrency: usize,
+    /// Worker processes (0: runs in this process).
+    pub workers: usize,
+    /// Whether each worker is jailed.
+    pub worker_jail: bool,
+    /// A worker's heap limit.
+    pub worker_heap_bytes: u64,
+    /// The binary workers run.
+    pub worker_exe: Option<PathBuf>,
     /// Requests that may wait for a free execution slot; past that, 429.
     pub queue_depth: usize,
     /// How long a request waits in the queue before it gets 429.
@@ -336,6 +368,12 @@ impl ServeArgs {
         Ok(Config {
             listen: self.listen,
             max_concurrency,
+            workers: self.workers.unwrap_or(cores),
+            worker_jail: self.worker_jail == Switch::On,
+            worker_heap_bytes: self
+                .worker_heap_bytes
+                .unwrap_or(memory_budget_bytes.saturating_add(4 << 30)),
+            worker_exe: self.worker_exe.clone(),
             queue_depth: self.queue_depth,
             queue_timeout: Duration::from_millis(self.queue_timeout_ms),
             memory_budget_bytes,

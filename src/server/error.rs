@@ -17,9 +17,8 @@ use crate::leakage::rule_names;
 use crate::limits::LimitError;
 use crate::packages::{PackageError, PackageErrorKind};
 use crate::report::Leak;
+use crate::sandbox::SandboxError;
 use crate::sandbox::workdir::WorkdirError;
-use crate::sandbox::{RestoreError, SandboxError};
-use crate::vivarium::ExecError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -96,6 +95,10 @@ pub enum ApiError {
     NotReady,
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The worker process running this request died (or was ended for breaking the
+    /// protocol) before it answered; nothing else was affected, and a retry runs on another.
+    #[error("the worker process running this request was lost ({0}); retry")]
+    WorkerLost(String),
     /// The run's output held secrets and the leakage policy is `deny`: it was withheld.
     #[error("{}", output_leak_message(.0))]
     OutputLeak(Vec<Leak>),
@@ -159,9 +162,10 @@ impl ApiError {
             ApiError::Overloaded { .. } | ApiError::TooManySessions { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ApiError::NotReady | ApiError::ShuttingDown | ApiError::SnapshotStore(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::NotReady
+            | ApiError::ShuttingDown
+            | ApiError::WorkerLost(_)
+            | ApiError::SnapshotStore(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::OutputLeak(_) | ApiError::SnapshotInvalid(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -205,6 +209,7 @@ impl ApiError {
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
             ApiError::NotReady => ErrorCode::NotReady,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
+            ApiError::WorkerLost(_) => ErrorCode::WorkerLost,
             ApiError::OutputLeak(_) => ErrorCode::OutputLeak,
             ApiError::SnapshotNotFound(_) => ErrorCode::SnapshotNotFound,
             ApiError::SnapshotInvalid(_) => ErrorCode::SnapshotInvalid,
@@ -252,30 +257,6 @@ impl ApiError {
                 retry_after_secs: 1,
             },
             other => ApiError::Internal(other.to_string()),
-        }
-    }
-
-    /// Why a snapshot could not be restored: the host's budget, or the snapshot's fault (its
-    /// image was checked against this server's bounds, not against the template's shape).
-    pub fn from_restore(e: RestoreError) -> ApiError {
-        match e {
-            RestoreError::Sandbox(SandboxError::HostBudget) => {
-                ApiError::from_sandbox(SandboxError::HostBudget)
-            }
-            RestoreError::Packages(p) => ApiError::Package(p),
-            e => ApiError::SnapshotIncompatible(e.to_string()),
-        }
-    }
-
-    /// Why an execution could not be attempted, as the API says it.
-    pub fn from_exec(e: ExecError) -> ApiError {
-        match e {
-            ExecError::Limits(l) => ApiError::InvalidLimit(l),
-            ExecError::Sandbox(s) => ApiError::from_sandbox(s),
-            ExecError::Check(c) => ApiError::from(c),
-            ExecError::Packages(p) => ApiError::Package(p),
-            // Its message says what happened; the guest's own failures are never errors.
-            ExecError::Panicked(_) | ExecError::Denied(_) => ApiError::Internal(e.to_string()),
         }
     }
 
@@ -341,7 +322,10 @@ impl IntoResponse for ApiError {
             | ApiError::TooManySessions {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
-            ApiError::NotReady | ApiError::ShuttingDown | ApiError::SnapshotStore(_) => Some(1),
+            ApiError::NotReady
+            | ApiError::ShuttingDown
+            | ApiError::WorkerLost(_)
+            | ApiError::SnapshotStore(_) => Some(1),
             _ => None,
         };
         let mut resp = (status, Json(self.body())).into_response();
@@ -398,6 +382,8 @@ pub enum ErrorCode {
     ShuttingDown,
     /// `too_many_sessions`.
     TooManySessions,
+    /// `worker_lost`.
+    WorkerLost,
     /// `unauthorized`.
     Unauthorized,
     /// `policy_denied`.
@@ -471,6 +457,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::TooManySessions => "too_many_sessions",
+            ErrorCode::WorkerLost => "worker_lost",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::PolicyDenied => "policy_denied",
             ErrorCode::PistonError => "piston_error",

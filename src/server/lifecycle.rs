@@ -5,6 +5,7 @@
 //! every guest thread, and remove the scratch root so no temp dir survives.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +22,9 @@ use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
 use crate::snapshot::open_store;
 use crate::sync::lock;
+use crate::template::Template;
 use crate::vivarium::{Vivarium, VivariumOptions};
+use crate::worker::{Death, JailConfig, PoolOptions, WorkerConfig, Workers};
 
 /// A running server.
 pub struct Server {
@@ -76,9 +79,82 @@ fn host_options(config: &Config, budget: Arc<crate::budget::HostBudget>) -> Viva
     }
     opts.maximum = config.maximum;
     opts.packages = config.packages.clone();
-    opts.engine.max_instances =
-        EngineOptions::slots_for(config.max_sessions + config.max_concurrency);
+    opts.engine.max_instances = if config.workers > 0 {
+        // Guest code runs in the workers: the supervisor's own engine holds the baselines
+        // and the package compile sandbox only.
+        EngineOptions::slots_for(2)
+    } else {
+        EngineOptions::slots_for(config.max_sessions + config.max_concurrency)
+    };
     opts
+}
+
+/// The runtime, opened for `config`, with its workers: worker processes, or this process.
+/// Blocking; call on a blocking thread inside the runtime.
+fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
+    let config = &state.config;
+    let host = Vivarium::open(host_options(config, state.runner.budget()))?;
+    // The default template too (built once per machine, minutes on a new one), so the
+    // first request does not wait for it; with workers every template, since a jailed
+    // worker only reads the compiled ones.
+    let templates: &[Template] = if config.workers > 0 {
+        &Template::ALL
+    } else {
+        &[Template::Scientific]
+    };
+    for t in templates {
+        host.template_pre(*t)?;
+    }
+    host.engine().forget_compiled_functions();
+    if config.workers == 0 {
+        return Ok((host.clone(), Workers::in_process(host)));
+    }
+    let exe = match &config.worker_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?,
+    };
+    let live = config.max_sessions + config.max_concurrency;
+    let per_worker = (live * 2).div_ceil(config.workers).clamp(1, live);
+    let scratch_base = host
+        .scratch_root()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| host.scratch_root().to_path_buf());
+    let worker_config = WorkerConfig {
+        scratch_base,
+        maximum: config.maximum,
+        budget_bytes: config.memory_budget_bytes,
+        max_instances: EngineOptions::slots_for(per_worker),
+        package_dir: config.packages.dir.clone(),
+        templates: Template::ALL.to_vec(),
+        jail: JailConfig {
+            enabled: config.worker_jail,
+            read_only: vec![
+                host.runtime_files().dir.clone(),
+                crate::runtime::RuntimeOptions::from_env().home,
+                config.packages.dir.clone(),
+            ],
+            open_files: 65_536,
+            file_bytes: config.maximum.disk_bytes.saturating_add(64 << 20),
+            data_bytes: config.worker_heap_bytes,
+            supervisor_netns: crate::worker::netns_inode(),
+        },
+    };
+    let weak = Arc::downgrade(state);
+    let on_death: Arc<dyn Fn(&Death) + Send + Sync> = Arc::new(move |death| {
+        if let Some(state) = weak.upgrade() {
+            state.runner.worker_died(death);
+        }
+    });
+    let workers = tokio::runtime::Handle::current().block_on(Workers::start(
+        PoolOptions {
+            workers: config.workers,
+            exe,
+            config: worker_config,
+        },
+        on_death,
+    ))?;
+    Ok((host, workers))
 }
 
 /// Binds the listener, starts loading the runtime in the background, and serves.
@@ -107,29 +183,21 @@ pub async fn bind(args: ServeArgs) -> anyhow::Result<Server> {
 }
 
 fn spawn_runtime_load(state: AppState, stop: watch::Sender<bool>) {
-    let opts = host_options(&state.config, state.runner.budget());
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
-        // The default template too (built once per machine, minutes on a new one), so the
-        // first request does not wait for it.
-        let opened = Vivarium::open(opts).and_then(|host| {
-            host.template_pre(crate::template::Template::default())
-                .map_err(crate::vivarium::OpenError::from)?;
-            host.engine().forget_compiled_functions();
-            Ok(host)
-        });
-        match opened {
-            Ok(host) => {
+        match open_runtime(&state) {
+            Ok((host, workers)) => {
                 tracing::info!(
                     ms = started.elapsed().as_millis() as u64,
                     scratch = %host.scratch_root().display(),
+                    workers = workers.configured(),
                     "runtime loaded; ready"
                 );
-                state.runner.set_host(host);
+                state.runner.set_host(host, workers);
             }
             Err(e) => {
-                tracing::error!(error = %e, "could not load the runtime");
-                *lock(&state.load_error) = Some(e.to_string());
+                tracing::error!(error = %format!("{e:#}"), "could not load the runtime");
+                *lock(&state.load_error) = Some(format!("{e:#}"));
                 let _ = stop.send(true);
             }
         }
@@ -193,6 +261,9 @@ async fn finish(state: &AppState) {
         tracing::warn!(
             "guest threads still running after shutdown; removing the scratch root anyway"
         );
+    }
+    if let Some(workers) = state.runner.loaded_workers() {
+        workers.stop(Duration::from_secs(5)).await;
     }
     if let Some(host) = state.runner.loaded_host() {
         let root = host.scratch_root().to_path_buf();
@@ -290,8 +361,9 @@ pub fn mcp_stdio() -> anyhow::Result<()> {
     async_runtime("vivarium-mcp")?.block_on(async {
         let config = ServeArgs::defaults().resolve()?;
         let state = state(config, None, String::new())?;
-        let opts = host_options(&state.config, state.runner.budget());
-        state.runner.set_host(Vivarium::open(opts)?);
+        let loaded = state.clone();
+        let (host, workers) = tokio::task::spawn_blocking(move || open_runtime(&loaded)).await??;
+        state.runner.set_host(host, workers);
         let service = VivariumMcp::new(state.clone())
             .serve(rmcp::transport::stdio())
             .await

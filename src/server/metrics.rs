@@ -135,6 +135,8 @@ pub enum CloseReason {
     Ended,
     /// The server shut down.
     Shutdown,
+    /// The worker process that held it died.
+    WorkerLost,
 }
 
 impl CloseReason {
@@ -145,6 +147,7 @@ impl CloseReason {
             CloseReason::Expired => "expired",
             CloseReason::Ended => "ended",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::WorkerLost => "worker_lost",
         }
     }
 }
@@ -200,6 +203,11 @@ pub struct Gauges {
     /// Instances in the engine's pool (sandboxes, sessions, teardowns, baselines).
     pub pooled_instances: u64,
     pub ready: bool,
+    /// Worker processes alive (0 when runs are in process), and the pool's size.
+    pub workers: usize,
+    pub workers_configured: usize,
+    /// Each jail layer's state in the workers, as `(layer, state)`, one per live worker.
+    pub jail: Vec<(&'static str, &'static str)>,
 }
 
 pub struct Metrics {
@@ -218,6 +226,9 @@ pub struct Metrics {
     /// event → count (`rollback`, `snapshot`, `fork`, `restore`, `resume`).
     session_events: Mutex<BTreeMap<&'static str, u64>>,
     panics: AtomicU64,
+    /// Worker processes lost, by the signal that ended them (`none` for an exit or a
+    /// protocol breach).
+    workers_lost: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Default for Metrics {
@@ -240,7 +251,14 @@ impl Metrics {
             sessions_closed: Mutex::new(BTreeMap::new()),
             session_events: Mutex::new(BTreeMap::new()),
             panics: AtomicU64::new(0),
+            workers_lost: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// A worker process died, of `signal` if one ended it.
+    pub fn worker_lost(&self, signal: Option<i32>) {
+        let cause = signal.map_or("none", crate::worker::signal_name);
+        *lock(&self.workers_lost).entry(cause).or_default() += 1;
     }
 
     pub fn executed(&self, kind: RunKind, report: &Report) {
@@ -463,6 +481,40 @@ impl Metrics {
         for (name, help, v) in gauges {
             header(&mut out, name, "gauge", help);
             let _ = writeln!(out, "{name} {v}");
+        }
+        if g.workers_configured > 0 {
+            header(
+                &mut out,
+                "vivarium_workers",
+                "gauge",
+                "Worker processes alive now (guest code runs only in them).",
+            );
+            let _ = writeln!(out, "vivarium_workers {}", g.workers);
+            header(
+                &mut out,
+                "vivarium_workers_lost_total",
+                "counter",
+                "Worker processes that died, by the signal that ended them; each was replaced.",
+            );
+            for (cause, n) in lock(&self.workers_lost).iter() {
+                let _ = writeln!(out, "vivarium_workers_lost_total{{signal=\"{cause}\"}} {n}");
+            }
+            header(
+                &mut out,
+                "vivarium_worker_jail_layers",
+                "gauge",
+                "Live workers by jail layer and how much of it holds (full, partial, missing).",
+            );
+            let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+            for k in &g.jail {
+                *counts.entry(*k).or_default() += 1;
+            }
+            for ((layer, state), n) in counts {
+                let _ = writeln!(
+                    out,
+                    "vivarium_worker_jail_layers{{layer=\"{layer}\",state=\"{state}\"}} {n}"
+                );
+            }
         }
         out
     }

@@ -106,6 +106,12 @@ fn router(state: AppState) -> Router {
         .nest_service("/mcp", mcp::router(state.clone()));
     if state.config.debug_panic_route {
         v1 = v1.route("/v1/debug/panic", post(ops::debug_panic));
+        #[cfg(debug_assertions)]
+        {
+            v1 = v1
+                .route("/v1/debug/workers", get(ops::debug_workers))
+                .route("/v1/debug/worker-fault", post(ops::debug_worker_fault));
+        }
     }
     let v1 = v1.route_layer(from_fn_with_state(state.clone(), auth::require_key));
     Router::new()

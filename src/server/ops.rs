@@ -20,6 +20,21 @@ pub struct Health {
     /// `ok` for /healthz, `ready` for /readyz.
     pub status: &'static str,
     pub version: &'static str,
+    /// /readyz: the worker processes guest code runs in (absent when it runs in process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<WorkersHealth>,
+}
+
+/// The worker processes, as /readyz says them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkersHealth {
+    /// Alive now.
+    pub alive: usize,
+    /// The pool's size (`--workers`).
+    pub configured: usize,
+    /// Each jail layer and how much of it holds in the workers (`full`, `partial`,
+    /// `missing`; the weakest any live worker reports).
+    pub jail: std::collections::BTreeMap<&'static str, &'static str>,
 }
 
 #[utoipa::path(
@@ -32,6 +47,7 @@ pub async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
+        workers: None,
     })
 }
 
@@ -46,9 +62,34 @@ pub async fn healthz() -> Json<Health> {
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     state.runner.host()?;
+    let workers = state
+        .runner
+        .loaded_workers()
+        .filter(|w| w.configured() > 0)
+        .map(|w| {
+            let mut jail = std::collections::BTreeMap::new();
+            for (_, report) in w.processes() {
+                for (layer, l) in report.layers() {
+                    let rank =
+                        |s: &str| ["missing", "partial", "full"].iter().position(|x| *x == s);
+                    let weaker = jail
+                        .get(layer)
+                        .is_none_or(|old: &&str| rank(l.as_str()) < rank(old));
+                    if weaker {
+                        jail.insert(layer, l.as_str());
+                    }
+                }
+            }
+            WorkersHealth {
+                alive: w.processes().len(),
+                configured: w.configured(),
+                jail,
+            }
+        });
     Ok(Json(Health {
         status: "ready",
         version: env!("CARGO_PKG_VERSION"),
+        workers,
     }))
 }
 
@@ -147,6 +188,37 @@ pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Respons
         .into_response();
     resp.extensions_mut().insert(Panicked);
     resp
+}
+
+/// `GET /v1/debug/workers` (test builds, with `--debug-panic-route`): each live worker's
+/// pid and the runs in flight on it.
+#[cfg(debug_assertions)]
+pub async fn debug_workers(
+    State(state): State<AppState>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let workers = state.runner.workers()?;
+    Ok(Json(serde_json::json!({
+        "workers": workers
+            .processes()
+            .iter()
+            .map(|(pid, jail)| serde_json::json!({"pid": pid, "jail": jail}))
+            .collect::<Vec<_>>(),
+        "lost": workers.lost_and_restarted().0,
+        "restarted": workers.lost_and_restarted().1,
+    })))
+}
+
+/// `POST /v1/debug/worker-fault` (test builds, with `--debug-panic-route`): makes a worker
+/// fail in the way asked (`{"fault": "segfault" | "exhaust" | "forbidden_syscall" |
+/// "probe"}`); a probe answers what the jail let through.
+#[cfg(debug_assertions)]
+pub async fn debug_worker_fault(
+    State(state): State<AppState>,
+    Json(req): Json<serde_json::Value>,
+) -> Result<Json<crate::worker::ProbeReport>, ApiError> {
+    let fault: crate::worker::Fault = serde_json::from_value(req["fault"].clone())
+        .map_err(|e| ApiError::InvalidRequest(format!("fault: {e}")))?;
+    state.runner.inflict(fault).await.map(Json)
 }
 
 /// `POST /v1/debug/panic` (only with `--debug-panic-route`): panics, to test the above.

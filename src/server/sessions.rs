@@ -21,9 +21,10 @@ use super::time::rfc3339;
 use crate::leakage::LeakPolicy;
 use crate::limits::Limits;
 use crate::report::Status;
-use crate::sandbox::{EndReason, Interpreter};
+use crate::sandbox::EndReason;
 use crate::sync::lock;
 use crate::template::Template;
+use crate::worker::{Handle, Placed, Target};
 
 /// How long an expired id keeps answering 410 rather than 404.
 const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -41,6 +42,8 @@ pub enum EndKind {
     Stopped,
     /// The host lost the interpreter (a panic on its guest thread).
     HostError,
+    /// The worker process that held it died.
+    WorkerLost,
 }
 
 /// A session's state, as `SessionInfo.state` says it.
@@ -106,6 +109,17 @@ impl EndInfo {
         }
     }
 
+    /// The worker process that held the interpreter died: `cause` in words.
+    pub fn worker_lost(cause: &str) -> Self {
+        EndInfo {
+            reason: EndKind::WorkerLost,
+            exit_code: None,
+            status: None,
+            message: format!("the worker process that held it was lost ({cause})"),
+            ended_at: rfc3339(SystemTime::now()),
+        }
+    }
+
     pub fn host_error(message: String) -> Self {
         EndInfo {
             reason: EndKind::HostError,
@@ -164,7 +178,7 @@ impl Drop for SessionSlot {
 
 /// What a closed or ended session lets go of; dropped off the executor (it removes dirs).
 pub struct Remains {
-    _interp: Option<Interpreter>,
+    _interp: Option<Placed>,
     _memory: Option<MemoryReservation>,
     _slot: Option<SessionSlot>,
 }
@@ -184,7 +198,7 @@ impl Remains {
 }
 
 struct Inner {
-    interp: Option<Interpreter>,
+    interp: Option<Placed>,
     memory: Option<MemoryReservation>,
     slot: Option<SessionSlot>,
     last_used: Instant,
@@ -213,9 +227,11 @@ pub struct Session {
     idle: Duration,
     lifetime: Duration,
     busy: AtomicBool,
-    /// The interpreter's cancel flag: set to stop a running turn (close, shutdown, an
-    /// interrupt).
+    /// Set to stop a running turn (close, shutdown, an interrupt); the worker is told.
     cancel: Arc<AtomicBool>,
+    /// Where its interpreter lives, and its handle there.
+    target: Target,
+    handle: Handle,
     /// Set with `cancel` by an interrupt, so that the turn's end clears what the interrupt
     /// set (and only that: a close or a shutdown stays).
     interrupted: AtomicBool,
@@ -264,7 +280,7 @@ pub struct SessionSettings {
 
 impl Session {
     pub fn new(
-        interp: Interpreter,
+        interp: Placed,
         settings: SessionSettings,
         memory: MemoryReservation,
         slot: SessionSlot,
@@ -294,7 +310,9 @@ impl Session {
             idle,
             lifetime,
             busy: AtomicBool::new(false),
-            cancel: interp.cancel_flag(),
+            cancel: Arc::default(),
+            target: interp.target.clone(),
+            handle: interp.handle,
             interrupted: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 interp: Some(interp),
@@ -326,6 +344,7 @@ impl Session {
         }
         self.interrupted.store(true, Ordering::Release);
         self.cancel.store(true, Ordering::Release);
+        self.target.interrupt(self.handle);
         true
     }
 
@@ -334,10 +353,6 @@ impl Session {
         if self.interrupted.swap(false, Ordering::AcqRel) {
             self.cancel.store(false, Ordering::Release);
         }
-    }
-
-    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
-        self.cancel.clone()
     }
 
     /// Marks the session busy, or says why it cannot be used now.
@@ -373,7 +388,7 @@ impl Session {
     }
 
     /// Takes the interpreter for a turn or a file operation (hold a [`BusyGuard`]).
-    pub fn take_interpreter(&self, _busy: &BusyGuard) -> Result<Interpreter, ApiError> {
+    pub fn take_interpreter(&self, _busy: &BusyGuard) -> Result<Placed, ApiError> {
         let mut inner = self.lock();
         match inner.interp.take() {
             Some(i) => Ok(i),
@@ -391,7 +406,7 @@ impl Session {
     /// meanwhile. `ended` is set when this use ended the interpreter. Returns what to release.
     pub fn put_back(
         &self,
-        interp: Option<Interpreter>,
+        interp: Option<Placed>,
         ended: Option<EndInfo>,
         counted_turn: bool,
     ) -> Remains {
@@ -426,8 +441,25 @@ impl Session {
     /// turn's interpreter is dropped when the turn returns it).
     pub fn close(&self) -> Remains {
         self.cancel.store(true, Ordering::Relaxed);
+        if self.is_busy() {
+            self.target.interrupt(self.handle);
+        }
         let mut inner = self.lock();
         inner.closed = true;
+        Remains {
+            _interp: inner.interp.take(),
+            _memory: inner.memory.take(),
+            _slot: inner.slot.take(),
+        }
+    }
+
+    /// Ends the session (its interpreter is gone): it takes no more turns and lets go of
+    /// what it holds; it stays in the registry, saying why.
+    pub fn end(&self, why: EndInfo) -> Remains {
+        let mut inner = self.lock();
+        if inner.ended.is_none() {
+            inner.ended = Some(why);
+        }
         Remains {
             _interp: inner.interp.take(),
             _memory: inner.memory.take(),
@@ -706,6 +738,32 @@ impl Registry {
     /// Removes every session (shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
         self.live().drain().map(|(_, s)| s).collect()
+    }
+
+    /// The sessions whose interpreters lived on worker link `link` (it died): durable ones
+    /// leave the registry (their next request brings them back from their own snapshot),
+    /// the others end with `worker_lost`. Returns `(ended, durable)`.
+    pub fn lost_with(&self, link: u64, cause: &str) -> (Vec<Remains>, Vec<Arc<Session>>) {
+        let mut live = self.live();
+        let on_it: Vec<String> = live
+            .iter()
+            .filter(|(_, s)| s.target.link_id() == link)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let (mut ended, mut durable) = (Vec::new(), Vec::new());
+        for id in on_it {
+            let Some(s) = live.get(&id).cloned() else {
+                continue;
+            };
+            if s.durable {
+                live.remove(&id);
+                ended.push(s.close());
+                durable.push(s);
+            } else {
+                ended.push(s.end(EndInfo::worker_lost(cause)));
+            }
+        }
+        (ended, durable)
     }
 
     /// How often to look for expired sessions.

@@ -39,19 +39,23 @@ pub struct GlobalValue {
 /// A session's state between turns: what differs in its linear memory from the template's
 /// image, its mutable globals, its working directory, and the host's counters of it. With
 /// the template it came from, this is the whole session (see `crate::sandbox::capture`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serde is for the worker channel (`crate::worker`), byte fields as byte strings; the
+/// snapshot file has its own format (`snapshot::format`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionImage {
     /// The linear memory's size in bytes (a multiple of [`WASM_PAGE_BYTES`]).
     pub memory_bytes: u64,
     /// Indices of the [`PAGE_BYTES`] pages that differ from the template's, increasing.
     pub pages: Vec<u32>,
     /// Their contents, `pages.len() * PAGE_BYTES` bytes, in the same order.
+    #[serde(with = "serde_bytes")]
     pub page_data: Vec<u8>,
     /// Every mutable global of the template.
     pub globals: Vec<GlobalValue>,
     /// Folders of the working directory, parents first (relative paths).
     pub dirs: Vec<String>,
     /// Regular files of the working directory (relative paths) with their contents.
+    #[serde(with = "file_bytes")]
     pub files: Vec<(String, Vec<u8>)>,
     /// The limits the session was opened with.
     pub limits: Limits,
@@ -82,5 +86,26 @@ mod u128_string {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `(path, contents)` pairs with the contents as byte strings, not arrays of numbers.
+mod file_bytes {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub fn serialize<S: Serializer>(files: &[(String, Vec<u8>)], s: S) -> Result<S::Ok, S::Error> {
+        let borrowed: Vec<(&str, &Bytes)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), Bytes::new(c)))
+            .collect();
+        borrowed.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, Vec<u8>)>, D::Error> {
+        let owned: Vec<(String, ByteBuf)> = Vec::deserialize(d)?;
+        Ok(owned.into_iter().map(|(p, c)| (p, c.into_vec())).collect())
     }
 }

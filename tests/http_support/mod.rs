@@ -127,6 +127,8 @@ pub async fn start(tag: &str, configure: impl FnOnce(&mut ServeArgs)) -> TestSer
     args.audit_log = Some(audit_log.clone());
     args.snapshot_dir = Some(scratch.with_extension("snapshots"));
     args.listen = "127.0.0.1:0".parse().unwrap();
+    // Workers run this crate's binary (the test's own executable is the test harness).
+    args.worker_exe = Some(env!("CARGO_BIN_EXE_vivarium").into());
     configure(&mut args);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -19,7 +19,6 @@
 mod live;
 mod sessions;
 mod snapshots;
-mod threads;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -41,15 +40,19 @@ use crate::leakage::{Guard, LeakPolicy};
 use crate::packages::PackageEnv;
 use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
-use threads::GuestThreads;
+use crate::worker::{
+    Death, ExecuteJob, Failure, Job, JobError, JobFile, PackageRef, Reply, Sinks, Workers,
+};
 
 /// Admission, guest threads, sessions, metrics and audit: what every run goes through.
 pub struct Runner {
-    /// Set once the runtime is loaded.
+    /// Set once the runtime is loaded: the supervisor's own (templates, bindings, package
+    /// resolution; it runs no guest code when there are workers).
     host: OnceLock<Arc<Vivarium>>,
+    /// Where guest code runs; set with `host`.
+    workers: OnceLock<Workers>,
     shutting_down: AtomicBool,
     admission: Admission,
-    guests: GuestThreads,
     sessions: Registry,
     metrics: Arc<Metrics>,
     audit: Audit,
@@ -78,6 +81,7 @@ impl Runner {
         let budget = HostBudget::new(config.memory_budget_bytes);
         Runner {
             host: OnceLock::new(),
+            workers: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             admission: Admission::new(
                 config.max_concurrency,
@@ -86,7 +90,6 @@ impl Runner {
                 budget,
                 metrics.clone(),
             ),
-            guests: GuestThreads::default(),
             sessions: Registry::new(
                 config.max_sessions,
                 config.max_hibernated_sessions,
@@ -139,8 +142,10 @@ impl Runner {
         ))
     }
 
-    /// Makes the loaded runtime available; runs are refused with 503 until then.
-    pub fn set_host(&self, host: Arc<Vivarium>) {
+    /// Makes the loaded runtime and its workers available; runs are refused with 503 until
+    /// then.
+    pub fn set_host(&self, host: Arc<Vivarium>, workers: Workers) {
+        let _ = self.workers.set(workers);
         let _ = self.host.set(host);
     }
 
@@ -150,6 +155,33 @@ impl Runner {
             return Err(ApiError::ShuttingDown);
         }
         self.host.get().cloned().ok_or(ApiError::NotReady)
+    }
+
+    /// The workers, once loaded.
+    pub fn workers(&self) -> ApiResult<&Workers> {
+        self.workers.get().ok_or(ApiError::NotReady)
+    }
+
+    /// The workers, if they were started (for shutdown and the ops endpoints).
+    pub fn loaded_workers(&self) -> Option<&Workers> {
+        self.workers.get()
+    }
+
+    /// A worker died: its sessions end (durable ones leave, to come back from their own
+    /// snapshot on their next request), with a metric and an audit line each; its runs
+    /// have already failed with `worker_lost`.
+    pub fn worker_died(&self, death: &Death) {
+        self.metrics.worker_lost(death.signal);
+        let (ended, durable) = self.sessions.lost_with(death.link, &death.cause);
+        for s in &durable {
+            tracing::warn!(session = %s.id, "session's worker lost; it comes back from its own snapshot");
+        }
+        for _ in 0..ended.len() - durable.len() {
+            self.metrics.session_closed(CloseReason::WorkerLost);
+        }
+        for remains in ended {
+            remains.release();
+        }
     }
 
     /// The runtime if it was loaded, shutting down or not (for clean-up).
@@ -182,25 +214,49 @@ impl Runner {
         // Idle sessions make way for work: the coldest hibernate when the budget is short.
         self.make_room(need.reserve + need.starts_with, false).await;
         let ticket = self.admission.admit(Some(need)).await?;
-        let cancel = self.guests.register();
-        let flag = cancel.flag();
+        let RunSpec {
+            code,
+            stdin,
+            files,
+            limits,
+            env,
+            template,
+            observer,
+            rich,
+            line_buffered,
+            policy: check,
+            packages,
+        } = spec;
+        let job = Job::Execute(Box::new(ExecuteJob {
+            code,
+            stdin: stdin.into(),
+            files: job_files(files),
+            limits,
+            env,
+            template,
+            observe: observer.is_some(),
+            rich,
+            line_buffered,
+            policy: check,
+            packages: PackageRef::of(&packages),
+        }));
+        let sinks = Sinks {
+            observer,
+            asker: None,
+        };
+        // Dropping this call (the client went away) cancels the run in its worker.
+        let reply = self.workers()?.call(job, sinks).await;
+        // Admission and the packages are held until the run is done.
+        drop((ticket, packages));
+        let executed = match reply.map_err(|f| failure(f, ""))? {
+            Reply::Executed(crate::worker::Executed::Ran { report, findings }) => {
+                Executed::Ran { report, findings }
+            }
+            Reply::Executed(crate::worker::Executed::Denied(f)) => Executed::Denied(f),
+            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+        };
         let policy = guard.policy();
-        let (executed, leaks) = self
-            .guests
-            .run(move || {
-                // Admission holds until the sandbox is done, on the guest thread.
-                let _ticket = ticket;
-                host.run(spec, flag).map(|mut executed| {
-                    let leaks = match &mut executed {
-                        Executed::Ran { report, .. } => guard.apply(report, None),
-                        Executed::Denied(_) => Vec::new(),
-                    };
-                    (executed, leaks)
-                })
-            })
-            .await?
-            .map_err(ApiError::from_exec)?;
-        drop(cancel);
+        let (executed, leaks) = scan(executed, guard).await?;
         if let Executed::Ran { report, .. } = &executed {
             self.metrics.executed(kind, report);
             record.set_report(report);
@@ -238,17 +294,32 @@ impl Runner {
         };
         self.make_room(need.reserve + need.starts_with, false).await;
         let ticket = self.admission.admit(Some(need)).await?;
-        let cancel = self.guests.register();
-        let flag = cancel.flag();
-        let result = self
-            .guests
-            .run(move || {
-                let _ticket = ticket;
-                host.check(&code, flag)
-            })
-            .await?;
-        drop(cancel);
-        Ok(result?)
+        let reply = self
+            .workers()?
+            .call(Job::Check { code }, Sinks::default())
+            .await;
+        drop(ticket);
+        match reply.map_err(|f| failure(f, ""))? {
+            Reply::Checked(c) => Ok(c),
+            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+        }
+    }
+
+    /// Test builds: does `fault` in the worker with the least work.
+    #[cfg(debug_assertions)]
+    pub async fn inflict(
+        &self,
+        fault: crate::worker::Fault,
+    ) -> ApiResult<crate::worker::ProbeReport> {
+        match self
+            .workers()?
+            .call(Job::Fault(fault), Sinks::default())
+            .await
+            .map_err(|f| failure(f, ""))?
+        {
+            Reply::Probed(report) => Ok(report),
+            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+        }
     }
 
     /// Writes `record`, completed with how its request ended.
@@ -279,13 +350,23 @@ impl Runner {
             running: self.admission.running(),
             memory_charged_bytes: self.admission.budget().charged(),
             memory_budget_bytes: self.memory_budget_bytes,
-            sandbox_dirs: self.host.get().map_or(0, |h| h.live_sandbox_dirs()),
+            sandbox_dirs: self.host.get().map_or(0, |h| {
+                h.live_sandbox_dirs() + self.workers.get().map_or(0, |w| worker_dirs(h, w))
+            }),
             pooled_instances: self
                 .host
                 .get()
                 .and_then(|h| h.pooled_instances())
                 .unwrap_or(0),
             ready: self.host().is_ok(),
+            workers: self.workers.get().map_or(0, |w| w.processes().len()),
+            workers_configured: self.workers.get().map_or(0, Workers::configured),
+            jail: self.workers.get().map_or_else(Vec::new, |w| {
+                w.processes()
+                    .iter()
+                    .flat_map(|(_, j)| j.layers().map(|(n, l)| (n, l.as_str())))
+                    .collect()
+            }),
         }
     }
 
@@ -297,17 +378,26 @@ impl Runner {
 
     /// Guest runs in progress now.
     pub fn running(&self) -> usize {
-        self.guests.running()
+        self.workers.get().map_or(0, Workers::in_flight)
     }
 
     /// Cancels every run in progress, and every later one.
     pub fn cancel_all(&self) {
-        self.guests.cancel_all();
+        if let Some(w) = self.workers.get() {
+            w.cancel_all();
+        }
     }
 
-    /// Waits until no guest thread is left, or `limit` passes; true when none is left.
+    /// Waits until no run is left, or `limit` passes; true when none is left.
     pub async fn wait_idle(&self, limit: Duration) -> bool {
-        self.guests.wait_idle(limit).await
+        let until = std::time::Instant::now() + limit;
+        while self.running() > 0 {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
     }
 
     /// Closes expired sessions, with an audit line each.
@@ -361,6 +451,100 @@ fn withhold_if_denied(
         return Err(ApiError::OutputLeak(leaks));
     }
     Ok(())
+}
+
+/// Sandbox directories under the workers' scratch roots (`<base>/<pid>` each).
+fn worker_dirs(host: &Vivarium, workers: &Workers) -> usize {
+    let Some(base) = host.scratch_root().parent() else {
+        return 0;
+    };
+    workers
+        .processes()
+        .iter()
+        .map(|(pid, _)| {
+            std::fs::read_dir(base.join(pid.to_string()))
+                .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Input files as job data.
+pub(super) fn job_files(files: Vec<crate::vivarium::InputFile>) -> Vec<JobFile> {
+    files
+        .into_iter()
+        .map(|f| JobFile {
+            path: f.path,
+            content: f.content.into(),
+        })
+        .collect()
+}
+
+/// Scans what an execution returned under `guard` (off the executor when it is large);
+/// the findings.
+async fn scan(
+    mut executed: Executed,
+    guard: Arc<Guard>,
+) -> ApiResult<(Executed, Vec<crate::report::Leak>)> {
+    let large = match &executed {
+        Executed::Ran { report, .. } => report_bytes(report) > 64 << 10,
+        Executed::Denied(_) => return Ok((executed, Vec::new())),
+    };
+    let apply = move || {
+        let leaks = match &mut executed {
+            Executed::Ran { report, .. } => guard.apply(report, None),
+            Executed::Denied(_) => Vec::new(),
+        };
+        (executed, leaks)
+    };
+    if large {
+        tokio::task::spawn_blocking(apply)
+            .await
+            .map_err(|e| ApiError::Internal(format!("scanning the output: {e}")))
+    } else {
+        Ok(apply())
+    }
+}
+
+/// About how many bytes a scan of `report` reads.
+pub(super) fn report_bytes(report: &crate::report::Report) -> usize {
+    report.stdout.len()
+        + report.stderr.len()
+        + report
+            .files
+            .iter()
+            .map(|f| f.content.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
+        + report.outputs.iter().map(|o| o.data.len()).sum::<usize>()
+}
+
+/// A worker's refusal as the API says it; `session` names the session it was about.
+pub(super) fn job_error(e: JobError, session: &str) -> ApiError {
+    match e {
+        JobError::InvalidPath { field, message } => ApiError::InvalidPath { field, message },
+        JobError::InvalidRequest(m) => ApiError::InvalidRequest(m),
+        JobError::HostBudget(message) => ApiError::Overloaded {
+            message,
+            retry_after_secs: 1,
+        },
+        JobError::Ended(reason) => ApiError::SessionEnded {
+            id: session.to_string(),
+            reason: crate::server::sessions::EndInfo::from_reason(&reason).message,
+        },
+        JobError::CaptureRefused(m) => ApiError::SnapshotRefused(m),
+        JobError::Incompatible(m) => ApiError::SnapshotIncompatible(m),
+        JobError::Package(p) => ApiError::Package(p),
+        JobError::NoSuchHandle(_) => ApiError::SessionNotFound(session.to_string()),
+        JobError::Internal(m) => ApiError::Internal(m),
+    }
+}
+
+/// A job that came back without a reply, as the API says it.
+pub(super) fn failure(f: Failure, session: &str) -> ApiError {
+    match f {
+        Failure::Job(e) => job_error(e, session),
+        Failure::Lost => ApiError::WorkerLost("its process died".into()),
+    }
 }
 
 /// What a sandbox under `limits` holds for its life besides its memory: the reserve, and its

@@ -5,25 +5,24 @@
 //! was closed meanwhile (`server::sessions`).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
-use super::snapshots::OwnState;
-use super::{LiveText, Runner, TextSink, withhold_if_denied};
+use super::{LiveText, Runner, TextSink, failure, job_error, job_files, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
 use crate::report::Report;
-use crate::sandbox::{Interpreter, WriteError};
 use crate::server::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
 use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings};
+use crate::snapshot::SessionImage;
 use crate::template::Template;
-use crate::vivarium::{InputFile, Vivarium};
+use crate::vivarium::InputFile;
+use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, TurnJob};
 
 /// One turn as a front door asks for it.
 pub struct SessionTurn {
@@ -74,7 +73,8 @@ pub enum Turned {
 
 impl Runner {
     /// Opens a session from `template` under `limits` (already resolved): a place under the
-    /// resident cap, its reserve in the memory budget for its whole life, then the interpreter.
+    /// resident cap, its reserve in the memory budget for its whole life, then the interpreter
+    /// in the worker with the least work.
     /// `leakage` is its turns' and file reads' policy unless a turn names its own.
     /// A durable session (`durable`) snapshots every completed turn to the store.
     pub async fn open_session(
@@ -95,53 +95,34 @@ impl Runner {
             durable,
             resumed: None,
         };
+        let job = Job::Open {
+            limits,
+            template,
+            packages: PackageRef::of(&packages),
+            want_image: durable,
+        };
         let (session, first) = self
-            .admit_session_with(settings, record, None, move |host, cancel| {
-                let interp = host
-                    .open_interpreter(limits, template, cancel, packages)
-                    .map_err(ApiError::from_sandbox)?;
-                let first = if durable {
-                    interp.checkpoint_image()
-                } else {
-                    None
-                };
-                Ok((interp, first))
-            })
+            .admit_session(settings, record, None, job, packages)
             .await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, OwnState::Image(image));
+            self.keep_own_snapshot(&session, *image);
         }
         Ok(session)
     }
 
     /// Admits a new session under `settings` (a place under the cap, its memory reserve
     /// for its whole life, a concurrency slot while it is made), makes its interpreter with
-    /// `make` on a guest thread, and registers it.
+    /// `job` (an open or a restore) in the worker with the least work, and registers it.
+    /// `starts_with` is the memory its interpreter starts with (a restored image's), `None`
+    /// for its template's. Returns the first state too when the job asked for it.
     pub(super) async fn admit_session(
         &self,
         settings: SessionSettings,
         record: &mut AuditRecord,
         starts_with: Option<u64>,
-        make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<Interpreter> + Send + 'static,
-    ) -> ApiResult<Arc<Session>> {
-        let (session, ()) = self
-            .admit_session_with(settings, record, starts_with, move |host, cancel| {
-                Ok((make(host, cancel)?, ()))
-            })
-            .await?;
-        Ok(session)
-    }
-
-    /// [`Runner::admit_session`] where `make` also returns something of its own.
-    /// `starts_with` is the memory its interpreter starts with (a restored image's), `None`
-    /// for its template's.
-    async fn admit_session_with<T: Send + 'static>(
-        &self,
-        settings: SessionSettings,
-        record: &mut AuditRecord,
-        starts_with: Option<u64>,
-        make: impl FnOnce(&Vivarium, Arc<AtomicBool>) -> ApiResult<(Interpreter, T)> + Send + 'static,
-    ) -> ApiResult<(Arc<Session>, T)> {
+        job: Job,
+        packages: Arc<PackageEnv>,
+    ) -> ApiResult<(Arc<Session>, Option<Box<SessionImage>>)> {
         let host = self.host()?;
         let need = MemoryNeed {
             reserve: RESERVE_BYTES,
@@ -155,15 +136,18 @@ impl Runner {
             .ok_or_else(|| self.admission.reject(Rejection::TooManySessions))?;
         let memory = self.admission.reserve_memory(need)?;
         let ticket = self.admission.admit(None).await?;
-        let (interp, extra) = self
-            .guests
-            .run(move || {
-                let _ticket = ticket;
-                make(&host, Arc::default())
-            })
-            .await??;
+        let target = self
+            .workers()?
+            .pick()
+            .ok_or_else(|| ApiError::WorkerLost("no worker is running".into()))?;
+        let reply = target.call(job, Sinks::default()).await;
+        drop(ticket);
+        let (handle, image) = match reply.map_err(|f| failure(f, ""))? {
+            Reply::Opened { handle, image } => (handle, image),
+            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+        };
         let session = Session::new(
-            interp,
+            Placed::new(target, handle, packages),
             settings,
             memory,
             slot,
@@ -174,11 +158,11 @@ impl Runner {
         self.note_pressure();
         self.metrics.session_opened();
         record.session_id = Some(session.id.clone());
-        Ok((session, extra))
+        Ok((session, image))
     }
 
     /// Runs one turn in `session`: the check first (policy), then the turn's own limits, the
-    /// files, and the code in the kept interpreter.
+    /// files, and the code in the kept interpreter, in its worker.
     pub async fn turn(
         &self,
         session: &Arc<Session>,
@@ -210,9 +194,7 @@ impl Runner {
         let (session, busy) = self.begin(session).await?;
         let session = &session;
         let ticket = self.admission.admit(None).await?;
-        let mut interp = session.take_interpreter(&busy)?;
-        // The session's own flag: shutdown and close set it; a client hanging up does not.
-        let _registered = self.guests.register_uncancelled(session.cancel_flag());
+        let placed = session.take_interpreter(&busy)?;
         let SessionTurn {
             code,
             stdin,
@@ -222,107 +204,111 @@ impl Runner {
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
-        let host = self.host()?;
-        let template = session.template;
-        let durable = session.durable;
-        let ran = self
-            .guests
-            .run(move || {
-                let _ticket = ticket;
-                let _busy = busy;
-                if let Err(e) = write_files(&mut interp, &files) {
-                    return (Some(interp), Err(e));
-                }
-                interp.stream_output(live.as_ref().map(LiveText::observer));
-                interp.answer_input_with(input);
-                let turned = host.session_turn(&mut interp, template, &code, stdin, &limits);
-                interp.stream_output(None);
-                interp.answer_input_with(None);
-                // What the leakage filter still held (a last line without its newline); under
-                // `deny`, nothing once a finding stopped the stream.
-                if let Some(live) = &live {
-                    for (kind, text) in live.finish() {
-                        (live.sink())(kind, text);
-                    }
-                }
-                match turned {
-                    Ok(mut outcome) => {
-                        // Scanned here, on the guest thread, before anything leaves.
-                        let leaks = guard.apply(&mut outcome.report, outcome.result.as_mut());
-                        // A durable session's state after this turn, stored once the
-                        // response is on its way.
-                        let own = (durable && outcome.ended.is_none())
-                            .then(|| interp.checkpoint_view())
-                            .flatten();
-                        let outcome = (outcome, leaks, own);
-                        if outcome.0.ended.is_some() {
-                            // Dead: let it go here, off the executor (this removes its dir).
-                            drop(interp);
-                            (None, Ok(outcome))
-                        } else {
-                            (Some(interp), Ok(outcome))
-                        }
-                    }
-                    Err(reason) => (
-                        None,
-                        Err(ApiError::SessionEnded {
-                            id: String::new(),
-                            reason: EndInfo::from_reason(&reason).message,
-                        }),
-                    ),
-                }
-            })
-            .await;
-        // Whatever became of the turn (ran, files refused, panicked): an interrupt meant for
-        // it must not stop the next one.
+        let job = Job::Turn(Box::new(TurnJob {
+            handle: placed.handle,
+            code,
+            stdin: stdin.into(),
+            files: job_files(files),
+            limits,
+            template: session.template,
+            observe: live.is_some(),
+            ask_input: input.is_some(),
+            want_image: session.durable,
+        }));
+        let sinks = Sinks {
+            observer: live.as_ref().map(LiveText::observer),
+            asker: input,
+        };
+        // The session's own turn: a client hanging up does not stop it (shutdown, close and
+        // an interrupt do, through the worker).
+        let target = placed.target.clone();
+        let ran = tokio::spawn(async move { target.call(job, sinks).await })
+            .await
+            .map_err(|e| ApiError::Internal(format!("the turn's task failed: {e}")))?;
+        drop(ticket);
+        // What the leakage filter still held (a last line without its newline); under
+        // `deny`, nothing once a finding stopped the stream.
+        if let Some(live) = &live {
+            for (kind, text) in live.finish() {
+                (live.sink())(kind, text);
+            }
+        }
+        // Whatever became of the turn: an interrupt meant for it must not stop the next one.
         session.clear_interrupt();
-        let (interp, outcome) = match ran {
-            Ok(v) => v,
-            Err(e) => {
-                // The guest thread panicked: the interpreter is gone with it.
+        let turned = match ran {
+            Ok(Reply::Turned(t)) => t,
+            Ok(_) => {
+                session.put_back(Some(placed), None, false).release();
+                return Err(ApiError::Internal("a worker answered out of turn".into()));
+            }
+            Err(Failure::Lost) => {
                 session
-                    .put_back(None, Some(EndInfo::host_error(e.to_string())), true)
+                    .put_back(
+                        None,
+                        Some(EndInfo::worker_lost("it died during a turn")),
+                        true,
+                    )
                     .release();
-                self.metrics.session_closed(CloseReason::Ended);
-                return Err(e);
+                drop(busy);
+                return Err(failure(Failure::Lost, &session.id));
+            }
+            Err(Failure::Job(JobError::Ended(reason))) => {
+                drop(placed);
+                session.put_back(None, None, false).release();
+                return Err(job_error(JobError::Ended(reason), &session.id));
+            }
+            Err(Failure::Job(e)) => {
+                session.put_back(Some(placed), None, false).release();
+                return Err(job_error(e, &session.id));
             }
         };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => {
-                session.put_back(interp, None, false).release();
-                return Err(match e {
-                    ApiError::SessionEnded { reason, .. } => ApiError::SessionEnded {
-                        id: session.id.clone(),
-                        reason,
-                    },
-                    other => other,
-                });
+        // Scanned before anything leaves (off the executor when it is large).
+        let crate::worker::TurnReply {
+            report,
+            result,
+            ended,
+            rolled_back,
+            image,
+        } = turned;
+        let (report, result, leaks) = {
+            let large = super::report_bytes(&report) > 64 << 10;
+            let (mut report, mut result) = (report, result);
+            let scan = move || {
+                let leaks = guard.apply(&mut report, result.as_mut());
+                (report, result, leaks)
+            };
+            if large {
+                tokio::task::spawn_blocking(scan)
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("scanning the output: {e}")))?
+            } else {
+                scan()
             }
         };
-        let (outcome, leaks, own) = outcome;
-        let ended = outcome.ended.as_ref().map(EndInfo::from_reason);
+        let ended = ended.as_ref().map(EndInfo::from_reason);
         if ended.is_some() {
             self.metrics.session_closed(CloseReason::Ended);
+            session.put_back(None, ended.clone(), true).release();
+        } else {
+            session.put_back(Some(placed), None, true).release();
         }
-        session.put_back(interp, ended.clone(), true).release();
-        if let Some(view) = own {
-            self.keep_own_snapshot(session, OwnState::View(view));
+        drop(busy);
+        if let Some(image) = image {
+            self.keep_own_snapshot(session, *image);
         }
         if ended.is_some() {
             self.forget_own_snapshot(&session.id);
         }
-        self.metrics.executed(RunKind::SessionTurn, &outcome.report);
-        if outcome.rolled_back {
+        self.metrics.executed(RunKind::SessionTurn, &report);
+        if rolled_back {
             self.metrics.session_event(SessionEvent::Rollback);
         }
-        record.set_report(&outcome.report);
-        let (report, result, rolled_back) = (outcome.report, outcome.result, outcome.rolled_back);
+        record.set_report(&report);
         // The turn ran and the session keeps its state; under `deny` only what it returned
         // is held.
         withhold_if_denied(policy, leaks, record)?;
         Ok(Turned::Ran(Box::new(TurnDone {
-            report,
+            report: *report,
             result,
             ended,
             rolled_back,
@@ -333,8 +319,8 @@ impl Runner {
 
     /// Adds the packages `raw` names to session `id` (its own keep their versions: they are
     /// pinned in the resolution); returns every wheel it then has. Its state moves to a
-    /// fresh instance that sees the new environment ([`Vivarium::add_packages`]); when that
-    /// fails the session goes on as it was.
+    /// fresh instance that sees the new environment ([`Vivarium::add_packages`], in its
+    /// worker); when that fails the session goes on as it was.
     pub async fn add_packages(
         &self,
         id: &str,
@@ -345,24 +331,38 @@ impl Runner {
         host.check_packages(&raw).map_err(ApiError::Package)?;
         let session = self.session(id).await?;
         let template = session.template;
-        let current = self
-            .with_interpreter(id, |interp| Ok(interp.package_pins()))
-            .await?;
+        let (session, busy) = self.begin(&session).await?;
+        let placed = session.take_interpreter(&busy)?;
+        let current = placed.packages.pins.clone();
+        session.put_back(Some(placed), None, false).release();
         let mut all: Vec<String> = current
             .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
             .collect();
         all.extend(raw);
+        drop(busy);
         let env = self.packages(all, record).await?;
         if env.pins == current {
             return Ok(current);
         }
-        self.with_interpreter(id, move |interp| {
-            host.add_packages(interp, template, env.clone())
-                .map_err(|e| ApiError::Internal(format!("adding packages: {e}")))?;
-            Ok(env.pins.clone())
-        })
-        .await
+        let (session, busy) = self.begin(&session).await?;
+        let mut placed = session.take_interpreter(&busy)?;
+        let job = Job::AddPackages {
+            handle: placed.handle,
+            template,
+            packages: PackageRef::of(&env),
+        };
+        match placed.target.call(job, Sinks::default()).await {
+            Ok(_) => {
+                placed.packages = env.clone();
+                session.put_back(Some(placed), None, false).release();
+                Ok(env.pins.clone())
+            }
+            Err(f) => {
+                self.put_back_after(&session, placed, &f);
+                Err(failure(f, &session.id))
+            }
+        }
     }
 
     /// Runs a query of [`crate::guest::queries`] in session `id` between its turns (409
@@ -370,7 +370,6 @@ impl Runner {
     /// numbered, counted or audited. Its limits are the session's per-turn ones, at most
     /// five seconds and the set-up turn's fuel; one they stop rolls the session back.
     pub async fn query_session(&self, id: &str, code: String) -> ApiResult<Option<String>> {
-        let host = self.host()?;
         let session = self.session(id).await?;
         let template = session.template;
         let limits = TurnLimits {
@@ -378,11 +377,18 @@ impl Runner {
             fuel: session.limits.fuel.min(crate::guest::SETUP_LIMITS.fuel),
             output_bytes: 64 << 10,
         };
-        self.with_interpreter(id, move |interp| {
-            host.session_query(interp, template, &code, &limits)
-                .map_err(|e| ApiError::InvalidRequest(format!("the session could not answer: {e}")))
-        })
-        .await
+        match self
+            .with_session(id, move |handle| Job::Query {
+                handle,
+                template,
+                code,
+                limits,
+            })
+            .await?
+        {
+            Reply::Answer(a) => Ok(a),
+            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+        }
     }
 
     /// Interrupts session `id`'s running turn (it is rolled back, the session goes on);
@@ -399,28 +405,21 @@ impl Runner {
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
     /// notebook's restart): variables, imports and files are gone; the id stays.
     pub async fn restart_session(&self, id: &str) -> ApiResult<()> {
-        let host = self.host()?;
         let template = self.session(id).await?.template;
-        self.with_interpreter(id, move |interp| {
-            let fresh = host
-                .open_interpreter(
-                    *interp.limits(),
-                    template,
-                    interp.cancel_flag(),
-                    interp.packages(),
-                )
-                .map_err(ApiError::from_sandbox)?;
-            let old = std::mem::replace(interp, fresh);
-            crate::sandbox::guest_threads::defer_drop(old);
-            Ok(())
-        })
-        .await
+        self.with_session(id, move |handle| Job::Restart { handle, template })
+            .await
+            .map(drop)
     }
 
     /// `(path, size)` of every file in session `id`'s working directory.
     pub async fn list_files(&self, id: &str) -> ApiResult<Vec<(String, u64)>> {
-        self.with_interpreter(id, |interp| Ok(interp.workdir().list_files()))
-            .await
+        match self
+            .with_session(id, |handle| Job::ListFiles { handle })
+            .await?
+        {
+            Reply::Files(f) => Ok(f),
+            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+        }
     }
 
     /// One file of session `id`'s working directory, up to its disk limit, through the
@@ -431,21 +430,34 @@ impl Runner {
         path: String,
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<u8>> {
-        let guard = self.leak_guard(self.session(id).await?.leakage, &[], &[]);
+        let session = self.session(id).await?;
+        let guard = self.leak_guard(session.leakage, &[], &[]);
         let policy = guard.policy();
-        let (bytes, leaks) = self
-            .with_interpreter(id, move |interp| {
-                let max = interp.limits().disk_bytes;
-                match interp.workdir().read_file(&path, max) {
-                    Ok(Some(mut bytes)) => {
-                        let leaks = guard.apply_file(&path, &mut bytes);
-                        Ok((bytes, leaks))
-                    }
-                    Ok(None) => Err(ApiError::FileNotFound(path)),
-                    Err(e) => Err(ApiError::from_workdir("path", e)),
-                }
+        let max = session.limits.disk_bytes;
+        let asked = path.clone();
+        let reply = self
+            .with_session(id, move |handle| Job::ReadFile {
+                handle,
+                path: asked,
             })
             .await?;
+        let bytes = match reply {
+            Reply::File(Some(bytes)) => bytes.into_vec(),
+            Reply::File(None) => return Err(ApiError::FileNotFound(path)),
+            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+        };
+        if bytes.len() as u64 > max {
+            return Err(ApiError::Internal(
+                "a worker sent more than the disk limit".into(),
+            ));
+        }
+        let (bytes, leaks) = tokio::task::spawn_blocking(move || {
+            let mut bytes = bytes;
+            let leaks = guard.apply_file(&path, &mut bytes);
+            (bytes, leaks)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("scanning the file: {e}")))?;
         withhold_if_denied(policy, leaks, record)?;
         Ok(bytes)
     }
@@ -453,26 +465,17 @@ impl Runner {
     /// Writes one file into session `id`'s working directory, within its disk limit; returns
     /// the bytes written.
     pub async fn write_file(&self, id: &str, path: String, bytes: bytes::Bytes) -> ApiResult<u64> {
-        self.with_interpreter(id, move |interp| {
-            match interp.write_files(&[(&path, &bytes)]) {
-                Ok(()) => {
-                    // An upload is part of the state a later rollback returns to.
-                    interp.refresh_checkpoint();
-                    Ok(bytes.len() as u64)
-                }
-                Err(WriteError::OverQuota { limit }) => Err(ApiError::InvalidRequest(format!(
-                    "the file would take the session past its disk limit of {limit} bytes"
-                ))),
-                Err(WriteError::Workdir { source, .. }) => {
-                    Err(ApiError::from_workdir("path", source))
-                }
-                Err(e @ WriteError::HostBudget) => Err(ApiError::Overloaded {
-                    message: e.to_string(),
-                    retry_after_secs: 1,
-                }),
-            }
-        })
-        .await
+        let reply = self
+            .with_session(id, move |handle| Job::WriteFile {
+                handle,
+                path,
+                bytes: serde_bytes::ByteBuf::from(bytes.to_vec()),
+            })
+            .await?;
+        match reply {
+            Reply::Wrote(n) => Ok(n),
+            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+        }
     }
 
     /// Runs `f` on session `id`'s interpreter, on a guest thread, holding the session busy.
@@ -503,30 +506,49 @@ impl Runner {
         Ok(self.session(id).await?.info())
     }
 
-    pub(super) async fn with_interpreter<R: Send + 'static>(
+    /// Does the job `job_of` makes for session `id`'s interpreter in its worker, holding
+    /// the session busy (409 while a turn runs); a worker lost meanwhile ends the session.
+    pub(super) async fn with_session(
         &self,
         id: &str,
-        f: impl FnOnce(&mut Interpreter) -> ApiResult<R> + Send + 'static,
-    ) -> ApiResult<R> {
+        job_of: impl FnOnce(crate::worker::Handle) -> Job,
+    ) -> ApiResult<Reply> {
         let session = self.session(id).await?;
         let (session, busy) = self.begin(&session).await?;
-        let mut interp = session.take_interpreter(&busy)?;
-        let (interp, done) = self
-            .guests
-            .run(move || {
-                let done = f(&mut interp);
-                (interp, done)
-            })
+        let placed = session.take_interpreter(&busy)?;
+        let job = job_of(placed.handle);
+        let target = placed.target.clone();
+        let done = tokio::spawn(async move { target.call(job, Sinks::default()).await })
             .await
-            .inspect_err(|e| {
-                // A guest thread panicked while it held the interpreter: the session lost it.
+            .map_err(|e| ApiError::Internal(format!("the session's task failed: {e}")))?;
+        match done {
+            Ok(reply) => {
+                session.put_back(Some(placed), None, false).release();
+                Ok(reply)
+            }
+            Err(f) => {
+                self.put_back_after(&session, placed, &f);
+                Err(failure(f, &session.id))
+            }
+        }
+    }
+
+    /// Puts `placed` back after a job that failed with `f`: a lost worker ends the session,
+    /// a refusal leaves it as it was.
+    pub(super) fn put_back_after(&self, session: &Session, placed: Placed, f: &Failure) {
+        match f {
+            Failure::Lost => {
+                drop(placed);
                 session
-                    .put_back(None, Some(EndInfo::host_error(e.to_string())), false)
+                    .put_back(
+                        None,
+                        Some(EndInfo::worker_lost("it died during a job")),
+                        false,
+                    )
                     .release();
-            })?;
-        session.put_back(Some(interp), None, false).release();
-        drop(busy);
-        done
+            }
+            Failure::Job(_) => session.put_back(Some(placed), None, false).release(),
+        }
     }
 
     /// Closes session `id` (DELETE, MCP's `close_session`): cancels a running turn and
@@ -550,24 +572,4 @@ impl Runner {
         self.forget_own_snapshot(id);
         Ok(())
     }
-}
-
-/// Writes a turn's input files, refusing them all when they would pass the disk limit.
-fn write_files(interp: &mut Interpreter, files: &[InputFile]) -> ApiResult<()> {
-    let files: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|f| (f.path.as_str(), f.content.as_slice()))
-        .collect();
-    interp.write_files(&files).map_err(|e| match e {
-        WriteError::OverQuota { limit } => ApiError::InvalidRequest(format!(
-            "the files would take the session past its disk limit of {limit} bytes"
-        )),
-        WriteError::Workdir { index, source } => {
-            ApiError::from_workdir(&format!("files[{index}].path"), source)
-        }
-        e @ WriteError::HostBudget => ApiError::Overloaded {
-            message: e.to_string(),
-            retry_after_secs: 1,
-        },
-    })
 }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
+use super::failure;
 use crate::leakage::LeakPolicy;
-use crate::sandbox::{CaptureError, CheckpointView, Interpreter};
+use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
@@ -22,24 +23,7 @@ use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, Snapshot
 use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::Vivarium;
-
-/// A session's state to store as its own snapshot: an image, or a checkpoint's view taken
-/// on a turn's response path and made into an image on a blocking thread.
-pub(super) enum OwnState {
-    /// Ready.
-    Image(SessionImage),
-    /// Shares the checkpoint's pages; copied when encoded.
-    View(CheckpointView),
-}
-
-impl OwnState {
-    fn into_image(self) -> SessionImage {
-        match self {
-            OwnState::Image(i) => i,
-            OwnState::View(v) => v.into_image(),
-        }
-    }
-}
+use crate::worker::{Failure, Job, PackageRef, Placed, Reply, Sinks};
 
 /// How long shutdown waits for a session's running turn to hand its interpreter back
 /// (turns are cancelled by then, and a cancelled turn rolls back at once).
@@ -67,34 +51,48 @@ fn binding(host: &Vivarium, template: Template) -> ApiResult<Binding> {
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
-/// The interpreter's state: its checkpoint (kept current after every turn) or, without one,
-/// a full capture.
-fn image_of(
-    host: &Vivarium,
-    interp: &mut Interpreter,
-    template: Template,
-) -> ApiResult<SessionImage> {
-    match interp.checkpoint_image() {
-        Some(image) => Ok(image),
-        None => Ok(host.capture(interp, template)?),
+/// Takes `s`'s interpreter (the caller holds it busy) and reads its state in its worker;
+/// the interpreter comes back with the image, or with why there is none (a worker lost
+/// meanwhile has ended the session).
+async fn capture(
+    runner: &Runner,
+    s: &Arc<Session>,
+    busy: &BusyGuard,
+) -> ApiResult<(Placed, ApiResult<SessionImage>)> {
+    let placed = s.take_interpreter(busy)?;
+    let job = Job::Capture {
+        handle: placed.handle,
+        template: s.template,
+    };
+    match placed.target.call(job, Sinks::default()).await {
+        Ok(Reply::Image(image)) => Ok((placed, checked_image(runner, *image))),
+        Ok(_) => Ok((
+            placed,
+            Err(ApiError::Internal("a worker answered out of turn".into())),
+        )),
+        Err(f @ Failure::Lost) => {
+            runner.put_back_after(s, placed, &f);
+            Err(failure(f, &s.id))
+        }
+        Err(f) => Ok((placed, Err(failure(f, &s.id)))),
     }
 }
 
-/// Takes `s`'s interpreter (the caller holds it busy) and reads its state on a blocking
-/// thread; the interpreter comes back with the image, or with why there is none.
-async fn capture_off_executor(
-    host: &Arc<Vivarium>,
-    s: &Arc<Session>,
-    busy: &BusyGuard,
-) -> ApiResult<(Interpreter, ApiResult<SessionImage>)> {
-    let mut interp = s.take_interpreter(busy)?;
-    let (host, template) = (host.clone(), s.template);
-    tokio::task::spawn_blocking(move || {
-        let image = image_of(&host, &mut interp, template);
-        (interp, image)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))
+/// An image a worker sent, held to this server's bounds before anything uses it (a worker
+/// is as hostile as its guest once compromised).
+fn checked_image(runner: &Runner, image: SessionImage) -> ApiResult<SessionImage> {
+    let max = runner.maximum;
+    let pages_ok = image.page_data.len() == image.pages.len() * crate::snapshot::PAGE_BYTES
+        && image.pages.windows(2).all(|w| w[0] < w[1])
+        && image.pages.last().is_none_or(|p| {
+            (*p as u64 + 1) * crate::snapshot::PAGE_BYTES as u64 <= image.memory_bytes
+        });
+    if !pages_ok || image.memory_bytes > max.memory_bytes || image.file_bytes() > max.disk_bytes {
+        return Err(ApiError::Internal(
+            "a worker sent a session image out of bounds".into(),
+        ));
+    }
+    Ok(image)
 }
 
 /// The record a session's own snapshot carries.
@@ -121,21 +119,21 @@ impl Runner {
         let template = session.template;
         let binding = binding(&host, template)?;
         let turns = session.info().turns;
-        let bytes = self
-            .with_interpreter(id, move |interp| {
-                let image = image_of(&host, interp, template)?;
-                Ok(encode(
-                    &image,
-                    &Provenance {
-                        binding,
-                        created_at: now_secs(),
-                        owner,
-                        turns,
-                        session: None,
-                    },
-                ))
-            })
-            .await?;
+        let image = self.session_image(&session).await?;
+        let bytes = tokio::task::spawn_blocking(move || {
+            encode(
+                &image,
+                &Provenance {
+                    binding,
+                    created_at: now_secs(),
+                    owner,
+                    turns,
+                    session: None,
+                },
+            )
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
         let info = self.snapshots.put(bytes).await?;
         record.snapshot_id = Some(info.snapshot_id.clone());
         self.metrics.session_event(SessionEvent::Snapshot);
@@ -149,12 +147,9 @@ impl Runner {
         id: &str,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
-        let host = self.host()?;
         let session = self.session(id).await?;
         let template = session.template;
-        let image = self
-            .with_interpreter(id, move |interp| image_of(&host, interp, template))
-            .await?;
+        let image = self.session_image(&session).await?;
         let settings = SessionSettings {
             limits: session.limits,
             template,
@@ -199,6 +194,14 @@ impl Runner {
         Ok(restored)
     }
 
+    /// Session `session`'s state now, read in its worker (409 while a turn runs).
+    async fn session_image(&self, session: &Arc<Session>) -> ApiResult<SessionImage> {
+        let (session, busy) = self.begin(session).await?;
+        let (placed, image) = capture(self, &session, &busy).await?;
+        session.put_back(Some(placed), None, false).release();
+        image
+    }
+
     /// Admits a session made from `image`; a durable one gets its first own snapshot.
     async fn admit_restored(
         &self,
@@ -206,21 +209,39 @@ impl Runner {
         image: SessionImage,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
-        let template = settings.template;
         let durable = settings.durable;
         let first = durable.then(|| image.clone());
-        let starts = starting_bytes(&image);
-        let session = self
-            .admit_session(settings, record, Some(starts), move |host, cancel| {
-                // The image was checked against this server's bounds, not against the
-                // template's shape: a mismatch here is the snapshot's fault.
-                host.restore_interpreter(template, image, cancel)
-                    .map_err(ApiError::from_restore)
-            })
-            .await?;
+        let session = self.admit_image(settings, image, record).await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, OwnState::Image(image));
+            self.keep_own_snapshot(&session, image);
         }
+        Ok(session)
+    }
+
+    /// Admits a session made from `image` (checked against this server's bounds, not
+    /// against the template's shape: a mismatch is the snapshot's fault) in a worker; its
+    /// packages are found here first (the cache, or the index), never in the worker.
+    async fn admit_image(
+        &self,
+        settings: SessionSettings,
+        image: SessionImage,
+        record: &mut AuditRecord,
+    ) -> ApiResult<Arc<Session>> {
+        let host = self.host()?;
+        let pins = image.packages.clone();
+        let packages = tokio::task::spawn_blocking(move || host.pinned_packages(&pins))
+            .await
+            .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
+            .map_err(ApiError::Package)?;
+        let starts = starting_bytes(&image);
+        let job = Job::Restore {
+            template: settings.template,
+            image: Box::new(image),
+            packages: PackageRef::of(&packages),
+        };
+        let (session, _) = self
+            .admit_session(settings, record, Some(starts), job, packages)
+            .await?;
         Ok(session)
     }
 
@@ -298,12 +319,8 @@ impl Runner {
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
         let starts = starting_bytes(&image);
-        let session = self
-            .admit_session(settings, &mut record, Some(starts), move |host, cancel| {
-                host.restore_interpreter(template, image, cancel)
-                    .map_err(ApiError::from_restore)
-            })
-            .await?;
+        let _ = starts;
+        let session = self.admit_image(settings, image, &mut record).await?;
         if self.sessions.unhibernate(id) {
             tracing::debug!(session = %id, "hibernated session woke");
             self.metrics.woke(started.elapsed().as_secs_f64());
@@ -319,7 +336,7 @@ impl Runner {
     /// blocking thread, stored in the background. Writes of one session land in the order
     /// they were taken (an older one finishing late is dropped), and each replaces the
     /// previous in one step, so the store always holds a whole, recent snapshot.
-    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, state: OwnState) {
+    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, state: SessionImage) {
         let Some(host) = self.loaded_host().cloned() else {
             return;
         };
@@ -470,7 +487,7 @@ impl Runner {
     async fn hibernate_one(&self, s: &Arc<Session>) -> ApiResult<()> {
         let host = self.host()?;
         let busy = s.begin()?;
-        let (interp, image) = capture_off_executor(&host, s, &busy).await?;
+        let (interp, image) = capture(self, s, &busy).await?;
         let written = match image {
             Ok(image) => self.write_own_now(&host, s, image).await,
             Err(e) => Err(e),
@@ -497,7 +514,7 @@ impl Runner {
 
     async fn keep_on_shutdown(&self, host: &Arc<Vivarium>, s: &Arc<Session>) -> ApiResult<()> {
         let busy = s.begin()?;
-        let (interp, image) = capture_off_executor(host, s, &busy).await?;
+        let (interp, image) = capture(self, s, &busy).await?;
         s.put_back(Some(interp), None, false).release();
         drop(busy);
         self.write_own_now(host, s, image?).await.map(drop)
@@ -512,15 +529,7 @@ impl Runner {
     ) -> ApiResult<u64> {
         let taken = s.next_own_generation();
         let turns = s.info().turns;
-        write_own(
-            host,
-            &self.snapshots,
-            s,
-            OwnState::Image(image),
-            turns,
-            taken,
-        )
-        .await
+        write_own(host, &self.snapshots, s, image, turns, taken).await
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
@@ -545,7 +554,7 @@ async fn write_own(
     host: &Vivarium,
     snapshots: &Snapshots,
     session: &Arc<Session>,
-    state: OwnState,
+    state: SessionImage,
     turns: u64,
     taken: u64,
 ) -> ApiResult<u64> {
@@ -560,7 +569,7 @@ async fn write_own(
         turns,
         session: Some(record_of(session)),
     };
-    let bytes = tokio::task::spawn_blocking(move || encode(&state.into_image(), &provenance))
+    let bytes = tokio::task::spawn_blocking(move || encode(&state, &provenance))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let size = bytes.len() as u64;

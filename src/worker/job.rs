@@ -1,0 +1,405 @@
+//! What crosses the runner seam: a [`Job`] goes to a worker, a [`Reply`] (or a [`JobError`])
+//! comes back. These are plain data (no closures, no `Arc`s): a job runs the same way in a
+//! worker process and in the supervisor's own process (`--workers 0`).
+//!
+//! Sessions live in the worker that opened them; a [`Handle`] names one there. A handle means
+//! nothing outside its worker, and a worker answers for no other worker's handles.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+use crate::check::{CheckResult, Finding, Policy};
+use crate::limits::{Limits, TurnLimits};
+use crate::packages::{PackageEnv, PackageError, PackagePin};
+use crate::report::Report;
+use crate::sandbox::EndReason;
+use crate::snapshot::SessionImage;
+use crate::template::Template;
+
+/// A session's interpreter in its worker.
+pub type Handle = u64;
+
+/// A package environment by its parts: the supervisor resolved and unpacked it, and keeps it
+/// from eviction while a worker uses it; the worker only reads its folder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackageRef {
+    /// The environment's cache key.
+    pub key: String,
+    /// The folder a sandbox sees at `guest::PACKAGES_DIR`.
+    pub site: PathBuf,
+    /// Its wheels.
+    pub pins: Vec<PackagePin>,
+    /// Bytes unpacked.
+    pub bytes: u64,
+}
+
+impl PackageRef {
+    /// The parts of `env`.
+    pub fn of(env: &PackageEnv) -> Self {
+        PackageRef {
+            key: env.key.clone(),
+            site: env.site.clone(),
+            pins: env.pins.clone(),
+            bytes: env.bytes,
+        }
+    }
+
+    /// The environment again, on the worker's side.
+    pub fn env(self) -> Arc<PackageEnv> {
+        PackageEnv::resolved_elsewhere(self.key, self.site, self.pins, self.bytes)
+    }
+}
+
+/// A file placed in the working directory before code runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobFile {
+    /// Relative, `/`-separated (checked by the front door, and again by the working
+    /// directory).
+    pub path: String,
+    /// Its bytes.
+    pub content: ByteBuf,
+}
+
+/// One execution in a fresh sandbox (`crate::vivarium::RunSpec` as data).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecuteJob {
+    /// Python source, run as a program.
+    pub code: String,
+    /// What it reads on stdin.
+    pub stdin: ByteBuf,
+    /// Placed in the working directory first.
+    pub files: Vec<JobFile>,
+    /// Resolved and checked against the template by the supervisor.
+    pub limits: Limits,
+    /// Laid over the guest's base environment.
+    pub env: Vec<(String, String)>,
+    /// The snapshot the sandbox starts from.
+    pub template: Template,
+    /// Output goes back as [`Event::Output`] while it runs.
+    pub observe: bool,
+    /// `display()` and `plt.show()` make rich outputs.
+    pub rich: bool,
+    /// stdout and stderr flush at each newline.
+    pub line_buffered: bool,
+    /// The pre-execution check, in the same sandbox.
+    pub policy: Policy,
+    /// The extra packages it sees.
+    pub packages: PackageRef,
+}
+
+/// One turn in a kept interpreter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnJob {
+    /// The session's interpreter.
+    pub handle: Handle,
+    /// Python source; a final expression's value is the result.
+    pub code: String,
+    /// What the turn reads on stdin.
+    pub stdin: ByteBuf,
+    /// Written into the working directory first (all or none, within the disk limit).
+    pub files: Vec<JobFile>,
+    /// This turn's limits.
+    pub limits: TurnLimits,
+    /// The session's template (for a rollback).
+    pub template: Template,
+    /// Output goes back as [`Event::Output`] while it runs.
+    pub observe: bool,
+    /// `input()` asks through [`Event::Input`] (else it reads `stdin`).
+    pub ask_input: bool,
+    /// Send the state after the turn back (a durable session's own snapshot).
+    pub want_image: bool,
+}
+
+/// What a worker is asked to do. Each has one [`Reply`] variant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Job {
+    /// Run a program in a fresh sandbox → [`Reply::Executed`].
+    Execute(Box<ExecuteJob>),
+    /// Check code in a sandbox of its own → [`Reply::Checked`].
+    Check {
+        /// The code.
+        code: String,
+    },
+    /// Open an interpreter → [`Reply::Opened`].
+    Open {
+        /// Its limits for life.
+        limits: Limits,
+        /// Its template.
+        template: Template,
+        /// Its extra packages.
+        packages: PackageRef,
+        /// Send back its first state (a durable session's first snapshot).
+        want_image: bool,
+    },
+    /// Make an interpreter from an image (checked by the supervisor) → [`Reply::Opened`].
+    Restore {
+        /// The image's template.
+        template: Template,
+        /// The state.
+        image: Box<SessionImage>,
+        /// The image's packages, found by the supervisor.
+        packages: PackageRef,
+    },
+    /// A turn → [`Reply::Turned`].
+    Turn(Box<TurnJob>),
+    /// A hidden query between turns → [`Reply::Answer`].
+    Query {
+        /// The session.
+        handle: Handle,
+        /// Its template (for a rollback).
+        template: Template,
+        /// Python of `guest::queries`.
+        code: String,
+        /// Its limits.
+        limits: TurnLimits,
+    },
+    /// A fresh interpreter of the same template, limits and packages → [`Reply::Done`].
+    Restart {
+        /// The session.
+        handle: Handle,
+        /// Its template.
+        template: Template,
+    },
+    /// Move the session to an instance that sees `packages` → [`Reply::Done`].
+    AddPackages {
+        /// The session.
+        handle: Handle,
+        /// Its template.
+        template: Template,
+        /// A superset of its own.
+        packages: PackageRef,
+    },
+    /// The working directory's files → [`Reply::Files`].
+    ListFiles {
+        /// The session.
+        handle: Handle,
+    },
+    /// One file, up to the disk limit → [`Reply::File`].
+    ReadFile {
+        /// The session.
+        handle: Handle,
+        /// Relative path.
+        path: String,
+    },
+    /// Write one file (kept by a later rollback) → [`Reply::Wrote`].
+    WriteFile {
+        /// The session.
+        handle: Handle,
+        /// Relative path.
+        path: String,
+        /// Its bytes.
+        bytes: ByteBuf,
+    },
+    /// The session's state now → [`Reply::Image`].
+    Capture {
+        /// The session.
+        handle: Handle,
+        /// Its template.
+        template: Template,
+    },
+    /// Let the interpreter go (its directory is removed) → [`Reply::Done`].
+    Close {
+        /// The session.
+        handle: Handle,
+    },
+    /// Test builds only: make this worker fail in a given way → [`Reply::Probed`] or death.
+    #[cfg(debug_assertions)]
+    Fault(super::fault::Fault),
+}
+
+/// How an execution ended, when it could be attempted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Executed {
+    /// It ran.
+    Ran {
+        /// What it did.
+        report: Box<Report>,
+        /// The check's findings (`None` with policy `off`).
+        findings: Option<Vec<Finding>>,
+    },
+    /// The policy is `deny` and the check found these.
+    Denied(Vec<Finding>),
+}
+
+/// What a turn that ran did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnReply {
+    /// Its report.
+    pub report: Box<Report>,
+    /// `repr` of its final value.
+    pub result: Option<String>,
+    /// Set when the turn ended the interpreter (the worker let it go).
+    pub ended: Option<EndReason>,
+    /// A limit stopped it and the session went back to before it.
+    pub rolled_back: bool,
+    /// The state after it, when asked for and the session goes on.
+    pub image: Option<Box<SessionImage>>,
+}
+
+/// A worker's answer to one [`Job`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    /// To [`Job::Execute`].
+    Executed(Executed),
+    /// To [`Job::Check`].
+    Checked(CheckResult),
+    /// To [`Job::Open`] and [`Job::Restore`].
+    Opened {
+        /// The new interpreter.
+        handle: Handle,
+        /// Its first state, when asked for.
+        image: Option<Box<SessionImage>>,
+    },
+    /// To [`Job::Turn`].
+    Turned(TurnReply),
+    /// To [`Job::Query`].
+    Answer(Option<String>),
+    /// To [`Job::ListFiles`].
+    Files(Vec<(String, u64)>),
+    /// To [`Job::ReadFile`]: `None` when there is no such file.
+    File(Option<ByteBuf>),
+    /// To [`Job::WriteFile`]: bytes written.
+    Wrote(u64),
+    /// To [`Job::Capture`].
+    Image(Box<SessionImage>),
+    /// To [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
+    Done,
+    /// To a [`Job::Fault`] probe.
+    #[cfg(debug_assertions)]
+    Probed(super::fault::ProbeReport),
+}
+
+/// Why a job did not do what it was asked. The supervisor maps each to its HTTP error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum JobError {
+    /// A path in the request is not acceptable.
+    #[error("{message}")]
+    InvalidPath {
+        /// The request field.
+        field: String,
+        /// Why.
+        message: String,
+    },
+    /// Something else in the request cannot be done (too many files, over the disk limit,
+    /// a bad environment variable, a query the session could not answer).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The host's memory budget is full: retry.
+    #[error("{0}")]
+    HostBudget(String),
+    /// The session's interpreter had ended before this job.
+    #[error("the interpreter has ended ({0:?})")]
+    Ended(EndReason),
+    /// The session's state cannot be captured now (a file held open, ...).
+    #[error("{0}")]
+    CaptureRefused(String),
+    /// An image does not fit this template or build.
+    #[error("{0}")]
+    Incompatible(String),
+    /// The packages cannot be had.
+    #[error("{0}")]
+    Package(PackageError),
+    /// The worker has no interpreter by that handle.
+    #[error("no interpreter {0} in this worker")]
+    NoSuchHandle(Handle),
+    /// Anything else (a host failure, a panic on the guest thread).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// What a running job sends before its reply.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Event {
+    /// Output as the guest wrote it: `stderr` or stdout, and the bytes.
+    Output {
+        /// stderr (else stdout).
+        stderr: bool,
+        /// The bytes.
+        bytes: ByteBuf,
+    },
+    /// `input()` asks this; the answer comes back as a line.
+    Input {
+        /// The prompt.
+        prompt: String,
+    },
+}
+
+/// A job's kind, kept while it runs: a reply is taken only when it is this kind's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// [`Job::Execute`].
+    Execute,
+    /// [`Job::Check`].
+    Check,
+    /// [`Job::Open`], [`Job::Restore`].
+    Open,
+    /// [`Job::Turn`].
+    Turn,
+    /// [`Job::Query`].
+    Query,
+    /// [`Job::ListFiles`].
+    ListFiles,
+    /// [`Job::ReadFile`].
+    ReadFile,
+    /// [`Job::WriteFile`].
+    WriteFile,
+    /// [`Job::Capture`].
+    Capture,
+    /// [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
+    Plain,
+    /// [`Job::Fault`].
+    Fault,
+}
+
+impl Job {
+    /// Its kind.
+    pub fn kind(&self) -> JobKind {
+        match self {
+            Job::Execute(_) => JobKind::Execute,
+            Job::Check { .. } => JobKind::Check,
+            Job::Open { .. } | Job::Restore { .. } => JobKind::Open,
+            Job::Turn(_) => JobKind::Turn,
+            Job::Query { .. } => JobKind::Query,
+            Job::ListFiles { .. } => JobKind::ListFiles,
+            Job::ReadFile { .. } => JobKind::ReadFile,
+            Job::WriteFile { .. } => JobKind::WriteFile,
+            Job::Capture { .. } => JobKind::Capture,
+            Job::Restart { .. } | Job::AddPackages { .. } | Job::Close { .. } => JobKind::Plain,
+            #[cfg(debug_assertions)]
+            Job::Fault(_) => JobKind::Fault,
+        }
+    }
+}
+
+impl Reply {
+    /// Whether this is the kind of reply a job of `kind` has: a worker is as hostile as its
+    /// guest once compromised, so a reply of another kind ends it.
+    pub fn answers(&self, kind: JobKind) -> bool {
+        matches!(
+            (kind, self),
+            (JobKind::Execute, Reply::Executed(_))
+                | (JobKind::Check, Reply::Checked(_))
+                | (JobKind::Open, Reply::Opened { .. })
+                | (JobKind::Turn, Reply::Turned(_))
+                | (JobKind::Query, Reply::Answer(_))
+                | (JobKind::ListFiles, Reply::Files(_))
+                | (JobKind::ReadFile, Reply::File(_))
+                | (JobKind::WriteFile, Reply::Wrote(_))
+                | (JobKind::Capture, Reply::Image(_))
+                | (JobKind::Plain, Reply::Done)
+        ) || self.answers_fault(kind)
+    }
+
+    #[cfg(debug_assertions)]
+    fn answers_fault(&self, kind: JobKind) -> bool {
+        matches!((kind, self), (JobKind::Fault, Reply::Probed(_)))
+    }
+
+    #[cfg(not(debug_assertions))]
+    fn answers_fault(&self, _kind: JobKind) -> bool {
+        false
+    }
+}

@@ -1,0 +1,436 @@
+//! A worker's side of the seam: the interpreters it holds, and each [`Job`] done against
+//! its [`Vivarium`]. The same code serves a worker process (`child.rs`) and the supervisor's
+//! own process when it runs without workers (`local.rs`). Every job runs on a guest thread.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::job::{Event, ExecuteJob, Executed, Handle, Job, JobError, JobFile, Reply, TurnJob};
+use crate::check::CheckError;
+use crate::hostcalls::input::InputAsker;
+use crate::sandbox::output::{OutputObserver, StreamKind};
+use crate::sandbox::workdir::WorkdirError;
+use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
+use crate::sync::lock;
+use crate::vivarium::{ExecError, InputFile, RunSpec, Vivarium};
+
+/// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
+pub trait Events: Send + Sync {
+    /// Sends `event`; for [`Event::Input`], the answer comes on the returned receiver.
+    fn send(&self, event: Event) -> Option<std::sync::mpsc::Receiver<String>>;
+}
+
+/// One interpreter of this worker: there, or out for a job.
+struct Slot {
+    interp: Option<Interpreter>,
+    /// The interpreter's cancel flag, reachable while a job has it out (an interrupt).
+    cancel: Arc<AtomicBool>,
+}
+
+/// A worker: its runtime and the interpreters of the sessions placed on it.
+pub struct Worker {
+    host: Arc<Vivarium>,
+    slots: Mutex<HashMap<Handle, Slot>>,
+    next: AtomicU64,
+    /// Set by shutdown: every run in progress and every later one is cancelled.
+    cancel_all: AtomicBool,
+}
+
+impl Worker {
+    /// A worker over `host`, holding no interpreter yet.
+    pub fn new(host: Arc<Vivarium>) -> Self {
+        Worker {
+            host,
+            slots: Mutex::default(),
+            next: AtomicU64::new(1),
+            cancel_all: AtomicBool::new(false),
+        }
+    }
+
+    /// A fresh cancel flag for a job about to run (set already once shutdown began).
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(self.cancel_all.load(Ordering::Relaxed)))
+    }
+
+    /// Stops session `handle`'s running turn (a notebook's interrupt).
+    pub fn interrupt(&self, handle: Handle) {
+        if let Some(slot) = lock(&self.slots).get(&handle) {
+            slot.cancel.store(true, Ordering::Release);
+        }
+    }
+
+    /// Before a turn is dispatched, in the order jobs arrive: what an interrupt of an
+    /// earlier turn set no longer stands (an interrupt sent after this job still does).
+    pub fn arm(&self, job: &Job) {
+        if let Job::Turn(t) = job
+            && let Some(slot) = lock(&self.slots).get(&t.handle)
+        {
+            slot.cancel
+                .store(self.cancel_all.load(Ordering::Relaxed), Ordering::Release);
+        }
+    }
+
+    /// Cancels everything running and everything later (shutdown).
+    pub fn cancel_everything(&self) {
+        self.cancel_all.store(true, Ordering::Relaxed);
+        for slot in lock(&self.slots).values() {
+            slot.cancel.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Does `job` on this thread (a guest thread). `cancel` stops an execution or a check;
+    /// a session's jobs use the session's own flag.
+    pub fn handle(
+        &self,
+        job: Job,
+        cancel: Arc<AtomicBool>,
+        events: Arc<dyn Events>,
+    ) -> Result<Reply, JobError> {
+        match job {
+            Job::Execute(e) => self.execute(*e, cancel, events),
+            Job::Check { code } => self
+                .host
+                .check(&code, cancel)
+                .map(Reply::Checked)
+                .map_err(from_check),
+            Job::Open {
+                limits,
+                template,
+                packages,
+                want_image,
+            } => {
+                let interp = self
+                    .host
+                    .open_interpreter(limits, template, self.cancel_flag(), packages.env())
+                    .map_err(from_sandbox)?;
+                let image = if want_image {
+                    interp.checkpoint_image().map(Box::new)
+                } else {
+                    None
+                };
+                Ok(Reply::Opened {
+                    handle: self.keep(interp),
+                    image,
+                })
+            }
+            Job::Restore {
+                template,
+                image,
+                packages,
+            } => {
+                let interp = self
+                    .host
+                    .restore_interpreter_with(template, *image, self.cancel_flag(), packages.env())
+                    .map_err(from_restore)?;
+                Ok(Reply::Opened {
+                    handle: self.keep(interp),
+                    image: None,
+                })
+            }
+            Job::Turn(t) => self.turn(*t, events),
+            Job::Query {
+                handle,
+                template,
+                code,
+                limits,
+            } => self.with(handle, |interp| {
+                self.host
+                    .session_query(interp, template, &code, &limits)
+                    .map(Reply::Answer)
+                    .map_err(|e| {
+                        JobError::InvalidRequest(format!("the session could not answer: {e}"))
+                    })
+            }),
+            Job::Restart { handle, template } => self.with(handle, |interp| {
+                let fresh = self
+                    .host
+                    .open_interpreter(
+                        *interp.limits(),
+                        template,
+                        interp.cancel_flag(),
+                        interp.packages(),
+                    )
+                    .map_err(from_sandbox)?;
+                let old = std::mem::replace(interp, fresh);
+                crate::sandbox::guest_threads::defer_drop(old);
+                Ok(Reply::Done)
+            }),
+            Job::AddPackages {
+                handle,
+                template,
+                packages,
+            } => self.with(handle, |interp| {
+                self.host
+                    .add_packages(interp, template, packages.env())
+                    .map_err(|e| JobError::Internal(format!("adding packages: {e}")))?;
+                Ok(Reply::Done)
+            }),
+            Job::ListFiles { handle } => self.with(handle, |interp| {
+                Ok(Reply::Files(interp.workdir().list_files()))
+            }),
+            Job::ReadFile { handle, path } => self.with(handle, |interp| {
+                let max = interp.limits().disk_bytes;
+                match interp.workdir().read_file(&path, max) {
+                    Ok(bytes) => Ok(Reply::File(bytes.map(serde_bytes::ByteBuf::from))),
+                    Err(e) => Err(from_workdir("path", e)),
+                }
+            }),
+            Job::WriteFile {
+                handle,
+                path,
+                bytes,
+            } => self.with(handle, |interp| {
+                match interp.write_files(&[(&path, &bytes)]) {
+                    Ok(()) => {
+                        // An upload is part of the state a later rollback returns to.
+                        interp.refresh_checkpoint();
+                        Ok(Reply::Wrote(bytes.len() as u64))
+                    }
+                    Err(e) => Err(from_write(e, "the file", |_| "path".to_string())),
+                }
+            }),
+            Job::Capture { handle, template } => self.with(handle, |interp| {
+                let image = match interp.checkpoint_image() {
+                    Some(image) => image,
+                    None => self.host.capture(interp, template).map_err(from_capture)?,
+                };
+                Ok(Reply::Image(Box::new(image)))
+            }),
+            Job::Close { handle } => {
+                let slot = lock(&self.slots).remove(&handle);
+                if let Some(slot) = slot {
+                    slot.cancel.store(true, Ordering::Relaxed);
+                    // Its directory goes after the reply has left.
+                    crate::sandbox::guest_threads::defer_drop(slot.interp);
+                }
+                Ok(Reply::Done)
+            }
+            #[cfg(debug_assertions)]
+            Job::Fault(f) => {
+                let root = self.host.scratch_root();
+                let base = root.parent().unwrap_or(root);
+                super::fault::inflict(f, base, &self.host.runtime_files().plain_wasm)
+                    .map(Reply::Probed)
+                    .map_err(JobError::Internal)
+            }
+        }
+    }
+
+    fn execute(
+        &self,
+        e: ExecuteJob,
+        cancel: Arc<AtomicBool>,
+        events: Arc<dyn Events>,
+    ) -> Result<Reply, JobError> {
+        let observer: Option<OutputObserver> = e.observe.then(|| observer_of(events));
+        let spec = RunSpec {
+            code: e.code,
+            stdin: e.stdin.into_vec(),
+            files: input_files(e.files),
+            limits: e.limits,
+            env: e.env,
+            template: e.template,
+            observer,
+            rich: e.rich,
+            line_buffered: e.line_buffered,
+            policy: e.policy,
+            packages: e.packages.env(),
+        };
+        match self.host.run(spec, cancel) {
+            Ok(crate::vivarium::Executed::Ran { report, findings }) => {
+                Ok(Reply::Executed(Executed::Ran { report, findings }))
+            }
+            Ok(crate::vivarium::Executed::Denied(f)) => Ok(Reply::Executed(Executed::Denied(f))),
+            Err(e) => Err(from_exec(e)),
+        }
+    }
+
+    fn turn(&self, t: TurnJob, events: Arc<dyn Events>) -> Result<Reply, JobError> {
+        let mut interp = self.take(t.handle)?;
+        let files = input_files(t.files);
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.content.as_slice()))
+            .collect();
+        if let Err(e) = interp.write_files(&refs) {
+            self.put_back(t.handle, interp);
+            return Err(from_write(e, "the files", |i| format!("files[{i}].path")));
+        }
+        interp.stream_output(t.observe.then(|| observer_of(events.clone())));
+        interp.answer_input_with(t.ask_input.then(|| asker_of(events)));
+        let turned = self.host.session_turn(
+            &mut interp,
+            t.template,
+            &t.code,
+            t.stdin.into_vec(),
+            &t.limits,
+        );
+        interp.stream_output(None);
+        interp.answer_input_with(None);
+        match turned {
+            Ok(outcome) => {
+                let image = if t.want_image && outcome.ended.is_none() {
+                    interp.checkpoint_view().map(|v| Box::new(v.into_image()))
+                } else {
+                    None
+                };
+                if outcome.ended.is_some() {
+                    // Dead: it goes after the reply (this removes its directory).
+                    lock(&self.slots).remove(&t.handle);
+                    crate::sandbox::guest_threads::defer_drop(interp);
+                } else {
+                    self.put_back(t.handle, interp);
+                }
+                Ok(Reply::Turned(super::job::TurnReply {
+                    report: Box::new(outcome.report),
+                    result: outcome.result,
+                    ended: outcome.ended,
+                    rolled_back: outcome.rolled_back,
+                    image,
+                }))
+            }
+            Err(reason) => {
+                lock(&self.slots).remove(&t.handle);
+                crate::sandbox::guest_threads::defer_drop(interp);
+                Err(JobError::Ended(reason))
+            }
+        }
+    }
+
+    /// Registers `interp`; its handle.
+    fn keep(&self, interp: Interpreter) -> Handle {
+        let handle = self.next.fetch_add(1, Ordering::Relaxed);
+        let cancel = interp.cancel_flag();
+        lock(&self.slots).insert(
+            handle,
+            Slot {
+                interp: Some(interp),
+                cancel,
+            },
+        );
+        handle
+    }
+
+    fn take(&self, handle: Handle) -> Result<Interpreter, JobError> {
+        lock(&self.slots)
+            .get_mut(&handle)
+            .and_then(|s| s.interp.take())
+            .ok_or(JobError::NoSuchHandle(handle))
+    }
+
+    fn put_back(&self, handle: Handle, interp: Interpreter) {
+        let mut slots = lock(&self.slots);
+        match slots.get_mut(&handle) {
+            Some(slot) => slot.interp = Some(interp),
+            // Closed while it was out: let it go.
+            None => crate::sandbox::guest_threads::defer_drop(interp),
+        }
+    }
+
+    /// Runs `f` on interpreter `handle`, out of its slot meanwhile.
+    fn with(
+        &self,
+        handle: Handle,
+        f: impl FnOnce(&mut Interpreter) -> Result<Reply, JobError>,
+    ) -> Result<Reply, JobError> {
+        let mut interp = self.take(handle)?;
+        let done = f(&mut interp);
+        self.put_back(handle, interp);
+        done
+    }
+}
+
+fn input_files(files: Vec<JobFile>) -> Vec<InputFile> {
+    files
+        .into_iter()
+        .map(|f| InputFile {
+            path: f.path,
+            content: f.content.into_vec(),
+        })
+        .collect()
+}
+
+fn observer_of(events: Arc<dyn Events>) -> OutputObserver {
+    Arc::new(move |kind: StreamKind, bytes: &[u8]| {
+        events.send(Event::Output {
+            stderr: kind == StreamKind::Stderr,
+            bytes: serde_bytes::ByteBuf::from(bytes.to_vec()),
+        });
+    })
+}
+
+fn asker_of(events: Arc<dyn Events>) -> InputAsker {
+    Arc::new(move |prompt: String| {
+        events
+            .send(Event::Input { prompt })
+            .unwrap_or_else(|| std::sync::mpsc::channel().1)
+    })
+}
+
+fn from_workdir(field: &str, e: WorkdirError) -> JobError {
+    match e {
+        WorkdirError::BadPath { .. } => JobError::InvalidPath {
+            field: field.to_string(),
+            message: e.to_string(),
+        },
+        WorkdirError::TooManyFiles { .. } | WorkdirError::InputsTooLarge { .. } => {
+            JobError::InvalidRequest(e.to_string())
+        }
+        WorkdirError::Io { .. } => JobError::Internal(e.to_string()),
+    }
+}
+
+fn from_sandbox(e: SandboxError) -> JobError {
+    match e {
+        SandboxError::Workdir(w) => from_workdir("files", w),
+        SandboxError::BadEnv(..) => JobError::InvalidRequest(e.to_string()),
+        // Lost the race for the last of the budget between admission and instantiation.
+        SandboxError::HostBudget => JobError::HostBudget(e.to_string()),
+        other => JobError::Internal(other.to_string()),
+    }
+}
+
+fn from_check(e: CheckError) -> JobError {
+    match e {
+        CheckError::Sandbox(s) => from_sandbox(s),
+        other => JobError::Internal(format!("pre-execution check failed: {other}")),
+    }
+}
+
+fn from_exec(e: ExecError) -> JobError {
+    match e {
+        ExecError::Sandbox(s) => from_sandbox(s),
+        ExecError::Check(c) => from_check(c),
+        ExecError::Packages(p) => JobError::Package(p),
+        other => JobError::Internal(other.to_string()),
+    }
+}
+
+fn from_restore(e: RestoreError) -> JobError {
+    match e {
+        RestoreError::Sandbox(SandboxError::HostBudget) => from_sandbox(SandboxError::HostBudget),
+        RestoreError::Packages(p) => JobError::Package(p),
+        e => JobError::Incompatible(e.to_string()),
+    }
+}
+
+fn from_capture(e: CaptureError) -> JobError {
+    match e {
+        CaptureError::OpenFiles { .. } | CaptureError::TooManyEntries | CaptureError::Ended => {
+            JobError::CaptureRefused(e.to_string())
+        }
+        other => JobError::Internal(format!("capturing the session: {other}")),
+    }
+}
+
+/// `what` is "the files" or "the file"; `field` names the request field of file `i`.
+fn from_write(e: WriteError, what: &str, field: impl Fn(usize) -> String) -> JobError {
+    match e {
+        WriteError::OverQuota { limit } => JobError::InvalidRequest(format!(
+            "{what} would take the session past its disk limit of {limit} bytes"
+        )),
+        WriteError::Workdir { index, source } => from_workdir(&field(index), source),
+        e @ WriteError::HostBudget => JobError::HostBudget(e.to_string()),
+    }
+}
