@@ -118,7 +118,12 @@ async fn a_session_keeps_state_and_ends_on_exit() {
     assert_eq!(v["ended"]["reason"], "quit");
     let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
     assert_eq!((st, error_code(&v)), (409, "session_ended"));
-    assert_eq!(s.sandbox_dirs(), 0, "an ended session lets its dir go");
+    // Its directory goes just after the response that ended it left (in its worker).
+    assert_eq!(
+        s.settled_sandbox_dirs().await,
+        0,
+        "an ended session lets its dir go"
+    );
 
     // DELETE, then 404.
     let r = c

@@ -206,6 +206,8 @@ pub struct Gauges {
     /// Worker processes alive (0 when runs are in process), and the pool's size.
     pub workers: usize,
     pub workers_configured: usize,
+    /// Replacement workers started (one per worker lost, once it came up).
+    pub workers_restarted: u64,
     /// Each jail layer's state in the workers, as `(layer, state)`, one per live worker.
     pub jail: Vec<(&'static str, &'static str)>,
 }
@@ -499,6 +501,17 @@ impl Metrics {
             for (cause, n) in lock(&self.workers_lost).iter() {
                 let _ = writeln!(out, "vivarium_workers_lost_total{{signal=\"{cause}\"}} {n}");
             }
+            header(
+                &mut out,
+                "vivarium_workers_restarted_total",
+                "counter",
+                "Replacement worker processes started.",
+            );
+            let _ = writeln!(
+                out,
+                "vivarium_workers_restarted_total {}",
+                g.workers_restarted
+            );
             header(
                 &mut out,
                 "vivarium_worker_jail_layers",

@@ -199,9 +199,11 @@ pub async fn debug_workers(
     let workers = state.runner.workers()?;
     Ok(Json(serde_json::json!({
         "workers": workers
-            .processes()
+            .loads()
             .iter()
-            .map(|(pid, jail)| serde_json::json!({"pid": pid, "jail": jail}))
+            .map(|(pid, in_flight, sessions)| {
+                serde_json::json!({"pid": pid, "in_flight": in_flight, "sessions": sessions})
+            })
             .collect::<Vec<_>>(),
         "lost": workers.lost_and_restarted().0,
         "restarted": workers.lost_and_restarted().1,

@@ -29,8 +29,8 @@ pub struct ProbeReport {
     pub read_runtime: Result<usize, String>,
     /// Creating an inet socket.
     pub inet_socket: Result<(), String>,
-    /// The interfaces it can see (`/proc/self/net/dev`'s names).
-    pub interfaces: Vec<String>,
+    /// Its network namespace (`/proc/self/ns/net`'s link, `net:[inode]`).
+    pub netns: Result<String, String>,
 }
 
 /// Does `fault`; only a probe returns.
@@ -72,22 +72,15 @@ pub fn inflict(
                     Err(std::io::Error::last_os_error().to_string())
                 }
             };
-            let interfaces = std::fs::read_to_string("/proc/self/net/dev")
-                .map(|t| {
-                    t.lines()
-                        .skip(2)
-                        .filter_map(|l| l.split(':').next())
-                        .map(|n| n.trim().to_string())
-                        .collect()
-                })
-                .unwrap_or_default();
             Ok(ProbeReport {
                 read_outside: std::fs::read("/etc/hostname").map(|b| b.len()).map_err(err),
                 write_outside: std::fs::write(scratch_base.join("probe-outside"), b"x")
                     .map_err(err),
                 read_runtime: std::fs::read(runtime_file).map(|b| b.len()).map_err(err),
                 inet_socket: inet,
-                interfaces,
+                netns: std::fs::read_link("/proc/self/ns/net")
+                    .map(|p| p.display().to_string())
+                    .map_err(err),
             })
         }
     }

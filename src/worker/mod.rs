@@ -243,6 +243,9 @@ impl Local {
     }
 }
 
+/// How long a run waits for a worker when every one is being replaced.
+const REPLACEMENT_WAIT: Duration = Duration::from_secs(10);
+
 /// How the pool of worker processes is made.
 pub struct PoolOptions {
     /// Worker processes.
@@ -325,9 +328,28 @@ impl Workers {
             .map(|l| Target::Process(l.clone()))
     }
 
+    /// [`Workers::pick`], waiting (at most [`REPLACEMENT_WAIT`]) while every worker is
+    /// being replaced: a run that arrives then waits for one rather than failing.
+    pub async fn pick_live(&self) -> Option<Target> {
+        let until = std::time::Instant::now() + REPLACEMENT_WAIT;
+        loop {
+            if let Some(t) = self.pick() {
+                return Some(t);
+            }
+            let stopping = self
+                .pool
+                .as_ref()
+                .is_none_or(|p| p.stopping.load(Ordering::Acquire));
+            if stopping || std::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Does `job` on the worker with the least work.
     pub async fn call(&self, job: Job, sinks: Sinks) -> Result<Reply, Failure> {
-        match self.pick() {
+        match self.pick_live().await {
             Some(t) => t.call(job, sinks).await,
             None => Err(Failure::Lost),
         }
@@ -371,6 +393,14 @@ impl Workers {
         self.links()
             .iter()
             .map(|l| (l.pid, l.jail.clone()))
+            .collect()
+    }
+
+    /// `(pid, runs in flight, sessions placed)` of each live worker process.
+    pub fn loads(&self) -> Vec<(u32, usize, usize)> {
+        self.links()
+            .iter()
+            .map(|l| (l.pid, l.in_flight(), l.sessions.load(Ordering::Relaxed)))
             .collect()
     }
 

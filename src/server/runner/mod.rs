@@ -361,6 +361,7 @@ impl Runner {
             ready: self.host().is_ok(),
             workers: self.workers.get().map_or(0, |w| w.processes().len()),
             workers_configured: self.workers.get().map_or(0, Workers::configured),
+            workers_restarted: self.workers.get().map_or(0, |w| w.lost_and_restarted().1),
             jail: self.workers.get().map_or_else(Vec::new, |w| {
                 w.processes()
                     .iter()

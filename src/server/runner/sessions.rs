@@ -138,7 +138,8 @@ impl Runner {
         let ticket = self.admission.admit(None).await?;
         let target = self
             .workers()?
-            .pick()
+            .pick_live()
+            .await
             .ok_or_else(|| ApiError::WorkerLost("no worker is running".into()))?;
         let reply = target.call(job, Sinks::default()).await;
         drop(ticket);
