@@ -8,8 +8,10 @@ shares the machine. Prints the table of ISSUES #12 and writes it as JSON.
 
 VIVARIUM_KEEP_RESIDENT_BYTES (and any other server setting in the environment) passes
 through to the server, so a setting's effect is one run beside another; SCALING_TEMPLATE
-names a template for the request (default: the server's). Bounded: each wrk
-run lasts SCALING_SECONDS (default 8) after a 2-second warm-up run that is not counted.
+names a template for the request (default: the server's). SCALING_ARGS adds flags to
+`vivarium serve` (`--workers 0` is the in-process baseline: one process, guest threads on
+every core). CPU is the server's and its worker processes'. Bounded: each wrk run lasts
+SCALING_SECONDS (default 8) after a 2-second warm-up run that is not counted.
 """
 
 import json
@@ -26,11 +28,24 @@ SECONDS = int(os.environ.get("SCALING_SECONDS", "8"))
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The live children of `pid` (the server's worker processes)."""
+    kids = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
 def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User and system CPU of the process (all threads) so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK
+    """User and system CPU of the server and its worker processes (all threads) so far."""
+    user = system = 0.0
+    for p in [pid] + children(pid):
+        with open(f"/proc/{p}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        user += int(fields[11]) / TICK
+        system += int(fields[12]) / TICK
+    return user, system
 
 
 def wrk(url: str, script: str, conns: int, seconds: int) -> dict:
@@ -52,7 +67,7 @@ def main() -> None:
     env = dict(os.environ, VIVARIUM_LOG="warn")
     server = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--queue-depth", "256",
-         "--audit-log", "/dev/null"],
+         "--audit-log", "/dev/null"] + os.environ.get("SCALING_ARGS", "").split(),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
     )
     request = {"code": "print('hello world')"}
@@ -93,6 +108,8 @@ def main() -> None:
             "cores": os.cpu_count(),
             "template": request.get("template", "default"),
             "keep_resident_bytes": os.environ.get("VIVARIUM_KEEP_RESIDENT_BYTES", "default"),
+            "serve_args": os.environ.get("SCALING_ARGS", ""),
+            "worker_processes": len(children(server.pid)),
             "rows": rows,
             "throughput_c2_over_c1": rows[2]["rps"] / rows[1]["rps"],
             "p99_c8_over_p50_c1": rows[8]["p99_ms"] / rows[1]["p50_ms"],

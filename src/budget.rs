@@ -7,6 +7,10 @@
 //! charge what a tmpfs working directory holds (a refusal is `ENOSPC`), and admission
 //! charges a small reserve per sandbox for its host-side buffers. Each [`Charge`] gives its
 //! bytes back when it is dropped, with the sandbox that held it.
+//!
+//! With worker processes the budget is still one: its counter is a word in a shared memory
+//! page ([`HostBudget::shared`] in the supervisor, [`HostBudget::attach`] in each worker), so
+//! admission in the supervisor and growth in every worker charge the same bytes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +21,76 @@ use tokio::sync::Notify;
 #[derive(Debug)]
 pub struct HostBudget {
     limit: u64,
-    charged: AtomicU64,
+    charged: Counter,
     freed: Notify,
+}
+
+/// Where the charged bytes are counted.
+#[derive(Debug)]
+enum Counter {
+    /// In this process.
+    Own(AtomicU64),
+    /// In a page shared with the other processes of the server (a memfd, mapped shared).
+    Shared(SharedWord),
+}
+
+/// One `AtomicU64` at the start of a shared mapping, unmapped on drop.
+#[derive(Debug)]
+struct SharedWord {
+    ptr: std::ptr::NonNull<AtomicU64>,
+}
+
+// SAFETY: the word is only ever used through atomic operations, from any thread.
+unsafe impl Send for SharedWord {}
+// SAFETY: as above.
+unsafe impl Sync for SharedWord {}
+
+const SHARED_BYTES: usize = 4096;
+
+impl SharedWord {
+    /// Maps the first page of `fd` (a memfd of at least one page) shared.
+    fn map(fd: &std::os::fd::OwnedFd) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of a descriptor we own; the kernel picks the address.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SHARED_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast::<AtomicU64>())
+            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        Ok(SharedWord { ptr })
+    }
+
+    fn get(&self) -> &AtomicU64 {
+        // SAFETY: the mapping is page-aligned, at least 8 bytes, and lives as long as self;
+        // every access to it (here and in the other processes) is atomic.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Drop for SharedWord {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `map` made; nothing refers to it after this.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), SHARED_BYTES) };
+    }
+}
+
+impl Counter {
+    fn get(&self) -> &AtomicU64 {
+        match self {
+            Counter::Own(a) => a,
+            Counter::Shared(w) => w.get(),
+        }
+    }
 }
 
 impl HostBudget {
@@ -26,9 +98,40 @@ impl HostBudget {
     pub fn new(limit: u64) -> Arc<Self> {
         Arc::new(HostBudget {
             limit,
-            charged: AtomicU64::new(0),
+            charged: Counter::Own(AtomicU64::new(0)),
             freed: Notify::new(),
         })
+    }
+
+    /// A budget of `limit` bytes whose counter other processes can share: the descriptor to
+    /// hand them ([`HostBudget::attach`]).
+    pub fn shared(limit: u64) -> std::io::Result<(Arc<Self>, std::os::fd::OwnedFd)> {
+        let fd = rustix::fs::memfd_create("vivarium-budget", rustix::fs::MemfdFlags::CLOEXEC)?;
+        rustix::fs::ftruncate(&fd, SHARED_BYTES as u64)?;
+        let word = SharedWord::map(&fd)?;
+        Ok((
+            Arc::new(HostBudget {
+                limit,
+                charged: Counter::Shared(word),
+                freed: Notify::new(),
+            }),
+            fd,
+        ))
+    }
+
+    /// The budget of `limit` bytes counted in `fd` (from [`HostBudget::shared`]). Another
+    /// process's frees wake no waiter here: waiters also look again every 50 ms.
+    pub fn attach(limit: u64, fd: &std::os::fd::OwnedFd) -> std::io::Result<Arc<Self>> {
+        Ok(Arc::new(HostBudget {
+            limit,
+            charged: Counter::Shared(SharedWord::map(fd)?),
+            freed: Notify::new(),
+        }))
+    }
+
+    /// Whether other processes charge it too.
+    fn is_shared(&self) -> bool {
+        matches!(self.charged, Counter::Shared(_))
     }
 
     /// No budget beyond each sandbox's own caps (the CLI, tests, benches).
@@ -43,7 +146,7 @@ impl HostBudget {
 
     /// Bytes charged right now.
     pub fn charged(&self) -> u64 {
-        self.charged.load(Ordering::Acquire)
+        self.charged.get().load(Ordering::Acquire)
     }
 
     /// Bytes that may still be charged.
@@ -59,6 +162,7 @@ impl HostBudget {
     /// Takes `bytes` if `room` bytes (at least `bytes`) are free.
     fn take_if_room(&self, room: u64, bytes: u64) -> bool {
         self.charged
+            .get()
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
                 c.checked_add(room.max(bytes))
                     .filter(|&n| n <= self.limit)
@@ -69,7 +173,7 @@ impl HostBudget {
 
     fn give(&self, bytes: u64) {
         if bytes > 0 {
-            self.charged.fetch_sub(bytes, Ordering::AcqRel);
+            self.charged.get().fetch_sub(bytes, Ordering::AcqRel);
             self.freed.notify_waiters();
         }
     }
@@ -125,7 +229,15 @@ impl HostBudget {
             if let Some(c) = self.charge_with_room(room, bytes) {
                 return Some(c);
             }
-            if tokio::time::timeout_at(until, freed).await.is_err() {
+            // Frees in another process do not notify here: look again now and then.
+            let wait = if self.is_shared() {
+                until.min(tokio::time::Instant::now() + std::time::Duration::from_millis(50))
+            } else {
+                until
+            };
+            if tokio::time::timeout_at(wait, freed).await.is_err()
+                && tokio::time::Instant::now() >= until
+            {
                 return None;
             }
         }

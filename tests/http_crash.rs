@@ -21,6 +21,18 @@ fn roots(scratch: &Path) -> Vec<String> {
     v
 }
 
+/// The parent of process `pid`, from `/proc`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`; comm may hold spaces, so read after its `)`.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
     let scratch = scratch_dir("crash");
@@ -63,11 +75,18 @@ async fn sigkill_mid_run_then_restart_leaves_no_temp_dir() {
     // The restart removes them and serves.
     let mut p2 = spawn_server(&scratch, None, &[]);
     wait_ready_at(&p2.base).await;
-    assert_eq!(
-        roots(&scratch),
-        vec![p2.child.id().to_string()],
-        "the dead process's root is gone"
-    );
+    // What is left is the new server's own root and its workers' (its children), none of
+    // the dead ones'.
+    let server = p2.child.id();
+    let left = roots(&scratch);
+    assert!(left.contains(&server.to_string()), "{left:?}");
+    for root in &left {
+        let pid: u32 = root.parse().unwrap();
+        assert!(
+            pid == server || parent_of(pid) == Some(server),
+            "a dead process's root {root} is left: {left:?}"
+        );
+    }
     assert_eq!(count_sandbox_dirs(&scratch), 0);
     let (st, v) = post(
         &c,

@@ -138,6 +138,13 @@ pub fn defer_drop<T: Send + 'static>(value: T) {
     drop(now);
 }
 
+/// Drops now what the current [`spawn_deferring`] job has deferred so far (once what had to
+/// leave first has left); later [`defer_drop`]s are deferred again.
+pub fn drop_deferred() {
+    let list = DEFERRED.with_borrow_mut(|deferred| deferred.as_mut().map(std::mem::take));
+    drop(list);
+}
+
 /// The text of a caught panic (`String` and `&str` payloads), for logs and error bodies.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic

@@ -124,6 +124,7 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
         scratch_base,
         maximum: config.maximum,
         budget_bytes: config.memory_budget_bytes,
+        shared_budget: false,
         max_instances: EngineOptions::slots_for(per_worker),
         package_dir: config.packages.dir.clone(),
         templates: Template::ALL.to_vec(),
@@ -151,6 +152,7 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
             workers: config.workers,
             exe,
             config: worker_config,
+            budget_fd: state.runner.budget_fd(),
         },
         on_death,
     ))?;

@@ -23,6 +23,9 @@ use crate::vivarium::{Vivarium, VivariumOptions};
 /// The descriptor the supervisor leaves the channel on.
 pub const CHANNEL_FD: i32 = 3;
 
+/// The descriptor of the shared memory budget's page, when there is one.
+pub const BUDGET_FD: i32 = 4;
+
 /// The largest frame the supervisor sends (a restored image at the largest limits).
 const MAX_INBOUND: u64 = u32::MAX as u64;
 
@@ -89,7 +92,13 @@ fn start(config: &WorkerConfig) -> anyhow::Result<(Arc<Worker>, JailReport)> {
     let mut opts = VivariumOptions::from_env();
     opts.scratch_base = config.scratch_base.clone();
     opts.maximum = config.maximum;
-    opts.budget = crate::budget::HostBudget::new(config.budget_bytes);
+    opts.budget = if config.shared_budget {
+        // SAFETY: the supervisor put the budget's memfd at this descriptor for us alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(BUDGET_FD) };
+        crate::budget::HostBudget::attach(config.budget_bytes, &fd)?
+    } else {
+        crate::budget::HostBudget::new(config.budget_bytes)
+    };
     opts.engine.max_instances = config.max_instances;
     opts.packages.dir = config.package_dir.clone();
     opts.packages.source = crate::packages::PackageSource::Off;
@@ -147,6 +156,10 @@ fn serve(worker: &Arc<Worker>, input: &mut BufReader<UnixStream>, out: &Out) {
                     lock(&cancels).remove(&id);
                     lock(&answers).remove(&id);
                     send(&job_out, &FromWorker::Done { id, result });
+                    // The reply has left: tear down what the job let go, then say what is left.
+                    crate::sandbox::guest_threads::drop_deferred();
+                    let pooled_instances = worker.pooled_instances();
+                    send(&job_out, &FromWorker::Stats { pooled_instances });
                 });
                 if let Err(e) = spawned {
                     send(

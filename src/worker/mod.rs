@@ -254,6 +254,8 @@ pub struct PoolOptions {
     pub exe: PathBuf,
     /// What each is told.
     pub config: WorkerConfig,
+    /// The page the shared memory budget is counted in (each worker gets it at fd 4).
+    pub budget_fd: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 struct Pool {
@@ -404,6 +406,18 @@ impl Workers {
             .collect()
     }
 
+    /// Instances in the workers' pools (as each last said; `None` in process, where the
+    /// server's own engine is the one).
+    pub fn pooled_instances(&self) -> Option<u64> {
+        self.pool.as_ref()?;
+        Some(
+            self.links()
+                .iter()
+                .map(|l| l.pooled.load(Ordering::Relaxed))
+                .sum(),
+        )
+    }
+
     /// How many worker processes the pool keeps (0: in process).
     pub fn configured(&self) -> usize {
         self.pool.as_ref().map_or(0, |p| lock(&p.links).len())
@@ -439,10 +453,13 @@ impl Workers {
 impl Pool {
     async fn spawn(pool: &Arc<Pool>, index: usize) -> anyhow::Result<()> {
         let weak = Arc::downgrade(pool);
+        let mut config = pool.options.config.clone();
+        config.shared_budget = pool.options.budget_fd.is_some();
         let link = Link::spawn(
             index,
             &pool.options.exe,
-            pool.options.config.clone(),
+            config,
+            pool.options.budget_fd.clone(),
             pool.max_frame,
             move |death| {
                 if let Some(pool) = weak.upgrade() {

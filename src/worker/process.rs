@@ -63,6 +63,8 @@ pub struct Link {
     in_flight: AtomicUsize,
     /// Sessions placed on it.
     pub sessions: AtomicUsize,
+    /// Instances in its pool, as it last said.
+    pub pooled: AtomicU64,
 }
 
 static LINK_IDS: AtomicU64 = AtomicU64::new(1);
@@ -73,6 +75,7 @@ impl Link {
         index: usize,
         exe: &Path,
         config: WorkerConfig,
+        budget_fd: Option<Arc<std::os::fd::OwnedFd>>,
         max_frame: u64,
         died: impl FnOnce(Death) + Send + 'static,
     ) -> anyhow::Result<Arc<Link>> {
@@ -82,16 +85,37 @@ impl Link {
             .stdin(std::process::Stdio::null())
             .kill_on_drop(false);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+        let budget = budget_fd
+            .as_ref()
+            .map(|f| std::os::fd::AsRawFd::as_raw_fd(&**f));
         let new_netns = config.jail.enabled;
         // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl, unshare),
         // on descriptors this process owns. (No PR_SET_PDEATHSIG: it follows the thread
         // that forked, which may be a pool thread; a worker exits when its channel closes.)
         unsafe {
             cmd.pre_exec(move || {
+                // Out of the way first: the budget's descriptor may be 3 itself.
+                let budget = match budget {
+                    Some(b) => {
+                        let moved = libc::fcntl(b, libc::F_DUPFD_CLOEXEC, 10);
+                        if moved < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Some(moved)
+                    }
+                    None => None,
+                };
                 if fd == super::child::CHANNEL_FD {
                     let flags = libc::fcntl(fd, libc::F_GETFD);
                     libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
                 } else if libc::dup2(fd, super::child::CHANNEL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // dup2 leaves the copy without close-on-exec. (fd 3 and 4 are free here: the
+                // supervisor's own descriptors are all close-on-exec.)
+                if let Some(b) = budget
+                    && libc::dup2(b, super::child::BUDGET_FD) < 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 if new_netns {
@@ -141,6 +165,7 @@ impl Link {
             alive: AtomicBool::new(true),
             in_flight: AtomicUsize::new(0),
             sessions: AtomicUsize::new(0),
+            pooled: AtomicU64::new(0),
         });
         tokio::spawn(async move {
             while let Some(frame) = outbox.recv().await {
@@ -313,6 +338,10 @@ impl Link {
                         }
                     }
                 }
+                Ok(())
+            }
+            FromWorker::Stats { pooled_instances } => {
+                self.pooled.store(pooled_instances, Ordering::Relaxed);
                 Ok(())
             }
             FromWorker::Ready(_) | FromWorker::Failed(_) => {

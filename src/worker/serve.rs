@@ -48,6 +48,11 @@ impl Worker {
         }
     }
 
+    /// Instances in its engine's pool now.
+    pub fn pooled_instances(&self) -> u64 {
+        self.host.pooled_instances().unwrap_or(0)
+    }
+
     /// A fresh cancel flag for a job about to run (set already once shutdown began).
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
         Arc::new(AtomicBool::new(self.cancel_all.load(Ordering::Relaxed)))

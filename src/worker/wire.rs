@@ -27,6 +27,9 @@ pub struct WorkerConfig {
     pub maximum: Limits,
     /// Its memory budget for sandboxes.
     pub budget_bytes: u64,
+    /// The budget's counter is the page at [`super::child::BUDGET_FD`], shared with the
+    /// supervisor and every other worker (else it counts its own).
+    pub shared_budget: bool,
     /// Pooled instance slots.
     pub max_instances: u32,
     /// The package cache (read only: the supervisor resolves and unpacks).
@@ -91,6 +94,12 @@ pub enum FromWorker {
     },
     /// The worker could not start: why (it exits after).
     Failed(String),
+    /// After a job and the teardown it deferred: instances in the worker's pool now (a
+    /// gauge, nothing more: a lie changes only what `/metrics` shows).
+    Stats {
+        /// Instances in its engine's pool.
+        pooled_instances: u64,
+    },
 }
 
 /// The longest frame a worker may send: a session image at the server's largest memory and

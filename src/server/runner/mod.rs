@@ -51,6 +51,8 @@ pub struct Runner {
     host: OnceLock<Arc<Vivarium>>,
     /// Where guest code runs; set with `host`.
     workers: OnceLock<Workers>,
+    /// The shared page the budget is counted in, for the workers (`None` in process).
+    budget_fd: Option<Arc<std::os::fd::OwnedFd>>,
     shutting_down: AtomicBool,
     admission: Admission,
     sessions: Registry,
@@ -78,10 +80,21 @@ impl Runner {
     /// `snapshots`; no runtime yet.
     pub fn new(config: &Config, audit: Audit, snapshots: Arc<dyn SnapshotStore>) -> Self {
         let metrics = Arc::new(Metrics::new());
-        let budget = HostBudget::new(config.memory_budget_bytes);
+        // With workers, one budget for all of them: its counter in a page they share.
+        let (budget, budget_fd) = match (config.workers > 0)
+            .then(|| HostBudget::shared(config.memory_budget_bytes))
+        {
+            Some(Ok((budget, fd))) => (budget, Some(Arc::new(fd))),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "no shared memory budget; each worker counts its own");
+                (HostBudget::new(config.memory_budget_bytes), None)
+            }
+            None => (HostBudget::new(config.memory_budget_bytes), None),
+        };
         Runner {
             host: OnceLock::new(),
             workers: OnceLock::new(),
+            budget_fd,
             shutting_down: AtomicBool::new(false),
             admission: Admission::new(
                 config.max_concurrency,
@@ -155,6 +168,11 @@ impl Runner {
             return Err(ApiError::ShuttingDown);
         }
         self.host.get().cloned().ok_or(ApiError::NotReady)
+    }
+
+    /// The shared budget's page, to hand each worker.
+    pub fn budget_fd(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.budget_fd.clone()
     }
 
     /// The workers, once loaded.
@@ -357,7 +375,12 @@ impl Runner {
                 .host
                 .get()
                 .and_then(|h| h.pooled_instances())
-                .unwrap_or(0),
+                .unwrap_or(0)
+                + self
+                    .workers
+                    .get()
+                    .and_then(Workers::pooled_instances)
+                    .unwrap_or(0),
             ready: self.host().is_ok(),
             workers: self.workers.get().map_or(0, |w| w.processes().len()),
             workers_configured: self.workers.get().map_or(0, Workers::configured),
