@@ -17,22 +17,6 @@ async fn workers(c: &reqwest::Client, s: &TestServer) -> Vec<Value> {
     v["workers"].as_array().unwrap().clone()
 }
 
-/// Waits until the pool has `n` live workers, none of them `gone`; how long it took.
-async fn wait_for_workers(c: &reqwest::Client, s: &TestServer, n: usize, gone: u64) -> Duration {
-    let started = Instant::now();
-    loop {
-        let w = workers(c, s).await;
-        if w.len() == n && w.iter().all(|w| w["pid"].as_u64() != Some(gone)) {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the pool never came back to {n} workers: {w:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// The pid running exactly one job, other than `not`.
 async fn busy_pid(c: &reqwest::Client, s: &TestServer, not: Option<u64>) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -213,6 +197,16 @@ async fn a_worker_that_segfaults_or_breaks_its_limits_is_replaced() {
     dies_of(&s, "exhaust", "SIGABRT").await;
     // A system call the seccomp allowlist leaves out kills the worker.
     dies_of(&s, "forbidden_syscall", "SIGSYS").await;
+    assert_eq!(s.settled_sandbox_dirs().await, 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_that_breaks_the_protocol_is_ended() {
+    let s = server("workers-protocol").await;
+    // It answers a job nobody sent: the supervisor kills it there and then (SIGKILL), its run
+    // is lost, and it is replaced like any dead worker.
+    dies_of(&s, "break_protocol", "SIGKILL").await;
     assert_eq!(s.settled_sandbox_dirs().await, 0);
     s.stop().await;
 }

@@ -127,6 +127,28 @@ fn serve(worker: &Arc<Worker>, input: &mut BufReader<UnixStream>, out: &Out) {
             return;
         };
         match msg {
+            #[cfg(debug_assertions)]
+            ToWorker::Job {
+                id,
+                job: super::job::Job::Fault(super::fault::Fault::BreakProtocol),
+            } => {
+                // Lies, in the order a compromised worker might tell them.
+                send(
+                    out,
+                    &FromWorker::Done {
+                        id: id.wrapping_add(1_000_000),
+                        result: Ok(super::job::Reply::Done),
+                    },
+                );
+                send(
+                    out,
+                    &FromWorker::Done {
+                        id,
+                        result: Ok(super::job::Reply::Wrote(1)),
+                    },
+                );
+                let _ = std::io::Write::write_all(&mut *lock(out), &u32::MAX.to_be_bytes());
+            }
             ToWorker::Job { id, job } => {
                 worker.arm(&job);
                 let cancel = worker.cancel_flag();

@@ -16,6 +16,10 @@ pub enum Fault {
     ForbiddenSyscall,
     /// Try what the jail should refuse and say how each went.
     Probe,
+    /// Break the channel's protocol as a compromised worker might: a reply to a job nobody
+    /// sent, then one of the wrong kind, then a frame over the bound (the supervisor must
+    /// end it at the first).
+    BreakProtocol,
 }
 
 /// What [`Fault::Probe`] found: each `Ok` is what the jail let through, each `Err` the error.
@@ -54,6 +58,7 @@ pub fn inflict(
                 held.push(vec![1u8; 64 << 20]);
             }
         }
+        Fault::BreakProtocol => Err("the channel's frames are written by the worker's loop".into()),
         Fault::ForbiddenSyscall => {
             // SAFETY: PTRACE_TRACEME takes no pointers.
             unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };

@@ -11,7 +11,7 @@
 //! 3. `PR_SET_NO_NEW_PRIVS`;
 //! 4. Landlock (the `landlock` crate), before the runtime is opened, on the worker's only
 //!    thread so every later thread inherits it: its scratch root read-write, the runtime's
-//!    home read-only, nothing else; no TCP bind or connect; no signals to processes outside
+//!    home and its own `/proc/<pid>` (the page map) read-only, nothing else; no TCP bind or connect; no signals to processes outside
 //!    its domain (the supervisor);
 //! 5. seccomp-bpf (Firecracker's `seccompiler`), once the runtime is open, on every thread:
 //!    an allowlist of the calls a worker makes, everything else kills the process; `socket`
@@ -206,6 +206,12 @@ fn landlock(config: &JailConfig, scratch_root: &std::path::Path) -> Layer {
                 AccessFs::from_read(abi),
             ))?
             .add_rules(path_beneath_rules([scratch_root], AccessFs::from_all(abi)))?
+            // Its own /proc entry, read-only: the page map that capture and the rollback
+            // checkpoint's dirty tracking read (no other process's).
+            .add_rules(path_beneath_rules(
+                std::fs::canonicalize("/proc/self").ok(),
+                AccessFs::from_read(abi),
+            ))?
             .restrict_self()
     })();
     match applied {

@@ -158,3 +158,34 @@ pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> io::Result<T> {
     ciborium::from_reader(body)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_over_its_bound_or_cut_short_is_refused() {
+        let mut long = Vec::new();
+        write_frame(&mut long, &"x".repeat(100)).unwrap();
+        let err = read_body(&mut long.as_slice(), 50).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(read_body(&mut &long[..long.len() - 1], 1 << 20).is_err());
+        assert_eq!(read_body(&mut &[][..], 10).unwrap(), None);
+        let body = read_body(&mut long.as_slice(), 1 << 20).unwrap().unwrap();
+        assert_eq!(parse::<String>(&body).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_message_is_refused() {
+        for junk in [
+            &b""[..],
+            b"\xff\xff\xff",
+            b"\x9f\x9f\x9f\x9f\x9f\x9f\x9f\x9f",
+        ] {
+            assert!(parse::<FromWorker>(junk).is_err());
+        }
+        // Deeply nested arrays stop at the parser's recursion limit, not the stack.
+        let deep = vec![0x81u8; 100_000];
+        assert!(parse::<FromWorker>(&deep).is_err());
+    }
+}
