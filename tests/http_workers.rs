@@ -217,7 +217,14 @@ async fn each_jail_layer_holds_inside_a_worker() {
     let c = client();
     let ready = get(&c, &s.url("/readyz")).await.1;
     let jail = &ready["workers"]["jail"];
-    for layer in ["landlock", "seccomp", "no_new_privs", "rlimits", "network"] {
+    for layer in [
+        "landlock",
+        "seccomp",
+        "no_new_privs",
+        "rlimits",
+        "network",
+        "capabilities",
+    ] {
         assert_eq!(jail[layer], "full", "{layer}: {ready}");
     }
     let (code, probe) = post(
@@ -251,6 +258,8 @@ async fn each_jail_layer_holds_inside_a_worker() {
         .expect("the worker reads its namespace");
     assert!(theirs.starts_with("net:["), "{probe}");
     assert_ne!(theirs, ours.display().to_string(), "{probe}");
+    // No capability, even for a worker started as root.
+    assert_eq!(probe["capabilities"]["Ok"], "0000000000000000", "{probe}");
     // The worker is still there.
     assert_eq!(workers(&c, &s).await.len(), 2);
     s.stop().await;

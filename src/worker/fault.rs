@@ -35,6 +35,8 @@ pub struct ProbeReport {
     pub inet_socket: Result<(), String>,
     /// Its network namespace (`/proc/self/ns/net`'s link, `net:[inode]`).
     pub netns: Result<String, String>,
+    /// Its effective capabilities (`/proc/self/status`'s `CapEff`, hex).
+    pub capabilities: Result<String, String>,
 }
 
 /// Does `fault`; only a probe returns.
@@ -83,6 +85,14 @@ pub fn inflict(
                     .map_err(err),
                 read_runtime: std::fs::read(runtime_file).map(|b| b.len()).map_err(err),
                 inet_socket: inet,
+                capabilities: std::fs::read_to_string("/proc/self/status")
+                    .map_err(err)
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("CapEff:"))
+                            .map(|v| v.trim().to_string())
+                            .ok_or_else(|| "no CapEff line".to_string())
+                    }),
                 netns: std::fs::read_link("/proc/self/ns/net")
                     .map(|p| p.display().to_string())
                     .map_err(err),

@@ -13,7 +13,10 @@
 //!    thread so every later thread inherits it: its scratch root read-write, the runtime's
 //!    home and its own `/proc/<pid>` (the page map) read-only, nothing else; no TCP bind or connect; no signals to processes outside
 //!    its domain (the supervisor);
-//! 5. seccomp-bpf (Firecracker's `seccompiler`), once the runtime is open, on every thread:
+//! 5. no capabilities: the bounding, ambient, effective, permitted and inheritable sets
+//!    emptied, on the only thread like Landlock (a worker started as root keeps uid 0 but
+//!    none of root's powers);
+//! 6. seccomp-bpf (Firecracker's `seccompiler`), once the runtime is open, on every thread:
 //!    an allowlist of the calls a worker makes, everything else kills the process; `socket`
 //!    fails with `EPERM` (the one channel it needs was made by the supervisor), threads may
 //!    be cloned but processes not, `execve` kills.
@@ -75,6 +78,8 @@ pub struct JailReport {
     pub no_new_privs: Layer,
     /// Landlock.
     pub landlock: Layer,
+    /// No capabilities.
+    pub capabilities: Layer,
     /// seccomp-bpf.
     pub seccomp: Layer,
 }
@@ -88,17 +93,19 @@ impl JailReport {
             rlimits: off(),
             no_new_privs: off(),
             landlock: off(),
+            capabilities: off(),
             seccomp: off(),
         }
     }
 
     /// Each layer by name.
-    pub fn layers(&self) -> [(&'static str, &Layer); 5] {
+    pub fn layers(&self) -> [(&'static str, &Layer); 6] {
         [
             ("network", &self.network),
             ("rlimits", &self.rlimits),
             ("no_new_privs", &self.no_new_privs),
             ("landlock", &self.landlock),
+            ("capabilities", &self.capabilities),
             ("seccomp", &self.seccomp),
         ]
     }
@@ -123,7 +130,7 @@ pub fn network_isolated(config: &JailConfig) -> Layer {
     }
 }
 
-/// Layers 2–4, on the worker's only thread, before it opens anything it will keep.
+/// Layers 2–5, on the worker's only thread, before it opens anything it will keep.
 /// `scratch_root` is its own scratch root (made already), the one folder it may write.
 pub fn before_open(config: &JailConfig, scratch_root: &std::path::Path) -> JailReport {
     let mut report = JailReport::off();
@@ -134,14 +141,73 @@ pub fn before_open(config: &JailConfig, scratch_root: &std::path::Path) -> JailR
     report.rlimits = rlimits(config);
     report.no_new_privs = no_new_privs();
     report.landlock = landlock(config, scratch_root);
+    report.capabilities = drop_capabilities();
     report.seccomp = Layer::Missing("not yet applied".into());
     report
 }
 
-/// Layer 5, on every thread, once the runtime is open and before any guest code runs.
+/// Layer 6, on every thread, once the runtime is open and before any guest code runs.
 pub fn after_open(config: &JailConfig, report: &mut JailReport) {
     if config.enabled {
         report.seccomp = seccomp();
+    }
+}
+
+/// Empties every capability set, on the worker's only thread (capabilities are per thread:
+/// every thread made later inherits the empty sets).
+fn drop_capabilities() -> Layer {
+    // Linux's capability numbers end below 64.
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments; EINVAL past the last capability is ignored.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let none = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a version-3 header and two data structs, which live for the call.
+    let set = unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) };
+    if set != 0 {
+        return Layer::Missing(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    match std::fs::read_to_string("/proc/self/status") {
+        Ok(status)
+            if status
+                .lines()
+                .any(|l| l.starts_with("CapEff:\t0000000000000000")) =>
+        {
+            Layer::Full
+        }
+        Ok(_) => Layer::Partial("some capability is still effective".into()),
+        Err(e) => Layer::Partial(format!("could not read /proc/self/status to check: {e}")),
     }
 }
 

@@ -351,6 +351,7 @@ pub enum JobKind {
     /// [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
     Plain,
     /// [`Job::Fault`].
+    #[cfg(debug_assertions)]
     Fault,
 }
 

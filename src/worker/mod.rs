@@ -398,7 +398,9 @@ impl Workers {
             .collect()
     }
 
-    /// `(pid, runs in flight, sessions placed)` of each live worker process.
+    /// `(pid, runs in flight, sessions placed)` of each live worker process (test builds'
+    /// `/v1/debug/workers`).
+    #[cfg(debug_assertions)]
     pub fn loads(&self) -> Vec<(u32, usize, usize)> {
         self.links()
             .iter()
