@@ -25,6 +25,28 @@ import http.client
 from http_load import wrk_script
 
 SECONDS = int(os.environ.get("SCALING_SECONDS", "8"))
+# SCALING_PERF=1: a system-wide `perf record -g` during the concurrency-2 run, and the
+# symbols that took the most CPU (kernel ones marked [k]) in the JSON.
+PERF = os.environ.get("SCALING_PERF") == "1"
+
+
+def perf_top(seconds: int) -> list[dict]:
+    """Records every CPU for `seconds` and returns the top symbols by self time."""
+    data = "/tmp/vivarium-scaling.perf"
+    subprocess.run(["perf", "record", "-a", "-g", "-q", "-o", data, "--", "sleep", str(seconds)],
+                   check=True, capture_output=True)
+    out = subprocess.run(
+        ["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
+         "--percent-limit", "1.5", "-g", "none"],
+        check=True, capture_output=True, text=True).stdout
+    os.unlink(data)
+    top = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[(.)\]\s+(\S+)", line)
+        if m:
+            top.append({"percent": float(m.group(1)), "kernel": m.group(2) == "k",
+                        "symbol": m.group(3)})
+    return top
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -94,8 +116,19 @@ def main() -> None:
         for c in (1, 2, 4, 8):
             wrk(url, script, c, 2)  # warm-up, not counted
             u0, s0 = cpu_seconds(server.pid)
+            if PERF and c == 2:
+                import threading
+                profile = {}
+                t = threading.Thread(target=lambda: profile.update(top=perf_top(SECONDS - 2)))
+                t.start()
             row = wrk(url, script, c, SECONDS)
             u1, s1 = cpu_seconds(server.pid)
+            if PERF and c == 2:
+                t.join()
+                row["perf_top"] = profile.get("top", [])
+                for p in row["perf_top"][:8]:
+                    print(f"    {p['percent']:5.1f}% {'[k]' if p['kernel'] else '[.]'} "
+                          f"{p['symbol']}", flush=True)
             n = max(row["requests"], 1)
             row["cpu_ms_per_request"] = (u1 - u0 + s1 - s0) * 1e3 / n
             row["kernel_ms_per_request"] = (s1 - s0) * 1e3 / n

@@ -352,6 +352,8 @@ const ALLOWED: &[(&str, libc::c_long)] = &[
     ("pread64", libc::SYS_pread64),
     ("pwrite64", libc::SYS_pwrite64),
     ("preadv", libc::SYS_preadv),
+    ("preadv2", libc::SYS_preadv2),
+    ("pwritev2", libc::SYS_pwritev2),
     ("pwritev", libc::SYS_pwritev),
     ("openat", libc::SYS_openat),
     ("openat2", libc::SYS_openat2),
