@@ -544,8 +544,10 @@ impl Vivarium {
     }
 
     /// Adds a hint to an uncaught `ModuleNotFoundError`: the import name of a built-in
-    /// package, native code that cannot load here, or not built in.
-    fn hint_missing_module(&self, report: &mut Report) {
+    /// package, native code that cannot load here, or not built in. Whether packages can be
+    /// added is this host's policy: the server applies its own to what a worker (which
+    /// resolves nothing itself) reported.
+    pub(crate) fn hint_missing_module(&self, report: &mut Report) {
         if let Some(e) = &mut report.error
             && e.kind == "ModuleNotFoundError"
             && let Some(module) = e
