@@ -515,6 +515,9 @@ async fn the_wire_format_matches_the_golden_transcript() {
         // Fixed where the defaults depend on the machine (cores, RAM).
         a.max_concurrency = Some(2);
         a.memory_budget_bytes = Some(8 << 30);
+        // The `Vivarium-Node` header (the host name by default).
+        a.node_id = Some("golden-node".into());
+        a.workers = Some(2);
     })
     .await;
     let mut r = Recorder {

@@ -14,6 +14,7 @@ use crate::leakage::{LeakPolicy, Scanner};
 use crate::limits::{Limits, MIN_MEMORY_BYTES};
 use crate::packages::{PackageOptions, PackageSource, normalize};
 use crate::runtime::RuntimeOptions;
+use crate::snapshot::is_node_id;
 
 /// Format of the server's tracing logs on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -174,6 +175,24 @@ pub struct ServeArgs {
     /// The binary workers run (`<it> worker`) [default: this one].
     #[arg(long, env = "VIVARIUM_WORKER_EXE", hide = true)]
     pub worker_exe: Option<PathBuf>,
+    /// Run as one node of several behind a proxy, sharing the snapshot store
+    /// (`--snapshot-url`, or one `--snapshot-dir` on a shared file system): a session's lease
+    /// in the store names the node that holds it, and another node takes it over when that
+    /// node drains or dies (see README, "Running a cluster").
+    #[arg(long, env = "VIVARIUM_CLUSTER")]
+    pub cluster: bool,
+    /// This node's id: in the `Vivarium-Node` response header, and in the leases of its
+    /// sessions [default: the host name]. 1 to 63 of A-Z a-z 0-9 . _ -, unique per node.
+    #[arg(long, env = "VIVARIUM_NODE_ID")]
+    pub node_id: Option<String>,
+    /// With `--cluster`: a node whose heartbeat in the store is older than this is dead and
+    /// its durable sessions are taken over (it beats every quarter of it).
+    #[arg(long, env = "VIVARIUM_NODE_TTL_MS", default_value_t = 5_000)]
+    pub node_ttl_ms: u64,
+    /// On SIGTERM, how long `/readyz` answers 503 while every request is still served, so
+    /// that a proxy's health checks move new work away before the node stops taking it.
+    #[arg(long, env = "VIVARIUM_DRAIN_DELAY_MS", default_value_t = 0)]
+    pub drain_delay_ms: u64,
 }
 
 /// On or off.
@@ -261,6 +280,12 @@ pub struct Config {
     pub leakage: LeakageConfig,
     /// Where extra packages come from, their cache and bounds.
     pub packages: PackageOptions,
+    /// This node's id (the host name unless given).
+    pub node_id: String,
+    /// With `--cluster`: how long a silent node is still alive.
+    pub cluster_ttl: Option<Duration>,
+    /// How long `/readyz` says 503 on SIGTERM before the node stops taking work.
+    pub drain_delay: Duration,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.
@@ -365,6 +390,20 @@ impl ServeArgs {
             packages.dir = dir.clone();
         }
         packages.timeout = Duration::from_secs(self.package_timeout_secs);
+        let node_id = match &self.node_id {
+            Some(id) if is_node_id(id) => id.clone(),
+            Some(id) => bail!(
+                "--node-id {id:?}: 1 to 63 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+            ),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| is_node_id(h))
+                .unwrap_or_else(|| "vivarium".to_string()),
+        };
+        if self.cluster && !(1_000..=600_000).contains(&self.node_ttl_ms) {
+            bail!("--node-ttl-ms must be between 1000 and 600000");
+        }
         Ok(Config {
             listen: self.listen,
             max_concurrency,
@@ -404,6 +443,11 @@ impl ServeArgs {
                 floor: self.leakage_floor,
             },
             packages,
+            node_id,
+            cluster_ttl: self
+                .cluster
+                .then(|| Duration::from_millis(self.node_ttl_ms)),
+            drain_delay: Duration::from_millis(self.drain_delay_ms),
         })
     }
 }

@@ -33,7 +33,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Stable, machine-readable: `invalid_json`, `invalid_limit`, `invalid_path`,
     /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
-    /// `session_expired`, `session_busy`, `session_ended`, `method_not_allowed`,
+    /// `session_expired`, `session_busy`, `session_ended`, `session_elsewhere`,
+    /// `session_moving`, `session_lost`, `method_not_allowed`,
     /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
     /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
     /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, the
@@ -76,6 +77,21 @@ pub enum ApiError {
     SessionBusy(String),
     #[error("session {id} has ended ({reason}); open a new one")]
     SessionEnded { id: String, reason: String },
+    /// Cluster: another node, alive, holds the session, and it is not durable, so this node
+    /// cannot take it over.
+    #[error(
+        "session {id} is live on node {node}, and it is not durable, so no other node can take it over: send its requests to {node} (the proxy routes by the session id)"
+    )]
+    SessionElsewhere { id: String, node: String },
+    /// Cluster: the node that holds the session is draining: it writes the session to the
+    /// store and lets it go; a retry finds it here or on another node.
+    #[error("session {id} is moving: its node {node} is draining; retry")]
+    SessionMoving { id: String, node: String },
+    /// Cluster: the node that held the session stopped, and the session was not durable.
+    #[error(
+        "session {id} was lost: its node {node} stopped and it was not durable (open sessions with \"durable\": true to keep them through a node's loss)"
+    )]
+    SessionLost { id: String, node: String },
     #[error("{0} not found in the session's working directory")]
     FileNotFound(String),
     #[error("{0}")]
@@ -152,9 +168,10 @@ impl ApiError {
             | ApiError::FileNotFound(_)
             | ApiError::SnapshotNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::SessionExpired(_) => StatusCode::GONE,
+            ApiError::SessionExpired(_) | ApiError::SessionLost { .. } => StatusCode::GONE,
             ApiError::SessionBusy(_)
             | ApiError::SessionEnded { .. }
+            | ApiError::SessionElsewhere { .. }
             | ApiError::SnapshotIncompatible(_)
             | ApiError::SnapshotRefused(_)
             | ApiError::SnapshotQuota(_) => StatusCode::CONFLICT,
@@ -165,6 +182,7 @@ impl ApiError {
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::WorkerLost(_)
+            | ApiError::SessionMoving { .. }
             | ApiError::SnapshotStore(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::OutputLeak(_) | ApiError::SnapshotInvalid(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -204,6 +222,9 @@ impl ApiError {
             ApiError::SessionExpired(_) => ErrorCode::SessionExpired,
             ApiError::SessionBusy(_) => ErrorCode::SessionBusy,
             ApiError::SessionEnded { .. } => ErrorCode::SessionEnded,
+            ApiError::SessionElsewhere { .. } => ErrorCode::SessionElsewhere,
+            ApiError::SessionMoving { .. } => ErrorCode::SessionMoving,
+            ApiError::SessionLost { .. } => ErrorCode::SessionLost,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::Overloaded { .. } => ErrorCode::Overloaded,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
@@ -325,6 +346,7 @@ impl IntoResponse for ApiError {
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::WorkerLost(_)
+            | ApiError::SessionMoving { .. }
             | ApiError::SnapshotStore(_) => Some(1),
             _ => None,
         };
@@ -374,6 +396,12 @@ pub enum ErrorCode {
     SessionBusy,
     /// `session_ended`.
     SessionEnded,
+    /// `session_elsewhere`.
+    SessionElsewhere,
+    /// `session_moving`.
+    SessionMoving,
+    /// `session_lost`.
+    SessionLost,
     /// `session_expired`.
     SessionExpired,
     /// `session_not_found`.
@@ -453,6 +481,9 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::SessionEnded => "session_ended",
+            ErrorCode::SessionElsewhere => "session_elsewhere",
+            ErrorCode::SessionMoving => "session_moving",
+            ErrorCode::SessionLost => "session_lost",
             ErrorCode::SessionExpired => "session_expired",
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::ShuttingDown => "shutting_down",

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::api::mcp::VivariumMcp;
 use super::audit::{Action, Audit};
 use super::auth::ApiKeys;
+use super::cluster::Cluster;
 use super::config::{Config, LogFormat, ServeArgs};
 use super::runner::Runner;
 use super::{AppState, ServerState, openapi, router};
@@ -212,16 +213,38 @@ async fn serve_http(
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(sweep_sessions(state.clone()));
+    let heart = state
+        .runner
+        .cluster()
+        .cloned()
+        .map(|c| tokio::spawn(heartbeat(c)));
     let app = router(state.clone());
     let grace = state.config.shutdown_grace;
+    let delay = state.config.drain_delay;
     let st = state.clone();
     let signal = async move {
         let _ = stop.wait_for(|s| *s).await;
+        // The drain: first the proxy is told (readyz, the heartbeat) while everything is
+        // still served, then no new work is taken.
+        st.runner.start_leaving().await;
+        if !delay.is_zero() {
+            tracing::info!(
+                delay_ms = delay.as_millis() as u64,
+                "draining: /readyz says 503; still serving"
+            );
+            tokio::time::sleep(delay).await;
+        }
         tracing::info!(
             grace_ms = grace.as_millis() as u64,
             "shutting down: no new work taken"
         );
         st.runner.stop_taking_work();
+        // In a cluster, sessions go to the store first: other nodes wait for them
+        // (`session_moving`) and take them as each is released.
+        if st.runner.cluster().is_some() {
+            let st3 = st.clone();
+            tokio::spawn(async move { st3.runner.close_all_sessions().await });
+        }
         // After the grace period, end what still runs.
         let st2 = st.clone();
         tokio::spawn(async move {
@@ -243,6 +266,9 @@ async fn serve_http(
     .with_graceful_shutdown(signal)
     .await;
     sweeper.abort();
+    if let Some(h) = heart {
+        h.abort();
+    }
     // Every connection is done. Close what is left and wait for the guest threads.
     finish(&state).await;
     state.runner.audit_internal(Action::Shutdown);
@@ -300,6 +326,28 @@ async fn sweep_sessions(state: AppState) {
                     .config
                     .snapshot_retention
                     .clamp(Duration::from_secs(1), SNAPSHOT_SWEEP_INTERVAL);
+        }
+    }
+}
+
+/// With `--cluster`: this node's heartbeat in the shared store, until the server stops.
+async fn heartbeat(cluster: Arc<Cluster>) {
+    let mut tick = tokio::time::interval(cluster.beat_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        match cluster.beat().await {
+            Ok(()) if failing => {
+                tracing::info!("the heartbeat reaches the store again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "could not write the heartbeat: other nodes will take this node's durable sessions over after --node-ttl-ms");
+                failing = true;
+            }
+            Err(_) => {}
         }
     }
 }

@@ -137,6 +137,9 @@ pub enum CloseReason {
     Shutdown,
     /// The worker process that held it died.
     WorkerLost,
+    /// Cluster: another node took it over (its lease names that node now); the copy here
+    /// was dropped unwritten.
+    Moved,
 }
 
 impl CloseReason {
@@ -148,6 +151,7 @@ impl CloseReason {
             CloseReason::Ended => "ended",
             CloseReason::Shutdown => "shutdown",
             CloseReason::WorkerLost => "worker_lost",
+            CloseReason::Moved => "moved",
         }
     }
 }

@@ -10,6 +10,7 @@ mod admission;
 mod api;
 mod audit;
 mod auth;
+mod cluster;
 mod config;
 mod error;
 mod lifecycle;
@@ -17,6 +18,7 @@ mod metrics;
 mod openapi;
 mod ops;
 mod request_context;
+mod routing;
 mod runner;
 mod sessions;
 mod snapshots;
@@ -126,6 +128,7 @@ fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(CatchPanicLayer::custom(ops::panic_response))
         .layer(from_fn_with_state(state.clone(), ops::body_cap))
+        .layer(from_fn_with_state(state.clone(), routing::middleware))
         .layer(from_fn_with_state(
             state.clone(),
             request_context::middleware,

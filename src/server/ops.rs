@@ -61,6 +61,10 @@ pub async fn healthz() -> Json<Health> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    // Draining (SIGTERM): the proxy should stop sending work here, though it is still served.
+    if state.runner.is_leaving() {
+        return Err(ApiError::ShuttingDown);
+    }
     state.runner.host()?;
     let workers = state
         .runner

@@ -7,7 +7,9 @@ mod format;
 mod image;
 mod object_store;
 mod open;
+mod records;
 mod store;
+mod store_error;
 
 pub use format::{
     Binding, FormatError, MAX_ENTRIES, Provenance, SessionRecord, SnapshotHeader, decode, encode,
@@ -15,4 +17,6 @@ pub use format::{
 };
 pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 pub use open::open_store;
-pub use store::{SnapshotId, SnapshotStore, StoreError};
+pub use records::{Expect, RecordName, Version, is_node_id};
+pub use store::{SnapshotId, SnapshotStore};
+pub use store_error::StoreError;

@@ -10,13 +10,16 @@ use std::time::Duration;
 use ::object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use ::object_store::path::Path;
 use ::object_store::{
-    BackoffConfig, Error as ObjectError, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+    BackoffConfig, Error as ObjectError, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig, UpdateVersion,
 };
 use anyhow::Context;
 use futures_util::TryStreamExt;
 use futures_util::future::BoxFuture;
 
-use super::store::{SnapshotId, SnapshotStore, StoreError};
+use super::records::{Expect, Found, RecordName, RecordStore, Version};
+use super::store::{SnapshotId, SnapshotStore};
+use super::store_error::StoreError;
 
 /// Snapshots as objects `<prefix>/<id>.snap` in one bucket of S3-compatible storage.
 pub struct S3Store {
@@ -112,6 +115,10 @@ impl S3Store {
         self.prefix.clone().join(format!("{id}.snap"))
     }
 
+    fn record(&self, name: &RecordName) -> Path {
+        self.prefix.clone().join(format!("{}.rec", name.as_str()))
+    }
+
     fn err(&self, what: &str, e: &ObjectError) -> StoreError {
         StoreError {
             store: self.describe(),
@@ -126,6 +133,72 @@ impl S3Store {
             Err(ObjectError::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.err("HEAD", &e)),
         }
+    }
+}
+
+/// Records as objects `<prefix>/<name>.rec`, replaced with S3's conditional writes
+/// (`If-None-Match: *` to create, `If-Match: <ETag>` to replace): the store decides, so two
+/// nodes never both win.
+impl RecordStore for S3Store {
+    fn get_record<'a>(&'a self, name: &'a RecordName) -> BoxFuture<'a, Result<Found, StoreError>> {
+        Box::pin(async move {
+            let got = match self.store.get(&self.record(name)).await {
+                Ok(got) => got,
+                Err(ObjectError::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(self.err("GET", &e)),
+            };
+            let Some(tag) = got.meta.e_tag.clone() else {
+                return Err(StoreError {
+                    store: self.describe(),
+                    message: "the store gave a record without an ETag (conditional writes \
+                              are required)"
+                        .into(),
+                });
+            };
+            let bytes = got.bytes().await.map_err(|e| self.err("GET", &e))?;
+            Ok(Some((Vec::from(bytes), Version(tag))))
+        })
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        name: &'a RecordName,
+        bytes: Vec<u8>,
+        expect: Expect<'a>,
+    ) -> BoxFuture<'a, Result<Option<Version>, StoreError>> {
+        Box::pin(async move {
+            let mode = match expect {
+                Expect::Absent => PutMode::Create,
+                Expect::At(v) => PutMode::Update(UpdateVersion {
+                    e_tag: Some(v.0.clone()),
+                    version: None,
+                }),
+            };
+            let opts = PutOptions {
+                mode,
+                ..Default::default()
+            };
+            match self
+                .store
+                .put_opts(&self.record(name), PutPayload::from(bytes), opts)
+                .await
+            {
+                Ok(done) => Ok(done.e_tag.map(Version)),
+                Err(ObjectError::AlreadyExists { .. } | ObjectError::Precondition { .. }) => {
+                    Ok(None)
+                }
+                Err(e) => Err(self.err("conditional PUT", &e)),
+            }
+        })
+    }
+
+    fn delete_record<'a>(&'a self, name: &'a RecordName) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            match self.store.delete(&self.record(name)).await {
+                Ok(()) | Err(ObjectError::NotFound { .. }) => Ok(()),
+                Err(e) => Err(self.err("DELETE", &e)),
+            }
+        })
     }
 }
 

@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
+use super::records::{Expect, Found, RecordName, RecordStore, Version};
+use super::store_error::StoreError;
+
 /// A snapshot's id: `snap-` and 24 lowercase hex digits. Parsed before any store sees it,
 /// so an id is never a path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,19 +43,9 @@ impl std::fmt::Display for SnapshotId {
     }
 }
 
-/// A store's failure (I/O, the network): the snapshot's fate is unknown, so the caller
-/// answers 503 and keeps the session.
-#[derive(Debug, thiserror::Error)]
-#[error("the snapshot store ({store}): {message}")]
-pub struct StoreError {
-    /// Which store.
-    pub store: String,
-    /// What went wrong.
-    pub message: String,
-}
-
-/// Snapshot files by id. Writes are atomic: a reader sees a whole snapshot or none.
-pub trait SnapshotStore: Send + Sync {
+/// Snapshot files by id. Writes are atomic: a reader sees a whole snapshot or none. Every
+/// store also keeps the small compare-and-swap records that nodes sharing it agree through.
+pub trait SnapshotStore: RecordStore + Send + Sync {
     /// Stores `bytes` under `id`, replacing what was there in one step (a session's own
     /// snapshot is rewritten after each turn; a reader sees the old one or the new one).
     fn put<'a>(
@@ -96,6 +89,29 @@ impl DirStore {
         self.dir.join(format!("{id}.snap"))
     }
 
+    fn record_path(&self, name: &RecordName) -> PathBuf {
+        self.dir.join(format!("{}.rec", name.as_str()))
+    }
+
+    /// Runs `f` holding the directory's record lock (`flock` on `.records.lock`), so that a
+    /// compare-and-swap is one step for every process that shares the directory.
+    async fn locked<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let lock = self.dir.join(".records.lock");
+        self.blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(lock)?;
+            file.lock()?;
+            f()
+        })
+        .await
+    }
+
     fn err(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
         StoreError {
             store: self.describe(),
@@ -115,6 +131,64 @@ impl DirStore {
     }
 }
 
+/// A record file's version: the SHA-256 of its bytes (records carry an epoch or a time, so
+/// a value never comes back).
+fn digest_version(bytes: &[u8]) -> Version {
+    use sha2::{Digest, Sha256};
+    Version(hex::encode(Sha256::digest(bytes)))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!(".tmp-{:016x}", rand::random::<u64>()));
+    let mut f = std::fs::File::create(&tmp)?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+impl RecordStore for DirStore {
+    fn get_record<'a>(&'a self, name: &'a RecordName) -> BoxFuture<'a, Result<Found, StoreError>> {
+        let path = self.record_path(name);
+        Box::pin(self.blocking(move || {
+            Ok(not_found_is_none(std::fs::read(path))?.map(|b| {
+                let v = digest_version(&b);
+                (b, v)
+            }))
+        }))
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        name: &'a RecordName,
+        bytes: Vec<u8>,
+        expect: Expect<'a>,
+    ) -> BoxFuture<'a, Result<Option<Version>, StoreError>> {
+        let (dir, path) = (self.dir.clone(), self.record_path(name));
+        let expected = match expect {
+            Expect::Absent => None,
+            Expect::At(v) => Some(v.clone()),
+        };
+        Box::pin(self.locked(move || {
+            let now = not_found_is_none(std::fs::read(&path))?.map(|b| digest_version(&b));
+            if now != expected {
+                return Ok(None);
+            }
+            write_atomically(&dir, &path, &bytes)?;
+            Ok(Some(digest_version(&bytes)))
+        }))
+    }
+
+    fn delete_record<'a>(&'a self, name: &'a RecordName) -> BoxFuture<'a, Result<(), StoreError>> {
+        let path = self.record_path(name);
+        Box::pin(self.locked(move || not_found_is_none(std::fs::remove_file(path)).map(drop)))
+    }
+}
+
 fn not_found_is_none<T>(r: std::io::Result<T>) -> std::io::Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
@@ -129,20 +203,8 @@ impl SnapshotStore for DirStore {
         id: &'a SnapshotId,
         bytes: Vec<u8>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let path = self.path(id);
-        let tmp = self
-            .dir
-            .join(format!(".{id}.tmp-{:08x}", rand::random::<u32>()));
-        Box::pin(self.blocking(move || {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            let written = f.write_all(&bytes).and_then(|_| f.sync_all());
-            if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, &path)) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
-            }
-            Ok(())
-        }))
+        let (dir, path) = (self.dir.clone(), self.path(id));
+        Box::pin(self.blocking(move || write_atomically(&dir, &path, &bytes)))
     }
 
     fn get<'a>(&'a self, id: &'a SnapshotId) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
@@ -239,6 +301,49 @@ mod tests {
         assert_eq!(store.list().await.unwrap(), vec![id.clone()]);
         assert!(store.delete(&id).await.unwrap());
         assert!(!store.delete(&id).await.unwrap());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_record_is_replaced_only_as_it_was_read() {
+        let dir = std::env::temp_dir().join(format!("vivarium-recs-{}", rand::random::<u32>()));
+        let store = DirStore::open(&dir).unwrap();
+        let name = RecordName::lease("s-x");
+        assert_eq!(store.get_record(&name).await.unwrap(), None);
+        let v1 = store
+            .put_record(&name, b"one".to_vec(), Expect::Absent)
+            .await
+            .unwrap()
+            .unwrap();
+        // A second creator loses; so does a writer holding a stale version.
+        assert!(
+            store
+                .put_record(&name, b"two".to_vec(), Expect::Absent)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let v2 = store
+            .put_record(&name, b"two".to_vec(), Expect::At(&v1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            store
+                .put_record(&name, b"three".to_vec(), Expect::At(&v1))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            store.get_record(&name).await.unwrap(),
+            Some((b"two".to_vec(), v2))
+        );
+        // Records are not snapshots.
+        assert_eq!(store.list().await.unwrap(), Vec::<SnapshotId>::new());
+        store.delete_record(&name).await.unwrap();
+        store.delete_record(&name).await.unwrap();
+        assert_eq!(store.get_record(&name).await.unwrap(), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

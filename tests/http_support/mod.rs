@@ -2,6 +2,8 @@
 //! a runtime of its own, with a scratch dir of its own, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -19,6 +19,7 @@ use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::{ApiResult, ErrorBody};
 use crate::server::request_context::{RequestContext, new_id};
+use crate::server::routing::naming_session;
 use crate::server::runner::Turned;
 use crate::server::sessions::SessionInfo;
 
@@ -40,11 +41,14 @@ pub async fn open(
     State(state): State<AppState>,
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<(StatusCode, Json<OpenSessionResponse>)> {
+) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
     let result = open_session(&state, body, &mut record).await;
     state.runner.finish(record, Outcome::of(&result, 201));
-    result.map(|r| (StatusCode::CREATED, Json(r)))
+    result.map(|r| {
+        let id = r.id.clone();
+        naming_session((StatusCode::CREATED, Json(r)).into_response(), &id)
+    })
 }
 
 #[utoipa::path(

@@ -5,12 +5,14 @@
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
 use super::types::OpenSessionResponse;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::{ApiResult, ErrorBody};
 use crate::server::request_context::RequestContext;
+use crate::server::routing::naming_session;
 use crate::server::snapshots::SnapshotInfo;
 
 #[utoipa::path(
@@ -59,11 +61,14 @@ pub async fn fork(
     State(state): State<AppState>,
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
-) -> ApiResult<(StatusCode, Json<OpenSessionResponse>)> {
+) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&id);
     let result = state.runner.fork_session(&id, &mut record).await;
     state.runner.finish(record, Outcome::of(&result, 201));
-    result.map(|s| (StatusCode::CREATED, Json(OpenSessionResponse::of(&s))))
+    result.map(|s| {
+        let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));
+        naming_session(created.into_response(), &s.id)
+    })
 }
 
 #[utoipa::path(

@@ -17,6 +17,7 @@
 //! behind these methods.
 
 mod live;
+mod placement;
 mod sessions;
 mod snapshots;
 
@@ -29,6 +30,7 @@ pub use sessions::{SessionTurn, TurnDone, Turned};
 
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};
 use super::audit::{Audit, AuditRecord, Outcome};
+use super::cluster::Cluster;
 use super::config::{Config, LeakageConfig};
 use super::error::{ApiError, ApiResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
@@ -73,6 +75,10 @@ pub struct Runner {
     /// Notified when resident sessions come close to the cap: the sweeper then hibernates
     /// the coldest in the background, so the next open or wake rarely waits for one.
     pressure: tokio::sync::Notify,
+    /// With `--cluster`: this node's leases and heartbeat in the shared store.
+    cluster: Option<Arc<Cluster>>,
+    /// SIGTERM arrived: `/readyz` says 503 while requests are still served (the drain delay).
+    leaving: AtomicBool,
 }
 
 impl Runner {
@@ -114,6 +120,9 @@ impl Runner {
             memory_budget_bytes: config.memory_budget_bytes,
             maximum: config.maximum,
             leakage: config.leakage.clone(),
+            cluster: config
+                .cluster_ttl
+                .map(|ttl| Arc::new(Cluster::new(config.node_id.clone(), snapshots.clone(), ttl))),
             snapshots: Snapshots::new(
                 snapshots,
                 config.snapshot_retention,
@@ -122,7 +131,35 @@ impl Runner {
             resuming: Default::default(),
             draining: Default::default(),
             pressure: Default::default(),
+            leaving: AtomicBool::new(false),
         }
+    }
+
+    /// The server's hint on a `ModuleNotFoundError` (a worker knows nothing of the server's
+    /// package policy).
+    fn hint_missing_module(&self, report: &mut crate::report::Report) {
+        if let Some(host) = self.loaded_host() {
+            host.hint_missing_module(report);
+        }
+    }
+
+    /// This node's part in a cluster (`--cluster`).
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
+    }
+
+    /// The drain's first step (SIGTERM): `/readyz` turns 503, the heartbeat says the node
+    /// drains; everything is still served until [`Runner::stop_taking_work`].
+    pub async fn start_leaving(&self) {
+        self.leaving.store(true, Ordering::Release);
+        if let Some(c) = &self.cluster {
+            c.start_draining().await;
+        }
+    }
+
+    /// Whether the node is leaving (SIGTERM arrived).
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Acquire)
     }
 
     /// The leakage policy for a request that asks for `requested` (`None`: the server's
@@ -267,7 +304,11 @@ impl Runner {
         // Admission and the packages are held until the run is done.
         drop((ticket, packages));
         let executed = match reply.map_err(|f| failure(f, ""))? {
-            Reply::Executed(crate::worker::Executed::Ran { report, findings }) => {
+            Reply::Executed(crate::worker::Executed::Ran {
+                mut report,
+                findings,
+            }) => {
+                self.hint_missing_module(&mut report);
                 Executed::Ran { report, findings }
             }
             Reply::Executed(crate::worker::Executed::Denied(f)) => Executed::Denied(f),

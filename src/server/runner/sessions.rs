@@ -105,7 +105,7 @@ impl Runner {
             .admit_session(settings, record, None, job, packages)
             .await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, *image);
+            self.keep_own_snapshot(&session, *image).await;
         }
         Ok(session)
     }
@@ -147,6 +147,7 @@ impl Runner {
             Reply::Opened { handle, image } => (handle, image),
             _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
         };
+        let (durable, resumed) = (settings.durable, settings.resumed.is_some());
         let session = Session::new(
             Placed::new(target, handle, packages),
             settings,
@@ -155,6 +156,15 @@ impl Runner {
             self.sessions.idle,
             self.sessions.lifetime,
         );
+        // A new session's lease (one brought back took its lease before it was loaded).
+        if let Some(c) = &self.cluster
+            && !resumed
+            && let Err(e) = c.create(&session.id, durable).await
+        {
+            let remains = session.close();
+            tokio::task::spawn_blocking(move || drop(remains));
+            return Err(e);
+        }
         self.sessions.insert(session.clone());
         self.note_pressure();
         self.metrics.session_opened();
@@ -265,12 +275,13 @@ impl Runner {
         };
         // Scanned before anything leaves (off the executor when it is large).
         let crate::worker::TurnReply {
-            report,
+            mut report,
             result,
             ended,
             rolled_back,
             image,
         } = turned;
+        self.hint_missing_module(&mut report);
         let (report, result, leaks) = {
             let large = super::report_bytes(&report) > 64 << 10;
             let (mut report, mut result) = (report, result);
@@ -295,7 +306,7 @@ impl Runner {
         }
         drop(busy);
         if let Some(image) = image {
-            self.keep_own_snapshot(session, *image);
+            self.keep_own_snapshot(session, *image).await;
         }
         if ended.is_some() {
             self.forget_own_snapshot(&session.id);

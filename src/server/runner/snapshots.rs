@@ -15,12 +15,12 @@ use super::failure;
 use crate::leakage::LeakPolicy;
 use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
+use crate::server::cluster::Holder;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
 use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
-use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::Vivarium;
 use crate::worker::{Failure, Job, PackageRef, Placed, Reply, Sinks};
@@ -213,7 +213,7 @@ impl Runner {
         let first = durable.then(|| image.clone());
         let session = self.admit_image(settings, image, record).await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, image);
+            self.keep_own_snapshot(&session, image).await;
         }
         Ok(session)
     }
@@ -245,43 +245,9 @@ impl Runner {
         Ok(session)
     }
 
-    /// The live session `id`; or, when this process does not hold it but the store has its
-    /// own snapshot (a durable session after a crash, any session after a graceful restart,
-    /// one whose node went away), the session brought back from it, under the same id, at
-    /// its last completed turn. One session comes back once: concurrent requests for it
-    /// wait for the first (requests for other sessions do not).
-    pub async fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
-        match self.sessions.get(id) {
-            Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
-            other => return other,
-        }
-        // Ids nobody kept are answered without waiting behind a session that comes back.
-        if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
-            return Err(ApiError::SessionNotFound(id.to_string()));
-        }
-        let gate = lock(&self.resuming)
-            .entry(id.to_string())
-            .or_default()
-            .clone();
-        let held = gate.lock().await;
-        let back = match self.sessions.get(id) {
-            Ok(s) => Ok(s),
-            Err(_) => self.bring_back(id).await,
-        };
-        // The last one through lets the gate go; a session that came back is in the registry
-        // by now, so whoever comes later finds it there.
-        {
-            let mut gates = lock(&self.resuming);
-            if Arc::strong_count(&gate) == 2 {
-                gates.remove(id);
-            }
-        }
-        drop(held);
-        back
-    }
-
-    /// [`Runner::session`]'s work, for one request at a time per id.
-    async fn bring_back(&self, id: &str) -> ApiResult<Arc<Session>> {
+    /// Brings session `id` back from its own snapshot ([`Runner::session`]'s work, for one
+    /// request at a time per id).
+    pub(super) async fn bring_back(&self, id: &str) -> ApiResult<Arc<Session>> {
         let started = Instant::now();
         let host = self.host()?;
         let own = SnapshotId::for_session(id);
@@ -332,30 +298,54 @@ impl Runner {
         Ok(session)
     }
 
-    /// Writes `image` as `session`'s own snapshot, off the response path: encoded on a
-    /// blocking thread, stored in the background. Writes of one session land in the order
-    /// they were taken (an older one finishing late is dropped), and each replaces the
-    /// previous in one step, so the store always holds a whole, recent snapshot.
-    pub(super) fn keep_own_snapshot(&self, session: &Arc<Session>, state: SessionImage) {
+    /// Writes `image` as `session`'s own snapshot: encoded on a blocking thread, stored in
+    /// the background, off the response path; with `--cluster`, before the response (a
+    /// durable turn answered is a turn another node can bring back), and only while this
+    /// node holds the session's lease. Writes of one session land in the order they were
+    /// taken (an older one finishing late is dropped), and each replaces the previous in one
+    /// step, so the store always holds a whole, recent snapshot.
+    pub(super) async fn keep_own_snapshot(&self, session: &Arc<Session>, state: SessionImage) {
         let Some(host) = self.loaded_host().cloned() else {
             return;
         };
         let snapshots = self.snapshots.clone();
-        let session = session.clone();
-        let taken = session.next_own_generation();
-        let turns = session.info().turns;
-        tokio::spawn(async move {
-            if let Err(e) = write_own(&host, &snapshots, &session, state, turns, taken).await {
-                tracing::warn!(session = %session.id, error = %e, "could not store the session's snapshot");
+        let s = session.clone();
+        let taken = s.next_own_generation();
+        let turns = s.info().turns;
+        let write = async move {
+            if let Err(e) = write_own(&host, &snapshots, &s, state, turns, taken).await {
+                tracing::warn!(session = %s.id, error = %e, "could not store the session's snapshot");
             }
-        });
+        };
+        let Some(c) = &self.cluster else {
+            tokio::spawn(write);
+            return;
+        };
+        match c.seen(&session.id).await.map(|seen| seen.holder) {
+            Ok(Holder::Me | Holder::Nobody) => write.await,
+            Ok(holder) => self.give_up(session, &holder),
+            Err(e) => {
+                tracing::warn!(session = %session.id, error = %e, "could not read the session's lease; its snapshot is not written");
+            }
+        }
     }
 
     /// Removes session `id`'s own snapshot (it was closed or expired), in the background.
+    /// With `--cluster`, only while this node holds its lease (another node may have taken
+    /// the session over: its snapshot is that node's now), and the lease goes too.
     pub(super) fn forget_own_snapshot(&self, id: &str) {
         let snapshots = self.snapshots.clone();
         let own = SnapshotId::for_session(id);
+        let cluster = self.cluster.clone();
+        let id = id.to_string();
         tokio::spawn(async move {
+            if let Some(c) = cluster {
+                match c.seen(&id).await.map(|s| s.holder) {
+                    Ok(Holder::Me | Holder::Nobody) => {}
+                    _ => return,
+                }
+                let _ = c.forget(&id).await;
+            }
             let _ = snapshots.delete_own(&own).await;
         });
     }
@@ -494,6 +484,13 @@ impl Runner {
         };
         let bytes = match written {
             Ok(b) => b,
+            Err(ApiError::SessionElsewhere { id, node }) => {
+                // Another node took it over: this copy goes, unwritten.
+                s.put_back(Some(interp), None, false).release();
+                drop(busy);
+                self.give_up(s, &Holder::Live(node.clone()));
+                return Err(ApiError::SessionElsewhere { id, node });
+            }
             Err(e) => {
                 s.put_back(Some(interp), None, false).release();
                 return Err(e);
@@ -520,16 +517,39 @@ impl Runner {
         self.write_own_now(host, s, image?).await.map(drop)
     }
 
-    /// Stores `image` as `s`'s own snapshot now, as its newest generation; the bytes written.
+    /// Stores `image` as `s`'s own snapshot now, as its newest generation, and lets its
+    /// lease go (hibernation, the drain); the bytes written.
     async fn write_own_now(
         &self,
         host: &Vivarium,
         s: &Arc<Session>,
         image: SessionImage,
     ) -> ApiResult<u64> {
+        if let Some(c) = &self.cluster {
+            match c.seen(&s.id).await?.holder {
+                Holder::Me | Holder::Nobody => {}
+                Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
+                    return Err(ApiError::SessionElsewhere {
+                        id: s.id.clone(),
+                        node,
+                    });
+                }
+                Holder::Released => {
+                    return Err(ApiError::SessionMoving {
+                        id: s.id.clone(),
+                        node: "none".into(),
+                    });
+                }
+            }
+        }
         let taken = s.next_own_generation();
         let turns = s.info().turns;
-        write_own(host, &self.snapshots, s, image, turns, taken).await
+        let bytes = write_own(host, &self.snapshots, s, image, turns, taken).await?;
+        // Written: with `--cluster`, any node may take it from here.
+        if let Some(c) = &self.cluster {
+            c.release(&s.id).await?;
+        }
+        Ok(bytes)
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.

@@ -24,6 +24,7 @@ use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::request_context::RequestContext;
+use crate::server::routing::naming_session;
 use crate::server::sessions::{SessionInfo, SessionState};
 use crate::template::Template;
 
@@ -238,7 +239,10 @@ pub async fn start(
     .await;
     state.runner.finish(record, Outcome::of(&result, 201));
     match result {
-        Ok(model) => (StatusCode::CREATED, Json(model)).into_response(),
+        Ok(model) => {
+            let id = model.id.clone();
+            naming_session((StatusCode::CREATED, Json(model)).into_response(), &id)
+        }
         Err(e) => e.into_response(),
     }
 }

@@ -1,0 +1,410 @@
+//! Many nodes, one snapshot store, no coordinator (`--cluster`): which node holds a session
+//! live is agreed through two kinds of record in the shared store, each replaced only by
+//! compare-and-swap (`snapshot::RecordStore`).
+//!
+//! - A session's **lease** names the node that holds it live and a count of hand-overs
+//!   (`epoch`). The node that opens a session creates it; a node that brings a session back
+//!   from its own snapshot first takes the lease over, at the version it read; a node that
+//!   drains marks its leases `released` after writing each session's snapshot.
+//! - A node's **heartbeat**, rewritten every quarter of `--node-ttl-ms`, says it is alive
+//!   (and whether it is draining). A lease whose node has not beaten for a whole TTL is a
+//!   dead node's.
+//!
+//! The rule: a node serves a session only while the lease names it, and reads the lease on
+//! every request for the session; a node takes a session over only when it is released, its
+//! holder is dead, or its holder is alive and the session is durable (its own snapshot is
+//! its state: the proxy's ring moved it). So no session is served by two nodes: the loser
+//! of a race finds the lease changed and gives its copy up. Clocks are compared (the
+//! heartbeat's time against the reader's), so nodes need synchronised clocks (NTP) to well
+//! under the TTL.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{ApiError, ApiResult};
+use crate::snapshot::{Expect, RecordName, SnapshotStore, StoreError, Version};
+
+/// The longest record read back: anything larger is not one of ours.
+const MAX_RECORD_BYTES: usize = 4096;
+
+/// A session's lease, as stored (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    /// The session.
+    pub session: String,
+    /// The node that holds it (or held it last, when `released`).
+    pub node: String,
+    /// How many times it changed hands.
+    pub epoch: u64,
+    /// Its own snapshot holds every completed turn (`"durable": true`).
+    pub durable: bool,
+    /// Its node wrote its snapshot and let it go (a drain): any node may take it.
+    pub released: bool,
+}
+
+/// A node's heartbeat, as stored (JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Heartbeat {
+    node: String,
+    /// Milliseconds since the Unix epoch, by the node's clock.
+    at_ms: u64,
+    draining: bool,
+}
+
+/// Who holds a session, as this node sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// No lease: a session of before `--cluster`, or none at all.
+    Nobody,
+    /// This node.
+    Me,
+    /// Its node wrote it and let it go.
+    Released,
+    /// Another node, alive and serving.
+    Live(String),
+    /// Another node, alive and draining: it will release the session shortly.
+    Draining(String),
+    /// Another node that stopped beating.
+    Dead(String),
+}
+
+/// A lease read back, with the version a take-over must replace.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// What the lease says (`None`: there is none).
+    pub lease: Option<Lease>,
+    version: Option<Version>,
+    /// What that means here.
+    pub holder: Holder,
+}
+
+/// This node's part in the cluster.
+pub struct Cluster {
+    node: String,
+    store: Arc<dyn SnapshotStore>,
+    ttl: Duration,
+    draining: AtomicBool,
+    /// The heartbeat's version after this node's last write of it.
+    beat_version: tokio::sync::Mutex<Option<Version>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    ApiError::SnapshotStore(e.to_string())
+}
+
+/// Parses a record another node wrote: bounded, typed, or a store error naming it.
+fn parse<T: serde::de::DeserializeOwned>(name: &RecordName, bytes: &[u8]) -> ApiResult<T> {
+    if bytes.len() > MAX_RECORD_BYTES {
+        return Err(ApiError::SnapshotStore(format!(
+            "the record {} is {} bytes, more than any node writes",
+            name.as_str(),
+            bytes.len()
+        )));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::SnapshotStore(format!("the record {} is unreadable: {e}", name.as_str()))
+    })
+}
+
+impl Cluster {
+    /// Node `node` (a checked id) on `store`; a node silent for `ttl` is dead.
+    pub fn new(node: String, store: Arc<dyn SnapshotStore>, ttl: Duration) -> Self {
+        Cluster {
+            node,
+            store,
+            ttl,
+            draining: AtomicBool::new(false),
+            beat_version: Default::default(),
+        }
+    }
+
+    /// How often the heartbeat is written.
+    pub fn beat_interval(&self) -> Duration {
+        self.ttl / 4
+    }
+
+    /// Writes this node's heartbeat (now, and whether it drains). Another process writing
+    /// the same node's heartbeat (two nodes given one id) is logged: their leases would
+    /// look like one node's.
+    pub async fn beat(&self) -> ApiResult<()> {
+        let name = RecordName::node(&self.node).expect("node ids are checked at start");
+        let bytes = serde_json::to_vec(&Heartbeat {
+            node: self.node.clone(),
+            at_ms: now_ms(),
+            draining: self.draining.load(Ordering::Acquire),
+        })
+        .expect("a heartbeat serialises");
+        let mut last = self.beat_version.lock().await;
+        let expect = match last.as_ref() {
+            Some(v) => Expect::At(v),
+            None => Expect::Absent,
+        };
+        if let Some(v) = self
+            .store
+            .put_record(&name, bytes.clone(), expect)
+            .await
+            .map_err(store_error)?
+        {
+            *last = Some(v);
+            return Ok(());
+        }
+        // Not as last written: this node's first beat over an earlier life's record, or
+        // another process with the same id.
+        let current = self.store.get_record(&name).await.map_err(store_error)?;
+        if last.is_some() {
+            tracing::error!(node = %self.node, "another process writes this node's heartbeat: give every node its own --node-id");
+        }
+        let expect = match current.as_ref() {
+            Some((_, v)) => Expect::At(v),
+            None => Expect::Absent,
+        };
+        *last = self
+            .store
+            .put_record(&name, bytes, expect)
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    /// From now on the heartbeat says this node drains (written at once).
+    pub async fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+        if let Err(e) = self.beat().await {
+            tracing::warn!(error = %e, "could not announce the drain");
+        }
+    }
+
+    /// Reads session `id`'s lease and what it means here.
+    pub async fn seen(&self, id: &str) -> ApiResult<Seen> {
+        let name = RecordName::lease(id);
+        let Some((bytes, version)) = self.store.get_record(&name).await.map_err(store_error)?
+        else {
+            return Ok(Seen {
+                lease: None,
+                version: None,
+                holder: Holder::Nobody,
+            });
+        };
+        let lease: Lease = parse(&name, &bytes)?;
+        if lease.session != id {
+            return Err(ApiError::SnapshotStore(format!(
+                "the record {} names another session",
+                name.as_str()
+            )));
+        }
+        let holder = if lease.released {
+            Holder::Released
+        } else if lease.node == self.node {
+            Holder::Me
+        } else {
+            self.node_state(&lease.node).await?
+        };
+        Ok(Seen {
+            lease: Some(lease),
+            version: Some(version),
+            holder,
+        })
+    }
+
+    /// Another node's state from its heartbeat.
+    async fn node_state(&self, node: &str) -> ApiResult<Holder> {
+        let Some(name) = RecordName::node(node) else {
+            return Ok(Holder::Dead(node.to_string()));
+        };
+        let Some((bytes, _)) = self.store.get_record(&name).await.map_err(store_error)? else {
+            return Ok(Holder::Dead(node.to_string()));
+        };
+        let beat: Heartbeat = parse(&name, &bytes)?;
+        let age = now_ms().saturating_sub(beat.at_ms);
+        Ok(if age > self.ttl.as_millis() as u64 {
+            Holder::Dead(node.to_string())
+        } else if beat.draining {
+            Holder::Draining(node.to_string())
+        } else {
+            Holder::Live(node.to_string())
+        })
+    }
+
+    /// Takes session `id`'s lease as `seen` left it: `Ok(true)` when this node holds it now,
+    /// `Ok(false)` when another node changed it first.
+    pub async fn take(&self, id: &str, seen: &Seen, durable: bool) -> ApiResult<bool> {
+        let lease = Lease {
+            session: id.to_string(),
+            node: self.node.clone(),
+            epoch: seen.lease.as_ref().map_or(1, |l| l.epoch + 1),
+            durable,
+            released: false,
+        };
+        self.write(id, &lease, seen.version.as_ref()).await
+    }
+
+    /// Creates the lease of session `id`, new on this node.
+    pub async fn create(&self, id: &str, durable: bool) -> ApiResult<()> {
+        let lease = Lease {
+            session: id.to_string(),
+            node: self.node.clone(),
+            epoch: 1,
+            durable,
+            released: false,
+        };
+        if self.write(id, &lease, None).await? {
+            Ok(())
+        } else {
+            Err(ApiError::Internal(format!(
+                "session {id} already has a lease"
+            )))
+        }
+    }
+
+    /// Marks session `id`'s lease released, if this node holds it (its snapshot is written).
+    pub async fn release(&self, id: &str) -> ApiResult<()> {
+        let seen = self.seen(id).await?;
+        if let (Holder::Me, Some(lease)) = (&seen.holder, &seen.lease) {
+            let released = Lease {
+                released: true,
+                ..lease.clone()
+            };
+            self.write(id, &released, seen.version.as_ref()).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes session `id`'s lease if this node holds it (the session closed or expired).
+    pub async fn forget(&self, id: &str) -> ApiResult<()> {
+        if self.seen(id).await?.holder == Holder::Me {
+            self.store
+                .delete_record(&RecordName::lease(id))
+                .await
+                .map_err(store_error)?;
+        }
+        Ok(())
+    }
+
+    async fn write(&self, id: &str, lease: &Lease, at: Option<&Version>) -> ApiResult<bool> {
+        let bytes = serde_json::to_vec(lease).expect("a lease serialises");
+        let expect = match at {
+            Some(v) => Expect::At(v),
+            None => Expect::Absent,
+        };
+        Ok(self
+            .store
+            .put_record(&RecordName::lease(id), bytes, expect)
+            .await
+            .map_err(store_error)?
+            .is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::open_store;
+
+    fn store() -> (Arc<dyn SnapshotStore>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("vivarium-cluster-{}", rand::random::<u32>()));
+        (open_store(&dir, None).unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn leases_move_only_as_the_rule_says() {
+        let (store, dir) = store();
+        let ttl = Duration::from_millis(300);
+        let a = Cluster::new("a".into(), store.clone(), ttl);
+        let b = Cluster::new("b".into(), store.clone(), ttl);
+        a.beat().await.unwrap();
+        b.beat().await.unwrap();
+        assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Nobody);
+        a.create("s-1", false).await.unwrap();
+        assert!(
+            a.create("s-1", false).await.is_err(),
+            "one lease per session"
+        );
+        assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Me);
+        assert_eq!(
+            b.seen("s-1").await.unwrap().holder,
+            Holder::Live("a".into())
+        );
+
+        // Two take-overs from one reading: one wins.
+        let seen = b.seen("s-1").await.unwrap();
+        let c = Cluster::new("c".into(), store.clone(), ttl);
+        assert!(b.take("s-1", &seen, true).await.unwrap());
+        assert!(!c.take("s-1", &seen, true).await.unwrap());
+        let now = a.seen("s-1").await.unwrap();
+        assert_eq!(now.holder, Holder::Live("b".into()));
+        assert_eq!(now.lease.as_ref().unwrap().epoch, 2);
+
+        // A node that only forgets its own.
+        a.forget("s-1").await.unwrap();
+        assert_eq!(
+            a.seen("s-1").await.unwrap().holder,
+            Holder::Live("b".into())
+        );
+
+        // Draining, then released.
+        b.start_draining().await;
+        assert_eq!(
+            a.seen("s-1").await.unwrap().holder,
+            Holder::Draining("b".into())
+        );
+        b.release("s-1").await.unwrap();
+        assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Released);
+
+        // A node that stops beating is dead after the TTL.
+        a.create("s-2", false).await.unwrap();
+        tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+        b.beat().await.unwrap();
+        assert_eq!(
+            b.seen("s-2").await.unwrap().holder,
+            Holder::Dead("a".into())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn records_from_the_store_are_checked() {
+        let (store, dir) = store();
+        let a = Cluster::new("a".into(), store.clone(), Duration::from_secs(5));
+        let name = RecordName::lease("s-9");
+        for bad in [
+            &b"{"[..],
+            br#"{"session":"s-9","node":"a"}"#,
+            &[b' '; 5000][..],
+        ] {
+            store.delete_record(&name).await.unwrap();
+            store
+                .put_record(&name, bad.to_vec(), Expect::Absent)
+                .await
+                .unwrap();
+            let e = a.seen("s-9").await.unwrap_err();
+            assert!(matches!(e, ApiError::SnapshotStore(_)), "{e}");
+        }
+        // A lease copied under another session's name is refused too.
+        store.delete_record(&name).await.unwrap();
+        let other = serde_json::to_vec(&Lease {
+            session: "s-8".into(),
+            node: "a".into(),
+            epoch: 1,
+            durable: false,
+            released: false,
+        })
+        .unwrap();
+        store
+            .put_record(&name, other, Expect::Absent)
+            .await
+            .unwrap();
+        assert!(a.seen("s-9").await.is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,135 @@
+//! Finding a session for a request: live here, hibernated here, or, on a node that does
+//! not hold it, brought back from its own snapshot in the store. With `--cluster`, every
+//! lookup reads the session's lease first (`server/cluster.rs` has the rule), so a node
+//! serves a session only while the lease names it, takes one over only as the rule allows,
+//! and says clearly why it cannot (`session_elsewhere`, `session_moving`, `session_lost`).
+
+use std::sync::Arc;
+
+use super::Runner;
+use crate::server::cluster::{Cluster, Holder, Seen};
+use crate::server::error::{ApiError, ApiResult};
+use crate::server::metrics::CloseReason;
+use crate::server::sessions::{Session, is_session_id};
+use crate::sync::lock;
+
+impl Runner {
+    /// The live session `id`; or, when this process does not hold it but the store has its
+    /// own snapshot (a durable session after a crash, any session after a graceful restart,
+    /// one whose node went away), the session brought back from it, under the same id, at
+    /// its last completed turn. One session comes back once: concurrent requests for it
+    /// wait for the first (requests for other sessions do not).
+    pub async fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
+        let here = self.sessions.get(id);
+        let Some(cluster) = self.cluster.clone() else {
+            return match here {
+                Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {
+                    self.resume(id, None).await
+                }
+                other => other,
+            };
+        };
+        match here {
+            Ok(s) => {
+                let seen = cluster.seen(id).await?;
+                if matches!(seen.holder, Holder::Me | Holder::Nobody) {
+                    return Ok(s);
+                }
+                self.give_up(&s, &seen.holder);
+            }
+            Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
+            Err(e) => return Err(e),
+        }
+        self.resume(id, Some(&cluster)).await
+    }
+
+    /// Drops this node's copy of a session another node holds now (unwritten: the store
+    /// has the other node's state).
+    pub(super) fn give_up(&self, s: &Arc<Session>, holder: &Holder) {
+        tracing::warn!(session = %s.id, ?holder, "another node holds this session now; the copy here is dropped");
+        let _ = self.sessions.remove(&s.id);
+        self.metrics.session_closed(CloseReason::Moved);
+        let remains = s.close();
+        tokio::task::spawn_blocking(move || drop(remains));
+    }
+
+    /// Session `id`, not live here, from its own snapshot (under a gate per id).
+    async fn resume(&self, id: &str, cluster: Option<&Arc<Cluster>>) -> ApiResult<Arc<Session>> {
+        // Ids nobody kept are answered without waiting behind a session that comes back.
+        if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
+            return Err(match cluster {
+                Some(c) => why_not_here(id, c.seen(id).await?),
+                None => ApiError::SessionNotFound(id.to_string()),
+            });
+        }
+        let gate = lock(&self.resuming)
+            .entry(id.to_string())
+            .or_default()
+            .clone();
+        let held = gate.lock().await;
+        let back = match self.sessions.get(id) {
+            Ok(s) => Ok(s),
+            Err(_) => match cluster {
+                Some(c) => self.take_over(id, c).await,
+                None => self.bring_back(id).await,
+            },
+        };
+        // The last one through lets the gate go; a session that came back is in the registry
+        // by now, so whoever comes later finds it there.
+        {
+            let mut gates = lock(&self.resuming);
+            if Arc::strong_count(&gate) == 2 {
+                gates.remove(id);
+            }
+        }
+        drop(held);
+        back
+    }
+
+    /// Takes session `id`'s lease as the rule allows, then brings it back.
+    async fn take_over(&self, id: &str, cluster: &Cluster) -> ApiResult<Arc<Session>> {
+        let seen = cluster.seen(id).await?;
+        let durable = seen.lease.as_ref().is_some_and(|l| l.durable);
+        match &seen.holder {
+            Holder::Me => {}
+            Holder::Draining(node) => {
+                return Err(ApiError::SessionMoving {
+                    id: id.to_string(),
+                    node: node.clone(),
+                });
+            }
+            Holder::Live(node) if !durable => {
+                // Hibernated here once, taken since: what this node kept is stale.
+                self.sessions.unhibernate(id);
+                return Err(ApiError::SessionElsewhere {
+                    id: id.to_string(),
+                    node: node.clone(),
+                });
+            }
+            Holder::Nobody | Holder::Released | Holder::Dead(_) | Holder::Live(_) => {
+                if !cluster.take(id, &seen, durable).await? {
+                    // Another node took it between the reading and the writing.
+                    return Err(ApiError::SessionMoving {
+                        id: id.to_string(),
+                        node: "another node".into(),
+                    });
+                }
+                tracing::info!(session = %id, from = ?seen.holder, "session taken over");
+            }
+        }
+        self.bring_back(id).await
+    }
+}
+
+/// Why session `id` (no own snapshot in the store, not hibernated here) is not here.
+fn why_not_here(id: &str, seen: Seen) -> ApiError {
+    let (id, node) = (id.to_string(), seen.lease.map(|l| l.node));
+    match (seen.holder, node) {
+        (Holder::Live(node), _) => ApiError::SessionElsewhere { id, node },
+        (Holder::Draining(node), _) => ApiError::SessionMoving { id, node },
+        (Holder::Dead(node), _) => ApiError::SessionLost { id, node },
+        // This node's earlier life held it (a restart with the same id) and did not keep it.
+        (Holder::Me, Some(node)) => ApiError::SessionLost { id, node },
+        _ => ApiError::SessionNotFound(id),
+    }
+}
