@@ -51,6 +51,8 @@ if [ -z "${SKIP_HTTP:-}" ]; then
     SCALING_ARGS="--workers 0" "$PY" benches/scaling.py target/release/vivarium "$RESULTS/scaling_in_process.json"
     echo "   worker processes (the default: one per core)"
     "$PY" benches/scaling.py target/release/vivarium "$RESULTS/scaling.json"
+    echo "== three nodes behind HAProxy beside one node (benches/cluster.py; needs haproxy)"
+    "$PY" benches/cluster.py target/release/vivarium "$RESULTS/cluster.json"
     echo "== packages: a cached set's cost, twenty first requests, plotly (benches/packages.py)"
     "$PY" benches/packages.py target/release/vivarium "$RESULTS/packages.json"
 fi
