@@ -10,7 +10,8 @@
 //! completed turn, its other session is `session_lost`, the others are untouched; a drain
 //! (SIGTERM): every session it held goes on elsewhere with its state; a rolling restart of
 //! all three under a steady mix of executions and turns: no session lost, no 5xx but
-//! retryable 503s. The figures are printed (README quotes them).
+//! retryable 503s. The figures are printed (README quotes them). And, node to node without
+//! the proxy: a session that hibernated on one node is taken by the node asked for it.
 //!
 //! HAProxy comes from Debian's package (`.ci/run` installs it); without it the test is
 //! skipped, except under CI, where it fails.
@@ -73,6 +74,10 @@ impl Node {
     }
 
     fn start(&mut self, store: &Store) {
+        self.start_with(store, &[]);
+    }
+
+    fn start_with(&mut self, store: &Store, extra: &[&str]) {
         use std::io::BufRead;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -85,6 +90,7 @@ impl Node {
             .args(["--node-ttl-ms", &TTL_MS.to_string()])
             .args(["--drain-delay-ms", &DRAIN_DELAY_MS.to_string()])
             .args(["--workers", "1", "--max-sessions", "32"])
+            .args(extra)
             .env("VIVARIUM_SCRATCH", &self.scratch)
             .env(
                 "VIVARIUM_AUDIT_LOG",
@@ -625,6 +631,63 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     drop(nodes);
     let _ = retried;
     let _ = survivors;
+}
+
+/// Without a proxy: a session that hibernated on one node (its snapshot written, its lease
+/// released) is taken by another node that is asked for it; the first then answers
+/// `session_elsewhere` naming the second, and never serves its stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-hibernate-store");
+    let store = Store::Dir(dir.clone());
+    let (mut a, mut b) = (Node::new("ha"), Node::new("hb"));
+    a.start_with(&store, &["--hibernate-after-secs", "1"]);
+    b.start(&store);
+    wait_ready_at(&a.base()).await;
+    wait_ready_at(&b.base()).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &format!("{}/v1/sessions", a.base()),
+        &json!({"template": "python"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(&c, &a.base(), &id, "x = 41").await;
+    // b does not take a session a holds live and that is not durable.
+    let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
+    assert_eq!((st, error_code(&v)), (409, "session_elsewhere"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("node ha"),
+        "{v}"
+    );
+    // Idle: a hibernates it (written, released), then b is asked for it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, info) = get(&c, &format!("{}/v1/sessions/{id}", a.base())).await;
+        if info["resident"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never hibernated: {info}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x + 1"})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["result"], "42", "{v}");
+    // a kept it as hibernated; b holds it now.
+    let (st, v) = post(&c, &url(&a), &json!({"code": "x + 2"})).await;
+    assert_eq!((st, error_code(&v)), (409, "session_elsewhere"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("node hb"),
+        "{v}"
+    );
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x + 3"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("44")), "{v}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
