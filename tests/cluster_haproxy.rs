@@ -5,7 +5,7 @@
 //! consistent hashing on the session id when that node is down, health checks on `/readyz`.
 //!
 //! Scenarios, each through the proxy: executions spread over every node; a session's turns
-//! stay on its node; bad input (a forged id, a header that contradicts the path); `kill -9`
+//! stay on its node, and so do an MCP transport session's; bad input (a forged id, a header that contradicts the path); `kill -9`
 //! of a node: its durable session answers the next turn from another node at its last
 //! completed turn, its other session is `session_lost`, the others are untouched; a drain
 //! (SIGTERM): every session it held goes on elsewhere with its state; a rolling restart of
@@ -484,6 +484,39 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     )
     .await;
     assert_eq!(a.status, 400, "{}", a.body);
+
+    // MCP through the proxy: a transport session, and the sessions its tools open, stay on
+    // the node that answered its initialize (HAProxy sticks on Mcp-Session-Id).
+    let mut mcp = McpClient::open_at(proxy.url("/mcp"), client()).await;
+    let (body, m) = mcp
+        .call("open_session", json!({"template": "python"}))
+        .await;
+    let text = m["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"));
+    let opened: Value = serde_json::from_str(text).unwrap();
+    let mcp_session = opened["session_id"].as_str().unwrap().to_string();
+    for k in 1..=4 {
+        let code = if k == 1 {
+            "y = 1\ny".to_string()
+        } else {
+            "y += 1\ny".to_string()
+        };
+        let (body, m) = mcp
+            .call(
+                "run_in_session",
+                json!({"session_id": mcp_session, "code": code}),
+            )
+            .await;
+        let text = m["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{body}"));
+        assert!(
+            text.contains(&format!("result: {k}")),
+            "MCP turn {k}: {text}"
+        );
+    }
+    eprintln!("[{label}] MCP: 4 turns of a session opened over MCP, through the proxy, in order");
 
     // kill -9 of n1.
     let victim = nodes.iter().position(|n| n.id == "n1").unwrap();

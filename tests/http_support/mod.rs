@@ -381,7 +381,11 @@ impl McpClient {
 
     /// Opens a session on `server`'s `/mcp` through `client`.
     pub async fn open_with(server: &TestServer, client: reqwest::Client) -> McpClient {
-        let url = server.url("/mcp");
+        McpClient::open_at(server.url("/mcp"), client).await
+    }
+
+    /// Opens a session at the MCP endpoint `url` (a server's, or a proxy's) through `client`.
+    pub async fn open_at(url: String, client: reqwest::Client) -> McpClient {
         let init = client
             .post(&url)
             .header("accept", MCP_ACCEPT)
