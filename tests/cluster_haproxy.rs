@@ -5,13 +5,15 @@
 //! consistent hashing on the session id when that node is down, health checks on `/readyz`.
 //!
 //! Scenarios, each through the proxy: executions spread over every node; a session's turns
-//! stay on its node, and so do an MCP transport session's; bad input (a forged id, a header that contradicts the path); `kill -9`
-//! of a node: its durable session answers the next turn from another node at its last
-//! completed turn, its other session is `session_lost`, the others are untouched; a drain
-//! (SIGTERM): every session it held goes on elsewhere with its state; a rolling restart of
-//! all three under a steady mix of executions and turns: no session lost, no 5xx but
-//! retryable 503s. The figures are printed (README quotes them). And, node to node without
-//! the proxy: a session that hibernated on one node is taken by the node asked for it.
+//! stay on its node, and so do an MCP transport session's; bad input (a forged id, a header
+//! that contradicts the path); `kill -9` of a node: its durable session answers the next
+//! turn from another node at its last completed turn, its other session is `session_lost`,
+//! the others are untouched; a drain (SIGTERM): every session it held goes on elsewhere with
+//! its state; a rolling restart of all three under a steady mix of executions and turns: no
+//! session lost, no 5xx but retryable 503s; a fourth node added: it takes executions, and no
+//! session moves to it. The figures are printed (README quotes them). And, node to node
+//! without the proxy: a session that hibernated on one node is taken by the node asked for
+//! it.
 //!
 //! HAProxy comes from Debian's package (`.ci/run` installs it); without it the test is
 //! skipped, except under CI, where it fails.
@@ -384,17 +386,23 @@ async fn three_nodes_behind_haproxy_with_s3() {
 
 async fn scenario(haproxy: &Path, store: Store, label: &str) {
     let c = client();
-    let mut nodes: Vec<Node> = ["n1", "n2", "n3"].into_iter().map(Node::new).collect();
-    for n in &mut nodes {
+    // n4 is in the proxy's configuration from the start, and started only at the end: a
+    // node added.
+    let mut nodes: Vec<Node> = ["n1", "n2", "n3", "n4"]
+        .into_iter()
+        .map(Node::new)
+        .collect();
+    for n in &mut nodes[..3] {
         n.start(&store);
     }
-    for n in &nodes {
+    for n in &nodes[..3] {
         wait_ready_at(&n.base()).await;
     }
     let proxy = Proxy::start(haproxy, &nodes);
-    for n in &nodes {
+    for n in &nodes[..3] {
         proxy.wait_state(&c, &n.id, "UP").await;
     }
+    proxy.wait_state(&c, "n4", "DOWN").await;
     let retried = AtomicU64::new(0);
 
     // Executions go to every node.
@@ -636,7 +644,7 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
         }));
     }
     let rolling = Instant::now();
-    for node in nodes.iter_mut() {
+    for node in nodes[..3].iter_mut() {
         let mut exiting = node.term();
         let status = wait_exit(&mut exiting, Duration::from_secs(30));
         assert!(status.success(), "{} drains cleanly: {status}", node.id);
@@ -661,9 +669,35 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
         "no 5xx but retryable 503s, no lost state: {t:?}"
     );
     assert!(t.get("ok").copied().unwrap_or(0) > 20, "{t:?}");
+
+    // A node added: it takes executions at once, and no session moves to it (the proxy's
+    // table keeps each where it is), so it restores none.
+    nodes[3].start(&store);
+    proxy.wait_state(&c, "n4", "UP").await;
+    let mut to_new = 0;
+    for i in 0..24 {
+        let body = json!({"code": format!("print({i})")});
+        let a = send(&c, c.post(proxy.url("/v1/execute")).json(&body)).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        to_new += usize::from(a.node == "n4");
+    }
+    for s in survivors.iter_mut() {
+        let a = step(&c, &proxy, s, &retried).await;
+        assert_eq!(a.status, 200, "after n4 joined, {}: {}", s.id, a.body);
+        assert_ne!(a.node, "n4", "{} moved to the new node", s.id);
+    }
+    let resumed = metrics_at(&c, &nodes[3].base())
+        .await
+        .get("vivarium_session_events_total{event=\"resume\"}")
+        .copied()
+        .unwrap_or(0.0);
+    assert_eq!(resumed, 0.0, "the new node restored sessions");
+    eprintln!(
+        "[{label}] node added: {to_new} of 24 executions on it, none of {} sessions moved to it",
+        survivors.len()
+    );
+    assert!(to_new > 0, "the new node takes executions");
     drop(nodes);
-    let _ = retried;
-    let _ = survivors;
 }
 
 /// Without a proxy: a session that hibernated on one node (its snapshot written, its lease
