@@ -49,8 +49,7 @@ impl Runner {
         tracing::warn!(session = %s.id, ?holder, "another node holds this session now; the copy here is dropped");
         let _ = self.sessions.remove(&s.id);
         self.metrics.session_closed(CloseReason::Moved);
-        let remains = s.close();
-        tokio::task::spawn_blocking(move || drop(remains));
+        s.close().release();
     }
 
     /// Session `id`, not live here, from its own snapshot (under a gate per id).

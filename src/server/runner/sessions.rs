@@ -161,8 +161,7 @@ impl Runner {
             && !resumed
             && let Err(e) = c.create(&session.id, durable).await
         {
-            let remains = session.close();
-            tokio::task::spawn_blocking(move || drop(remains));
+            session.close().release();
             return Err(e);
         }
         self.sessions.insert(session.clone());
