@@ -312,7 +312,7 @@ impl Runner {
                 Executed::Ran { report, findings }
             }
             Reply::Executed(crate::worker::Executed::Denied(f)) => Executed::Denied(f),
-            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => return Err(out_of_turn()),
         };
         let policy = guard.policy();
         let (executed, leaks) = scan(executed, guard).await?;
@@ -360,7 +360,7 @@ impl Runner {
         drop(ticket);
         match reply.map_err(|f| failure(f, ""))? {
             Reply::Checked(c) => Ok(c),
-            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -377,7 +377,7 @@ impl Runner {
             .map_err(|f| failure(f, ""))?
         {
             Reply::Probed(report) => Ok(report),
-            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -610,6 +610,12 @@ pub(super) fn failure(f: Failure, session: &str) -> ApiError {
         Failure::Job(e) => job_error(e, session),
         Failure::Lost => ApiError::WorkerLost("its process died".into()),
     }
+}
+
+/// A worker's reply of another kind than its job's (the reader checks kinds, so this is a
+/// bug of ours, not the worker's).
+pub(super) fn out_of_turn() -> ApiError {
+    ApiError::Internal("a worker answered out of turn".into())
 }
 
 /// What a sandbox under `limits` holds for its life besides its memory: the reserve, and its

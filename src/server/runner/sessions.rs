@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use super::{LiveText, Runner, TextSink, failure, job_error, job_files, withhold_if_denied};
+use super::{
+    LiveText, Runner, TextSink, failure, job_error, job_files, out_of_turn, withhold_if_denied,
+};
 use crate::check::{Finding, Policy};
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
@@ -145,7 +147,7 @@ impl Runner {
         drop(ticket);
         let (handle, image) = match reply.map_err(|f| failure(f, ""))? {
             Reply::Opened { handle, image } => (handle, image),
-            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => return Err(out_of_turn()),
         };
         let (durable, resumed) = (settings.durable, settings.resumed.is_some());
         let session = Session::new(
@@ -249,7 +251,7 @@ impl Runner {
             Ok(Reply::Turned(t)) => t,
             Ok(_) => {
                 session.put_back(Some(placed), None, false).release();
-                return Err(ApiError::Internal("a worker answered out of turn".into()));
+                return Err(out_of_turn());
             }
             Err(Failure::Lost) => {
                 session
@@ -398,7 +400,7 @@ impl Runner {
             .await?
         {
             Reply::Answer(a) => Ok(a),
-            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -429,7 +431,7 @@ impl Runner {
             .await?
         {
             Reply::Files(f) => Ok(f),
-            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -455,7 +457,7 @@ impl Runner {
         let bytes = match reply {
             Reply::File(Some(bytes)) => bytes.into_vec(),
             Reply::File(None) => return Err(ApiError::FileNotFound(path)),
-            _ => return Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => return Err(out_of_turn()),
         };
         if bytes.len() as u64 > max {
             return Err(ApiError::Internal(
@@ -485,7 +487,7 @@ impl Runner {
             .await?;
         match reply {
             Reply::Wrote(n) => Ok(n),
-            _ => Err(ApiError::Internal("a worker answered out of turn".into())),
+            _ => Err(out_of_turn()),
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
-use super::failure;
+use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
@@ -66,10 +66,7 @@ async fn capture(
     };
     match placed.target.call(job, Sinks::default()).await {
         Ok(Reply::Image(image)) => Ok((placed, checked_image(runner, *image))),
-        Ok(_) => Ok((
-            placed,
-            Err(ApiError::Internal("a worker answered out of turn".into())),
-        )),
+        Ok(_) => Ok((placed, Err(out_of_turn()))),
         Err(f @ Failure::Lost) => {
             runner.put_back_after(s, placed, &f);
             Err(failure(f, &s.id))
