@@ -267,9 +267,10 @@ impl Cluster {
         }
     }
 
-    /// Marks session `id`'s lease released, if this node holds it (its snapshot is written).
-    pub async fn release(&self, id: &str) -> ApiResult<()> {
-        let seen = self.seen(id).await?;
+    /// Marks session `id`'s lease released (its snapshot is written), if `seen`, the caller's
+    /// reading, says this node holds it; at that reading's version, so a lease another node
+    /// took meanwhile stays theirs.
+    pub async fn release(&self, id: &str, seen: &Seen) -> ApiResult<()> {
         if let (Holder::Me, Some(lease)) = (&seen.holder, &seen.lease) {
             let released = Lease {
                 released: true,
@@ -280,9 +281,10 @@ impl Cluster {
         Ok(())
     }
 
-    /// Removes session `id`'s lease if this node holds it (the session closed or expired).
-    pub async fn forget(&self, id: &str) -> ApiResult<()> {
-        if self.seen(id).await?.holder == Holder::Me {
+    /// Removes session `id`'s lease if `seen`, the caller's reading, says this node holds it
+    /// (the session closed or expired).
+    pub async fn forget(&self, id: &str, seen: &Seen) -> ApiResult<()> {
+        if seen.holder == Holder::Me {
             self.store
                 .delete_record(&RecordName::lease(id))
                 .await
@@ -346,7 +348,9 @@ mod tests {
         assert_eq!(now.lease.as_ref().unwrap().epoch, 2);
 
         // A node that only forgets its own.
-        a.forget("s-1").await.unwrap();
+        a.forget("s-1", &a.seen("s-1").await.unwrap())
+            .await
+            .unwrap();
         assert_eq!(
             a.seen("s-1").await.unwrap().holder,
             Holder::Live("b".into())
@@ -358,7 +362,9 @@ mod tests {
             a.seen("s-1").await.unwrap().holder,
             Holder::Draining("b".into())
         );
-        b.release("s-1").await.unwrap();
+        b.release("s-1", &b.seen("s-1").await.unwrap())
+            .await
+            .unwrap();
         assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Released);
 
         // A node that stops beating is dead after the TTL.

@@ -337,11 +337,13 @@ impl Runner {
         let id = id.to_string();
         tokio::spawn(async move {
             if let Some(c) = cluster {
-                match c.seen(&id).await.map(|s| s.holder) {
-                    Ok(Holder::Me | Holder::Nobody) => {}
-                    _ => return,
+                let Ok(seen) = c.seen(&id).await else {
+                    return;
+                };
+                if !matches!(seen.holder, Holder::Me | Holder::Nobody) {
+                    return;
                 }
-                let _ = c.forget(&id).await;
+                let _ = c.forget(&id, &seen).await;
             }
             let _ = snapshots.delete_own(&own).await;
         });
@@ -522,13 +524,19 @@ impl Runner {
         s: &Arc<Session>,
         image: SessionImage,
     ) -> ApiResult<u64> {
-        if let Some(c) = &self.cluster {
-            match c.seen(&s.id).await?.holder {
+        // With `--cluster`, one reading of the lease: whose the session is, and the version
+        // its release replaces.
+        let held = match &self.cluster {
+            Some(c) => Some((c, c.seen(&s.id).await?)),
+            None => None,
+        };
+        if let Some((_, seen)) = &held {
+            match &seen.holder {
                 Holder::Me | Holder::Nobody => {}
                 Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
                     return Err(ApiError::SessionElsewhere {
                         id: s.id.clone(),
-                        node,
+                        node: node.clone(),
                     });
                 }
                 Holder::Released => {
@@ -543,8 +551,8 @@ impl Runner {
         let turns = s.info().turns;
         let bytes = write_own(host, &self.snapshots, s, image, turns, taken).await?;
         // Written: with `--cluster`, any node may take it from here.
-        if let Some(c) = &self.cluster {
-            c.release(&s.id).await?;
+        if let Some((c, seen)) = &held {
+            c.release(&s.id, seen).await?;
         }
         Ok(bytes)
     }
