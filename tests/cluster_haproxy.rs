@@ -265,8 +265,7 @@ struct Answer {
     body: Value,
 }
 
-async fn send(c: &reqwest::Client, req: reqwest::RequestBuilder) -> Answer {
-    let _ = c;
+async fn send(req: reqwest::RequestBuilder) -> Answer {
     let r = req.send().await.unwrap();
     let header = |n: &str| r.headers().get(n).map(|v| v.to_str().unwrap().to_string());
     let (node, session_header) = (header("vivarium-node"), header("vivarium-session"));
@@ -292,7 +291,7 @@ async fn post_retrying(
 ) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let a = send(c, c.post(url).json(body)).await;
+        let a = send(c.post(url).json(body)).await;
         if a.status == 503 && a.retry_after && Instant::now() < deadline {
             retried.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -313,7 +312,6 @@ struct Tracked {
 
 async fn open(c: &reqwest::Client, p: &Proxy, durable: bool) -> Tracked {
     let a = send(
-        c,
         c.post(p.url("/v1/sessions"))
             .json(&json!({"template": "python", "durable": durable})),
     )
@@ -409,7 +407,6 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     let mut served: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..24 {
         let a = send(
-            &c,
             c.post(proxy.url("/v1/execute"))
                 .json(&json!({"code": format!("print({i}*2)")})),
         )
@@ -452,7 +449,6 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     // Bad input through the proxy: the same clear errors as on one node.
     let forged = format!("s-{}", "0".repeat(32));
     let a = send(
-        &c,
         c.post(proxy.url(&format!("/v1/sessions/{forged}/execute")))
             .json(&json!({"code": "1"})),
     )
@@ -465,7 +461,6 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     );
     let one = &sessions[0].id;
     let a = send(
-        &c,
         c.post(proxy.url(&format!("/v1/sessions/{one}/execute")))
             .header("Vivarium-Session", &forged)
             .json(&json!({"code": "1"})),
@@ -486,7 +481,6 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
         a.body
     );
     let a = send(
-        &c,
         c.get(proxy.url("/v1/execute"))
             .header("Vivarium-Session", "../x"),
     )
@@ -557,7 +551,7 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let url = proxy.url(&format!("/v1/sessions/{}/execute", sessions[lost_i].id));
-        let a = send(&c, c.post(url).json(&json!({"code": "x"}))).await;
+        let a = send(c.post(url).json(&json!({"code": "x"}))).await;
         if a.status == 410 {
             assert_eq!(error_code(&a.body), "session_lost", "{}", a.body);
             assert!(
@@ -677,7 +671,7 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     let mut to_new = 0;
     for i in 0..24 {
         let body = json!({"code": format!("print({i})")});
-        let a = send(&c, c.post(proxy.url("/v1/execute")).json(&body)).await;
+        let a = send(c.post(proxy.url("/v1/execute")).json(&body)).await;
         assert_eq!(a.status, 200, "{}", a.body);
         to_new += usize::from(a.node == "n4");
     }
