@@ -183,7 +183,17 @@ impl RecordStore for S3Store {
                 .put_opts(&self.record(name), PutPayload::from(bytes), opts)
                 .await
             {
-                Ok(done) => Ok(done.e_tag.map(Version)),
+                // Written, but without an ETag the next compare-and-swap has nothing to
+                // compare: an error, not a lost race (as a read without one is).
+                Ok(done) => match done.e_tag {
+                    Some(tag) => Ok(Some(Version(tag))),
+                    None => Err(StoreError {
+                        store: self.describe(),
+                        message: "the store wrote a record but gave no ETag (conditional \
+                                  writes are required)"
+                            .into(),
+                    }),
+                },
                 Err(ObjectError::AlreadyExists { .. } | ObjectError::Precondition { .. }) => {
                     Ok(None)
                 }
