@@ -44,6 +44,10 @@ pub struct Lease {
     pub durable: bool,
     /// Its node wrote its snapshot and let it go (a drain): any node may take it.
     pub released: bool,
+    /// The id of the API key it belongs to ([`crate::server::sessions::Session::owner`]),
+    /// so any node can refuse another key before it moves anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// A node's heartbeat, as stored (JSON).
@@ -236,27 +240,35 @@ impl Cluster {
         })
     }
 
-    /// Takes session `id`'s lease as `seen` left it: `Ok(true)` when this node holds it now,
-    /// `Ok(false)` when another node changed it first.
-    pub async fn take(&self, id: &str, seen: &Seen, durable: bool) -> ApiResult<bool> {
+    /// Takes session `id` (of `owner`)'s lease as `seen` left it: `Ok(true)` when this node
+    /// holds it now, `Ok(false)` when another node changed it first.
+    pub async fn take(
+        &self,
+        id: &str,
+        seen: &Seen,
+        durable: bool,
+        owner: Option<&str>,
+    ) -> ApiResult<bool> {
         let lease = Lease {
             session: id.to_string(),
             node: self.node.clone(),
             epoch: seen.lease.as_ref().map_or(1, |l| l.epoch + 1),
             durable,
             released: false,
+            owner: owner.map(str::to_string),
         };
         self.write(id, &lease, seen.version.as_ref()).await
     }
 
-    /// Creates the lease of session `id`, new on this node.
-    pub async fn create(&self, id: &str, durable: bool) -> ApiResult<()> {
+    /// Creates the lease of session `id` (of `owner`), new on this node.
+    pub async fn create(&self, id: &str, durable: bool, owner: Option<&str>) -> ApiResult<()> {
         let lease = Lease {
             session: id.to_string(),
             node: self.node.clone(),
             epoch: 1,
             durable,
             released: false,
+            owner: owner.map(str::to_string),
         };
         if self.write(id, &lease, None).await? {
             Ok(())
@@ -327,9 +339,9 @@ mod tests {
         a.beat().await.unwrap();
         b.beat().await.unwrap();
         assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Nobody);
-        a.create("s-1", false).await.unwrap();
+        a.create("s-1", false, None).await.unwrap();
         assert!(
-            a.create("s-1", false).await.is_err(),
+            a.create("s-1", false, None).await.is_err(),
             "one lease per session"
         );
         assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Me);
@@ -341,8 +353,8 @@ mod tests {
         // Two take-overs from one reading: one wins.
         let seen = b.seen("s-1").await.unwrap();
         let c = Cluster::new("c".into(), store.clone(), ttl);
-        assert!(b.take("s-1", &seen, true).await.unwrap());
-        assert!(!c.take("s-1", &seen, true).await.unwrap());
+        assert!(b.take("s-1", &seen, true, None).await.unwrap());
+        assert!(!c.take("s-1", &seen, true, None).await.unwrap());
         let now = a.seen("s-1").await.unwrap();
         assert_eq!(now.holder, Holder::Live("b".into()));
         assert_eq!(now.lease.as_ref().unwrap().epoch, 2);
@@ -368,7 +380,7 @@ mod tests {
         assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Released);
 
         // A node that stops beating is dead after the TTL.
-        a.create("s-2", false).await.unwrap();
+        a.create("s-2", false, None).await.unwrap();
         tokio::time::sleep(ttl + Duration::from_millis(100)).await;
         b.beat().await.unwrap();
         assert_eq!(
@@ -404,6 +416,7 @@ mod tests {
             epoch: 1,
             durable: false,
             released: false,
+            owner: None,
         })
         .unwrap();
         store

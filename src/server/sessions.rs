@@ -159,6 +159,8 @@ pub struct SessionInfo {
 struct Hibernated {
     /// Its info as it went to sleep (`resident: false`).
     info: SessionInfo,
+    /// Its [`Session::owner`].
+    owner: Option<String>,
     /// When it expires if nobody wakes it (idle or lifetime, whichever is first).
     expires: Instant,
     /// Bytes of its snapshot in the store.
@@ -210,6 +212,10 @@ struct Inner {
 
 pub struct Session {
     pub id: String,
+    /// The id of the API key that opened it (`None` with API keys off): the only key it
+    /// exists for. Every other key is told it is not there (404), as for another key's
+    /// snapshot.
+    pub owner: Option<String>,
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
@@ -276,6 +282,8 @@ pub struct SessionSettings {
     /// The id and age of a session coming back (from its own snapshot, after a restart or
     /// on another node); `None` for a new one.
     pub resumed: Option<(String, Duration)>,
+    /// Its [`Session::owner`].
+    pub owner: Option<String>,
 }
 
 impl Session {
@@ -295,10 +303,12 @@ impl Session {
             turns,
             durable,
             resumed,
+            owner,
         } = settings;
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
             id,
+            owner,
             created_at: now - age,
             created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             limits,
@@ -531,7 +541,8 @@ impl Session {
 pub struct Registry {
     live: Mutex<HashMap<String, Arc<Session>>>,
     hibernated: Mutex<HashMap<String, Hibernated>>,
-    gone: Mutex<HashMap<String, Instant>>,
+    /// Expired sessions: when, and whose.
+    gone: Mutex<HashMap<String, (Instant, Option<String>)>>,
     open: Arc<AtomicUsize>,
     /// Resident sessions at most.
     pub max_sessions: usize,
@@ -598,6 +609,7 @@ impl Registry {
             s.id.clone(),
             Hibernated {
                 info,
+                owner: s.owner.clone(),
                 expires,
                 bytes,
             },
@@ -614,10 +626,32 @@ impl Registry {
         Some(info)
     }
 
-    /// The info of every session, resident or hibernated, by id.
-    pub fn infos(&self) -> Vec<SessionInfo> {
-        let mut out: Vec<SessionInfo> = self.live().values().map(|s| s.info()).collect();
-        out.extend(self.hibernated().values().map(|h| h.info.clone()));
+    /// The owner of session `id` if this process knows it (live, hibernated or expired
+    /// here); `None`: it knows no such session.
+    pub fn owner_of(&self, id: &str) -> Option<Option<String>> {
+        if let Some(s) = self.live().get(id) {
+            return Some(s.owner.clone());
+        }
+        if let Some(h) = self.hibernated().get(id) {
+            return Some(h.owner.clone());
+        }
+        self.gone().get(id).map(|(_, owner)| owner.clone())
+    }
+
+    /// The info of every session `key` owns, resident or hibernated, by id.
+    pub fn infos(&self, key: Option<&str>) -> Vec<SessionInfo> {
+        let mut out: Vec<SessionInfo> = self
+            .live()
+            .values()
+            .filter(|s| s.owner.as_deref() == key)
+            .map(|s| s.info())
+            .collect();
+        out.extend(
+            self.hibernated()
+                .values()
+                .filter(|h| h.owner.as_deref() == key)
+                .map(|h| h.info.clone()),
+        );
         out.sort_by(|a, b| a.id.cmp(&b.id));
         out
     }
@@ -651,7 +685,7 @@ impl Registry {
         lock(&self.live)
     }
 
-    fn gone(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+    fn gone(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Option<String>)>> {
         lock(&self.gone)
     }
 
@@ -700,17 +734,16 @@ impl Registry {
     /// with the ids of the hibernated ones that expired (their snapshots to be deleted).
     pub fn sweep(&self) -> (Vec<Arc<Session>>, Vec<String>) {
         let now = Instant::now();
-        let slept: Vec<String> = {
+        let slept: Vec<(String, Option<String>)> = {
             let mut h = self.hibernated();
             let ids: Vec<String> = h
                 .iter()
                 .filter(|(_, s)| now >= s.expires)
                 .map(|(id, _)| id.clone())
                 .collect();
-            for id in &ids {
-                h.remove(id);
-            }
-            ids
+            ids.into_iter()
+                .filter_map(|id| h.remove(&id).map(|s| (id, s.owner)))
+                .collect()
         };
         let expired: Vec<Arc<Session>> = {
             let mut live = self.live();
@@ -722,16 +755,20 @@ impl Registry {
             ids.iter().filter_map(|id| live.remove(id)).collect()
         };
         let mut gone = self.gone();
-        gone.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
+        gone.retain(|_, (at, _)| now.duration_since(*at) < TOMBSTONE_TTL);
         if gone.len() + expired.len() + slept.len() > MAX_TOMBSTONES {
             gone.clear();
         }
         for s in &expired {
-            gone.insert(s.id.clone(), now);
+            gone.insert(s.id.clone(), (now, s.owner.clone()));
         }
-        for id in &slept {
-            gone.insert(id.clone(), now);
-        }
+        let slept = slept
+            .into_iter()
+            .map(|(id, owner)| {
+                gone.insert(id.clone(), (now, owner));
+                id
+            })
+            .collect();
         (expired, slept)
     }
 

@@ -171,19 +171,36 @@ impl Snapshots {
         owner: Option<&str>,
     ) -> ApiResult<(SnapshotHeader, usize)> {
         let not_found = || ApiError::SnapshotNotFound(id.to_string());
-        let prefix = self.store.get_prefix(id, 12).await?.ok_or_else(not_found)?;
-        let span = header_span(&prefix)?;
-        let prefix = self
-            .store
-            .get_prefix(id, span)
-            .await?
-            .ok_or_else(not_found)?;
-        let header = peek_header(&prefix)?;
+        let (header, span) = self.peek(id).await?.ok_or_else(not_found)?;
         // A session's own snapshot is not the caller's to see by id.
         if header.owner.as_deref() != owner || header.session.is_some() {
             return Err(not_found());
         }
         Ok((header, span))
+    }
+
+    /// Snapshot `id`'s header, unverified, and its length; `None` when there is none.
+    async fn peek(&self, id: &SnapshotId) -> ApiResult<Option<(SnapshotHeader, usize)>> {
+        let Some(prefix) = self.store.get_prefix(id, 12).await? else {
+            return Ok(None);
+        };
+        let span = header_span(&prefix)?;
+        let Some(prefix) = self.store.get_prefix(id, span).await? else {
+            return Ok(None);
+        };
+        Ok(Some((peek_header(&prefix)?, span)))
+    }
+
+    /// The owner a session's own snapshot `id` names (read from its header, unverified:
+    /// [`Snapshots::load_own`] checks it again); `None` when there is no such snapshot, or
+    /// none this server can read (loading it says why).
+    pub async fn own_owner(&self, id: &SnapshotId) -> ApiResult<Option<Option<String>>> {
+        match self.peek(id).await {
+            Ok(Some((header, _))) if header.session.is_some() => Ok(Some(header.owner)),
+            Ok(_) => Ok(None),
+            Err(ApiError::SnapshotStore(m)) => Err(ApiError::SnapshotStore(m)),
+            Err(_) => Ok(None),
+        }
     }
 
     /// What `GET /v1/snapshots/{id}` says.

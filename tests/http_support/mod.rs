@@ -428,6 +428,23 @@ impl McpClient {
             .unwrap()
     }
 
+    /// Sends request `method` with `params`; returns the JSON-RPC message that answers it
+    /// (its `result` or its `error`).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = self
+            .send(
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            )
+            .await;
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {method} in {body}"))
+    }
+
     /// Calls tool `name` with `arguments`; returns the raw response body (server-sent
     /// events) and the JSON-RPC message that carries the result.
     pub async fn call(&mut self, name: &str, arguments: Value) -> (String, Value) {

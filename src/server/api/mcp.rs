@@ -741,10 +741,12 @@ impl VivariumMcp {
             Err(e) => return Ok(e),
         };
         let turn_id = format!("turn-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionTurn)
+        let ctx = ctx(&extensions);
+        let key = ctx.key_id.as_deref();
+        let mut record = AuditRecord::new(&ctx, Action::McpSessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
-        let result = turn_body(&self.state, &args.session_id, body(&req), &mut record).await;
+        let result = turn_body(&self.state, &args.session_id, key, body(&req), &mut record).await;
         self.state.runner.finish(record, turn_outcome(&result));
         Ok(match result {
             Ok(Turned::Ran(done)) => {
@@ -775,7 +777,7 @@ impl VivariumMcp {
                 );
                 // The session's files, as links its client can read (`resources/read`).
                 if t.ended.is_none()
-                    && let Ok(files) = self.state.runner.list_files(&args.session_id).await
+                    && let Ok(files) = self.state.runner.list_files(&args.session_id, key).await
                 {
                     result
                         .content
@@ -794,9 +796,13 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let record =
-            AuditRecord::new(&ctx(&extensions), Action::McpSessionClose).session(&args.session_id);
-        let result = self.state.runner.close_session(&args.session_id).await;
+        let ctx = ctx(&extensions);
+        let record = AuditRecord::new(&ctx, Action::McpSessionClose).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .close_session(&args.session_id, ctx.key_id.as_deref())
+            .await;
         self.state.runner.finish(record, Outcome::of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
@@ -840,12 +846,12 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let mut record =
-            AuditRecord::new(&ctx(&extensions), Action::McpSessionFork).session(&args.session_id);
+        let ctx = ctx(&extensions);
+        let mut record = AuditRecord::new(&ctx, Action::McpSessionFork).session(&args.session_id);
         let result = self
             .state
             .runner
-            .fork_session(&args.session_id, &mut record)
+            .fork_session(&args.session_id, ctx.key_id.as_deref(), &mut record)
             .await;
         self.state.runner.finish(record, Outcome::of(&result, 201));
         Ok(match result {
@@ -877,12 +883,12 @@ impl ServerHandler for VivariumMcp {
         if let Err(e) = check_file_path(&path) {
             return Err(McpError::invalid_params(e.to_string(), None));
         }
-        let mut record =
-            AuditRecord::new(&ctx(&context.extensions), Action::FileDownload).session(&id);
+        let ctx = ctx(&context.extensions);
+        let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
         let read = self
             .state
             .runner
-            .read_file(&id, path.clone(), &mut record)
+            .read_file(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
             .await;
         let size = read.as_ref().map_or(0, |b| b.len() as u64);
         self.state

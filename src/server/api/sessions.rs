@@ -65,9 +65,15 @@ pub async fn open(
 )]
 pub async fn info(
     State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SessionInfo>> {
-    Ok(Json(state.runner.session_info(&id).await?))
+    Ok(Json(
+        state
+            .runner
+            .session_info(&id, ctx.key_id.as_deref())
+            .await?,
+    ))
 }
 
 #[utoipa::path(
@@ -88,7 +94,7 @@ pub async fn close(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
-    let result = state.runner.close_session(&id).await;
+    let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
     state.runner.finish(record, Outcome::of(&result, 204));
     result.map(|()| StatusCode::NO_CONTENT)
 }
@@ -122,7 +128,7 @@ pub async fn add_packages(
         let req: AddPackagesRequest = parse_json(body)?;
         state
             .runner
-            .add_packages(&id, req.packages, &mut record)
+            .add_packages(&id, ctx.key_id.as_deref(), req.packages, &mut record)
             .await
     }
     .await;
@@ -162,7 +168,7 @@ pub async fn turn(
     let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
         .session(&id)
         .execution(&turn_id);
-    let result = turn_body(&state, &id, body, &mut record).await;
+    let result = turn_body(&state, &id, ctx.key_id.as_deref(), body, &mut record).await;
     state.runner.finish(record, turn_outcome(&result));
     match result {
         Ok(Turned::Ran(done)) => Json(TurnResponse::new(&turn_id, &id, *done)).into_response(),
@@ -186,9 +192,10 @@ pub async fn turn(
 )]
 pub async fn list_files(
     State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<FileList>> {
-    let files = state.runner.list_files(&id).await?;
+    let files = state.runner.list_files(&id, ctx.key_id.as_deref()).await?;
     Ok(Json(FileList {
         files: files
             .into_iter()
@@ -226,7 +233,12 @@ pub async fn download(
 ) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
     let result = match check_file_path(&path) {
-        Ok(()) => state.runner.read_file(&id, path.clone(), &mut record).await,
+        Ok(()) => {
+            state
+                .runner
+                .read_file(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+                .await
+        }
         Err(e) => Err(e),
     };
     let size = result.as_ref().map_or(0, |b| b.len() as u64);
@@ -267,7 +279,7 @@ pub async fn upload(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
     let record = AuditRecord::new(&ctx, Action::FileUpload).session(&id);
-    let result = upload_inner(&state, &id, &path, body).await;
+    let result = upload_inner(&state, &id, ctx.key_id.as_deref(), &path, body).await;
     let size = result.as_ref().map_or(0, |r| r.size);
     state
         .runner
@@ -278,13 +290,17 @@ pub async fn upload(
 async fn upload_inner(
     state: &AppState,
     id: &str,
+    key: Option<&str>,
     path: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<UploadResponse> {
     check_file_path(path)?;
-    state.runner.session(id).await?;
+    state.runner.session(id, key).await?;
     let bytes = body?;
-    let size = state.runner.write_file(id, path.to_string(), bytes).await?;
+    let size = state
+        .runner
+        .write_file(id, key, path.to_string(), bytes)
+        .await?;
     Ok(UploadResponse {
         path: path.to_string(),
         size,

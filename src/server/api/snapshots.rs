@@ -63,7 +63,10 @@ pub async fn fork(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&id);
-    let result = state.runner.fork_session(&id, &mut record).await;
+    let result = state
+        .runner
+        .fork_session(&id, ctx.key_id.as_deref(), &mut record)
+        .await;
     state.runner.finish(record, Outcome::of(&result, 201));
     result.map(|s| {
         let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));

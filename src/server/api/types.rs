@@ -599,15 +599,17 @@ pub fn turn_outcome(result: &ApiResult<Turned>) -> Outcome {
     }
 }
 
-/// Runs a turn body in session `id` (the sessions API and MCP's `run_in_session`).
+/// Runs a turn body in session `id` for `key` (the sessions API and MCP's
+/// `run_in_session`).
 pub async fn turn_body(
     state: &AppState,
     id: &str,
+    key: Option<&str>,
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<Turned> {
     state.runner.host()?;
-    let session = state.runner.session(id).await?;
+    let session = state.runner.session(id, key).await?;
     let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
     state.runner.turn(&session, turn, record).await
 }
@@ -627,9 +629,11 @@ pub async fn open_session(
             packages,
         } => {
             let packages = state.runner.packages(packages, record).await?;
+            // A session, like a snapshot, is the key's that made it.
+            let owner = record.key_id.clone();
             state
                 .runner
-                .open_session(limits, template, leakage, durable, packages, record)
+                .open_session(limits, template, leakage, durable, packages, owner, record)
                 .await?
         }
         OpenSession::Restore {

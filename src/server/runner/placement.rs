@@ -3,6 +3,10 @@
 //! lookup reads the session's lease first (`server/cluster.rs` has the rule), so a node
 //! serves a session only while the lease names it, takes one over only as the rule allows,
 //! and says clearly why it cannot (`session_elsewhere`, `session_moving`, `session_lost`).
+//!
+//! A session is its owner's alone (the API key that opened it): for any other key, every
+//! lookup answers 404 before anything else is read or moved, on the node that holds it and
+//! on every other.
 
 use std::sync::Arc;
 
@@ -11,6 +15,7 @@ use crate::server::cluster::{Cluster, Holder, Seen};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::CloseReason;
 use crate::server::sessions::{Session, is_session_id};
+use crate::snapshot::SnapshotId;
 use crate::sync::lock;
 
 impl Runner {
@@ -18,13 +23,14 @@ impl Runner {
     /// own snapshot (a durable session after a crash, any session after a graceful restart,
     /// one whose node went away), the session brought back from it, under the same id, at
     /// its last completed turn. One session comes back once: concurrent requests for it
-    /// wait for the first (requests for other sessions do not).
-    pub async fn session(&self, id: &str) -> ApiResult<Arc<Session>> {
+    /// wait for the first (requests for other sessions do not). Only for its owner `key`.
+    pub async fn session(&self, id: &str, key: Option<&str>) -> ApiResult<Arc<Session>> {
+        self.check_owner(id, key).await?;
         let here = self.sessions.get(id);
         let Some(cluster) = self.cluster.clone() else {
             return match here {
                 Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {
-                    self.resume(id, None).await
+                    self.resume(id, key, None).await
                 }
                 other => other,
             };
@@ -40,7 +46,32 @@ impl Runner {
             Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
             Err(e) => return Err(e),
         }
-        self.resume(id, Some(&cluster)).await
+        self.resume(id, key, Some(&cluster)).await
+    }
+
+    /// 404 unless `key` owns session `id`, as far as anything can tell: this process's
+    /// registry (live, hibernated or expired here), else the session's lease (`--cluster`),
+    /// else its own snapshot's header. An id known nowhere passes: whoever looks it up
+    /// answers for it.
+    pub(super) async fn check_owner(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+        let mut owner = self.sessions.owner_of(id);
+        if owner.is_none() && is_session_id(id) {
+            if let Some(c) = &self.cluster {
+                owner = c.seen(id).await?.lease.map(|l| l.owner);
+            }
+            if owner.is_none() {
+                owner = self
+                    .snapshots
+                    .own_owner(&SnapshotId::for_session(id))
+                    .await?;
+            }
+        }
+        match owner {
+            Some(owner) if owner.as_deref() != key => {
+                Err(ApiError::SessionNotFound(id.to_string()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Drops this node's copy of a session another node holds now (unwritten: the store
@@ -52,8 +83,13 @@ impl Runner {
         s.close().release();
     }
 
-    /// Session `id`, not live here, from its own snapshot (under a gate per id).
-    async fn resume(&self, id: &str, cluster: Option<&Arc<Cluster>>) -> ApiResult<Arc<Session>> {
+    /// Session `id` of `key`, not live here, from its own snapshot (under a gate per id).
+    async fn resume(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        cluster: Option<&Arc<Cluster>>,
+    ) -> ApiResult<Arc<Session>> {
         // Ids nobody kept are answered without waiting behind a session that comes back.
         if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
             return Err(match cluster {
@@ -69,8 +105,8 @@ impl Runner {
         let back = match self.sessions.get(id) {
             Ok(s) => Ok(s),
             Err(_) => match cluster {
-                Some(c) => self.take_over(id, c).await,
-                None => self.bring_back(id).await,
+                Some(c) => self.take_over(id, key, c).await,
+                None => self.bring_back(id, key).await,
             },
         };
         // The last one through lets the gate go; a session that came back is in the registry
@@ -85,8 +121,14 @@ impl Runner {
         back
     }
 
-    /// Takes session `id`'s lease as the rule allows, then brings it back.
-    async fn take_over(&self, id: &str, cluster: &Cluster) -> ApiResult<Arc<Session>> {
+    /// Takes session `id`'s lease as the rule allows, then brings it back (for `key`, its
+    /// owner).
+    async fn take_over(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        cluster: &Cluster,
+    ) -> ApiResult<Arc<Session>> {
         let seen = cluster.seen(id).await?;
         let durable = seen.lease.as_ref().is_some_and(|l| l.durable);
         match &seen.holder {
@@ -106,7 +148,7 @@ impl Runner {
                 });
             }
             Holder::Nobody | Holder::Released | Holder::Dead(_) | Holder::Live(_) => {
-                if !cluster.take(id, &seen, durable).await? {
+                if !cluster.take(id, &seen, durable, key).await? {
                     // Another node took it between the reading and the writing.
                     return Err(ApiError::SessionMoving {
                         id: id.to_string(),
@@ -116,7 +158,7 @@ impl Runner {
                 tracing::info!(session = %id, from = ?seen.holder, "session taken over");
             }
         }
-        self.bring_back(id).await
+        self.bring_back(id, key).await
     }
 }
 

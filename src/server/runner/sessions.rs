@@ -78,7 +78,9 @@ impl Runner {
     /// resident cap, its reserve in the memory budget for its whole life, then the interpreter
     /// in the worker with the least work.
     /// `leakage` is its turns' and file reads' policy unless a turn names its own.
-    /// A durable session (`durable`) snapshots every completed turn to the store.
+    /// A durable session (`durable`) snapshots every completed turn to the store. It is
+    /// `owner`'s (the API key's id) alone.
+    #[allow(clippy::too_many_arguments)]
     pub async fn open_session(
         &self,
         limits: Limits,
@@ -86,6 +88,7 @@ impl Runner {
         leakage: Option<LeakPolicy>,
         durable: bool,
         packages: Arc<PackageEnv>,
+        owner: Option<String>,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
         let leakage = self.leak_policy(leakage)?;
@@ -96,6 +99,7 @@ impl Runner {
             turns: 0,
             durable,
             resumed: None,
+            owner,
         };
         let job = Job::Open {
             limits,
@@ -161,7 +165,9 @@ impl Runner {
         // A new session's lease (one brought back took its lease before it was loaded).
         if let Some(c) = &self.cluster
             && !resumed
-            && let Err(e) = c.create(&session.id, durable).await
+            && let Err(e) = c
+                .create(&session.id, durable, session.owner.as_deref())
+                .await
         {
             session.close().release();
             return Err(e);
@@ -337,12 +343,13 @@ impl Runner {
     pub async fn add_packages(
         &self,
         id: &str,
+        key: Option<&str>,
         raw: Vec<String>,
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<PackagePin>> {
         let host = self.host()?;
         host.check_packages(&raw).map_err(ApiError::Package)?;
-        let session = self.session(id).await?;
+        let session = self.session(id, key).await?;
         let template = session.template;
         let (session, busy) = self.begin(&session).await?;
         let placed = session.take_interpreter(&busy)?;
@@ -382,8 +389,13 @@ impl Runner {
     /// while one runs) and returns the guest's answer, unparsed. It is not a turn: not
     /// numbered, counted or audited. Its limits are the session's per-turn ones, at most
     /// five seconds and the set-up turn's fuel; one they stop rolls the session back.
-    pub async fn query_session(&self, id: &str, code: String) -> ApiResult<Option<String>> {
-        let session = self.session(id).await?;
+    pub async fn query_session(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        code: String,
+    ) -> ApiResult<Option<String>> {
+        let session = self.session(id, key).await?;
         let template = session.template;
         let limits = TurnLimits {
             timeout_ms: session.limits.timeout_ms.min(5_000),
@@ -391,7 +403,7 @@ impl Runner {
             output_bytes: 64 << 10,
         };
         match self
-            .with_session(id, move |handle| Job::Query {
+            .with_session(id, key, move |handle| Job::Query {
                 handle,
                 template,
                 code,
@@ -405,29 +417,36 @@ impl Runner {
     }
 
     /// Interrupts session `id`'s running turn (it is rolled back, the session goes on);
-    /// whether one was running.
-    pub fn interrupt_session(&self, id: &str) -> ApiResult<bool> {
+    /// whether one was running. Only its owner `key` can, and only where it runs.
+    pub fn interrupt_session(&self, id: &str, key: Option<&str>) -> ApiResult<bool> {
+        if self
+            .sessions
+            .owner_of(id)
+            .is_some_and(|owner| owner.as_deref() != key)
+        {
+            return Err(ApiError::SessionNotFound(id.to_string()));
+        }
         Ok(self.sessions.get(id)?.interrupt())
     }
 
-    /// Every session, resident or hibernated.
-    pub fn sessions(&self) -> Vec<SessionInfo> {
-        self.sessions.infos()
+    /// Every session of `key` here, resident or hibernated.
+    pub fn sessions(&self, key: Option<&str>) -> Vec<SessionInfo> {
+        self.sessions.infos(key)
     }
 
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
     /// notebook's restart): variables, imports and files are gone; the id stays.
-    pub async fn restart_session(&self, id: &str) -> ApiResult<()> {
-        let template = self.session(id).await?.template;
-        self.with_session(id, move |handle| Job::Restart { handle, template })
+    pub async fn restart_session(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+        let template = self.session(id, key).await?.template;
+        self.with_session(id, key, move |handle| Job::Restart { handle, template })
             .await
             .map(drop)
     }
 
     /// `(path, size)` of every file in session `id`'s working directory.
-    pub async fn list_files(&self, id: &str) -> ApiResult<Vec<(String, u64)>> {
+    pub async fn list_files(&self, id: &str, key: Option<&str>) -> ApiResult<Vec<(String, u64)>> {
         match self
-            .with_session(id, |handle| Job::ListFiles { handle })
+            .with_session(id, key, |handle| Job::ListFiles { handle })
             .await?
         {
             Reply::Files(f) => Ok(f),
@@ -440,16 +459,17 @@ impl Runner {
     pub async fn read_file(
         &self,
         id: &str,
+        key: Option<&str>,
         path: String,
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<u8>> {
-        let session = self.session(id).await?;
+        let session = self.session(id, key).await?;
         let guard = self.leak_guard(session.leakage, &[], &[]);
         let policy = guard.policy();
         let max = session.limits.disk_bytes;
         let asked = path.clone();
         let reply = self
-            .with_session(id, move |handle| Job::ReadFile {
+            .with_session(id, key, move |handle| Job::ReadFile {
                 handle,
                 path: asked,
             })
@@ -477,9 +497,15 @@ impl Runner {
 
     /// Writes one file into session `id`'s working directory, within its disk limit; returns
     /// the bytes written.
-    pub async fn write_file(&self, id: &str, path: String, bytes: bytes::Bytes) -> ApiResult<u64> {
+    pub async fn write_file(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        path: String,
+        bytes: bytes::Bytes,
+    ) -> ApiResult<u64> {
         let reply = self
-            .with_session(id, move |handle| Job::WriteFile {
+            .with_session(id, key, move |handle| Job::WriteFile {
                 handle,
                 path,
                 bytes: serde_bytes::ByteBuf::from(bytes.to_vec()),
@@ -500,7 +526,7 @@ impl Runner {
     ) -> ApiResult<(Arc<Session>, BusyGuard)> {
         match session.begin() {
             Err(ApiError::SessionNotFound(_)) if self.sessions.is_hibernated(&session.id) => {
-                let woken = self.session(&session.id).await?;
+                let woken = self.session(&session.id, session.owner.as_deref()).await?;
                 let busy = woken.begin()?;
                 Ok((woken, busy))
             }
@@ -508,15 +534,17 @@ impl Runner {
         }
     }
 
-    /// The info of session `id`; a hibernated one's without waking it.
-    pub async fn session_info(&self, id: &str) -> ApiResult<SessionInfo> {
+    /// The info of session `id` (for `key`, its owner); a hibernated one's without waking
+    /// it.
+    pub async fn session_info(&self, id: &str, key: Option<&str>) -> ApiResult<SessionInfo> {
+        self.check_owner(id, key).await?;
         if let Ok(s) = self.sessions.get(id) {
             return Ok(s.info());
         }
         if let Some(info) = self.sessions.hibernated_info(id) {
             return Ok(info);
         }
-        Ok(self.session(id).await?.info())
+        Ok(self.session(id, key).await?.info())
     }
 
     /// Does the job `job_of` makes for session `id`'s interpreter in its worker, holding
@@ -524,9 +552,10 @@ impl Runner {
     pub(super) async fn with_session(
         &self,
         id: &str,
+        key: Option<&str>,
         job_of: impl FnOnce(crate::worker::Handle) -> Job,
     ) -> ApiResult<Reply> {
-        let session = self.session(id).await?;
+        let session = self.session(id, key).await?;
         let (session, busy) = self.begin(&session).await?;
         let placed = session.take_interpreter(&busy)?;
         let job = job_of(placed.handle);
@@ -567,8 +596,9 @@ impl Runner {
     /// Closes session `id` (DELETE, MCP's `close_session`): cancels a running turn and
     /// removes its files.
     /// A session this process does not hold but the store keeps (see [`Runner::session`])
-    /// is deleted from the store.
-    pub async fn close_session(&self, id: &str) -> ApiResult<()> {
+    /// is deleted from the store. Only its owner `key` can.
+    pub async fn close_session(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+        self.check_owner(id, key).await?;
         if self.sessions.unhibernate(id) {
             self.metrics.session_closed(CloseReason::Deleted);
             self.forget_own_snapshot(id);

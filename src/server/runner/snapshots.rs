@@ -104,7 +104,8 @@ fn record_of(session: &Session) -> SessionRecord {
 }
 
 impl Runner {
-    /// Snapshots session `id` into the store, owned by `owner` (the API key's id).
+    /// Snapshots session `id` into the store, owned by `owner` (the API key's id, which
+    /// must own the session).
     pub async fn snapshot_session(
         &self,
         id: &str,
@@ -112,7 +113,7 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> ApiResult<SnapshotInfo> {
         let host = self.host()?;
-        let session = self.session(id).await?;
+        let session = self.session(id, owner.as_deref()).await?;
         let template = session.template;
         let binding = binding(&host, template)?;
         let turns = session.info().turns;
@@ -137,14 +138,15 @@ impl Runner {
         Ok(info)
     }
 
-    /// A new live session with session `id`'s state, without going through the store; the
-    /// two diverge from here.
+    /// A new live session with session `id`'s state (for `key`, its owner, who owns the
+    /// fork too), without going through the store; the two diverge from here.
     pub async fn fork_session(
         &self,
         id: &str,
+        key: Option<&str>,
         record: &mut AuditRecord,
     ) -> ApiResult<Arc<Session>> {
-        let session = self.session(id).await?;
+        let session = self.session(id, key).await?;
         let template = session.template;
         let image = self.session_image(&session).await?;
         let settings = SessionSettings {
@@ -154,14 +156,16 @@ impl Runner {
             turns: session.info().turns,
             durable: session.durable,
             resumed: None,
+            owner: session.owner.clone(),
         };
         let forked = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Fork);
         Ok(forked)
     }
 
-    /// A new session from snapshot `snapshot`, which `owner` must own; `leakage` and
-    /// `durable` as for opening one (the snapshot keeps its limits and template).
+    /// A new session from snapshot `snapshot`, which `owner` must own (and owns the
+    /// session); `leakage` and `durable` as for opening one (the snapshot keeps its limits
+    /// and template).
     pub async fn restore_session(
         &self,
         snapshot: &str,
@@ -185,6 +189,7 @@ impl Runner {
             turns: header.turns,
             durable,
             resumed: None,
+            owner: owner.map(str::to_string),
         };
         let restored = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Restore);
@@ -243,8 +248,8 @@ impl Runner {
     }
 
     /// Brings session `id` back from its own snapshot ([`Runner::session`]'s work, for one
-    /// request at a time per id).
-    pub(super) async fn bring_back(&self, id: &str) -> ApiResult<Arc<Session>> {
+    /// request at a time per id), for `key`, which must be its owner.
+    pub(super) async fn bring_back(&self, id: &str, key: Option<&str>) -> ApiResult<Arc<Session>> {
         let started = Instant::now();
         let host = self.host()?;
         let own = SnapshotId::for_session(id);
@@ -262,6 +267,10 @@ impl Runner {
         let Some(rec) = header.session else {
             return Err(ApiError::SessionNotFound(id.to_string()));
         };
+        // Checked before (`check_owner`), and again on the verified header.
+        if header.owner.as_deref() != key {
+            return Err(ApiError::SessionNotFound(id.to_string()));
+        }
         // Its age and idle time go on from when the snapshot was written.
         let since = Duration::from_secs(now_secs().saturating_sub(header.created_at));
         let age = Duration::from_secs(rec.age_secs) + since;
@@ -279,6 +288,7 @@ impl Runner {
             turns: header.turns,
             durable: rec.durable,
             resumed: Some((id.to_string(), age)),
+            owner: header.owner.clone(),
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
         let starts = starting_bytes(&image);
@@ -590,7 +600,7 @@ async fn write_own(
     let provenance = Provenance {
         binding: binding(host, session.template)?,
         created_at: now_secs(),
-        owner: None,
+        owner: session.owner.clone(),
         turns,
         session: Some(record_of(session)),
     };

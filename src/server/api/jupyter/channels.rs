@@ -41,7 +41,7 @@ pub async fn channels(
         Ok(id) => id,
         Err(e) => return e.into_response(),
     };
-    if let Err(e) = state.runner.session_info(&id).await {
+    if let Err(e) = state.runner.session_info(&id, ctx.key_id.as_deref()).await {
         return e.into_response();
     }
     ws.max_message_size(MAX_FRAME_BYTES)
@@ -205,7 +205,7 @@ impl Kernel {
         let busy = self
             .state
             .runner
-            .session_info(&self.id)
+            .session_info(&self.id, self.key())
             .await
             .is_ok_and(|i| i.state == crate::server::sessions::SessionState::Busy);
         let m = Message::unprompted(
@@ -248,7 +248,7 @@ impl Kernel {
     async fn control(&self, m: &Message) -> bool {
         match m.header.msg_type.as_str() {
             "interrupt_request" => {
-                let _ = self.state.runner.interrupt_session(&self.id);
+                let _ = self.state.runner.interrupt_session(&self.id, self.key());
                 self.reply(m, Channel::Control, json!({"status": "ok"}))
                     .await;
                 true
@@ -349,11 +349,16 @@ impl Kernel {
         })
     }
 
+    /// The id of the key the connection was opened with: the session's owner.
+    fn key(&self) -> Option<&str> {
+        self.ctx.key_id.as_deref()
+    }
+
     /// Runs a query in the kernel's session; its answer as the guest sent it.
     async fn ask(&self, code: String) -> Result<Option<String>, String> {
         self.state
             .runner
-            .query_session(&self.id, code)
+            .query_session(&self.id, self.key(), code)
             .await
             .map_err(|e| e.to_string())
     }
@@ -388,10 +393,13 @@ impl Kernel {
     async fn shutdown(&self, m: &Message, channel: Channel) -> bool {
         let restart = m.content["restart"].as_bool().unwrap_or(false);
         let done = if restart {
-            self.state.runner.restart_session(&self.id).await
+            self.state
+                .runner
+                .restart_session(&self.id, self.key())
+                .await
         } else {
             let record = AuditRecord::new(&self.ctx, Action::SessionClose).session(&self.id);
-            let r = self.state.runner.close_session(&self.id).await;
+            let r = self.state.runner.close_session(&self.id, self.key()).await;
             self.state.runner.finish(record, Outcome::of(&r, 204));
             r
         };
@@ -413,7 +421,7 @@ impl Kernel {
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
         record.set_code(&code);
         let ran = async {
-            let session = self.state.runner.session(&self.id).await?;
+            let session = self.state.runner.session(&self.id, self.key()).await?;
             self.iopub(
                 m,
                 "execute_input",

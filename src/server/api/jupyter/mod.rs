@@ -170,13 +170,16 @@ impl KernelModel {
     }
 }
 
-/// `GET /api/kernels`: every session, as a kernel.
-pub async fn list(State(state): State<AppState>) -> ApiResult<Json<Vec<KernelModel>>> {
+/// `GET /api/kernels`: every session of the caller's key on this node, as a kernel.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+) -> ApiResult<Json<Vec<KernelModel>>> {
     state.runner.host()?;
     Ok(Json(
         state
             .runner
-            .sessions()
+            .sessions(ctx.key_id.as_deref())
             .iter()
             .map(KernelModel::of)
             .collect(),
@@ -231,6 +234,7 @@ pub async fn start(
                 None,
                 false,
                 host.no_packages(),
+                ctx.key_id.clone(),
                 &mut record,
             )
             .await?;
@@ -250,10 +254,14 @@ pub async fn start(
 /// `GET /api/kernels/{id}`.
 pub async fn info(
     State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<KernelModel>> {
     Ok(Json(KernelModel::of(
-        &state.runner.session_info(&session_id(&id)?).await?,
+        &state
+            .runner
+            .session_info(&session_id(&id)?, ctx.key_id.as_deref())
+            .await?,
     )))
 }
 
@@ -265,7 +273,7 @@ pub async fn shutdown(
 ) -> ApiResult<StatusCode> {
     let id = session_id(&id)?;
     let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
-    let result = state.runner.close_session(&id).await;
+    let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
     state.runner.finish(record, Outcome::of(&result, 204));
     result.map(|()| StatusCode::NO_CONTENT)
 }
@@ -274,20 +282,25 @@ pub async fn shutdown(
 /// as it was after the last completed cell (the session's rollback).
 pub async fn interrupt(
     State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    state.runner.interrupt_session(&session_id(&id)?)?;
+    state
+        .runner
+        .interrupt_session(&session_id(&id)?, ctx.key_id.as_deref())?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/restart`: a fresh interpreter under the same id.
 pub async fn restart(
     State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<KernelModel>> {
     let id = session_id(&id)?;
-    state.runner.restart_session(&id).await?;
+    let key = ctx.key_id.as_deref();
+    state.runner.restart_session(&id, key).await?;
     Ok(Json(KernelModel::of(
-        &state.runner.session_info(&id).await?,
+        &state.runner.session_info(&id, key).await?,
     )))
 }
