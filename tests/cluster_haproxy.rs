@@ -13,7 +13,8 @@
 //! session lost, no 5xx but retryable 503s; a fourth node added: it takes executions, and no
 //! session moves to it. The figures are printed (README quotes them). And, node to node
 //! without the proxy: a session that hibernated on one node is taken by the node asked for
-//! it.
+//! it; and with API keys, another key's session id is `session_not_found` on every node,
+//! live, elsewhere or held by a dead node, and its asking moves nothing.
 //!
 //! HAProxy comes from Debian's package (`.ci/run` installs it); without it the test is
 //! skipped, except under CI, where it fails.
@@ -749,6 +750,109 @@ async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
     assert_eq!((st, v["result"].as_str()), (200, Some("44")), "{v}");
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Without a proxy, with API keys: a session id is nothing to another key on any node.
+/// Whether the session is live on the node asked, live on another, or held by a dead node's
+/// lease, the other key gets 404 `session_not_found` (never `session_elsewhere` or
+/// `session_lost`, which would say it exists), and its asking moves nothing: the owner's
+/// next turn is answered where the session was, and after the node's death the owner's
+/// durable session goes on elsewhere while the other one is `session_lost`, to her alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_keys_session_is_not_there_on_any_node() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-keys-store");
+    let keys = dir.with_extension("keys");
+    std::fs::write(
+        &keys,
+        "alice:key-alice-0123456789\nbob:key-bob-0123456789\n",
+    )
+    .unwrap();
+    let store = Store::Dir(dir.clone());
+    let (mut a, mut b) = (Node::new("ka"), Node::new("kb"));
+    let keyed = ["--api-keys-file", keys.to_str().unwrap()];
+    a.start_with(&store, &keyed);
+    b.start_with(&store, &keyed);
+    wait_ready_at(&a.base()).await;
+    wait_ready_at(&b.base()).await;
+    let as_key = |key: &str| {
+        reqwest::Client::builder()
+            .default_headers(
+                [(
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {key}").parse().unwrap(),
+                )]
+                .into_iter()
+                .collect(),
+            )
+            .build()
+            .unwrap()
+    };
+    let (alice, bob) = (as_key("key-alice-0123456789"), as_key("key-bob-0123456789"));
+    let mut ids = Vec::new();
+    for durable in [true, false] {
+        let (st, v) = post(
+            &alice,
+            &format!("{}/v1/sessions", a.base()),
+            &json!({"template": "python", "durable": durable}),
+        )
+        .await;
+        assert_eq!(st, 201, "{v}");
+        let id = v["id"].as_str().unwrap().to_string();
+        session_turn(&alice, &a.base(), &id, "x = 41").await;
+        ids.push(id);
+    }
+    let (durable, transient) = (ids[0].clone(), ids[1].clone());
+    let turn = |n: &Node, id: &str| format!("{}/v1/sessions/{id}/execute", n.base());
+    let bob_finds_nothing = |nodes: Vec<String>| {
+        let (bob, ids) = (bob.clone(), ids.clone());
+        async move {
+            for base in &nodes {
+                for id in &ids {
+                    for req in [
+                        bob.post(format!("{base}/v1/sessions/{id}/execute"))
+                            .json(&json!({"code": "x"})),
+                        bob.get(format!("{base}/v1/sessions/{id}")),
+                        bob.delete(format!("{base}/v1/sessions/{id}")),
+                    ] {
+                        let a = send(req).await;
+                        assert_eq!(
+                            (a.status, error_code(&a.body)),
+                            (404, "session_not_found"),
+                            "{base} {id}: {}",
+                            a.body
+                        );
+                    }
+                }
+            }
+        }
+    };
+
+    // Live on a: bob finds nothing on either node, and nothing moved.
+    bob_finds_nothing(vec![a.base(), b.base()]).await;
+    for id in [&durable, &transient] {
+        let r = send(alice.post(turn(&a, id)).json(&json!({"code": "x += 1\nx"}))).await;
+        assert_eq!((r.status, r.node.as_str()), (200, "ka"), "{}", r.body);
+        assert_eq!(r.body["result"], "42", "{}", r.body);
+    }
+
+    // a dies: its leases name a dead node. Bob still finds nothing on b, and his asking
+    // takes nothing over; alice's durable session goes on at b, her other one is lost.
+    a.kill9();
+    tokio::time::sleep(Duration::from_millis(TTL_MS + 300)).await;
+    bob_finds_nothing(vec![b.base()]).await;
+    let (st, v) = post(&alice, &turn(&b, &transient), &json!({"code": "x"})).await;
+    assert_eq!((st, error_code(&v)), (410, "session_lost"), "{v}");
+    let (st, v) = post(&alice, &turn(&b, &durable), &json!({"code": "x + 1"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("43")), "{v}");
+    // Now live on b: still nothing to bob there.
+    bob_finds_nothing(vec![b.base()]).await;
+    let forged = format!("s-{}", "f".repeat(32));
+    let (st, v) = post(&bob, &turn(&b, &forged), &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_file(keys);
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {

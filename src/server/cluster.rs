@@ -391,6 +391,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_lease_names_its_owner_and_keeps_it_over_a_take_over() {
+        let (store, dir) = store();
+        let ttl = Duration::from_secs(5);
+        let (a, b) = (
+            Cluster::new("a".into(), store.clone(), ttl),
+            Cluster::new("b".into(), store.clone(), ttl),
+        );
+        a.create("s-3", true, Some("alice")).await.unwrap();
+        let seen = b.seen("s-3").await.unwrap();
+        assert_eq!(seen.lease.as_ref().unwrap().owner.as_deref(), Some("alice"));
+        assert!(b.take("s-3", &seen, true, Some("alice")).await.unwrap());
+        let now = a.seen("s-3").await.unwrap().lease.unwrap();
+        assert_eq!(
+            (now.node.as_str(), now.owner.as_deref()),
+            ("b", Some("alice"))
+        );
+        // Without keys, a lease reads as it did before owners existed.
+        a.create("s-4", false, None).await.unwrap();
+        let (bytes, _) = store
+            .get_record(&RecordName::lease("s-4"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!String::from_utf8(bytes).unwrap().contains("owner"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn records_from_the_store_are_checked() {
         let (store, dir) = store();
         let a = Cluster::new("a".into(), store.clone(), Duration::from_secs(5));
