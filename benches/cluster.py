@@ -19,9 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import http.client
 
-from http_load import wrk_script
+from http_load import wait_ready, wrk_script
 from scaling import wrk
 
 NODES = int(os.environ.get("CLUSTER_NODES", "3"))
@@ -36,21 +35,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(port: int) -> None:
-    for _ in range(1200):
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/readyz")
-            r = conn.getresponse()
-            r.read()
-            if r.status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise SystemExit(f"the node on port {port} never became ready")
-
-
 def start_node(binary: str, port: int, args: list[str], scratch: str) -> subprocess.Popen:
     env = dict(os.environ, VIVARIUM_LOG="warn", VIVARIUM_SCRATCH=scratch)
     p = subprocess.Popen(
@@ -58,7 +42,7 @@ def start_node(binary: str, port: int, args: list[str], scratch: str) -> subproc
          "--audit-log", "/dev/null"] + args,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
-    wait_ready(port)
+    wait_ready("127.0.0.1", port)
     return p
 
 
@@ -106,7 +90,7 @@ def main() -> None:
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         procs.append(subprocess.Popen([haproxy, "-db", "-f", cfg_path],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_ready(front)
+        wait_ready("127.0.0.1", front)
         time.sleep(1.0)  # every server's first health checks
         cluster = measure(f"http://127.0.0.1:{front}/v1/execute", script)
         print(f"{NODES} nodes ({per_node} worker each) behind HAProxy: {cluster['rps']:.0f} req/s,"

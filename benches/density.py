@@ -27,6 +27,8 @@ import tempfile
 import time
 import http.client
 
+from http_load import wait_ready
+
 SESSIONS = int(os.environ.get("DENSITY_SESSIONS", "1000"))
 WAKES = int(os.environ.get("DENSITY_WAKES", "60"))
 RESIDENT_TURNS = int(os.environ.get("DENSITY_RESIDENT_TURNS", "60"))
@@ -97,17 +99,8 @@ def main():
     try:
         addr = server.stdout.readline().strip().removeprefix("vivarium: listening on http://")
         host, port = addr.rsplit(":", 1)
+        wait_ready(host, port)
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
-        deadline = time.time() + 600
-        while True:
-            try:
-                if request(conn, "GET", "/readyz")[0] == 200:
-                    break
-            except OSError:
-                conn = http.client.HTTPConnection(host, int(port), timeout=120)
-            if time.time() > deadline:
-                raise RuntimeError("server never ready")
-            time.sleep(0.2)
         rss_idle = rss_bytes(server.pid)
         gauges0 = metrics(conn)
 

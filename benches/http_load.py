@@ -27,6 +27,26 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def wait_ready(host: str, port: int, within: float = 600.0) -> None:
+    """Waits until the server at `host:port` answers `/readyz` with 200 (on a first start it
+    fetches the runtime and compiles the templates first), polling every 0.2 s, at most
+    `within` seconds. Every bench script starts its servers through this."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)
+            conn.request("GET", "/readyz")
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            if r.status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the server at {host}:{port} never became ready")
+
+
 def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict]:
     conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
     r = conn.getresponse()
@@ -81,14 +101,8 @@ def main() -> None:
     try:
         addr = server.stdout.readline().split()[-1].replace("http://", "")
         host, port = addr.rsplit(":", 1)
+        wait_ready(host, port)
         conn = http.client.HTTPConnection(host, int(port), timeout=600)
-        for _ in range(600):
-            conn.request("GET", "/readyz")
-            r = conn.getresponse()
-            r.read()
-            if r.status == 200:
-                break
-            time.sleep(0.5)
         url = f"http://{addr}/v1/execute"
         body = {"code": "print('hello world')"}
         status, resp = post(conn, "/v1/execute", dict(body, policy="off"))

@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from http_load import wait_ready
+
 ROUNDS = int(os.environ.get("PACKAGES_ROUNDS", "300"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "tests", "fixtures", "package_index.py")
@@ -54,17 +56,8 @@ def start_server(binary, scratch, cache, index=None):
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
     base = p.stdout.readline().strip().removeprefix("vivarium: listening on ")
     host, port = base.split("//")[1].split(":")
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection(host, int(port), timeout=5)
-            c.request("GET", "/readyz")
-            if c.getresponse().status == 200:
-                return p, base
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("server never ready")
+    wait_ready(host, port, within=300)
+    return p, base
 
 
 def run(body, base):

@@ -22,7 +22,7 @@ import sys
 import time
 import http.client
 
-from http_load import wrk_script
+from http_load import wait_ready, wrk_script
 
 SECONDS = int(os.environ.get("SCALING_SECONDS", "8"))
 # SCALING_PERF=1: a system-wide `perf record -g` during the concurrency-2 run, and the
@@ -100,14 +100,8 @@ def main() -> None:
     try:
         addr = server.stdout.readline().split()[-1].replace("http://", "")
         host, port = addr.rsplit(":", 1)
+        wait_ready(host, port)
         conn = http.client.HTTPConnection(host, int(port), timeout=600)
-        for _ in range(600):
-            conn.request("GET", "/readyz")
-            r = conn.getresponse()
-            r.read()
-            if r.status == 200:
-                break
-            time.sleep(0.5)
         url = f"http://{addr}/v1/execute"
         conn.request("POST", "/v1/execute", body, {"content-type": "application/json"})
         r = conn.getresponse()

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from http_load import wait_ready
+
 RUNS = int(os.environ.get("USE_CASE_RUNS", "15"))
 WARMUP = 3
 
@@ -82,20 +84,8 @@ def vivarium_http(binary):
     )
     addr = proc.stdout.readline().split()[-1].replace("http://", "")
     host, port = addr.rsplit(":", 1)
+    wait_ready(host, port)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    deadline = time.time() + 600
-    while True:
-        try:
-            conn.request("GET", "/readyz")
-            r = conn.getresponse()
-            r.read()
-            if r.status == 200:
-                break
-        except OSError:
-            conn = http.client.HTTPConnection(host, int(port), timeout=120)
-        if time.time() > deadline:
-            raise RuntimeError("the server did not get ready")
-        time.sleep(0.5)
     files = [{"path": "data.csv", "content": base64.b64encode(CSV.encode()).decode()}]
 
     def run(code, template):
