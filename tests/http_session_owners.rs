@@ -2,7 +2,9 @@
 //! `session_not_found`, as another key's snapshot is), through every front door that names
 //! a session (the sessions API, Jupyter's kernels and their WebSocket, MCP's tools and
 //! resources), whether it is live, hibernated, or only in the store after a restart; and
-//! nothing another key asks for moves, wakes or changes it. Real servers on 127.0.0.1.
+//! nothing another key asks for moves, wakes or changes it. A session opened with keys off
+//! has no owner and stays usable by its id after keys are turned on. Real servers on
+//! 127.0.0.1.
 
 mod http_support;
 
@@ -113,6 +115,14 @@ async fn another_keys_session_is_not_there_live_hibernated_or_stored() {
     let keys = dir.join("keys.txt");
     std::fs::write(&keys, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
     let store = dir.join("store");
+    // A session opened with keys off, kept over the restart into a server with keys.
+    let d = store.clone();
+    let s = start("owners-0", move |a| a.snapshot_dir = Some(d)).await;
+    let legacy = open_session(&client(), &s.base, &json!({"template": "python"})).await;
+    session_turn(&client(), &s.base, &legacy, "y = 1").await;
+    s.stop().await;
+    assert_eq!(own_snapshot_owner(&store, &legacy), Some(Value::Null));
+
     let (k, d) = (keys.clone(), store.clone());
     let s = start("owners-a", move |a| {
         a.api_keys_file = Some(k);
@@ -121,6 +131,14 @@ async fn another_keys_session_is_not_there_live_hibernated_or_stored() {
     })
     .await;
     let (alice, bob) = (keyed(ALICE), keyed(BOB));
+    // It has no owner: it stays usable by whoever has its id, as it was (an upgrade or
+    // turning keys on loses no session), and no key's kernel list shows it.
+    let v = session_turn(&bob, &s.base, &legacy, "y += 1\ny").await;
+    assert_eq!(v["result"], "2", "{v}");
+    let v = session_turn(&alice, &s.base, &legacy, "y += 1\ny").await;
+    assert_eq!(v["result"], "3", "{v}");
+    let (_, kernels) = get(&alice, &s.url("/api/kernels")).await;
+    assert_eq!(kernels, json!([]));
     let id = open_session(
         &alice,
         &s.base,
@@ -188,14 +206,11 @@ async fn another_keys_session_is_not_there_live_hibernated_or_stored() {
     assert_eq!(v["result"], "(42, 'alice', False)", "{v}");
 
     // Hibernated: bob still finds nothing, and his asking does not wake it.
-    wait_for_metric(
-        &alice,
-        &s.base,
-        r#"vivarium_session_events_total{event="hibernate"}"#,
-        1.0,
-        Duration::from_secs(20),
-    )
-    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(&alice, &s.url(&format!("/v1/sessions/{id}"))).await.1["resident"] != false {
+        assert!(std::time::Instant::now() < deadline, "never hibernated");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     bob_finds_nothing(&s, &bob, &id).await;
     let (st, info) = get(&alice, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!((st, &info["resident"]), (200, &json!(false)), "{info}");

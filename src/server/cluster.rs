@@ -240,8 +240,9 @@ impl Cluster {
         })
     }
 
-    /// Takes session `id` (of `owner`)'s lease as `seen` left it: `Ok(true)` when this node
-    /// holds it now, `Ok(false)` when another node changed it first.
+    /// Takes session `id`'s lease as `seen` left it, naming `owner` (the one it named, or
+    /// the session's): `Ok(true)` when this node holds it now, `Ok(false)` when another node
+    /// changed it first.
     pub async fn take(
         &self,
         id: &str,

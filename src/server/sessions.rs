@@ -212,9 +212,9 @@ struct Inner {
 
 pub struct Session {
     pub id: String,
-    /// The id of the API key that opened it (`None` with API keys off): the only key it
-    /// exists for. Every other key is told it is not there (404), as for another key's
-    /// snapshot.
+    /// The id of the API key that opened it: the only key it exists for ([`may_use`]);
+    /// every other key is told it is not there (404), as for another key's snapshot. `None`
+    /// when it was opened with API keys off: then any key may use it.
     pub owner: Option<String>,
     pub created_at: SystemTime,
     created: Instant,
@@ -258,6 +258,13 @@ impl Drop for BusyGuard {
 /// A new session's id.
 fn new_session_id() -> String {
     format!("s-{:032x}", rand::random::<u128>())
+}
+
+/// Whether API key `key` may use a session owned by `owner`: its owner, or anyone when it
+/// has none (opened without API keys, or by a version before owners: a bearer capability,
+/// as it was then). The one place this rule lives.
+pub fn may_use(owner: Option<&str>, key: Option<&str>) -> bool {
+    owner.is_none() || owner == key
 }
 
 /// Whether `id` has the shape of a session id (before anything looks it up elsewhere).

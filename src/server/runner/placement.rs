@@ -14,7 +14,7 @@ use super::Runner;
 use crate::server::cluster::{Cluster, Holder, Seen};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::CloseReason;
-use crate::server::sessions::{Session, is_session_id};
+use crate::server::sessions::{Session, is_session_id, may_use};
 use crate::snapshot::SnapshotId;
 use crate::sync::lock;
 
@@ -49,10 +49,10 @@ impl Runner {
         self.resume(id, key, Some(&cluster)).await
     }
 
-    /// 404 unless `key` owns session `id`, as far as anything can tell: this process's
-    /// registry (live, hibernated or expired here), else the session's lease (`--cluster`),
-    /// else its own snapshot's header. An id known nowhere passes: whoever looks it up
-    /// answers for it.
+    /// 404 unless `key` may use session `id` ([`may_use`]), as far as anything can tell:
+    /// this process's registry (live, hibernated or expired here), else the session's lease
+    /// (`--cluster`), else its own snapshot's header. An id known nowhere passes: whoever
+    /// looks it up answers for it.
     pub(super) async fn check_owner(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
         let mut owner = self.sessions.owner_of(id);
         if owner.is_none() && is_session_id(id) {
@@ -67,7 +67,7 @@ impl Runner {
             }
         }
         match owner {
-            Some(owner) if owner.as_deref() != key => {
+            Some(owner) if !may_use(owner.as_deref(), key) => {
                 Err(ApiError::SessionNotFound(id.to_string()))
             }
             _ => Ok(()),
@@ -121,8 +121,8 @@ impl Runner {
         back
     }
 
-    /// Takes session `id`'s lease as the rule allows, then brings it back (for `key`, its
-    /// owner).
+    /// Takes session `id`'s lease as the rule allows, then brings it back (for `key`, who
+    /// may use it).
     async fn take_over(
         &self,
         id: &str,
@@ -148,7 +148,17 @@ impl Runner {
                 });
             }
             Holder::Nobody | Holder::Released | Holder::Dead(_) | Holder::Live(_) => {
-                if !cluster.take(id, &seen, durable, key).await? {
+                // The lease keeps naming the session's owner; with no lease yet, the owner
+                // its own snapshot names.
+                let owner = match &seen.lease {
+                    Some(lease) => lease.owner.clone(),
+                    None => self
+                        .snapshots
+                        .own_owner(&SnapshotId::for_session(id))
+                        .await?
+                        .flatten(),
+                };
+                if !cluster.take(id, &seen, durable, owner.as_deref()).await? {
                     // Another node took it between the reading and the writing.
                     return Err(ApiError::SessionMoving {
                         id: id.to_string(),

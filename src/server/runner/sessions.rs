@@ -20,7 +20,7 @@ use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::Rejection;
 use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
-use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings};
+use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings, may_use};
 use crate::snapshot::SessionImage;
 use crate::template::Template;
 use crate::vivarium::InputFile;
@@ -422,7 +422,7 @@ impl Runner {
         if self
             .sessions
             .owner_of(id)
-            .is_some_and(|owner| owner.as_deref() != key)
+            .is_some_and(|owner| !may_use(owner.as_deref(), key))
         {
             return Err(ApiError::SessionNotFound(id.to_string()));
         }

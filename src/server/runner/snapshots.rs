@@ -18,7 +18,7 @@ use crate::server::audit::{Action, AuditRecord};
 use crate::server::cluster::Holder;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
-use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id};
+use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id, may_use};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
 use crate::template::Template;
@@ -268,7 +268,7 @@ impl Runner {
             return Err(ApiError::SessionNotFound(id.to_string()));
         };
         // Checked before (`check_owner`), and again on the verified header.
-        if header.owner.as_deref() != key {
+        if !may_use(header.owner.as_deref(), key) {
             return Err(ApiError::SessionNotFound(id.to_string()));
         }
         // Its age and idle time go on from when the snapshot was written.
