@@ -752,6 +752,58 @@ async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Without a proxy, the race of a take-over against a running turn: another node takes a
+/// durable session over (as when the proxy's ring moves) while its node runs a turn. The
+/// new node has the state of the last turn written; the turn that was running is answered
+/// 503 `session_moving` (retry), not 200, since what it did was not kept; its retry on the
+/// new node runs once, on the right state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-race-store");
+    let store = Store::Dir(dir.clone());
+    let (mut a, mut b) = (Node::new("ra"), Node::new("rb"));
+    a.start(&store);
+    b.start(&store);
+    wait_ready_at(&a.base()).await;
+    wait_ready_at(&b.base()).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &format!("{}/v1/sessions", a.base()),
+        &json!({"template": "python", "durable": true}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(&c, &a.base(), &id, "x = 41").await;
+    let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
+    let slow = tokio::spawn(send(
+        c.post(url(&a))
+            .json(&json!({"code": "import time\ntime.sleep(2)\nx += 1\nx"})),
+    ));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // b takes it over mid-turn, at the last turn written.
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("41")), "{v}");
+    let overtaken = slow.await.unwrap();
+    assert_eq!(
+        (
+            overtaken.status,
+            error_code(&overtaken.body),
+            overtaken.retry_after
+        ),
+        (503, "session_moving", true),
+        "{}",
+        overtaken.body
+    );
+    // Its retry runs once, where the session is now.
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x += 1\nx"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("42")), "{v}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Without a proxy, with API keys: a session id is nothing to another key on any node.
 /// Whether the session is live on the node asked, live on another, or held by a dead node's
 /// lease, the other key gets 404 `session_not_found` (never `session_elsewhere` or

@@ -83,10 +83,11 @@ pub enum ApiError {
         "session {id} is live on node {node}, and it is not durable, so no other node can take it over: send its requests to {node} (the proxy routes by the session id)"
     )]
     SessionElsewhere { id: String, node: String },
-    /// Cluster: the node that holds the session is draining: it writes the session to the
-    /// store and lets it go; a retry finds it here or on another node.
-    #[error("session {id} is moving: its node {node} is draining; retry")]
-    SessionMoving { id: String, node: String },
+    /// Cluster: the session is changing nodes (its node drains, another node took it first,
+    /// or took it over while a turn ran here, whose effects were then not kept): nothing of
+    /// this request stands, and a retry finds the session where it is now.
+    #[error("session {id} is moving between nodes: {why}; retry")]
+    SessionMoving { id: String, why: String },
     /// Cluster: the node that held the session stopped, and the session was not durable.
     #[error(
         "session {id} was lost: its node {node} stopped and it was not durable (open sessions with \"durable\": true to keep them through a node's loss)"

@@ -136,7 +136,7 @@ impl Runner {
             Holder::Draining(node) => {
                 return Err(ApiError::SessionMoving {
                     id: id.to_string(),
-                    node: node.clone(),
+                    why: format!("its node {node} is draining"),
                 });
             }
             Holder::Live(node) if !durable => {
@@ -162,7 +162,7 @@ impl Runner {
                     // Another node took it between the reading and the writing.
                     return Err(ApiError::SessionMoving {
                         id: id.to_string(),
-                        node: "another node".into(),
+                        why: "another node took it over first".into(),
                     });
                 }
                 tracing::info!(session = %id, from = ?seen.holder, "session taken over");
@@ -177,7 +177,10 @@ fn why_not_here(id: &str, seen: Seen) -> ApiError {
     let (id, node) = (id.to_string(), seen.lease.map(|l| l.node));
     match (seen.holder, node) {
         (Holder::Live(node), _) => ApiError::SessionElsewhere { id, node },
-        (Holder::Draining(node), _) => ApiError::SessionMoving { id, node },
+        (Holder::Draining(node), _) => ApiError::SessionMoving {
+            id,
+            why: format!("its node {node} is draining"),
+        },
         (Holder::Dead(node), _) => ApiError::SessionLost { id, node },
         // This node's earlier life held it (a restart with the same id) and did not keep it.
         (Holder::Me, Some(node)) => ApiError::SessionLost { id, node },

@@ -111,7 +111,7 @@ impl Runner {
             .admit_session(settings, record, None, job, packages)
             .await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, *image).await;
+            self.keep_own_snapshot(&session, *image).await?;
         }
         Ok(session)
     }
@@ -313,7 +313,7 @@ impl Runner {
         }
         drop(busy);
         if let Some(image) = image {
-            self.keep_own_snapshot(session, *image).await;
+            self.keep_own_snapshot(session, *image).await?;
         }
         if ended.is_some() {
             self.forget_own_snapshot(&session.id);

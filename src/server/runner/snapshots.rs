@@ -215,7 +215,7 @@ impl Runner {
         let first = durable.then(|| image.clone());
         let session = self.admit_image(settings, image, record).await?;
         if let Some(image) = first {
-            self.keep_own_snapshot(&session, image).await;
+            self.keep_own_snapshot(&session, image).await?;
         }
         Ok(session)
     }
@@ -311,9 +311,18 @@ impl Runner {
     /// node holds the session's lease. Writes of one session land in the order they were
     /// taken (an older one finishing late is dropped), and each replaces the previous in one
     /// step, so the store always holds a whole, recent snapshot.
-    pub(super) async fn keep_own_snapshot(&self, session: &Arc<Session>, state: SessionImage) {
+    ///
+    /// With `--cluster`, a session whose lease another node took meanwhile (a turn ran here
+    /// while the proxy sent the session elsewhere) is given up unwritten, and this is an
+    /// error: what ran here is not kept, so it must not be answered as done (the new node
+    /// has the state of the last turn written).
+    pub(super) async fn keep_own_snapshot(
+        &self,
+        session: &Arc<Session>,
+        state: SessionImage,
+    ) -> ApiResult<()> {
         let Some(host) = self.loaded_host().cloned() else {
-            return;
+            return Ok(());
         };
         let snapshots = self.snapshots.clone();
         let s = session.clone();
@@ -326,15 +335,28 @@ impl Runner {
         };
         let Some(c) = &self.cluster else {
             tokio::spawn(write);
-            return;
+            return Ok(());
         };
         match c.seen(&session.id).await.map(|seen| seen.holder) {
             Ok(Holder::Me | Holder::Nobody) => write.await,
-            Ok(holder) => self.give_up(session, &holder),
+            Ok(holder) => {
+                self.give_up(session, &holder);
+                let by = match &holder {
+                    Holder::Live(n) | Holder::Draining(n) | Holder::Dead(n) => format!("node {n}"),
+                    Holder::Me | Holder::Nobody | Holder::Released => "another node".into(),
+                };
+                return Err(ApiError::SessionMoving {
+                    id: session.id.clone(),
+                    why: format!(
+                        "{by} took it over while this ran here, so what ran here was not kept"
+                    ),
+                });
+            }
             Err(e) => {
                 tracing::warn!(session = %session.id, error = %e, "could not read the session's lease; its snapshot is not written");
             }
         }
+        Ok(())
     }
 
     /// Removes session `id`'s own snapshot (it was closed or expired), in the background.
@@ -552,7 +574,7 @@ impl Runner {
                 Holder::Released => {
                     return Err(ApiError::SessionMoving {
                         id: s.id.clone(),
-                        node: "none".into(),
+                        why: "it was released to the other nodes".into(),
                     });
                 }
             }
