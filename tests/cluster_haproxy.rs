@@ -695,19 +695,26 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
     drop(nodes);
 }
 
+/// Two nodes, `{tag}a` and `{tag}b`, on a shared directory store (returned too), started
+/// with `extra_a` and `extra_b` and ready: the node-to-node tests, without a proxy.
+async fn two_nodes(tag: &str, extra_a: &[&str], extra_b: &[&str]) -> (PathBuf, Node, Node) {
+    let dir = scratch_dir(&format!("cluster-{tag}-store"));
+    let store = Store::Dir(dir.clone());
+    let (mut a, mut b) = (Node::new(&format!("{tag}a")), Node::new(&format!("{tag}b")));
+    a.start_with(&store, extra_a);
+    b.start_with(&store, extra_b);
+    wait_ready_at(&a.base()).await;
+    wait_ready_at(&b.base()).await;
+    (dir, a, b)
+}
+
 /// Without a proxy: a session that hibernated on one node (its snapshot written, its lease
 /// released) is taken by another node that is asked for it; the first then answers
 /// `session_elsewhere` naming the second, and never serves its stale copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = scratch_dir("cluster-hibernate-store");
-    let store = Store::Dir(dir.clone());
-    let (mut a, mut b) = (Node::new("ha"), Node::new("hb"));
-    a.start_with(&store, &["--hibernate-after-secs", "1"]);
-    b.start(&store);
-    wait_ready_at(&a.base()).await;
-    wait_ready_at(&b.base()).await;
+    let (dir, a, b) = two_nodes("h", &["--hibernate-after-secs", "1"], &[]).await;
     let c = client();
     let (st, v) = post(
         &c,
@@ -760,13 +767,7 @@ async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = scratch_dir("cluster-race-store");
-    let store = Store::Dir(dir.clone());
-    let (mut a, mut b) = (Node::new("ra"), Node::new("rb"));
-    a.start(&store);
-    b.start(&store);
-    wait_ready_at(&a.base()).await;
-    wait_ready_at(&b.base()).await;
+    let (dir, a, b) = two_nodes("r", &[], &[]).await;
     let c = client();
     let (st, v) = post(
         &c,
@@ -813,34 +814,18 @@ async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_keys_session_is_not_there_on_any_node() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = scratch_dir("cluster-keys-store");
-    let keys = dir.with_extension("keys");
+    let keys = scratch_dir("cluster-keys").join("keys.txt");
     std::fs::write(
         &keys,
         "alice:key-alice-0123456789\nbob:key-bob-0123456789\n",
     )
     .unwrap();
-    let store = Store::Dir(dir.clone());
-    let (mut a, mut b) = (Node::new("ka"), Node::new("kb"));
     let keyed = ["--api-keys-file", keys.to_str().unwrap()];
-    a.start_with(&store, &keyed);
-    b.start_with(&store, &keyed);
-    wait_ready_at(&a.base()).await;
-    wait_ready_at(&b.base()).await;
-    let as_key = |key: &str| {
-        reqwest::Client::builder()
-            .default_headers(
-                [(
-                    reqwest::header::AUTHORIZATION,
-                    format!("Bearer {key}").parse().unwrap(),
-                )]
-                .into_iter()
-                .collect(),
-            )
-            .build()
-            .unwrap()
-    };
-    let (alice, bob) = (as_key("key-alice-0123456789"), as_key("key-bob-0123456789"));
+    let (dir, mut a, b) = two_nodes("k", &keyed, &keyed).await;
+    let (alice, bob) = (
+        client_with_key("key-alice-0123456789"),
+        client_with_key("key-bob-0123456789"),
+    );
     let mut ids = Vec::new();
     for durable in [true, false] {
         let (st, v) = post(
@@ -904,7 +889,7 @@ async fn another_keys_session_is_not_there_on_any_node() {
     assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
-    let _ = std::fs::remove_file(keys);
+    let _ = std::fs::remove_dir_all(keys.parent().unwrap());
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {

@@ -397,23 +397,10 @@ async fn mcp_snapshots_belong_to_the_key_that_took_them() {
 
     let (is_error, text) = tool(&mut bob, "open_session", json!({"snapshot": snap_id})).await;
     assert!(is_error && text.contains("snapshot_not_found"), "{text}");
-    let http = |key: &str| {
-        reqwest::Client::builder()
-            .default_headers(
-                [(
-                    reqwest::header::AUTHORIZATION,
-                    format!("Bearer {key}").parse().unwrap(),
-                )]
-                .into_iter()
-                .collect(),
-            )
-            .build()
-            .unwrap()
-    };
     let url = s.url(&format!("/v1/snapshots/{snap_id}"));
-    let (st, v) = get(&http("key-alice-0123456789"), &url).await;
+    let (st, v) = get(&client_with_key("key-alice-0123456789"), &url).await;
     assert_eq!(st, 200, "{v}");
-    let (st, _) = get(&http("key-bob-0123456789"), &url).await;
+    let (st, _) = get(&client_with_key("key-bob-0123456789"), &url).await;
     assert_eq!(st, 404);
 
     let restored = session_of(&mut alice, "open_session", json!({"snapshot": snap_id})).await;

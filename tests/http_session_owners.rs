@@ -18,21 +18,6 @@ use sha2::{Digest, Sha256};
 const ALICE: &str = "key-alice-0123456789";
 const BOB: &str = "key-bob-0123456789";
 
-fn keyed(key: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {key}").parse().unwrap(),
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()
-        .unwrap()
-}
-
 /// The owner a session's own snapshot names, in a directory store.
 fn own_snapshot_owner(dir: &Path, session: &str) -> Option<Value> {
     let h = Sha256::digest(format!("vivarium-session\0{session}").as_bytes());
@@ -130,7 +115,7 @@ async fn another_keys_session_is_not_there_live_hibernated_or_stored() {
         a.hibernate_after_secs = 2;
     })
     .await;
-    let (alice, bob) = (keyed(ALICE), keyed(BOB));
+    let (alice, bob) = (client_with_key(ALICE), client_with_key(BOB));
     // It has no owner: it stays usable by whoever has its id, as it was (an upgrade or
     // turning keys on loses no session), and no key's kernel list shows it.
     let v = session_turn(&bob, &s.base, &legacy, "y += 1\ny").await;

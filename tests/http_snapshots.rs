@@ -201,28 +201,8 @@ async fn damaged_foreign_and_other_keys_snapshots_are_refused_and_nothing_loads(
     let path = keys.clone();
     let s = start("snap-bad", move |a| a.api_keys_file = Some(path)).await;
     let dir = s.scratch.with_extension("snapshots");
-    let alice = reqwest::Client::builder()
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                "Bearer key-alice-0123456789".parse().unwrap(),
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()
-        .unwrap();
-    let bob = reqwest::Client::builder()
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                "Bearer key-bob-0123456789".parse().unwrap(),
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()
-        .unwrap();
+    let alice = client_with_key("key-alice-0123456789");
+    let bob = client_with_key("key-bob-0123456789");
     let id = open(&alice, &s, json!({"template": "python"})).await;
     session_turn(&alice, &s.base, &id, "x = 41").await;
     let take = || async {

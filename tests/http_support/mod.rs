@@ -250,6 +250,20 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// [`client`], as API key `key` (`Authorization: Bearer KEY` on every request).
+pub fn client_with_key(key: &str) -> reqwest::Client {
+    let auth = format!("Bearer {key}").parse().unwrap();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .default_headers(
+            [(reqwest::header::AUTHORIZATION, auth)]
+                .into_iter()
+                .collect(),
+        )
+        .build()
+        .unwrap()
+}
+
 pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -366,17 +380,7 @@ impl McpClient {
     /// Opens a session on `server`'s `/mcp` as API key `key` (sent as a bearer token on
     /// every request).
     pub async fn open_with_key(server: &TestServer, key: &str) -> McpClient {
-        let auth = format!("Bearer {key}").parse().unwrap();
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .default_headers(
-                [(reqwest::header::AUTHORIZATION, auth)]
-                    .into_iter()
-                    .collect(),
-            )
-            .build()
-            .unwrap();
-        McpClient::open_with(server, client).await
+        McpClient::open_with(server, client_with_key(key)).await
     }
 
     /// Opens a session on `server`'s `/mcp` through `client`.
