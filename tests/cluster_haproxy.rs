@@ -755,6 +755,22 @@ async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
     );
     let (st, v) = post(&c, &url(&b), &json!({"code": "x + 3"})).await;
     assert_eq!((st, v["result"].as_str()), (200, Some("44")), "{v}");
+    // Closed through a: not a's to close (b holds it live and it is not durable); through
+    // b: gone on both.
+    let session = |n: &Node| format!("{}/v1/sessions/{id}", n.base());
+    let r = send(c.delete(session(&a))).await;
+    assert_eq!(
+        (r.status, error_code(&r.body)),
+        (409, "session_elsewhere"),
+        "{}",
+        r.body
+    );
+    let r = send(c.delete(session(&b))).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    for n in [&a, &b] {
+        let (st, v) = get(&c, &session(n)).await;
+        assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
+    }
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -801,6 +817,12 @@ async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
     // Its retry runs once, where the session is now.
     let (st, v) = post(&c, &url(&b), &json!({"code": "x += 1\nx"})).await;
     assert_eq!((st, v["result"].as_str()), (200, Some("42")), "{v}");
+    // Closed through a (a durable session: a takes it over to close it), it is gone on b
+    // too: b's copy finds its lease gone and is dropped.
+    let r = send(c.delete(format!("{}/v1/sessions/{id}", a.base()))).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
+    assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
 }

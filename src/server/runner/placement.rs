@@ -38,10 +38,16 @@ impl Runner {
         match here {
             Ok(s) => {
                 let seen = cluster.seen(id).await?;
-                if matches!(seen.holder, Holder::Me | Holder::Nobody) {
-                    return Ok(s);
+                match seen.holder {
+                    Holder::Me => return Ok(s),
+                    // Every session live in a cluster node has a lease: none now means
+                    // another node closed it.
+                    Holder::Nobody => {
+                        self.give_up(&s, &seen.holder);
+                        return Err(ApiError::SessionNotFound(id.to_string()));
+                    }
+                    _ => self.give_up(&s, &seen.holder),
                 }
-                self.give_up(&s, &seen.holder);
             }
             Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
             Err(e) => return Err(e),
@@ -74,10 +80,10 @@ impl Runner {
         }
     }
 
-    /// Drops this node's copy of a session another node holds now (unwritten: the store
-    /// has the other node's state).
+    /// Drops this node's copy of a session another node holds now, or closed (unwritten:
+    /// the store has the other node's state, or nothing).
     pub(super) fn give_up(&self, s: &Arc<Session>, holder: &Holder) {
-        tracing::warn!(session = %s.id, ?holder, "another node holds this session now; the copy here is dropped");
+        tracing::warn!(session = %s.id, ?holder, "the lease no longer names this node; the copy here is dropped");
         let _ = self.sessions.remove(&s.id);
         self.metrics.session_closed(CloseReason::Moved);
         s.close().release();
@@ -146,6 +152,11 @@ impl Runner {
                     id: id.to_string(),
                     node: node.clone(),
                 });
+            }
+            // No lease and no own snapshot: closed on another node since it hibernated here.
+            Holder::Nobody if !self.has_own_snapshot(id).await => {
+                self.sessions.unhibernate(id);
+                return Err(ApiError::SessionNotFound(id.to_string()));
             }
             Holder::Nobody | Holder::Released | Holder::Dead(_) | Holder::Live(_) => {
                 // The lease keeps naming the session's owner; with no lease yet, the owner

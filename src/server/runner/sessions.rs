@@ -597,8 +597,22 @@ impl Runner {
     /// removes its files.
     /// A session this process does not hold but the store keeps (see [`Runner::session`])
     /// is deleted from the store. Only its owner `key` can.
+    ///
+    /// With `--cluster`, the session is first found as for a turn ([`Runner::session`]): a
+    /// copy here that another node took over is given up, and a session another node holds
+    /// is taken over when the rule allows (else its error, `session_elsewhere`), so a close
+    /// answered 204 is the session's end on every node, its snapshot and lease gone.
     pub async fn close_session(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
         self.check_owner(id, key).await?;
+        if self.cluster.is_some() {
+            let s = self.session(id, key).await?;
+            if let Ok(s) = self.sessions.remove(&s.id) {
+                s.close().release();
+            }
+            self.metrics.session_closed(CloseReason::Deleted);
+            self.forget_own_snapshot(id);
+            return Ok(());
+        }
         if self.sessions.unhibernate(id) {
             self.metrics.session_closed(CloseReason::Deleted);
             self.forget_own_snapshot(id);

@@ -338,7 +338,12 @@ impl Runner {
             return Ok(());
         };
         match c.seen(&session.id).await.map(|seen| seen.holder) {
-            Ok(Holder::Me | Holder::Nobody) => write.await,
+            Ok(Holder::Me) => write.await,
+            // Its lease is gone: another node closed it meanwhile.
+            Ok(Holder::Nobody) => {
+                self.give_up(session, &Holder::Nobody);
+                return Err(ApiError::SessionNotFound(session.id.clone()));
+            }
             Ok(holder) => {
                 self.give_up(session, &holder);
                 let by = match &holder {
@@ -522,6 +527,13 @@ impl Runner {
                 self.give_up(s, &Holder::Live(node.clone()));
                 return Err(ApiError::SessionElsewhere { id, node });
             }
+            Err(ApiError::SessionNotFound(id)) if self.cluster.is_some() => {
+                // Another node closed it: this copy goes too.
+                s.put_back(Some(interp), None, false).release();
+                drop(busy);
+                self.give_up(s, &Holder::Nobody);
+                return Err(ApiError::SessionNotFound(id));
+            }
             Err(e) => {
                 s.put_back(Some(interp), None, false).release();
                 return Err(e);
@@ -564,7 +576,9 @@ impl Runner {
         };
         if let Some((_, seen)) = &held {
             match &seen.holder {
-                Holder::Me | Holder::Nobody => {}
+                Holder::Me => {}
+                // Its lease is gone: another node closed it.
+                Holder::Nobody => return Err(ApiError::SessionNotFound(s.id.clone())),
                 Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
                     return Err(ApiError::SessionElsewhere {
                         id: s.id.clone(),
