@@ -60,6 +60,8 @@ struct Node {
     port: u16,
     scratch: PathBuf,
     child: Option<Child>,
+    /// Extra environment for its process.
+    env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -69,6 +71,7 @@ impl Node {
             port: free_port(),
             scratch: scratch_dir(&format!("cluster-{id}")),
             child: None,
+            env: Vec::new(),
         }
     }
 
@@ -99,6 +102,7 @@ impl Node {
                 "VIVARIUM_AUDIT_LOG",
                 self.scratch.with_extension("audit.jsonl"),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log);
         match store {
@@ -823,6 +827,61 @@ async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
     assert_eq!(r.status, 204, "{}", r.body);
     let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
     assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Without a proxy, the race of a take-over against a turn's commit: the old node has
+/// written the turn's snapshot but not yet committed it through the lease (a debug build
+/// waits there, `VIVARIUM_DEBUG_COMMIT_DELAY_MS`) when another node takes the session over.
+/// The new node loads the last committed state; the old node's commit fails, and its turn
+/// is answered 503 `session_moving`, not 200, so no answered turn is missing from the
+/// state that goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_over_during_a_commit_keeps_every_answered_turn() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-commit-store");
+    let store = Store::Dir(dir.clone());
+    let (mut a, mut b) = (Node::new("ca"), Node::new("cb"));
+    a.env
+        .push(("VIVARIUM_DEBUG_COMMIT_DELAY_MS".into(), "1500".into()));
+    a.start(&store);
+    b.start(&store);
+    wait_ready_at(&a.base()).await;
+    wait_ready_at(&b.base()).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &format!("{}/v1/sessions", a.base()),
+        &json!({"template": "python", "durable": true}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(&c, &a.base(), &id, "x = 41").await;
+    let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
+    let started = Instant::now();
+    let pending = tokio::spawn(send(c.post(url(&a)).json(&json!({"code": "x += 1\nx"}))));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("41")), "{v}");
+    let uncommitted = pending.await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "the commit waited"
+    );
+    assert_eq!(
+        (
+            uncommitted.status,
+            error_code(&uncommitted.body),
+            uncommitted.retry_after
+        ),
+        (503, "session_moving", true),
+        "{}",
+        uncommitted.body
+    );
+    let (st, v) = post(&c, &url(&b), &json!({"code": "x += 1\nx"})).await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("42")), "{v}");
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiResult};
-use crate::snapshot::{Expect, RecordName, SnapshotStore, StoreError, Version};
+use crate::snapshot::{Expect, RecordName, SnapshotId, SnapshotStore, StoreError, Version};
 
 /// The longest record read back: anything larger is not one of ours.
 const MAX_RECORD_BYTES: usize = 4096;
@@ -48,6 +48,24 @@ pub struct Lease {
     /// so any node can refuse another key before it moves anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The session's own snapshot as its holder last committed it (an id in the store):
+    /// each write goes to a new object and becomes the session's state only when this
+    /// field names it, by compare-and-swap on the lease the writer read, so a write that
+    /// lands after another node took the session over is never the state anyone loads.
+    /// `None`: the object named after the session (`SnapshotId::for_session`), as written
+    /// without `--cluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+impl Lease {
+    /// The own snapshot to load for this lease's session.
+    pub fn own_snapshot(&self) -> SnapshotId {
+        self.snapshot
+            .as_deref()
+            .and_then(SnapshotId::parse)
+            .unwrap_or_else(|| SnapshotId::for_session(&self.session))
+    }
 }
 
 /// A node's heartbeat, as stored (JSON).
@@ -257,8 +275,31 @@ impl Cluster {
             durable,
             released: false,
             owner: owner.map(str::to_string),
+            snapshot: seen.lease.as_ref().and_then(|l| l.snapshot.clone()),
         };
         self.write(id, &lease, seen.version.as_ref()).await
+    }
+
+    /// Makes `snapshot` session `id`'s state, if `seen`, the caller's reading, says this
+    /// node holds it, at that reading's version; with `release`, lets the session go in
+    /// the same write (a drain, a hibernation). `Ok(false)`: the lease changed since (another
+    /// node took the session, or closed it), and `snapshot` is nobody's.
+    pub async fn commit(
+        &self,
+        id: &str,
+        seen: &Seen,
+        snapshot: &SnapshotId,
+        release: bool,
+    ) -> ApiResult<bool> {
+        let (Holder::Me, Some(lease)) = (&seen.holder, &seen.lease) else {
+            return Ok(false);
+        };
+        let committed = Lease {
+            snapshot: Some(snapshot.to_string()),
+            released: release,
+            ..lease.clone()
+        };
+        self.write(id, &committed, seen.version.as_ref()).await
     }
 
     /// Creates the lease of session `id` (of `owner`), new on this node.
@@ -270,6 +311,7 @@ impl Cluster {
             durable,
             released: false,
             owner: owner.map(str::to_string),
+            snapshot: None,
         };
         if self.write(id, &lease, None).await? {
             Ok(())
@@ -278,20 +320,6 @@ impl Cluster {
                 "session {id} already has a lease"
             )))
         }
-    }
-
-    /// Marks session `id`'s lease released (its snapshot is written), if `seen`, the caller's
-    /// reading, says this node holds it; at that reading's version, so a lease another node
-    /// took meanwhile stays theirs.
-    pub async fn release(&self, id: &str, seen: &Seen) -> ApiResult<()> {
-        if let (Holder::Me, Some(lease)) = (&seen.holder, &seen.lease) {
-            let released = Lease {
-                released: true,
-                ..lease.clone()
-            };
-            self.write(id, &released, seen.version.as_ref()).await?;
-        }
-        Ok(())
     }
 
     /// Removes session `id`'s lease if `seen`, the caller's reading, says this node holds it
@@ -375,9 +403,18 @@ mod tests {
             a.seen("s-1").await.unwrap().holder,
             Holder::Draining("b".into())
         );
-        b.release("s-1", &b.seen("s-1").await.unwrap())
-            .await
-            .unwrap();
+        let seen = b.seen("s-1").await.unwrap();
+        assert!(
+            b.commit("s-1", &seen, &SnapshotId::random(), true)
+                .await
+                .unwrap()
+        );
+        // A commit at a reading that is no longer the lease's lands nowhere.
+        assert!(
+            !b.commit("s-1", &seen, &SnapshotId::random(), false)
+                .await
+                .unwrap()
+        );
         assert_eq!(a.seen("s-1").await.unwrap().holder, Holder::Released);
 
         // A node that stops beating is dead after the TTL.
@@ -446,6 +483,7 @@ mod tests {
             durable: false,
             released: false,
             owner: None,
+            snapshot: None,
         })
         .unwrap();
         store

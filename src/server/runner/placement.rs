@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::Runner;
-use crate::server::cluster::{Cluster, Holder, Seen};
+use crate::server::cluster::{Cluster, Holder, Lease, Seen};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::CloseReason;
 use crate::server::sessions::{Session, is_session_id, may_use};
@@ -112,7 +112,7 @@ impl Runner {
             Ok(s) => Ok(s),
             Err(_) => match cluster {
                 Some(c) => self.take_over(id, key, c).await,
-                None => self.bring_back(id, key).await,
+                None => self.bring_back(id, key, SnapshotId::for_session(id)).await,
             },
         };
         // The last one through lets the gate go; a session that came back is in the registry
@@ -179,7 +179,11 @@ impl Runner {
                 tracing::info!(session = %id, from = ?seen.holder, "session taken over");
             }
         }
-        self.bring_back(id, key).await
+        let own = seen
+            .lease
+            .as_ref()
+            .map_or_else(|| SnapshotId::for_session(id), Lease::own_snapshot);
+        self.bring_back(id, key, own).await
     }
 }
 

@@ -15,7 +15,7 @@ use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
-use crate::server::cluster::Holder;
+use crate::server::cluster::{Cluster, Holder};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
 use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id, may_use};
@@ -249,10 +249,15 @@ impl Runner {
 
     /// Brings session `id` back from its own snapshot ([`Runner::session`]'s work, for one
     /// request at a time per id), for `key`, which must be its owner.
-    pub(super) async fn bring_back(&self, id: &str, key: Option<&str>) -> ApiResult<Arc<Session>> {
+    /// `own` is the snapshot that is its state (with `--cluster`, the one its lease names).
+    pub(super) async fn bring_back(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        own: SnapshotId,
+    ) -> ApiResult<Arc<Session>> {
         let started = Instant::now();
         let host = self.host()?;
-        let own = SnapshotId::for_session(id);
         let loaded = self
             .snapshots
             .load_own(&own, id, self.maximum, |t| binding(&host, t))
@@ -307,15 +312,15 @@ impl Runner {
 
     /// Writes `image` as `session`'s own snapshot: encoded on a blocking thread, stored in
     /// the background, off the response path; with `--cluster`, before the response (a
-    /// durable turn answered is a turn another node can bring back), and only while this
-    /// node holds the session's lease. Writes of one session land in the order they were
-    /// taken (an older one finishing late is dropped), and each replaces the previous in one
-    /// step, so the store always holds a whole, recent snapshot.
+    /// durable turn answered is a turn another node can bring back), committed through the
+    /// session's lease ([`Cluster::commit`]). Writes of one session land in the order they
+    /// were taken (an older one finishing late is dropped), and each replaces the previous
+    /// in one step, so the store always holds a whole, recent snapshot.
     ///
     /// With `--cluster`, a session whose lease another node took meanwhile (a turn ran here
-    /// while the proxy sent the session elsewhere) is given up unwritten, and this is an
-    /// error: what ran here is not kept, so it must not be answered as done (the new node
-    /// has the state of the last turn written).
+    /// while the proxy sent the session elsewhere, even during this write) is given up, and
+    /// this is an error: what ran here is not the session's state, so it must not be
+    /// answered as done (the new node has the state of the last turn committed).
     pub(super) async fn keep_own_snapshot(
         &self,
         session: &Arc<Session>,
@@ -324,44 +329,50 @@ impl Runner {
         let Some(host) = self.loaded_host().cloned() else {
             return Ok(());
         };
-        let snapshots = self.snapshots.clone();
-        let s = session.clone();
-        let taken = s.next_own_generation();
-        let turns = s.info().turns;
-        let write = async move {
-            if let Err(e) = write_own(&host, &snapshots, &s, state, turns, taken).await {
-                tracing::warn!(session = %s.id, error = %e, "could not store the session's snapshot");
-            }
-        };
-        let Some(c) = &self.cluster else {
-            tokio::spawn(write);
+        let taken = session.next_own_generation();
+        let turns = session.info().turns;
+        let Some(c) = self.cluster.clone() else {
+            let (snapshots, s) = (self.snapshots.clone(), session.clone());
+            tokio::spawn(async move {
+                if let Err(e) =
+                    write_own(&host, &snapshots, None, &s, state, turns, taken, false).await
+                {
+                    tracing::warn!(session = %s.id, error = %e, "could not store the session's snapshot");
+                }
+            });
             return Ok(());
         };
-        match c.seen(&session.id).await.map(|seen| seen.holder) {
-            Ok(Holder::Me) => write.await,
-            // Its lease is gone: another node closed it meanwhile.
-            Ok(Holder::Nobody) => {
+        let written = write_own(
+            &host,
+            &self.snapshots,
+            Some(&c),
+            session,
+            state,
+            turns,
+            taken,
+            false,
+        );
+        match written.await {
+            Ok(_) => Ok(()),
+            Err(e @ ApiError::SessionNotFound(_)) => {
                 self.give_up(session, &Holder::Nobody);
-                return Err(ApiError::SessionNotFound(session.id.clone()));
+                Err(e)
             }
-            Ok(holder) => {
-                self.give_up(session, &holder);
-                let by = match &holder {
-                    Holder::Live(n) | Holder::Draining(n) | Holder::Dead(n) => format!("node {n}"),
-                    Holder::Me | Holder::Nobody | Holder::Released => "another node".into(),
-                };
-                return Err(ApiError::SessionMoving {
+            Err(ApiError::SessionElsewhere { node, .. }) => {
+                self.give_up(session, &Holder::Live(node.clone()));
+                Err(ApiError::SessionMoving {
                     id: session.id.clone(),
                     why: format!(
-                        "{by} took it over while this ran here, so what ran here was not kept"
+                        "node {node} took it over while this ran here, so what ran here was not kept"
                     ),
-                });
+                })
             }
             Err(e) => {
-                tracing::warn!(session = %session.id, error = %e, "could not read the session's lease; its snapshot is not written");
+                // The state is still here, and the lease is this node's: the turn stands.
+                tracing::warn!(session = %session.id, error = %e, "could not store the session's snapshot");
+                Ok(())
             }
         }
-        Ok(())
     }
 
     /// Removes session `id`'s own snapshot (it was closed or expired), in the background.
@@ -381,19 +392,45 @@ impl Runner {
                     return;
                 }
                 let _ = c.forget(&id, &seen).await;
+                if let Some(committed) = seen.lease.map(|l| l.own_snapshot()) {
+                    let _ = snapshots.delete_own(&committed).await;
+                }
             }
             let _ = snapshots.delete_own(&own).await;
         });
     }
 
-    /// Whether the store holds session `id`'s own snapshot (a session not live here).
+    /// Whether the store holds session `id`'s own snapshot (a session not live here): with
+    /// `--cluster`, the one its lease names. (A commit replaces that object and removes the
+    /// one before: when the named one is gone, the lease is read again, in case it moved on.)
     pub(super) async fn has_own_snapshot(&self, id: &str) -> bool {
-        is_session_id(id)
-            && self
+        if !is_session_id(id) {
+            return false;
+        }
+        let Some(c) = &self.cluster else {
+            return self
                 .snapshots
                 .exists(&SnapshotId::for_session(id))
                 .await
-                .unwrap_or(false)
+                .unwrap_or(false);
+        };
+        let mut named = None;
+        for _ in 0..4 {
+            let Ok(seen) = c.seen(id).await else {
+                return false;
+            };
+            let own = seen
+                .lease
+                .map_or_else(|| SnapshotId::for_session(id), |l| l.own_snapshot());
+            if named.as_ref() == Some(&own) {
+                return false;
+            }
+            if self.snapshots.exists(&own).await.unwrap_or(false) {
+                return true;
+            }
+            named = Some(own);
+        }
+        false
     }
 
     /// Shutdown: every live session's state goes to the store as its own snapshot (a turn
@@ -560,47 +597,19 @@ impl Runner {
         self.write_own_now(host, s, image?).await.map(drop)
     }
 
-    /// Stores `image` as `s`'s own snapshot now, as its newest generation, and lets its
-    /// lease go (hibernation, the drain); the bytes written.
+    /// Stores `image` as `s`'s own snapshot now, as its newest generation, and, with
+    /// `--cluster`, lets its lease go in the same commit (hibernation, the drain: any node
+    /// may take it from here); the bytes written.
     async fn write_own_now(
         &self,
         host: &Vivarium,
         s: &Arc<Session>,
         image: SessionImage,
     ) -> ApiResult<u64> {
-        // With `--cluster`, one reading of the lease: whose the session is, and the version
-        // its release replaces.
-        let held = match &self.cluster {
-            Some(c) => Some((c, c.seen(&s.id).await?)),
-            None => None,
-        };
-        if let Some((_, seen)) = &held {
-            match &seen.holder {
-                Holder::Me => {}
-                // Its lease is gone: another node closed it.
-                Holder::Nobody => return Err(ApiError::SessionNotFound(s.id.clone())),
-                Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
-                    return Err(ApiError::SessionElsewhere {
-                        id: s.id.clone(),
-                        node: node.clone(),
-                    });
-                }
-                Holder::Released => {
-                    return Err(ApiError::SessionMoving {
-                        id: s.id.clone(),
-                        why: "it was released to the other nodes".into(),
-                    });
-                }
-            }
-        }
         let taken = s.next_own_generation();
         let turns = s.info().turns;
-        let bytes = write_own(host, &self.snapshots, s, image, turns, taken).await?;
-        // Written: with `--cluster`, any node may take it from here.
-        if let Some((c, seen)) = &held {
-            c.release(&s.id, seen).await?;
-        }
-        Ok(bytes)
+        let cluster = self.cluster.as_deref();
+        write_own(host, &self.snapshots, cluster, s, image, turns, taken, true).await
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
@@ -620,14 +629,24 @@ impl Runner {
 }
 
 /// Encodes and stores `session`'s own snapshot number `taken`, unless a newer one is
-/// already stored.
+/// already stored; the bytes written.
+///
+/// Without a cluster, under the name derived from the session's id, replacing the last.
+/// With one (`cluster`), as a new object that becomes the session's state only through
+/// [`Cluster::commit`] on the lease read here, under the session's write lock (so its own
+/// writes never race each other's commits): a lease this node no longer holds is the error
+/// that says why (`session_elsewhere`, `session_moving`, `session_not_found` when it was
+/// closed), and the object is removed. `release` lets the lease go in the same commit.
+#[allow(clippy::too_many_arguments)]
 async fn write_own(
     host: &Vivarium,
     snapshots: &Snapshots,
+    cluster: Option<&Cluster>,
     session: &Arc<Session>,
     state: SessionImage,
     turns: u64,
     taken: u64,
+    release: bool,
 ) -> ApiResult<u64> {
     let mut written = session.durable_written.lock().await;
     if taken <= *written {
@@ -644,11 +663,75 @@ async fn write_own(
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let size = bytes.len() as u64;
-    snapshots
-        .put_at(&SnapshotId::for_session(&session.id), bytes)
-        .await?;
+    let Some(c) = cluster else {
+        snapshots
+            .put_at(&SnapshotId::for_session(&session.id), bytes)
+            .await?;
+        *written = taken;
+        return Ok(size);
+    };
+    let seen = c.seen(&session.id).await?;
+    not_mine(&session.id, &seen.holder)?;
+    let object = SnapshotId::random();
+    snapshots.put_at(&object, bytes).await?;
+    debug_commit_delay().await;
+    if !c.commit(&session.id, &seen, &object, release).await? {
+        let _ = snapshots.delete_own(&object).await;
+        let now = c.seen(&session.id).await?;
+        not_mine(&session.id, &now.holder)?;
+        return Err(ApiError::SessionMoving {
+            id: session.id.clone(),
+            why: "its lease changed while its snapshot was written".into(),
+        });
+    }
+    // The object the lease named before is nobody's state now.
+    let before = seen.lease.as_ref().map(|l| l.own_snapshot());
+    if let Some(before) = before.filter(|b| *b != object) {
+        let snapshots = snapshots.clone();
+        tokio::spawn(async move {
+            let _ = snapshots.delete_own(&before).await;
+        });
+    }
     *written = taken;
     Ok(size)
+}
+
+/// The error for a session whose lease, as read, is not this node's (`Ok` when it is).
+fn not_mine(id: &str, holder: &Holder) -> ApiResult<()> {
+    let id = id.to_string();
+    match holder {
+        Holder::Me => Ok(()),
+        // Its lease is gone: another node closed it.
+        Holder::Nobody => Err(ApiError::SessionNotFound(id)),
+        Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
+            Err(ApiError::SessionElsewhere {
+                id,
+                node: node.clone(),
+            })
+        }
+        Holder::Released => Err(ApiError::SessionMoving {
+            id,
+            why: "it was released to the other nodes".into(),
+        }),
+    }
+}
+
+/// Debug builds only, for the tests of the commit's race: waits
+/// `VIVARIUM_DEBUG_COMMIT_DELAY_MS` between writing a session's snapshot and committing it.
+async fn debug_commit_delay() {
+    #[cfg(debug_assertions)]
+    {
+        static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+        let delay = DELAY.get_or_init(|| {
+            std::env::var("VIVARIUM_DEBUG_COMMIT_DELAY_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis)
+        });
+        if let Some(d) = delay {
+            tokio::time::sleep(*d).await;
+        }
+    }
 }
 
 /// What an interpreter restored from `image` starts with: its linear memory and its files
