@@ -457,6 +457,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_lease_of_the_version_before_owners_and_commits_reads_as_such() {
+        let (store, dir) = store();
+        let a = Cluster::new("a".into(), store.clone(), Duration::from_secs(5));
+        let old = br#"{"session":"s-5","node":"a","epoch":3,"durable":true,"released":true}"#;
+        store
+            .put_record(&RecordName::lease("s-5"), old.to_vec(), Expect::Absent)
+            .await
+            .unwrap();
+        let lease = a.seen("s-5").await.unwrap().lease.unwrap();
+        assert_eq!(
+            (lease.owner.as_deref(), lease.snapshot.as_deref()),
+            (None, None)
+        );
+        assert_eq!(lease.own_snapshot(), SnapshotId::for_session("s-5"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn records_from_the_store_are_checked() {
         let (store, dir) = store();
         let a = Cluster::new("a".into(), store.clone(), Duration::from_secs(5));
