@@ -801,7 +801,7 @@ async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
     let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
     let slow = tokio::spawn(send(
         c.post(url(&a))
-            .json(&json!({"code": "import time\ntime.sleep(2)\nx += 1\nx"})),
+            .json(&json!({"code": "import time\ntime.sleep(3)\nx += 1\nx"})),
     ));
     tokio::time::sleep(Duration::from_millis(700)).await;
     // b takes it over mid-turn, at the last turn written.
