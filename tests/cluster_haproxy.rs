@@ -700,16 +700,40 @@ async fn scenario(haproxy: &Path, store: Store, label: &str) {
 }
 
 /// Two nodes, `{tag}a` and `{tag}b`, on a shared directory store (returned too), started
-/// with `extra_a` and `extra_b` and ready: the node-to-node tests, without a proxy.
-async fn two_nodes(tag: &str, extra_a: &[&str], extra_b: &[&str]) -> (PathBuf, Node, Node) {
+/// with `extra_a` and `extra_b` (and `env_a` in a's environment) and ready: the
+/// node-to-node tests, without a proxy.
+async fn two_nodes(
+    tag: &str,
+    extra_a: &[&str],
+    env_a: &[(&str, &str)],
+    extra_b: &[&str],
+) -> (PathBuf, Node, Node) {
     let dir = scratch_dir(&format!("cluster-{tag}-store"));
     let store = Store::Dir(dir.clone());
     let (mut a, mut b) = (Node::new(&format!("{tag}a")), Node::new(&format!("{tag}b")));
+    a.env = env_a
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     a.start_with(&store, extra_a);
     b.start_with(&store, extra_b);
     wait_ready_at(&a.base()).await;
     wait_ready_at(&b.base()).await;
     (dir, a, b)
+}
+
+/// Opens a session on node `n` through `c` (durable or not) and runs `x = 41` in it; its id.
+async fn open_with_x(c: &reqwest::Client, n: &Node, durable: bool) -> String {
+    let (st, v) = post(
+        c,
+        &format!("{}/v1/sessions", n.base()),
+        &json!({"template": "python", "durable": durable}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(c, &n.base(), &id, "x = 41").await;
+    id
 }
 
 /// Without a proxy: a session that hibernated on one node (its snapshot written, its lease
@@ -718,17 +742,9 @@ async fn two_nodes(tag: &str, extra_a: &[&str], extra_b: &[&str]) -> (PathBuf, N
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (dir, a, b) = two_nodes("h", &["--hibernate-after-secs", "1"], &[]).await;
+    let (dir, a, b) = two_nodes("h", &["--hibernate-after-secs", "1"], &[], &[]).await;
     let c = client();
-    let (st, v) = post(
-        &c,
-        &format!("{}/v1/sessions", a.base()),
-        &json!({"template": "python"}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
-    let id = v["id"].as_str().unwrap().to_string();
-    session_turn(&c, &a.base(), &id, "x = 41").await;
+    let id = open_with_x(&c, &a, false).await;
     // b does not take a session a holds live and that is not durable.
     let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
     let (st, v) = post(&c, &url(&b), &json!({"code": "x"})).await;
@@ -787,17 +803,9 @@ async fn a_hibernated_session_is_taken_by_the_node_asked_for_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (dir, a, b) = two_nodes("r", &[], &[]).await;
+    let (dir, a, b) = two_nodes("r", &[], &[], &[]).await;
     let c = client();
-    let (st, v) = post(
-        &c,
-        &format!("{}/v1/sessions", a.base()),
-        &json!({"template": "python", "durable": true}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
-    let id = v["id"].as_str().unwrap().to_string();
-    session_turn(&c, &a.base(), &id, "x = 41").await;
+    let id = open_with_x(&c, &a, true).await;
     let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
     let slow = tokio::spawn(send(
         c.post(url(&a))
@@ -840,25 +848,10 @@ async fn a_turn_overtaken_by_a_take_over_is_not_answered_as_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_over_during_a_commit_keeps_every_answered_turn() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = scratch_dir("cluster-commit-store");
-    let store = Store::Dir(dir.clone());
-    let (mut a, mut b) = (Node::new("ca"), Node::new("cb"));
-    a.env
-        .push(("VIVARIUM_DEBUG_COMMIT_DELAY_MS".into(), "1500".into()));
-    a.start(&store);
-    b.start(&store);
-    wait_ready_at(&a.base()).await;
-    wait_ready_at(&b.base()).await;
+    let delay = [("VIVARIUM_DEBUG_COMMIT_DELAY_MS", "1500")];
+    let (dir, a, b) = two_nodes("c", &[], &delay, &[]).await;
     let c = client();
-    let (st, v) = post(
-        &c,
-        &format!("{}/v1/sessions", a.base()),
-        &json!({"template": "python", "durable": true}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
-    let id = v["id"].as_str().unwrap().to_string();
-    session_turn(&c, &a.base(), &id, "x = 41").await;
+    let id = open_with_x(&c, &a, true).await;
     let url = |n: &Node| format!("{}/v1/sessions/{id}/execute", n.base());
     let started = Instant::now();
     let pending = tokio::spawn(send(c.post(url(&a)).json(&json!({"code": "x += 1\nx"}))));
@@ -902,23 +895,14 @@ async fn another_keys_session_is_not_there_on_any_node() {
     )
     .unwrap();
     let keyed = ["--api-keys-file", keys.to_str().unwrap()];
-    let (dir, mut a, b) = two_nodes("k", &keyed, &keyed).await;
+    let (dir, mut a, b) = two_nodes("k", &keyed, &[], &keyed).await;
     let (alice, bob) = (
         client_with_key("key-alice-0123456789"),
         client_with_key("key-bob-0123456789"),
     );
     let mut ids = Vec::new();
     for durable in [true, false] {
-        let (st, v) = post(
-            &alice,
-            &format!("{}/v1/sessions", a.base()),
-            &json!({"template": "python", "durable": durable}),
-        )
-        .await;
-        assert_eq!(st, 201, "{v}");
-        let id = v["id"].as_str().unwrap().to_string();
-        session_turn(&alice, &a.base(), &id, "x = 41").await;
-        ids.push(id);
+        ids.push(open_with_x(&alice, &a, durable).await);
     }
     let (durable, transient) = (ids[0].clone(), ids[1].clone());
     let turn = |n: &Node, id: &str| format!("{}/v1/sessions/{id}/execute", n.base());
