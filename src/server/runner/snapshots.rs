@@ -367,8 +367,15 @@ impl Runner {
                     ),
                 })
             }
+            // The lease was released, or changed while the snapshot was written: the write
+            // is nobody's state, so neither is this copy.
+            Err(e @ ApiError::SessionMoving { .. }) => {
+                self.give_up(session, &Holder::Released);
+                Err(e)
+            }
             Err(e) => {
-                // The state is still here, and the lease is this node's: the turn stands.
+                // A store error: the state is still here, and the lease is this node's: the
+                // turn stands.
                 tracing::warn!(session = %session.id, error = %e, "could not store the session's snapshot");
                 Ok(())
             }
