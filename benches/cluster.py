@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from http_load import wait_ready, wrk_script
+from http_load import stop, wait_ready, wrk_script
 from scaling import wrk
 
 NODES = int(os.environ.get("CLUSTER_NODES", "3"))
@@ -109,13 +109,7 @@ def main() -> None:
             json.dump(result, f, indent=1)
     finally:
         os.unlink(script)
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(*procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

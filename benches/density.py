@@ -27,7 +27,7 @@ import tempfile
 import time
 import http.client
 
-from http_load import wait_ready
+from http_load import stop, wait_ready
 
 SESSIONS = int(os.environ.get("DENSITY_SESSIONS", "1000"))
 WAKES = int(os.environ.get("DENSITY_WAKES", "60"))
@@ -174,11 +174,7 @@ def main():
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         shutil.rmtree(snaps, ignore_errors=True)
 
 

@@ -47,6 +47,18 @@ def wait_ready(host: str, port: int, within: float = 600.0) -> None:
     raise SystemExit(f"the server at {host}:{port} never became ready")
 
 
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM to every process (a server drains), then waits up to 60 s for each and kills
+    the ones still there."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict]:
     conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
     r = conn.getresponse()
