@@ -96,12 +96,19 @@ impl Runner {
         key: Option<&str>,
         cluster: Option<&Arc<Cluster>>,
     ) -> ApiResult<Arc<Session>> {
-        // Ids nobody kept are answered without waiting behind a session that comes back.
-        if !self.sessions.is_hibernated(id) && !self.has_own_snapshot(id).await {
-            return Err(match cluster {
-                Some(c) => why_not_here(id, c.seen(id).await?),
-                None => ApiError::SessionNotFound(id.to_string()),
-            });
+        // Ids nobody kept are answered without waiting behind a session that comes back
+        // (with `--cluster`, from one reading of the lease).
+        if !self.sessions.is_hibernated(id) {
+            let seen = match cluster {
+                Some(c) => Some(c.seen(id).await?),
+                None => None,
+            };
+            if !self.has_own_snapshot(id, seen.clone()).await {
+                return Err(match seen {
+                    Some(seen) => why_not_here(id, seen),
+                    None => ApiError::SessionNotFound(id.to_string()),
+                });
+            }
         }
         let gate = lock(&self.resuming)
             .entry(id.to_string())
@@ -154,7 +161,7 @@ impl Runner {
                 });
             }
             // No lease and no own snapshot: closed on another node since it hibernated here.
-            Holder::Nobody if !self.has_own_snapshot(id).await => {
+            Holder::Nobody if !self.has_own_snapshot(id, Some(seen.clone())).await => {
                 self.sessions.unhibernate(id);
                 return Err(ApiError::SessionNotFound(id.to_string()));
             }

@@ -623,7 +623,7 @@ impl Runner {
                 s.close().release();
                 self.metrics.session_closed(CloseReason::Deleted);
             }
-            Err(ApiError::SessionNotFound(_)) if self.has_own_snapshot(id).await => {}
+            Err(ApiError::SessionNotFound(_)) if self.has_own_snapshot(id, None).await => {}
             Err(e) => return Err(e),
         }
         self.forget_own_snapshot(id);

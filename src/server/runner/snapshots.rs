@@ -15,7 +15,7 @@ use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
-use crate::server::cluster::{Cluster, Holder};
+use crate::server::cluster::{Cluster, Holder, Seen};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::metrics::{CloseReason, SessionEvent};
 use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id, may_use};
@@ -408,9 +408,10 @@ impl Runner {
     }
 
     /// Whether the store holds session `id`'s own snapshot (a session not live here): with
-    /// `--cluster`, the one its lease names. (A commit replaces that object and removes the
-    /// one before: when the named one is gone, the lease is read again, in case it moved on.)
-    pub(super) async fn has_own_snapshot(&self, id: &str) -> bool {
+    /// `--cluster`, the one its lease names, starting from `seen` when the caller has just
+    /// read it. (A commit replaces that object and removes the one before: when the named
+    /// one is gone, the lease is read again, in case it moved on.)
+    pub(super) async fn has_own_snapshot(&self, id: &str, mut seen: Option<Seen>) -> bool {
         if !is_session_id(id) {
             return false;
         }
@@ -423,8 +424,12 @@ impl Runner {
         };
         let mut named = None;
         for _ in 0..4 {
-            let Ok(seen) = c.seen(id).await else {
-                return false;
+            let seen = match seen.take() {
+                Some(s) => s,
+                None => match c.seen(id).await {
+                    Ok(s) => s,
+                    Err(_) => return false,
+                },
             };
             let own = seen
                 .lease
