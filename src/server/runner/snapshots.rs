@@ -296,8 +296,6 @@ impl Runner {
             owner: header.owner.clone(),
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
-        let starts = starting_bytes(&image);
-        let _ = starts;
         let session = self.admit_image(settings, image, &mut record).await?;
         if self.sessions.unhibernate(id) {
             tracing::debug!(session = %id, "hibernated session woke");
