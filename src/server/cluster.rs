@@ -59,7 +59,8 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The own snapshot to load for this lease's session.
+    /// The own snapshot to load for this lease's session (a lease read back names a valid
+    /// id or none: [`Cluster::seen`] refuses others).
     pub fn own_snapshot(&self) -> SnapshotId {
         self.snapshot
             .as_deref()
@@ -222,6 +223,16 @@ impl Cluster {
         if lease.session != id {
             return Err(ApiError::SnapshotStore(format!(
                 "the record {} names another session",
+                name.as_str()
+            )));
+        }
+        if lease
+            .snapshot
+            .as_deref()
+            .is_some_and(|s| SnapshotId::parse(s).is_none())
+        {
+            return Err(ApiError::SnapshotStore(format!(
+                "the record {} names a snapshot that is not an id",
                 name.as_str()
             )));
         }
@@ -482,6 +493,8 @@ mod tests {
         for bad in [
             &b"{"[..],
             br#"{"session":"s-9","node":"a"}"#,
+            // A committed snapshot that is not an id.
+            br#"{"session":"s-9","node":"a","epoch":1,"durable":true,"released":false,"snapshot":"../x"}"#,
             // A field this version does not know (a newer node's lease): refused, not guessed.
             br#"{"session":"s-9","node":"a","epoch":1,"durable":false,"released":false,"fence":7}"#,
             &[b' '; 5000][..],
