@@ -39,12 +39,23 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 const TTL_MS: u64 = 1_000;
 const DRAIN_DELAY_MS: u64 = 800;
 
+/// A port nothing listens on now, and never one this process was given before: a node
+/// started only later (n4) keeps its port number unbound, and the kernel may hand the same
+/// number to the next caller (HAProxy's frontend once took n4's, so n4 looked UP).
 fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Where the nodes keep snapshots and leases.
