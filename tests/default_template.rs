@@ -111,7 +111,7 @@ async fn plots_come_back_on_every_template_in_executions_and_sessions() {
         assert!(mimes(&v).is_empty(), "{name}: {v}");
         let (_, v) = post(&c, &turn, &json!({"code": "1 / 0"})).await;
         assert!(
-            v["stderr"].as_str().unwrap().contains("File \"<turn 4>\""),
+            v["stderr"].as_str().unwrap().contains("File \"<turn 3>\""),
             "{name}: turn numbers moved: {}",
             v["stderr"]
         );

@@ -170,7 +170,7 @@ fn sessions_start_from_the_template() {
             .unwrap();
         assert_eq!(t.result.as_deref(), Some("(3, 'v')"));
         let t = interp.turn("1/0", vec![], &turn).unwrap();
-        assert!(t.report.stderr.contains("<turn 4>"), "{}", t.report.stderr);
+        assert!(t.report.stderr.contains("<turn 3>"), "{}", t.report.stderr);
     })
     .unwrap();
 }

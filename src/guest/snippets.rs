@@ -145,6 +145,8 @@ del __vivarium_r
 /// is printed; lets `input()` ask the turn's client through the door (see
 /// `hostcalls::input`), reading stdin when nobody can answer. After either, the stream is not seen live for the rest of the turn (see
 /// `hostcalls::door`): a kernel shows the value and the error as messages of their own.
+/// It does not count as a turn (the host takes it off its own count too), so the caller's
+/// first turn is `<turn 1>` in tracebacks, as in a single execution.
 pub const SESSION_SETUP: &str = "\
 def __vivarium_install():
     import sys, _host
@@ -185,6 +187,9 @@ def __vivarium_install():
     builtins.input = input
 __vivarium_install()
 del __vivarium_install
+import _reactor as __vivarium_r
+__vivarium_r._turns -= 1
+del __vivarium_r
 ";
 
 /// Makes a session's stdout and stderr flush at each newline (a hidden turn, when someone

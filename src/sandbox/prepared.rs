@@ -104,10 +104,11 @@ impl Sandbox {
     }
 
     /// Keeps the interpreter for turns that share state. A hidden first turn installs the
-    /// displayhook that reports each turn's final value (see `hostcalls::door`); the user's turns
-    /// are numbered from 2 in tracebacks (`<turn 2>`).
+    /// displayhook that reports each turn's final value (see `hostcalls::door`); it is not
+    /// counted (the guest takes it off its count too), so the user's first turn is `<turn 1>`.
     pub fn into_interpreter(mut self) -> Interpreter {
         self.live.turn(SESSION_SETUP, &FLUSH_LIMITS, false);
+        self.live.turns_run = self.live.turns_run.saturating_sub(1);
         Interpreter {
             line_buffered: false,
             checkpoint: None,
