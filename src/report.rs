@@ -85,7 +85,31 @@ pub struct FileOut {
     /// The bytes (base64 in JSON); `None` when the file was larger than what is returned.
     #[serde(with = "base64_opt")]
     pub content: Option<Vec<u8>>,
+    /// Set instead of `content` for a file too large to carry in memory: where it waits on
+    /// disk for the front door to stream it (see `worker::held`). Never in a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
 }
+
+/// A returned file left on disk by the worker for the supervisor: its name under the
+/// worker's scratch root, and once the supervisor has claimed it (opened, then unlinked),
+/// the open file, read by the scan and the response and closed (freed) with the last clone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Held {
+    /// `held/<16 hex digits>`, relative to the worker's scratch root.
+    pub name: String,
+    /// The supervisor's handle on it (never on the wire).
+    #[serde(skip)]
+    pub file: Option<std::sync::Arc<std::fs::File>>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Held {}
 
 /// What the execution consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

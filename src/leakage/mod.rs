@@ -396,6 +396,7 @@ mod tests {
             path: "blob.bin".into(),
             size: 3,
             content: Some(vec![0xff, 0xfe, 0]),
+            held: None,
         });
         let leaks = g.apply(&mut r, None);
         assert_eq!(

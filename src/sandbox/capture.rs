@@ -12,10 +12,16 @@
 //! - not its function table: the template build refuses a module whose code could write it
 //!   (`template/exports.rs`), so it is the template's in every instance;
 //! - the WASI state it depends on: the descriptor table is stdio plus the fixed preopens
-//!   (`guest::PREOPENS`) in every sandbox, and wasi-libc's view of it lives in linear memory.
-//!   A file the guest holds open between turns has no such place, so capturing refuses while
-//!   one is ([`CaptureError::OpenFiles`]);
+//!   (`guest::PREOPENS`) in every sandbox, and wasi-libc's view of it lives in linear memory;
+//!   plus the regular files of the working directory the guest holds open between turns
+//!   (descriptor, file, mode, position: `open_files.rs`), reopened at the same numbers. A
+//!   folder being listed, or a file outside the working directory or deleted, is not
+//!   carried, so capturing refuses while one is open ([`CaptureError::OpenFiles`]);
 //! - its working directory (every folder and regular file; symlinks are not kept);
+//!
+//! What is captured is checked against the snapshot format's bounds (`snapshot::
+//! check_capturable`, the ones a snapshot is decoded under), so a capture that succeeds
+//! always restores; one past them is refused with what is over ([`CaptureError::Bounds`]).
 //! - the host's counters: limits, turns run, the monotonic clock, the memory peak.
 //!
 //! Restoring instantiates the template afresh, grows the memory to the image's size, writes
@@ -33,16 +39,17 @@ use wasmtime::{Extern, InstancePre, Memory, Store, Val};
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
 use super::live::{Instantiated, Live, instantiate};
+use super::open_files::{read_open_files, reopen};
 use super::store::GuestStore;
 use super::workdir::{ScratchRoot, WorkdirError};
 use super::{GuestLayout, HostShare, SandboxError, SandboxSpec};
 use crate::engine::GuestEngine;
-use crate::guest::{GuestSetup, INITIAL_FDS, guest_env};
+use crate::guest::{GuestSetup, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::{MemoryLimiter, MemoryRefusal};
 use crate::hostcalls::state::{FsGuard, GuestState, RunClock, far_future};
 use crate::packages::{PackageEnv, PackageError};
-use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES, check_capturable};
 use crate::template::GLOBAL_EXPORT_PREFIX;
 
 /// A pristine instance of one template, never run: what a session's memory is compared with.
@@ -121,19 +128,17 @@ impl Interpreter {
         if live.ended.is_some() {
             return Err(CaptureError::Ended);
         }
-        let fs = &live.store.data().fs;
-        if fs.open_fds > INITIAL_FDS {
-            return Err(CaptureError::OpenFiles {
-                count: fs.open_fds - INITIAL_FDS,
-            });
-        }
+        let (dirs, files) = read_tree(live.workdir.path(), true)?;
+        let open_files = read_open_files(
+            live,
+            files.iter().map(|(p, c)| (p.as_str(), c.len() as u64)),
+        )?;
         let globals = read_globals(live, baseline.globals.iter().map(String::as_str))?;
         let mem = live.memory.data(&live.store);
         let base = baseline.memory.data(&baseline.store);
         let (pages, page_data) = changed_pages(mem, base);
-        let (dirs, files) = read_tree(live.workdir.path(), true)?;
         let memory_bytes = mem.len() as u64;
-        Ok(SessionImage {
+        let image = SessionImage {
             memory_bytes,
             pages,
             page_data,
@@ -146,7 +151,10 @@ impl Interpreter {
                 .unwrap_or(u64::MAX),
             memory_peak_bytes: (live.store.data().limiter.peak_bytes as u64).max(memory_bytes),
             packages: live.packages.pins.clone(),
-        })
+            open_files,
+        };
+        check_capturable(&image).map_err(CaptureError::Bounds)?;
+        Ok(image)
     }
 
     /// A new interpreter from `image`, on a fresh instance of the template `baseline` was
@@ -203,6 +211,7 @@ impl Interpreter {
         for (path, content) in &image.files {
             live.workdir.write_file(path, content)?;
         }
+        reopen(&mut live, &image.open_files).map_err(RestoreError::Mismatch)?;
         let Live {
             store,
             memory,

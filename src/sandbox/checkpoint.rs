@@ -18,9 +18,9 @@ use std::time::SystemTime;
 use super::dirty::DirtyTracker;
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::live::Live;
+use super::open_files::read_open_files;
 use crate::budget::Charge;
-use crate::guest::INITIAL_FDS;
-use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage};
+use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage, check_capturable_parts};
 
 /// When a file last changed, as far as deciding whether to read it again goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,10 +56,12 @@ pub struct Checkpoint {
     globals: Vec<GlobalValue>,
     dirs: Vec<String>,
     files: BTreeMap<String, (Option<Stamp>, Arc<[u8]>)>,
+    /// Everything else (its open files included), with no pages or files.
     base: SessionImage,
-    /// Files the guest held open at the last refresh: such a state cannot be carried (see
-    /// `capture.rs`), so [`Checkpoint::image`] has none while it is not 0.
-    pub open_files: u32,
+    /// Why the state at the last refresh cannot be carried (a descriptor a snapshot does
+    /// not hold, a bound of the snapshot format passed: see `capture.rs`), so that
+    /// [`Checkpoint::carriable`] is false.
+    uncarried: Option<String>,
     /// Its pages and files, held against the host's budget (`None` when the sandbox's
     /// memory is not charged).
     host: Option<Charge>,
@@ -100,7 +102,7 @@ impl Checkpoint {
                 files: Vec::new(),
                 ..image
             },
-            open_files: 0,
+            uncarried: None,
             host: live.store.data().limiter.host_sibling(),
         };
         cp.track(live);
@@ -163,14 +165,40 @@ impl Checkpoint {
         }
         self.memory_bytes = mem.len() as u64;
         self.globals = globals;
-        self.open_files = live.store.data().fs.open_fds.saturating_sub(INITIAL_FDS);
         self.refresh_files(live.workdir.path())?;
+        self.uncarried = self.refresh_open_files(live).err();
         self.base.turns_run = live.turns_run;
         self.base.monotonic_ns =
             u64::try_from(live.store.data().clock.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.base.memory_peak_bytes =
             (live.store.data().limiter.peak_bytes as u64).max(self.memory_bytes);
         self.charge()
+    }
+
+    /// The files the guest holds open now, and whether the state is within the snapshot
+    /// format's bounds (what a capture checks); `Err` with why not.
+    fn refresh_open_files(&mut self, live: &mut Live) -> Result<(), String> {
+        let sizes = || {
+            self.files
+                .iter()
+                .map(|(p, (_, c))| (p.as_str(), c.len() as u64))
+        };
+        self.base.open_files = read_open_files(live, sizes()).map_err(|e| e.to_string())?;
+        check_capturable_parts(
+            &self.base.limits,
+            &self.dirs,
+            sizes(),
+            &self.globals,
+            &self.base.packages,
+            &self.base.open_files,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// Whether the state at the last refresh can be carried: restored into a fresh
+    /// instance (a rollback) or written as a snapshot.
+    pub fn carriable(&self) -> bool {
+        self.uncarried.is_none()
     }
 
     fn refresh_files(&mut self, root: &Path) -> Result<(), CaptureError> {

@@ -9,7 +9,7 @@ use wasmtime::Val;
 use super::SandboxError;
 use super::live::Live;
 use super::workdir::WorkdirError;
-use crate::snapshot::{GlobalBits, GlobalValue, MAX_ENTRIES, PAGE_BYTES};
+use crate::snapshot::{FormatError, GlobalBits, GlobalValue, MAX_ENTRIES, PAGE_BYTES};
 
 /// Why an interpreter's state could not be captured.
 #[derive(Debug, thiserror::Error)]
@@ -17,21 +17,24 @@ pub enum CaptureError {
     /// The interpreter ended: there is nothing to keep.
     #[error("the interpreter has ended")]
     Ended,
-    /// The guest holds files open between turns; their offsets live in the host's
-    /// descriptor table, which a snapshot does not carry.
+    /// The guest holds a descriptor open between turns that a snapshot cannot carry (files
+    /// of the working directory are carried: see `open_files.rs`).
     #[error(
-        "the session holds {count} file(s) open between turns; close them (a `with` block does) and try again"
+        "the session holds descriptor {fd} open between turns, and {why}; close it and try again"
     )]
     OpenFiles {
-        /// How many beyond stdio and the preopens.
-        count: u32,
+        /// The descriptor.
+        fd: u32,
+        /// Why it cannot be carried.
+        why: Uncarried,
     },
     /// The host's memory budget has no room for the checkpoint's copy of the state.
     #[error("the server's memory budget has no room for the session's rollback checkpoint")]
     HostBudget,
-    /// The working directory has more entries than a snapshot holds.
-    #[error("the working directory has more than {MAX_ENTRIES} files and folders")]
-    TooManyEntries,
+    /// What the session holds is past a bound of the snapshot format (the same bounds a
+    /// snapshot is decoded under), so a snapshot of it could not be restored.
+    #[error("{0}")]
+    Bounds(FormatError),
     /// Reading the working directory failed.
     #[error("reading the working directory: {0}")]
     Workdir(#[from] WorkdirError),
@@ -42,6 +45,45 @@ pub enum CaptureError {
     /// type): not a state this host can carry.
     #[error("the interpreter's {0} does not match its template")]
     Shape(&'static str),
+}
+
+/// Why a descriptor the guest holds open cannot be carried by a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncarried {
+    /// A folder being listed (`os.scandir`, `os.listdir` in progress).
+    Directory,
+    /// A file outside the working directory (the standard library, a package).
+    Elsewhere,
+    /// A file deleted since it was opened.
+    Deleted,
+    /// Not a regular file.
+    NotAFile,
+}
+
+impl std::fmt::Display for Uncarried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Uncarried::Directory => {
+                "it is a folder being listed (an os.scandir or os.listdir in progress), which a snapshot does not carry"
+            }
+            Uncarried::Elsewhere => {
+                "it is a file outside the working directory, which a snapshot does not carry"
+            }
+            Uncarried::Deleted => "it is a file deleted since, which a snapshot cannot hold",
+            Uncarried::NotAFile => "it is not a regular file, which a snapshot does not carry",
+        })
+    }
+}
+
+impl CaptureError {
+    /// Whether this is the session's state refusing to be captured (the caller's to
+    /// change: 409 `snapshot_refused`), rather than the host failing.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            CaptureError::OpenFiles { .. } | CaptureError::Bounds(_) | CaptureError::Ended
+        )
+    }
 }
 
 /// The values of the mutable globals `names` of `live`'s instance.
@@ -132,7 +174,10 @@ pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureErro
                 format!("{prefix}/{name}")
             };
             if dirs.len() + files.len() >= MAX_ENTRIES {
-                return Err(CaptureError::TooManyEntries);
+                return Err(CaptureError::Bounds(FormatError::OutOfBounds(format!(
+                    "the working directory holds more than {MAX_ENTRIES} files and folders; a \
+                     snapshot holds at most {MAX_ENTRIES}"
+                ))));
             }
             match entry.file_type() {
                 Ok(t) if t.is_dir() => {

@@ -232,12 +232,13 @@ impl Interpreter {
     }
 
     /// The checkpoint's state, to restore a rolled-back interpreter from; `None` without
-    /// one, or while the guest holds files open between turns (a state a snapshot cannot
-    /// carry: the session then ends on a stopped turn, as without a checkpoint).
+    /// one, or while its state cannot be carried (a folder being listed, a bound of the
+    /// snapshot format passed: the session then ends on a stopped turn, as without a
+    /// checkpoint).
     pub fn checkpoint_image(&self) -> Option<SessionImage> {
         self.checkpoint
             .as_ref()
-            .filter(|cp| cp.open_files == 0)
+            .filter(|cp| cp.carriable())
             .map(Checkpoint::image)
     }
 
@@ -246,7 +247,7 @@ impl Interpreter {
     pub fn checkpoint_view(&self) -> Option<CheckpointView> {
         self.checkpoint
             .as_ref()
-            .filter(|cp| cp.open_files == 0)
+            .filter(|cp| cp.carriable())
             .map(Checkpoint::view)
     }
 

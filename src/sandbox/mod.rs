@@ -15,6 +15,7 @@ mod dirty;
 mod image_io;
 mod interpreter;
 mod live;
+mod open_files;
 mod outcome;
 mod prepared;
 mod store;

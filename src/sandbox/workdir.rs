@@ -12,17 +12,55 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
 
 use crate::guest::{HOST_LAYOUT_DIRS, STUB_DIRS};
-use crate::report::FileOut;
+use crate::report::{FileOut, Held};
 
 /// Limits on what a caller may place in a sandbox, checked before anything is written.
 pub const MAX_INPUT_FILES: usize = 1000;
 pub const MAX_PATH_BYTES: usize = 1024;
+
+/// Under a scratch root that holds returned files, a returned file larger than this is not
+/// read into memory: it is moved (a rename, no copy) into [`HELD_DIR`] for the supervisor,
+/// which streams it into the response from there (`worker::held`).
+pub const HOLD_ABOVE_BYTES: u64 = 1 << 20;
+/// At most this many files of one run are held (each costs the supervisor a descriptor);
+/// the others are returned as before, within what is left of the disk limit.
+pub const MAX_HELD_FILES: usize = 64;
+/// The folder under a scratch root where held files wait, each as `<16 hex digits>`.
+pub const HELD_DIR: &str = "held";
+
+/// Scratch roots whose sandboxes hold large returned files (a worker's: its supervisor
+/// claims them); any other (`vivarium run`, library use) reads them into the report.
+static HOLDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// From now on, sandboxes under `root` hold their large returned files in `<root>/held`
+/// (made here) rather than read them; whoever gets their reports must claim each (open,
+/// then unlink it), or it stays until the root is removed.
+pub fn hold_returned_files(root: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(root.join(HELD_DIR))?;
+    let mut holding = crate::sync::lock(&HOLDING);
+    if !holding.iter().any(|p| p == root) {
+        holding.push(root.to_path_buf());
+    }
+    Ok(())
+}
+
+/// Whether `name` is one [`WorkDir`] gives a held file: `held/` and 16 lowercase hex digits.
+pub fn is_held_name(name: &str) -> bool {
+    name.strip_prefix(HELD_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+fn held_name() -> String {
+    format!("{HELD_DIR}/{:016x}", rand::random::<u64>())
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkdirError {
@@ -140,6 +178,8 @@ pub struct WorkDir {
     dir: Dir,
     /// SHA-256 of each input file, to tell changed files from untouched ones.
     inputs: HashMap<String, [u8; 32]>,
+    /// `<root>/held`, opened, when the root holds large returned files.
+    held: Option<Dir>,
 }
 
 impl WorkDir {
@@ -170,10 +210,18 @@ impl WorkDir {
         // From here on, Drop removes the directory on every path out.
         let dir = Dir::open_ambient_dir(&path, ambient_authority())
             .map_err(io("opening sandbox dir", &path))?;
+        let holds = crate::sync::lock(&HOLDING).iter().any(|p| p == root.path());
+        let held = if holds {
+            let held = root.path().join(HELD_DIR);
+            Some(Dir::open_ambient_dir(&held, ambient_authority()).map_err(io("opening", &held))?)
+        } else {
+            None
+        };
         let mut workdir = WorkDir {
             path,
             dir,
             inputs: HashMap::new(),
+            held,
         };
         for stub in STUB_DIRS {
             workdir
@@ -274,12 +322,119 @@ impl WorkDir {
         out
     }
 
+    /// Whether large files leave this directory held rather than read.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The size of `rel` when it is a regular file (a symlink is not followed).
+    pub fn file_len(&self, rel: &str) -> Option<u64> {
+        validate_relative_path(rel).ok()?;
+        let meta = self.dir.symlink_metadata(rel).ok()?;
+        meta.is_file().then(|| meta.len())
+    }
+
+    /// Copies one file (as [`WorkDir::read_file`] would read it) into the root's held
+    /// folder, by the kernel (no buffer here): its held name and size, `None` when there is
+    /// no such file. Only under a root that holds returned files.
+    pub fn hold_copy(
+        &self,
+        rel: &str,
+        max_bytes: u64,
+    ) -> Result<Option<(String, u64)>, WorkdirError> {
+        validate_relative_path(rel)?;
+        let Some(held) = &self.held else {
+            return Ok(None);
+        };
+        let meta = match self.dir.symlink_metadata(rel) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("reading", Path::new(rel))(e)),
+        };
+        if !meta.is_file() || meta.len() > max_bytes {
+            return Ok(None);
+        }
+        let name = held_name();
+        let leaf = &name[HELD_DIR.len() + 1..];
+        let copied = (|| {
+            let mut from = self.dir.open(rel)?.into_std();
+            let mut to = held
+                .open_with(
+                    leaf,
+                    cap_std::fs::OpenOptions::new().write(true).create_new(true),
+                )?
+                .into_std();
+            std::io::copy(&mut (&mut from).take(max_bytes), &mut to)
+        })();
+        match copied {
+            Ok(size) => Ok(Some((name, size))),
+            Err(e) => {
+                let _ = held.remove_file(leaf);
+                Err(io("copying", Path::new(rel))(e))
+            }
+        }
+    }
+
+    /// Whether `rel`, an input file, still holds what the caller gave (hashed as it is read,
+    /// a buffer at a time).
+    fn unchanged_input(&self, rel: &str) -> bool {
+        let Some(input) = self.inputs.get(rel) else {
+            return false;
+        };
+        let Ok(mut f) = self.dir.open(rel) else {
+            return false;
+        };
+        let mut hash = Sha256::new();
+        let mut buf = vec![0u8; 256 << 10];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => hash.update(&buf[..n]),
+                Err(_) => return false,
+            }
+        }
+        *input == <[u8; 32]>::from(hash.finalize())
+    }
+
+    /// Moves `rel` into the held folder; its held name.
+    fn hold(&self, held: &Dir, rel: &str) -> std::io::Result<String> {
+        let name = held_name();
+        self.dir.rename(rel, held, &name[HELD_DIR.len() + 1..])?;
+        Ok(name)
+    }
+
     /// The files the run created or changed, their content included while the total stays
-    /// within `max_total_bytes` (larger ones are listed without content).
+    /// within `max_total_bytes` (larger ones are listed without content). Under a root that
+    /// holds returned files, one over [`HOLD_ABOVE_BYTES`] is moved out to be held instead
+    /// (up to [`MAX_HELD_FILES`] of them): call this once, at the end of a run.
     pub fn changed_files(&self, max_total_bytes: u64) -> Vec<FileOut> {
         let mut budget = max_total_bytes;
         let mut out = Vec::new();
+        let mut held_count = 0;
         for (rel, size) in self.list_files() {
+            if let Some(held) = &self.held
+                && size > HOLD_ABOVE_BYTES
+                && held_count < MAX_HELD_FILES
+            {
+                if self.unchanged_input(&rel) {
+                    continue;
+                }
+                match self.hold(held, &rel) {
+                    Ok(name) => {
+                        held_count += 1;
+                        out.push(FileOut {
+                            path: rel,
+                            size,
+                            content: None,
+                            held: Some(Held { name, file: None }),
+                        });
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %rel, error = %e, "could not hold a returned file; reading it");
+                    }
+                }
+            }
             let content = if size <= budget {
                 self.read_file(&rel, size).ok().flatten()
             } else {
@@ -297,6 +452,7 @@ impl WorkDir {
                 path: rel,
                 size,
                 content,
+                held: None,
             });
         }
         out

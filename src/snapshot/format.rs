@@ -20,7 +20,7 @@ use std::io::Read;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::image::{GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+use super::image::{GlobalValue, OpenFile, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 use crate::limits::Limits;
 use crate::packages::PackagePin;
 
@@ -28,12 +28,23 @@ use crate::packages::PackagePin;
 const MAGIC: &[u8; 8] = b"VIVSNAP1";
 /// The format version in headers.
 pub const FORMAT_VERSION: u32 = 1;
+// The bounds of what a snapshot holds: one set, checked when a session is captured
+// (`check_capturable`) and when a snapshot is decoded (`check_header`), so that what is
+// captured always decodes.
 /// A header is small (names, sizes, limits); anything larger is not ours.
 const MAX_HEADER_BYTES: usize = 1 << 20;
+/// Of [`MAX_HEADER_BYTES`], what the header's lists (folders, files, globals, packages, open
+/// files) may take at capture: the rest is for its fixed fields (binding, owner, limits,
+/// counters, session record), which are the host's.
+const MAX_HEADER_LISTS_BYTES: usize = MAX_HEADER_BYTES - (64 << 10);
 /// Entries (files and folders) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 10_000;
+/// The longest path (relative to the working directory) a snapshot holds, in bytes.
+pub const MAX_PATH_BYTES: usize = 1024;
 /// Mutable globals a snapshot may hold (the guest has one).
 const MAX_GLOBALS: usize = 64;
+/// The most package pins a snapshot may carry.
+const MAX_PACKAGES: usize = 1000;
 const HASH_BYTES: usize = 32;
 /// zstd's fastest levels compress a Python heap about threefold at hundreds of MB/s.
 const ZSTD_LEVEL: i32 = 1;
@@ -95,6 +106,9 @@ pub struct SnapshotHeader {
     /// or an index serving exactly these wheels (never from a URL the file names).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packages: Vec<PackagePin>,
+    /// Files of `files` the guest held open between turns, by increasing descriptor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_files: Vec<OpenFile>,
 }
 
 /// The session a session's own snapshot restores as.
@@ -154,6 +168,10 @@ pub enum FormatError {
     /// A header field or size is out of bounds or inconsistent.
     #[error("the snapshot's {0} is invalid")]
     Invalid(&'static str),
+    /// What the session holds is past a bound of the format (a path too long, too many
+    /// entries, ...): refused when capturing such a session, and when decoding.
+    #[error("{0}")]
+    OutOfBounds(String),
     /// It is larger than the limits it would restore under allow.
     #[error("the snapshot's {what} ({size} bytes) is over the limit of {limit} bytes")]
     OverLimit {
@@ -205,6 +223,7 @@ pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
         body_bytes: body.len() as u64,
         session: p.session.clone(),
         packages: image.packages.clone(),
+        open_files: image.open_files.clone(),
     };
     let header = serde_json::to_vec(&header).expect("a header serialises");
     let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
@@ -316,14 +335,58 @@ pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImag
         monotonic_ns: header.monotonic_ns,
         memory_peak_bytes: header.memory_peak_bytes,
         packages: header.packages.clone(),
+        open_files: header.open_files.clone(),
     };
     Ok((header, image))
 }
 
-/// Every header field within this format's bounds and `max`.
-/// The most package pins a snapshot may carry.
-const MAX_PACKAGES: usize = 1000;
+/// Whether `image` is within this format's bounds (the ones [`decode`] checks of what the
+/// session holds), so that a snapshot of it decodes: checked when a session is captured,
+/// with a message that says what is over.
+pub fn check_capturable(image: &SessionImage) -> Result<(), FormatError> {
+    check_capturable_parts(
+        &image.limits,
+        &image.dirs,
+        image
+            .files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.len() as u64)),
+        &image.globals,
+        &image.packages,
+        &image.open_files,
+    )
+}
 
+/// [`check_capturable`] of an image's parts, its files by path and size (a checkpoint
+/// checks these after each turn, without making an image).
+pub fn check_capturable_parts<'a>(
+    limits: &Limits,
+    dirs: &[String],
+    files: impl Iterator<Item = (&'a str, u64)>,
+    globals: &[GlobalValue],
+    packages: &[PackagePin],
+    open_files: &[OpenFile],
+) -> Result<(), FormatError> {
+    let files: Vec<FileEntry> = files
+        .map(|(path, size)| FileEntry {
+            path: path.to_string(),
+            size,
+        })
+        .collect();
+    check_contents(limits, dirs, &files, globals, packages, open_files)?;
+    // The header's lists must leave room for its fixed fields.
+    let lists = serde_json::to_vec(&(dirs, &files, globals, packages, open_files))
+        .map_or(usize::MAX, |v| v.len());
+    if lists > MAX_HEADER_LISTS_BYTES {
+        return Err(FormatError::OutOfBounds(format!(
+            "the working directory's names take {lists} bytes; a snapshot holds at most \
+             {MAX_HEADER_LISTS_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+/// Every header field within this format's bounds and `max`.
 fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     let within = |what, size: u64, limit: u64| {
         if size > limit {
@@ -351,13 +414,38 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     if h.memory_peak_bytes < h.memory_bytes {
         return Err(FormatError::Invalid("memory peak"));
     }
-    if h.globals.len() > MAX_GLOBALS {
+    if let Some(r) = &h.session
+        && (r.id.len() > 64 || !r.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    {
+        return Err(FormatError::Invalid("session id"));
+    }
+    check_contents(
+        &h.limits,
+        &h.dirs,
+        &h.files,
+        &h.globals,
+        &h.packages,
+        &h.open_files,
+    )
+}
+
+/// The bounds of what a session holds, the same for capture and decode.
+fn check_contents(
+    limits: &Limits,
+    dirs: &[String],
+    files: &[FileEntry],
+    globals: &[GlobalValue],
+    packages: &[PackagePin],
+    open_files: &[OpenFile],
+) -> Result<(), FormatError> {
+    let out = |m: String| Err(FormatError::OutOfBounds(m));
+    if globals.len() > MAX_GLOBALS {
         return Err(FormatError::Invalid("globals"));
     }
     // Read back through the package cache only (a pin is a name, a version and a hash; it
     // is never fetched from anything the file says), but bounded all the same.
-    if h.packages.len() > MAX_PACKAGES
-        || h.packages.iter().any(|p| {
+    if packages.len() > MAX_PACKAGES
+        || packages.iter().any(|p| {
             p.name.len() > 200
                 || p.version.len() > 100
                 || p.sha256.len() != 64
@@ -366,33 +454,62 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     {
         return Err(FormatError::Invalid("packages"));
     }
-    if h.files.len() + h.dirs.len() > MAX_ENTRIES {
-        return Err(FormatError::Invalid("entry count"));
+    if files.len() + dirs.len() > MAX_ENTRIES {
+        return out(format!(
+            "the working directory holds {} files and folders; a snapshot holds at most \
+             {MAX_ENTRIES}",
+            files.len() + dirs.len()
+        ));
     }
-    let file_bytes = h
-        .files
+    let file_bytes = files
         .iter()
         .try_fold(0u64, |sum, f| sum.checked_add(f.size))
         .ok_or(FormatError::Invalid("file sizes"))?;
-    within("files", file_bytes, h.limits.disk_bytes)?;
-    if let Some(r) = &h.session
-        && (r.id.len() > 64 || !r.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
-    {
-        return Err(FormatError::Invalid("session id"));
+    if file_bytes > limits.disk_bytes {
+        return Err(FormatError::OverLimit {
+            what: "files",
+            size: file_bytes,
+            limit: limits.disk_bytes,
+        });
     }
-    for path in h.files.iter().map(|f| &f.path).chain(&h.dirs) {
-        if !plain_relative(path) {
-            return Err(FormatError::Invalid("file path"));
+    for path in files.iter().map(|f| &f.path).chain(dirs) {
+        if path.len() > MAX_PATH_BYTES {
+            let shown: String = path.chars().take(60).collect();
+            return out(format!(
+                "the working directory's path {shown:?}… is {} bytes long; a snapshot holds \
+                 paths of at most {MAX_PATH_BYTES} bytes",
+                path.len()
+            ));
         }
+        if !plain_relative(path) {
+            return out(format!(
+                "the working directory's path {path:?} cannot be kept in a snapshot (a name \
+                 with a backslash or a NUL)"
+            ));
+        }
+    }
+    // Descriptors only grow past the open-file cap by reusing freed numbers, so each is
+    // below it; increasing, each names a file of the snapshot.
+    let mut last = None;
+    for f in open_files {
+        if f.fd < 3
+            || f.fd >= limits.open_files
+            || last.is_some_and(|l| f.fd <= l)
+            || f.fdflags & !OpenFile::FDFLAGS != 0
+            || f.position > i64::MAX as u64
+            || !files.iter().any(|e| e.path == f.path)
+        {
+            return Err(FormatError::Invalid("open files"));
+        }
+        last = Some(f.fd);
     }
     Ok(())
 }
 
-/// Relative, `/`-separated, plain components (no `.`, `..`, empty, NUL or backslash), at
-/// most 1024 bytes. The working directory checks again when it writes.
+/// Relative, `/`-separated, plain components (no `.`, `..`, empty, NUL or backslash). The
+/// working directory checks again when it writes.
 fn plain_relative(path: &str) -> bool {
     !path.is_empty()
-        && path.len() <= 1024
         && !path.contains(['\0', '\\'])
         && path
             .split('/')
@@ -429,6 +546,14 @@ mod tests {
                 name: "tabulate".into(),
                 version: "0.9.0".into(),
                 sha256: "ab".repeat(32),
+            }],
+            open_files: vec![OpenFile {
+                fd: 9,
+                path: "data.csv".into(),
+                read: true,
+                write: true,
+                fdflags: 1,
+                position: 4,
             }],
         }
     }
@@ -496,9 +621,34 @@ mod tests {
             ("order", resign(image(), &|i| i.pages = vec![9, 3])),
             ("range", resign(image(), &|i| i.pages = vec![3, u32::MAX])),
             ("size", resign(image(), &|i| i.memory_bytes = 4097)),
+            (
+                "open file",
+                resign(image(), &|i| i.open_files[0].path = "nope".into()),
+            ),
+            (
+                "open fd",
+                resign(image(), &|i| i.open_files[0].fd = 1 << 20),
+            ),
         ];
         for (what, bytes) in cases {
             assert!(decode(&bytes, &Limits::MAXIMUM).is_err(), "{what}");
         }
+    }
+
+    #[test]
+    fn what_capture_accepts_decodes_and_what_decode_refuses_capture_refuses() {
+        assert_eq!(check_capturable(&image()), Ok(()));
+        let long = format!("tmp/{}", "a/".repeat(MAX_PATH_BYTES / 2));
+        let too_long = |i: &mut SessionImage| i.dirs.push(long.clone());
+        let mut img = image();
+        too_long(&mut img);
+        let e = check_capturable(&img).unwrap_err();
+        assert!(e.to_string().contains("at most 1024 bytes"), "{e}");
+        let bytes = encode(&img, &provenance());
+        assert_eq!(decode(&bytes, &Limits::MAXIMUM).unwrap_err(), e);
+        let mut img = image();
+        img.dirs = (0..MAX_ENTRIES).map(|i| format!("d{i}")).collect();
+        assert!(check_capturable(&img).is_err());
+        assert!(decode(&encode(&img, &provenance()), &Limits::MAXIMUM).is_err());
     }
 }

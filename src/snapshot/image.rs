@@ -67,6 +67,36 @@ pub struct SessionImage {
     pub memory_peak_bytes: u64,
     /// The extra packages it was made with (behind `guest::PACKAGES_DIR`); empty for none.
     pub packages: Vec<PackagePin>,
+    /// The regular files of its working directory the guest holds open between turns, by
+    /// increasing descriptor: reopened at the same descriptors and positions on restore.
+    #[serde(default)]
+    pub open_files: Vec<OpenFile>,
+}
+
+/// A regular file the guest holds open between turns: which descriptor, which file of the
+/// working directory, how it was opened, and where it is. (wasi-libc keeps no table of its
+/// own for such descriptors: the number in the guest's file objects is all there is.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenFile {
+    /// The WASI descriptor number.
+    pub fd: u32,
+    /// One of the image's files (relative path).
+    pub path: String,
+    /// Opened for reading.
+    pub read: bool,
+    /// Opened for writing.
+    pub write: bool,
+    /// preview1's `fdflags` (append, dsync, nonblock, rsync, sync), as the descriptor has
+    /// them; at most [`OpenFile::FDFLAGS`].
+    pub fdflags: u16,
+    /// The file position (what `fd_tell` says).
+    pub position: u64,
+}
+
+impl OpenFile {
+    /// Every preview1 `fdflags` bit.
+    pub const FDFLAGS: u16 = 0x1f;
 }
 
 impl SessionImage {

@@ -12,10 +12,10 @@ mod store;
 mod store_error;
 
 pub use format::{
-    Binding, FormatError, MAX_ENTRIES, Provenance, SessionRecord, SnapshotHeader, decode, encode,
-    header_span, peek_header,
+    Binding, FormatError, MAX_ENTRIES, Provenance, SessionRecord, SnapshotHeader, check_capturable,
+    check_capturable_parts, decode, encode, header_span, peek_header,
 };
-pub use image::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+pub use image::{GlobalBits, GlobalValue, OpenFile, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 pub use open::open_store;
 pub use records::{Expect, RecordName, Version, is_node_id};
 pub use store::{SnapshotId, SnapshotStore};

@@ -14,7 +14,7 @@ use serde_bytes::ByteBuf;
 use crate::check::{CheckResult, Finding, Policy};
 use crate::limits::{Limits, TurnLimits};
 use crate::packages::{PackageEnv, PackageError, PackagePin};
-use crate::report::Report;
+use crate::report::{Held, Report};
 use crate::sandbox::EndReason;
 use crate::snapshot::SessionImage;
 use crate::template::Template;
@@ -177,7 +177,7 @@ pub enum Job {
         /// The session.
         handle: Handle,
     },
-    /// One file, up to the disk limit → [`Reply::File`].
+    /// One file, up to the disk limit → [`Reply::File`] (or [`Reply::HeldFile`]).
     ReadFile {
         /// The session.
         handle: Handle,
@@ -261,6 +261,14 @@ pub enum Reply {
     Files(Vec<(String, u64)>),
     /// To [`Job::ReadFile`]: `None` when there is no such file.
     File(Option<ByteBuf>),
+    /// To [`Job::ReadFile`], for a file too large to carry: a copy left on disk for the
+    /// supervisor (`held.rs`).
+    HeldFile {
+        /// Its size.
+        size: u64,
+        /// Where it waits.
+        held: Held,
+    },
     /// To [`Job::WriteFile`]: bytes written.
     Wrote(u64),
     /// To [`Job::Capture`].
@@ -387,7 +395,7 @@ impl Reply {
                 | (JobKind::Turn, Reply::Turned(_))
                 | (JobKind::Query, Reply::Answer(_))
                 | (JobKind::ListFiles, Reply::Files(_))
-                | (JobKind::ReadFile, Reply::File(_))
+                | (JobKind::ReadFile, Reply::File(_) | Reply::HeldFile { .. })
                 | (JobKind::WriteFile, Reply::Wrote(_))
                 | (JobKind::Capture, Reply::Image(_))
                 | (JobKind::Plain, Reply::Done)

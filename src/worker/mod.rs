@@ -17,6 +17,7 @@
 mod child;
 #[cfg(debug_assertions)]
 mod fault;
+pub mod held;
 mod jail;
 mod job;
 mod process;
@@ -217,7 +218,10 @@ impl Local {
         let events: Arc<dyn Events> = Arc::new(LocalEvents(sinks));
         crate::sandbox::guest_threads::spawn_deferring(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                this.worker.handle(job, cancel, events)
+                let mut reply = this.worker.handle(job, cancel, events)?;
+                // Claimed here, so a reply nobody waits for any more still frees its files.
+                held::claim(this.worker.scratch_root(), &mut reply).map_err(JobError::Internal)?;
+                Ok(reply)
             }))
             .unwrap_or_else(|panic| {
                 let msg = crate::sandbox::guest_threads::panic_message(&*panic);

@@ -54,6 +54,8 @@ pub struct Link {
     pub id: u64,
     /// Its process id.
     pub pid: u32,
+    /// Its scratch root (`<base>/<pid>`), where it leaves the files it holds for us.
+    root: std::path::PathBuf,
     /// What its jail holds.
     pub jail: JailReport,
     tx: mpsc::UnboundedSender<Vec<u8>>,
@@ -80,6 +82,7 @@ impl Link {
         died: impl FnOnce(Death) + Send + 'static,
     ) -> anyhow::Result<Arc<Link>> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let scratch_base = config.scratch_base.clone();
         let mut cmd = tokio::process::Command::new(exe);
         cmd.arg("worker")
             .stdin(std::process::Stdio::null())
@@ -129,6 +132,7 @@ impl Link {
         let mut child = cmd.spawn()?;
         drop(theirs);
         let pid = child.id().unwrap_or(0);
+        let root = scratch_base.join(pid.to_string());
         ours.set_nonblocking(true)?;
         let stream = tokio::net::UnixStream::from_std(ours)?;
         let (mut rd, mut wr) = stream.into_split();
@@ -158,6 +162,7 @@ impl Link {
         let link = Arc::new(Link {
             id: LINK_IDS.fetch_add(1, Ordering::Relaxed),
             pid,
+            root,
             jail,
             tx,
             pending: Mutex::default(),
@@ -295,14 +300,16 @@ impl Link {
     /// Takes one message from the worker, or says how it broke the protocol.
     fn take(&self, msg: FromWorker) -> Result<(), String> {
         match msg {
-            FromWorker::Done { id, result } => {
+            FromWorker::Done { id, mut result } => {
                 let Some(p) = lock(&self.pending).remove(&id) else {
                     return Err(format!("a reply to job {id}, which is not waiting for one"));
                 };
-                if let Ok(reply) = &result
-                    && !reply.answers(p.kind)
-                {
-                    return Err(format!("a reply of the wrong kind to a {:?} job", p.kind));
+                if let Ok(reply) = &mut result {
+                    if !reply.answers(p.kind) {
+                        return Err(format!("a reply of the wrong kind to a {:?} job", p.kind));
+                    }
+                    // Claimed whether or not anyone still waits: dropped, it frees its files.
+                    super::held::claim(&self.root, reply)?;
                 }
                 let _ = p.done.send(result);
                 Ok(())

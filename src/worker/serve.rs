@@ -10,7 +10,7 @@ use super::job::{Event, ExecuteJob, Executed, Handle, Job, JobError, JobFile, Re
 use crate::check::CheckError;
 use crate::hostcalls::input::InputAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
-use crate::sandbox::workdir::WorkdirError;
+use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
 use crate::sync::lock;
 use crate::vivarium::{ExecError, InputFile, RunSpec, Vivarium};
@@ -38,14 +38,23 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker over `host`, holding no interpreter yet.
+    /// A worker over `host`, holding no interpreter yet. Its sandboxes hold large returned
+    /// files on disk for the supervisor (`held.rs`), which claims each from every reply.
     pub fn new(host: Arc<Vivarium>) -> Self {
+        if let Err(e) = crate::sandbox::workdir::hold_returned_files(host.scratch_root()) {
+            tracing::warn!(error = %e, "returned files will be read into memory");
+        }
         Worker {
             host,
             slots: Mutex::default(),
             next: AtomicU64::new(1),
             cancel_all: AtomicBool::new(false),
         }
+    }
+
+    /// Its scratch root (where its held files wait).
+    pub fn scratch_root(&self) -> &std::path::Path {
+        self.host.scratch_root()
     }
 
     /// Instances in its engine's pool now.
@@ -176,7 +185,23 @@ impl Worker {
             }),
             Job::ReadFile { handle, path } => self.with(handle, |interp| {
                 let max = interp.limits().disk_bytes;
-                match interp.workdir().read_file(&path, max) {
+                let workdir = interp.workdir();
+                // A large file goes as a copy on disk (the kernel copies it), never read here.
+                if workdir.holds()
+                    && workdir
+                        .file_len(&path)
+                        .is_some_and(|n| n > HOLD_ABOVE_BYTES && n <= max)
+                {
+                    return match workdir.hold_copy(&path, max) {
+                        Ok(Some((name, size))) => Ok(Reply::HeldFile {
+                            size,
+                            held: crate::report::Held { name, file: None },
+                        }),
+                        Ok(None) => Ok(Reply::File(None)),
+                        Err(e) => Err(from_workdir("path", e)),
+                    };
+                }
+                match workdir.read_file(&path, max) {
                     Ok(bytes) => Ok(Reply::File(bytes.map(serde_bytes::ByteBuf::from))),
                     Err(e) => Err(from_workdir("path", e)),
                 }
@@ -422,9 +447,7 @@ fn from_restore(e: RestoreError) -> JobError {
 
 fn from_capture(e: CaptureError) -> JobError {
     match e {
-        CaptureError::OpenFiles { .. } | CaptureError::TooManyEntries | CaptureError::Ended => {
-            JobError::CaptureRefused(e.to_string())
-        }
+        e if e.is_refusal() => JobError::CaptureRefused(e.to_string()),
         other => JobError::Internal(format!("capturing the session: {other}")),
     }
 }

@@ -3,14 +3,14 @@
 //! a media type, plus an execution `id`. Every execution outcome is HTTP 200: `status` says
 //! what the guest did. (With `Accept: text/event-stream` the same route streams: `stream.rs`.)
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
 use super::types::{
-    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_response, execute_body, run_outcome,
+    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_response, execute_body,
+    json_with_held, run_outcome,
 };
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord};
@@ -45,7 +45,11 @@ pub async fn execute(
     state.runner.finish(record, run_outcome(&result));
     match result {
         Ok(Executed::Ran { report, findings }) => {
-            Json(ExecuteResponse::new(&id, *report, findings)).into_response()
+            // A large returned file is streamed from disk into the JSON, never held whole.
+            let (response, held) = ExecuteResponse::with_held(&id, *report, findings);
+            json_with_held(&response, held, state.runner.budget())
+                .await
+                .into_response()
         }
         Ok(Executed::Denied(findings)) => denied_response(findings),
         Err(e) => e.into_response(),

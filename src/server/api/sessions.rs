@@ -13,15 +13,16 @@ use axum::response::{IntoResponse, Response};
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
-    denied_response, media_type, open_session, parse_json, turn_body, turn_outcome,
+    denied_response, media_type, open_session, parse_json, raw_held, turn_body, turn_outcome,
 };
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiResult, ErrorBody};
+use crate::server::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::server::routing::naming_session;
 use crate::server::runner::Turned;
 use crate::server::sessions::SessionInfo;
+use crate::worker::held::FileBody;
 
 #[utoipa::path(
     post,
@@ -236,21 +237,27 @@ pub async fn download(
         Ok(()) => {
             state
                 .runner
-                .read_file(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+                .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
                 .await
         }
         Err(e) => Err(e),
     };
-    let size = result.as_ref().map_or(0, |b| b.len() as u64);
+    let size = result.as_ref().map_or(0, |b| b.size());
     state
         .runner
         .finish(record.path(&path, size), Outcome::of(&result, 200));
-    let bytes = result?;
-    Ok((
-        [(header::CONTENT_TYPE, media_type(&path))],
-        Body::from(bytes),
-    )
-        .into_response())
+    match result? {
+        FileBody::Bytes(bytes) => Ok((
+            [(header::CONTENT_TYPE, media_type(&path))],
+            Body::from(bytes),
+        )
+            .into_response()),
+        // A large file streams from disk, never whole in memory.
+        FileBody::Held { held, size } => match held.file {
+            Some(file) => raw_held(file, size, media_type(&path), state.runner.budget()).await,
+            None => Err(ApiError::FileNotFound(path)),
+        },
+    }
 }
 
 #[utoipa::path(

@@ -28,6 +28,9 @@ use crate::server::sessions::{EndInfo, Session};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 
+mod files_body;
+pub use files_body::{HeldContents, json_with_held, raw_held};
+
 /// A file to place in the sandbox's working directory before the code runs.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -138,10 +141,21 @@ impl From<Report> for ExecutionResult {
     }
 }
 
+/// `f` as a response lists it. A held file (too large to carry in memory, `worker::held`)
+/// is read here, whole, for the front doors that build a whole response (MCP, streamed
+/// events, Piston); `POST /v1/execute` streams it instead ([`ExecuteResponse::with_held`]).
 fn file_output(f: FileOut) -> FileOutput {
+    let content = match (f.content, &f.held) {
+        (Some(c), _) => Some(STANDARD.encode(c)),
+        (None, Some(held)) => crate::worker::held::read_all(held, f.size)
+            .map(|c| STANDARD.encode(c))
+            .inspect_err(|e| tracing::warn!(path = %f.path, error = %e, "reading a held file"))
+            .ok(),
+        (None, None) => None,
+    };
     FileOutput {
         media_type: media_type(&f.path),
-        content: f.content.map(|c| STANDARD.encode(c)),
+        content,
         path: f.path,
         size: f.size,
     }
@@ -431,6 +445,24 @@ impl ExecuteResponse {
             id: id.to_string(),
             result,
         }
+    }
+
+    /// [`ExecuteResponse::new`], each held file's content left on disk: a placeholder here,
+    /// which [`json_with_held`] streams the file's base64 into.
+    pub fn with_held(
+        id: &str,
+        mut report: Report,
+        findings: Option<Vec<Finding>>,
+    ) -> (Self, HeldContents) {
+        let mut held = HeldContents::default();
+        let marks: Vec<Option<String>> = report.files.iter_mut().map(|f| held.take(f)).collect();
+        let mut response = Self::new(id, report, findings);
+        for (f, mark) in response.result.files.iter_mut().zip(marks) {
+            if mark.is_some() {
+                f.content = mark;
+            }
+        }
+        (response, held)
     }
 }
 

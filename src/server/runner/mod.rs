@@ -557,7 +557,12 @@ async fn scan(
     };
     let apply = move || {
         let leaks = match &mut executed {
-            Executed::Ran { report, .. } => guard.apply(report, None),
+            Executed::Ran { report, .. } => {
+                let mut leaks = guard.apply(report, None);
+                // Files held on disk (too large to carry) are scanned from there.
+                leaks.extend(crate::worker::held::scan_report(&guard, report));
+                leaks
+            }
             Executed::Denied(_) => Vec::new(),
         };
         (executed, leaks)
@@ -578,7 +583,11 @@ pub(super) fn report_bytes(report: &crate::report::Report) -> usize {
         + report
             .files
             .iter()
-            .map(|f| f.content.as_ref().map_or(0, Vec::len))
+            .map(|f| match (&f.content, &f.held) {
+                (Some(c), _) => c.len(),
+                (None, Some(_)) => f.size as usize,
+                (None, None) => 0,
+            })
             .sum::<usize>()
         + report.outputs.iter().map(|o| o.data.len()).sum::<usize>()
 }

@@ -24,6 +24,7 @@ use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionS
 use crate::snapshot::SessionImage;
 use crate::template::Template;
 use crate::vivarium::InputFile;
+use crate::worker::held::FileBody;
 use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, TurnJob};
 
 /// One turn as a front door asks for it.
@@ -455,7 +456,8 @@ impl Runner {
     }
 
     /// One file of session `id`'s working directory, up to its disk limit, through the
-    /// session's leakage policy (a text file is redacted; under `deny` a leak is a 422).
+    /// session's leakage policy (a text file is redacted; under `deny` a leak is a 422), in
+    /// memory (see [`Runner::read_file_body`]).
     pub async fn read_file(
         &self,
         id: &str,
@@ -463,6 +465,23 @@ impl Runner {
         path: String,
         record: &mut AuditRecord,
     ) -> ApiResult<Vec<u8>> {
+        let body = self.read_file_body(id, key, path, record).await?;
+        tokio::task::spawn_blocking(move || body.into_bytes())
+            .await
+            .map_err(|e| ApiError::Internal(format!("reading the file: {e}")))?
+            .map_err(|e| ApiError::Internal(format!("reading the file: {e}")))
+    }
+
+    /// [`Runner::read_file`], a large file left on disk to be streamed (`worker::held`):
+    /// scanned there a chunk at a time; under `redact` one that is text and holds a secret
+    /// cannot be rewritten in place and is a 422 `output_leak` as under `deny`.
+    pub async fn read_file_body(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        path: String,
+        record: &mut AuditRecord,
+    ) -> ApiResult<FileBody> {
         let session = self.session(id, key).await?;
         let guard = self.leak_guard(session.leakage, &[], &[]);
         let policy = guard.policy();
@@ -474,25 +493,40 @@ impl Runner {
                 path: asked,
             })
             .await?;
-        let bytes = match reply {
-            Reply::File(Some(bytes)) => bytes.into_vec(),
-            Reply::File(None) => return Err(ApiError::FileNotFound(path)),
+        let body = match reply {
+            Reply::File(Some(bytes)) => FileBody::Bytes(bytes.into_vec()),
+            Reply::HeldFile { size, held } if held.file.is_some() => FileBody::Held { held, size },
+            Reply::File(None) | Reply::HeldFile { .. } => {
+                return Err(ApiError::FileNotFound(path));
+            }
             _ => return Err(out_of_turn()),
         };
-        if bytes.len() as u64 > max {
+        if body.size() > max {
             return Err(ApiError::Internal(
                 "a worker sent more than the disk limit".into(),
             ));
         }
-        let (bytes, leaks) = tokio::task::spawn_blocking(move || {
-            let mut bytes = bytes;
-            let leaks = guard.apply_file(&path, &mut bytes);
-            (bytes, leaks)
+        let (body, leaks, withheld) = tokio::task::spawn_blocking(move || match body {
+            FileBody::Bytes(mut bytes) => {
+                let leaks = guard.apply_file(&path, &mut bytes);
+                Ok((FileBody::Bytes(bytes), leaks, false))
+            }
+            FileBody::Held { held, size } => {
+                let file = held.file.clone().expect("claimed");
+                let scan = crate::worker::held::scan_file(&guard, &path, &file, size)?;
+                let withheld = policy == LeakPolicy::Redact && scan.text && !scan.leaks.is_empty();
+                Ok::<_, std::io::Error>((FileBody::Held { held, size }, scan.leaks, withheld))
+            }
         })
         .await
+        .map_err(|e| ApiError::Internal(format!("scanning the file: {e}")))?
         .map_err(|e| ApiError::Internal(format!("scanning the file: {e}")))?;
+        if withheld {
+            record.set_leaks(&leaks);
+            return Err(ApiError::OutputLeak(leaks));
+        }
         withhold_if_denied(policy, leaks, record)?;
-        Ok(bytes)
+        Ok(body)
     }
 
     /// Writes one file into session `id`'s working directory, within its disk limit; returns

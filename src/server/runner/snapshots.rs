@@ -32,9 +32,7 @@ const DRAIN_WAIT: Duration = Duration::from_secs(5);
 impl From<CaptureError> for ApiError {
     fn from(e: CaptureError) -> Self {
         match e {
-            CaptureError::OpenFiles { .. } | CaptureError::TooManyEntries | CaptureError::Ended => {
-                ApiError::SnapshotRefused(e.to_string())
-            }
+            e if e.is_refusal() => ApiError::SnapshotRefused(e.to_string()),
             other => ApiError::Internal(format!("capturing the session: {other}")),
         }
     }
@@ -267,7 +265,7 @@ impl Runner {
             Err(ApiError::SnapshotNotFound(_)) => {
                 return Err(ApiError::SessionNotFound(id.to_string()));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(self.unrestorable(id, &own, e).await),
         };
         let Some(rec) = header.session else {
             return Err(ApiError::SessionNotFound(id.to_string()));
@@ -296,7 +294,10 @@ impl Runner {
             owner: header.owner.clone(),
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
-        let session = self.admit_image(settings, image, &mut record).await?;
+        let session = match self.admit_image(settings, image, &mut record).await {
+            Ok(s) => s,
+            Err(e) => return Err(self.unrestorable(id, &own, e).await),
+        };
         if self.sessions.unhibernate(id) {
             tracing::debug!(session = %id, "hibernated session woke");
             self.metrics.woke(started.elapsed().as_secs_f64());
@@ -306,6 +307,28 @@ impl Runner {
         }
         self.finish(record, crate::server::audit::Outcome::Ok(201));
         Ok(session)
+    }
+
+    /// `e`, from bringing session `id` back; when it says its own snapshot can never be
+    /// restored (damaged, out of bounds, not of this server's build), the session ends here,
+    /// once, with why: its snapshot (`own`) is deleted before the answer, so no later
+    /// request decodes it again.
+    async fn unrestorable(&self, id: &str, own: &SnapshotId, e: ApiError) -> ApiError {
+        if !matches!(
+            e,
+            ApiError::SnapshotInvalid(_) | ApiError::SnapshotIncompatible(_)
+        ) {
+            return e;
+        }
+        tracing::warn!(session = %id, error = %e, "a session's own snapshot cannot be restored; the session ends");
+        self.sessions.unhibernate(id);
+        let _ = self.snapshots.delete_own(own).await;
+        self.forget_own_snapshot(id);
+        self.metrics.session_closed(CloseReason::Ended);
+        ApiError::SessionEnded {
+            id: id.to_string(),
+            reason: format!("its snapshot cannot be restored: {e}"),
+        }
     }
 
     /// Writes `image` as `session`'s own snapshot: encoded on a blocking thread, stored in
