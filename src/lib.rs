@@ -45,7 +45,8 @@ pub use packages::{
     PackageEnv, PackageError, PackageErrorKind, PackageOptions, PackagePin, PackageSource,
 };
 pub use report::{
-    FileOut, Leak, LeakPlace, LeakStream, PyError, Report, RichOutput, Status, Truncated, Usage,
+    ErrorField, FileOut, Leak, LeakPlace, LeakStream, PyError, Report, RichOutput, Status,
+    Truncated, Usage,
 };
 pub use template::Template;
 pub use vivarium::{

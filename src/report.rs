@@ -173,16 +173,36 @@ pub struct Leak {
 }
 
 /// Where in a result a leak was found; on the wire one of `"stream": "stdout"`,
-/// `"output": 0` (an index into `outputs`) or `"file": "path"`.
+/// `"error": "message"` (a field of the parsed `error`), `"output": 0` (an index into
+/// `outputs`), `"file": "path"` (in a file's content) or `"file_name": "path"` (in a file's
+/// or folder's name). A path in a place is always shown with its own secrets redacted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LeakPlace {
     /// Standard output, standard error, or a session turn's `result`.
     Stream(LeakStream),
+    /// A field of the parsed exception, listed when it holds what the streams returned do
+    /// not (stderr was cut at the output limit before the traceback, or the hint).
+    Error(ErrorField),
     /// A rich output, by its index in `outputs`.
     Output(usize),
-    /// A returned file, by its path.
+    /// A returned file's content, by its path.
     File(String),
+    /// A file's path (a name of it or of a folder above it): under `redact` the file is
+    /// withheld, under `deny` the whole output.
+    FileName(String),
+}
+
+/// The text fields of a parsed exception ([`PyError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorField {
+    /// `error.message`.
+    Message,
+    /// `error.traceback`.
+    Traceback,
+    /// `error.hint`.
+    Hint,
 }
 
 /// The text streams of a result.

@@ -24,7 +24,7 @@ pub use rules::RuleError;
 pub use scan::Scanner;
 pub use stream::StreamFilter;
 
-use crate::report::{Leak, LeakPlace, LeakStream, Report};
+use crate::report::{ErrorField, Leak, LeakPlace, LeakStream, PyError, Report};
 use scan::{Hit, Literals, RuleRef};
 
 /// A result lists at most this many leaks (all of them are still redacted, or denied): a
@@ -124,15 +124,22 @@ impl Guard {
 
     /// Scans everything `report` (and a turn's `result`) returns, records the leaks in
     /// `report.leaks` and, under `redact`, replaces each secret. Binary files and images are
-    /// scanned (files) or skipped (images) but never altered. Returns the leaks found; with
-    /// policy `off` nothing is scanned and `report.leaks` stays `None`.
+    /// scanned (files) or skipped (images) but never altered; a file whose path holds a
+    /// secret is withheld. Returns the leaks found; with policy `off` nothing is scanned and
+    /// `report.leaks` stays `None`.
     pub fn apply(&self, report: &mut Report, result: Option<&mut String>) -> Vec<Leak> {
         if self.policy == LeakPolicy::Off {
             return Vec::new();
         }
         let redact = self.policy == LeakPolicy::Redact;
         let mut leaks = Vec::new();
-        let stderr_had = self.text(
+        // Whether the parsed exception is a piece of stderr as returned (it is not when
+        // stderr was cut at the output limit and the exception came from its tail).
+        let error_in_stderr = report
+            .error
+            .as_ref()
+            .map(|e| report.stderr.contains(&e.traceback));
+        self.text(
             &mut report.stderr,
             LeakPlace::Stream(LeakStream::Stderr),
             redact,
@@ -152,39 +159,61 @@ impl Guard {
                 &mut leaks,
             );
         }
-        if stderr_had && redact {
-            // The parsed exception repeats parts of stderr.
-            if let Some(e) = &mut report.error {
-                e.message = self.redacted(&e.message);
-                e.traceback = self.redacted(&e.traceback);
-            }
+        if let Some(e) = &mut report.error {
+            self.error(e, error_in_stderr == Some(true), redact, &mut leaks);
         }
         for (i, out) in report.outputs.iter_mut().enumerate() {
             if is_text_mime(&out.mime) {
                 self.text(&mut out.data, LeakPlace::Output(i), redact, &mut leaks);
             }
         }
-        for f in &mut report.files {
+        report.files.retain_mut(|f| {
+            let (shown, named) = self.path(&f.path, &mut leaks);
+            if named && redact {
+                // Its name is a secret: the file is withheld, content and all.
+                return false;
+            }
             if let Some(content) = &mut f.content {
                 let before = content.len();
-                leaks.extend(self.file(&f.path, content, redact));
+                leaks.extend(self.file(&f.path, &shown, content, redact));
                 if content.len() != before {
                     // Redacted: the size is what is returned.
                     f.size = content.len() as u64;
                 }
             }
-        }
+            true
+        });
         leaks.truncate(MAX_LISTED_LEAKS);
         report.leaks = Some(leaks.clone());
         leaks
     }
 
-    /// Scans one file read from a session; under `redact` a text file is rewritten.
+    /// Scans one file (read from a session, or a piece of one); under `redact` a text file
+    /// is rewritten. Its path is not judged here (a download's is the caller's own), but a
+    /// leak shows it with its secrets redacted.
     pub fn apply_file(&self, path: &str, bytes: &mut Vec<u8>) -> Vec<Leak> {
         if self.policy == LeakPolicy::Off {
             return Vec::new();
         }
-        self.file(path, bytes, self.policy == LeakPolicy::Redact)
+        let shown = self.redacted(path);
+        self.file(path, &shown, bytes, self.policy == LeakPolicy::Redact)
+    }
+
+    /// Scans the paths of a listing of files (a session's `(path, size)`): under `redact`
+    /// a file whose path holds a secret is left out, under `report` and `deny` kept (a
+    /// `deny` caller refuses the listing on any leak). Returns the leaks, each placed at
+    /// the path with its secrets redacted.
+    pub fn apply_listing(&self, files: &mut Vec<(String, u64)>) -> Vec<Leak> {
+        if self.policy == LeakPolicy::Off {
+            return Vec::new();
+        }
+        let mut leaks = Vec::new();
+        files.retain(|(path, _)| {
+            let (_, named) = self.path(path, &mut leaks);
+            !(named && self.policy == LeakPolicy::Redact)
+        });
+        leaks.truncate(MAX_LISTED_LEAKS);
+        leaks
     }
 
     /// `text` with every secret replaced, and nothing reported.
@@ -227,9 +256,10 @@ impl Guard {
         true
     }
 
-    /// The leaks of the file `path` holding `content`; with `redact`, a text (UTF-8) file is
-    /// rewritten, a binary one left as it is.
-    fn file(&self, path: &str, content: &mut Vec<u8>, redact: bool) -> Vec<Leak> {
+    /// The leaks of the file `path` holding `content`, placed at `shown` (its path as a
+    /// leak may name it); with `redact`, a text (UTF-8) file is rewritten, a binary one left
+    /// as it is.
+    fn file(&self, path: &str, shown: &str, content: &mut Vec<u8>, redact: bool) -> Vec<Leak> {
         let hits = self.hits(content, Some(path));
         if hits.is_empty() {
             return Vec::new();
@@ -237,7 +267,50 @@ impl Guard {
         if redact && let Ok(text) = std::str::from_utf8(content) {
             *content = self.rewrite(text, &hits).into_bytes();
         }
-        self.leaks(&hits, LeakPlace::File(path.to_string()))
+        self.leaks(&hits, LeakPlace::File(shown.to_string()))
+    }
+
+    /// Scans a file's path (its name and its folders'): the path as a leak may show it
+    /// (its secrets redacted), and whether it held any, each listed in `leaks`.
+    fn path(&self, path: &str, leaks: &mut Vec<Leak>) -> (String, bool) {
+        let hits = self.hits(path.as_bytes(), None);
+        if hits.is_empty() {
+            return (path.to_string(), false);
+        }
+        let shown = self.rewrite(path, &hits);
+        leaks.extend(self.leaks(&hits, LeakPlace::FileName(shown.clone())));
+        (shown, true)
+    }
+
+    /// Scans the parsed exception, each field on its own whatever stderr kept of it; under
+    /// `redact` each is rewritten. A field's leaks are listed unless it is a piece of a text
+    /// already listed: the traceback of stderr as returned (`in_stderr`), the message of
+    /// the traceback. The hint, built by the host from the message, is always listed.
+    fn error(&self, e: &mut PyError, in_stderr: bool, redact: bool, leaks: &mut Vec<Leak>) {
+        let message_in_traceback = e.traceback.contains(&e.message);
+        let mut found = Vec::new();
+        self.text(
+            &mut e.traceback,
+            LeakPlace::Error(ErrorField::Traceback),
+            redact,
+            &mut found,
+        );
+        if !in_stderr {
+            leaks.append(&mut found);
+        }
+        found.clear();
+        self.text(
+            &mut e.message,
+            LeakPlace::Error(ErrorField::Message),
+            redact,
+            &mut found,
+        );
+        if !message_in_traceback {
+            leaks.append(&mut found);
+        }
+        if let Some(hint) = &mut e.hint {
+            self.text(hint, LeakPlace::Error(ErrorField::Hint), redact, leaks);
+        }
     }
 
     /// Every hit in `text`, by start.
@@ -461,6 +534,97 @@ mod tests {
             "{}",
             &r.stdout[r.stdout.len() - 40..]
         );
+    }
+
+    fn places(leaks: &[Leak]) -> Vec<String> {
+        leaks
+            .iter()
+            .map(|l| serde_json::to_string(&l.place).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn an_error_parsed_past_the_cut_of_stderr_is_scanned_and_listed_on_its_own() {
+        let tb = format!("Traceback (most recent call last):\nRuntimeError: bad {GH}");
+        let error = || crate::report::PyError {
+            kind: "ModuleNotFoundError".into(),
+            message: format!("bad {GH}"),
+            line: None,
+            traceback: tb.clone(),
+            hint: Some(format!("`{GH}` is not built into this sandbox")),
+        };
+        // stderr was cut before the traceback: the error's fields are the only places.
+        for policy in [LeakPolicy::Redact, LeakPolicy::Report, LeakPolicy::Deny] {
+            let mut r = report("");
+            r.stderr = "x".repeat(100);
+            r.error = Some(error());
+            let leaks = g_apply(policy, &mut r);
+            assert_eq!(
+                places(&leaks),
+                [r#"{"error":"traceback"}"#, r#"{"error":"hint"}"#],
+                "{policy:?}"
+            );
+            let e = r.error.unwrap();
+            let shown = format!("{}{}{}", e.message, e.traceback, e.hint.unwrap());
+            assert_eq!(shown.contains(GH), policy != LeakPolicy::Redact, "{shown}");
+        }
+        // stderr holds the traceback: listed there once, the error redacted all the same.
+        let mut r = report("");
+        r.stderr = format!("noise\n{tb}\n");
+        r.error = Some(error());
+        let leaks = g_apply(LeakPolicy::Redact, &mut r);
+        assert_eq!(
+            places(&leaks),
+            [r#"{"stream":"stderr"}"#, r#"{"error":"hint"}"#]
+        );
+        assert!(!format!("{:?}", r.error).contains(GH));
+    }
+
+    #[test]
+    fn a_file_whose_path_holds_a_secret_is_withheld_and_named_redacted() {
+        // From JSON, as a worker's reply brings them.
+        let files = || -> Vec<FileOut> {
+            serde_json::from_value(serde_json::json!([
+                {"path": format!("out/{GH}/a.txt"), "size": 2, "content": "aGk="},
+                {"path": "ok.txt", "size": 2, "content": "b2s="},
+            ]))
+            .unwrap()
+        };
+        let mut r = report("");
+        r.files = files();
+        let leaks = g_apply(LeakPolicy::Redact, &mut r);
+        assert_eq!(
+            places(&leaks),
+            [r#"{"file_name":"out/[REDACTED:github-pat]/a.txt"}"#]
+        );
+        assert_eq!(leaks[0].offset, 4);
+        assert_eq!(r.files.len(), 1);
+        assert_eq!(r.files[0].path, "ok.txt");
+        // `report` keeps the file; the place still never shows the secret.
+        let mut r = report("");
+        r.files = files();
+        let leaks = g_apply(LeakPolicy::Report, &mut r);
+        assert_eq!(r.files.len(), 2);
+        assert!(!places(&leaks).concat().contains(GH));
+        // A listing: left out under `redact`, kept (and listed) under `deny`.
+        let mut listing = vec![(format!("{GH}.csv"), 3), ("b.csv".to_string(), 4)];
+        let leaks = guard(LeakPolicy::Redact, &[]).apply_listing(&mut listing);
+        assert_eq!(listing, [("b.csv".to_string(), 4)]);
+        assert_eq!(
+            places(&leaks),
+            [r#"{"file_name":"[REDACTED:github-pat].csv"}"#]
+        );
+        let mut listing = vec![(format!("{GH}.csv"), 3)];
+        assert_eq!(
+            guard(LeakPolicy::Deny, &[])
+                .apply_listing(&mut listing)
+                .len(),
+            1
+        );
+    }
+
+    fn g_apply(policy: LeakPolicy, r: &mut Report) -> Vec<Leak> {
+        guard(policy, &[]).apply(r, None)
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod auth;
 mod cluster;
 mod config;
 mod error;
+mod error_scrub;
 mod lifecycle;
 mod metrics;
 mod openapi;
@@ -129,6 +130,7 @@ fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(ops::panic_response))
         .layer(from_fn_with_state(state.clone(), ops::body_cap))
         .layer(from_fn_with_state(state.clone(), routing::middleware))
+        .layer(from_fn_with_state(state.clone(), error_scrub::middleware))
         .layer(from_fn_with_state(
             state.clone(),
             request_context::middleware,

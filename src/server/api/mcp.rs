@@ -777,11 +777,11 @@ impl VivariumMcp {
                 );
                 // The session's files, as links its client can read (`resources/read`).
                 if t.ended.is_none()
-                    && let Ok(files) = self.state.runner.list_files(&args.session_id, key).await
+                    && let Ok(listing) = self.state.runner.list_files(&args.session_id, key).await
                 {
                     result
                         .content
-                        .extend(session_file_links(&args.session_id, &files));
+                        .extend(session_file_links(&args.session_id, &listing.files));
                 }
                 result
             }

@@ -188,6 +188,7 @@ pub async fn turn(
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
         (status = 410, body = ErrorBody),
+        (status = 422, description = "`output_leak`: a file's path held a secret and the session's leakage policy is `deny`", body = ErrorBody),
     ),
     security((), ("bearer" = []))
 )]
@@ -196,9 +197,10 @@ pub async fn list_files(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<FileList>> {
-    let files = state.runner.list_files(&id, ctx.key_id.as_deref()).await?;
+    let listing = state.runner.list_files(&id, ctx.key_id.as_deref()).await?;
     Ok(Json(FileList {
-        files: files
+        files: listing
+            .files
             .into_iter()
             .map(|(path, size)| FileEntry {
                 media_type: media_type(&path),
@@ -206,6 +208,7 @@ pub async fn list_files(
                 size,
             })
             .collect(),
+        leaks: listing.leaks,
     }))
 }
 

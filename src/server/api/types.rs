@@ -397,7 +397,13 @@ pub struct FileEntry {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FileList {
+    /// Under the session's leakage policy `redact`, without the files whose path holds a
+    /// secret (each listed in `leaks`, place `file_name`).
     pub files: Vec<FileEntry>,
+    /// What the scan of the paths found (rule and place, never the text); absent with
+    /// leakage `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<Vec<Leak>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

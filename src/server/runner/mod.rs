@@ -16,6 +16,7 @@
 //! fork, restore) are here too (`snapshots.rs`); a worker-process boundary belongs here,
 //! behind these methods.
 
+mod guard;
 mod live;
 mod placement;
 mod sessions;

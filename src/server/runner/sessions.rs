@@ -444,17 +444,6 @@ impl Runner {
             .map(drop)
     }
 
-    /// `(path, size)` of every file in session `id`'s working directory.
-    pub async fn list_files(&self, id: &str, key: Option<&str>) -> ApiResult<Vec<(String, u64)>> {
-        match self
-            .with_session(id, key, |handle| Job::ListFiles { handle })
-            .await?
-        {
-            Reply::Files(f) => Ok(f),
-            _ => Err(out_of_turn()),
-        }
-    }
-
     /// One file of session `id`'s working directory, up to its disk limit, through the
     /// session's leakage policy (a text file is redacted; under `deny` a leak is a 422), in
     /// memory (see [`Runner::read_file_body`]).
