@@ -108,22 +108,27 @@ fn state_survives_capture_and_restore_and_both_diverge() {
 }
 
 #[test]
-fn a_file_held_open_between_turns_is_refused_until_closed() {
+fn a_file_held_open_between_turns_is_carried_and_a_folder_is_refused_until_closed() {
     let host = host();
     run_on_guest_thread(move || {
         let mut a = open(&host);
-        turn(&mut a, "f = open('log.txt', 'w')");
-        let err = host.capture(&mut a, Template::Python).unwrap_err();
-        assert!(err.to_string().contains("1 file(s) open"), "{err}");
-        turn(&mut a, "f.write('x'); f.close()");
+        turn(&mut a, "f = open('log.txt', 'w'); f.write('x')");
         let image = host.capture(&mut a, Template::Python).unwrap();
+        assert_eq!(image.open_files.len(), 1, "{:?}", image.open_files);
         let mut b = host
             .restore_interpreter(Template::Python, image.clone(), Arc::default())
             .unwrap();
         assert_eq!(
-            turn(&mut b, "open('log.txt').read()").1.as_deref(),
-            Some("'x'")
+            turn(&mut b, "f.write('y'); f.close(); open('log.txt').read()")
+                .1
+                .as_deref(),
+            Some("'xy'")
         );
+        turn(&mut a, "import os\nit = os.scandir('.')");
+        let err = host.capture(&mut a, Template::Python).unwrap_err();
+        assert!(err.to_string().contains("os.scandir"), "{err}");
+        turn(&mut a, "it.close()");
+        host.capture(&mut a, Template::Python).unwrap();
     })
     .unwrap();
 }
