@@ -29,7 +29,7 @@ use wasmtime::{
 use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::{door, fs_guard, poll};
-use crate::limits::Limits;
+use crate::limits::MAX_LINEAR_MEMORY_BYTES;
 use crate::sync::lock;
 
 /// The Wasmtime release line linked (from `Cargo.lock`, by `build.rs`); named in cache keys
@@ -55,7 +55,7 @@ pub struct EngineOptions {
     /// Instances that may be alive at once (executions plus sessions). Each is a pooled
     /// slot of address space reserved up front.
     pub max_instances: u32,
-    /// The largest linear memory any guest may ask for.
+    /// The largest linear memory of a guest: a template's image plus the most `memory_bytes`.
     pub max_memory_bytes: u64,
     /// Bytes at the bottom of each pooled linear memory whose dirtied pages are reset in
     /// place (and stay resident) when the slot is freed, rather than returned to the kernel.
@@ -86,7 +86,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             max_instances: Self::slots_for(MAX_LIVE_INSTANCES),
-            max_memory_bytes: Limits::MAXIMUM.memory_bytes,
+            max_memory_bytes: MAX_LINEAR_MEMORY_BYTES,
             keep_resident_bytes: KEEP_RESIDENT_BYTES,
         }
     }

@@ -11,9 +11,27 @@ use serde::{Deserialize, Serialize};
 /// The interpreter's own rate is the one a typical snippet sees, so it sets the default.
 pub const FUEL_PER_CPU_SECOND: u64 = 10_000_000_000;
 
-/// The guest's linear memory starts at 640 pages (40 MiB); a cap below that cannot even
-/// instantiate, so it is refused up front with a clear message instead.
+/// The least `memory_bytes` a caller may ask for: room for the hidden set-up turn and a small
+/// program beyond the template's own image (below it a sandbox could do nothing useful).
 pub const MIN_MEMORY_BYTES: u64 = 40 << 20;
+
+/// The largest linear memory a guest can have: wasm32's 4 GiB, which is also the size of an
+/// engine pool slot (`EngineOptions::max_memory_bytes`).
+pub const MAX_LINEAR_MEMORY_BYTES: u64 = 4 << 30;
+
+/// What a pool slot keeps for a template's own image (its starting linear memory: 40 MiB for
+/// `python`, 167 MiB for `scientific`), since `memory_bytes` counts beyond it: the slot less
+/// this is the memory maximum. `tests/memory_headroom.rs` checks every template fits.
+pub const TEMPLATE_ROOM_BYTES: u64 = 512 << 20;
+
+/// The largest linear memory a sandbox under `memory_bytes` can have, on any template (its
+/// image, at most [`TEMPLATE_ROOM_BYTES`], plus `memory_bytes`): what a session image read
+/// back is held to before the restore checks it against its own template.
+pub fn linear_memory_bound(memory_bytes: u64) -> u64 {
+    memory_bytes
+        .saturating_add(TEMPLATE_ROOM_BYTES)
+        .min(MAX_LINEAR_MEMORY_BYTES)
+}
 
 /// Resolved limits of one execution or one session turn (every field set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -22,7 +40,8 @@ pub struct Limits {
     pub timeout_ms: u64,
     /// Wasmtime fuel (about one unit per wasm operator).
     pub fuel: u64,
-    /// Cap on the guest's linear memory; growth past it fails, so Python raises MemoryError.
+    /// Memory the caller's code may take beyond what the sandbox starts with (its template's
+    /// image, the server's cost); growth past it fails, so Python raises MemoryError.
     pub memory_bytes: u64,
     /// Bytes kept of stdout, and separately of stderr; the rest is dropped and reported.
     pub output_bytes: u64,
@@ -43,12 +62,12 @@ impl Limits {
         open_files: 256,
     };
 
-    /// The maxima a caller may ask for. The memory maximum is also the size of a pooled
-    /// memory slot, so it bounds what the engine reserves per sandbox.
+    /// The maxima a caller may ask for. The memory maximum plus a template's image fits a
+    /// pooled memory slot ([`MAX_LINEAR_MEMORY_BYTES`], [`TEMPLATE_ROOM_BYTES`]).
     pub const MAXIMUM: Limits = Limits {
         timeout_ms: 10 * 60_000,
         fuel: 600 * FUEL_PER_CPU_SECOND,
-        memory_bytes: 4 << 30,
+        memory_bytes: MAX_LINEAR_MEMORY_BYTES - TEMPLATE_ROOM_BYTES,
         output_bytes: 64 << 20,
         disk_bytes: 4 << 30,
         open_files: 4096,
@@ -80,7 +99,8 @@ pub struct LimitsRequest {
     pub timeout_ms: Option<u64>,
     /// Wasmtime fuel, about one unit per wasm operator (~10 G per CPU second; default 300 G).
     pub fuel: Option<u64>,
-    /// Cap on the guest's linear memory (default 512 MiB, at least 40 MiB).
+    /// Memory the code may use beyond the template's own image (default 512 MiB, at least
+    /// 40 MiB, at most 3.5 GiB).
     pub memory_bytes: Option<u64>,
     /// Bytes kept of stdout and, separately, of stderr (default 1 MiB).
     pub output_bytes: Option<u64>,
@@ -283,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn memory_below_initial_pages_is_refused() {
+    fn memory_below_the_minimum_is_refused() {
         let req = LimitsRequest {
             memory_bytes: Some(1 << 20),
             ..Default::default()

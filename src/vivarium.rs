@@ -30,7 +30,7 @@ use crate::sandbox::{
     Baseline, CaptureError, EndReason, GuestLayout, GuestStore, HostShare, Interpreter,
     RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome, run_on_guest_thread,
 };
-use crate::snapshot::{Binding, SessionImage, WASM_PAGE_BYTES};
+use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
 use crate::template::{self, Template, TemplateError};
 
@@ -92,9 +92,9 @@ impl VivariumOptions {
     }
 }
 
-/// What [`Vivarium::starting_bytes`] takes for a template not compiled yet (the templates'
-/// memories are 40 to 90 MiB).
-pub const UNKNOWN_START_BYTES: u64 = 128 << 20;
+/// What [`Vivarium::starting_bytes`] takes for a template not compiled yet: at least either
+/// template's image (40 MiB for `python`, 167 MiB for `scientific`).
+pub const UNKNOWN_START_BYTES: u64 = 192 << 20;
 
 /// Where sandbox directories go unless configured: `/dev/shm/vivarium-scratch` when
 /// `/dev/shm` is a writable tmpfs with at least [`MIN_SHM_FREE_BYTES`] free (a container's
@@ -200,8 +200,7 @@ pub struct ExecRequest {
     pub observer: Option<OutputObserver>,
     /// Set to stop the run early; `None` for a run only its limits stop.
     pub cancel: Option<Arc<AtomicBool>>,
-    /// The snapshot the sandbox starts from; `None`: the default its limits leave room for
-    /// ([`Template::for_limits`]).
+    /// The snapshot the sandbox starts from; `None`: the default (`scientific`).
     pub template: Option<Template>,
     /// `display()` and `plt.show()` produce rich outputs in the report.
     pub rich: bool,
@@ -362,18 +361,16 @@ impl Vivarium {
     }
 
     /// The memory a sandbox of `template` starts with, charged to the budget as it starts:
-    /// the template's linear memory, plus `input_bytes` of files when the scratch root is on
-    /// tmpfs. What admission makes room for. A template not compiled yet is taken at
+    /// the template's linear memory (the server's cost: the caller's `memory_bytes` is on top
+    /// of it), plus `input_bytes` of files when the scratch root is on tmpfs. What admission
+    /// makes room for. A template not compiled yet is taken at
     /// [`UNKNOWN_START_BYTES`] (compiling it here would block the caller).
     pub fn starting_bytes(&self, template: Template, input_bytes: u64) -> u64 {
         let pre = match template {
             Template::Python => Some(&self.python),
             Template::Scientific => self.scientific.get(),
         };
-        let memory = pre
-            .and_then(|p| p.module().get_export("memory"))
-            .and_then(|e| e.memory().map(|m| m.minimum() * WASM_PAGE_BYTES))
-            .unwrap_or(UNKNOWN_START_BYTES);
+        let memory = pre.map_or(UNKNOWN_START_BYTES, GuestStore::template_memory_bytes);
         let disk = if self.scratch_in_memory {
             input_bytes
         } else {
@@ -461,18 +458,15 @@ impl Vivarium {
         GuestStore::new(&self.engine, &self.layout(), &self.scratch, spec)
     }
 
-    /// Resolves requested limits and the template: this host's defaults and maxima, the
-    /// template asked for or the one they leave room for ([`Template::for_limits`]), and that
-    /// template's minimum.
+    /// Resolves requested limits and the template: this host's defaults and maxima, and the
+    /// template asked for or the default (`scientific`). Every template takes every limit:
+    /// `memory_bytes` counts beyond the template's own image.
     pub fn resolve_for(
         &self,
         template: Option<Template>,
         req: &LimitsRequest,
     ) -> Result<(Template, Limits), LimitError> {
-        let limits = self.resolve_limits(req)?;
-        let template = Template::for_limits(template, &limits);
-        template::check_limits(template, &limits)?;
-        Ok((template, limits))
+        Ok((template.unwrap_or_default(), self.resolve_limits(req)?))
     }
 
     /// Runs `spec` in a fresh sandbox on this thread: the pre-execution check first in its

@@ -128,7 +128,8 @@ impl Checkpoint {
         }
         let base = live.memory.data_ptr(&live.store);
         // The whole range the memory may grow into, so pages it grows into are seen too.
-        let len = (live.limits.memory_bytes as usize).max(live.memory.data_size(&live.store));
+        let cap = usize::try_from(live.store.data().limiter.cap_bytes()).unwrap_or(usize::MAX);
+        let len = cap.max(live.memory.data_size(&live.store));
         self.tracker = None;
         match DirtyTracker::new(base, len) {
             Ok(t) => {

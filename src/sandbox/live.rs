@@ -32,6 +32,9 @@ pub(super) fn instantiate(
     store: &mut Store<GuestState>,
     python: &InstancePre<GuestState>,
 ) -> Result<Instantiated, SandboxError> {
+    // The template's own image is not the caller's: `memory_bytes` counts beyond it.
+    let image = GuestStore::template_memory_bytes(python);
+    store.data_mut().limiter.count_from(image);
     // The snapshot runs no code at instantiation; fuel is re-armed before every turn.
     store
         .set_fuel(u64::MAX)

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::{Store, UpdateDeadline};
+use wasmtime::{InstancePre, Store, UpdateDeadline};
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::output::{CappedPipe, LiveOutput, StreamKind};
@@ -137,6 +137,21 @@ impl GuestStore {
             stdin,
             packages: spec.packages,
         })
+    }
+
+    /// The linear memory an instance of `template` starts with: its snapshot's image. It is
+    /// the server's cost (charged to the budget like the rest), not the caller's: the caller's
+    /// `memory_bytes` counts beyond it (`MemoryLimiter::count_from`), and admission makes room
+    /// for it (`Vivarium::starting_bytes`).
+    pub fn template_memory_bytes(template: &InstancePre<GuestState>) -> u64 {
+        template
+            .module()
+            .get_export("memory")
+            .and_then(|e| {
+                e.memory()
+                    .map(|m| m.minimum().saturating_mul(m.page_size()))
+            })
+            .unwrap_or(0)
     }
 
     /// Arms the wall-clock deadline and the fuel for one call into the guest.

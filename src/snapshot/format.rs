@@ -397,7 +397,12 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
     };
     within("memory limit", h.limits.memory_bytes, max.memory_bytes)?;
     within("disk limit", h.limits.disk_bytes, max.disk_bytes)?;
-    within("memory", h.memory_bytes, h.limits.memory_bytes)?;
+    // The template's image is not counted in `memory_bytes`: the restore checks the exact fit.
+    within(
+        "memory",
+        h.memory_bytes,
+        crate::limits::linear_memory_bound(h.limits.memory_bytes),
+    )?;
     if h.limits.timeout_ms > max.timeout_ms
         || h.limits.fuel > max.fuel
         || h.limits.output_bytes > max.output_bytes

@@ -53,12 +53,11 @@ use wasmtime::Module;
 
 use crate::engine::{EngineError, GuestEngine};
 use crate::guest::{self, ARGV0, GUEST_HELPERS, PREOPENS, SCIENTIFIC_IMPORTS, SNAPSHOT_READY};
-use crate::limits::{LimitError, Limits};
 use crate::runtime::lock::{Lock, STDLIB_ENTRY};
 use crate::runtime::{RuntimeError, RuntimeFiles};
 
-/// Which snapshot a sandbox starts from. A request that names none gets [`Template::for_limits`]:
-/// `scientific` when its memory limit leaves room for it, else `python`.
+/// Which snapshot a sandbox starts from; a request that names none gets `scientific`. Each
+/// takes any `memory_bytes`: the limit counts beyond the template's own image.
 #[derive(
     Debug,
     Clone,
@@ -95,19 +94,6 @@ impl Template {
             Template::Python => "python",
             Template::Scientific => "scientific",
         }
-    }
-}
-
-impl Template {
-    /// The template of a request that names `requested`, or none: the default
-    /// (`scientific`) when `limits` leave it room, else `python`, so a request for little
-    /// memory still runs rather than failing on a template it did not ask for.
-    pub fn for_limits(requested: Option<Template>, limits: &Limits) -> Template {
-        requested.unwrap_or(if limits.memory_bytes >= SCIENTIFIC_MIN_MEMORY_BYTES {
-            Template::Scientific
-        } else {
-            Template::Python
-        })
     }
 }
 
@@ -275,21 +261,4 @@ pub(crate) fn io_err(
 ) -> impl FnOnce(std::io::Error) -> TemplateError {
     let path = path.to_path_buf();
     move |source| TemplateError::Io { what, path, source }
-}
-
-/// The least `memory_bytes` a sandbox of `template` can start with: the scientific
-/// snapshot's heap is 167 MiB before the code allocates anything.
-pub const SCIENTIFIC_MIN_MEMORY_BYTES: u64 = 192 << 20;
-
-/// Refuses limits a template cannot start under (a 400 naming the field, not a failed
-/// instantiation).
-pub fn check_limits(template: Template, limits: &Limits) -> Result<(), LimitError> {
-    if template == Template::Scientific && limits.memory_bytes < SCIENTIFIC_MIN_MEMORY_BYTES {
-        return Err(LimitError::BelowMinimum {
-            field: "memory_bytes",
-            value: limits.memory_bytes,
-            min: SCIENTIFIC_MIN_MEMORY_BYTES,
-        });
-    }
-    Ok(())
 }

@@ -66,7 +66,7 @@ pub struct ExecuteRequest {
     pub policy: Policy,
     /// The snapshot the sandbox starts from: `scientific` (the default: numpy, pandas,
     /// matplotlib, scipy, scikit-learn, statsmodels and seaborn already imported) or `python`
-    /// (the minimal one). Left out with `memory_bytes` below what `scientific` needs, `python`.
+    /// (the minimal one). `limits.memory_bytes` counts beyond the template's own image.
     #[serde(default)]
     pub template: Option<Template>,
     /// Output leakage control: `off`, `report`, `redact` or `deny`; left out, the server's
@@ -273,7 +273,7 @@ pub struct OpenSessionRequest {
     #[serde(default)]
     pub limits: Option<LimitsRequest>,
     /// The snapshot the interpreter starts from: `scientific` (the default) or `python`
-    /// (minimal); left out with `memory_bytes` below what `scientific` needs, `python`.
+    /// (minimal). `limits.memory_bytes` counts beyond the template's own image.
     #[serde(default)]
     pub template: Option<Template>,
     /// Output leakage control of the session's turns and file reads (a turn may name its

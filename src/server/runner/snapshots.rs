@@ -82,7 +82,10 @@ fn checked_image(runner: &Runner, image: SessionImage) -> ApiResult<SessionImage
         && image.pages.last().is_none_or(|p| {
             (*p as u64 + 1) * crate::snapshot::PAGE_BYTES as u64 <= image.memory_bytes
         });
-    if !pages_ok || image.memory_bytes > max.memory_bytes || image.file_bytes() > max.disk_bytes {
+    if !pages_ok
+        || image.memory_bytes > crate::limits::linear_memory_bound(max.memory_bytes)
+        || image.file_bytes() > max.disk_bytes
+    {
         return Err(ApiError::Internal(
             "a worker sent a session image out of bounds".into(),
         ));
