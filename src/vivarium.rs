@@ -771,10 +771,22 @@ impl Vivarium {
     /// cache or resolved, downloaded and unpacked now; the empty one for none. Blocking
     /// (pip runs): call off an async executor.
     pub fn packages(self: &Arc<Self>, raw: &[String]) -> Result<Arc<PackageEnv>, PackageError> {
+        self.packages_held(raw, Box::new(()))
+    }
+
+    /// [`Vivarium::packages`] for a caller whose package work is counted (a tenant's
+    /// resolutions and compiles in flight): it takes its place before calling and hands the
+    /// guard in as `hold`, which is dropped when the resolution ends or, when the resolution
+    /// started the set's `.pyc` compile, when that compile ends.
+    pub fn packages_held(
+        self: &Arc<Self>,
+        raw: &[String],
+        hold: crate::packages::PackageHold,
+    ) -> Result<Arc<PackageEnv>, PackageError> {
         let specs = self.packages.parse(raw)?;
         let env = self.packages.get(&specs, self.builtin_packages())?;
         if env.take_compile() {
-            self.compile_in_background(&env);
+            self.compile_in_background(&env, hold);
         }
         Ok(env)
     }
@@ -783,13 +795,21 @@ impl Vivarium {
     /// sees the folder writable; it runs `COMPILE_PACKAGES`, which reads the modules and runs
     /// none), in the background: the sandboxes of the meantime import from source; later
     /// ones skip compiling (plotly.express: 1.7 s to import from source). A failure only
-    /// leaves the modules compiled on every import, as before.
-    fn compile_in_background(self: &Arc<Self>, env: &Arc<PackageEnv>) {
+    /// leaves the modules compiled on every import, as before. The compiles wait in the
+    /// package service's queue (`packages::Compiles`: a few at once, in order, a bounded
+    /// number waiting); when it is full the set stays uncompiled and the next request for
+    /// it offers it again. `hold` goes with the compile until it ends.
+    fn compile_in_background(
+        self: &Arc<Self>,
+        env: &Arc<PackageEnv>,
+        hold: crate::packages::PackageHold,
+    ) {
         let this = self.clone();
-        let env = env.clone();
-        let spawned = std::thread::Builder::new()
-            .name("vivarium-pyc".into())
-            .spawn(move || {
+        let job_env = env.clone();
+        let queued = self.packages.compiles().submit(move || {
+            let _hold = hold;
+            let env = job_env;
+            {
                 let started = std::time::Instant::now();
                 let target = Packages::compile_target(&env);
                 let limits = Limits {
@@ -812,9 +832,11 @@ impl Vivarium {
                     host.prepare(spec)
                         .map(|s| s.run(crate::guest::COMPILE_PACKAGES))
                 });
+                let compiled =
+                    matches!(&ran, Ok(Ok(r)) if r.status == crate::report::Status::Ok);
+                this.packages.compile_ended(&env, compiled);
                 match ran {
                     Ok(Ok(r)) if r.status == crate::report::Status::Ok => {
-                        env.mark_compiled();
                         tracing::info!(
                             target: "vivarium::packages",
                             key = %env.key,
@@ -832,9 +854,11 @@ impl Vivarium {
                     Ok(Err(e)) => tracing::warn!(target: "vivarium::packages", error = %e, "compiling a package environment failed"),
                     Err(_) => tracing::warn!(target: "vivarium::packages", "compiling a package environment panicked"),
                 }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no thread to compile a package environment");
+            }
+        });
+        if !queued {
+            env.offer_compile_again();
+            tracing::warn!(target: "vivarium::packages", key = %env.key, "too many package environments wait to be compiled; this one imports from source for now");
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 
+use super::compile::Compiles;
 use super::resolve::{self, Chosen};
 use super::spec::{PackageSpecs, parse_specs};
 use super::wheel;
@@ -71,11 +72,11 @@ impl PackageEnv {
             .swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
-    /// Records that its `.pyc` files are written: later processes do not compile it again.
-    pub fn mark_compiled(&self) {
-        if let Some(dir) = self.site.parent() {
-            let _ = std::fs::write(dir.join(COMPILED_MARKER), b"");
-        }
+    /// Gives the job of compiling it back (its compile could not be queued): the next
+    /// caller that gets it takes it.
+    pub fn offer_compile_again(&self) {
+        self.compile_pending
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether it holds no package (every one asked for is built in, or none was).
@@ -91,7 +92,19 @@ const COMPILED_MARKER: &str = "compiled";
 #[derive(serde::Serialize, serde::Deserialize)]
 struct EnvRecord {
     pins: Vec<PackagePin>,
+    /// What its wheels unpacked to.
     bytes: u64,
+    /// Everything its folder holds once its compile ended (the `.pyc` files included), which
+    /// the cache's cap counts; `None` before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disk_bytes: Option<u64>,
+}
+
+impl EnvRecord {
+    /// What it counts against the cache's cap.
+    fn counted(&self) -> u64 {
+        self.disk_bytes.unwrap_or(self.bytes).max(self.bytes)
+    }
 }
 
 /// The package service of one host: resolution, the cache, its bounds.
@@ -109,6 +122,8 @@ pub struct Packages {
     building: Mutex<usize>,
     /// Signalled when one ends.
     built: std::sync::Condvar,
+    /// The `.pyc` compiles of new environments, bounded.
+    compiles: Compiles,
 }
 
 impl Packages {
@@ -134,7 +149,47 @@ impl Packages {
             flights: Mutex::default(),
             building: Mutex::new(0),
             built: std::sync::Condvar::new(),
+            compiles: Compiles::default(),
         })
+    }
+
+    /// The queue the compiles of new environments wait in.
+    pub(crate) fn compiles(&self) -> &Compiles {
+        &self.compiles
+    }
+
+    /// Records that `env`'s compile ended (`compiled`: its `.pyc` files are all written, and
+    /// later processes do not compile it again): what its folder now holds is measured and
+    /// counted against the cache's cap (the `.pyc` files are about as large as the sources),
+    /// and the least recently used sets go past it.
+    pub fn compile_ended(&self, env: &PackageEnv, compiled: bool) {
+        let Some(dir) = env.site.parent() else {
+            return;
+        };
+        if let Ok(_lock) = self.file_lock() {
+            let record_path = dir.join("env.json");
+            let record = std::fs::read(&record_path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<EnvRecord>(&b).ok());
+            if let Some(mut record) = record {
+                // The marker is counted too: it is written below.
+                record.disk_bytes = Some(folder_bytes(dir));
+                let tmp = dir.join(format!("env.json.{:016x}", rand::random::<u64>()));
+                let written = std::fs::write(
+                    &tmp,
+                    serde_json::to_vec(&record).expect("a record serialises"),
+                )
+                .and_then(|()| std::fs::rename(&tmp, &record_path));
+                if let Err(e) = written {
+                    let _ = std::fs::remove_file(&tmp);
+                    tracing::warn!(target: "vivarium::packages", error = %e, "cannot record a package environment's size");
+                }
+            }
+            self.evict(&env.key);
+        }
+        if compiled {
+            let _ = std::fs::write(dir.join(COMPILED_MARKER), b"");
+        }
     }
 
     /// Its options.
@@ -308,6 +363,7 @@ impl Packages {
             let record = EnvRecord {
                 pins: pins.clone(),
                 bytes,
+                disk_bytes: None,
             };
             std::fs::write(
                 staged.join("env.json"),
@@ -400,7 +456,7 @@ impl Packages {
                 let record = e.path().join("env.json");
                 let used = std::fs::metadata(&record).and_then(|m| m.modified()).ok()?;
                 let r: EnvRecord = serde_json::from_slice(&std::fs::read(&record).ok()?).ok()?;
-                Some((used, r.bytes, key))
+                Some((used, r.counted(), key))
             })
             .collect();
         let mut total: u64 = all.iter().map(|a| a.1).sum();
@@ -478,6 +534,21 @@ fn env_key(pins: &[PackagePin]) -> String {
         h.update(l);
     }
     hex::encode(h.finalize())[..32].to_string()
+}
+
+/// The bytes of every file under `dir` (its folders' own entries aside).
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => folder_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A place among the resolutions running; given back on drop.

@@ -16,6 +16,8 @@
 //! ```
 
 mod cache;
+mod compile;
+mod redact;
 mod resolve;
 mod spec;
 mod wheel;
@@ -24,6 +26,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use cache::{PackageEnv, Packages};
+pub use compile::PackageHold;
+pub use redact::shown_url;
 pub use spec::PackageSpecs;
 
 /// Where extra packages come from.
@@ -166,7 +170,7 @@ impl PackageErrorKind {
             "package_too_large" => Self::TooLarge,
             "package_index_unreachable" => Self::IndexUnreachable,
             "invalid_package_spec" => Self::InvalidSpec,
-            "package_hash_mismatch" => Self::BadWheel,
+            "package_hash_mismatch" | "package_invalid" => Self::BadWheel,
             _ => Self::Host,
         }
     }

@@ -10,6 +10,7 @@ stdout, `{"ok": true, "wheels": [...]}` or `{"ok": false, "code": ..., "package"
 "message": ...}`. Progress goes to stderr.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -47,25 +48,69 @@ def placeholders(builtins, folder):
         if os.path.exists(path):
             continue
         info = f"{dist}-{b['version']}.dist-info"
-        tmp = path + ".part"
-        with zipfile.ZipFile(tmp, "w") as z:
-            z.writestr(f"{info}/METADATA",
-                       f"Metadata-Version: 2.1\nName: {b['name']}\nVersion: {b['version']}\n")
-            z.writestr(f"{info}/WHEEL",
-                       "Wheel-Version: 1.0\nGenerator: vivarium\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-            z.writestr(f"{info}/RECORD", "")
-        os.replace(tmp, path)
+        # A name of its own: resolutions of other sets write the same folder at once, and
+        # each renames a whole file into place (the same bytes whoever wins).
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+        try:
+            with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
+                z.writestr(f"{info}/METADATA",
+                           f"Metadata-Version: 2.1\nName: {b['name']}\nVersion: {b['version']}\n")
+                z.writestr(f"{info}/WHEEL",
+                           "Wheel-Version: 1.0\nGenerator: vivarium\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+                z.writestr(f"{info}/RECORD", "")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
-def index_args(req):
+# A wheel's file name as PEP 427 spells it: name-version(-build)?-python-abi-platform.whl, of
+# plain characters only (no separator, no `%`, never `.` or `..`).
+WHEEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+!]*(-[A-Za-z0-9_.+!]+){4,5}\.whl")
+
+
+def pip_env(req):
+    """pip's environment: the index is given there, not on its command line (which every
+    local user can read in /proc)."""
+    env = dict(os.environ)
     if req.get("index_url"):
-        return ["--index-url", req["index_url"]]
-    return []
+        env["PIP_INDEX_URL"] = req["index_url"]
+    return env
+
+
+def split_auth(url):
+    """`url` without its userinfo, and the `Authorization` value the userinfo stood for."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return bare, "Basic " + base64.b64encode(token.encode()).decode()
+
+
+def shown(url):
+    """`url` as a message may show it: the host and path, never userinfo or a query (where
+    index credentials and signed-URL tokens live)."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    netloc = ("***@" if at else "") + host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+
+
+_CONFIGURED = []
 
 
 def configured_index(req):
     if req.get("index_url"):
         return req["index_url"]
+    if not _CONFIGURED:
+        _CONFIGURED.append(pip_configured_index())
+    return _CONFIGURED[0]
+
+
+def pip_configured_index():
     env = os.environ.get("PIP_INDEX_URL")
     if env:
         return env
@@ -78,10 +123,18 @@ def configured_index(req):
     return "https://pypi.org/simple"
 
 
-def fetch(url, timeout):
+def fetch(req, url, timeout):
+    """GETs `url`, with the credentials of its own userinfo or, as pip does, those of the
+    index when it is on the index's host; never sent on to where a redirect points."""
     ctx = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+    url, auth = split_auth(url)
+    index, index_auth = split_auth(configured_index(req))
+    if auth is None and urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(index).netloc:
+        auth = index_auth
     r = urllib.request.Request(url, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    if auth:
+        r.add_unredirected_header("Authorization", auth)
     return urllib.request.urlopen(r, timeout=timeout, context=ctx)
 
 
@@ -90,15 +143,16 @@ def files_of(req, name):
     base = configured_index(req).rstrip("/")
     url = f"{base}/{normalize(name)}/"
     try:
-        with fetch(url, req["timeout_secs"]) as resp:
+        with fetch(req, url, req["timeout_secs"]) as resp:
             body = resp.read(8 << 20).decode("utf-8", "replace")
             kind = resp.headers.get("Content-Type", "")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
-        fail("package_index_unreachable", name, f"the package index answered {e.code} for {url}")
+        fail("package_index_unreachable", name, f"the package index answered {e.code} for {shown(url)}")
     except (urllib.error.URLError, OSError) as e:
-        fail("package_index_unreachable", name, f"the package index at {base} is unreachable: {e}")
+        fail("package_index_unreachable", name,
+             f"the package index at {shown(base)} is unreachable: {e}")
     if "json" in kind:
         return [f["filename"] for f in json.loads(body).get("files", [])]
     return [urllib.parse.unquote(h.split("/")[-1].split("#")[0])
@@ -143,10 +197,11 @@ def resolve(req):
            "--target", os.path.join(work, "target"), *TAGS,
            "--retries", "0", "--timeout", str(req["timeout_secs"]),
            "--find-links", req["placeholder_dir"], "-c", constraints,
-           "--report", report, *index_args(req), "--", *req["requirements"]]
+           "--report", report, "--", *req["requirements"]]
     if req.get("no_index"):
         cmd.insert(cmd.index("--find-links"), "--no-index")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=pip_env(req))
     err = p.stdout
     if p.returncode != 0:
         sys.stderr.write(err[-4000:])
@@ -179,7 +234,12 @@ def resolve(req):
         if name in builtins:
             continue
         url = info["url"]
-        filename = urllib.parse.unquote(url.split("/")[-1].split("#")[0])
+        # The index chose this name: it is shown and checked, never used as a path.
+        filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        if not WHEEL_NAME.fullmatch(filename):
+            fail("package_invalid", meta["name"],
+                 f"the package index named a wheel of {meta['name']} {filename[:200]!r}, which is "
+                 "not a wheel's file name (a path, or characters a file name of a wheel never has)")
         if not pure(filename):
             fail("package_has_native_code", meta["name"], f"{filename} is not a pure-Python wheel")
         sha = info.get("archive_info", {}).get("hashes", {}).get("sha256")
@@ -189,32 +249,41 @@ def resolve(req):
 
 
 def download(req):
-    """Downloads each wheel of `req["wheels"]` into `work_dir`, at most `max_wheel_bytes`
-    each, checked against its SHA-256 (the index's, or none when the index gave none: the
-    host then records the one it computed)."""
+    """Downloads each wheel of `req["wheels"]` to the path the host chose for it (`dest`),
+    at most `max_wheel_bytes` each, checked against its SHA-256 (the index's, or none when
+    the index gave none: the host then records the one it computed). Each is written under
+    a name of its own beside `dest` and renamed to `dest` only once its hash matched; a
+    failure leaves no file."""
     out = []
     for w in req["wheels"]:
-        path = os.path.join(req["work_dir"], w["filename"])
+        dest = w["dest"]
         digest = hashlib.sha256()
         size = 0
         sys.stderr.write(f"downloading {w['filename']}\n")
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".part-")
         try:
-            with fetch(w["url"], req["timeout_secs"]) as resp, open(path, "wb") as f:
-                while chunk := resp.read(1 << 16):
-                    size += len(chunk)
-                    if size > req["max_wheel_bytes"]:
-                        fail("package_too_large", w["name"],
-                             f"{w['filename']} is larger than the {req['max_wheel_bytes']} bytes "
-                             "a wheel may be here")
-                    digest.update(chunk)
-                    f.write(chunk)
-        except (urllib.error.URLError, OSError) as e:
-            fail("package_index_unreachable", w["name"], f"downloading {w['filename']}: {e}")
-        got = digest.hexdigest()
-        if w.get("sha256") and got != w["sha256"]:
-            fail("package_hash_mismatch", w["name"],
-                 f"{w['filename']} has SHA-256 {got}, the index said {w['sha256']}")
-        out.append(dict(w, sha256=got, path=path, size=size))
+            try:
+                with os.fdopen(fd, "wb") as f, fetch(req, w["url"], req["timeout_secs"]) as resp:
+                    while chunk := resp.read(1 << 16):
+                        size += len(chunk)
+                        if size > req["max_wheel_bytes"]:
+                            fail("package_too_large", w["name"],
+                                 f"{w['filename']} is larger than the {req['max_wheel_bytes']} "
+                                 "bytes a wheel may be here")
+                        digest.update(chunk)
+                        f.write(chunk)
+            except (urllib.error.URLError, OSError) as e:
+                fail("package_index_unreachable", w["name"], f"downloading {w['filename']}: {e}")
+            got = digest.hexdigest()
+            if w.get("sha256") and got != w["sha256"]:
+                fail("package_hash_mismatch", w["name"],
+                     f"{w['filename']} has SHA-256 {got}, the index said {w['sha256']}")
+            os.replace(tmp, dest)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        out.append({"name": w["name"], "version": w["version"], "filename": w["filename"],
+                    "sha256": got, "size": size})
     json.dump({"ok": True, "wheels": out}, sys.stdout)
 
 

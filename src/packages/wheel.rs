@@ -3,6 +3,10 @@
 //! device files), every byte counts against the environment's cap as it is written (a zip
 //! bomb stops at the cap, not at the disk), the entry count is bounded, and a wheel that is
 //! not pure Python (`Root-Is-Purelib: false`, or a shared library inside) is refused.
+//! Bytecode a wheel ships (`*.pyc`, `*.pyo`, anything under `__pycache__/`) is dropped: it
+//! would run in place of the source beside it (an unchecked hash-based `.pyc` is never
+//! compared with its source), or as a module of its own with no source at all. The only
+//! `.pyc` in an environment are those the host's compile sandbox makes from its sources.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -67,6 +71,9 @@ pub(super) fn unpack(
             ));
         }
         let Some(rel) = placed(&rel) else { continue };
+        if is_bytecode(&rel) {
+            continue;
+        }
         let target = site.join(&rel);
         if entry.is_dir() {
             std::fs::create_dir_all(&target).map_err(PackageError::host)?;
@@ -121,6 +128,15 @@ fn placed(rel: &Path) -> Option<PathBuf> {
             .then(|| parts.as_path().to_path_buf());
     }
     Some(rel.to_path_buf())
+}
+
+/// Whether an entry is bytecode: a `.pyc`/`.pyo` file, or anything in a `__pycache__` folder.
+fn is_bytecode(rel: &Path) -> bool {
+    rel.components()
+        .any(|c| c.as_os_str().eq_ignore_ascii_case("__pycache__"))
+        || rel
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pyc") || e.eq_ignore_ascii_case("pyo"))
 }
 
 /// Refuses a wheel whose `*.dist-info/WHEEL` does not say `Root-Is-Purelib: true`.
@@ -227,6 +243,30 @@ mod tests {
         assert!(t.0.join("site/w/__init__.py").is_file());
         assert!(t.0.join("site/extra.py").is_file());
         assert!(!t.0.join("site/tool").exists());
+    }
+
+    #[test]
+    fn bytecode_in_a_wheel_is_dropped() {
+        let t = wheel(
+            &[
+                ("w/__init__.py", b"x = 1\n"),
+                ("w/__pycache__/__init__.cpython-315.pyc", b"\0\0\r\n"),
+                ("w/__PYCACHE__/other.txt", b"x"),
+                ("sourceless.pyc", b"\0\0\r\n"),
+                ("w/old.PYO", b""),
+            ],
+            true,
+        );
+        unpack_it(&t, 1 << 20).unwrap();
+        assert!(t.0.join("site/w/__init__.py").is_file());
+        for gone in [
+            "w/__pycache__",
+            "w/__PYCACHE__",
+            "sourceless.pyc",
+            "w/old.PYO",
+        ] {
+            assert!(!t.0.join("site").join(gone).exists(), "{gone}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::packages::PackageSource;
+use crate::packages::{PackageSource, shown_url};
 use crate::runtime::BuiltinPackage;
 use crate::server::AppState;
 use crate::server::error::{ApiResult, ErrorBody};
@@ -60,7 +60,8 @@ pub async fn packages(State(state): State<AppState>) -> ApiResult<Json<PackageLi
         extra: ExtraPackages {
             allowed,
             index: match &opts.source {
-                PackageSource::Index(url) => Some(url.clone()),
+                // Never its credentials: the host and path only.
+                PackageSource::Index(url) => Some(shown_url(url)),
                 PackageSource::PipDefault | PackageSource::Off => None,
             },
             allowlist: opts.allowlist.as_ref().map(|a| a.iter().cloned().collect()),
