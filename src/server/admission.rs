@@ -1,5 +1,8 @@
-//! Admission control: at most `max_concurrency` guest runs at once, at most `queue_depth`
-//! requests waiting for one (each for at most `queue_timeout`), then 429 with Retry-After.
+//! Admission control: at most `max_concurrency` guest runs at once (plus as many again for
+//! tenants with nothing running: [`FairSlots`]), at most `queue_depth` requests waiting for
+//! one (each for at most `queue_timeout`), then 429 with Retry-After. The queue is one per
+//! tenant, served fairly; each tenant's runs in flight and waiting are its `runs` quota, and
+//! what its sandboxes are admitted for is its share of the memory budget (`memory_bytes`).
 //!
 //! Memory is admitted against what sandboxes use, not their caps: the host's budget
 //! ([`crate::budget`]) is charged with every sandbox's linear memory as it grows (by the store
@@ -10,13 +13,13 @@
 //! guest's `MemoryError` or `ENOSPC`), so the sum never passes the budget, whatever the load.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
 use super::error::ApiError;
+use super::fair::{FairSlots, NoSlot, Slot};
 use super::metrics::{Metrics, Rejection};
+use super::tenants::{Held, Quota, Tenant};
 use crate::budget::{Charge, HostBudget};
 
 /// What admission holds for each sandbox and session besides what the budget is charged
@@ -24,25 +27,28 @@ use crate::budget::{Charge, HostBudget};
 pub const RESERVE_BYTES: u64 = 4 << 20;
 
 pub struct Admission {
-    slots: Arc<Semaphore>,
+    slots: Arc<FairSlots>,
     max_concurrency: usize,
     budget: Arc<HostBudget>,
     closed: std::sync::atomic::AtomicBool,
     queue_depth: usize,
     queue_timeout: Duration,
-    waiting: AtomicUsize,
     metrics: Arc<Metrics>,
 }
 
-/// The right to run guest code now; dropping it frees the slot and the memory reservation.
+/// The right to run guest code now; dropping it frees the slot, the memory reservation and
+/// the tenant's count of runs.
 pub struct Ticket {
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
     _memory: Option<MemoryReservation>,
+    _run: Held,
 }
 
-/// A sandbox's or session's reserve in the memory budget, held as long as it lives.
+/// A sandbox's or session's reserve in the memory budget, and its tenant's share of the
+/// budget, held as long as it lives.
 pub struct MemoryReservation {
     _charge: Charge,
+    _share: Held,
 }
 
 /// What a sandbox about to start asks of the budget.
@@ -55,7 +61,16 @@ pub struct MemoryNeed {
     pub starts_with: u64,
 }
 
+impl MemoryNeed {
+    /// What it counts against its tenant's share of the budget.
+    fn share(&self) -> u64 {
+        self.reserve.saturating_add(self.starts_with)
+    }
+}
+
 impl Admission {
+    /// `max_concurrency` slots shared fairly between tenants, plus as many again for tenants
+    /// with nothing running ([`FairSlots`]).
     pub fn new(
         max_concurrency: usize,
         queue_depth: usize,
@@ -64,25 +79,24 @@ impl Admission {
         metrics: Arc<Metrics>,
     ) -> Self {
         Admission {
-            slots: Arc::new(Semaphore::new(max_concurrency)),
+            slots: FairSlots::new(max_concurrency, max_concurrency, queue_depth),
             max_concurrency,
             budget,
             closed: Default::default(),
             queue_depth,
             queue_timeout,
-            waiting: AtomicUsize::new(0),
             metrics,
         }
     }
 
     /// Requests waiting for a slot right now.
     pub fn queue_depth(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        self.slots.queued()
     }
 
     /// Guest runs in progress right now.
     pub fn running(&self) -> usize {
-        self.max_concurrency - self.slots.available_permits().min(self.max_concurrency)
+        self.slots.running()
     }
 
     /// The budget every sandbox is charged to.
@@ -90,83 +104,86 @@ impl Admission {
         &self.budget
     }
 
-    /// Waits for a slot (and, with `memory`, room in the budget), or refuses.
-    pub async fn admit(&self, memory: Option<MemoryNeed>) -> Result<Ticket, ApiError> {
+    /// Waits for one of `tenant`'s slots (and, with `memory`, room in the budget and in its
+    /// share of it), or refuses. The run counts against the tenant's `runs` quota from
+    /// here, waiting or running.
+    pub async fn admit(
+        &self,
+        tenant: &Arc<Tenant>,
+        memory: Option<MemoryNeed>,
+    ) -> Result<Ticket, ApiError> {
+        if self.is_closed() {
+            return Err(self.reject(Rejection::ShuttingDown));
+        }
+        let run = tenant.take(Quota::Runs, 1).map_err(|q| self.refuse(q))?;
         let deadline = Instant::now() + self.queue_timeout;
-        let slot = match self.slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(tokio::sync::TryAcquireError::Closed) => {
-                return Err(self.reject(Rejection::ShuttingDown));
-            }
-            Err(tokio::sync::TryAcquireError::NoPermits) => self.wait_for_slot(deadline).await?,
+        let slot = match self.slots.acquire(tenant.id(), deadline).await {
+            Ok(slot) => slot,
+            Err(NoSlot::QueueFull) => return Err(self.reject(Rejection::QueueFull)),
+            Err(NoSlot::Timeout) => return Err(self.reject(Rejection::QueueTimeout)),
+            Err(NoSlot::Closed) => return Err(self.reject(Rejection::ShuttingDown)),
         };
         let memory = match memory {
-            Some(need) => Some(self.reserve_memory_until(need, deadline).await?),
+            Some(need) => Some(self.reserve_memory_until(tenant, need, deadline).await?),
             None => None,
         };
         Ok(Ticket {
             _slot: slot,
             _memory: memory,
+            _run: run,
         })
     }
 
-    async fn wait_for_slot(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, ApiError> {
-        // Count ourselves in the queue, or refuse when it is full.
-        let queued = self
-            .waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                (w < self.queue_depth).then_some(w + 1)
-            });
-        if queued.is_err() {
-            return Err(self.reject(Rejection::QueueFull));
-        }
-        struct Dequeue<'a>(&'a AtomicUsize);
-        impl Drop for Dequeue<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        let _dequeue = Dequeue(&self.waiting);
-        match tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await {
-            Ok(Ok(p)) => Ok(p),
-            Ok(Err(_)) => Err(self.reject(Rejection::ShuttingDown)),
-            Err(_) => Err(self.reject(Rejection::QueueTimeout)),
-        }
+    /// Counts a tenant's quota refusal and makes its error.
+    pub fn refuse(&self, q: super::tenants::QuotaExceeded) -> ApiError {
+        self.metrics.rejected(Rejection::Quota);
+        q.into()
     }
 
     async fn reserve_memory_until(
         &self,
+        tenant: &Arc<Tenant>,
         need: MemoryNeed,
         deadline: Instant,
     ) -> Result<MemoryReservation, ApiError> {
-        let room = need.reserve.saturating_add(need.starts_with);
+        let share = tenant
+            .take(Quota::MemoryBytes, need.share())
+            .map_err(|q| self.refuse(q))?;
         let charged = self
             .budget
-            .charge_with_room_until(room, need.reserve, deadline.into(), || self.is_closed())
+            .charge_with_room_until(need.share(), need.reserve, deadline.into(), || {
+                self.is_closed()
+            })
             .await;
         match charged {
             _ if self.is_closed() => Err(self.reject(Rejection::ShuttingDown)),
-            Some(c) => Ok(MemoryReservation { _charge: c }),
+            Some(c) => Ok(MemoryReservation {
+                _charge: c,
+                _share: share,
+            }),
             None => Err(self.reject(Rejection::MemoryBudget)),
         }
     }
 
-    /// Reserves memory for a session now, or refuses (sessions do not queue).
-    pub fn reserve_memory(&self, need: MemoryNeed) -> Result<MemoryReservation, ApiError> {
+    /// Reserves memory for a session of `tenant` now, or refuses (sessions do not queue).
+    pub fn reserve_memory(
+        &self,
+        tenant: &Arc<Tenant>,
+        need: MemoryNeed,
+    ) -> Result<MemoryReservation, ApiError> {
         if self.is_closed() {
             return Err(self.reject(Rejection::ShuttingDown));
         }
-        self.try_reserve_memory(need)
-            .ok_or_else(|| self.reject(Rejection::MemoryBudget))
-    }
-
-    /// [`Admission::reserve_memory`] without counting a refusal (the caller may make room
-    /// and try again).
-    pub fn try_reserve_memory(&self, need: MemoryNeed) -> Option<MemoryReservation> {
-        let room = need.reserve.saturating_add(need.starts_with);
+        let share = tenant
+            .take(Quota::MemoryBytes, need.share())
+            .map_err(|q| self.refuse(q))?;
         self.budget
-            .charge_with_room(room, need.reserve)
-            .map(|c| MemoryReservation { _charge: c })
+            .charge_with_room(need.share(), need.reserve)
+            .map(|c| MemoryReservation {
+                _charge: c,
+                _share: share,
+            })
+            .ok_or_else(|| self.reject(Rejection::MemoryBudget))
     }
 
     fn is_closed(&self) -> bool {
@@ -209,6 +226,11 @@ impl Admission {
             },
             Rejection::ShuttingDown => ApiError::ShuttingDown,
             Rejection::Unauthorized => ApiError::Unauthorized,
+            // Made by `refuse`, which knows the quota; this is only its count's label.
+            Rejection::Quota => ApiError::Overloaded {
+                message: "a quota of the caller's tenant is reached".into(),
+                retry_after_secs,
+            },
         }
     }
 

@@ -3,9 +3,10 @@
 //! digests and never logged: logs and the audit trail name a key by its id (the `ID:` prefix
 //! in the file, or `key-` and the first 8 hex digits of its digest).
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
@@ -17,20 +18,49 @@ use super::audit::{Action, AuditRecord};
 use super::error::ApiError;
 use super::metrics::Rejection;
 use super::request_context::RequestContext;
+use super::tenants::{Quotas, TenantDecl, Tenants, parse_tenant_line};
 
 pub struct ApiKeys {
-    keys: Vec<(String, [u8; 32])>,
+    /// Each key's id, its tenant's id and its digest.
+    keys: Vec<(String, String, [u8; 32])>,
+    /// The tenants declared with `tenant NAME ...` lines.
+    tenants: HashMap<String, TenantDecl>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    /// Ids and tenants only: a key's digest is not for logs either.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.keys.iter().map(|(id, tenant, _)| (id, tenant)))
+            .finish()
+    }
 }
 
 impl ApiKeys {
-    /// Reads `ID:KEY` or `KEY` lines; blank lines and `#` comments are skipped.
+    /// Reads the keys file: `ID:KEY` or `KEY` lines (a key of its own tenant, named after
+    /// its id), `ID@TENANT:KEY` lines (a key of a tenant declared in the file), and
+    /// `tenant NAME [QUOTA=VALUE ...]` lines; blank lines and `#` comments are skipped.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading API keys file {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("API keys file {}", path.display()))
+    }
+
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        let mut tenants = HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            if let Some(words) = line.trim().strip_prefix("tenant ") {
+                let (name, decl) =
+                    parse_tenant_line(words).map_err(|e| anyhow!("line {}: {e}", n + 1))?;
+                if tenants.insert(name.clone(), decl).is_some() {
+                    bail!("line {}: tenant {name:?} is declared twice", n + 1);
+                }
+            }
+        }
         let mut keys = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+            if line.is_empty() || line.starts_with('#') || line.starts_with("tenant ") {
                 continue;
             }
             let (id, key) = match line.split_once(':') {
@@ -38,24 +68,42 @@ impl ApiKeys {
                 None => (String::new(), line),
             };
             if key.len() < 16 {
-                bail!(
-                    "{} line {}: keys must be at least 16 characters",
-                    path.display(),
-                    n + 1
-                );
+                bail!("line {}: keys must be at least 16 characters", n + 1);
             }
             let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+            // `ID@TENANT` only when TENANT is declared: an id may hold an `@` of its own.
+            let (id, tenant) = match id.rsplit_once('@') {
+                Some((id, t)) if tenants.contains_key(t) => (id.to_string(), t.to_string()),
+                _ => (id, String::new()),
+            };
             let id = if id.is_empty() {
                 format!("key-{}", &hex::encode(digest)[..8])
             } else {
                 id
             };
-            keys.push((id, digest));
+            let tenant = if tenant.is_empty() {
+                id.clone()
+            } else {
+                tenant
+            };
+            if keys.iter().any(|(other, _, _)| *other == id) {
+                bail!("line {}: key id {id:?} is used twice", n + 1);
+            }
+            keys.push((id, tenant, digest));
         }
         if keys.is_empty() {
-            bail!("{} holds no API keys", path.display());
+            bail!("it holds no API keys");
         }
-        Ok(ApiKeys { keys })
+        Ok(ApiKeys { keys, tenants })
+    }
+
+    /// The tenants of these keys: each key's, under `defaults` unless declared otherwise.
+    pub fn tenants(&self, defaults: Quotas) -> Tenants {
+        Tenants::of_keys(
+            self.keys.iter().map(|(id, t, _)| (id.as_str(), t.as_str())),
+            &self.tenants,
+            defaults,
+        )
     }
 
     pub fn len(&self) -> usize {
@@ -66,7 +114,7 @@ impl ApiKeys {
     pub fn check(&self, presented: &str) -> Option<&str> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let mut found = None;
-        for (id, k) in &self.keys {
+        for (id, _, k) in &self.keys {
             let diff = k
                 .iter()
                 .zip(digest.iter())
@@ -155,5 +203,42 @@ pub async fn require_key(State(state): State<AppState>, mut req: Request, next: 
             }
             err.into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::tenants::Quota;
+
+    const K1: &str = "0123456789abcdef-one";
+    const K2: &str = "0123456789abcdef-two";
+    const K3: &str = "0123456789abcdef-three";
+
+    #[test]
+    fn keys_group_under_declared_tenants_with_their_quotas() {
+        let keys = ApiKeys::parse(&format!(
+            "# c\nalice:{K1}\ntenant acme runs=3 snapshot_bytes=1M\nci@acme:{K2}\nme@example.com:{K3}\n"
+        ))
+        .unwrap();
+        let t = keys.tenants(Quotas::unlimited());
+        assert_eq!(keys.check(K2), Some("ci"));
+        assert_eq!(t.of(Some("ci")).id(), "acme");
+        assert_eq!(t.of(Some("ci")).limit(Quota::Runs), 3);
+        assert_eq!(t.of(Some("ci")).limit(Quota::SnapshotBytes), 1 << 20);
+        assert_eq!(t.of(Some("alice")).id(), "alice");
+        // An `@` before an undeclared name is part of the id.
+        assert_eq!(keys.check(K3), Some("me@example.com"));
+        assert_eq!(t.of(Some("me@example.com")).id(), "me@example.com");
+    }
+
+    #[test]
+    fn bad_tenant_lines_and_reused_ids_are_refused_with_their_line() {
+        let e = ApiKeys::parse(&format!("tenant acme cpus=2\nci@acme:{K1}\n")).unwrap_err();
+        assert!(format!("{e:#}").contains("line 1"), "{e:#}");
+        let e = ApiKeys::parse(&format!("a:{K1}\na:{K2}\n")).unwrap_err();
+        assert!(format!("{e:#}").contains("used twice"), "{e:#}");
+        let e = ApiKeys::parse(&format!("tenant acme\ntenant acme\nx:{K1}\n")).unwrap_err();
+        assert!(format!("{e:#}").contains("declared twice"), "{e:#}");
     }
 }

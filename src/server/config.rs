@@ -16,6 +16,10 @@ use crate::packages::{PackageOptions, PackageSource, normalize};
 use crate::runtime::RuntimeOptions;
 use crate::snapshot::is_node_id;
 
+use super::tenants::{Quota, Quotas};
+
+use super::mcp_sessions::McpSessionLimits;
+
 /// Format of the server's tracing logs on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -73,6 +77,21 @@ pub struct ServeArgs {
     /// A session is closed this long after it opened, used or not.
     #[arg(long, env = "VIVARIUM_SESSION_LIFETIME_SECS", default_value_t = 3600)]
     pub session_lifetime_secs: u64,
+    /// MCP sessions (one per `initialize` on `/mcp`) kept at most, every caller together;
+    /// past that, `initialize` gets 429 `too_many_mcp_sessions`.
+    #[arg(long, env = "VIVARIUM_MAX_MCP_SESSIONS", default_value_t = 4096)]
+    pub max_mcp_sessions: usize,
+    /// MCP sessions one API key keeps at most; past that, its `initialize` gets 429
+    /// `mcp_session_quota_exceeded` (no session is ended to make room).
+    #[arg(
+        long,
+        env = "VIVARIUM_MAX_MCP_SESSIONS_PER_TENANT",
+        default_value_t = 256
+    )]
+    pub max_mcp_sessions_per_tenant: usize,
+    /// An MCP session with no request for this long is ended (its client initializes again).
+    #[arg(long, env = "VIVARIUM_MCP_SESSION_IDLE_SECS", default_value_t = 60)]
+    pub mcp_session_idle_secs: u64,
     /// Largest request body; past that, 413.
     #[arg(long, env = "VIVARIUM_MAX_BODY_BYTES", default_value_t = 32 << 20)]
     pub max_body_bytes: usize,
@@ -116,10 +135,43 @@ pub struct ServeArgs {
     /// gone).
     #[arg(long, env = "VIVARIUM_SNAPSHOT_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
     pub snapshot_retention_secs: u64,
-    /// Bytes of snapshots each API key (or, without keys, everyone together) may keep; a
-    /// snapshot past it is refused with 409 `snapshot_quota_exceeded`.
+    /// Bytes each tenant (or, without keys, everyone together) may keep in the snapshot
+    /// store: its snapshots, its hibernated sessions and its durable sessions' own snapshots
+    /// together. A snapshot past it is refused with 409 `snapshot_quota_exceeded`; a session
+    /// past it does not hibernate.
     #[arg(long, env = "VIVARIUM_SNAPSHOT_QUOTA_BYTES", default_value_t = 10 << 30)]
     pub snapshot_quota_bytes: u64,
+    /// Runs (executions, turns, checks, session starts) one tenant may have in flight and
+    /// waiting together; past it, 429 `quota_exceeded` [default: --max-concurrency plus half
+    /// of --queue-depth].
+    #[arg(long, env = "VIVARIUM_MAX_RUNS_PER_TENANT")]
+    pub max_runs_per_tenant: Option<u64>,
+    /// Resident sessions one tenant may hold; past it, its own coldest idle session
+    /// hibernates, or 429 `quota_exceeded` [default: half of --max-sessions].
+    #[arg(long, env = "VIVARIUM_MAX_SESSIONS_PER_TENANT")]
+    pub max_sessions_per_tenant: Option<u64>,
+    /// Hibernated sessions one tenant may have; past it, its sessions stay resident
+    /// [default: a quarter of --max-hibernated-sessions].
+    #[arg(long, env = "VIVARIUM_MAX_HIBERNATED_SESSIONS_PER_TENANT")]
+    pub max_hibernated_sessions_per_tenant: Option<u64>,
+    /// Jupyter kernel WebSockets one tenant may hold open at once; past it, the upgrade gets
+    /// 429 `quota_exceeded` (quota `kernel_sockets`) [default: 16 with API keys; without
+    /// keys, no limit unless given].
+    #[arg(long, env = "VIVARIUM_MAX_KERNEL_SOCKETS_PER_TENANT")]
+    pub max_kernel_sockets_per_tenant: Option<u64>,
+    /// Package resolutions and `.pyc` compiles one tenant may have in flight; past it, 429
+    /// `quota_exceeded`.
+    #[arg(
+        long,
+        env = "VIVARIUM_MAX_PACKAGE_JOBS_PER_TENANT",
+        default_value_t = 2
+    )]
+    pub max_package_jobs_per_tenant: u64,
+    /// The share of the memory budget, in percent, that one tenant's running sandboxes and
+    /// resident sessions may be admitted for; past it, its own idle sessions hibernate, or
+    /// 429 `quota_exceeded`.
+    #[arg(long, env = "VIVARIUM_MEMORY_PERCENT_PER_TENANT", default_value_t = 50)]
+    pub memory_percent_per_tenant: u64,
     /// A session idle this long is written to the snapshot store and its instance freed; its
     /// next request brings it back (0: never).
     #[arg(long, env = "VIVARIUM_HIBERNATE_AFTER_SECS", default_value_t = 60)]
@@ -250,6 +302,8 @@ pub struct Config {
     pub session_idle: Duration,
     /// A session is closed this long after it opened, used or not.
     pub session_lifetime: Duration,
+    /// MCP sessions: the server's cap, each caller's, and their idle expiry.
+    pub mcp_sessions: McpSessionLimits,
     /// Largest request body, in bytes; past that, 413.
     pub max_body_bytes: usize,
     /// File of API keys; `None` leaves /v1 open to anyone.
@@ -268,6 +322,12 @@ pub struct Config {
     pub snapshot_retention: Duration,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
+    /// Each tenant's limits when the server has API keys (a tenant the keys file declares
+    /// may set its own).
+    pub tenant_quotas: Quotas,
+    /// The one tenant's limits when it has none: the server-wide caps, unless a
+    /// per-tenant flag was given.
+    pub single_tenant_quotas: Quotas,
     /// Idle sessions hibernate after this long; `None`: never.
     pub hibernate_after: Option<Duration>,
     /// Format of the tracing logs on stderr.
@@ -318,10 +378,11 @@ impl ServeArgs {
         if max_concurrency == 0 {
             bail!("--max-concurrency must be at least 1");
         }
-        if max_concurrency + self.max_sessions > MAX_LIVE_INSTANCES {
+        // Twice the slots: as many again run for tenants that had nothing running (fair.rs).
+        if 2 * max_concurrency + self.max_sessions > MAX_LIVE_INSTANCES {
             bail!(
-                "--max-concurrency + --max-sessions = {} is above the engine's {MAX_LIVE_INSTANCES} instance slots",
-                max_concurrency + self.max_sessions
+                "2 x --max-concurrency + --max-sessions = {} is above the engine's {MAX_LIVE_INSTANCES} instance slots",
+                2 * max_concurrency + self.max_sessions
             );
         }
         let memory_budget_bytes = match self.memory_budget_bytes {
@@ -337,6 +398,15 @@ impl ServeArgs {
         maximum.memory_bytes = maximum.memory_bytes.min(memory_budget_bytes);
         if self.session_idle_secs == 0 || self.session_lifetime_secs == 0 {
             bail!("session idle time and lifetime must be at least 1 s");
+        }
+        if self.max_mcp_sessions == 0
+            || self.max_mcp_sessions_per_tenant == 0
+            || self.mcp_session_idle_secs == 0
+        {
+            bail!(
+                "--max-mcp-sessions, --max-mcp-sessions-per-tenant and --mcp-session-idle-secs \
+                 must be at least 1"
+            );
         }
         if self.leakage < self.leakage_floor {
             bail!(
@@ -404,6 +474,8 @@ impl ServeArgs {
         if self.cluster && !(1_000..=600_000).contains(&self.node_ttl_ms) {
             bail!("--node-ttl-ms must be between 1000 and 600000");
         }
+        let (tenant_quotas, single_tenant_quotas) =
+            self.tenant_quotas(max_concurrency, memory_budget_bytes)?;
         Ok(Config {
             listen: self.listen,
             max_concurrency,
@@ -420,6 +492,11 @@ impl ServeArgs {
             max_hibernated_sessions: self.max_hibernated_sessions,
             session_idle: Duration::from_secs(self.session_idle_secs),
             session_lifetime: Duration::from_secs(self.session_lifetime_secs),
+            mcp_sessions: McpSessionLimits {
+                max_total: self.max_mcp_sessions,
+                max_per_caller: self.max_mcp_sessions_per_tenant,
+                idle: Duration::from_secs(self.mcp_session_idle_secs),
+            },
             max_body_bytes: self.max_body_bytes,
             api_keys_file: self.api_keys_file.clone(),
             audit_log: self.audit_log.clone(),
@@ -432,6 +509,8 @@ impl ServeArgs {
             snapshot_url: self.snapshot_url.clone(),
             snapshot_retention: Duration::from_secs(self.snapshot_retention_secs),
             snapshot_quota_bytes: self.snapshot_quota_bytes,
+            tenant_quotas,
+            single_tenant_quotas,
             hibernate_after: (self.hibernate_after_secs > 0)
                 .then(|| Duration::from_secs(self.hibernate_after_secs)),
             log_format: self.log_format,
@@ -449,6 +528,73 @@ impl ServeArgs {
                 .then(|| Duration::from_millis(self.node_ttl_ms)),
             drain_delay: Duration::from_millis(self.drain_delay_ms),
         })
+    }
+}
+
+impl Config {
+    /// Sandboxes and sessions live at once at most: the resident sessions, and twice the
+    /// slots (as many again run for tenants that had nothing running: `server::fair`).
+    pub fn max_live(&self) -> usize {
+        self.max_sessions + 2 * self.max_concurrency
+    }
+}
+
+impl ServeArgs {
+    /// The per-tenant limits: with API keys (each flag, or its default share of the
+    /// server-wide cap), and for the one tenant there is without keys (only the flags given).
+    fn tenant_quotas(
+        &self,
+        max_concurrency: usize,
+        memory_budget_bytes: u64,
+    ) -> anyhow::Result<(Quotas, Quotas)> {
+        if self.memory_percent_per_tenant == 0 || self.memory_percent_per_tenant > 100 {
+            bail!("--memory-percent-per-tenant must be between 1 and 100");
+        }
+        let mut shared = Quotas::unlimited();
+        let mut single = Quotas::unlimited();
+        let runs = (max_concurrency + self.queue_depth / 2) as u64;
+        let each = [
+            (Quota::Runs, self.max_runs_per_tenant, runs),
+            (
+                Quota::ResidentSessions,
+                self.max_sessions_per_tenant,
+                (self.max_sessions as u64 / 2).max(1),
+            ),
+            (
+                Quota::HibernatedSessions,
+                self.max_hibernated_sessions_per_tenant,
+                (self.max_hibernated_sessions as u64 / 4).max(1),
+            ),
+        ];
+        for (q, flag, default) in each {
+            if flag == Some(0) {
+                bail!(
+                    "--max-{}-per-tenant must be at least 1",
+                    q.as_str().replace('_', "-")
+                );
+            }
+            shared.set(q, flag.unwrap_or(default));
+            if let Some(n) = flag {
+                single.set(q, n);
+            }
+        }
+        // Each socket holds at most channels.rs's bound in host memory: this caps a tenant's.
+        match self.max_kernel_sockets_per_tenant {
+            Some(0) => bail!("--max-kernel-sockets-per-tenant must be at least 1"),
+            Some(n) => {
+                shared.set(Quota::KernelSockets, n);
+                single.set(Quota::KernelSockets, n);
+            }
+            None => shared.set(Quota::KernelSockets, 16),
+        }
+        shared.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);
+        single.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);
+        shared.set(Quota::PackageJobs, self.max_package_jobs_per_tenant.max(1));
+        shared.set(
+            Quota::MemoryBytes,
+            memory_budget_bytes / 100 * self.memory_percent_per_tenant,
+        );
+        Ok((shared, single))
     }
 }
 

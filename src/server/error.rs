@@ -20,6 +20,8 @@ use crate::report::Leak;
 use crate::sandbox::SandboxError;
 use crate::sandbox::workdir::WorkdirError;
 
+use super::tenants::{Quota, QuotaExceeded, QuotaUse};
+
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
@@ -27,6 +29,9 @@ pub struct ErrorBody {
     /// With `output_leak`: what was found (rule and place, never the text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaks: Option<Vec<Leak>>,
+    /// With `quota_exceeded`: which of the tenant's quotas, its use and its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaUse>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -35,7 +40,8 @@ pub struct ErrorDetail {
     /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
     /// `session_expired`, `session_busy`, `session_ended`, `session_elsewhere`,
     /// `session_moving`, `session_lost`, `method_not_allowed`,
-    /// `payload_too_large`, `overloaded`, `too_many_sessions`, `not_ready`, `shutting_down`,
+    /// `payload_too_large`, `overloaded`, `too_many_sessions`, `mcp_session_quota_exceeded`,
+    /// `too_many_mcp_sessions`, `not_ready`, `shutting_down`,
     /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
     /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, the
     /// `package_*` refusals (`packages_disabled`, `package_not_found`, ...), `internal`.
@@ -108,6 +114,21 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
+    /// The caller holds as many MCP sessions as its quota allows.
+    #[error("{message}")]
+    McpSessionQuota {
+        message: String,
+        retry_after_secs: u64,
+    },
+    /// The server holds as many MCP sessions as it keeps.
+    #[error("{message}")]
+    TooManyMcpSessions {
+        message: String,
+        retry_after_secs: u64,
+    },
+    /// A tenant's quota would be passed (`quota_exceeded`, naming the quota and its use).
+    #[error("{0}")]
+    QuotaExceeded(QuotaExceeded),
     #[error("the runtime is still loading")]
     NotReady,
     #[error("the server is shutting down")]
@@ -177,9 +198,12 @@ impl ApiError {
             | ApiError::SnapshotRefused(_)
             | ApiError::SnapshotQuota(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Overloaded { .. } | ApiError::TooManySessions { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::QuotaExceeded(q) if q.too_large() => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::QuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Overloaded { .. }
+            | ApiError::TooManySessions { .. }
+            | ApiError::McpSessionQuota { .. }
+            | ApiError::TooManyMcpSessions { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::WorkerLost(_)
@@ -229,6 +253,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::Overloaded { .. } => ErrorCode::Overloaded,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
+            ApiError::McpSessionQuota { .. } => ErrorCode::McpSessionQuotaExceeded,
+            ApiError::TooManyMcpSessions { .. } => ErrorCode::TooManyMcpSessions,
+            ApiError::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
             ApiError::NotReady => ErrorCode::NotReady,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
             ApiError::WorkerLost(_) => ErrorCode::WorkerLost,
@@ -293,6 +320,14 @@ impl ApiError {
                 ApiError::OutputLeak(leaks) => Some(leaks.clone()),
                 _ => None,
             },
+            quota: match self {
+                ApiError::QuotaExceeded(q) => Some(QuotaUse {
+                    quota: q.quota,
+                    used: q.used,
+                    limit: Some(q.limit),
+                }),
+                _ => None,
+            },
         }
     }
 }
@@ -302,6 +337,16 @@ impl From<CheckError> for ApiError {
         match e {
             CheckError::Sandbox(s) => ApiError::from_sandbox(s),
             other => ApiError::Internal(format!("pre-execution check failed: {other}")),
+        }
+    }
+}
+
+impl From<QuotaExceeded> for ApiError {
+    /// Snapshot bytes keep their own code (`snapshot_quota_exceeded`, 409), as before tenants.
+    fn from(q: QuotaExceeded) -> Self {
+        match q.quota {
+            Quota::SnapshotBytes => ApiError::SnapshotQuota(q.to_string()),
+            _ => ApiError::QuotaExceeded(q),
         }
     }
 }
@@ -343,7 +388,14 @@ impl IntoResponse for ApiError {
             }
             | ApiError::TooManySessions {
                 retry_after_secs, ..
+            }
+            | ApiError::McpSessionQuota {
+                retry_after_secs, ..
+            }
+            | ApiError::TooManyMcpSessions {
+                retry_after_secs, ..
             } => Some(*retry_after_secs),
+            ApiError::QuotaExceeded(q) if !q.too_large() => Some(1),
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::WorkerLost(_)
@@ -411,6 +463,12 @@ pub enum ErrorCode {
     ShuttingDown,
     /// `too_many_sessions`.
     TooManySessions,
+    /// `quota_exceeded`.
+    QuotaExceeded,
+    /// `mcp_session_quota_exceeded`.
+    McpSessionQuotaExceeded,
+    /// `too_many_mcp_sessions`.
+    TooManyMcpSessions,
     /// `worker_lost`.
     WorkerLost,
     /// `unauthorized`.
@@ -489,6 +547,8 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::TooManySessions => "too_many_sessions",
+            ErrorCode::McpSessionQuotaExceeded => "mcp_session_quota_exceeded",
+            ErrorCode::TooManyMcpSessions => "too_many_mcp_sessions",
             ErrorCode::WorkerLost => "worker_lost",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::PolicyDenied => "policy_denied",
@@ -500,6 +560,7 @@ impl ErrorCode {
             ErrorCode::SnapshotIncompatible => "snapshot_incompatible",
             ErrorCode::SnapshotRefused => "snapshot_refused",
             ErrorCode::SnapshotQuotaExceeded => "snapshot_quota_exceeded",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::SnapshotStoreUnavailable => "snapshot_store_unavailable",
             ErrorCode::PackagesDisabled => "packages_disabled",
             ErrorCode::InvalidPackageSpec => "invalid_package_spec",

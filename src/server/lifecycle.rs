@@ -19,6 +19,7 @@ use super::auth::ApiKeys;
 use super::cluster::Cluster;
 use super::config::{Config, LogFormat, ServeArgs};
 use super::runner::Runner;
+use super::tenants::Tenants;
 use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
 use crate::snapshot::open_store;
@@ -62,8 +63,12 @@ impl Server {
 fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit_log.as_deref())?;
     let snapshots = open_store(&config.snapshot_dir, config.snapshot_url.as_deref())?;
+    let tenants = match &keys {
+        Some(keys) => keys.tenants(config.tenant_quotas),
+        None => Tenants::single(config.single_tenant_quotas),
+    };
     Ok(Arc::new(ServerState {
-        runner: Runner::new(&config, audit, snapshots),
+        runner: Runner::new(&config, audit, snapshots, tenants),
         keys,
         load_error: Mutex::new(None),
         openapi,
@@ -85,7 +90,7 @@ fn host_options(config: &Config, budget: Arc<crate::budget::HostBudget>) -> Viva
         // and the package compile sandbox only.
         EngineOptions::slots_for(2)
     } else {
-        EngineOptions::slots_for(config.max_sessions + config.max_concurrency)
+        EngineOptions::slots_for(config.max_live())
     };
     opts
 }
@@ -114,7 +119,7 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
     };
-    let live = config.max_sessions + config.max_concurrency;
+    let live = config.max_live();
     let per_worker = (live * 2).div_ceil(config.workers).clamp(1, live);
     let scratch_base = host
         .scratch_root()

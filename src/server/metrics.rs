@@ -87,6 +87,8 @@ pub enum Rejection {
     ShuttingDown,
     /// No valid API key (counted here, refused by `auth`).
     Unauthorized,
+    /// A tenant's quota (`quota_exceeded`, `snapshot_quota_exceeded`).
+    Quota,
 }
 
 impl Rejection {
@@ -98,6 +100,7 @@ impl Rejection {
             Rejection::TooManySessions => "too_many_sessions",
             Rejection::ShuttingDown => "shutting_down",
             Rejection::Unauthorized => "unauthorized",
+            Rejection::Quota => "tenant_quota",
         }
     }
 }

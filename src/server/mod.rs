@@ -13,8 +13,10 @@ mod auth;
 mod cluster;
 mod config;
 mod error;
+mod fair;
 mod error_scrub;
 mod lifecycle;
+mod mcp_sessions;
 mod metrics;
 mod openapi;
 mod ops;
@@ -23,6 +25,7 @@ mod routing;
 mod runner;
 mod sessions;
 mod snapshots;
+mod tenants;
 mod time;
 
 use std::sync::{Arc, Mutex};
@@ -63,6 +66,7 @@ fn router(state: AppState) -> Router {
         .route("/v1/execute", post(api::execute_or_stream))
         .route("/v1/check", post(check::check))
         .route("/v1/packages", get(api::packages::packages))
+        .route("/v1/usage", get(api::usage::usage))
         .route("/v1/sessions", post(session_api::open))
         .route(
             "/v1/sessions/{id}",

@@ -69,6 +69,7 @@ impl Modify for BearerAuth {
         piston::runtimes,
         piston::execute,
         mcp::mcp_transport,
+        crate::server::api::usage::usage,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, ErrorCode, ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn,
@@ -83,7 +84,8 @@ impl Modify for BearerAuth {
         CheckResult, SyntaxCheck, SyntaxIssue, Finding, Severity, Policy, PolicyDeniedBody,
         crate::template::Template, SnapshotInfo,
         piston::PistonRequest, piston::PistonFile, piston::PistonResponse,
-        piston::PistonStage
+        piston::PistonStage, crate::server::api::usage::Usage,
+        crate::server::tenants::QuotaUse, crate::server::tenants::Quota
     )),
     modifiers(&BearerAuth),
     tags(

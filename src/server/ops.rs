@@ -105,14 +105,60 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let gauges = state.runner.gauges();
+    let mut text = state.runner.metrics().render(&gauges);
+    tenant_usage(&state, &mut text);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.runner.metrics().render(&gauges),
+        text,
     )
         .into_response()
+}
+
+/// Tenants named in `/metrics` at most (the keys file's, in order of id): the label stays
+/// bounded whatever the file holds.
+const MAX_TENANT_LABELS: usize = 256;
+
+/// `vivarium_tenant_quota_used{tenant,quota}` and `..._limit` (limits that are set only).
+fn tenant_usage(state: &AppState, out: &mut String) {
+    use std::fmt::Write;
+    let tenants = state.runner.tenants();
+    let tenants = &tenants[..tenants.len().min(MAX_TENANT_LABELS)];
+    let _ = writeln!(
+        out,
+        "# HELP vivarium_tenant_quota_used What each tenant holds of each quota now.\n\
+         # TYPE vivarium_tenant_quota_used gauge"
+    );
+    for t in tenants {
+        for u in t.usage() {
+            let _ = writeln!(
+                out,
+                "vivarium_tenant_quota_used{{tenant=\"{}\",quota=\"{}\"}} {}",
+                t.id(),
+                u.quota.as_str(),
+                u.used
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP vivarium_tenant_quota_limit Each tenant's limit of each quota that has one.\n\
+         # TYPE vivarium_tenant_quota_limit gauge"
+    );
+    for t in tenants {
+        for u in t.usage() {
+            if let Some(limit) = u.limit {
+                let _ = writeln!(
+                    out,
+                    "vivarium_tenant_quota_limit{{tenant=\"{}\",quota=\"{}\"}} {limit}",
+                    t.id(),
+                    u.quota.as_str(),
+                );
+            }
+        }
+    }
 }
 
 #[utoipa::path(

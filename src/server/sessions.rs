@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 
 use super::admission::MemoryReservation;
 use super::error::ApiError;
+use super::tenants::{Held, Quota, QuotaExceeded, Tenant};
 use super::time::rfc3339;
 use crate::leakage::LeakPolicy;
 use crate::limits::Limits;
@@ -165,11 +166,24 @@ struct Hibernated {
     expires: Instant,
     /// Bytes of its snapshot in the store.
     bytes: u64,
+    /// Its place under its tenant's `hibernated_sessions` quota.
+    _place: Held,
 }
 
-/// Counts a session against `max_sessions` while it is live (not ended, not closed).
+/// Counts a session against `max_sessions`, and its tenant's `resident_sessions`, while it
+/// is live (not ended, not closed, not hibernated).
 pub struct SessionSlot {
     count: Arc<AtomicUsize>,
+    tenant: Held,
+}
+
+/// Why no resident place was had.
+#[derive(Debug)]
+pub enum NoPlace {
+    /// Every place under `--max-sessions` is taken.
+    Full,
+    /// The tenant holds all of its own.
+    Quota(QuotaExceeded),
 }
 
 impl Drop for SessionSlot {
@@ -212,6 +226,8 @@ struct Inner {
 
 pub struct Session {
     pub id: String,
+    /// Its owner's tenant, whose quotas it counts against.
+    pub tenant: Arc<Tenant>,
     /// The id of the API key that opened it: the only key it exists for ([`may_use`]);
     /// every other key is told it is not there (404), as for another key's snapshot. `None`
     /// when it was opened with API keys off: then any key may use it.
@@ -315,6 +331,7 @@ impl Session {
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
             id,
+            tenant: slot.tenant.tenant().clone(),
             owner,
             created_at: now - age,
             created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
@@ -599,8 +616,9 @@ impl Registry {
     }
 
     /// Moves `s` from the live sessions to the hibernated ones (its own snapshot of `bytes`
-    /// is in the store); its id stays good. What it held is the caller's to release.
-    pub fn hibernate(&self, s: &Arc<Session>, bytes: u64) {
+    /// is in the store), holding `place` under its tenant's quota of hibernated sessions;
+    /// its id stays good. What it held is the caller's to release.
+    pub fn hibernate(&self, s: &Arc<Session>, bytes: u64, place: Held) {
         let expires = s.expiry(&s.lock());
         let mut info = s.info();
         info.resident = false;
@@ -619,6 +637,7 @@ impl Registry {
                 owner: s.owner.clone(),
                 expires,
                 bytes,
+                _place: place,
             },
         );
     }
@@ -673,19 +692,32 @@ impl Registry {
         self.hibernated().remove(id).is_some()
     }
 
-    /// Resident sessions that may hibernate (settled, not ended), coldest first, those idle
-    /// for at least `idle` only.
+    /// Resident sessions that may hibernate (settled, not ended), idle for at least `idle`:
+    /// those of the tenant holding the most resident places first (relief takes from the
+    /// tenant over its share before any other), each tenant's coldest first.
     pub fn coldest(&self, idle: Duration) -> Vec<Arc<Session>> {
-        let mut v: Vec<(Duration, Arc<Session>)> = self
+        self.coldest_of(idle, None)
+    }
+
+    /// [`Registry::coldest`], of `tenant`'s sessions only when it is given.
+    pub fn coldest_of(&self, idle: Duration, tenant: Option<&Arc<Tenant>>) -> Vec<Arc<Session>> {
+        let mut v: Vec<(u64, Duration, Arc<Session>)> = self
             .live()
             .values()
+            .filter(|s| tenant.is_none_or(|t| Arc::ptr_eq(t, &s.tenant)))
             .filter(|s| !s.is_busy() && s.is_settled())
             .filter(|s| s.lock().ended.is_none())
-            .map(|s| (s.idle_for(), s.clone()))
-            .filter(|(d, _)| *d >= idle)
+            .map(|s| {
+                (
+                    s.tenant.used(Quota::ResidentSessions),
+                    s.idle_for(),
+                    s.clone(),
+                )
+            })
+            .filter(|(_, d, _)| *d >= idle)
             .collect();
-        v.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
-        v.into_iter().map(|(_, s)| s).collect()
+        v.sort_by_key(|(held, idle, _)| (std::cmp::Reverse(*held), std::cmp::Reverse(*idle)));
+        v.into_iter().map(|(_, _, s)| s).collect()
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -701,16 +733,20 @@ impl Registry {
         self.open.load(Ordering::Acquire)
     }
 
-    /// Takes a place under the cap for a session about to open, or `None` when full.
-    pub fn reserve_slot(&self) -> Option<SessionSlot> {
+    /// Takes a place under the cap, and under `tenant`'s own, for a session about to open.
+    pub fn reserve_slot(&self, tenant: &Arc<Tenant>) -> Result<SessionSlot, NoPlace> {
+        let held = tenant
+            .take(Quota::ResidentSessions, 1)
+            .map_err(NoPlace::Quota)?;
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max_sessions).then_some(n + 1)
             })
-            .ok()
-            .map(|_| SessionSlot {
-                count: self.open.clone(),
-            })
+            .map_err(|_| NoPlace::Full)?;
+        Ok(SessionSlot {
+            count: self.open.clone(),
+            tenant: held,
+        })
     }
 
     pub fn insert(&self, s: Arc<Session>) {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiResult};
+use super::tenants::{Quota, Tenant};
 use super::time::rfc3339;
 use crate::limits::Limits;
 use crate::snapshot::{
@@ -40,12 +41,18 @@ pub struct Snapshots {
     store: Arc<dyn SnapshotStore>,
     /// How long a snapshot is kept.
     retention: Duration,
-    /// Bytes of snapshots one owner may keep.
-    quota_bytes: u64,
+    /// What each stored object counts against its tenant's `snapshot_bytes` quota: every
+    /// snapshot, hibernated session and durable session's own this node wrote or found at
+    /// start. Reserved before a write (so concurrent writes cannot pass the quota
+    /// together), given back when the object goes.
+    ledger: Arc<std::sync::Mutex<Ledger>>,
     /// Decodes running at once: each holds a whole session's state in host memory before
     /// admission has charged it, so they are few.
     decoding: Arc<tokio::sync::Semaphore>,
 }
+
+/// Each stored object's tenant and bytes (see `Snapshots::ledger`).
+type Ledger = std::collections::HashMap<SnapshotId, (Arc<Tenant>, u64)>;
 
 /// Snapshots decoded at once (see `Snapshots::decoding`).
 const MAX_DECODES: usize = 2;
@@ -96,39 +103,117 @@ fn parse_id(id: &str) -> ApiResult<SnapshotId> {
 }
 
 impl Snapshots {
-    /// Snapshots kept in `store` for `retention`, at most `quota_bytes` an owner.
-    pub fn new(store: Arc<dyn SnapshotStore>, retention: Duration, quota_bytes: u64) -> Self {
+    /// Snapshots kept in `store` for `retention`.
+    pub fn new(store: Arc<dyn SnapshotStore>, retention: Duration) -> Self {
         Snapshots {
             store,
             retention,
-            quota_bytes,
+            ledger: Default::default(),
             decoding: Arc::new(tokio::sync::Semaphore::new(MAX_DECODES)),
         }
     }
 
-    /// Stores an encoded snapshot under a new id, within its owner's quota (what the owner
-    /// already keeps, read from the store, plus this one).
-    pub async fn put(&self, bytes: Vec<u8>) -> ApiResult<SnapshotInfo> {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        crate::sync::lock(&self.ledger)
+    }
+
+    /// Counts what the store already holds against its owners' tenants (`tenant_of` an
+    /// owner), once at start: each object by its header, whatever the quota (it is there).
+    pub async fn count_stored(
+        &self,
+        tenant_of: impl Fn(Option<&str>) -> Arc<Tenant>,
+    ) -> ApiResult<usize> {
+        let mut n = 0;
+        for id in self.store.list().await? {
+            let Ok(Some((header, span))) = self.peek(&id).await else {
+                continue;
+            };
+            let size = span as u64 + header.body_bytes + 32;
+            let tenant = tenant_of(header.owner.as_deref());
+            let mut ledger = self.ledger();
+            if ledger.contains_key(&id) {
+                continue;
+            }
+            tenant.add_anyway(Quota::SnapshotBytes, size);
+            ledger.insert(id, (tenant, size));
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Reserves `bytes` of `tenant`'s quota for object `id` (replacing what `id` holds now,
+    /// so a rewrite of a session's own snapshot asks only for its growth); what to call
+    /// [`Snapshots::settle`] or [`Snapshots::unreserve`] with.
+    fn reserve(&self, id: &SnapshotId, tenant: &Arc<Tenant>, bytes: u64) -> ApiResult<u64> {
+        let ledger = self.ledger();
+        let before = match ledger.get(id) {
+            Some((t, b)) if Arc::ptr_eq(t, tenant) => *b,
+            _ => 0,
+        };
+        if bytes > before {
+            tenant
+                .add(Quota::SnapshotBytes, bytes - before)
+                .map_err(ApiError::from)?;
+        }
+        Ok(before)
+    }
+
+    /// After the write of `bytes` for `id` that [`Snapshots::reserve`] made room for.
+    fn settle(&self, id: &SnapshotId, tenant: &Arc<Tenant>, bytes: u64, before: u64) {
+        let mut ledger = self.ledger();
+        if before > bytes {
+            tenant.give_back(Quota::SnapshotBytes, before - bytes);
+        }
+        if let Some((old, b)) = ledger.insert(id.clone(), (tenant.clone(), bytes))
+            && !Arc::ptr_eq(&old, tenant)
+        {
+            old.give_back(Quota::SnapshotBytes, b);
+        }
+    }
+
+    /// After a failed write: gives back what [`Snapshots::reserve`] took.
+    fn unreserve(&self, tenant: &Arc<Tenant>, bytes: u64, before: u64) {
+        if bytes > before {
+            tenant.give_back(Quota::SnapshotBytes, bytes - before);
+        }
+    }
+
+    /// Object `id` is gone from the store: its bytes come back to its tenant.
+    fn forget(&self, id: &SnapshotId) {
+        if let Some((tenant, b)) = self.ledger().remove(id) {
+            tenant.give_back(Quota::SnapshotBytes, b);
+        }
+    }
+
+    /// Stores `bytes` under `id` for `tenant`, within its quota (reserved before the write).
+    async fn put_counted(
+        &self,
+        id: &SnapshotId,
+        bytes: Vec<u8>,
+        tenant: &Arc<Tenant>,
+    ) -> ApiResult<()> {
+        let len = bytes.len() as u64;
+        let before = self.reserve(id, tenant, len)?;
+        match self.store.put(id, bytes).await {
+            Ok(()) => {
+                self.settle(id, tenant, len, before);
+                Ok(())
+            }
+            Err(e) => {
+                self.unreserve(tenant, len, before);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Stores an encoded snapshot under a new id, within its tenant's quota (everything the
+    /// tenant keeps in the store, plus this one, reserved before the write).
+    pub async fn put(&self, bytes: Vec<u8>, tenant: &Arc<Tenant>) -> ApiResult<SnapshotInfo> {
         let id = SnapshotId::random();
         let span = header_span(&bytes)?;
         let header = peek_header(&bytes)?;
         let info = info(&id, &header, span)?;
-        let kept: u64 = self
-            .list(header.owner.as_deref())
-            .await?
-            .iter()
-            .map(|s| s.size_bytes)
-            .sum();
-        if kept + bytes.len() as u64 > self.quota_bytes {
-            return Err(ApiError::SnapshotQuota(format!(
-                "this snapshot ({} bytes) would take your snapshots to {} bytes, past the \
-                 quota of {} bytes; delete some (DELETE /v1/snapshots/{{id}})",
-                bytes.len(),
-                kept + bytes.len() as u64,
-                self.quota_bytes
-            )));
-        }
-        self.store.put(&id, bytes).await?;
+        self.put_counted(&id, bytes, tenant).await?;
         Ok(info)
     }
 
@@ -156,6 +241,7 @@ impl Snapshots {
             if now.saturating_sub(header.created_at) > self.retention.as_secs()
                 && self.store.delete(&id).await?
             {
+                self.forget(&id);
                 gone += 1;
             }
         }
@@ -236,6 +322,7 @@ impl Snapshots {
         if !self.store.delete(&id).await? {
             return Err(ApiError::SnapshotNotFound(id.to_string()));
         }
+        self.forget(&id);
         Ok(())
     }
 
@@ -301,14 +388,22 @@ impl Snapshots {
             .map_err(|e| ApiError::Internal(format!("decoding a snapshot: {e}")))??)
     }
 
-    /// Stores a session's own snapshot under its id, replacing the previous one.
-    pub async fn put_at(&self, id: &SnapshotId, bytes: Vec<u8>) -> ApiResult<()> {
-        Ok(self.store.put(id, bytes).await?)
+    /// Stores a session's own snapshot under its id, replacing the previous one, within
+    /// `tenant`'s quota (only its growth is asked for).
+    pub async fn put_at(
+        &self,
+        id: &SnapshotId,
+        bytes: Vec<u8>,
+        tenant: &Arc<Tenant>,
+    ) -> ApiResult<()> {
+        self.put_counted(id, bytes, tenant).await
     }
 
     /// Removes a session's own snapshot, if there is one.
     pub async fn delete_own(&self, id: &SnapshotId) -> ApiResult<bool> {
-        Ok(self.store.delete(id).await?)
+        let gone = self.store.delete(id).await?;
+        self.forget(id);
+        Ok(gone)
     }
 
     /// Whether the store holds anything under `id`.

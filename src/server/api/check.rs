@@ -46,5 +46,6 @@ async fn check_inner(
     state.runner.host()?;
     let req: CheckRequest = parse_json(body)?;
     record.set_code(&req.code);
-    state.runner.check(req.code).await
+    let key = record.key_id.clone();
+    state.runner.check(req.code, key.as_deref()).await
 }

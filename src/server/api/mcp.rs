@@ -18,11 +18,19 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use futures_util::Stream;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock as Content, Extensions, Implementation, ServerCapabilities,
     ServerConfig,
 };
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::server_side_http::SessionId;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionManager};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,8 +46,10 @@ use crate::report::Status;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::ApiError;
+use crate::server::mcp_sessions::{Caller, McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::server::runner::Turned;
+use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::Executed;
 
@@ -673,7 +683,8 @@ impl VivariumMcp {
         }
         let mut record = AuditRecord::new(&ctx(&extensions), Action::McpCheck);
         record.set_code(&args.code);
-        let result = self.state.runner.check(args.code).await;
+        let key = record.key_id.clone();
+        let result = self.state.runner.check(args.code, key.as_deref()).await;
         self.state.runner.finish(record, Outcome::of(&result, 200));
         Ok(match result {
             Ok(c) => {
@@ -927,36 +938,212 @@ impl ServerHandler for VivariumMcp {
     }
 }
 
-/// The `/mcp` service (streamable HTTP), for the router. Host-header validation accepts
-/// loopback names and the address the server listens on.
-pub fn http_service(
+/// What one MCP session may buffer: messages queued toward its client on each stream (and
+/// kept there for a client that reconnects with `Last-Event-ID`). rmcp's default is 16;
+/// with a request's reply never more than a handful of messages (progress, then the result),
+/// 8 keeps a slow reader's backlog, and so a session's cost, small and fixed.
+const SESSION_CHANNEL_CAPACITY: usize = 8;
+
+/// The largest `/mcp` request body rmcp reads (its own default, 4 MiB); the sessionless
+/// POSTs [`admit`] reads to see whether they are an `initialize` are held to it too.
+const MAX_MCP_BODY_BYTES: usize = 4 << 20;
+
+/// The header naming a request's MCP session (the streamable HTTP transport's).
+const MCP_SESSION_ID: &str = "mcp-session-id";
+
+/// rmcp's in-memory sessions, counted: each session's place is reserved (by [`admit`],
+/// before rmcp runs) against its caller's cap and the server's, bound to the session's id
+/// when rmcp makes it, and given back when rmcp ends it (a DELETE, or its keep-alive: the
+/// idle expiry). Every other call passes through.
+pub struct CountedSessions {
+    local: LocalSessionManager,
+    count: McpSessions,
+}
+
+tokio::task_local! {
+    /// The place [`admit`] reserved for the session the request being served may make.
+    static RESERVED: std::sync::Mutex<Option<Reservation>>;
+}
+
+/// Why a session could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CountedError {
+    /// A session was asked for with no place reserved (a request [`admit`] did not take for
+    /// an `initialize`): refused rather than made uncounted.
+    #[error("no MCP session place was reserved for this request")]
+    Unreserved,
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+impl CountedSessions {
+    fn new(limits: McpSessionLimits) -> CountedSessions {
+        let mut local = LocalSessionManager::default();
+        let config = &mut local.session_config;
+        config.keep_alive = Some(limits.idle);
+        config.channel_capacity = SESSION_CHANNEL_CAPACITY;
+        // A finished request's replies are dropped at once rather than kept a minute for a
+        // late resume: kept, they would add up without bound on a busy session.
+        config.completed_cache_ttl = std::time::Duration::ZERO;
+        CountedSessions {
+            local,
+            count: McpSessions::new(limits),
+        }
+    }
+}
+
+impl SessionManager for CountedSessions {
+    type Error = CountedError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let reservation = RESERVED
+            .try_with(|r| lock(r).take())
+            .ok()
+            .flatten()
+            .ok_or(CountedError::Unreserved)?;
+        let (id, transport) = self.local.create_session().await?;
+        reservation.bind(&id);
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.local.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.local.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let closed = self.local.close_session(id).await;
+        self.count.release(id);
+        Ok(closed?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.count.touch(id);
+        Ok(self.local.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.count.touch(id);
+        Ok(self.local.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.count.touch(id);
+        Ok(self.local.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.count.touch(id);
+        Ok(self.local.resume(id, last_event_id).await?)
+    }
+}
+
+/// The `/mcp` service (streamable HTTP), for the router, over `sessions`. Host-header
+/// validation accepts loopback names and the address the server listens on.
+fn http_service(
     state: AppState,
-) -> rmcp::transport::streamable_http_server::StreamableHttpService<
-    VivariumMcp,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
+    sessions: Arc<CountedSessions>,
+) -> StreamableHttpService<VivariumMcp, CountedSessions> {
     let listen = state.config.listen;
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.push(listen.ip().to_string());
     hosts.push(listen.to_string());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));
+        .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)))
+        .with_max_request_body_bytes(MAX_MCP_BODY_BYTES);
     StreamableHttpService::new(
         move || Ok(VivariumMcp::new(state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     )
 }
 
-/// `/mcp`: the streamable HTTP service, with DELETE answered 204 (see below).
+/// `/mcp`: the streamable HTTP service, its sessions counted ([`admit`]), with DELETE
+/// answered 204 (see below).
 pub fn router(state: AppState) -> axum::Router {
+    let sessions = Arc::new(CountedSessions::new(state.config.mcp_sessions));
+    let count = sessions.count.clone();
     axum::Router::new()
-        .fallback_service(http_service(state))
+        .fallback_service(http_service(state, sessions))
+        .layer(axum::middleware::from_fn_with_state(count, admit))
         .layer(axum::middleware::from_fn(delete_is_no_content))
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (the only one that makes a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method>(body).is_ok_and(|m| m.method.as_deref() == Some("initialize"))
+}
+
+/// Before rmcp sees a POST that names no session: when it is an `initialize`, reserve the
+/// new session's place against its caller's cap and the server's, or refuse it here with
+/// 429 (`mcp_session_quota_exceeded`, `too_many_mcp_sessions`) and a `Retry-After`, before
+/// anything is made. rmcp's session manager takes the place while the request is served
+/// ([`CountedSessions::create_session`]); when no session came of it, it is given back.
+pub async fn admit(
+    axum::extract::State(count): axum::extract::State<McpSessions>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if req.method() != axum::http::Method::POST || req.headers().contains_key(MCP_SESSION_ID) {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            return ApiError::PayloadTooLarge(format!(
+                "an MCP request body is at most {MAX_MCP_BODY_BYTES} bytes: {e}"
+            ))
+            .into_response();
+        }
+    };
+    let initialize = is_initialize(&bytes);
+    let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    if !initialize {
+        return next.run(req).await;
+    }
+    let caller = req
+        .extensions()
+        .get::<RequestContext>()
+        .map_or_else(Caller::anonymous, Caller::of);
+    match count.reserve(&caller) {
+        Ok(reservation) => {
+            RESERVED
+                .scope(std::sync::Mutex::new(Some(reservation)), next.run(req))
+                .await
+        }
+        Err(e) => e.into_response(),
+    }
 }
 
 /// rmcp answers a session's DELETE with 202; MCP clients (the Python SDK) expect 200 or 204

@@ -12,6 +12,7 @@ pub mod sessions;
 pub mod snapshots;
 pub mod stream;
 pub mod types;
+pub mod usage;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

@@ -37,6 +37,7 @@ use super::error::{ApiError, ApiResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::sessions::Registry;
 use super::snapshots::Snapshots;
+use super::tenants::{Quota, Tenant, Tenants};
 use crate::budget::HostBudget;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
@@ -80,12 +81,21 @@ pub struct Runner {
     cluster: Option<Arc<Cluster>>,
     /// SIGTERM arrived: `/readyz` says 503 while requests are still served (the drain delay).
     leaving: AtomicBool,
+    /// Who each key belongs to, and what each tenant holds.
+    tenants: Tenants,
+    /// Whether what the snapshot store held at start is counted against its tenants.
+    stored_counted: AtomicBool,
 }
 
 impl Runner {
     /// A runner for `config`, writing its audit lines to `audit` and keeping snapshots in
     /// `snapshots`; no runtime yet.
-    pub fn new(config: &Config, audit: Audit, snapshots: Arc<dyn SnapshotStore>) -> Self {
+    pub fn new(
+        config: &Config,
+        audit: Audit,
+        snapshots: Arc<dyn SnapshotStore>,
+        tenants: Tenants,
+    ) -> Self {
         let metrics = Arc::new(Metrics::new());
         // With workers, one budget for all of them: its counter in a page they share.
         let (budget, budget_fd) = match (config.workers > 0)
@@ -124,16 +134,24 @@ impl Runner {
             cluster: config
                 .cluster_ttl
                 .map(|ttl| Arc::new(Cluster::new(config.node_id.clone(), snapshots.clone(), ttl))),
-            snapshots: Snapshots::new(
-                snapshots,
-                config.snapshot_retention,
-                config.snapshot_quota_bytes,
-            ),
+            snapshots: Snapshots::new(snapshots, config.snapshot_retention),
             resuming: Default::default(),
             draining: Default::default(),
             pressure: Default::default(),
             leaving: AtomicBool::new(false),
+            tenants,
+            stored_counted: AtomicBool::new(false),
         }
+    }
+
+    /// The tenant of API key `key` (`None`: keys are off).
+    pub fn tenant(&self, key: Option<&str>) -> Arc<Tenant> {
+        self.tenants.of(key)
+    }
+
+    /// Every tenant (for `/metrics`).
+    pub fn tenants(&self) -> Vec<Arc<Tenant>> {
+        self.tenants.all()
     }
 
     /// The server's hint on a `ModuleNotFoundError` (a worker knows nothing of the server's
@@ -268,8 +286,9 @@ impl Runner {
             starts_with: host.starting_bytes(spec.template, input),
         };
         // Idle sessions make way for work: the coldest hibernate when the budget is short.
+        let tenant = self.tenant(record.key_id.as_deref());
         self.make_room(need.reserve + need.starts_with, false).await;
-        let ticket = self.admission.admit(Some(need)).await?;
+        let ticket = self.admission.admit(&tenant, Some(need)).await?;
         let RunSpec {
             code,
             stdin,
@@ -327,7 +346,8 @@ impl Runner {
 
     /// The environment of the packages `raw` names (checked by the front door), resolved off
     /// the executor (pip runs, and downloads on a first request); its wheels go on `record`.
-    /// Nothing is admitted until it is there: a failed resolution runs nothing.
+    /// Nothing is admitted until it is there: a failed resolution runs nothing. Counted
+    /// against the caller's tenant's `package_jobs` while it resolves.
     pub async fn packages(
         &self,
         raw: Vec<String>,
@@ -337,23 +357,29 @@ impl Runner {
         if raw.is_empty() {
             return Ok(host.no_packages());
         }
+        let job = self
+            .tenant(record.key_id.as_deref())
+            .take(Quota::PackageJobs, 1)
+            .map_err(|q| self.admission.refuse(q))?;
         let env = tokio::task::spawn_blocking(move || host.packages(&raw))
             .await
             .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
             .map_err(ApiError::Package)?;
+        drop(job);
         record.packages = env.pins.clone();
         Ok(env)
     }
 
-    /// Checks `code` in a fresh sandbox of its own, admitted like any execution.
-    pub async fn check(&self, code: String) -> ApiResult<CheckResult> {
+    /// Checks `code` in a fresh sandbox of its own, admitted like any execution of key
+    /// `key`'s tenant.
+    pub async fn check(&self, code: String, key: Option<&str>) -> ApiResult<CheckResult> {
         let host = self.host()?;
         let need = MemoryNeed {
             reserve: reserve_for(&host.checker_limits()),
             starts_with: host.starting_bytes(crate::template::Template::Python, 0),
         };
         self.make_room(need.reserve + need.starts_with, false).await;
-        let ticket = self.admission.admit(Some(need)).await?;
+        let ticket = self.admission.admit(&self.tenant(key), Some(need)).await?;
         let reply = self
             .workers()?
             .call(Job::Check { code }, Sinks::default())
@@ -485,8 +511,22 @@ impl Runner {
         }
     }
 
-    /// Deletes snapshots past their retention.
+    /// Deletes snapshots past their retention; the first time, counts what the store holds
+    /// against its owners' tenants' `snapshot_bytes` quotas first.
     pub async fn sweep_snapshots(&self) {
+        if !self.stored_counted.swap(true, Ordering::AcqRel) {
+            match self
+                .snapshots
+                .count_stored(|owner| self.tenant(owner))
+                .await
+            {
+                Ok(n) => tracing::debug!(objects = n, "stored snapshots counted against quotas"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "counting stored snapshots failed");
+                    self.stored_counted.store(false, Ordering::Release);
+                }
+            }
+        }
         match self.snapshots.sweep().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "snapshots past their retention deleted"),

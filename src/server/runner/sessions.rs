@@ -18,7 +18,6 @@ use crate::report::Report;
 use crate::server::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::server::audit::AuditRecord;
 use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::Rejection;
 use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings, may_use};
 use crate::snapshot::SessionImage;
@@ -135,14 +134,12 @@ impl Runner {
             reserve: RESERVE_BYTES,
             starts_with: starts_with.unwrap_or_else(|| host.starting_bytes(settings.template, 0)),
         };
+        let tenant = self.tenant(settings.owner.as_deref());
         // Full (resident sessions, or the budget): the coldest idle sessions hibernate.
         self.make_room(need.reserve + need.starts_with, true).await;
-        let slot = self
-            .sessions
-            .reserve_slot()
-            .ok_or_else(|| self.admission.reject(Rejection::TooManySessions))?;
-        let memory = self.admission.reserve_memory(need)?;
-        let ticket = self.admission.admit(None).await?;
+        let slot = self.resident_place(&tenant).await?;
+        let memory = self.admission.reserve_memory(&tenant, need)?;
+        let ticket = self.admission.admit(&tenant, None).await?;
         let target = self
             .workers()?
             .pick_live()
@@ -193,7 +190,7 @@ impl Runner {
         let findings = match t.policy {
             Policy::Off => None,
             policy => {
-                let c = self.check(t.code.clone()).await?;
+                let c = self.check(t.code.clone(), session.owner.as_deref()).await?;
                 if policy == Policy::Deny && !c.findings.is_empty() {
                     return Ok(Turned::Denied(c.findings));
                 }
@@ -212,7 +209,7 @@ impl Runner {
         record.limits = Some(shown);
         let (session, busy) = self.begin(session).await?;
         let session = &session;
-        let ticket = self.admission.admit(None).await?;
+        let ticket = self.admission.admit(&session.tenant, None).await?;
         let placed = session.take_interpreter(&busy)?;
         let SessionTurn {
             code,

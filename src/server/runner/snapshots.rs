@@ -17,9 +17,12 @@ use crate::sandbox::CaptureError;
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::cluster::{Cluster, Holder, Seen};
 use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::{CloseReason, SessionEvent};
-use crate::server::sessions::{BusyGuard, Session, SessionSettings, is_session_id, may_use};
+use crate::server::metrics::{CloseReason, Rejection, SessionEvent};
+use crate::server::sessions::{
+    BusyGuard, NoPlace, Session, SessionSettings, SessionSlot, is_session_id, may_use,
+};
 use crate::server::snapshots::{SnapshotInfo, Snapshots};
+use crate::server::tenants::{Quota, Tenant};
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
 use crate::template::Template;
 use crate::vivarium::Vivarium;
@@ -133,7 +136,7 @@ impl Runner {
         })
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let info = self.snapshots.put(bytes).await?;
+        let info = self.snapshots.put(bytes, &session.tenant).await?;
         record.snapshot_id = Some(info.snapshot_id.clone());
         self.metrics.session_event(SessionEvent::Snapshot);
         Ok(info)
@@ -525,8 +528,10 @@ impl Runner {
         self.pressure.notified().await
     }
 
-    /// Hibernates the coldest idle sessions (idle at least a second) until
-    /// [`Runner::spare_places`] resident places are free, or none is left to hibernate.
+    /// Hibernates idle sessions (idle at least a second; the tenant holding the most
+    /// resident places first, its coldest first) until [`Runner::spare_places`] resident
+    /// places are free, or none is left to hibernate. A session that cannot go (busy, its
+    /// tenant's hibernated quota full, a store error) is passed over, not the end of it.
     pub async fn relieve_pressure(&self) {
         let spare = self.spare_places();
         let short = || {
@@ -535,21 +540,15 @@ impl Runner {
                 .saturating_sub(self.sessions.open_count())
                 < spare
         };
-        while short() {
-            let Some(s) = self
-                .sessions
-                .coldest(Duration::from_secs(1))
-                .into_iter()
-                .next()
-            else {
-                return;
-            };
-            if !self.sessions.has_room_to_hibernate() {
+        if !short() {
+            return;
+        }
+        for s in self.sessions.coldest(Duration::from_secs(1)) {
+            if !short() || !self.sessions.has_room_to_hibernate() {
                 return;
             }
             if let Err(e) = self.hibernate_one(&s).await {
                 tracing::debug!(session = %s.id, error = %e, "session not hibernated");
-                return;
             }
         }
     }
@@ -580,11 +579,51 @@ impl Runner {
         fits()
     }
 
+    /// A resident place for a session of `tenant`: under the server's cap and the tenant's
+    /// own. When the tenant holds all of its own, its own coldest idle session hibernates
+    /// (never another tenant's); when the server's are taken, [`Runner::make_room`]'s
+    /// choice does (the tenant holding the most first). Each candidate that cannot move is
+    /// passed over, not the end of the search.
+    pub(super) async fn resident_place(&self, tenant: &Arc<Tenant>) -> ApiResult<SessionSlot> {
+        let mut tried = 0;
+        loop {
+            match self.sessions.reserve_slot(tenant) {
+                Ok(slot) => return Ok(slot),
+                Err(NoPlace::Quota(q)) => {
+                    let mut moved = false;
+                    for s in self.sessions.coldest_of(Duration::ZERO, Some(tenant)) {
+                        if self.hibernate_one(&s).await.is_ok() {
+                            moved = true;
+                            break;
+                        }
+                    }
+                    if !moved {
+                        return Err(self.admission.refuse(q));
+                    }
+                }
+                Err(NoPlace::Full) => {
+                    if !self.make_room(0, true).await {
+                        return Err(self.admission.reject(Rejection::TooManySessions));
+                    }
+                }
+            }
+            // Another request may take the place just freed; a few tries, then refuse.
+            tried += 1;
+            if tried >= 4 {
+                return Err(self.admission.reject(Rejection::TooManySessions));
+            }
+        }
+    }
+
     /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a
     /// request meanwhile gets 409; once it is gone, a request brings it back). Its id,
     /// expiry and limits stay; `GET /v1/sessions/{id}` says `resident: false`.
     async fn hibernate_one(&self, s: &Arc<Session>) -> ApiResult<()> {
         let host = self.host()?;
+        let place = s
+            .tenant
+            .take(Quota::HibernatedSessions, 1)
+            .map_err(ApiError::from)?;
         let busy = s.begin()?;
         let (interp, image) = capture(self, s, &busy).await?;
         let written = match image {
@@ -612,7 +651,7 @@ impl Runner {
                 return Err(e);
             }
         };
-        self.sessions.hibernate(s, bytes);
+        self.sessions.hibernate(s, bytes, place);
         self.metrics.session_event(SessionEvent::Hibernate);
         // Its instance, reserve and place under the cap go here, off the executor.
         let remains = s.close();
@@ -701,7 +740,11 @@ async fn write_own(
     let size = bytes.len() as u64;
     let Some(c) = cluster else {
         snapshots
-            .put_at(&SnapshotId::for_session(&session.id), bytes)
+            .put_at(
+                &SnapshotId::for_session(&session.id),
+                bytes,
+                &session.tenant,
+            )
             .await?;
         *written = taken;
         return Ok(size);
@@ -709,7 +752,7 @@ async fn write_own(
     let seen = c.seen(&session.id).await?;
     not_mine(&session.id, &seen.holder)?;
     let object = SnapshotId::random();
-    snapshots.put_at(&object, bytes).await?;
+    snapshots.put_at(&object, bytes, &session.tenant).await?;
     debug_commit_delay().await;
     if !c.commit(&session.id, &seen, &object, release).await? {
         let _ = snapshots.delete_own(&object).await;

@@ -1,0 +1,45 @@
+//! `GET /v1/usage`: the caller's tenant's use of each of its quotas.
+
+use axum::Json;
+use axum::extract::{Extension, State};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::server::AppState;
+use crate::server::error::ErrorBody;
+use crate::server::request_context::RequestContext;
+use crate::server::tenants::QuotaUse;
+
+/// What `GET /v1/usage` says.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Usage {
+    /// The tenant the caller's key belongs to (`default` without API keys).
+    #[schema(example = "acme")]
+    pub tenant: String,
+    /// The caller's key id (`null` without API keys).
+    pub key_id: Option<String>,
+    /// Each quota: what the tenant holds now, and its limit (`null`: none).
+    pub quotas: Vec<QuotaUse>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/usage",
+    tag = "operations",
+    responses(
+        (status = 200, description = "The caller's tenant's use of each quota", body = Usage),
+        (status = 401, body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+pub async fn usage(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<RequestContext>,
+) -> Json<Usage> {
+    let tenant = state.runner.tenant(ctx.key_id.as_deref());
+    Json(Usage {
+        tenant: tenant.id().to_string(),
+        key_id: ctx.key_id,
+        quotas: tenant.usage(),
+    })
+}
