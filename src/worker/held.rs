@@ -328,7 +328,7 @@ mod tests {
         assert!(!c.finish(), "a cut character at the end is not text");
         let mut c = Utf8Check::default();
         c.push(&[0xe2, 0x82]);
-        c.push(&[b'a']);
+        c.push(b"a");
         assert!(!c.finish(), "a broken character is not text");
     }
 
