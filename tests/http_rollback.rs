@@ -105,9 +105,41 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
     // The sandbox directories of the stopped instances are gone; one is left, the live one.
     assert_eq!(s.settled_sandbox_dirs().await, 1);
 
-    // A file held open between turns is state no snapshot carries: a stopped turn then ends
-    // the session, as it did before rollback existed.
-    let v = turn(&c, &s, &id, json!({"code": "held = open('held.txt', 'w')"})).await;
+    // A file held open between turns rolls back with the rest: it goes on from where it was.
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "held = open('held.txt', 'w'); held.write('a'); held.flush()"}),
+    )
+    .await;
+    assert_eq!(v["status"], "ok");
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "held.write('lost'); held.flush()\nwhile True: pass", "limits": {"timeout_ms": 200}}),
+    )
+    .await;
+    assert_eq!(v["rolled_back"], true, "{v}");
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "held.write('b'); held.close(); open('held.txt').read()"}),
+    )
+    .await;
+    assert_eq!(v["result"], "'ab'", "{v}");
+
+    // A folder being listed between turns is state no snapshot carries: a stopped turn then
+    // ends the session, as it did before rollback existed.
+    let v = turn(
+        &c,
+        &s,
+        &id,
+        json!({"code": "import os\nit = os.scandir('.')"}),
+    )
+    .await;
     assert_eq!(v["status"], "ok");
     let v = turn(
         &c,
