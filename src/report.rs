@@ -197,6 +197,8 @@ pub enum LeakPlace {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorField {
+    /// `error.type` (a class the guest defined is named as it chose).
+    Type,
     /// `error.message`.
     Message,
     /// `error.traceback`.

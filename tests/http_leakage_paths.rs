@@ -1,7 +1,8 @@
 //! Output leakage beyond the streams, over real HTTP with the real runtime: the parsed
-//! exception when stderr was cut at the output limit, the `ModuleNotFoundError` hint, file
-//! and folder names (a run's files, a session's listing, MCP's resource links) and the
-//! messages of API errors, each under `redact` and `deny` (and `report` where it differs).
+//! exception (its type, message, traceback) when stderr was cut at the output limit, the
+//! `ModuleNotFoundError` hint, file and folder names (a run's files, a session's listing,
+//! MCP's resource links) and the messages of API errors, each under `redact` and `deny` (and
+//! `report` where it differs).
 
 mod http_support;
 
@@ -99,6 +100,13 @@ async fn the_parsed_error_and_the_hint_are_scanned_whatever_the_cut() {
     assert!(hint.contains("[REDACTED:github-pat]"), "{hint}");
     let found = places(&v);
     assert!(found.contains(&"error=hint".to_string()), "{found:?}");
+
+    // A class the guest defined is named as it chose: `error.type`.
+    let code = format!("raise type('{t}', (Exception,), {{'__module__': 'builtins'}})('x')");
+    let (status, v) = post(&c, &s.url("/v1/execute"), &json!({"code": code})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["error"]["type"], "[REDACTED:github-pat]", "{v}");
+    assert_hidden(&v, &t, "the exception's type");
     s.stop().await;
 }
 

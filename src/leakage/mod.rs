@@ -284,29 +284,27 @@ impl Guard {
 
     /// Scans the parsed exception, each field on its own whatever stderr kept of it; under
     /// `redact` each is rewritten. A field's leaks are listed unless it is a piece of a text
-    /// already listed: the traceback of stderr as returned (`in_stderr`), the message of
-    /// the traceback. The hint, built by the host from the message, is always listed.
+    /// already listed: the traceback of stderr as returned (`in_stderr`), the type and the
+    /// message of the traceback. The hint, built by the host from the message, is always
+    /// listed.
     fn error(&self, e: &mut PyError, in_stderr: bool, redact: bool, leaks: &mut Vec<Leak>) {
-        let message_in_traceback = e.traceback.contains(&e.message);
-        let mut found = Vec::new();
-        self.text(
-            &mut e.traceback,
-            LeakPlace::Error(ErrorField::Traceback),
-            redact,
-            &mut found,
-        );
-        if !in_stderr {
-            leaks.append(&mut found);
-        }
-        found.clear();
-        self.text(
-            &mut e.message,
-            LeakPlace::Error(ErrorField::Message),
-            redact,
-            &mut found,
-        );
-        if !message_in_traceback {
-            leaks.append(&mut found);
+        // Each field with whether it is a piece of a text whose leaks are listed already.
+        let listed = [
+            in_stderr,
+            in_stderr || e.traceback.contains(e.kind.as_str()),
+            in_stderr || e.traceback.contains(e.message.as_str()),
+        ];
+        let fields = [
+            (&mut e.traceback, ErrorField::Traceback),
+            (&mut e.kind, ErrorField::Type),
+            (&mut e.message, ErrorField::Message),
+        ];
+        for ((text, field), listed) in fields.into_iter().zip(listed) {
+            let mut found = Vec::new();
+            self.text(text, LeakPlace::Error(field), redact, &mut found);
+            if !listed {
+                leaks.append(&mut found);
+            }
         }
         if let Some(hint) = &mut e.hint {
             self.text(hint, LeakPlace::Error(ErrorField::Hint), redact, leaks);
