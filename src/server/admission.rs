@@ -220,7 +220,7 @@ impl Admission {
             },
             Rejection::TooManySessions => ApiError::TooManySessions {
                 message:
-                    "every resident session is busy and no more may hibernate; close one or retry later"
+                    "no resident place is free and no idle session could hibernate to make one (each is busy, or its tenant's hibernated or snapshot quota is full, or --max-hibernated-sessions are asleep); retry later"
                         .into(),
                 retry_after_secs: 5,
             },

@@ -347,7 +347,8 @@ impl Runner {
     /// The environment of the packages `raw` names (checked by the front door), resolved off
     /// the executor (pip runs, and downloads on a first request); its wheels go on `record`.
     /// Nothing is admitted until it is there: a failed resolution runs nothing. Counted
-    /// against the caller's tenant's `package_jobs` while it resolves.
+    /// against the caller's tenant's `package_jobs` while it resolves, and while the `.pyc`
+    /// compile it started runs.
     pub async fn packages(
         &self,
         raw: Vec<String>,
@@ -361,11 +362,11 @@ impl Runner {
             .tenant(record.key_id.as_deref())
             .take(Quota::PackageJobs, 1)
             .map_err(|q| self.admission.refuse(q))?;
-        let env = tokio::task::spawn_blocking(move || host.packages(&raw))
+        // The place goes with the set's `.pyc` compile when this resolution starts one.
+        let env = tokio::task::spawn_blocking(move || host.packages_held(&raw, Box::new(job)))
             .await
             .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
             .map_err(ApiError::Package)?;
-        drop(job);
         record.packages = env.pins.clone();
         Ok(env)
     }
