@@ -146,17 +146,17 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_busy_or_holding_a_file_open_is_not_snapshotted() {
+async fn a_session_busy_or_holding_a_folder_open_is_not_snapshotted() {
     let s = start("snap-refuse", |_| {}).await;
     let c = client();
     let id = open(&c, &s, json!({"template": "python"})).await;
-    session_turn(&c, &s.base, &id, "f = open('log.txt', 'w')").await;
+    session_turn(&c, &s.base, &id, "import os\nit = os.scandir('.')").await;
     let url = s.url(&format!("/v1/sessions/{id}/snapshot"));
     let (st, v) = post(&c, &url, &json!({})).await;
     assert_eq!((st, error_code(&v)), (409, "snapshot_refused"), "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("open"));
     // The session is untouched and goes on.
-    session_turn(&c, &s.base, &id, "f.write('x'); f.close()").await;
+    session_turn(&c, &s.base, &id, "it.close()").await;
 
     let slow = {
         let (c, u) = (c.clone(), s.url(&format!("/v1/sessions/{id}/execute")));
