@@ -825,7 +825,7 @@ impl VivariumMcp {
     }
 
     #[tool(
-        description = "Save an open session's state (variables, imports and the files in its working directory) as a snapshot, and return its snapshot_id (`snap-…`), size_bytes, template and turns as JSON. The session itself goes on unchanged. Restore it later, any number of times and even after the session is closed, with open_session {\"snapshot\": snapshot_id}: a checkpoint to come back to. Refused (snapshot_refused) while the session holds a file open between turns (close it first) or has ended; session_busy while a turn runs."
+        description = "Save an open session's state (variables, imports and the files in its working directory) as a snapshot, and return its snapshot_id (`snap-…`), size_bytes, template and turns as JSON. The session itself goes on unchanged. Restore it later, any number of times and even after the session is closed, with open_session {\"snapshot\": snapshot_id}: a checkpoint to come back to. Refused (snapshot_refused) while the session holds a folder open between turns (an os.scandir in progress: close it first) or has ended; session_busy while a turn runs."
     )]
     async fn snapshot_session(
         &self,

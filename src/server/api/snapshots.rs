@@ -23,7 +23,7 @@ use crate::server::snapshots::SnapshotInfo;
     responses(
         (status = 201, description = "Snapshot taken and stored", body = SnapshotInfo),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "`session_busy` (a turn is running), `session_ended`, or `snapshot_refused` (a file is held open between turns)", body = ErrorBody),
+        (status = 409, description = "`session_busy` (a turn is running), `session_ended`, or `snapshot_refused` (a folder is held open between turns, or the state is past a bound of the snapshot format)", body = ErrorBody),
         (status = 410, body = ErrorBody),
         (status = 503, description = "`snapshot_store_unavailable`: nothing was lost, try again", body = ErrorBody),
     ),
