@@ -1,10 +1,18 @@
 //! `GET /api/kernels/{id}/channels`: the kernel WebSocket. Frames are hostile: each is
-//! parsed into a [`Message`] or the socket is closed with a logged reason; shell requests
-//! queue (at most [`SHELL_QUEUE`]; past that they are answered `aborted`) and run one at a
-//! time, in order, as session turns; control requests (interrupt, shutdown) are answered at
-//! once, even while a cell runs.
+//! parsed into a bounded [`Incoming`] or the socket is closed with a logged reason; shell
+//! requests queue and run one at a time, in order, as session turns; control requests
+//! (interrupt, shutdown) are answered at once, even while a cell runs.
+//!
+//! What one socket may make the host hold is bounded by construction, both ways: shell
+//! requests waiting (and the one running) at most [`SHELL_QUEUE`] of them and
+//! [`SHELL_QUEUE_BYTES`] of what they hold (past either, a request is answered, not queued:
+//! `aborted` past the count, an error naming the bound past the bytes); messages toward the
+//! client at most [`OUT_QUEUE_BYTES`] (past that, the kernel waits for the client to read,
+//! and a client that reads nothing for [`SLOW_CLIENT`] loses the connection). A tenant's
+//! open sockets are its `kernel_sockets` quota.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
@@ -12,25 +20,43 @@ use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
-use super::messages::{Channel, FrameError, Header, MAX_FRAME_BYTES, Message, kernel_info, status};
+use super::messages::{
+    AtCursor, Channel, Execute, FrameError, Header, Incoming, MAX_FRAME_BYTES, Message, Request,
+    kernel_info, status,
+};
 use super::queries;
 use crate::check::Policy;
 use crate::hostcalls::input::InputAsker;
+use crate::leakage::Guard;
 use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
+use crate::server::error::ApiError;
 use crate::server::request_context::RequestContext;
 use crate::server::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use crate::server::tenants::Quota;
 use crate::sync::lock;
 
 /// Shell requests waiting for the one running.
 const SHELL_QUEUE: usize = 64;
 
-/// The upgrade: the kernel must exist.
+/// What the shell requests of one socket (waiting, and the one running) may hold, in bytes
+/// ([`Incoming::held_bytes`]: about their code): two frames of the largest size.
+pub const SHELL_QUEUE_BYTES: usize = 2 * MAX_FRAME_BYTES;
+
+/// Bytes of messages on their way to one client (a cell's rich outputs, at most 16 MiB
+/// before base64, fit).
+pub const OUT_QUEUE_BYTES: usize = 32 << 20;
+
+/// How long the kernel waits for a client to make room in [`OUT_QUEUE_BYTES`] before it
+/// drops the connection.
+const SLOW_CLIENT: Duration = Duration::from_secs(15);
+
+/// The upgrade: the kernel must exist, and its caller's tenant have a socket to spare.
 pub async fn channels(
     State(state): State<AppState>,
     Extension(ctx): Extension<RequestContext>,
@@ -44,9 +70,63 @@ pub async fn channels(
     if let Err(e) = state.runner.session_info(&id, ctx.key_id.as_deref()).await {
         return e.into_response();
     }
+    // Held for the socket's life (dropped with the upgrade should it fail).
+    let socket = match state
+        .runner
+        .tenant(ctx.key_id.as_deref())
+        .take(Quota::KernelSockets, 1)
+    {
+        Ok(held) => held,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| serve(state, ctx, id, socket))
+        .on_upgrade(move |ws| async move {
+            serve(state, ctx, id, ws).await;
+            drop(socket);
+        })
+}
+
+/// Messages toward the client, bounded in bytes: each waits for room, and holds its bytes
+/// until the writer has handed it to the socket.
+#[derive(Clone)]
+struct Outbox {
+    tx: mpsc::UnboundedSender<(String, OwnedSemaphorePermit)>,
+    room: Arc<Semaphore>,
+    /// Set when the client stopped reading: the connection ends.
+    gone: Arc<watch::Sender<bool>>,
+}
+
+impl Outbox {
+    /// Queues `m`; `false` when the connection is over (or the client too slow: then it
+    /// ends).
+    async fn send(&self, m: Message) -> bool {
+        let text = m.to_text();
+        // A message larger than the whole bound waits for all of it.
+        let n = text.len().clamp(1, OUT_QUEUE_BYTES) as u32;
+        match tokio::time::timeout(SLOW_CLIENT, self.room.clone().acquire_many_owned(n)).await {
+            Ok(Ok(permit)) => self.tx.send((text, permit)).is_ok(),
+            Ok(Err(_)) => false,
+            Err(_) => {
+                tracing::warn!(
+                    bytes = OUT_QUEUE_BYTES,
+                    "a kernel client read nothing for {SLOW_CLIENT:?} with its queue full; dropping the connection"
+                );
+                self.room.close();
+                let _ = self.gone.send(true);
+                false
+            }
+        }
+    }
+}
+
+/// Returns once the client is gone (see [`Outbox`]); never if the connection ends otherwise.
+async fn until_gone(mut gone: watch::Receiver<bool>) {
+    while !*gone.borrow_and_update() {
+        if gone.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The kernel's side of one connection.
@@ -56,43 +136,64 @@ struct Kernel {
     id: String,
     /// The kernel session's id in message headers (one per connection).
     session: String,
-    out: mpsc::Sender<Message>,
+    out: Outbox,
     /// The `input_request` a running cell waits on: its id, and where its answer goes.
     waiting_input: std::sync::Mutex<Option<(String, std::sync::mpsc::Sender<String>)>>,
 }
 
 async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSocket) {
     let (mut sink, mut frames) = socket.split();
-    let (out, mut outgoing) = mpsc::channel::<Message>(256);
+    let (tx, mut outgoing) = mpsc::unbounded_channel::<(String, OwnedSemaphorePermit)>();
+    let (gone, gone_rx) = watch::channel(false);
+    let out = Outbox {
+        tx,
+        room: Arc::new(Semaphore::new(OUT_QUEUE_BYTES)),
+        gone: Arc::new(gone),
+    };
     let (close_tx, mut close_rx) = mpsc::channel::<(u16, String)>(1);
-    // The writer: every message the kernel sends, in order, then the close.
+    // The writer: every message the kernel sends, in order, then the close; nothing more
+    // once the client is gone.
+    let writer_gone = gone_rx.clone();
     let writer = tokio::spawn(async move {
+        let mut gone = std::pin::pin!(until_gone(writer_gone));
         loop {
-            tokio::select! {
+            let frame = tokio::select! {
                 // A close first: it sends what was queued before it, then the close frame
                 // (unbiased, a closed queue could win and the close frame never leave).
                 biased;
+                _ = &mut gone => return,
                 Some((code, reason)) = close_rx.recv() => {
-                    while let Ok(m) = outgoing.try_recv() {
-                        let _ = sink.send(Frame::Text(m.to_text().into())).await;
+                    let flush = async {
+                        while let Ok((text, _room)) = outgoing.try_recv() {
+                            let _ = sink.send(Frame::Text(text.into())).await;
+                        }
+                        let _ = sink
+                            .send(Frame::Close(Some(CloseFrame { code, reason: reason.into() })))
+                            .await;
+                    };
+                    tokio::select! {
+                        _ = flush => {}
+                        _ = &mut gone => {}
                     }
-                    let _ = sink
-                        .send(Frame::Close(Some(CloseFrame { code, reason: reason.into() })))
-                        .await;
                     return;
                 }
                 m = outgoing.recv() => match m {
-                    Some(m) => {
-                        if sink.send(Frame::Text(m.to_text().into())).await.is_err() {
-                            return;
-                        }
-                    }
+                    Some(m) => m,
                     None => return,
                 },
+            };
+            let (text, room) = frame;
+            tokio::select! {
+                sent = sink.send(Frame::Text(text.into())) => if sent.is_err() {
+                    return;
+                },
+                _ = &mut gone => return,
             }
+            // Its bytes are the socket's now.
+            drop(room);
         }
     });
-    let kernel = std::sync::Arc::new(Kernel {
+    let kernel = Arc::new(Kernel {
         state,
         ctx,
         id,
@@ -104,12 +205,15 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
     // is): JupyterLab does not count the status messages of its own kernel_info requests,
     // so without this one its status stays `unknown` until a cell runs.
     kernel.announce().await;
-    let (shell_tx, mut shell_rx) = mpsc::channel::<Message>(SHELL_QUEUE);
+    let held = Arc::new(AtomicUsize::new(0));
+    let (shell_tx, mut shell_rx) = mpsc::channel::<(Incoming, usize)>(SHELL_QUEUE);
     let executor = {
         let kernel = kernel.clone();
+        let held = held.clone();
         tokio::spawn(async move {
-            while let Some(m) = shell_rx.recv().await {
+            while let Some((m, bytes)) = shell_rx.recv().await {
                 kernel.shell(m).await;
+                held.fetch_sub(bytes, Ordering::AcqRel);
             }
         })
     };
@@ -123,9 +227,15 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
         reason.truncate(cut);
         let _ = close_tx.try_send((code, reason));
     };
-    while let Some(frame) = frames.next().await {
+    loop {
+        let frame = tokio::select! {
+            f = frames.next() => f,
+            _ = until_gone(gone_rx.clone()) => break,
+        };
+        let Some(frame) = frame else { break };
         let parsed = match frame {
-            Ok(Frame::Text(t)) => Message::parse(t.as_str()),
+            // Parsed, then the frame's text is dropped: only what the request reads is kept.
+            Ok(Frame::Text(t)) => Incoming::parse(t.as_str()),
             Ok(Frame::Binary(_)) => Err(FrameError::Binary),
             Ok(Frame::Close(_)) => break,
             Ok(Frame::Ping(_) | Frame::Pong(_)) => continue,
@@ -157,8 +267,8 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
         };
         // An input_reply answers a cell that is running: taken at once, on whatever channel
         // it came (jupyter_server's gateway client names none, which reads as shell).
-        if m.header.msg_type == "input_reply" {
-            kernel.input_reply(&m);
+        if let Request::InputReply { value, parent } = &m.request {
+            kernel.input_reply(value, parent.as_deref());
             continue;
         }
         match m.channel {
@@ -169,7 +279,18 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                 }
             }
             Channel::Shell => {
-                if let Err(mpsc::error::TrySendError::Full(m)) = shell_tx.try_send(m) {
+                let bytes = m.held_bytes();
+                let waiting = held.load(Ordering::Acquire);
+                if waiting + bytes > SHELL_QUEUE_BYTES {
+                    // Past the bytes a socket may hold: answered, not queued.
+                    kernel.refuse(&m, waiting, bytes).await;
+                    continue;
+                }
+                held.fetch_add(bytes, Ordering::AcqRel);
+                if let Err(mpsc::error::TrySendError::Full((m, bytes))) =
+                    shell_tx.try_send((m, bytes))
+                {
+                    held.fetch_sub(bytes, Ordering::AcqRel);
                     // A flood: answered, not queued.
                     kernel.iopub(&m, "status", status("busy")).await;
                     kernel
@@ -196,7 +317,7 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
 
 impl Kernel {
     async fn send(&self, m: Message) {
-        let _ = self.out.send(m).await;
+        self.out.send(m).await;
     }
 
     /// `status` on iopub with no parent: `busy` while a cell of the session runs, else
@@ -218,7 +339,7 @@ impl Kernel {
     }
 
     /// `<type>_reply` to `m` on `channel`.
-    async fn reply(&self, m: &Message, channel: Channel, content: Value) {
+    async fn reply(&self, m: &Incoming, channel: Channel, content: Value) {
         let reply_type = match m.header.msg_type.strip_suffix("_request") {
             Some(base) => format!("{base}_reply"),
             None => format!("{}_reply", m.header.msg_type),
@@ -233,7 +354,7 @@ impl Kernel {
         .await;
     }
 
-    async fn iopub(&self, parent: &Message, msg_type: &str, content: Value) {
+    async fn iopub(&self, parent: &Incoming, msg_type: &str, content: Value) {
         self.send(Message::reply(
             &parent.header,
             &self.session,
@@ -244,17 +365,35 @@ impl Kernel {
         .await;
     }
 
+    /// A shell request refused because the requests waiting on the socket already hold
+    /// `waiting` bytes and it would hold `bytes` more.
+    async fn refuse(&self, m: &Incoming, waiting: usize, bytes: usize) {
+        tracing::warn!(kernel = %self.id, waiting, bytes, "a kernel's shell queue is full (bytes)");
+        let evalue = format!(
+            "not run: the requests waiting on this connection hold {waiting} bytes, this one \
+             {bytes}, and at most {SHELL_QUEUE_BYTES} may wait; send it again once they ran"
+        );
+        self.iopub(m, "status", status("busy")).await;
+        self.reply(
+            m,
+            Channel::Shell,
+            json!({"status": "error", "ename": "VivariumQueueFull", "evalue": evalue, "traceback": [], "execution_count": Value::Null}),
+        )
+        .await;
+        self.iopub(m, "status", status("idle")).await;
+    }
+
     /// A control request; `false` when the connection should end (shutdown).
-    async fn control(&self, m: &Message) -> bool {
-        match m.header.msg_type.as_str() {
-            "interrupt_request" => {
+    async fn control(&self, m: &Incoming) -> bool {
+        match &m.request {
+            Request::Interrupt => {
                 let _ = self.state.runner.interrupt_session(&self.id, self.key());
                 self.reply(m, Channel::Control, json!({"status": "ok"}))
                     .await;
                 true
             }
-            "shutdown_request" => self.shutdown(m, Channel::Control).await,
-            "kernel_info_request" => {
+            Request::Shutdown { restart } => self.shutdown(m, *restart, Channel::Control).await,
+            Request::KernelInfo => {
                 self.iopub(m, "status", status("busy")).await;
                 self.kernel_info(m, Channel::Control).await;
                 self.iopub(m, "status", status("idle")).await;
@@ -269,56 +408,85 @@ impl Kernel {
 
     /// One shell request, in order, between `status: busy` and `status: idle` as every
     /// kernel brackets them (clients wait for the idle as well as the reply).
-    async fn shell(self: &Arc<Self>, m: Message) {
+    async fn shell(self: &Arc<Self>, m: Incoming) {
         self.iopub(&m, "status", status("busy")).await;
-        let code = m.content["code"].as_str().unwrap_or_default();
-        let cursor = m.content["cursor_pos"]
-            .as_u64()
-            .map_or(code.chars().count(), |c| c as usize);
-        match m.header.msg_type.as_str() {
-            "execute_request" => self.execute(&m).await,
-            "kernel_info_request" => self.kernel_info(&m, Channel::Shell).await,
-            "is_complete_request" => {
-                let asked = self.ask(queries::is_complete(code)).await;
+        match &m.request {
+            Request::Execute(x) => self.execute(&m, x).await,
+            Request::KernelInfo => self.kernel_info(&m, Channel::Shell).await,
+            Request::IsComplete(x) => {
+                let asked = self.ask(queries::is_complete(&x.code)).await;
                 self.reply(&m, Channel::Shell, queries::completeness(asked))
                     .await;
             }
-            "complete_request" => {
-                let asked = self.ask(queries::complete(code, cursor)).await;
-                let content = queries::completions(asked, code, cursor);
+            Request::Complete(x) => {
+                let content = self.complete(x).await;
                 self.reply(&m, Channel::Shell, content).await;
             }
-            "inspect_request" => {
-                let detail = m.content["detail_level"].as_u64().unwrap_or(0).min(1) as u8;
-                let asked = self.ask(queries::inspect(code, cursor, detail)).await;
-                self.reply(&m, Channel::Shell, queries::inspection(asked))
-                    .await;
+            Request::Inspect(x) => {
+                let content = self.inspect(x).await;
+                self.reply(&m, Channel::Shell, content).await;
             }
-            "comm_info_request" => {
+            Request::CommInfo => {
                 self.reply(&m, Channel::Shell, json!({"status": "ok", "comms": {}}))
                     .await;
             }
-            "history_request" => {
+            Request::History => {
                 self.reply(&m, Channel::Shell, json!({"status": "ok", "history": []}))
                     .await;
             }
-            "shutdown_request" => {
-                self.shutdown(&m, Channel::Shell).await;
+            Request::Shutdown { restart } => {
+                self.shutdown(&m, *restart, Channel::Shell).await;
             }
-            _ => self.unknown(&m, Channel::Shell).await,
+            Request::Malformed(why) => self.malformed(&m, why, Channel::Shell).await,
+            Request::Interrupt | Request::InputReply { .. } | Request::Other => {
+                self.unknown(&m, Channel::Shell).await
+            }
         }
         self.iopub(&m, "status", status("idle")).await;
+    }
+
+    /// `complete_reply`: the session's completions, none that holds a secret under the
+    /// session's leakage policy.
+    async fn complete(&self, x: &AtCursor) -> Value {
+        let guard = match self.guard().await {
+            Ok(g) => g,
+            Err(e) => return queries::error(e.to_string()),
+        };
+        let cursor = x.cursor();
+        let asked = self.ask(queries::complete(&x.code, cursor)).await;
+        queries::completions(asked, &x.code, cursor, &guard)
+    }
+
+    /// `inspect_reply`: the session's inspection, through the session's leakage policy.
+    async fn inspect(&self, x: &AtCursor) -> Value {
+        let guard = match self.guard().await {
+            Ok(g) => g,
+            Err(e) => return queries::error(e.to_string()),
+        };
+        let detail = x.detail_level.unwrap_or(0).min(1);
+        let asked = self
+            .ask(queries::inspect(&x.code, x.cursor(), detail))
+            .await;
+        queries::inspection(asked, &guard)
+    }
+
+    /// The leakage guard of the kernel's session: its policy over the server's rules, as
+    /// its turns have (text sent outside a turn's report goes through it).
+    async fn guard(&self) -> Result<Arc<Guard>, ApiError> {
+        let runner = &self.state.runner;
+        let session = runner.session(&self.id, self.key()).await?;
+        let policy = runner.leak_policy(Some(session.leakage))?;
+        Ok(runner.leak_guard(policy, &[], &[]))
     }
 
     /// An `input_reply`: the line for the cell's waiting `input()`. It answers the request
     /// it names, or, naming none (jupyter_client's own clients send no parent), the one
     /// waiting; any other is dropped with a log line.
-    fn input_reply(&self, m: &Message) {
-        let parent = m.parent_header["msg_id"].as_str().unwrap_or_default();
+    fn input_reply(&self, value: &str, parent: Option<&str>) {
+        let parent = parent.unwrap_or_default();
         let mut waiting = lock(&self.waiting_input);
         match waiting.take() {
             Some((id, answer)) if parent.is_empty() || parent == id => {
-                let value = m.content["value"].as_str().unwrap_or_default();
                 let _ = answer.send(value.to_string());
             }
             other => {
@@ -329,8 +497,14 @@ impl Kernel {
     }
 
     /// What a cell's `input()` calls: an `input_request` on the stdin channel, in order
-    /// with the cell's streams, and a receiver for its `input_reply`.
-    fn input_asker(self: &Arc<Self>, streams: &Streams, parent: &Header) -> InputAsker {
+    /// with the cell's streams, its prompt through the session's leakage `guard` as the
+    /// cell's output is, and a receiver for its `input_reply`.
+    fn input_asker(
+        self: &Arc<Self>,
+        streams: &Streams,
+        parent: &Header,
+        guard: Arc<Guard>,
+    ) -> InputAsker {
         let kernel = self.clone();
         let out = streams.tx.clone();
         let parent = parent.clone();
@@ -341,9 +515,9 @@ impl Kernel {
                 &kernel.session,
                 Channel::Stdin,
                 "input_request",
-                json!({"prompt": prompt, "password": false}),
+                json!({"prompt": queries::prompt(prompt, &guard), "password": false}),
             );
-            *lock(&kernel.waiting_input) = Some((request.header.msg_id.clone(), answer));
+            *lock(&kernel.waiting_input) = Some((request.msg_id.clone(), answer));
             let _ = out.send(Out::Message(Box::new(request)));
             answered
         })
@@ -363,7 +537,7 @@ impl Kernel {
             .map_err(|e| e.to_string())
     }
 
-    async fn kernel_info(&self, m: &Message, channel: Channel) {
+    async fn kernel_info(&self, m: &Incoming, channel: Channel) {
         let version = self
             .state
             .runner
@@ -373,7 +547,18 @@ impl Kernel {
         self.reply(m, channel, kernel_info(&version)).await;
     }
 
-    async fn unknown(&self, m: &Message, channel: Channel) {
+    /// A request of a type this kernel reads whose content is not the protocol's.
+    async fn malformed(&self, m: &Incoming, why: &str, channel: Channel) {
+        tracing::info!(kernel = %self.id, msg_type = %m.header.msg_type, why, "malformed kernel message");
+        self.reply(
+            m,
+            channel,
+            json!({"status": "error", "ename": "BadRequest", "evalue": why, "traceback": []}),
+        )
+        .await;
+    }
+
+    async fn unknown(&self, m: &Incoming, channel: Channel) {
         tracing::info!(kernel = %self.id, msg_type = %m.header.msg_type, "unknown kernel message type");
         self.reply(
             m,
@@ -390,8 +575,7 @@ impl Kernel {
 
     /// `shutdown_request`: with `restart`, a fresh interpreter under the same id; else the
     /// session is closed. Returns whether the connection goes on.
-    async fn shutdown(&self, m: &Message, channel: Channel) -> bool {
-        let restart = m.content["restart"].as_bool().unwrap_or(false);
+    async fn shutdown(&self, m: &Incoming, restart: bool, channel: Channel) -> bool {
         let done = if restart {
             self.state
                 .runner
@@ -415,8 +599,8 @@ impl Kernel {
 
     /// `execute_request`: busy, the input, the cell as a session turn, its streams, rich
     /// outputs, final value or error, the reply, idle.
-    async fn execute(self: &Arc<Self>, m: &Message) {
-        let code = m.content["code"].as_str().unwrap_or_default().to_string();
+    async fn execute(self: &Arc<Self>, m: &Incoming, x: &Execute) {
+        let code = x.code.clone();
         let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
         record.set_code(&code);
@@ -438,8 +622,10 @@ impl Kernel {
                 leakage: None,
                 live: Some(streams.sink()),
                 // Only for a client that said it can answer (nbclient, for one, cannot).
-                input: (m.content["allow_stdin"] == json!(true))
-                    .then(|| self.input_asker(&streams, &m.header)),
+                input: match x.allow_stdin {
+                    Some(true) => Some(self.input_asker(&streams, &m.header, self.guard().await?)),
+                    _ => None,
+                },
             };
             self.state.runner.turn(&session, turn, &mut record).await
         }
@@ -472,7 +658,7 @@ impl Kernel {
     }
 
     /// A finished cell's broadcasts; returns the `execute_reply` content.
-    async fn publish(&self, m: &Message, done: TurnDone) -> Value {
+    async fn publish(&self, m: &Incoming, done: TurnDone) -> Value {
         let TurnDone {
             report,
             result,
@@ -591,7 +777,7 @@ enum Out {
 const STREAM_MESSAGE_BYTES: usize = 64 << 10;
 
 impl Streams {
-    fn start(out: mpsc::Sender<Message>, session: String, parent: Header) -> Streams {
+    fn start(out: Outbox, session: String, parent: Header) -> Streams {
         let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
         let task = tokio::spawn(async move {
             let mut waiting = None;
@@ -603,7 +789,7 @@ impl Streams {
                 let (kind, mut text) = match next {
                     Out::Text(kind, text) => (kind, text),
                     Out::Message(m) => {
-                        if out.send(*m).await.is_err() {
+                        if !out.send(*m).await {
                             return;
                         }
                         continue;
@@ -631,7 +817,7 @@ impl Streams {
                     "stream",
                     json!({"name": name, "text": text}),
                 );
-                if out.send(m).await.is_err() {
+                if !out.send(m).await {
                     return;
                 }
             }

@@ -1,10 +1,17 @@
 //! `complete_request`, `inspect_request` and `is_complete_request`: the Python that asks the
 //! session ([`crate::guest::queries`]) and the replies made of its answers. An answer is the
 //! guest's JSON, so it is parsed into a fixed shape and bounded before it leaves; anything
-//! else is a reply with `status: error`.
+//! else is a reply with `status: error`. What leaves (completions, inspection text, and a
+//! cell's `input()` prompt) goes through the session's leakage guard as a cell's output
+//! does: under `redact` a secret is replaced (a completion holding one is dropped), under
+//! `deny` it is withheld.
+
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::leakage::{Guard, LeakPolicy};
 
 use crate::guest::queries::MAX_COMPLETIONS;
 pub use crate::guest::queries::{complete, inspect, is_complete};
@@ -22,7 +29,8 @@ fn parse<T: for<'de> Deserialize<'de>>(answer: Answer) -> Result<T, String> {
     serde_json::from_str(&text).map_err(|e| format!("the session's answer is malformed: {e}"))
 }
 
-fn error(evalue: String) -> Value {
+/// A reply saying the query failed, and why.
+pub fn error(evalue: String) -> Value {
     json!({"status": "error", "ename": "VivariumQueryFailed", "evalue": evalue, "traceback": []})
 }
 
@@ -33,8 +41,15 @@ struct Completions {
     cursor_end: usize,
 }
 
-/// `complete_reply` for `code` with the cursor at `cursor` (code points).
-pub fn completions(answer: Answer, code: &str, cursor: usize) -> Value {
+/// Whether `guard` lets `text` leave as it is (a policy that neither redacts nor withholds,
+/// or no secret in it).
+fn clean(guard: &Guard, text: &str) -> bool {
+    !matches!(guard.policy(), LeakPolicy::Redact | LeakPolicy::Deny) || !guard.finds_any(text)
+}
+
+/// `complete_reply` for `code` with the cursor at `cursor` (code points); a completion that
+/// holds a secret under `guard` is dropped.
+pub fn completions(answer: Answer, code: &str, cursor: usize, guard: &Guard) -> Value {
     let c: Completions = match parse(answer) {
         Ok(c) => c,
         Err(e) => return error(e),
@@ -47,6 +62,7 @@ pub fn completions(answer: Answer, code: &str, cursor: usize) -> Value {
         .into_iter()
         .filter(|m| !m.is_empty() && m.chars().count() <= MAX_MATCH_CHARS)
         .take(MAX_COMPLETIONS)
+        .filter(|m| clean(guard, m))
         .collect();
     json!({"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": end, "metadata": {}})
 }
@@ -57,8 +73,9 @@ struct Inspection {
     text: String,
 }
 
-/// `inspect_reply`: the object's type, signature, documentation (and source), as text.
-pub fn inspection(answer: Answer) -> Value {
+/// `inspect_reply`: the object's type, signature, documentation (and source), as text;
+/// through `guard` (redacted, or under `deny` withheld with an error naming the policy).
+pub fn inspection(answer: Answer, guard: &Guard) -> Value {
     let i: Inspection = match parse(answer) {
         Ok(i) => i,
         Err(e) => return error(e),
@@ -74,7 +91,29 @@ pub fn inspection(answer: Answer) -> Value {
         }
         text.truncate(cut);
     }
+    if !clean(guard, &text) {
+        if guard.policy() == LeakPolicy::Deny {
+            return json!({"status": "error", "ename": "VivariumOutputLeak", "evalue": WITHHELD, "traceback": []});
+        }
+        text = guard.redacted(&text);
+    }
     json!({"status": "ok", "found": true, "data": {"text/plain": text}, "metadata": {}})
+}
+
+/// Why an answer holding a secret was withheld.
+const WITHHELD: &str =
+    "withheld: it held a secret or personal data and the leakage policy is \"deny\"";
+
+/// A cell's `input()` prompt as it may leave under `guard`: redacted, or under `deny`
+/// replaced whole by a note that it was withheld.
+pub fn prompt(prompt: String, guard: &Arc<Guard>) -> String {
+    if clean(guard, &prompt) {
+        return prompt;
+    }
+    match guard.policy() {
+        LeakPolicy::Deny => format!("[prompt {WITHHELD}] "),
+        _ => guard.redacted(&prompt),
+    }
 }
 
 #[derive(Deserialize)]
@@ -116,6 +155,50 @@ pub fn completeness(answer: Answer) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::leakage::Scanner;
+
+    fn guard(policy: LeakPolicy) -> Arc<Guard> {
+        Arc::new(Guard::new(
+            Arc::new(Scanner::new(None).unwrap()),
+            policy,
+            &[],
+            &[],
+        ))
+    }
+
+    /// A token of GitHub's format (not a real one).
+    const GH: &str = "ghp_R2d4kPq8ZtW1xY7bN3mC5vL9sA0fH6jE2uTo";
+
+    #[test]
+    fn what_leaves_goes_through_the_sessions_leakage_policy() {
+        let answer =
+            json!({"matches": ["ghp_ok", GH, "ghp_R2"], "cursor_start": 0, "cursor_end": 3});
+        for policy in [LeakPolicy::Redact, LeakPolicy::Deny] {
+            let r = completions(Ok(Some(answer.to_string())), "ghp", 3, &guard(policy));
+            assert_eq!(r["matches"], json!(["ghp_ok", "ghp_R2"]), "{policy:?}");
+        }
+        let r = completions(
+            Ok(Some(answer.to_string())),
+            "ghp",
+            3,
+            &guard(LeakPolicy::Report),
+        );
+        assert_eq!(r["matches"].as_array().unwrap().len(), 3);
+        let doc = json!({"found": true, "text": format!("Docstring: the token is {GH}")});
+        let r = inspection(Ok(Some(doc.to_string())), &guard(LeakPolicy::Redact));
+        let text = r["data"]["text/plain"].as_str().unwrap();
+        assert!(!text.contains(GH) && text.contains("[REDACTED:"), "{text}");
+        let r = inspection(Ok(Some(doc.to_string())), &guard(LeakPolicy::Deny));
+        assert_eq!(r["status"], "error");
+        assert!(!r.to_string().contains(GH), "{r}");
+        let asked = format!("token {GH}? ");
+        let p = prompt(asked.clone(), &guard(LeakPolicy::Redact));
+        assert!(!p.contains(GH) && p.contains("[REDACTED:"), "{p}");
+        let p = prompt(asked.clone(), &guard(LeakPolicy::Deny));
+        assert!(!p.contains(GH) && p.contains("withheld"), "{p}");
+        assert_eq!(prompt(asked.clone(), &guard(LeakPolicy::Off)), asked);
+        assert_eq!(prompt("name? ".into(), &guard(LeakPolicy::Deny)), "name? ");
+    }
 
     #[test]
     fn answers_are_bounded_and_malformed_ones_are_errors() {
@@ -124,7 +207,8 @@ mod tests {
         let mut matches = many.clone();
         matches.push(long);
         let answer = json!({"matches": matches, "cursor_start": 999, "cursor_end": 999});
-        let r = completions(Ok(Some(answer.to_string())), "abc", 3);
+        let g = guard(LeakPolicy::Redact);
+        let r = completions(Ok(Some(answer.to_string())), "abc", 3, &g);
         assert_eq!(r["matches"].as_array().unwrap().len(), MAX_COMPLETIONS);
         assert_eq!(
             (r["cursor_start"].clone(), r["cursor_end"].clone()),
@@ -135,7 +219,7 @@ mod tests {
             Ok(Some("[1]".to_string())),
             Err("stopped".to_string()),
         ] {
-            assert_eq!(completions(bad, "abc", 3)["status"], "error");
+            assert_eq!(completions(bad, "abc", 3, &g)["status"], "error");
         }
         let r = completeness(Ok(Some(
             r#"{"status":"incomplete","indent":"  \u001b[31m"}"#.into(),
@@ -143,7 +227,7 @@ mod tests {
         assert_eq!(r, json!({"status": "incomplete", "indent": "  "}));
         assert_eq!(completeness(Ok(Some("{}".into())))["status"], "unknown");
         let big = json!({"found": true, "text": "é".repeat(MAX_INSPECTION_BYTES)});
-        let r = inspection(Ok(Some(big.to_string())));
+        let r = inspection(Ok(Some(big.to_string())), &g);
         assert!(r["data"]["text/plain"].as_str().unwrap().len() <= MAX_INSPECTION_BYTES);
     }
 }
