@@ -218,3 +218,33 @@ async fn a_hibernated_session_whose_snapshot_cannot_be_decoded_ends_once_with_wh
     assert_eq!((st, error_code(&v)), (404, "session_not_found"), "{v}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_holding_files_open_make_room_for_a_new_one() {
+    // Every resident place is taken by a session that holds a file open: the next open
+    // hibernates the coldest to make room (it was 429 `too_many_sessions`: none could move).
+    let s = start("carry-room", |a| a.max_sessions = 2).await;
+    let c = client();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let id = open_session(&c, &s.base, &json!({"template": "python"})).await;
+        session_turn(&c, &s.base, &id, "f = open('log.txt', 'w'); f.write('x')").await;
+        ids.push(id);
+    }
+    let started = std::time::Instant::now();
+    let third = open_session(&c, &s.base, &json!({"template": "python"})).await;
+    eprintln!("the third session opened in {:?}", started.elapsed());
+    session_turn(&c, &s.base, &third, "1").await;
+    // The one that made room wakes with its file where it was.
+    for id in &ids {
+        let v = session_turn(
+            &c,
+            &s.base,
+            id,
+            "f.write('y'); f.close(); open('log.txt').read()",
+        )
+        .await;
+        assert_eq!(v["result"], "'xy'", "{v}");
+    }
+    s.stop().await;
+}
