@@ -96,7 +96,7 @@ pub struct FileOut {
 /// the open file, read by the scan and the response and closed (freed) with the last clone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Held {
-    /// `held/<16 hex digits>`, relative to the worker's scratch root.
+    /// `held-<16 hex digits>`, in the worker's scratch root.
     pub name: String,
     /// The supervisor's handle on it (never on the wire).
     #[serde(skip)]

@@ -26,40 +26,40 @@ pub const MAX_INPUT_FILES: usize = 1000;
 pub const MAX_PATH_BYTES: usize = 1024;
 
 /// Under a scratch root that holds returned files, a returned file larger than this is not
-/// read into memory: it is moved (a rename, no copy) into [`HELD_DIR`] for the supervisor,
-/// which streams it into the response from there (`worker::held`).
+/// read into memory: it is moved (a rename, no copy) to the root itself as
+/// `held-<16 hex digits>` for the supervisor, which streams it into the response from there
+/// (`worker::held`).
 pub const HOLD_ABOVE_BYTES: u64 = 1 << 20;
 /// At most this many files of one run are held (each costs the supervisor a descriptor);
 /// the others are returned as before, within what is left of the disk limit.
 pub const MAX_HELD_FILES: usize = 64;
-/// The folder under a scratch root where held files wait, each as `<16 hex digits>`.
-pub const HELD_DIR: &str = "held";
+/// A held file's name in the scratch root: this, then 16 lowercase hex digits.
+pub const HELD_PREFIX: &str = "held-";
 
 /// Scratch roots whose sandboxes hold large returned files (a worker's: its supervisor
 /// claims them); any other (`vivarium run`, library use) reads them into the report.
 static HOLDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// From now on, sandboxes under `root` hold their large returned files in `<root>/held`
-/// (made here) rather than read them; whoever gets their reports must claim each (open,
-/// then unlink it), or it stays until the root is removed.
-pub fn hold_returned_files(root: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(root.join(HELD_DIR))?;
+/// From now on, sandboxes under `root` hold their large returned files in `root` rather
+/// than read them; whoever gets their reports must claim each (open, then unlink it), or
+/// it stays until the root is removed.
+pub fn hold_returned_files(root: &Path) {
     let mut holding = crate::sync::lock(&HOLDING);
     if !holding.iter().any(|p| p == root) {
         holding.push(root.to_path_buf());
     }
-    Ok(())
 }
 
-/// Whether `name` is one [`WorkDir`] gives a held file: `held/` and 16 lowercase hex digits.
+/// Whether `name` is one [`WorkDir`] gives a held file: [`HELD_PREFIX`] and 16 lowercase
+/// hex digits.
 pub fn is_held_name(name: &str) -> bool {
-    name.strip_prefix(HELD_DIR)
-        .and_then(|r| r.strip_prefix('/'))
-        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    name.strip_prefix(HELD_PREFIX)
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(hex))
 }
 
 fn held_name() -> String {
-    format!("{HELD_DIR}/{:016x}", rand::random::<u64>())
+    format!("{HELD_PREFIX}{:016x}", rand::random::<u64>())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +178,7 @@ pub struct WorkDir {
     dir: Dir,
     /// SHA-256 of each input file, to tell changed files from untouched ones.
     inputs: HashMap<String, [u8; 32]>,
-    /// `<root>/held`, opened, when the root holds large returned files.
+    /// The scratch root, opened, when it holds large returned files.
     held: Option<Dir>,
 }
 
@@ -212,8 +212,8 @@ impl WorkDir {
             .map_err(io("opening sandbox dir", &path))?;
         let holds = crate::sync::lock(&HOLDING).iter().any(|p| p == root.path());
         let held = if holds {
-            let held = root.path().join(HELD_DIR);
-            Some(Dir::open_ambient_dir(&held, ambient_authority()).map_err(io("opening", &held))?)
+            let held = root.path();
+            Some(Dir::open_ambient_dir(held, ambient_authority()).map_err(io("opening", held))?)
         } else {
             None
         };
@@ -355,12 +355,11 @@ impl WorkDir {
             return Ok(None);
         }
         let name = held_name();
-        let leaf = &name[HELD_DIR.len() + 1..];
         let copied = (|| {
             let mut from = self.dir.open(rel)?.into_std();
             let mut to = held
                 .open_with(
-                    leaf,
+                    &name,
                     cap_std::fs::OpenOptions::new().write(true).create_new(true),
                 )?
                 .into_std();
@@ -369,7 +368,7 @@ impl WorkDir {
         match copied {
             Ok(size) => Ok(Some((name, size))),
             Err(e) => {
-                let _ = held.remove_file(leaf);
+                let _ = held.remove_file(&name);
                 Err(io("copying", Path::new(rel))(e))
             }
         }
@@ -396,10 +395,10 @@ impl WorkDir {
         *input == <[u8; 32]>::from(hash.finalize())
     }
 
-    /// Moves `rel` into the held folder; its held name.
+    /// Moves `rel` to the scratch root as a held file; its held name.
     fn hold(&self, held: &Dir, rel: &str) -> std::io::Result<String> {
         let name = held_name();
-        self.dir.rename(rel, held, &name[HELD_DIR.len() + 1..])?;
+        self.dir.rename(rel, held, &name)?;
         Ok(name)
     }
 

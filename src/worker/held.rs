@@ -1,12 +1,12 @@
-//! Returned files too large to carry in a message: the worker leaves each on disk under its
-//! scratch root (`sandbox::workdir`, `held/<16 hex digits>`) and names it in its reply; the
+//! Returned files too large to carry in a message: the worker leaves each on disk in its
+//! scratch root (`sandbox::workdir`, `held-<16 hex digits>`) and names it in its reply; the
 //! supervisor claims it as the reply arrives (opens it, then unlinks the name), scans it a
 //! chunk at a time, and the front door streams it into the response from the open file. Its
 //! bytes are never in memory whole, in the worker or in the supervisor, and they are freed
 //! when the last handle on it closes (the response done or dropped).
 //!
 //! A worker is hostile once compromised: a held name is checked to be one the working
-//! directory gives (`held/` and 16 hex digits), opened beneath the worker's own scratch root
+//! directory gives (`held-` and 16 hex digits), opened beneath the worker's own scratch root
 //! (never through a symlink) without blocking, and taken only when it is a regular file of
 //! the size the reply says.
 

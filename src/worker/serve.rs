@@ -41,9 +41,7 @@ impl Worker {
     /// A worker over `host`, holding no interpreter yet. Its sandboxes hold large returned
     /// files on disk for the supervisor (`held.rs`), which claims each from every reply.
     pub fn new(host: Arc<Vivarium>) -> Self {
-        if let Err(e) = crate::sandbox::workdir::hold_returned_files(host.scratch_root()) {
-            tracing::warn!(error = %e, "returned files will be read into memory");
-        }
+        crate::sandbox::workdir::hold_returned_files(host.scratch_root());
         Worker {
             host,
             slots: Mutex::default(),
