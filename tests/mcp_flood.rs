@@ -1,10 +1,10 @@
 //! The MCP front door bounded in host memory: the real `vivarium serve` binary, default
 //! settings, two API keys. One key floods `/mcp` with `initialize` over keep-alive
 //! connections; the supervisor's resident memory (`VmRSS`) stays within 200 MiB of idle, the
-//! key gets exactly its quota of sessions (`--max-mcp-sessions-per-tenant`, 256) and then
-//! 429 `mcp_session_quota_exceeded` with a `Retry-After`, and the other key's sessions (one
-//! open before, one opened after) are untouched. Sessions leave the count when deleted and
-//! when idle past `--mcp-session-idle-secs`.
+//! key gets exactly its tenant's quota of sessions (`--max-mcp-sessions-per-tenant`, 256)
+//! and then 429 `quota_exceeded` naming `mcp_sessions` with a `Retry-After`, and the other
+//! key's sessions (one open before, one opened after) are untouched. Sessions leave the
+//! count when deleted and when idle past `--mcp-session-idle-secs`.
 //!
 //! `benches/mcp_flood.py` runs the same flood at the scale (100,000) on a release
 //! build.
@@ -179,12 +179,22 @@ async fn an_initialize_flood_from_one_key_is_bounded_and_spares_the_other_key() 
 
     let (retry, body) = tally.refusal.expect("a refusal");
     let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("not JSON: {body}"));
-    assert_eq!(error_code(&v), "mcp_session_quota_exceeded", "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("alice") && message.contains(&format!("holds {PER_TENANT}")),
-        "{message}"
+    assert_eq!(error_code(&v), "quota_exceeded", "{v}");
+    assert_eq!(
+        v["quota"],
+        json!({"quota": "mcp_sessions", "used": PER_TENANT, "limit": PER_TENANT}),
+        "{v}"
     );
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("alice"), "{message}");
+    let (_, usage) = get(&client_with_key(ALICE), &format!("{base}/v1/usage")).await;
+    let mcp = usage["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["quota"] == "mcp_sessions")
+        .unwrap();
+    assert_eq!(mcp["used"], PER_TENANT, "{usage}");
     let retry: u64 = retry.expect("Retry-After").parse().unwrap();
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
 
@@ -233,7 +243,7 @@ async fn idle_mcp_sessions_expire_and_the_server_cap_holds() {
     assert_eq!(initialize(&alice, &url, 2).await.0, 200);
     let (st, _, _, body) = initialize(&alice, &url, 3).await;
     assert_eq!(st, 429, "{body}");
-    assert!(body.contains("mcp_session_quota_exceeded"), "{body}");
+    assert!(body.contains("quota_exceeded"), "{body}");
     assert_eq!(initialize(&bob, &url, 1).await.0, 200);
     let (st, _, retry, body) = initialize(&bob, &url, 2).await;
     assert_eq!(st, 429, "{body}");

@@ -81,14 +81,11 @@ pub struct ServeArgs {
     /// past that, `initialize` gets 429 `too_many_mcp_sessions`.
     #[arg(long, env = "VIVARIUM_MAX_MCP_SESSIONS", default_value_t = 4096)]
     pub max_mcp_sessions: usize,
-    /// MCP sessions one API key keeps at most; past that, its `initialize` gets 429
-    /// `mcp_session_quota_exceeded` (no session is ended to make room).
-    #[arg(
-        long,
-        env = "VIVARIUM_MAX_MCP_SESSIONS_PER_TENANT",
-        default_value_t = 256
-    )]
-    pub max_mcp_sessions_per_tenant: usize,
+    /// MCP sessions one tenant keeps at most; past that, its `initialize` gets 429
+    /// `quota_exceeded` (quota `mcp_sessions`; no session is ended to make room) [default:
+    /// 256 with API keys; without keys, --max-mcp-sessions unless given].
+    #[arg(long, env = "VIVARIUM_MAX_MCP_SESSIONS_PER_TENANT")]
+    pub max_mcp_sessions_per_tenant: Option<u64>,
     /// An MCP session with no request for this long is ended (its client initializes again).
     #[arg(long, env = "VIVARIUM_MCP_SESSION_IDLE_SECS", default_value_t = 60)]
     pub mcp_session_idle_secs: u64,
@@ -400,7 +397,7 @@ impl ServeArgs {
             bail!("session idle time and lifetime must be at least 1 s");
         }
         if self.max_mcp_sessions == 0
-            || self.max_mcp_sessions_per_tenant == 0
+            || self.max_mcp_sessions_per_tenant == Some(0)
             || self.mcp_session_idle_secs == 0
         {
             bail!(
@@ -494,7 +491,6 @@ impl ServeArgs {
             session_lifetime: Duration::from_secs(self.session_lifetime_secs),
             mcp_sessions: McpSessionLimits {
                 max_total: self.max_mcp_sessions,
-                max_per_caller: self.max_mcp_sessions_per_tenant,
                 idle: Duration::from_secs(self.mcp_session_idle_secs),
             },
             max_body_bytes: self.max_body_bytes,
@@ -586,6 +582,14 @@ impl ServeArgs {
                 single.set(Quota::KernelSockets, n);
             }
             None => shared.set(Quota::KernelSockets, 16),
+        }
+        // Each MCP session holds a fixed few tens of KiB (api/mcp.rs bounds its buffers).
+        shared.set(
+            Quota::McpSessions,
+            self.max_mcp_sessions_per_tenant.unwrap_or(256),
+        );
+        if let Some(n) = self.max_mcp_sessions_per_tenant {
+            single.set(Quota::McpSessions, n);
         }
         shared.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);
         single.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);

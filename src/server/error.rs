@@ -40,8 +40,8 @@ pub struct ErrorDetail {
     /// `invalid_base64`, `invalid_request`, `unauthorized`, `not_found`, `session_not_found`,
     /// `session_expired`, `session_busy`, `session_ended`, `session_elsewhere`,
     /// `session_moving`, `session_lost`, `method_not_allowed`,
-    /// `payload_too_large`, `overloaded`, `too_many_sessions`, `mcp_session_quota_exceeded`,
-    /// `too_many_mcp_sessions`, `not_ready`, `shutting_down`,
+    /// `payload_too_large`, `overloaded`, `too_many_sessions`, `too_many_mcp_sessions`,
+    /// `not_ready`, `shutting_down`,
     /// `output_leak`, `snapshot_not_found`, `snapshot_invalid`, `snapshot_incompatible`,
     /// `snapshot_refused`, `snapshot_quota_exceeded`, `snapshot_store_unavailable`, the
     /// `package_*` refusals (`packages_disabled`, `package_not_found`, ...), `internal`.
@@ -114,18 +114,9 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
-    /// The caller holds as many MCP sessions as its quota allows.
-    #[error("{message}")]
-    McpSessionQuota {
-        message: String,
-        retry_after_secs: u64,
-    },
-    /// The server holds as many MCP sessions as it keeps.
-    #[error("{message}")]
-    TooManyMcpSessions {
-        message: String,
-        retry_after_secs: u64,
-    },
+    /// The server keeps as many MCP sessions as it may (`--max-mcp-sessions`).
+    #[error("{0}")]
+    TooManyMcpSessions(String),
     /// A tenant's quota would be passed (`quota_exceeded`, naming the quota and its use).
     #[error("{0}")]
     QuotaExceeded(QuotaExceeded),
@@ -202,8 +193,7 @@ impl ApiError {
             ApiError::QuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Overloaded { .. }
             | ApiError::TooManySessions { .. }
-            | ApiError::McpSessionQuota { .. }
-            | ApiError::TooManyMcpSessions { .. } => StatusCode::TOO_MANY_REQUESTS,
+            | ApiError::TooManyMcpSessions(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::WorkerLost(_)
@@ -253,8 +243,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::Overloaded { .. } => ErrorCode::Overloaded,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
-            ApiError::McpSessionQuota { .. } => ErrorCode::McpSessionQuotaExceeded,
-            ApiError::TooManyMcpSessions { .. } => ErrorCode::TooManyMcpSessions,
+            ApiError::TooManyMcpSessions(_) => ErrorCode::TooManyMcpSessions,
             ApiError::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
             ApiError::NotReady => ErrorCode::NotReady,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
@@ -388,12 +377,6 @@ impl IntoResponse for ApiError {
             }
             | ApiError::TooManySessions {
                 retry_after_secs, ..
-            }
-            | ApiError::McpSessionQuota {
-                retry_after_secs, ..
-            }
-            | ApiError::TooManyMcpSessions {
-                retry_after_secs, ..
             } => Some(*retry_after_secs),
             ApiError::QuotaExceeded(q) if !q.too_large() => Some(1),
             ApiError::NotReady
@@ -465,8 +448,6 @@ pub enum ErrorCode {
     TooManySessions,
     /// `quota_exceeded`.
     QuotaExceeded,
-    /// `mcp_session_quota_exceeded`.
-    McpSessionQuotaExceeded,
     /// `too_many_mcp_sessions`.
     TooManyMcpSessions,
     /// `worker_lost`.
@@ -547,7 +528,6 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "session_not_found",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::TooManySessions => "too_many_sessions",
-            ErrorCode::McpSessionQuotaExceeded => "mcp_session_quota_exceeded",
             ErrorCode::TooManyMcpSessions => "too_many_mcp_sessions",
             ErrorCode::WorkerLost => "worker_lost",
             ErrorCode::Unauthorized => "unauthorized",

@@ -46,7 +46,7 @@ use crate::report::Status;
 use crate::server::AppState;
 use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::ApiError;
-use crate::server::mcp_sessions::{Caller, McpSessionLimits, McpSessions, Reservation};
+use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::server::runner::Turned;
 use crate::sync::lock;
@@ -952,9 +952,9 @@ const MAX_MCP_BODY_BYTES: usize = 4 << 20;
 const MCP_SESSION_ID: &str = "mcp-session-id";
 
 /// rmcp's in-memory sessions, counted: each session's place is reserved (by [`admit`],
-/// before rmcp runs) against its caller's cap and the server's, bound to the session's id
-/// when rmcp makes it, and given back when rmcp ends it (a DELETE, or its keep-alive: the
-/// idle expiry). Every other call passes through.
+/// before rmcp runs) against its tenant's `mcp_sessions` quota and the server's cap, bound
+/// to the session's id when rmcp makes it, and given back when rmcp ends it (a DELETE, or
+/// its keep-alive: the idle expiry). Every other call passes through.
 pub struct CountedSessions {
     local: LocalSessionManager,
     count: McpSessions,
@@ -1086,10 +1086,10 @@ fn http_service(
 /// answered 204 (see below).
 pub fn router(state: AppState) -> axum::Router {
     let sessions = Arc::new(CountedSessions::new(state.config.mcp_sessions));
-    let count = sessions.count.clone();
+    let admitting = (state.clone(), sessions.count.clone());
     axum::Router::new()
         .fallback_service(http_service(state, sessions))
-        .layer(axum::middleware::from_fn_with_state(count, admit))
+        .layer(axum::middleware::from_fn_with_state(admitting, admit))
         .layer(axum::middleware::from_fn(delete_is_no_content))
 }
 
@@ -1104,12 +1104,13 @@ fn is_initialize(body: &[u8]) -> bool {
 }
 
 /// Before rmcp sees a POST that names no session: when it is an `initialize`, reserve the
-/// new session's place against its caller's cap and the server's, or refuse it here with
-/// 429 (`mcp_session_quota_exceeded`, `too_many_mcp_sessions`) and a `Retry-After`, before
-/// anything is made. rmcp's session manager takes the place while the request is served
-/// ([`CountedSessions::create_session`]); when no session came of it, it is given back.
+/// new session's place against its tenant's quota and the server's cap, or refuse it here
+/// with 429 (`quota_exceeded` naming `mcp_sessions`, or `too_many_mcp_sessions`) and a
+/// `Retry-After`, before anything is made. rmcp's session manager takes the place while the
+/// request is served ([`CountedSessions::create_session`]); when no session came of it, it
+/// is given back.
 pub async fn admit(
-    axum::extract::State(count): axum::extract::State<McpSessions>,
+    axum::extract::State((state, count)): axum::extract::State<(AppState, McpSessions)>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -1132,17 +1133,22 @@ pub async fn admit(
     if !initialize {
         return next.run(req).await;
     }
-    let caller = req
+    let key = req
         .extensions()
         .get::<RequestContext>()
-        .map_or_else(Caller::anonymous, Caller::of);
-    match count.reserve(&caller) {
+        .and_then(|ctx| ctx.key_id.clone());
+    match count.reserve(&state.runner.tenant(key.as_deref())) {
         Ok(reservation) => {
             RESERVED
                 .scope(std::sync::Mutex::new(Some(reservation)), next.run(req))
                 .await
         }
-        Err(e) => e.into_response(),
+        Err((e, wait)) => {
+            let mut resp = e.into_response();
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, wait.into());
+            resp
+        }
     }
 }
 
