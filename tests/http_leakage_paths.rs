@@ -211,6 +211,32 @@ async fn api_error_messages_are_redacted() {
         assert_eq!((status, error_code(&v)), (404, "not_found"), "{v}");
         assert_hidden(&v, &t, "the 404");
     }
+    // A guest's path echoed by a refusal: a snapshot holds paths of at most 1 KiB, and the
+    // refusal names the path's first characters.
+    let id = open_session(&c, &s.base, &json!({})).await;
+    let deep = format!("{t}/{}", vec!["d".repeat(200); 5].join("/"));
+    session_turn(
+        &c,
+        &s.base,
+        &id,
+        &format!("import os\nos.makedirs('{deep}')\nopen('{deep}/f', 'w').close()"),
+    )
+    .await;
+    let (status, v) = post(
+        &c,
+        &s.url(&format!("/v1/sessions/{id}/snapshot")),
+        &json!({}),
+    )
+    .await;
+    assert_eq!((status, error_code(&v)), (409, "snapshot_refused"), "{v}");
+    assert_hidden(&v, &t, "the snapshot's refusal");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:github-pat]"),
+        "{v}"
+    );
     // Piston's error shape.
     let (status, v) = post(
         &c,
