@@ -192,13 +192,13 @@ async fn a_hibernated_session_whose_snapshot_cannot_be_decoded_ends_once_with_wh
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if let Ok(mut bytes) = std::fs::read(&p) {
-                if bytes.starts_with(b"VIVSNAP1") {
-                    let at = bytes.len() / 2;
-                    bytes[at] ^= 0x55;
-                    std::fs::write(&p, bytes).unwrap();
-                    damaged += 1;
-                }
+            } else if let Ok(mut bytes) = std::fs::read(&p)
+                && bytes.starts_with(b"VIVSNAP1")
+            {
+                let at = bytes.len() / 2;
+                bytes[at] ^= 0x55;
+                std::fs::write(&p, bytes).unwrap();
+                damaged += 1;
             }
         }
     }
