@@ -114,8 +114,8 @@ pub struct RunArgs {
     /// [default: 300 G].
     #[arg(long)]
     pub fuel: Option<u64>,
-    /// Cap on the guest's memory in bytes [default: 512 MiB; at least 40 MiB, 192 MiB for
-    /// scientific].
+    /// Memory in bytes the code may use beyond the template's own image [default: 512 MiB;
+    /// 40 MiB to 3.5 GiB].
     #[arg(long)]
     pub memory_bytes: Option<u64>,
     /// Bytes kept of stdout and, separately, of stderr; the rest is dropped [default: 1 MiB].
@@ -132,8 +132,7 @@ pub struct RunArgs {
     pub json: bool,
     /// The snapshot to start from: `scientific` (the default: numpy, pandas, matplotlib,
     /// scipy, scikit-learn, statsmodels and seaborn already imported) or `python` (minimal).
-    /// Left out with `--memory-bytes` below what `scientific` needs, `python`. Each is built
-    /// once per machine on first use.
+    /// Each is built once per machine on first use.
     #[arg(long, value_enum)]
     pub template: Option<Template>,
 }
