@@ -238,8 +238,9 @@ fn with_secret(at: usize) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_large_file_is_scanned_from_disk_under_every_policy() {
-    let server = start("held-leaks", |_| {}).await;
+async fn a_large_file_is_scanned_from_disk_under_every_policy_in_process_too() {
+    // In process (`--workers 0`): the supervisor claims what its own sandboxes hold.
+    let server = start("held-leaks", |a| a.workers = Some(0)).await;
     let c = client();
     let at = (2 << 20) + 5;
     let run = |policy: &'static str| {
