@@ -428,24 +428,25 @@ async fn mcp_snapshots_belong_to_the_key_that_took_them() {
     let _ = std::fs::remove_dir_all(keys.parent().unwrap());
 }
 
-/// A session holding a file open between turns is neither snapshotted nor forked: a tool
-/// error with `snapshot_refused`, and the session goes on untouched.
+/// A session holding a folder open between turns (an `os.scandir` in progress) is neither
+/// snapshotted nor forked: a tool error with `snapshot_refused`, and the session goes on
+/// untouched. (A file held open is carried: capture records it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_refuses_to_snapshot_a_session_holding_a_file_open() {
+async fn mcp_refuses_to_snapshot_a_session_listing_a_folder() {
     let s = start("mcp-snap-refuse", |_| {}).await;
     let mut mcp = McpClient::open(&s).await;
     let held = session_of(&mut mcp, "open_session", json!({"template": "python"})).await;
-    turn(&mut mcp, &held, "f = open('log.txt', 'w')").await;
+    turn(&mut mcp, &held, "import os\nit = os.scandir('.')").await;
     for name in ["snapshot_session", "fork_session"] {
         let (is_error, text) = tool(&mut mcp, name, json!({"session_id": held})).await;
         assert!(is_error, "{name}: {text}");
         assert!(
-            text.contains("snapshot_refused") && text.contains("open"),
+            text.contains("snapshot_refused") && text.contains("scandir"),
             "{name}: {text}"
         );
     }
     // The session is untouched and goes on.
-    turn(&mut mcp, &held, "f.write('x'); f.close()").await;
+    turn(&mut mcp, &held, "it.close()").await;
     tool_json(&mut mcp, "snapshot_session", json!({"session_id": held})).await;
     tool(&mut mcp, "close_session", json!({"session_id": held})).await;
 
