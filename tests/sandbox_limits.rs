@@ -93,6 +93,25 @@ fn memory_cap_is_per_request() {
 }
 
 #[test]
+fn the_memory_limit_counts_beyond_the_templates_image() {
+    // 64 MiB on top of `python`'s 40 MiB image: 48 MiB fits, 80 MiB does not.
+    let l = LimitsRequest {
+        memory_bytes: Some(64 << 20),
+        ..limits()
+    };
+    let r = run_with("x = bytearray(48 << 20); print('ok')", l);
+    assert_eq!(r.stdout, "ok\n", "{}", r.stderr);
+    assert!(r.usage.memory_peak_bytes > 80 << 20, "{:?}", r.usage);
+    let r = run_with("x = bytearray(80 << 20)", l);
+    assert_eq!(r.status, Status::MemoryExceeded);
+    assert!(
+        r.usage.memory_peak_bytes <= (40 + 64) << 20,
+        "{:?}",
+        r.usage
+    );
+}
+
+#[test]
 fn a_huge_print_is_truncated_and_the_program_runs_on() {
     let r = run("import sys\nsys.stdout.write('x' * 100_000_000)\nprint('done', file=sys.stderr)");
     assert_eq!(r.status, Status::Ok);
