@@ -295,8 +295,7 @@ async fn run(
         memory_bytes: req.run_memory_limit.filter(|m| *m > 0).map(|m| m as u64),
         ..LimitsRequest::default()
     };
-    // The default template, as everywhere: `scientific` unless the memory limit leaves no
-    // room for it.
+    // The default template, as everywhere: `scientific` (the memory limit counts beyond it).
     let (template, mut limits) = host
         .resolve_for(None, &limits)
         .map_err(|e| bad(e.to_string()))?;
