@@ -420,3 +420,69 @@ async fn completions_inspections_and_prompts_leave_through_the_leakage_policy() 
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_is_dropped_once_its_outgoing_bound_is_full() {
+    let s = start("jupyter-slow-client", |_| {}).await;
+    let c = client();
+    // A session whose cells may print 8 MiB each, driven as a kernel.
+    let sid = open_session(
+        &c,
+        &s.base,
+        &json!({"template": "python", "limits": {"output_bytes": 8 << 20}}),
+    )
+    .await;
+    let h = sid.trim_start_matches("s-");
+    let id = format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    );
+    let mut ws = connect(&s.base, &id, None).await.unwrap();
+    // 96 MiB of output toward a client that reads none of it: past the 32 MiB the kernel
+    // may hold toward it (and what the sockets buffer), the kernel waits, then drops it.
+    let cells = 12;
+    for _ in 0..cells {
+        let req = request(
+            "execute_request",
+            "shell",
+            json!({"code": "print('x' * ((8 << 20) - 64))"}),
+        );
+        send(&mut ws, &req).await;
+    }
+    // The cells fill the bound within seconds; the kernel then waits 10 s for the client.
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    let mut replies = 0;
+    let mut closed = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while let Ok(next) = tokio::time::timeout_at(deadline, ws.next()).await {
+        match next {
+            Some(Ok(Frame::Text(t))) => {
+                let m: Value = serde_json::from_str(t.as_str()).unwrap();
+                if m["header"]["msg_type"] == "execute_reply" {
+                    replies += 1;
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "the connection was kept ({replies} replies)");
+    assert!(replies < cells, "every reply arrived: nothing was dropped");
+    // The kernel itself goes on: a new connection runs a cell.
+    let mut ws = connect(&s.base, &id, None).await.unwrap();
+    let req = request("execute_request", "shell", json!({"code": "6 * 7"}));
+    send(&mut ws, &req).await;
+    let msgs = until_idle(&mut ws, &req).await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "42"
+    );
+    s.stop().await;
+}

@@ -54,7 +54,7 @@ pub const OUT_QUEUE_BYTES: usize = 32 << 20;
 
 /// How long the kernel waits for a client to make room in [`OUT_QUEUE_BYTES`] before it
 /// drops the connection.
-const SLOW_CLIENT: Duration = Duration::from_secs(15);
+const SLOW_CLIENT: Duration = Duration::from_secs(10);
 
 /// The upgrade: the kernel must exist, and its caller's tenant have a socket to spare.
 pub async fn channels(
