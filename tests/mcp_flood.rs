@@ -110,34 +110,21 @@ struct Tally {
     other: Vec<(u16, String)>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_initialize_flood_from_one_key_is_bounded_and_spares_the_other_key() {
-    const REQUESTS: u64 = 20_000;
+/// `requests` `initialize` through `client` over CONNECTIONS keep-alive connections, bounded
+/// in time; asserts every answer was 200 or 429, that enough were sent, and that the
+/// supervisor (`pid`) grew at most 200 MiB over `idle`.
+async fn flood(client: reqwest::Client, url: &str, requests: u64, pid: u32, idle: u64) -> Tally {
     const CONNECTIONS: u64 = 8;
-    let keys = keys_file("mcp-flood");
-    let scratch = scratch_dir("mcp-flood");
-    let Proc { mut child, base } =
-        spawn_server(&scratch, None, &["--api-keys-file", keys.to_str().unwrap()]);
-    wait_ready_at(&base).await;
-    let url = format!("{base}/mcp");
-    let bob = client_with_key(BOB);
-    let (st, bob_before, _, body) = initialize(&bob, &url, 1).await;
-    assert_eq!(st, 200, "{body}");
-    let bob_before = bob_before.unwrap();
-    let idle = rss(child.id());
-
-    // The flood, over CONNECTIONS keep-alive connections, bounded in time.
     let started = Instant::now();
     let deadline = started + Duration::from_secs(40);
     let tasks: Vec<_> = (0..CONNECTIONS)
         .map(|t| {
-            let url = url.clone();
+            let (url, client) = (url.to_string(), client.clone());
             tokio::spawn(async move {
-                let alice = client_with_key(ALICE);
                 let mut tally = Tally::default();
                 let mut i = t;
-                while i < REQUESTS && Instant::now() < deadline {
-                    match initialize(&alice, &url, i).await {
+                while i < requests && Instant::now() < deadline {
+                    match initialize(&client, &url, i).await {
                         (200, Some(session), _, _) => tally.made.push(session),
                         (429, _, retry, body) => {
                             tally.refused += 1;
@@ -160,7 +147,7 @@ async fn an_initialize_flood_from_one_key_is_bounded_and_spares_the_other_key() 
         tally.other.extend(t.other);
     }
     let took = started.elapsed();
-    let grown = rss(child.id()).saturating_sub(idle);
+    let grown = rss(pid).saturating_sub(idle);
     let sent = tally.made.len() + tally.refused + tally.other.len();
     eprintln!(
         "{sent} initialize in {took:.1?}: {} sessions, {} refused; supervisor RSS +{} MiB",
@@ -169,12 +156,34 @@ async fn an_initialize_flood_from_one_key_is_bounded_and_spares_the_other_key() 
         grown >> 20
     );
     assert!(tally.other.is_empty(), "{:?}", &tally.other[..1]);
-    assert!(sent >= 5_000, "only {sent} requests in {took:?}");
+    assert!(
+        sent as u64 >= requests / 4,
+        "only {sent} requests in {took:?}"
+    );
     assert!(
         grown <= 200 << 20,
         "supervisor RSS grew {} MiB",
         grown >> 20
     );
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialize_flood_from_one_key_is_bounded_and_spares_the_other_key() {
+    const REQUESTS: u64 = 20_000;
+    let keys = keys_file("mcp-flood");
+    let scratch = scratch_dir("mcp-flood");
+    let Proc { mut child, base } =
+        spawn_server(&scratch, None, &["--api-keys-file", keys.to_str().unwrap()]);
+    wait_ready_at(&base).await;
+    let url = format!("{base}/mcp");
+    let bob = client_with_key(BOB);
+    let (st, bob_before, _, body) = initialize(&bob, &url, 1).await;
+    assert_eq!(st, 200, "{body}");
+    let bob_before = bob_before.unwrap();
+    let idle = rss(child.id());
+
+    let tally = flood(client_with_key(ALICE), &url, REQUESTS, child.id(), idle).await;
     assert_eq!(tally.made.len(), PER_TENANT, "sessions made for one key");
 
     let (retry, body) = tally.refusal.expect("a refusal");
@@ -261,4 +270,23 @@ async fn idle_mcp_sessions_expire_and_the_server_cap_holds() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = std::fs::remove_file(&keys);
+}
+
+/// Without API keys every caller is one tenant with no MCP quota of its own: the server's
+/// cap (`--max-mcp-sessions`, 2048) bounds the flood, with `too_many_mcp_sessions`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialize_flood_without_keys_stops_at_the_server_cap() {
+    let scratch = scratch_dir("mcp-flood-open");
+    let Proc { mut child, base } = spawn_server(&scratch, None, &[]);
+    wait_ready_at(&base).await;
+    let url = format!("{base}/mcp");
+    let idle = rss(child.id());
+    let tally = flood(client(), &url, 10_000, child.id(), idle).await;
+    assert_eq!(tally.made.len(), 2048, "sessions made");
+    let (retry, body) = tally.refusal.expect("a refusal");
+    assert!(body.contains("too_many_mcp_sessions"), "{body}");
+    assert!(retry.is_some());
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&scratch);
 }

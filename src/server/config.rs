@@ -79,7 +79,7 @@ pub struct ServeArgs {
     pub session_lifetime_secs: u64,
     /// MCP sessions (one per `initialize` on `/mcp`) kept at most, every caller together;
     /// past that, `initialize` gets 429 `too_many_mcp_sessions`.
-    #[arg(long, env = "VIVARIUM_MAX_MCP_SESSIONS", default_value_t = 4096)]
+    #[arg(long, env = "VIVARIUM_MAX_MCP_SESSIONS", default_value_t = 2048)]
     pub max_mcp_sessions: usize,
     /// MCP sessions one tenant keeps at most; past that, its `initialize` gets 429
     /// `quota_exceeded` (quota `mcp_sessions`; no session is ended to make room) [default:
