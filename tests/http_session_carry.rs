@@ -41,12 +41,15 @@ async fn a_sessions_turns_are_numbered_from_1_in_tracebacks() {
     s.stop().await;
 }
 
-/// `f` open for writing with 'x' flushed (position 1) and `g` open with 'y' still in
-/// Python's buffer: after `how` (hibernation, a snapshot restored, a fork, a rollback), both
-/// go on where they were.
+/// `f` open for writing with 'x' flushed (position 1), `r` read from position 3, and `g`
+/// open with 'y' still in Python's buffer, with a closed descriptor (`t`'s) between `f` and
+/// `r`: after hibernation, a snapshot restored, a fork or a rollback, each goes on where it
+/// was, at its own descriptor.
 const HOLD_OPEN: &str = "f = open('a.txt', 'w'); f.write('x'); f.flush()\n\
+     t = open('t.txt', 'w')\n\
      r = open('r.txt', 'w+'); r.write('0123456789'); r.flush(); r.seek(3)\n\
      g = open('b.txt', 'w'); g.write('y')\n\
+     t.close()\n\
      (f.fileno(), g.fileno(), r.fileno())";
 const GO_ON: &str = "f.write('y'); f.close(); g.write('z'); g.close(); got = r.read(2); r.close()\n\
      (open('a.txt').read(), open('b.txt').read(), got)";
@@ -60,6 +63,8 @@ async fn files_held_open_go_on_after_hibernation_snapshot_fork_and_rollback() {
     // Hibernation (the sweeper, after a second idle) and the wake on the next turn.
     let id = open_session(&c, &s.base, &json!({"template": "python"})).await;
     let fds = session_turn(&c, &s.base, &id, HOLD_OPEN).await["result"].clone();
+    // A gap at the closed descriptor between them.
+    assert_eq!(fds, json!("(7, 10, 9)"), "{fds}");
     wait_for_metric(
         &c,
         &s.base,

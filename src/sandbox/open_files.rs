@@ -49,15 +49,45 @@ macro_rules! call {
     ($live:expr, $buf:expr, sync $func:ident($($arg:expr),* $(,)?)) => {{
         let wasi_ctx = &mut $live.store.data_mut().wasi;
         wasi_ctx.set_hostcall_fuel(usize::MAX);
-        let mem = &mut GuestMemory::Unshared(&mut $buf[..]);
+        let mem = &mut GuestMemory::Unshared($buf.bytes());
         wasi::$func(wasi_ctx, mem, $($arg),*)
     }};
     ($live:expr, $buf:expr, $func:ident($($arg:expr),* $(,)?)) => {{
         let wasi_ctx = &mut $live.store.data_mut().wasi;
         wasi_ctx.set_hostcall_fuel(usize::MAX);
-        let mem = &mut GuestMemory::Unshared(&mut $buf[..]);
+        let mem = &mut GuestMemory::Unshared($buf.bytes());
         in_tokio(wasi::$func(wasi_ctx, mem, $($arg),*))
     }};
+}
+
+/// Host bytes standing in for guest memory: 8-aligned at its offset 0, as the calls check
+/// their results' pointers against the real address. Results go at 0; a path at
+/// [`Scratch::PATH_AT`].
+struct Scratch {
+    buf: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl Scratch {
+    const PATH_AT: usize = 64;
+
+    /// Room for a result, and `path` after it.
+    fn new(path: &str) -> Scratch {
+        let len = Self::PATH_AT + path.len();
+        let mut buf = vec![0u8; len + 8];
+        let at = buf.as_ptr().align_offset(8).min(8);
+        buf[at + Self::PATH_AT..at + len].copy_from_slice(path.as_bytes());
+        Scratch { buf, at, len }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.buf[self.at..self.at + self.len]
+    }
+
+    fn u64_at(&self, at: usize) -> u64 {
+        u64_at(&self.buf[self.at..], at)
+    }
 }
 
 fn u64_at(buf: &[u8], at: usize) -> u64 {
@@ -76,7 +106,7 @@ pub(super) fn read_open_files<'a>(
     // Below the cap: its table reuses freed numbers before it takes a new one.
     let ceiling = fs.max_open_fds.max(INITIAL_FDS);
     let mut out = Vec::new();
-    let mut buf = [0u8; 64];
+    let mut buf = Scratch::new("");
     for fd in INITIAL_FDS..ceiling {
         if out.len() as u32 == held {
             break;
@@ -86,9 +116,9 @@ pub(super) fn read_open_files<'a>(
         if call!(live, buf, fd_fdstat_get(at, 0)).map_err(wasi_failed)? != errno::SUCCESS {
             continue;
         }
-        let filetype = buf[0];
-        let fdflags = u16::from_le_bytes([buf[2], buf[3]]);
-        let rights = u64_at(&buf, 8) as i64;
+        let stat = buf.bytes();
+        let (filetype, fdflags) = (stat[0], u16::from_le_bytes([stat[2], stat[3]]));
+        let rights = buf.u64_at(8) as i64;
         let refuse = |why| CaptureError::OpenFiles { fd, why };
         match filetype {
             FILETYPE_REGULAR_FILE => {}
@@ -99,26 +129,31 @@ pub(super) fn read_open_files<'a>(
         if call!(live, buf, fd_filestat_get(at, 0)).map_err(wasi_failed)? != errno::SUCCESS {
             return Err(refuse(Uncarried::NotAFile));
         }
-        let (ino, nlink, size) = (u64_at(&buf, 8), u64_at(&buf, 24), u64_at(&buf, 32));
+        let (ino, nlink, size) = (buf.u64_at(8), buf.u64_at(24), buf.u64_at(32));
         if nlink == 0 {
             return Err(refuse(Uncarried::Deleted));
         }
         if call!(live, buf, sync fd_tell(at, 0)).map_err(wasi_failed)? != errno::SUCCESS {
             return Err(refuse(Uncarried::NotAFile));
         }
-        let position = u64_at(&buf, 0);
+        let position = buf.u64_at(0);
         let mut path = None;
         for (candidate, len) in files.clone().filter(|(_, len)| *len == size) {
             let _ = len;
-            let mut mem = vec![0u8; 64 + candidate.len()];
-            mem[64..].copy_from_slice(candidate.as_bytes());
+            let mut mem = Scratch::new(candidate);
             let rc = call!(
                 live,
                 mem,
-                path_filestat_get(root_fd(), 0, 64, candidate.len() as i32, 0)
+                path_filestat_get(
+                    root_fd(),
+                    0,
+                    Scratch::PATH_AT as i32,
+                    candidate.len() as i32,
+                    0
+                )
             )
             .map_err(wasi_failed)?;
-            if rc == errno::SUCCESS && u64_at(&mem, 8) == ino {
+            if rc == errno::SUCCESS && mem.u64_at(8) == ino {
                 path = Some(candidate.to_string());
                 break;
             }
@@ -160,20 +195,17 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
                 return Err("open files (descriptor order)");
             }
             while next < f.fd {
-                let mut mem = *b"\0\0\0\0.";
-                let fd = open(live, &mut mem, OFLAGS_DIRECTORY, 0, 0)?;
+                let fd = open(live, ".", OFLAGS_DIRECTORY, 0, 0)?;
                 placeholders.push(fd);
                 next += 1;
             }
-            let mut mem = vec![0u8; 4 + f.path.len()];
-            mem[4..].copy_from_slice(f.path.as_bytes());
             let rights =
                 if f.read { RIGHT_FD_READ } else { 0 } | if f.write { RIGHT_FD_WRITE } else { 0 };
-            let fd = open(live, &mut mem, 0, rights, f.fdflags)?;
+            let fd = open(live, &f.path, 0, rights, f.fdflags)?;
             if fd != f.fd {
                 return Err("open files (descriptor numbers)");
             }
-            let mut out = [0u8; 8];
+            let mut out = Scratch::new("");
             let rc = call!(
                 live,
                 out,
@@ -187,7 +219,7 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
         }
         Ok(())
     })();
-    let mut none = [0u8; 0];
+    let mut none = Scratch::new("");
     for fd in placeholders {
         let _ = call!(live, none, fd_close(fd as i32));
     }
@@ -198,22 +230,23 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
     Ok(())
 }
 
-/// `path_open` of the path in `mem[4..]` under the working directory; the descriptor.
+/// `path_open` of `path` under the working directory; the descriptor.
 fn open(
     live: &mut Live,
-    mem: &mut [u8],
+    path: &str,
     oflags: i32,
     rights: i64,
     fdflags: u16,
 ) -> Result<u32, &'static str> {
-    let len = (mem.len() - 4) as i32;
+    let mut mem = Scratch::new(path);
+    let (at, len) = (Scratch::PATH_AT as i32, path.len() as i32);
     let rc = call!(
         live,
         mem,
         path_open(
             root_fd(),
             0,
-            4,
+            at,
             len,
             oflags,
             rights,
@@ -226,5 +259,5 @@ fn open(
     if rc != errno::SUCCESS {
         return Err("open files (reopening)");
     }
-    Ok(u32::from_le_bytes(mem[..4].try_into().expect("4 bytes")))
+    Ok(mem.u64_at(0) as u32)
 }
