@@ -6,7 +6,9 @@ after 100,000), against a `vivarium serve` on 127.0.0.1 with two keys and defaul
 
 Extra arguments are passed to `vivarium serve` (e.g. `--max-mcp-sessions-per-tenant 1000000
 --mcp-session-idle-secs 300` to see what uncapped sessions cost). Bounded: at most REQUESTS
-requests (MCP_FLOOD_REQUESTS, 100000) and SECONDS seconds (MCP_FLOOD_SECONDS, 180)."""
+requests (MCP_FLOOD_REQUESTS, 100000) and SECONDS seconds (MCP_FLOOD_SECONDS, 180). With
+MCP_FLOOD_NO_KEYS=1 the server runs without API keys (every caller one tenant: the flood
+stops at --max-mcp-sessions)."""
 
 import http.client
 import json
@@ -24,6 +26,7 @@ REQUESTS = int(os.environ.get("MCP_FLOOD_REQUESTS", "100000"))
 SECONDS = float(os.environ.get("MCP_FLOOD_SECONDS", "180"))
 CONNECTIONS = int(os.environ.get("MCP_FLOOD_CONNECTIONS", "8"))
 KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789"}
+NO_KEYS = os.environ.get("MCP_FLOOD_NO_KEYS") == "1"
 
 
 def initialize(conn: http.client.HTTPConnection, key: str, i: int) -> tuple[int, str | None, bytes]:
@@ -77,8 +80,8 @@ def main() -> None:
         keys = f.name
     env = dict(os.environ, VIVARIUM_LOG="warn")
     server = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--api-keys-file", keys,
-         "--audit-log", "/dev/null", *extra],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", "/dev/null",
+         *([] if NO_KEYS else ["--api-keys-file", keys]), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
     )
     try:
@@ -91,8 +94,8 @@ def main() -> None:
         time.sleep(1)
         after = rss_kib(server.pid)
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
-        result["other_key_initialize"] = initialize(conn, KEYS["bob"], 1)[0]
-        result.update(binary=binary, flags=extra, requests=REQUESTS,
+        result["second_caller_initialize"] = initialize(conn, KEYS["bob"], 1)[0]
+        result.update(binary=binary, flags=extra, api_keys=not NO_KEYS, requests=REQUESTS,
                       connections=CONNECTIONS, idle_rss_mib=round(idle / 1024, 1),
                       after_rss_mib=round(after / 1024, 1),
                       growth_mib=round((after - idle) / 1024, 1))
@@ -100,8 +103,8 @@ def main() -> None:
         print(f"{sent} initialize in {result['seconds']} s ({sent / result['seconds']:.0f}/s): "
               f"{result['made']} sessions, {result['refused']} refused, {result['other']} other; "
               f"supervisor RSS {result['idle_rss_mib']} -> {result['after_rss_mib']} MiB "
-              f"(+{result['growth_mib']}); the other key's initialize: "
-              f"{result['other_key_initialize']}", flush=True)
+              f"(+{result['growth_mib']}); a second caller (the other key)'s initialize: "
+              f"{result['second_caller_initialize']}", flush=True)
         os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
