@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::messages::{
-    AtCursor, Channel, Execute, FrameError, Header, Incoming, MAX_FRAME_BYTES, Message, Request,
+    AtCursor, Channel, FrameError, Header, Incoming, MAX_FRAME_BYTES, Message, Request,
     kernel_info, status,
 };
 use super::queries;
@@ -408,10 +408,18 @@ impl Kernel {
 
     /// One shell request, in order, between `status: busy` and `status: idle` as every
     /// kernel brackets them (clients wait for the idle as well as the reply).
-    async fn shell(self: &Arc<Self>, m: Incoming) {
+    async fn shell(self: &Arc<Self>, mut m: Incoming) {
         self.iopub(&m, "status", status("busy")).await;
+        // A cell's code is moved on, not copied: it may be 16 MiB.
+        let cell = match &mut m.request {
+            Request::Execute(x) => Some((std::mem::take(&mut x.code), x.allow_stdin)),
+            _ => None,
+        };
         match &m.request {
-            Request::Execute(x) => self.execute(&m, x).await,
+            Request::Execute(_) => {
+                let (code, allow_stdin) = cell.unwrap_or_default();
+                self.execute(&m, code, allow_stdin == Some(true)).await
+            }
             Request::KernelInfo => self.kernel_info(&m, Channel::Shell).await,
             Request::IsComplete(x) => {
                 let asked = self.ask(queries::is_complete(&x.code)).await;
@@ -599,8 +607,7 @@ impl Kernel {
 
     /// `execute_request`: busy, the input, the cell as a session turn, its streams, rich
     /// outputs, final value or error, the reply, idle.
-    async fn execute(self: &Arc<Self>, m: &Incoming, x: &Execute) {
-        let code = x.code.clone();
+    async fn execute(self: &Arc<Self>, m: &Incoming, code: String, allow_stdin: bool) {
         let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
         let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
         record.set_code(&code);
@@ -609,11 +616,11 @@ impl Kernel {
             self.iopub(
                 m,
                 "execute_input",
-                json!({"code": code, "execution_count": session.info().turns + 1}),
+                json!({"code": &code, "execution_count": session.info().turns + 1}),
             )
             .await;
             let turn = SessionTurn {
-                code: code.clone(),
+                code,
                 stdin: Vec::new(),
                 files: Vec::new(),
                 limits: TurnLimitsRequest::default(),
@@ -622,9 +629,9 @@ impl Kernel {
                 leakage: None,
                 live: Some(streams.sink()),
                 // Only for a client that said it can answer (nbclient, for one, cannot).
-                input: match x.allow_stdin {
-                    Some(true) => Some(self.input_asker(&streams, &m.header, self.guard().await?)),
-                    _ => None,
+                input: match allow_stdin {
+                    true => Some(self.input_asker(&streams, &m.header, self.guard().await?)),
+                    false => None,
                 },
             };
             self.state.runner.turn(&session, turn, &mut record).await
