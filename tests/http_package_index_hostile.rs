@@ -281,6 +281,32 @@ async fn a_wheel_link_naming_a_path_is_refused_and_writes_nothing_anywhere() {
         .collect();
     assert!(planted.is_empty(), "{planted:?}");
     assert!(!files_under(&cache.join("tmp")).iter().any(|p| p.is_file()));
+    // A link to a file of the host (`file:`): pip takes it, the host fetches only http(s).
+    let local = wheel(
+        "vivtest-local",
+        "1.0",
+        &[("vivtest_local.py", b"print('a host file')\n")],
+    );
+    let host_file = root.join(&local.filename);
+    std::fs::write(&host_file, &local.bytes).unwrap();
+    index.state.pages.lock().unwrap().insert(
+        "vivtest-local".into(),
+        vec![format!(
+            "<a href=\"file://{}#sha256={}\">{}</a>",
+            host_file.display(),
+            hex::encode(Sha256::digest(&local.bytes)),
+            local.filename
+        )],
+    );
+    let (st, v) = execute(&c, &s.base, &["vivtest-local"], "import vivtest_local").await;
+    assert_eq!((st, error_code(&v)), (422, "package_invalid"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("file: URL"),
+        "{v}"
+    );
     s.stop().await;
     let _ = std::fs::remove_dir_all(&root);
 }

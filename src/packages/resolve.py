@@ -236,6 +236,11 @@ def resolve(req):
         url = info["url"]
         # The index chose this name: it is shown and checked, never used as a path.
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            fail("package_invalid", meta["name"],
+                 f"the package index linked a wheel of {meta['name']} by a "
+                 f"{urllib.parse.urlsplit(url).scheme or 'relative'}: URL; only http and https "
+                 "are fetched (a file: URL would read the host's own files)")
         if not WHEEL_NAME.fullmatch(filename):
             fail("package_invalid", meta["name"],
                  f"the package index named a wheel of {meta['name']} {filename[:200]!r}, which is "

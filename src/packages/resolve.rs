@@ -95,6 +95,19 @@ pub(super) fn resolve(
         "timeout_secs": opts.timeout.as_secs().max(1),
     });
     let chosen: Vec<Chosen> = run(opts, &input)?;
+    if let Some(c) = chosen
+        .iter()
+        .find(|c| !(c.url.starts_with("http://") || c.url.starts_with("https://")))
+    {
+        return Err(PackageError::new(
+            PackageErrorKind::BadWheel,
+            Some(&c.name),
+            format!(
+                "the package index linked a wheel of {} by a URL that is not http or https",
+                c.name
+            ),
+        ));
+    }
     if let Some(c) = chosen.iter().find(|c| !wheel_file_name(&c.filename)) {
         return Err(PackageError::new(
             PackageErrorKind::BadWheel,
