@@ -1,8 +1,8 @@
-//! Output leakage beyond the streams, over real HTTP with the real runtime: the parsed
-//! exception (its type, message, traceback) when stderr was cut at the output limit, the
-//! `ModuleNotFoundError` hint, file and folder names (a run's files, a session's listing,
-//! MCP's resource links) and the messages of API errors, each under `redact` and `deny` (and
-//! `report` where it differs).
+//! Output leakage beyond the streams, over real HTTP with the real runtime: a stream cut at
+//! the output limit inside a secret, the parsed exception (its type, message, traceback)
+//! when stderr was cut at the output limit, the `ModuleNotFoundError` hint, file and folder
+//! names (a run's files, a session's listing, MCP's resource links) and the messages of API
+//! errors, each under `redact` and `deny` (and `report` where it differs).
 
 mod http_support;
 
@@ -100,6 +100,25 @@ async fn the_parsed_error_and_the_hint_are_scanned_whatever_the_cut() {
     assert!(hint.contains("[REDACTED:github-pat]"), "{hint}");
     let found = places(&v);
     assert!(found.contains(&"error=hint".to_string()), "{found:?}");
+
+    // stdout cut at the output limit in the middle of an `env` value: its first part.
+    let cut_env = |leakage: &str| {
+        json!({
+            "code": "import os\nprint('x' * 1010 + os.environ['DB_PASSWORD'])",
+            "env": {"DB_PASSWORD": "pw-Zq81vX0pLwTq93nBc7Rk"},
+            "limits": {"output_bytes": 1024},
+            "leakage": leakage,
+        })
+    };
+    let (status, v) = post(&c, &s.url("/v1/execute"), &cut_env("redact")).await;
+    assert_eq!(status, 200, "{v}");
+    let stdout = v["stdout"].as_str().unwrap();
+    assert!(
+        stdout.ends_with("x[REDACTED:env:DB_PASSWORD]") && !stdout.contains("pw-Zq81vX"),
+        "{stdout}"
+    );
+    let (status, v) = post(&c, &s.url("/v1/execute"), &cut_env("deny")).await;
+    assert_eq!((status, error_code(&v)), (422, "output_leak"), "{v}");
 
     // A class the guest defined is named as it chose: `error.type`.
     let code = format!("raise type('{t}', (Exception,), {{'__module__': 'builtins'}})('x')");

@@ -139,15 +139,17 @@ impl Guard {
             .error
             .as_ref()
             .map(|e| report.stderr.contains(&e.traceback));
-        self.text(
+        self.stream(
             &mut report.stderr,
             LeakPlace::Stream(LeakStream::Stderr),
+            report.truncated.stderr,
             redact,
             &mut leaks,
         );
-        self.text(
+        self.stream(
             &mut report.stdout,
             LeakPlace::Stream(LeakStream::Stdout),
+            report.truncated.stdout,
             redact,
             &mut leaks,
         );
@@ -238,22 +240,36 @@ impl Guard {
             .then(|| StreamFilter::new(self.clone()))
     }
 
-    fn text(
+    /// Scans `text` (found at `place`); under `redact` rewrites it. A stream `cut` at the
+    /// output limit may end with the first part of a literal secret (an `env` value): that is
+    /// a leak too.
+    fn stream(
         &self,
         text: &mut String,
         place: LeakPlace,
+        cut: bool,
         redact: bool,
         leaks: &mut Vec<Leak>,
-    ) -> bool {
-        let hits = self.hits(text.as_bytes(), None);
+    ) {
+        let mut hits = self.hits(text.as_bytes(), None);
+        if cut
+            && let Some(h) = self.literals.cut_at_end(text.as_bytes())
+            && hits.iter().all(|x| x.end <= h.start)
+        {
+            hits.push(h);
+        }
         if hits.is_empty() {
-            return false;
+            return;
         }
         leaks.extend(self.leaks(&hits, place));
         if redact {
             *text = self.rewrite(text, &hits);
         }
-        true
+    }
+
+    /// Scans `text` (found at `place`); under `redact` rewrites it.
+    fn text(&self, text: &mut String, place: LeakPlace, redact: bool, leaks: &mut Vec<Leak>) {
+        self.stream(text, place, false, redact, leaks);
     }
 
     /// The leaks of the file `path` holding `content`, placed at `shown` (its path as a
@@ -619,6 +635,22 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_stream_cut_in_the_middle_of_a_literal_secret_loses_its_first_part_too() {
+        let g = guard(LeakPolicy::Redact, &[("DB_PASSWORD", "hunter2-but-longer")]);
+        let mut r = report("x = hunter2-b");
+        r.truncated.stdout = true;
+        let leaks = g.apply(&mut r, None);
+        assert_eq!(r.stdout, "x = [REDACTED:env:DB_PASSWORD]");
+        assert_eq!((leaks[0].offset, leaks[0].length), (4, 9));
+        // Uncut, the same text is not a secret's start; nor is an end too short to tell.
+        let mut r = report("x = hunter2-b");
+        assert!(g.apply(&mut r, None).is_empty());
+        let mut r = report("x = hun");
+        r.truncated.stdout = true;
+        assert!(g.apply(&mut r, None).is_empty());
     }
 
     fn g_apply(policy: LeakPolicy, r: &mut Report) -> Vec<Leak> {

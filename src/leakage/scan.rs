@@ -284,7 +284,16 @@ pub struct Literals {
     automaton: Option<AhoCorasick>,
     /// The rule id of each literal: `env:NAME` or `operator-literal`.
     ids: Vec<String>,
+    /// The first [`MAX_CUT_BYTES`] bytes of each literal, for [`Literals::cut_at_end`].
+    heads: Vec<Vec<u8>>,
 }
+
+/// A text cut short (at the output limit) is checked for a literal's first bytes at its end
+/// within this many bytes.
+const MAX_CUT_BYTES: usize = 1024;
+
+/// The fewest of a literal's first bytes a cut text must end with to be redacted.
+pub const MIN_CUT_BYTES: usize = MIN_LITERAL_BYTES / 2;
 
 /// Values shorter than this are not treated as secrets: redacting every `1` or `true` an
 /// environment holds would take ordinary output apart.
@@ -297,13 +306,45 @@ impl Literals {
             .into_iter()
             .filter(|(_, v)| v.len() >= MIN_LITERAL_BYTES)
             .unzip();
+        let heads = values
+            .iter()
+            .map(|v| v.as_bytes()[..v.len().min(MAX_CUT_BYTES)].to_vec())
+            .collect();
         let automaton = (!values.is_empty()).then(|| {
             AhoCorasickBuilder::new()
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(&values)
                 .expect("literals are plain strings")
         });
-        Literals { automaton, ids }
+        Literals {
+            automaton,
+            ids,
+            heads,
+        }
+    }
+
+    /// The longest end of `text` (a text cut short) that is a literal's beginning, at least
+    /// [`MIN_CUT_BYTES`] and short of the whole literal (a whole one is found by
+    /// [`Literals::scan`]): the part of a secret the cut left.
+    pub fn cut_at_end(&self, text: &[u8]) -> Option<Hit> {
+        let mut best: Option<Hit> = None;
+        for (i, head) in self.heads.iter().enumerate() {
+            let most = (head.len() - 1).min(text.len());
+            for k in (MIN_CUT_BYTES..=most).rev() {
+                if best.is_some_and(|b| b.end - b.start >= k) {
+                    break;
+                }
+                if text.ends_with(&head[..k]) {
+                    best = Some(Hit {
+                        rule: RuleRef::Literal(i),
+                        start: text.len() - k,
+                        end: text.len(),
+                    });
+                    break;
+                }
+            }
+        }
+        best
     }
 
     /// A literal's rule id.
