@@ -486,3 +486,70 @@ async fn a_client_that_reads_nothing_is_dropped_once_its_outgoing_bound_is_full(
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_tenants_sockets_hold_waiting_is_bounded_together() {
+    let dir = scratch_dir("jupyter-queue-keys");
+    let keys = dir.join("keys");
+    let (ka, kb) = ("alice-key-0123456789", "bob-key-0123456789ab");
+    std::fs::write(&keys, format!("alice:{ka}\nbob:{kb}\n")).unwrap();
+    let path = keys.clone();
+    // Each socket may hold 32 MiB; alice's together 2.5 MiB.
+    let s = start("jupyter-queue", move |a| {
+        a.api_keys_file = Some(path);
+        a.kernel_queue_bytes_per_tenant = 5 << 19;
+    })
+    .await;
+    let (a, b) = (client_with_key(ka), client_with_key(kb));
+    let mut alice = Vec::new();
+    for _ in 0..2 {
+        let (st, k) = post(&a, &s.url("/api/kernels"), &json!({})).await;
+        assert_eq!(st, 201, "{k}");
+        let id = k["id"].as_str().unwrap().to_string();
+        alice.push(connect(&s.base, &id, Some(ka)).await.unwrap());
+    }
+    // On each of her sockets a cell sleeps, and a 1 MiB one waits behind it: 2 MiB held
+    // plus the sleeping cells' few bytes.
+    let pad = format!("x = 1 # {}", "p".repeat(1 << 20));
+    let cell = |code: &str| {
+        request(
+            "execute_request",
+            "shell",
+            json!({"code": code, "silent": false}),
+        )
+    };
+    for ws in alice.iter_mut() {
+        send(ws, &cell("import time; time.sleep(3)")).await;
+        send(ws, &cell(&pad)).await;
+    }
+    // A third waiting MiB on either socket is past her 2.5 MiB: answered with the quota.
+    let third = cell(&pad);
+    send(&mut alice[0], &third).await;
+    let got = until_idle(&mut alice[0], &third).await;
+    let reply = of_type(&got, "execute_reply");
+    assert_eq!(reply.len(), 1);
+    let (status, ename) = (
+        &reply[0]["content"]["status"],
+        &reply[0]["content"]["ename"],
+    );
+    assert_eq!(ename, "VivariumQueueFull", "status {status}");
+    let evalue = reply[0]["content"]["evalue"].as_str().unwrap();
+    assert!(evalue.contains("kernel_queue_bytes"), "{evalue}");
+    // Bob's own queue is his.
+    let (st, k) = post(&b, &s.url("/api/kernels"), &json!({})).await;
+    assert_eq!(st, 201, "{k}");
+    let mut bob = connect(&s.base, k["id"].as_str().unwrap(), Some(kb))
+        .await
+        .unwrap();
+    let mine = cell(&pad);
+    send(&mut bob, &mine).await;
+    let got = until_idle(&mut bob, &mine).await;
+    let reply = of_type(&got, "execute_reply");
+    assert_eq!(
+        reply[0]["content"]["status"], "ok",
+        "{}",
+        reply[0]["content"]
+    );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

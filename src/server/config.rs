@@ -164,6 +164,11 @@ pub struct ServeArgs {
         default_value_t = 2
     )]
     pub max_package_jobs_per_tenant: u64,
+    /// Bytes of Jupyter shell requests (about their code) one tenant's kernel WebSockets may
+    /// hold waiting, all together; past it a request is answered with an error, not queued.
+    /// Without API keys, at least 256 MiB.
+    #[arg(long, env = "VIVARIUM_KERNEL_QUEUE_BYTES_PER_TENANT", default_value_t = 64 << 20)]
+    pub kernel_queue_bytes_per_tenant: u64,
     /// The share of the memory budget, in percent, that one tenant's running sandboxes and
     /// resident sessions may be admitted for; past it, its own idle sessions hibernate, or
     /// 429 `quota_exceeded`.
@@ -583,6 +588,13 @@ impl ServeArgs {
             }
             None => shared.set(Quota::KernelSockets, 16),
         }
+        // What all of a tenant's sockets may hold waiting, together (each socket holds at
+        // most channels.rs's own bound besides): past it a request is answered, not queued.
+        shared.set(Quota::KernelQueueBytes, self.kernel_queue_bytes_per_tenant);
+        single.set(
+            Quota::KernelQueueBytes,
+            self.kernel_queue_bytes_per_tenant.max(256 << 20),
+        );
         // Each MCP session holds a fixed few tens of KiB (api/mcp.rs bounds its buffers).
         shared.set(
             Quota::McpSessions,

@@ -35,6 +35,8 @@ pub enum Quota {
     SnapshotBytes,
     /// Open Jupyter kernel WebSockets.
     KernelSockets,
+    /// Bytes of shell requests waiting on its kernel WebSockets, all of them together.
+    KernelQueueBytes,
     /// MCP sessions kept by the server.
     McpSessions,
     /// Package resolutions and `.pyc` compiles in flight.
@@ -45,12 +47,13 @@ pub enum Quota {
 
 impl Quota {
     /// Every quota, in the order `GET /v1/usage` lists them.
-    pub const ALL: [Quota; 8] = [
+    pub const ALL: [Quota; 9] = [
         Quota::Runs,
         Quota::ResidentSessions,
         Quota::HibernatedSessions,
         Quota::SnapshotBytes,
         Quota::KernelSockets,
+        Quota::KernelQueueBytes,
         Quota::McpSessions,
         Quota::PackageJobs,
         Quota::MemoryBytes,
@@ -64,6 +67,7 @@ impl Quota {
             Quota::HibernatedSessions => "hibernated_sessions",
             Quota::SnapshotBytes => "snapshot_bytes",
             Quota::KernelSockets => "kernel_sockets",
+            Quota::KernelQueueBytes => "kernel_queue_bytes",
             Quota::McpSessions => "mcp_sessions",
             Quota::PackageJobs => "package_jobs",
             Quota::MemoryBytes => "memory_bytes",
@@ -80,7 +84,10 @@ impl Quota {
 
     /// Whether its amounts are bytes (a number in the keys file may then carry a unit).
     fn is_bytes(self) -> bool {
-        matches!(self, Quota::SnapshotBytes | Quota::MemoryBytes)
+        matches!(
+            self,
+            Quota::SnapshotBytes | Quota::MemoryBytes | Quota::KernelQueueBytes
+        )
     }
 }
 
@@ -92,12 +99,12 @@ impl fmt::Display for Quota {
 
 /// A limit for each [`Quota`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quotas([u64; 8]);
+pub struct Quotas([u64; Quota::ALL.len()]);
 
 impl Quotas {
     /// No limit on anything (each at `u64::MAX`).
     pub fn unlimited() -> Self {
-        Quotas([u64::MAX; 8])
+        Quotas([u64::MAX; Quota::ALL.len()])
     }
 
     pub fn get(&self, q: Quota) -> u64 {
@@ -141,6 +148,7 @@ fn hint(q: Quota) -> &'static str {
             "; delete snapshots (DELETE /v1/snapshots/{id}) or close hibernated sessions"
         }
         Quota::KernelSockets => "; close a kernel connection",
+        Quota::KernelQueueBytes => "; wait for the cells queued on your kernels to run",
         Quota::McpSessions => "; end an MCP session (DELETE /mcp) or let one expire",
         Quota::PackageJobs => "; wait for your package installs to finish",
         Quota::MemoryBytes => "; close or shrink your sessions, or wait for your runs",
@@ -151,7 +159,7 @@ fn hint(q: Quota) -> &'static str {
 pub struct Tenant {
     id: String,
     quotas: Quotas,
-    used: [AtomicU64; 8],
+    used: [AtomicU64; Quota::ALL.len()],
 }
 
 impl fmt::Debug for Tenant {

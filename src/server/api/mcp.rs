@@ -225,8 +225,11 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(text.into())])
 }
 
-fn api_error(e: ApiError) -> CallToolResult {
-    tool_error(format!("{} ({})", e, e.code().as_str()))
+fn api_error(e: ApiError, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
+    let message = e.to_string();
+    // As every JSON error of the HTTP API is (error_scrub.rs): no secret in its words.
+    let message = scrub(&message).unwrap_or(message);
+    tool_error(format!("{message} ({})", e.code().as_str()))
 }
 
 /// What `open_session` and `fork_session` return: the new session's id as JSON text.
@@ -629,6 +632,11 @@ impl VivariumMcp {
         VivariumMcp { state }
     }
 
+    /// A tool's error, its message scrubbed of secrets.
+    fn api_error(&self, e: ApiError) -> CallToolResult {
+        api_error(e, |m| self.state.runner.scrub_error_message(m))
+    }
+
     #[tool(
         output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
         description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies; other pure-Python packages can be added with `packages`, e.g. [\"plotly\"], but nothing with native code; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
@@ -666,7 +674,7 @@ impl VivariumMcp {
                 FilesOf::Execution(&id),
             ),
             Ok(Executed::Denied(findings)) => denied(&findings),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -679,7 +687,7 @@ impl VivariumMcp {
         Parameters(args): Parameters<CheckArgs>,
     ) -> Result<CallToolResult, McpError> {
         if let Err(e) = self.state.runner.host() {
-            return Ok(api_error(e));
+            return Ok(self.api_error(e));
         }
         let mut record = AuditRecord::new(&ctx(&extensions), Action::McpCheck);
         record.set_code(&args.code);
@@ -695,7 +703,7 @@ impl VivariumMcp {
                     CallToolResult::error(vec![Content::text(text)])
                 }
             }
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -734,7 +742,7 @@ impl VivariumMcp {
         self.state.runner.finish(record, Outcome::of(&result, 201));
         Ok(match result {
             Ok(r) => session_opened(&r),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -797,7 +805,7 @@ impl VivariumMcp {
                 result
             }
             Ok(Turned::Denied(findings)) => denied(&findings),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -820,7 +828,7 @@ impl VivariumMcp {
                 "session {} closed",
                 args.session_id
             ))]),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -845,7 +853,7 @@ impl VivariumMcp {
             Ok(info) => CallToolResult::success(vec![Content::text(
                 serde_json::to_string(&info).unwrap_or_default(),
             )]),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 
@@ -867,7 +875,7 @@ impl VivariumMcp {
         self.state.runner.finish(record, Outcome::of(&result, 201));
         Ok(match result {
             Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
-            Err(e) => api_error(e),
+            Err(e) => self.api_error(e),
         })
     }
 }

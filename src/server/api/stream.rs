@@ -153,7 +153,14 @@ pub async fn execute_stream(
             Ok(Executed::Denied(findings)) => Event::default()
                 .event("error")
                 .json_data::<PolicyDeniedBody>(denied_body(findings)),
-            Err(e) => Event::default().event("error").json_data(e.body()),
+            Err(e) => {
+                // As every JSON error of the HTTP API is (error_scrub.rs): no secret in it.
+                let mut body = e.body();
+                if let Some(m) = state.runner.scrub_error_message(&body.error.message) {
+                    body.error.message = m;
+                }
+                Event::default().event("error").json_data(body)
+            }
         };
         let event = event.unwrap_or_else(|e| {
             Event::default()

@@ -38,7 +38,7 @@ use crate::server::audit::{Action, AuditRecord, Outcome};
 use crate::server::error::ApiError;
 use crate::server::request_context::RequestContext;
 use crate::server::runner::{SessionTurn, TextSink, TurnDone, Turned};
-use crate::server::tenants::Quota;
+use crate::server::tenants::{Held, Quota};
 use crate::sync::lock;
 
 /// Shell requests waiting for the one running.
@@ -206,14 +206,18 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
     // so without this one its status stays `unknown` until a cell runs.
     kernel.announce().await;
     let held = Arc::new(AtomicUsize::new(0));
-    let (shell_tx, mut shell_rx) = mpsc::channel::<(Incoming, usize)>(SHELL_QUEUE);
+    let tenant = kernel.state.runner.tenant(kernel.key());
+    // Each request with its bytes, and their place in its tenant's `kernel_queue_bytes`
+    // (every socket of the tenant together), held until it ran.
+    let (shell_tx, mut shell_rx) = mpsc::channel::<(Incoming, usize, Held)>(SHELL_QUEUE);
     let executor = {
         let kernel = kernel.clone();
         let held = held.clone();
         tokio::spawn(async move {
-            while let Some((m, bytes)) = shell_rx.recv().await {
+            while let Some((m, bytes, place)) = shell_rx.recv().await {
                 kernel.shell(m).await;
                 held.fetch_sub(bytes, Ordering::AcqRel);
+                drop(place);
             }
         })
     };
@@ -283,12 +287,29 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
                 let waiting = held.load(Ordering::Acquire);
                 if waiting + bytes > SHELL_QUEUE_BYTES {
                     // Past the bytes a socket may hold: answered, not queued.
-                    kernel.refuse(&m, waiting, bytes).await;
+                    kernel
+                        .refuse(
+                            &m,
+                            format!(
+                                "not run: the requests waiting on this connection hold \
+                                 {waiting} bytes, this one {bytes}, and at most \
+                                 {SHELL_QUEUE_BYTES} may wait; send it again once they ran"
+                            ),
+                        )
+                        .await;
                     continue;
                 }
+                // Past the bytes all of its tenant's sockets may hold: answered too.
+                let place = match tenant.take(Quota::KernelQueueBytes, bytes as u64) {
+                    Ok(place) => place,
+                    Err(q) => {
+                        kernel.refuse(&m, format!("not run: {q}")).await;
+                        continue;
+                    }
+                };
                 held.fetch_add(bytes, Ordering::AcqRel);
-                if let Err(mpsc::error::TrySendError::Full((m, bytes))) =
-                    shell_tx.try_send((m, bytes))
+                if let Err(mpsc::error::TrySendError::Full((m, bytes, _))) =
+                    shell_tx.try_send((m, bytes, place))
                 {
                     held.fetch_sub(bytes, Ordering::AcqRel);
                     // A flood: answered, not queued.
@@ -365,14 +386,10 @@ impl Kernel {
         .await;
     }
 
-    /// A shell request refused because the requests waiting on the socket already hold
-    /// `waiting` bytes and it would hold `bytes` more.
-    async fn refuse(&self, m: &Incoming, waiting: usize, bytes: usize) {
-        tracing::warn!(kernel = %self.id, waiting, bytes, "a kernel's shell queue is full (bytes)");
-        let evalue = format!(
-            "not run: the requests waiting on this connection hold {waiting} bytes, this one \
-             {bytes}, and at most {SHELL_QUEUE_BYTES} may wait; send it again once they ran"
-        );
+    /// A shell request refused because the requests waiting (on the socket, or on every
+    /// socket of its tenant) already hold as many bytes as they may: `evalue` says which.
+    async fn refuse(&self, m: &Incoming, evalue: String) {
+        tracing::warn!(kernel = %self.id, %evalue, "a kernel's shell queue is full (bytes)");
         self.iopub(m, "status", status("busy")).await;
         self.reply(
             m,
