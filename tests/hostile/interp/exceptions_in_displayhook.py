@@ -1,6 +1,9 @@
 # hostile: a displayhook and excepthook that raise and recurse
-# expect: error stack_overflow
+# expect: error stack_overflow fuel_exhausted
 # limits: timeout_ms=10000
+
+# Each round of the recursion keeps its frames: the stack overflows when memory runs out, or
+# the fuel runs out first (memory_bytes is headroom beyond the template's image).
 
 def deny(name, f):
     """An attack that must fail: success prints ESCAPED (the runner forbids that word)."""
