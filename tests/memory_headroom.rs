@@ -55,7 +55,7 @@ async fn an_execution_gets_the_memory_it_asked_for_on_every_template() {
         // The limit, less what the set-up turn and the interpreter's own bookkeeping take,
         // plus at most the free space left inside the template's image.
         assert!(
-            (LIMIT >> 20) - 24 <= mib && mib <= (LIMIT >> 20) + 8,
+            ((LIMIT >> 20) - 24..=(LIMIT >> 20) + 8).contains(&mib),
             "{t}: {mib} MiB of headroom for a limit of 256 MiB"
         );
         measured.push(mib);
