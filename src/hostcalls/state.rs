@@ -33,9 +33,22 @@ pub struct RunClock {
     pub deadline: Instant,
     pub cancel: Arc<AtomicBool>,
     pub origin: Instant,
+    /// When the current call into the guest started (a turn, a run): what
+    /// [`RunClock::is_long`] measures.
+    pub call_started: Instant,
 }
 
+/// A call into the guest that has run this long is a batch job: its thread yields the CPU
+/// to short ones (`guest_threads::demote_current`), so another tenant's hello world beside
+/// a backlog of long runs is not slowed by them.
+pub const LONG_CALL: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl RunClock {
+    /// Whether the current call has run for [`LONG_CALL`].
+    pub fn is_long(&self) -> bool {
+        self.call_started.elapsed() >= LONG_CALL
+    }
+
     /// `Err` once the run must stop.
     pub fn check(&self) -> Result<(), Interrupted> {
         if self.cancel.load(Ordering::Relaxed) {

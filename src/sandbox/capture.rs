@@ -77,6 +77,7 @@ impl Baseline {
                 deadline: far_future(),
                 cancel: Arc::default(),
                 origin: Instant::now(),
+                call_started: Instant::now(),
             },
             fs: FsGuard::new(Default::default(), 0, 0, 0, 0, None),
             last_result: None,

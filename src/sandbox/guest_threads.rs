@@ -7,6 +7,11 @@
 //! A job that panics does not take its worker down (the job's own `catch_unwind` reports the
 //! panic; the pool's only keeps the worker alive).
 //!
+//! A job that runs long is demoted ([`demote_current`]: its thread's nice value goes up, so
+//! the kernel gives short runs the cores first); as a thread cannot take back a priority it
+//! gave up without privilege, a demoted thread exits after its job instead of waiting for
+//! the next.
+//!
 //! A job started with [`spawn_deferring`] may hand values to [`defer_drop`]; they are dropped
 //! on the same thread after the job returned, that is after it sent its result. The server
 //! uses this to tear a sandbox down (instance reset, directory removal) after the response
@@ -78,6 +83,9 @@ fn worker(id: u64, first: Job) {
     loop {
         // The job catches its own panics to report them; this only keeps the worker alive.
         let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+        if DEMOTED.get() {
+            return;
+        }
         {
             let mut idle = idle();
             if idle.len() >= max_idle() {
@@ -106,6 +114,32 @@ fn worker(id: u64, first: Job) {
             }
             Err(RecvTimeoutError::Disconnected) => return,
         };
+    }
+}
+
+/// The nice value of a demoted guest thread: a tenth of a normal thread's share of a core
+/// when both want it (CFS weights 110 and 1024).
+const DEMOTED_NICE: libc::c_int = 10;
+
+thread_local! {
+    /// Whether this thread was demoted ([`demote_current`]).
+    static DEMOTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Lowers the current guest thread's priority for the rest of its life (a long run: see
+/// `hostcalls::state::LONG_CALL`); once per thread. It then ends after its job.
+pub fn demote_current() {
+    if DEMOTED.replace(true) {
+        return;
+    }
+    // SAFETY: gettid has no preconditions; setpriority on one's own thread id only changes
+    // that thread's nice value (lowering a priority needs no privilege).
+    let failed = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, DEMOTED_NICE) != 0
+    };
+    if failed {
+        tracing::debug!("a long run's guest thread could not be demoted");
     }
 }
 

@@ -171,6 +171,7 @@ impl Live {
             data.limiter.rearm();
             data.fs.rearm();
             data.clock.deadline = started + std::time::Duration::from_millis(limits.timeout_ms);
+            data.clock.call_started = started;
         }
         self.store.data_mut().last_result = None;
         self.store.set_epoch_deadline(1);

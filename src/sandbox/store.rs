@@ -102,6 +102,7 @@ impl GuestStore {
                 deadline: state::far_future(),
                 cancel: spec.cancel,
                 origin,
+                call_started: Instant::now(),
             },
             fs: FsGuard::new(
                 workdir.path().to_path_buf(),
@@ -125,7 +126,12 @@ impl GuestStore {
         // Checked every tick: the deadline and the cancel flag, so a busy loop stops within
         // one tick of either.
         store.epoch_deadline_callback(|ctx| {
-            ctx.data().clock.check().map_err(wasmtime::Error::new)?;
+            let clock = &ctx.data().clock;
+            clock.check().map_err(wasmtime::Error::new)?;
+            // A long call gives way to short ones (once per thread; see `LONG_CALL`).
+            if clock.is_long() {
+                crate::sandbox::guest_threads::demote_current();
+            }
             Ok(UpdateDeadline::Continue(1))
         });
         store.set_epoch_deadline(1);
@@ -158,6 +164,7 @@ impl GuestStore {
     pub fn arm(&mut self, timeout_ms: u64, fuel: u64) {
         let data = self.store.data_mut();
         data.clock.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        data.clock.call_started = Instant::now();
         self.store.set_epoch_deadline(1);
         // Fuel cannot be refused on a store with fuel enabled.
         let _ = self.store.set_fuel(fuel);
