@@ -367,3 +367,105 @@ async fn concurrent_snapshots_stay_within_the_quota() {
     );
     s.stop().await;
 }
+
+/// `(comm, nice above its process's main thread)` of every thread of every child process of
+/// `pid` (the workers): a thread's own priority, whatever the test runs under (`nice`).
+fn worker_threads(pid: u32) -> Vec<(String, i64)> {
+    let stat = |path: std::path::PathBuf| -> Option<(String, i64)> {
+        let stat = std::fs::read_to_string(path).ok()?;
+        // `pid (comm) state ...`: nice is the 17th field after the comm's parenthesis.
+        let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+        let nice = stat[close + 1..].split_whitespace().nth(16)?.parse().ok()?;
+        Some((stat[open + 1..close].to_string(), nice))
+    };
+    // A child is listed under the thread that spawned it.
+    let children: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let mut out = Vec::new();
+    for child in &children {
+        let Some((_, base)) = stat(format!("/proc/{child}/stat").into()) else {
+            continue;
+        };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{child}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Some((comm, nice)) = stat(task.path().join("stat")) {
+                out.push((comm, nice - base));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_gives_way_and_its_thread_does_not_serve_the_next() {
+    let scratch = scratch_dir("tenants-demote");
+    /// Ends the server however the test ends.
+    struct Server(Proc);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.child.kill();
+            let _ = self.0.child.wait();
+        }
+    }
+    let p = Server(spawn_server(&scratch, None, &[]));
+    let p = &p.0;
+    wait_ready_at(&p.base).await;
+    let pid = p.child.id();
+    let demoted = |threads: &[(String, i64)]| {
+        threads
+            .iter()
+            .filter(|(comm, nice)| comm == "vivarium-guest" && *nice > 0)
+            .count()
+    };
+    let c = client();
+    let url = format!("{}/v1/execute", p.base);
+    let hello = json!({"code": "print('hello')", "template": "python"});
+    let (status, v) = post(&c, &url, &hello).await;
+    assert_eq!(status, 200, "{v}");
+    // A short run: its thread keeps its priority, and waits for the next job.
+    assert_eq!(demoted(&worker_threads(pid)), 0);
+    let long = {
+        let (c, url) = (c.clone(), url.clone());
+        tokio::spawn(async move {
+            let body = json!({
+                "code": "import time\nt = time.time()\nwhile time.time() - t < 2: pass",
+                "template": "python",
+            });
+            post(&c, &url, &body).await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let threads = worker_threads(pid);
+        if demoted(&threads) == 1 {
+            assert!(threads.iter().any(|(_, nice)| *nice >= 1), "{threads:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no guest thread was demoted: {threads:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, v) = long.await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    // Its thread ended after the job: none is left demoted to run the next one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while demoted(&worker_threads(pid)) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a demoted thread stayed: {:?}",
+            worker_threads(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, v) = post(&c, &url, &hello).await;
+    assert_eq!(status, 200, "{v}");
+}
