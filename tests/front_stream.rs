@@ -175,3 +175,39 @@ print('café ☕')
     assert_eq!(v["stdout"], "1\n");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_results_carry_held_files_only_up_to_a_bound() {
+    let s = start("stream-held", |_| {}).await;
+    let c = client();
+    // Two files over the 1 MiB a worker carries in memory: 3 MiB fits in what a whole
+    // response brings in, 40 MiB does not (it is listed, without its content).
+    let code = "\
+open('small.bin', 'wb').write(bytes(range(256)) * (3 * 4096))
+open('big.bin', 'wb').write(b'x' * (40 << 20))
+";
+    let t0 = Instant::now();
+    let resp = c
+        .post(s.url("/v1/execute"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"code": code, "template": "python", "limits": {"disk_bytes": 64 << 20}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(resp, t0).await;
+    let last = events.last().expect("no events");
+    assert_eq!(last.event, "result");
+    let files = last.data["files"].as_array().unwrap();
+    let file = |name: &str| files.iter().find(|f| f["path"] == name).unwrap();
+    assert_eq!(file("small.bin")["size"], 3 << 20);
+    let small = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        file("small.bin")["content"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(small.len(), 3 << 20);
+    assert_eq!(file("big.bin")["size"], 40 << 20);
+    assert_eq!(file("big.bin")["content"], Value::Null);
+    s.stop().await;
+}

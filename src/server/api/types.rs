@@ -132,7 +132,13 @@ impl From<Report> for ExecutionResult {
             truncated: r.truncated,
             error: r.error,
             detail: r.detail,
-            files: r.files.into_iter().map(file_output).collect(),
+            files: {
+                let mut room = WHOLE_RESPONSE_HELD_BYTES;
+                r.files
+                    .into_iter()
+                    .map(|f| file_output(f, &mut room))
+                    .collect()
+            },
             usage: r.usage,
             outputs: r.outputs,
             findings: None,
@@ -141,16 +147,30 @@ impl From<Report> for ExecutionResult {
     }
 }
 
+/// What the held files of one whole response (MCP, streamed events, Piston) may bring into
+/// memory together; a held file past it is listed with `content: null`, as a file past the
+/// disk limit is (`POST /v1/execute` without streaming, and a session's download, stream
+/// any size).
+pub const WHOLE_RESPONSE_HELD_BYTES: u64 = 32 << 20;
+
 /// `f` as a response lists it. A held file (too large to carry in memory, `worker::held`)
 /// is read here, whole, for the front doors that build a whole response (MCP, streamed
-/// events, Piston); `POST /v1/execute` streams it instead ([`ExecuteResponse::with_held`]).
-fn file_output(f: FileOut) -> FileOutput {
+/// events, Piston), while `room` (what is left of [`WHOLE_RESPONSE_HELD_BYTES`]) allows;
+/// `POST /v1/execute` streams it instead ([`ExecuteResponse::with_held`]).
+fn file_output(f: FileOut, room: &mut u64) -> FileOutput {
     let content = match (f.content, &f.held) {
         (Some(c), _) => Some(STANDARD.encode(c)),
-        (None, Some(held)) => crate::worker::held::read_all(held, f.size)
-            .map(|c| STANDARD.encode(c))
-            .inspect_err(|e| tracing::warn!(path = %f.path, error = %e, "reading a held file"))
-            .ok(),
+        (None, Some(held)) if f.size <= *room => {
+            *room -= f.size;
+            crate::worker::held::read_all(held, f.size)
+                .map(|c| STANDARD.encode(c))
+                .inspect_err(|e| tracing::warn!(path = %f.path, error = %e, "reading a held file"))
+                .ok()
+        }
+        (None, Some(_)) => {
+            tracing::debug!(path = %f.path, size = f.size, "a held file past what a whole response carries");
+            None
+        }
         (None, None) => None,
     };
     FileOutput {
