@@ -469,3 +469,56 @@ async fn a_long_run_gives_way_and_its_thread_does_not_serve_the_next() {
     let (status, v) = post(&c, &url, &hello).await;
     assert_eq!(status, 200, "{v}");
 }
+
+#[tokio::test]
+async fn a_tenants_share_of_the_memory_budget_makes_room_among_its_own_sessions() {
+    let dir = scratch_dir("tenants-memory");
+    let keys = dir.join("keys.txt");
+    std::fs::write(
+        &keys,
+        format!(
+            "tenant small memory_bytes=200M hibernated_sessions=1\nme@small:{ALICE}\nbob:{BOB}\n"
+        ),
+    )
+    .unwrap();
+    let s = start("tenants-memory", move |a| {
+        a.api_keys_file = Some(keys);
+        a.hibernate_after_secs = 0;
+    })
+    .await;
+    let (small, bob) = (client_with_key(ALICE), client_with_key(BOB));
+    // Each python session is admitted for its image and a reserve: a few fit in 200 MiB;
+    // then one of her own hibernates to make room (her quota allows one asleep), then 429.
+    let mut refused = None;
+    for _ in 0..12 {
+        let (status, v) = post(
+            &small,
+            &s.url("/v1/sessions"),
+            &json!({"template": "python"}),
+        )
+        .await;
+        match status {
+            201 => {
+                let id = v["id"].as_str().unwrap();
+                let t = session_turn(&small, &s.base, id, "x = 1").await;
+                assert_eq!(t["status"], "ok", "{t}");
+            }
+            _ => {
+                refused = Some((status, v));
+                break;
+            }
+        }
+    }
+    let (status, v) = refused.expect("200 MiB held every session opened");
+    assert_eq!(status, 429, "{v}");
+    assert_eq!(error_code(&v), "quota_exceeded");
+    assert_eq!(v["quota"]["quota"], "memory_bytes", "{v}");
+    let u = usage(&small, &s).await;
+    let (held, limit) = used(&u, "memory_bytes");
+    assert!(held <= limit.unwrap(), "{u}");
+    assert_eq!(used(&u, "hibernated_sessions").0, 1, "{u}");
+    // Bob's share is his own.
+    let (status, v) = post(&bob, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
+    assert_eq!(status, 201, "{v}");
+    s.stop().await;
+}

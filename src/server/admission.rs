@@ -59,12 +59,21 @@ pub struct MemoryNeed {
     /// Must be free besides, when it is admitted: the memory it starts with, which its
     /// store limiter will charge.
     pub starts_with: u64,
+    /// Whether it counts against its tenant's share of the budget (a pre-execution check
+    /// does not: a moment of the host's own before the caller's code, it must not make the
+    /// tenant's sessions give way).
+    pub counted: bool,
 }
 
 impl MemoryNeed {
+    /// What it asks of the budget.
+    fn room(&self) -> u64 {
+        self.reserve.saturating_add(self.starts_with)
+    }
+
     /// What it counts against its tenant's share of the budget.
     fn share(&self) -> u64 {
-        self.reserve.saturating_add(self.starts_with)
+        if self.counted { self.room() } else { 0 }
     }
 }
 
@@ -151,7 +160,7 @@ impl Admission {
             .map_err(|q| self.refuse(q))?;
         let charged = self
             .budget
-            .charge_with_room_until(need.share(), need.reserve, deadline.into(), || {
+            .charge_with_room_until(need.room(), need.reserve, deadline.into(), || {
                 self.is_closed()
             })
             .await;
@@ -178,7 +187,7 @@ impl Admission {
             .take(Quota::MemoryBytes, need.share())
             .map_err(|q| self.refuse(q))?;
         self.budget
-            .charge_with_room(need.share(), need.reserve)
+            .charge_with_room(need.room(), need.reserve)
             .map(|c| MemoryReservation {
                 _charge: c,
                 _share: share,

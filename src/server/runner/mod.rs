@@ -284,11 +284,12 @@ impl Runner {
         let need = MemoryNeed {
             reserve: reserve_for(&spec.limits),
             starts_with: host.starting_bytes(spec.template, input),
+            counted: true,
         };
         // Idle sessions make way for work: the coldest hibernate when the budget is short.
         let tenant = self.tenant(record.key_id.as_deref());
         self.make_room(need.reserve + need.starts_with, false).await;
-        let ticket = self.admission.admit(&tenant, Some(need)).await?;
+        let ticket = self.admit_run(&tenant, need).await?;
         let RunSpec {
             code,
             stdin,
@@ -344,6 +345,28 @@ impl Runner {
         Ok(executed)
     }
 
+    /// Admits a run of `tenant` needing `need`; when its share of the memory budget is full,
+    /// its own coldest idle session hibernates first (never another tenant's).
+    async fn admit_run(
+        &self,
+        tenant: &Arc<Tenant>,
+        need: MemoryNeed,
+    ) -> ApiResult<super::admission::Ticket> {
+        for _ in 0..4 {
+            match self.admission.admit(tenant, Some(need)).await {
+                Err(ApiError::QuotaExceeded(q))
+                    if q.quota == Quota::MemoryBytes && !q.too_large() =>
+                {
+                    if !self.hibernate_own(tenant).await {
+                        return Err(ApiError::QuotaExceeded(q));
+                    }
+                }
+                done => return done,
+            }
+        }
+        self.admission.admit(tenant, Some(need)).await
+    }
+
     /// The environment of the packages `raw` names (checked by the front door), resolved off
     /// the executor (pip runs, and downloads on a first request); its wheels go on `record`.
     /// Nothing is admitted until it is there: a failed resolution runs nothing. Counted
@@ -378,6 +401,7 @@ impl Runner {
         let need = MemoryNeed {
             reserve: reserve_for(&host.checker_limits()),
             starts_with: host.starting_bytes(crate::template::Template::Python, 0),
+            counted: false,
         };
         self.make_room(need.reserve + need.starts_with, false).await;
         let ticket = self.admission.admit(&self.tenant(key), Some(need)).await?;

@@ -133,12 +133,13 @@ impl Runner {
         let need = MemoryNeed {
             reserve: RESERVE_BYTES,
             starts_with: starts_with.unwrap_or_else(|| host.starting_bytes(settings.template, 0)),
+            counted: true,
         };
         let tenant = self.tenant(settings.owner.as_deref());
         // Full (resident sessions, or the budget): the coldest idle sessions hibernate.
         self.make_room(need.reserve + need.starts_with, true).await;
         let slot = self.resident_place(&tenant).await?;
-        let memory = self.admission.reserve_memory(&tenant, need)?;
+        let memory = self.session_memory(&tenant, need).await?;
         let ticket = self.admission.admit(&tenant, None).await?;
         let target = self
             .workers()?

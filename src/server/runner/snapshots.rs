@@ -14,6 +14,7 @@ use super::Runner;
 use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::sandbox::CaptureError;
+use crate::server::admission::{MemoryNeed, MemoryReservation};
 use crate::server::audit::{Action, AuditRecord};
 use crate::server::cluster::{Cluster, Holder, Seen};
 use crate::server::error::{ApiError, ApiResult};
@@ -590,14 +591,7 @@ impl Runner {
             match self.sessions.reserve_slot(tenant) {
                 Ok(slot) => return Ok(slot),
                 Err(NoPlace::Quota(q)) => {
-                    let mut moved = false;
-                    for s in self.sessions.coldest_of(Duration::ZERO, Some(tenant)) {
-                        if self.hibernate_one(&s).await.is_ok() {
-                            moved = true;
-                            break;
-                        }
-                    }
-                    if !moved {
+                    if !self.hibernate_own(tenant).await {
                         return Err(self.admission.refuse(q));
                     }
                 }
@@ -613,6 +607,39 @@ impl Runner {
                 return Err(self.admission.reject(Rejection::TooManySessions));
             }
         }
+    }
+
+    /// A new session's reserve in the memory budget and in `tenant`'s share of it: when the
+    /// share is full, the tenant's own coldest idle session hibernates (never another
+    /// tenant's), as for its resident places.
+    pub(super) async fn session_memory(
+        &self,
+        tenant: &Arc<Tenant>,
+        need: MemoryNeed,
+    ) -> ApiResult<MemoryReservation> {
+        for _ in 0..4 {
+            match self.admission.reserve_memory(tenant, need) {
+                Err(ApiError::QuotaExceeded(q))
+                    if q.quota == Quota::MemoryBytes && !q.too_large() =>
+                {
+                    if !self.hibernate_own(tenant).await {
+                        return Err(ApiError::QuotaExceeded(q));
+                    }
+                }
+                done => return done,
+            }
+        }
+        self.admission.reserve_memory(tenant, need)
+    }
+
+    /// Hibernates `tenant`'s own coldest idle session that can go; whether one went.
+    pub(super) async fn hibernate_own(&self, tenant: &Arc<Tenant>) -> bool {
+        for s in self.sessions.coldest_of(Duration::ZERO, Some(tenant)) {
+            if self.hibernate_one(&s).await.is_ok() {
+                return true;
+            }
+        }
+        false
     }
 
     /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a
