@@ -31,8 +31,9 @@ BUFFER_FRAMES = int(os.environ.get("JUPYTER_FLOOD_BUFFER_FRAMES", "4"))
 KEY = "key-alice-0123456789"
 MAX_FRAME = 16 << 20
 # What the kernel may hold (channels.rs): its shell queue's bytes, and the frame being read
-# and parsed (the frame and the code taken from it).
-HELD = 2 * MAX_FRAME + 2 * MAX_FRAME
+# and parsed (the frame, serde_json's scratch for a string with escapes, and the code taken
+# from it).
+HELD = 2 * MAX_FRAME + 3 * MAX_FRAME
 
 
 def ws_connect(host: str, port: int, path: str) -> socket.socket:

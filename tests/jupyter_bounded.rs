@@ -182,18 +182,19 @@ async fn queued_shell_frames_cost_about_what_the_kernel_may_hold_and_past_it_are
     sampler.join().unwrap();
     let grew = peak.load(Ordering::Acquire).saturating_sub(baseline) as f64;
     // What the kernel may hold: its shell queue's bytes, and the frame being read and
-    // parsed (the frame, and the code taken from it).
-    let allowed = (SHELL_QUEUE_BYTES + 2 * MAX_FRAME_BYTES) as f64;
+    // parsed (the frame, serde_json's scratch for a string with escapes, and the code
+    // taken from it).
+    let allowed = (SHELL_QUEUE_BYTES + 3 * MAX_FRAME_BYTES) as f64;
     eprintln!(
         "sent {:.0} MiB; the supervisor grew {:.0} MiB; the kernel may hold {:.0} MiB",
         sent / MIB,
         grew / MIB,
         allowed / MIB
     );
-    // The slack: the allocator keeps some freed frames for reuse (one glibc arena per
-    // thread the reader ran on), a fixed amount however many frames come.
+    // The slack: the allocator's own (buffers of 1 MiB and more go back to the kernel
+    // when freed: `M_MMAP_THRESHOLD`), a fixed amount however many frames come.
     assert!(
-        grew <= 1.2 * allowed + 64.0 * MIB,
+        grew <= 1.2 * allowed + 16.0 * MIB,
         "the supervisor grew {:.0} MiB for {:.0} MiB sent (bound {:.0} MiB)",
         grew / MIB,
         sent / MIB,
