@@ -520,8 +520,25 @@ async fn what_a_tenants_sockets_hold_waiting_is_bounded_together() {
         )
     };
     for ws in alice.iter_mut() {
-        send(ws, &cell("import time; time.sleep(3)")).await;
+        send(ws, &cell("import time; time.sleep(10)")).await;
         send(ws, &cell(&pad)).await;
+    }
+    // Both pads wait (the sockets' frames are read concurrently: see them counted first).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, u) = get(&a, &s.url("/v1/usage")).await;
+        let queued = u["quotas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["quota"] == "kernel_queue_bytes")
+            .and_then(|q| q["used"].as_u64())
+            .unwrap();
+        if queued >= 2 << 20 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{u}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A third waiting MiB on either socket is past her 2.5 MiB: answered with the quota.
     let third = cell(&pad);
