@@ -235,18 +235,33 @@ async fn queued_shell_frames_cost_about_what_the_kernel_may_hold_and_past_it_are
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
+const ALICE: &str = "alice-key-0123456789";
+const BOB: &str = "bob-key-0123456789ab";
+
+/// A server whose keys file makes alice and bob two tenants, with `configure`'s settings;
+/// and the folder of the keys file (the caller removes it).
+async fn two_tenants(
+    tag: &str,
+    configure: impl FnOnce(&mut vivarium::server::ServeArgs),
+) -> (TestServer, std::path::PathBuf) {
+    let dir = scratch_dir(&format!("{tag}-keys"));
+    let keys = dir.join("keys");
+    std::fs::write(&keys, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
+    let s = start(tag, move |a| {
+        a.api_keys_file = Some(keys);
+        configure(a);
+    })
+    .await;
+    (s, dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_kernel_sockets_are_a_quota() {
-    let dir = scratch_dir("jupyter-sockets-keys");
-    let keys = dir.join("keys");
-    let (ka, kb) = ("alice-key-0123456789", "bob-key-0123456789ab");
-    std::fs::write(&keys, format!("alice:{ka}\nbob:{kb}\n")).unwrap();
-    let path = keys.clone();
-    let s = start("jupyter-sockets", move |a| {
-        a.api_keys_file = Some(path);
+    let (s, dir) = two_tenants("jupyter-sockets", |a| {
         a.max_kernel_sockets_per_tenant = Some(2);
     })
     .await;
+    let (ka, kb) = (ALICE, BOB);
     let (a, b) = (client_with_key(ka), client_with_key(kb));
     let (st, k) = post(&a, &s.url("/api/kernels"), &json!({})).await;
     assert_eq!(st, 201, "{k}");
@@ -490,17 +505,12 @@ async fn a_client_that_reads_nothing_is_dropped_once_its_outgoing_bound_is_full(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_tenants_sockets_hold_waiting_is_bounded_together() {
-    let dir = scratch_dir("jupyter-queue-keys");
-    let keys = dir.join("keys");
-    let (ka, kb) = ("alice-key-0123456789", "bob-key-0123456789ab");
-    std::fs::write(&keys, format!("alice:{ka}\nbob:{kb}\n")).unwrap();
-    let path = keys.clone();
     // Each socket may hold 32 MiB; alice's together 2.5 MiB.
-    let s = start("jupyter-queue", move |a| {
-        a.api_keys_file = Some(path);
+    let (s, dir) = two_tenants("jupyter-queue", |a| {
         a.kernel_queue_bytes_per_tenant = 5 << 19;
     })
     .await;
+    let (ka, kb) = (ALICE, BOB);
     let (a, b) = (client_with_key(ka), client_with_key(kb));
     let mut alice = Vec::new();
     for _ in 0..2 {
