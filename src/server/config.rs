@@ -566,6 +566,11 @@ impl ServeArgs {
                 self.max_hibernated_sessions_per_tenant,
                 (self.max_hibernated_sessions as u64 / 4).max(1),
             ),
+            // Each socket holds at most channels.rs's bound in host memory: this caps a
+            // tenant's.
+            (Quota::KernelSockets, self.max_kernel_sockets_per_tenant, 16),
+            // Each MCP session holds a fixed few tens of KiB (api/mcp.rs bounds its buffers).
+            (Quota::McpSessions, self.max_mcp_sessions_per_tenant, 256),
         ];
         for (q, flag, default) in each {
             if flag == Some(0) {
@@ -579,15 +584,6 @@ impl ServeArgs {
                 single.set(q, n);
             }
         }
-        // Each socket holds at most channels.rs's bound in host memory: this caps a tenant's.
-        match self.max_kernel_sockets_per_tenant {
-            Some(0) => bail!("--max-kernel-sockets-per-tenant must be at least 1"),
-            Some(n) => {
-                shared.set(Quota::KernelSockets, n);
-                single.set(Quota::KernelSockets, n);
-            }
-            None => shared.set(Quota::KernelSockets, 16),
-        }
         // What all of a tenant's sockets may hold waiting, together (each socket holds at
         // most channels.rs's own bound besides): past it a request is answered, not queued.
         shared.set(Quota::KernelQueueBytes, self.kernel_queue_bytes_per_tenant);
@@ -595,14 +591,6 @@ impl ServeArgs {
             Quota::KernelQueueBytes,
             self.kernel_queue_bytes_per_tenant.max(256 << 20),
         );
-        // Each MCP session holds a fixed few tens of KiB (api/mcp.rs bounds its buffers).
-        shared.set(
-            Quota::McpSessions,
-            self.max_mcp_sessions_per_tenant.unwrap_or(256),
-        );
-        if let Some(n) = self.max_mcp_sessions_per_tenant {
-            single.set(Quota::McpSessions, n);
-        }
         shared.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);
         single.set(Quota::SnapshotBytes, self.snapshot_quota_bytes);
         shared.set(Quota::PackageJobs, self.max_package_jobs_per_tenant.max(1));

@@ -124,19 +124,23 @@ const MAX_TENANT_LABELS: usize = 256;
 /// `vivarium_tenant_quota_used{tenant,quota}` and `..._limit` (limits that are set only).
 fn tenant_usage(state: &AppState, out: &mut String) {
     use std::fmt::Write;
-    let tenants = state.runner.tenants();
-    let tenants = &tenants[..tenants.len().min(MAX_TENANT_LABELS)];
+    let tenants: Vec<_> = state
+        .runner
+        .tenants()
+        .into_iter()
+        .take(MAX_TENANT_LABELS)
+        .map(|t| (t.id().to_string(), t.usage()))
+        .collect();
     let _ = writeln!(
         out,
         "# HELP vivarium_tenant_quota_used What each tenant holds of each quota now.\n\
          # TYPE vivarium_tenant_quota_used gauge"
     );
-    for t in tenants {
-        for u in t.usage() {
+    for (id, usage) in &tenants {
+        for u in usage {
             let _ = writeln!(
                 out,
-                "vivarium_tenant_quota_used{{tenant=\"{}\",quota=\"{}\"}} {}",
-                t.id(),
+                "vivarium_tenant_quota_used{{tenant=\"{id}\",quota=\"{}\"}} {}",
                 u.quota.as_str(),
                 u.used
             );
@@ -147,13 +151,12 @@ fn tenant_usage(state: &AppState, out: &mut String) {
         "# HELP vivarium_tenant_quota_limit Each tenant's limit of each quota that has one.\n\
          # TYPE vivarium_tenant_quota_limit gauge"
     );
-    for t in tenants {
-        for u in t.usage() {
+    for (id, usage) in &tenants {
+        for u in usage {
             if let Some(limit) = u.limit {
                 let _ = writeln!(
                     out,
-                    "vivarium_tenant_quota_limit{{tenant=\"{}\",quota=\"{}\"}} {limit}",
-                    t.id(),
+                    "vivarium_tenant_quota_limit{{tenant=\"{id}\",quota=\"{}\"}} {limit}",
                     u.quota.as_str(),
                 );
             }

@@ -352,19 +352,8 @@ impl Runner {
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
     ) -> ApiResult<super::admission::Ticket> {
-        for _ in 0..4 {
-            match self.admission.admit(tenant, Some(need)).await {
-                Err(ApiError::QuotaExceeded(q))
-                    if q.quota == Quota::MemoryBytes && !q.too_large() =>
-                {
-                    if !self.hibernate_own(tenant).await {
-                        return Err(ApiError::QuotaExceeded(q));
-                    }
-                }
-                done => return done,
-            }
-        }
-        self.admission.admit(tenant, Some(need)).await
+        self.within_memory_share(tenant, || self.admission.admit(tenant, Some(need)))
+            .await
     }
 
     /// The environment of the packages `raw` names (checked by the front door), resolved off

@@ -617,8 +617,25 @@ impl Runner {
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
     ) -> ApiResult<MemoryReservation> {
+        self.within_memory_share(tenant, || async {
+            self.admission.reserve_memory(tenant, need)
+        })
+        .await
+    }
+
+    /// `attempt`, tried again (a few times) after each of `tenant`'s own coldest idle
+    /// sessions that hibernates while `attempt` finds the tenant's memory share full; that
+    /// refusal when none can.
+    pub(super) async fn within_memory_share<T, F>(
+        &self,
+        tenant: &Arc<Tenant>,
+        mut attempt: impl FnMut() -> F,
+    ) -> ApiResult<T>
+    where
+        F: std::future::Future<Output = ApiResult<T>>,
+    {
         for _ in 0..4 {
-            match self.admission.reserve_memory(tenant, need) {
+            match attempt().await {
                 Err(ApiError::QuotaExceeded(q))
                     if q.quota == Quota::MemoryBytes && !q.too_large() =>
                 {
@@ -629,11 +646,11 @@ impl Runner {
                 done => return done,
             }
         }
-        self.admission.reserve_memory(tenant, need)
+        attempt().await
     }
 
     /// Hibernates `tenant`'s own coldest idle session that can go; whether one went.
-    pub(super) async fn hibernate_own(&self, tenant: &Arc<Tenant>) -> bool {
+    async fn hibernate_own(&self, tenant: &Arc<Tenant>) -> bool {
         for s in self.sessions.coldest_of(Duration::ZERO, Some(tenant)) {
             if self.hibernate_one(&s).await.is_ok() {
                 return true;
