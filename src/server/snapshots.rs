@@ -51,6 +51,9 @@ pub struct Snapshots {
     decoding: Arc<tokio::sync::Semaphore>,
 }
 
+/// The tenant of a snapshot's owner (a key id; `None`: keys off).
+pub type TenantOf<'a> = dyn Fn(Option<&str>) -> Arc<Tenant> + Sync + 'a;
+
 /// Each stored object's tenant and bytes (see `Snapshots::ledger`).
 type Ledger = std::collections::HashMap<SnapshotId, (Arc<Tenant>, u64)>;
 
@@ -117,28 +120,22 @@ impl Snapshots {
         crate::sync::lock(&self.ledger)
     }
 
-    /// Counts what the store already holds against its owners' tenants (`tenant_of` an
-    /// owner), once at start: each object by its header, whatever the quota (it is there).
-    pub async fn count_stored(
+    /// Counts object `id` (its header `header`, `span` long), found in the store, against
+    /// `tenant`, whatever the quota (it is there); once.
+    fn count_found(
         &self,
-        tenant_of: impl Fn(Option<&str>) -> Arc<Tenant>,
-    ) -> ApiResult<usize> {
-        let mut n = 0;
-        for id in self.store.list().await? {
-            let Ok(Some((header, span))) = self.peek(&id).await else {
-                continue;
-            };
-            let size = span as u64 + header.body_bytes + 32;
-            let tenant = tenant_of(header.owner.as_deref());
-            let mut ledger = self.ledger();
-            if ledger.contains_key(&id) {
-                continue;
-            }
-            tenant.add_anyway(Quota::SnapshotBytes, size);
-            ledger.insert(id, (tenant, size));
-            n += 1;
+        id: SnapshotId,
+        header: &SnapshotHeader,
+        span: usize,
+        tenant: Arc<Tenant>,
+    ) {
+        let size = span as u64 + header.body_bytes + 32;
+        let mut ledger = self.ledger();
+        if ledger.contains_key(&id) {
+            return;
         }
-        Ok(n)
+        tenant.add_anyway(Quota::SnapshotBytes, size);
+        ledger.insert(id, (tenant, size));
     }
 
     /// Reserves `bytes` of `tenant`'s quota for object `id` (replacing what `id` holds now,
@@ -218,31 +215,25 @@ impl Snapshots {
     }
 
     /// Deletes every snapshot older than the retention (sessions' own ones too: a session
-    /// that is still live writes its own again at its next turn or at shutdown). Returns how
-    /// many went.
-    pub async fn sweep(&self) -> ApiResult<usize> {
+    /// that is still live writes its own again at its next turn or at shutdown). With
+    /// `count` (once, at start), counts each one that stays against its owner's tenant
+    /// (`count` of the owner), in the same pass over the headers. Returns how many went.
+    pub async fn sweep(&self, count: Option<&TenantOf<'_>>) -> ApiResult<usize> {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut gone = 0;
         for id in self.store.list().await? {
-            let Ok(Some(prefix)) = self.store.get_prefix(&id, 12).await else {
+            let Ok(Some((header, span))) = self.peek(&id).await else {
                 continue;
             };
-            let Ok(span) = header_span(&prefix) else {
-                continue;
-            };
-            let Ok(Some(prefix)) = self.store.get_prefix(&id, span).await else {
-                continue;
-            };
-            let Ok(header) = peek_header(&prefix) else {
-                continue;
-            };
-            if now.saturating_sub(header.created_at) > self.retention.as_secs()
-                && self.store.delete(&id).await?
-            {
-                self.forget(&id);
-                gone += 1;
+            if now.saturating_sub(header.created_at) > self.retention.as_secs() {
+                if self.store.delete(&id).await? {
+                    self.forget(&id);
+                    gone += 1;
+                }
+            } else if let Some(tenant_of) = count {
+                self.count_found(id, &header, span, tenant_of(header.owner.as_deref()));
             }
         }
         Ok(gone)

@@ -528,23 +528,18 @@ impl Runner {
     /// Deletes snapshots past their retention; the first time, counts what the store holds
     /// against its owners' tenants' `snapshot_bytes` quotas first.
     pub async fn sweep_snapshots(&self) {
-        if !self.stored_counted.swap(true, Ordering::AcqRel) {
-            match self
-                .snapshots
-                .count_stored(|owner| self.tenant(owner))
-                .await
-            {
-                Ok(n) => tracing::debug!(objects = n, "stored snapshots counted against quotas"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "counting stored snapshots failed");
+        let first = !self.stored_counted.swap(true, Ordering::AcqRel);
+        let tenant_of = |owner: Option<&str>| self.tenant(owner);
+        match self.snapshots.sweep(first.then_some(&tenant_of as _)).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "snapshots past their retention deleted"),
+            Err(e) => {
+                tracing::warn!(error = %e, "sweeping snapshots failed");
+                if first {
+                    // What the store holds is counted at the next sweep then.
                     self.stored_counted.store(false, Ordering::Release);
                 }
             }
-        }
-        match self.snapshots.sweep().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "snapshots past their retention deleted"),
-            Err(e) => tracing::warn!(error = %e, "sweeping snapshots failed"),
         }
     }
 
