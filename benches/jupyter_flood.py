@@ -7,7 +7,7 @@ their size as JSON trees (a `buffers` array of small numbers) follow.
 
     python benches/jupyter_flood.py target/release/vivarium benches/results/jupyter_flood.json
 
-`tests/jupyter_bounded.rs` runs a scaled version (24 frames) on every CI run. Bounded: at
+`tests/server/jupyter_bounded.rs` runs a scaled version (24 frames) on every CI run. Bounded: at
 most FRAMES frames (JUPYTER_FLOOD_FRAMES, 64) and BUFFER_FRAMES (JUPYTER_FLOOD_BUFFER_FRAMES,
 4); the WebSocket client is this file's own (stdlib only)."""
 

@@ -1,5 +1,5 @@
 //! The fuzzing harness shared by the cargo-fuzz targets (`fuzz/fuzz_targets/*.rs`), the
-//! stable seeded fuzzers and the regression replay (`tests/fuzz_regressions.rs`, which
+//! stable seeded fuzzers and the regression replay (`tests/sandbox/fuzz_regressions.rs`, which
 //! includes this file with `#[path]`).
 //!
 //! Two targets:

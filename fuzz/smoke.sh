@@ -6,14 +6,14 @@
 #
 # Engines:
 # * seeded (default, stable Rust, no extra build): the #[ignore]d fuzzers of
-#   tests/fuzz_regressions.rs, random inputs from a printed seed (FUZZ_SEED to replay).
+#   tests/sandbox/fuzz_regressions.rs, random inputs from a printed seed (FUZZ_SEED to replay).
 # * libfuzzer: `cargo fuzz run --sanitizer none` (needs cargo-fuzz; -Z flags through
 #   RUSTC_BOOTSTRAP=1 on stable), coverage-guided, corpus kept in fuzz/corpus/<target>.
 #   Falls back to the seeded engine when cargo-fuzz is missing or does not build.
 #
 # Findings are saved under fuzz/artifacts/<target>/ (crash-*); the script then exits non-zero.
 # Once a finding is understood and fixed, copy it into fuzz/regressions/<target>/: `cargo
-# test --test fuzz_regressions` replays everything there.
+# test --test sandbox fuzz_regressions::` replays everything there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,7 @@ mkdir -p fuzz/artifacts
 run_seeded() {
     local target="$1" test="$2"
     echo "== fuzz (seeded): $target for ${SECS}s"
-    FUZZ_SECONDS="$SECS" cargo test --quiet --test fuzz_regressions -- --ignored --exact "$test" --nocapture
+    FUZZ_SECONDS="$SECS" cargo test --quiet --test sandbox -- --ignored --exact "fuzz_regressions::$test" --nocapture
 }
 
 run_libfuzzer() {

@@ -6,7 +6,7 @@
 #   scripts/update-leak-rules.sh v8.30.0
 #
 # Review the diff before committing: new rules can bring new false positives, which
-# tests/http_leakage.rs (`ordinary_output_has_no_findings`) is there to catch.
+# tests/server/http_leakage.rs (`ordinary_output_has_no_findings`) is there to catch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag=${1:?usage: scripts/update-leak-rules.sh vX.Y.Z}
@@ -27,4 +27,4 @@ HEADER
 sed -i "s/^pub const GITLEAKS_VERSION: &str = \".*\";/pub const GITLEAKS_VERSION: \&str = \"${version}\";/" src/leakage/mod.rs
 grep -c '^\[\[rules\]\]' src/leakage/gitleaks.toml | xargs echo "rules:"
 cargo test --lib leakage
-cargo test --test http_leakage
+cargo test --test server http_leakage

@@ -21,7 +21,7 @@ pub const MAX_LINEAR_MEMORY_BYTES: u64 = 4 << 30;
 
 /// What a pool slot keeps for a template's own image (its starting linear memory: 40 MiB for
 /// `python`, 167 MiB for `scientific`), since `memory_bytes` counts beyond it: the slot less
-/// this is the memory maximum. `tests/memory_headroom.rs` checks every template fits.
+/// this is the memory maximum. `tests/sandbox/memory_headroom.rs` checks every template fits.
 pub const TEMPLATE_ROOM_BYTES: u64 = 512 << 20;
 
 /// The largest linear memory a sandbox under `memory_bytes` can have, on any template (its

@@ -1,6 +1,6 @@
 """An MCP client on the official Python SDK (`mcp` on PyPI), driving Vivarium's `/mcp`
 endpoint over the streamable HTTP transport: initialize, list tools, call each tool. Prints
-one JSON object summarising what came back; tests/front_mcp.rs checks it.
+one JSON object summarising what came back; tests/server/front_mcp.rs checks it.
 
 Usage: python front_mcp_client.py http://127.0.0.1:PORT/mcp
 """

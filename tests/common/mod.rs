@@ -48,7 +48,7 @@ pub fn run(code: &str) -> Report {
 }
 
 /// Runs `code` on the minimal `python` template: these tests are about the sandbox's
-/// mechanics and limits, not a template's packages (those are `tests/templates.rs`').
+/// mechanics and limits, not a template's packages (those are `tests/sandbox/templates.rs`').
 pub fn run_with(code: &str, limits: LimitsRequest) -> Report {
     host()
         .execute(ExecRequest {

@@ -1,7 +1,7 @@
 //! The hostile corpus: loading the `.py` cases of `tests/hostile/`, their headers, the host
 //! fixture they attack (canary files, a loopback listener, placeholders), and the checks that
-//! judge an outcome from the host side. Shared by `tests/hostile_corpus.rs` and
-//! `tests/fuzz_regressions.rs`; see `tests/hostile/README.md` for the header format.
+//! judge an outcome from the host side. Shared by `tests/exclusive/hostile_corpus.rs` and
+//! `tests/sandbox/fuzz_regressions.rs`; see `tests/hostile/README.md` for the header format.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

@@ -1,0 +1,238 @@
+//! Templates: our own snapshots of `python.wasm`. `python` (minimal) carries the guest-side
+//! helpers; `scientific` (the default) also has the scientific stack imported. The first test
+//! on a fresh machine builds the scientific one (minutes, once; then cached like the
+//! `.cwasm`), so every template test lives in this one binary.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use crate::common::host;
+use vivarium::testing::HostShare;
+use vivarium::testing::{SandboxSpec, TurnLimits, run_on_guest_thread};
+use vivarium::{ExecRequest, Limits, Report, Status, Template};
+
+fn sci(code: &str, env: &[(&str, &str)]) -> Report {
+    run_in(Template::Scientific, code, env)
+}
+
+fn run_in(template: Template, code: &str, env: &[(&str, &str)]) -> Report {
+    host()
+        .execute(ExecRequest {
+            code: code.into(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            template: Some(template),
+            ..Default::default()
+        })
+        .expect("execution could be attempted")
+}
+
+fn ok(r: &Report) {
+    assert_eq!(r.status, Status::Ok, "stderr: {}", r.stderr);
+}
+
+#[test]
+fn pandas_is_already_imported() {
+    let r = sci(
+        "import sys\nprint('pandas' in sys.modules, 'numpy' in sys.modules)\n\
+         import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 3]}).describe())",
+        &[],
+    );
+    ok(&r);
+    assert!(r.stdout.starts_with("True True\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("count") && r.stdout.contains("3.0"),
+        "{}",
+        r.stdout
+    );
+    // `import pandas` alone burns about 4.4 G fuel in a stock sandbox.
+    assert!(r.usage.fuel < 1_000_000_000, "fuel {}", r.usage.fuel);
+
+    // The stock template has not imported it, and the user's namespace starts empty in both.
+    let stock = common::run("import sys\nprint('pandas' in sys.modules)");
+    ok(&stock);
+    assert_eq!(stock.stdout, "False\n");
+    let r = sci(
+        "print(sorted(k for k in globals() if not k.startswith('__')))",
+        &[],
+    );
+    ok(&r);
+    assert_eq!(r.stdout, "[]\n");
+}
+
+#[test]
+fn every_sandbox_gets_fresh_randomness() {
+    let code = "import numpy, random, os\n\
+                print(numpy.random.rand(), random.random(), os.urandom(8).hex(), \
+                numpy.random.default_rng().integers(1 << 62))";
+    let a = sci(code, &[]);
+    let b = sci(code, &[]);
+    ok(&a);
+    ok(&b);
+    let (a, b): (Vec<&str>, Vec<&str>) = (
+        a.stdout.split_whitespace().collect(),
+        b.stdout.split_whitespace().collect(),
+    );
+    assert_eq!(a.len(), 4);
+    for i in 0..4 {
+        assert_ne!(a[i], b[i], "value {i} is the same in two sandboxes");
+    }
+}
+
+#[test]
+fn every_sandbox_gets_its_own_environment() {
+    let code = "import os, tempfile\nprint(os.environ.get('MODE'), os.environ.get('ONLY_A'), \
+                os.environ['HOME'], os.environ['TMPDIR'], os.getenv('MODE'))\n\
+                print(tempfile.mktemp())";
+    for template in Template::ALL {
+        let a = run_in(template, code, &[("MODE", "alpha"), ("ONLY_A", "1")]);
+        let b = run_in(template, code, &[("MODE", "beta")]);
+        ok(&a);
+        ok(&b);
+        let (a, b): (Vec<&str>, Vec<&str>) =
+            (a.stdout.lines().collect(), b.stdout.lines().collect());
+        assert_eq!(a[0], "alpha 1 /tmp/home /tmp alpha", "{template}");
+        assert_eq!(b[0], "beta None /tmp/home /tmp beta", "{template}");
+        // tempfile's name sequence was seeded at snapshot time in neither.
+        assert_ne!(
+            a[1], b[1],
+            "{template}: the same temporary name in two sandboxes"
+        );
+    }
+}
+
+#[test]
+fn files_plots_and_tracebacks_work() {
+    // The preopen table is the snapshot's: files in the working directory must work.
+    let r = sci(
+        "import matplotlib.pyplot as plt, numpy as np\n\
+         x = np.linspace(0, 10, 1000)\n\
+         plt.plot(x, np.sin(x))\n\
+         plt.savefig('plot.png')\n\
+         open('note.txt', 'w').write('yo')\n\
+         print(open('note.txt').read())",
+        &[],
+    );
+    ok(&r);
+    assert_eq!(r.stdout, "yo\n");
+    let png = r
+        .files
+        .iter()
+        .find(|f| f.path == "plot.png")
+        .expect("plot.png");
+    assert!(png.size > 10_000, "png of {} bytes", png.size);
+    assert!(r.files.iter().any(|f| f.path == "note.txt"));
+
+    let r = sci("x = 1\n1 / 0", &[]);
+    assert_eq!(r.status, Status::Error);
+    let err = r.error.expect("parsed error");
+    assert_eq!(err.kind, "ZeroDivisionError");
+    assert_eq!(err.line, Some(2));
+    assert!(r.stderr.contains("<turn 1>"), "{}", r.stderr);
+}
+
+#[test]
+fn sessions_start_from_the_template() {
+    let host = host();
+    run_on_guest_thread(move || {
+        let mut interp = host
+            .prepare_with(
+                SandboxSpec {
+                    host: HostShare::unlimited(),
+                    packages: host.no_packages(),
+                    limits: Limits::DEFAULT,
+                    env: vec![("K".into(), "v".into())],
+                    files: vec![],
+                    stdin: vec![],
+                    observer: None,
+                    cancel: Arc::new(AtomicBool::new(false)),
+                    setup: Default::default(),
+                },
+                Template::Scientific,
+            )
+            .unwrap()
+            .into_interpreter();
+        let turn = TurnLimits::from(&Limits::DEFAULT);
+        let t = interp
+            .turn(
+                "import pandas as pd, os\ndf = pd.DataFrame({'a': [1, 2]})",
+                vec![],
+                &turn,
+            )
+            .unwrap();
+        assert_eq!(t.report.status, Status::Ok, "{}", t.report.stderr);
+        let t = interp
+            .turn("int(df['a'].sum()), os.environ['K']", vec![], &turn)
+            .unwrap();
+        assert_eq!(t.result.as_deref(), Some("(3, 'v')"));
+        let t = interp.turn("1/0", vec![], &turn).unwrap();
+        assert!(t.report.stderr.contains("<turn 3>"), "{}", t.report.stderr);
+    })
+    .unwrap();
+}
+
+use crate::http_support;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_requests_and_sessions_pick_a_template() {
+    use serde_json::json;
+    let s = http_support::start("tpl", |_| {}).await;
+    let c = http_support::client();
+    let url = s.url("/v1/execute");
+    let code = "import sys\nprint('pandas' in sys.modules)";
+    let (st, v) =
+        http_support::post(&c, &url, &json!({"code": code, "template": "scientific"})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "True\n", "{v}");
+    // The default is `scientific`; `python` by name is the minimal one.
+    let (st, v) = http_support::post(&c, &url, &json!({"code": code})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "True\n", "{v}");
+    let (st, v) = http_support::post(&c, &url, &json!({"code": code, "template": "python"})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "False\n", "{v}");
+    // Little memory is still the default: `memory_bytes` counts beyond the template's image,
+    // so every template takes every limit.
+    let (st, v) = http_support::post(
+        &c,
+        &url,
+        &json!({"code": code, "limits": {"memory_bytes": 64 << 20}}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "True\n", "{v}");
+    let (st, v) = http_support::post(&c, &url, &json!({"code": code, "template": "nope"})).await;
+    assert_eq!(st, 400, "{v}");
+    // Below the minimum is a 400 naming the field, on any template.
+    let (st, v) = http_support::post(
+        &c,
+        &url,
+        &json!({"code": code, "template": "scientific", "limits": {"memory_bytes": 16 << 20}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["field"], "limits.memory_bytes", "{v}");
+
+    let (st, v) = http_support::post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"template": "scientific"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+    let (st, v) = http_support::post(
+        &c,
+        &turn,
+        &json!({"code": "import sys\n'pandas' in sys.modules"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["result"], "True", "{v}");
+    s.stop().await;
+}

@@ -1,0 +1,54 @@
+//! Idle sessions hibernate: written to the snapshot store and their instance freed; the next
+//! request brings each back with all its state. Over real HTTP.
+
+use std::time::Duration;
+
+use crate::http_support::*;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_hibernates_and_wakes_with_its_state() {
+    let s = start("hibernate", |a| a.hibernate_after_secs = 1).await;
+    let c = client();
+    let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(&c, &s.base, &id, "x = 7\nopen('h.txt', 'w').write('kept')").await;
+    wait_for_metric(
+        &c,
+        &s.base,
+        r#"vivarium_session_events_total{event="hibernate"}"#,
+        1.0,
+        Duration::from_secs(15),
+    )
+    .await;
+    // Its instance and working directory are gone (the pool holds only the template's
+    // pristine baseline); asking about it does not wake it.
+    assert_eq!(s.settled_sandbox_dirs().await, 0);
+    wait_for_metric(
+        &c,
+        &s.base,
+        "vivarium_pooled_instances",
+        1.0,
+        Duration::from_secs(10),
+    )
+    .await;
+    let (st, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(
+        (st, &v["resident"], &v["turns"], &v["state"]),
+        (200, &json!(false), &json!(1), &json!("idle")),
+        "{v}"
+    );
+    let m = metrics_at(&c, &s.base).await;
+    assert_eq!(m["vivarium_hibernated_sessions"], 1.0);
+    assert_eq!(m["vivarium_live_sessions"], 0.0);
+    let v = session_turn(&c, &s.base, &id, "x + 1, open('h.txt').read()").await;
+    assert_eq!(v["result"], "(8, 'kept')");
+    assert_eq!(v["turn"], 2);
+    let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(v["resident"], true, "{v}");
+    let m = metrics_at(&c, &s.base).await;
+    assert_eq!(m[r#"vivarium_session_events_total{event="wake"}"#], 1.0);
+    assert_eq!(m["vivarium_session_wake_seconds_count"], 1.0);
+    assert_eq!(m["vivarium_hibernated_sessions"], 0.0);
+    s.stop().await;
+}
