@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Fuel the guest burns per second of CPU, measured on the 2-core CI machine (README, "Fuel
-/// calibration"): pure-Python loops burn 7-10 G/s, C-heavy code (numpy, hashlib) 15-20 G/s.
+/// Fuel the guest burns per second of CPU, measured on the 2-core CI machine
+/// (`docs/guides/limits.md`, "Fuel"): pure-Python loops burn 7-10 G/s, C-heavy code (numpy,
+/// hashlib) 15-20 G/s.
 /// The interpreter's own rate is the one a typical snippet sees, so it sets the default.
 pub const FUEL_PER_CPU_SECOND: u64 = 10_000_000_000;
 

@@ -26,7 +26,7 @@ pub const GUEST_HELPERS: [(&str, &str); 3] = [
 /// first scikit-learn fit, scipy.stats' distributions); the font cache is cleared so no font
 /// file stays open in the snapshot (a descriptor would not exist at run time).
 ///
-/// The set (README, "Templates"): numpy, pandas, matplotlib with pyplot, scipy's stats,
+/// The set (`docs/guides/templates.md`): numpy, pandas, matplotlib with pyplot, scipy's stats,
 /// optimize, linalg, interpolate, integrate, signal and sparse, scikit-learn's linear models,
 /// model selection, preprocessing, metrics, trees, ensembles, clustering and decomposition,
 /// statsmodels' `api` and seaborn. Left out: what is rarely written in one-off code and

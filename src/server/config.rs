@@ -232,7 +232,7 @@ pub struct ServeArgs {
     /// Run as one node of several behind a proxy, sharing the snapshot store
     /// (`--snapshot-url`, or one `--snapshot-dir` on a shared file system): a session's lease
     /// in the store names the node that holds it, and another node takes it over when that
-    /// node drains or dies (see README, "Running a cluster").
+    /// node drains or dies (see `docs/operations/cluster.md`).
     #[arg(long, env = "VIVARIUM_CLUSTER")]
     pub cluster: bool,
     /// This node's id: in the `Vivarium-Node` response header, and in the leases of its
