@@ -1,6 +1,6 @@
 //! Three Vivarium nodes (real `vivarium serve` processes, `--cluster`) behind a real HAProxy
 //! on 127.0.0.1, sharing one snapshot store: a directory, then a real S3-compatible server
-//! (`s3s-fs`). HAProxy is configured as README's "Running a cluster" says: round robin for
+//! (`s3s-fs`). HAProxy is configured as `docs/operations/cluster.md` says: round robin for
 //! executions, sessions stuck to the node whose response named them (`Vivarium-Session`),
 //! consistent hashing on the session id when that node is down, health checks on `/readyz`.
 //!
@@ -11,7 +11,7 @@
 //! the others are untouched; a drain (SIGTERM): every session it held goes on elsewhere with
 //! its state; a rolling restart of all three under a steady mix of executions and turns: no
 //! session lost, no 5xx but retryable 503s; a fourth node added: it takes executions, and no
-//! session moves to it. The figures are printed (README quotes them). And, node to node
+//! session moves to it. The figures are printed (`benches/RESULTS.md` quotes them). And, node to node
 //! without the proxy: a session that hibernated on one node is taken by the node asked for
 //! it; and with API keys, another key's session id is `session_not_found` on every node,
 //! live, elsewhere or held by a dead node, and its asking moves nothing.
@@ -171,7 +171,7 @@ fn haproxy_binary() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// HAProxy in front of `nodes`, configured as README's "Running a cluster" shows.
+/// HAProxy in front of `nodes`, configured as `docs/operations/cluster.md` shows.
 struct Proxy {
     child: Child,
     port: u16,
