@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::layers::files_under;
+
 /// The top-level folders a path named in a document may start with.
 const ROOTS: [&str; 11] = [
     "src/",
@@ -52,17 +54,6 @@ fn named_paths(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_under(&path, ext, out);
-        } else if path.extension().is_some_and(|e| e == ext) {
-            out.push(path);
-        }
-    }
 }
 
 #[test]

@@ -50,12 +50,13 @@ fn module_of(src: &Path, file: &Path) -> Module {
     parts
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every file under `dir` (recursively) whose extension is `ext`.
+pub fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|x| x == ext) {
             out.push(p);
         }
     }
@@ -243,7 +244,7 @@ fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 fn imports() -> Vec<(Module, Module)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    files_under(&src, "rs", &mut files);
     let known: BTreeSet<Module> = files.iter().map(|f| module_of(&src, f)).collect();
     let mut out = Vec::new();
     for f in &files {
