@@ -5,7 +5,7 @@
 //! Data flows one way, and so do imports (see `ARCHITECTURE.md`, "Layers"):
 //!
 //! ```text
-//! front door (CLI, server::api) -> server::runner -> Vivarium -> Sandbox -> Report
+//! front door (CLI, server::api) -> supervisor::runner -> Vivarium -> Sandbox -> Report
 //! ```
 //!
 //! * [`Vivarium`] is the only way into a sandbox: execute a [`RunSpec`], open an
@@ -37,6 +37,7 @@ mod worker;
 
 pub mod cli;
 pub mod server;
+mod supervisor;
 
 pub use check::{CheckResult, Finding, Policy, Severity};
 pub use leakage::{GITLEAKS_VERSION, LeakPolicy, RuleError, Scanner};

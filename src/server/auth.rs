@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use super::audit::{Action, AuditRecord};
-use super::error::ApiError;
-use super::metrics::Rejection;
+use super::error::{ApiError, OnWire};
 use super::request_context::RequestContext;
-use super::tenants::{Quotas, TenantDecl, Tenants, parse_tenant_line};
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::metrics::Rejection;
+use crate::supervisor::tenants::{Quotas, TenantDecl, Tenants, parse_tenant_line};
 
 pub struct ApiKeys {
     /// Each key's id, its tenant's id and its digest.
@@ -197,7 +197,7 @@ pub async fn require_key(State(state): State<AppState>, mut req: Request, next: 
                         req.uri().path()
                     )),
                     Rejection::Unauthorized,
-                    &err,
+                    err.outcome(),
                 ),
                 None => state.runner.metrics().rejected(Rejection::Unauthorized),
             }
@@ -209,7 +209,7 @@ pub async fn require_key(State(state): State<AppState>, mut req: Request, next: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::tenants::Quota;
+    use crate::supervisor::tenants::Quota;
 
     const K1: &str = "0123456789abcdef-one";
     const K2: &str = "0123456789abcdef-two";

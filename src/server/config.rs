@@ -16,7 +16,8 @@ use crate::packages::{PackageOptions, PackageSource, normalize};
 use crate::runtime::RuntimeOptions;
 use crate::snapshot::is_node_id;
 
-use super::tenants::{Quota, Quotas};
+use crate::supervisor::tenants::{Quota, Quotas};
+use crate::supervisor::{LeakageConfig, Settings};
 
 use super::mcp_sessions::McpSessionLimits;
 
@@ -350,27 +351,6 @@ pub struct Config {
     pub drain_delay: Duration,
 }
 
-/// The output-leakage settings: the rules, compiled, and the policies.
-#[derive(Clone)]
-pub struct LeakageConfig {
-    /// Every rule: built in, and the operator's file.
-    pub scanner: std::sync::Arc<Scanner>,
-    /// The policy of a request that names none.
-    pub default: LeakPolicy,
-    /// The weakest policy a request may name.
-    pub floor: LeakPolicy,
-}
-
-impl std::fmt::Debug for LeakageConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeakageConfig")
-            .field("rules", &self.scanner.rule_count())
-            .field("default", &self.default)
-            .field("floor", &self.floor)
-            .finish()
-    }
-}
-
 impl ServeArgs {
     /// Checks the settings and fills in the machine's defaults (concurrency: the cores;
     /// memory budget: 3/4 of `MemTotal`). Fails, naming the flag, on a value that cannot work.
@@ -534,7 +514,7 @@ impl ServeArgs {
 
 impl Config {
     /// Sandboxes and sessions live at once at most: the resident sessions, and twice the
-    /// slots (as many again run for tenants that had nothing running: `server::fair`).
+    /// slots (as many again run for tenants that had nothing running: `supervisor::fair`).
     pub fn max_live(&self) -> usize {
         self.max_sessions + 2 * self.max_concurrency
     }
@@ -607,4 +587,26 @@ fn total_memory_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+impl Config {
+    /// What the control plane is built with.
+    pub fn supervisor(&self) -> Settings {
+        Settings {
+            shared_budget: self.workers > 0,
+            memory_budget_bytes: self.memory_budget_bytes,
+            max_concurrency: self.max_concurrency,
+            queue_depth: self.queue_depth,
+            queue_timeout: self.queue_timeout,
+            max_sessions: self.max_sessions,
+            max_hibernated_sessions: self.max_hibernated_sessions,
+            session_idle: self.session_idle,
+            session_lifetime: self.session_lifetime,
+            maximum: self.maximum,
+            leakage: self.leakage.clone(),
+            node_id: self.node_id.clone(),
+            cluster_ttl: self.cluster_ttl,
+            snapshot_retention: self.snapshot_retention,
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Every JSON error response leaves through the leakage rules: its message may echo what a
 //! guest wrote (a path in its working directory, a worker's refusal) or what a caller sent
 //! (a path, an id, a fragment of a malformed body), and is redacted like output
-//! ([`super::runner::Runner::scrub_error_message`]). Both shapes are covered: the API's
+//! ([`crate::supervisor::runner::Runner::scrub_error_message`]). Both shapes are covered: the API's
 //! `{"error": {"message"}}` and Piston's `{"message"}`.
 
 use axum::body::Body;
@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::supervisor::SupervisorError;
 
 /// Error bodies are the server's own and small (an `output_leak` lists at most
 /// [`crate::leakage::MAX_LISTED_LEAKS`] leaks); one larger than this is not an error body.
@@ -30,7 +31,10 @@ pub async fn middleware(State(state): State<AppState>, req: Request, next: Next)
     }
     let (mut parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY).await else {
-        return ApiError::Internal("an error response could not be read".into()).into_response();
+        return ApiError::from(SupervisorError::Internal(
+            "an error response could not be read".into(),
+        ))
+        .into_response();
     };
     let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));

@@ -14,15 +14,15 @@ use rmcp::ServiceExt;
 use tokio::sync::watch;
 
 use super::api::mcp::VivariumMcp;
-use super::audit::{Action, Audit};
 use super::auth::ApiKeys;
-use super::cluster::Cluster;
 use super::config::{Config, LogFormat, ServeArgs};
-use super::runner::Runner;
-use super::tenants::Tenants;
 use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
 use crate::snapshot::open_store;
+use crate::supervisor::audit::{Action, Audit};
+use crate::supervisor::cluster::Cluster;
+use crate::supervisor::runner::Runner;
+use crate::supervisor::tenants::Tenants;
 use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::{Vivarium, VivariumOptions};
@@ -68,7 +68,7 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
         None => Tenants::single(config.single_tenant_quotas),
     };
     Ok(Arc::new(ServerState {
-        runner: Runner::new(&config, audit, snapshots, tenants),
+        runner: Runner::new(&config.supervisor(), audit, snapshots, tenants),
         keys,
         load_error: Mutex::new(None),
         openapi,

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::ApiError;
-use super::tenants::{Held, Quota, Tenant};
+use crate::supervisor::SupervisorError;
+use crate::supervisor::tenants::{Held, Quota, Tenant};
 use crate::sync::lock;
 
 /// The server's cap and the idle expiry, from `--max-mcp-sessions` and
@@ -72,7 +73,7 @@ impl McpSessions {
                     .and_then(|m| m.values().min().copied())
                     .map_or(Duration::ZERO, |t| now.duration_since(t));
                 let wait = self.limits.idle.saturating_sub(oldest).as_secs().max(1);
-                return Err((ApiError::from(e), wait));
+                return Err((ApiError::from(SupervisorError::from(e)), wait));
             }
         };
         if kept.total >= self.limits.max_total {
@@ -146,8 +147,9 @@ impl Drop for Reservation {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tenants::Quotas;
     use super::*;
+    use crate::server::error::OnWire;
+    use crate::supervisor::tenants::Quotas;
 
     fn sessions(total: usize) -> McpSessions {
         McpSessions::new(McpSessionLimits {

@@ -3,30 +3,21 @@
 //! This module holds the router and the shared state. `lifecycle` owns the server's life
 //! (bind, load the runtime in the background, serve, shut down gracefully). Front doors live
 //! in `api`, one file each, and never import each other; every run they ask for goes
-//! through the one seam, `runner`, which alone touches admission, the guest threads, the
-//! session registry and the audit log.
+//! through the one seam, `supervisor::Runner`, which alone touches admission, the guest
+//! threads, the session registry and the audit log. Nothing here holds session, residency,
+//! durability or cluster logic: that is `supervisor`.
 
-mod admission;
 mod api;
-mod audit;
 mod auth;
-mod cluster;
 mod config;
 mod error;
 mod error_scrub;
-mod fair;
 mod lifecycle;
 mod mcp_sessions;
-mod metrics;
 mod openapi;
 mod ops;
 mod request_context;
 mod routing;
-mod runner;
-mod sessions;
-mod snapshots;
-mod tenants;
-mod time;
 
 use std::sync::{Arc, Mutex};
 
@@ -39,9 +30,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use config::{Config, LogFormat, PackagesMode, ServeArgs};
 pub use lifecycle::{Server, bind, mcp_stdio, serve};
 
+use crate::supervisor::Runner;
 use api::{check, mcp, piston, sessions as session_api, snapshots as snapshot_api};
 use auth::ApiKeys;
-use runner::Runner;
 
 /// Everything handlers share.
 pub struct ServerState {

@@ -11,12 +11,13 @@ use super::api::types::{
     TurnResponse, UploadResponse,
 };
 use super::api::{check, execute, mcp, piston, sessions as session_api, snapshots as snapshot_api};
-use super::error::{ErrorBody, ErrorCode, ErrorDetail};
+use super::error::{ErrorBody, ErrorDetail};
 use super::ops;
-use super::sessions::{EndInfo, EndKind, SessionInfo, SessionState};
-use super::snapshots::SnapshotInfo;
 use crate::check::{CheckResult, Finding, Policy, Severity, SyntaxCheck, SyntaxIssue};
 use crate::limits::TurnLimitsRequest;
+use crate::supervisor::ErrorCode;
+use crate::supervisor::registry::{EndInfo, EndKind, SessionInfo, SessionState};
+use crate::supervisor::snapshots::SnapshotInfo;
 use ops::Health;
 
 struct BearerAuth;
@@ -85,7 +86,7 @@ impl Modify for BearerAuth {
         crate::template::Template, SnapshotInfo,
         piston::PistonRequest, piston::PistonFile, piston::PistonResponse,
         piston::PistonStage, crate::server::api::usage::Usage,
-        crate::server::tenants::QuotaUse, crate::server::tenants::Quota
+        crate::supervisor::tenants::QuotaUse, crate::supervisor::tenants::Quota
     )),
     modifiers(&BearerAuth),
     tags(

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::request_context::Panicked;
+use crate::supervisor::SupervisorError;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
@@ -63,7 +64,7 @@ pub async fn healthz() -> Json<Health> {
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     // Draining (SIGTERM): the proxy should stop sending work here, though it is still served.
     if state.runner.is_leaving() {
-        return Err(ApiError::ShuttingDown);
+        return Err(ApiError::from(SupervisorError::ShuttingDown));
     }
     state.runner.host()?;
     let workers = state
@@ -237,8 +238,10 @@ pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -
 pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     let msg = crate::sandbox::guest_threads::panic_message(&*panic);
     tracing::error!(panic = %msg, "a request handler panicked");
-    let mut resp = ApiError::Internal("the request handler panicked; the server goes on".into())
-        .into_response();
+    let mut resp = ApiError::from(SupervisorError::Internal(
+        "the request handler panicked; the server goes on".into(),
+    ))
+    .into_response();
     resp.extensions_mut().insert(Panicked);
     resp
 }
@@ -272,8 +275,8 @@ pub async fn debug_worker_fault(
     Json(req): Json<serde_json::Value>,
 ) -> Result<Json<crate::worker::ProbeReport>, ApiError> {
     let fault: crate::worker::Fault = serde_json::from_value(req["fault"].clone())
-        .map_err(|e| ApiError::InvalidRequest(format!("fault: {e}")))?;
-    state.runner.inflict(fault).await.map(Json)
+        .map_err(|e| ApiError::from(SupervisorError::InvalidRequest(format!("fault: {e}"))))?;
+    Ok(Json(state.runner.inflict(fault).await?))
 }
 
 /// `POST /v1/debug/panic` (only with `--debug-panic-route`): panics, to test the above.

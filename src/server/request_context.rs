@@ -12,17 +12,10 @@ use axum::response::Response;
 use tracing::Instrument;
 
 use super::AppState;
-use super::error::ErrorCode;
+use crate::supervisor::ErrorCode;
+pub use crate::supervisor::audit::RequestContext;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
-
-/// Who asked, under which id (a request extension every handler can read).
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    pub request_id: String,
-    pub client: SocketAddr,
-    pub key_id: Option<String>,
-}
 
 /// Marks a response made from a caught panic.
 #[derive(Debug, Clone, Copy)]

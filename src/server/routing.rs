@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::error::ApiError;
-use super::sessions::is_session_id;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::registry::is_session_id;
 
 /// The node that answered.
 pub const NODE_HEADER: HeaderName = HeaderName::from_static("vivarium-node");
@@ -43,7 +44,7 @@ pub async fn middleware(State(state): State<AppState>, req: Request, next: Next)
             _ => None,
         };
         if let Some(message) = refusal {
-            let mut resp = ApiError::InvalidRequest(message).into_response();
+            let mut resp = ApiError::from(SupervisorError::InvalidRequest(message)).into_response();
             name_node(resp.headers_mut(), &state.config.node_id);
             return resp;
         }

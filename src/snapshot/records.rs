@@ -1,6 +1,6 @@
 //! Small records beside the snapshots, written with compare-and-swap: what nodes sharing one
 //! store agree through (a session's lease, a node's heartbeat). The store knows them only
-//! as named bytes with a version; what they mean is the server's (`server/cluster.rs`).
+//! as named bytes with a version; what they mean is the server's (`supervisor/cluster.rs`).
 
 use futures_util::future::BoxFuture;
 

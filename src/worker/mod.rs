@@ -1,6 +1,6 @@
 //! Worker processes: where guest code runs when Vivarium serves.
 //!
-//! The server's runner (`server::runner`) is the supervisor: it owns the listener, HTTP,
+//! The server's runner (`supervisor::runner`) is the supervisor: it owns the listener, HTTP,
 //! auth, admission, the audit log, metrics and the session registry, and never runs guest
 //! code. It hands each run to a worker as a [`Job`] (plain data) and gets a [`Reply`] back;
 //! streamed output and `input()` cross as [`Event`]s. Sessions live in the worker that

@@ -4,6 +4,9 @@
 //!    module's imports of its own parent or children, the façade of `mod.rs`, do not count).
 //! 2. A top-level module imports only the layers below it.
 //! 3. The front doors in `server/api/` never import each other, only `api::types`.
+//! 4. The control plane (`supervisor/`) speaks no HTTP: it names neither axum nor an HTTP
+//!    status, and only `server/` itself imports `server::error`, where its domain errors
+//!    become statuses.
 //!
 //! Imports are every `crate::…`/`super::…`/`self::…` path in the code (in `use` items, with
 //! their brace groups expanded, and inline), comments and `#[cfg(test)] mod tests` left out.
@@ -29,8 +32,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("check", 6),
     ("vivarium", 7),
     ("worker", 8),
-    ("server", 9),
-    ("cli", 10),
+    ("supervisor", 9),
+    ("server", 10),
+    ("cli", 11),
 ];
 
 type Module = Vec<String>;
@@ -341,4 +345,39 @@ fn front_doors_never_import_each_other() {
         checked > 0,
         "no front door imports api::types: the parser is broken"
     );
+}
+
+#[test]
+fn the_supervisor_speaks_no_http() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    files_under(&src.join("supervisor"), "rs", &mut files);
+    assert!(
+        files.len() > 10,
+        "src/supervisor/ has only {} files",
+        files.len()
+    );
+    for f in &files {
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for word in ["axum", "hyper", "StatusCode", "http::", "IntoResponse"] {
+            assert!(
+                !code.contains(word),
+                "{} names `{word}`: HTTP belongs in src/server/",
+                f.strip_prefix(&src).unwrap().display()
+            );
+        }
+    }
+    let mut mapped = 0;
+    for (from, to) in imports() {
+        if to.len() >= 2 && to[0] == "server" && to[1] == "error" {
+            assert_eq!(
+                from[0],
+                "server",
+                "src/{} imports server::error: only the HTTP layer maps errors to statuses",
+                from.join("/")
+            );
+            mapped += 1;
+        }
+    }
+    assert!(mapped > 5, "only {mapped} imports of server::error found");
 }

@@ -8,9 +8,9 @@ use axum::extract::{Extension, State};
 use super::types::{CheckRequest, parse_json};
 use crate::check::CheckResult;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiResult, ErrorBody};
+use crate::server::error::{ApiResult, ErrorBody, outcome_of};
 use crate::server::request_context::RequestContext;
+use crate::supervisor::audit::{Action, AuditRecord};
 
 #[utoipa::path(
     post,
@@ -34,7 +34,7 @@ pub async fn check(
 ) -> ApiResult<Json<CheckResult>> {
     let mut record = AuditRecord::new(&ctx, Action::Check);
     let result = check_inner(&state, body, &mut record).await;
-    state.runner.finish(record, Outcome::of(&result, 200));
+    state.runner.finish(record, outcome_of(&result, 200));
     result.map(Json)
 }
 
@@ -47,5 +47,5 @@ async fn check_inner(
     let req: CheckRequest = parse_json(body)?;
     record.set_code(&req.code);
     let key = record.key_id.clone();
-    state.runner.check(req.code, key.as_deref()).await
+    Ok(state.runner.check(req.code, key.as_deref()).await?)
 }

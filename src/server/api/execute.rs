@@ -13,9 +13,9 @@ use super::types::{
     json_with_held, run_outcome,
 };
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord};
 use crate::server::error::ErrorBody;
 use crate::server::request_context::{RequestContext, new_id};
+use crate::supervisor::audit::{Action, AuditRecord};
 use crate::vivarium::Executed;
 
 #[utoipa::path(

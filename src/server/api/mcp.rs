@@ -44,11 +44,11 @@ use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
 use crate::report::Status;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::ApiError;
+use crate::server::error::{ApiError, OnWire, outcome_of};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
-use crate::server::runner::Turned;
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::runner::Turned;
 use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::Executed;
@@ -225,7 +225,8 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(text.into())])
 }
 
-fn api_error(e: ApiError, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
+fn api_error(e: impl Into<ApiError>, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
+    let e: ApiError = e.into();
     let message = e.to_string();
     // As every JSON error of the HTTP API is (error_scrub.rs): no secret in its words.
     let message = scrub(&message).unwrap_or(message);
@@ -633,7 +634,7 @@ impl VivariumMcp {
     }
 
     /// A tool's error, its message scrubbed of secrets.
-    fn api_error(&self, e: ApiError) -> CallToolResult {
+    fn api_error(&self, e: impl Into<ApiError>) -> CallToolResult {
         api_error(e, |m| self.state.runner.scrub_error_message(m))
     }
 
@@ -693,7 +694,7 @@ impl VivariumMcp {
         record.set_code(&args.code);
         let key = record.key_id.clone();
         let result = self.state.runner.check(args.code, key.as_deref()).await;
-        self.state.runner.finish(record, Outcome::of(&result, 200));
+        self.state.runner.finish(record, outcome_of(&result, 200));
         Ok(match result {
             Ok(c) => {
                 let text = serde_json::to_string_pretty(&c).unwrap_or_default();
@@ -739,7 +740,7 @@ impl VivariumMcp {
         if record.action == Action::SessionRestore {
             record.action = Action::McpSessionRestore;
         }
-        self.state.runner.finish(record, Outcome::of(&result, 201));
+        self.state.runner.finish(record, outcome_of(&result, 201));
         Ok(match result {
             Ok(r) => session_opened(&r),
             Err(e) => self.api_error(e),
@@ -822,7 +823,7 @@ impl VivariumMcp {
             .runner
             .close_session(&args.session_id, ctx.key_id.as_deref())
             .await;
-        self.state.runner.finish(record, Outcome::of(&result, 204));
+        self.state.runner.finish(record, outcome_of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
                 "session {} closed",
@@ -848,7 +849,7 @@ impl VivariumMcp {
             .runner
             .snapshot_session(&args.session_id, ctx.key_id.clone(), &mut record)
             .await;
-        self.state.runner.finish(record, Outcome::of(&result, 201));
+        self.state.runner.finish(record, outcome_of(&result, 201));
         Ok(match result {
             Ok(info) => CallToolResult::success(vec![Content::text(
                 serde_json::to_string(&info).unwrap_or_default(),
@@ -872,7 +873,7 @@ impl VivariumMcp {
             .runner
             .fork_session(&args.session_id, ctx.key_id.as_deref(), &mut record)
             .await;
-        self.state.runner.finish(record, Outcome::of(&result, 201));
+        self.state.runner.finish(record, outcome_of(&result, 201));
         Ok(match result {
             Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => self.api_error(e),
@@ -912,7 +913,7 @@ impl ServerHandler for VivariumMcp {
         let size = read.as_ref().map_or(0, |b| b.len() as u64);
         self.state
             .runner
-            .finish(record.path(&path, size), Outcome::of(&read, 200));
+            .finish(record.path(&path, size), outcome_of(&read, 200));
         match read {
             Ok(bytes) => Ok(rmcp::model::ReadResourceResult::new(vec![file_contents(
                 request.uri,

@@ -26,10 +26,12 @@ use crate::report::{Report, Status};
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiError, ErrorCode};
-use crate::server::metrics::RunKind;
+use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::{RequestContext, new_id};
+use crate::supervisor::ErrorCode;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::metrics::RunKind;
 use crate::sync::lock;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 
@@ -110,7 +112,8 @@ fn bad(message: impl Into<String>) -> Response {
         .into_response()
 }
 
-fn from_api(e: ApiError) -> Response {
+fn from_api(e: impl Into<ApiError>) -> Response {
+    let e: ApiError = e.into();
     let status = e.status();
     let mut resp = (status, Json(json!({"message": e.to_string()}))).into_response();
     if let Some(v) = e
@@ -253,7 +256,7 @@ async fn run(
 ) -> Result<Response, Response> {
     let host = state.runner.host().map_err(from_api)?;
     let python_version = host.runtime_files().python_version.clone();
-    let body = body.map_err(|e| from_api(e.into()))?;
+    let body = body.map_err(|e| from_api(ApiError::from(e)))?;
     let req: PistonRequest =
         serde_json::from_slice(&body).map_err(|e| bad(format!("invalid request body: {e}")))?;
     let version = req.version.clone().unwrap_or_else(|| "*".into());
@@ -346,9 +349,9 @@ async fn run(
         .await
         .map_err(from_api)?;
     let Executed::Ran { report, .. } = executed else {
-        return Err(from_api(ApiError::Internal(
+        return Err(from_api(ApiError::from(SupervisorError::Internal(
             "a run with policy off was refused by its check".into(),
-        )));
+        ))));
     };
     // `output` is the streams again, interleaved: it gets what they got.
     let output = String::from_utf8_lossy(&lock(&combined)).into_owned();

@@ -16,12 +16,13 @@ use super::types::{
     denied_response, media_type, open_session, parse_json, raw_held, turn_body, turn_outcome,
 };
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiError, ApiResult, ErrorBody};
+use crate::server::error::{ApiError, ApiResult, ErrorBody, outcome_of};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::server::routing::naming_session;
-use crate::server::runner::Turned;
-use crate::server::sessions::SessionInfo;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::registry::SessionInfo;
+use crate::supervisor::runner::Turned;
 use crate::worker::held::FileBody;
 
 #[utoipa::path(
@@ -45,7 +46,7 @@ pub async fn open(
 ) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
     let result = open_session(&state, body, &mut record).await;
-    state.runner.finish(record, Outcome::of(&result, 201));
+    state.runner.finish(record, outcome_of(&result, 201));
     result.map(|r| {
         let id = r.id.clone();
         naming_session((StatusCode::CREATED, Json(r)).into_response(), &id)
@@ -96,8 +97,10 @@ pub async fn close(
 ) -> ApiResult<StatusCode> {
     let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
     let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
-    state.runner.finish(record, Outcome::of(&result, 204));
-    result.map(|()| StatusCode::NO_CONTENT)
+    state.runner.finish(record, outcome_of(&result, 204));
+    result
+        .map_err(ApiError::from)
+        .map(|()| StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(
@@ -127,13 +130,15 @@ pub async fn add_packages(
     let mut record = AuditRecord::new(&ctx, Action::SessionPackages).session(&id);
     let result = async {
         let req: AddPackagesRequest = parse_json(body)?;
-        state
-            .runner
-            .add_packages(&id, ctx.key_id.as_deref(), req.packages, &mut record)
-            .await
+        Ok::<_, ApiError>(
+            state
+                .runner
+                .add_packages(&id, ctx.key_id.as_deref(), req.packages, &mut record)
+                .await?,
+        )
     }
     .await;
-    state.runner.finish(record, Outcome::of(&result, 200));
+    state.runner.finish(record, outcome_of(&result, 200));
     result.map(|packages| {
         Json(SessionPackages {
             session_id: id,
@@ -237,18 +242,17 @@ pub async fn download(
 ) -> ApiResult<Response> {
     let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
     let result = match check_file_path(&path) {
-        Ok(()) => {
-            state
-                .runner
-                .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
-                .await
-        }
+        Ok(()) => state
+            .runner
+            .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+            .await
+            .map_err(ApiError::from),
         Err(e) => Err(e),
     };
     let size = result.as_ref().map_or(0, |b| b.size());
     state
         .runner
-        .finish(record.path(&path, size), Outcome::of(&result, 200));
+        .finish(record.path(&path, size), outcome_of(&result, 200));
     match result? {
         FileBody::Bytes(bytes) => Ok((
             [(header::CONTENT_TYPE, media_type(&path))],
@@ -258,7 +262,7 @@ pub async fn download(
         // A large file streams from disk, never whole in memory.
         FileBody::Held { held, size } => match held.file {
             Some(file) => raw_held(file, size, media_type(&path), state.runner.budget()).await,
-            None => Err(ApiError::FileNotFound(path)),
+            None => Err(ApiError::from(SupervisorError::FileNotFound(path))),
         },
     }
 }
@@ -293,7 +297,7 @@ pub async fn upload(
     let size = result.as_ref().map_or(0, |r| r.size);
     state
         .runner
-        .finish(record.path(&path, size), Outcome::of(&result, 201));
+        .finish(record.path(&path, size), outcome_of(&result, 201));
     result.map(|r| (StatusCode::CREATED, Json(r)))
 }
 

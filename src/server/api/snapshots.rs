@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 
 use super::types::OpenSessionResponse;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiResult, ErrorBody};
+use crate::server::error::{ApiError, ApiResult, ErrorBody, outcome_of};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
-use crate::server::snapshots::SnapshotInfo;
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::snapshots::SnapshotInfo;
 
 #[utoipa::path(
     post,
@@ -39,8 +39,10 @@ pub async fn snapshot(
         .runner
         .snapshot_session(&id, ctx.key_id.clone(), &mut record)
         .await;
-    state.runner.finish(record, Outcome::of(&result, 201));
-    result.map(|info| (StatusCode::CREATED, Json(info)))
+    state.runner.finish(record, outcome_of(&result, 201));
+    result
+        .map_err(ApiError::from)
+        .map(|info| (StatusCode::CREATED, Json(info)))
 }
 
 #[utoipa::path(
@@ -67,8 +69,8 @@ pub async fn fork(
         .runner
         .fork_session(&id, ctx.key_id.as_deref(), &mut record)
         .await;
-    state.runner.finish(record, Outcome::of(&result, 201));
-    result.map(|s| {
+    state.runner.finish(record, outcome_of(&result, 201));
+    result.map_err(ApiError::from).map(|s| {
         let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));
         naming_session(created.into_response(), &s.id)
     })
@@ -141,6 +143,8 @@ pub async fn delete(
         .runner
         .delete_snapshot(&id, ctx.key_id.as_deref())
         .await;
-    state.runner.finish(record, Outcome::of(&result, 204));
-    result.map(|()| StatusCode::NO_CONTENT)
+    state.runner.finish(record, outcome_of(&result, 204));
+    result
+        .map_err(ApiError::from)
+        .map(|()| StatusCode::NO_CONTENT)
 }

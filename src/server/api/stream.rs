@@ -25,10 +25,11 @@ use serde_json::json;
 use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, run_outcome};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::metrics::RunKind;
+use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::{RequestContext, new_id};
-use crate::server::runner::LiveText;
+use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::metrics::RunKind;
+use crate::supervisor::runner::LiveText;
 use crate::vivarium::Executed;
 
 /// Chunks buffered between the guest and a slow client before chunks are dropped.
@@ -87,7 +88,7 @@ pub async fn execute_stream(
     let (mut spec, guard, packages) = match ExecuteRequest::parse(&state, body, &mut record) {
         Ok(parsed) => parsed,
         Err(e) => {
-            state.runner.finish(record, Outcome::failed(&e));
+            state.runner.finish(record, e.outcome());
             return e.into_response();
         }
     };
@@ -95,8 +96,8 @@ pub async fn execute_stream(
     spec.packages = match state.runner.packages(packages, &mut record).await {
         Ok(env) => env,
         Err(e) => {
-            state.runner.finish(record, Outcome::failed(&e));
-            return e.into_response();
+            state.runner.finish(record, e.outcome());
+            return ApiError::from(e).into_response();
         }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(CHANNEL_CHUNKS);
@@ -155,7 +156,7 @@ pub async fn execute_stream(
                 .json_data::<PolicyDeniedBody>(denied_body(findings)),
             Err(e) => {
                 // As every JSON error of the HTTP API is (error_scrub.rs): no secret in it.
-                let mut body = e.body();
+                let mut body = ApiError::from(e).body();
                 if let Some(m) = state.runner.scrub_error_message(&body.error.message) {
                     body.error.message = m;
                 }

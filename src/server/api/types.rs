@@ -20,11 +20,13 @@ use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiError, ApiResult, ErrorCode, ErrorDetail};
-use crate::server::metrics::RunKind;
-use crate::server::runner::{SessionTurn, TurnDone, Turned};
-use crate::server::sessions::{EndInfo, Session};
+use crate::server::error::{ApiError, ApiResult, ErrorDetail, OnWire};
+use crate::supervisor::ErrorCode;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::metrics::RunKind;
+use crate::supervisor::registry::{EndInfo, Session};
+use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 
@@ -193,9 +195,11 @@ pub struct ExecuteResponse {
 /// A media type from a file name's extension.
 /// A session file's path as a request names it: relative, inside the working directory.
 pub fn check_file_path(path: &str) -> ApiResult<()> {
-    validate_relative_path(path).map_err(|e| ApiError::InvalidPath {
-        field: "path".into(),
-        message: e.to_string(),
+    validate_relative_path(path).map_err(|e| {
+        ApiError::from(SupervisorError::InvalidPath {
+            field: "path".into(),
+            message: e.to_string(),
+        })
     })
 }
 
@@ -245,30 +249,31 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> A
 /// Decodes and checks caller files: valid paths, base64, count and total size.
 pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputFile>> {
     if files.len() > MAX_INPUT_FILES {
-        return Err(ApiError::InvalidRequest(format!(
+        return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
             "{} files given; at most {MAX_INPUT_FILES}",
             files.len()
-        )));
+        ))));
     }
     let mut out = Vec::with_capacity(files.len());
     let mut total = 0u64;
     for (i, f) in files.into_iter().enumerate() {
-        validate_relative_path(&f.path).map_err(|e| ApiError::InvalidPath {
-            field: format!("files[{i}].path"),
-            message: e.to_string(),
+        validate_relative_path(&f.path).map_err(|e| {
+            ApiError::from(SupervisorError::InvalidPath {
+                field: format!("files[{i}].path"),
+                message: e.to_string(),
+            })
         })?;
-        let content =
-            STANDARD
-                .decode(f.content.as_bytes())
-                .map_err(|e| ApiError::InvalidBase64 {
-                    field: format!("files[{i}].content"),
-                    message: format!("files[{i}].content is not valid base64: {e}"),
-                })?;
+        let content = STANDARD.decode(f.content.as_bytes()).map_err(|e| {
+            ApiError::from(SupervisorError::InvalidBase64 {
+                field: format!("files[{i}].content"),
+                message: format!("files[{i}].content is not valid base64: {e}"),
+            })
+        })?;
         total += content.len() as u64;
         if total > disk_bytes {
-            return Err(ApiError::InvalidRequest(format!(
+            return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
                 "the files total more than the disk limit of {disk_bytes} bytes"
-            )));
+            ))));
         }
         out.push(InputFile {
             path: f.path,
@@ -506,11 +511,13 @@ impl ExecuteRequest {
         let host = state.runner.host()?;
         let req: ExecuteRequest = parse_json(body)?;
         record.set_code(&req.code);
-        let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        let (template, limits) = host
+            .resolve_for(req.template, &req.limits.unwrap_or_default())
+            .map_err(SupervisorError::from)?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
         host.check_packages(&req.packages)
-            .map_err(ApiError::Package)?;
+            .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
         let env: Vec<(String, String)> = req.env.into_iter().collect();
         let policy = state.runner.leak_policy(req.leakage)?;
         let guard = state
@@ -576,11 +583,11 @@ impl OpenSessionRequest {
         };
         if let Some(snapshot) = req.snapshot {
             if req.limits.is_some() || req.template.is_some() || !req.packages.is_empty() {
-                return Err(ApiError::InvalidRequest(
+                return Err(ApiError::from(SupervisorError::InvalidRequest(
                     "a restored session keeps the snapshot's limits, template and packages: \
                      leave `limits`, `template` and `packages` out (add packages after)"
                         .into(),
-                ));
+                )));
             }
             return Ok(OpenSession::Restore {
                 snapshot,
@@ -588,10 +595,12 @@ impl OpenSessionRequest {
                 durable: req.durable,
             });
         }
-        let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+        let (template, limits) = host
+            .resolve_for(req.template, &req.limits.unwrap_or_default())
+            .map_err(SupervisorError::from)?;
         record.limits = Some(limits);
         host.check_packages(&req.packages)
-            .map_err(ApiError::Package)?;
+            .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
         Ok(OpenSession::New {
             limits,
             template,
@@ -633,27 +642,27 @@ pub async fn execute_body(
 ) -> ApiResult<Executed> {
     let (mut spec, guard, packages) = ExecuteRequest::parse(state, body, record)?;
     spec.packages = state.runner.packages(packages, record).await?;
-    state
+    Ok(state
         .runner
         .execute(spec, guard, RunKind::Execute, record)
-        .await
+        .await?)
 }
 
 /// How an execution request ended, for its audit line.
-pub fn run_outcome(result: &Result<Executed, ApiError>) -> Outcome {
+pub fn run_outcome<E: OnWire>(result: &Result<Executed, E>) -> Outcome {
     match result {
         Ok(Executed::Ran { .. }) => Outcome::Ok(200),
         Ok(Executed::Denied(_)) => Outcome::DENIED,
-        Err(e) => Outcome::failed(e),
+        Err(e) => e.outcome(),
     }
 }
 
 /// How a turn request ended, for its audit line.
-pub fn turn_outcome(result: &ApiResult<Turned>) -> Outcome {
+pub fn turn_outcome<E: OnWire>(result: &Result<Turned, E>) -> Outcome {
     match result {
         Ok(Turned::Ran { .. }) => Outcome::Ok(200),
         Ok(Turned::Denied(_)) => Outcome::DENIED,
-        Err(e) => Outcome::failed(e),
+        Err(e) => e.outcome(),
     }
 }
 
@@ -669,7 +678,7 @@ pub async fn turn_body(
     state.runner.host()?;
     let session = state.runner.session(id, key).await?;
     let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
-    state.runner.turn(&session, turn, record).await
+    Ok(state.runner.turn(&session, turn, record).await?)
 }
 
 /// Opens a session from a session-open body (the sessions API and MCP's `open_session`).

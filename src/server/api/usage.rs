@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use crate::server::AppState;
 use crate::server::error::ErrorBody;
 use crate::server::request_context::RequestContext;
-use crate::server::tenants::QuotaUse;
+use crate::supervisor::tenants::QuotaUse;
 
 /// What `GET /v1/usage` says.
 #[derive(Debug, Serialize, ToSchema)]

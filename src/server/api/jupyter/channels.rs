@@ -34,11 +34,12 @@ use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::ApiError;
+use crate::server::error::{ApiError, OnWire, outcome_of};
 use crate::server::request_context::RequestContext;
-use crate::server::runner::{SessionTurn, TextSink, TurnDone, Turned};
-use crate::server::tenants::{Held, Quota};
+use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use crate::supervisor::tenants::{Held, Quota};
+use crate::supervisor::{SupervisorError, SupervisorResult};
 use crate::sync::lock;
 
 /// Shell requests waiting for the one running.
@@ -68,7 +69,7 @@ pub async fn channels(
         Err(e) => return e.into_response(),
     };
     if let Err(e) = state.runner.session_info(&id, ctx.key_id.as_deref()).await {
-        return e.into_response();
+        return ApiError::from(e).into_response();
     }
     // Held for the socket's life (dropped with the upgrade should it fail).
     let socket = match state
@@ -77,7 +78,7 @@ pub async fn channels(
         .take(Quota::KernelSockets, 1)
     {
         Ok(held) => held,
-        Err(e) => return ApiError::from(e).into_response(),
+        Err(e) => return ApiError::from(SupervisorError::from(e)).into_response(),
     };
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
@@ -349,7 +350,7 @@ impl Kernel {
             .runner
             .session_info(&self.id, self.key())
             .await
-            .is_ok_and(|i| i.state == crate::server::sessions::SessionState::Busy);
+            .is_ok_and(|i| i.state == crate::supervisor::registry::SessionState::Busy);
         let m = Message::unprompted(
             &self.session,
             Channel::Iopub,
@@ -497,7 +498,7 @@ impl Kernel {
 
     /// The leakage guard of the kernel's session: its policy over the server's rules, as
     /// its turns have (text sent outside a turn's report goes through it).
-    async fn guard(&self) -> Result<Arc<Guard>, ApiError> {
+    async fn guard(&self) -> SupervisorResult<Arc<Guard>> {
         let runner = &self.state.runner;
         let session = runner.session(&self.id, self.key()).await?;
         let policy = runner.leak_policy(Some(session.leakage))?;
@@ -609,7 +610,7 @@ impl Kernel {
         } else {
             let record = AuditRecord::new(&self.ctx, Action::SessionClose).session(&self.id);
             let r = self.state.runner.close_session(&self.id, self.key()).await;
-            self.state.runner.finish(record, Outcome::of(&r, 204));
+            self.state.runner.finish(record, outcome_of(&r, 204));
             r
         };
         let content = match &done {
@@ -661,7 +662,7 @@ impl Kernel {
         let outcome = match &ran {
             Ok(Turned::Ran(_)) => Outcome::Ok(200),
             Ok(Turned::Denied(_)) => Outcome::DENIED,
-            Err(e) => Outcome::failed(e),
+            Err(e) => e.outcome(),
         };
         self.state.runner.finish(record, outcome);
         let reply = match ran {

@@ -362,7 +362,7 @@ impl Message {
                 msg_type: msg_type.to_string(),
                 session: session.to_string(),
                 username: "vivarium",
-                date: crate::server::time::rfc3339(std::time::SystemTime::now()),
+                date: crate::supervisor::time::rfc3339(std::time::SystemTime::now()),
                 version: PROTOCOL_VERSION,
             },
             parent_header,

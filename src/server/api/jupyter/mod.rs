@@ -21,11 +21,12 @@ use serde_json::{Value, json};
 
 use crate::limits::LimitsRequest;
 use crate::server::AppState;
-use crate::server::audit::{Action, AuditRecord, Outcome};
-use crate::server::error::{ApiError, ApiResult};
+use crate::server::error::{ApiError, ApiResult, outcome_of};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
-use crate::server::sessions::{SessionInfo, SessionState};
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::registry::{SessionInfo, SessionState};
 use crate::template::Template;
 
 /// A session's id as a kernel id: the same 128 bits, in the UUID form Jupyter Server's routes
@@ -49,10 +50,12 @@ fn kernel_id(session_id: &str) -> String {
 fn session_id(kernel_id: &str) -> ApiResult<String> {
     let h: String = kernel_id.chars().filter(|c| *c != '-').collect();
     let id = format!("s-{h}");
-    if kernel_id.len() == 36 && crate::server::sessions::is_session_id(&id) {
+    if kernel_id.len() == 36 && crate::supervisor::registry::is_session_id(&id) {
         Ok(id)
     } else {
-        Err(ApiError::SessionNotFound(kernel_id.to_string()))
+        Err(ApiError::from(SupervisorError::SessionNotFound(
+            kernel_id.to_string(),
+        )))
     }
 }
 
@@ -207,7 +210,7 @@ pub async fn start(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
-    let result = async {
+    let result: ApiResult<KernelModel> = async {
         let host = state.runner.host()?;
         let body = body?;
         let req: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
@@ -219,12 +222,14 @@ pub async fn start(
             // Jupyter's clients ask for `python3` when nothing names a kernelspec.
             None | Some("" | "python3" | "python") => Template::Scientific,
             Some(name) => template_of(name).ok_or_else(|| {
-                ApiError::InvalidRequest(format!(
+                ApiError::from(SupervisorError::InvalidRequest(format!(
                     "no kernelspec {name:?}; see GET /api/kernelspecs"
-                ))
+                )))
             })?,
         };
-        let (template, limits) = host.resolve_for(Some(template), &LimitsRequest::default())?;
+        let (template, limits) = host
+            .resolve_for(Some(template), &LimitsRequest::default())
+            .map_err(SupervisorError::from)?;
         record.limits = Some(limits);
         let session = state
             .runner
@@ -241,7 +246,7 @@ pub async fn start(
         Ok(KernelModel::of(&session.info()))
     }
     .await;
-    state.runner.finish(record, Outcome::of(&result, 201));
+    state.runner.finish(record, outcome_of(&result, 201));
     match result {
         Ok(model) => {
             let id = model.id.clone();
@@ -274,8 +279,10 @@ pub async fn shutdown(
     let id = session_id(&id)?;
     let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
     let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
-    state.runner.finish(record, Outcome::of(&result, 204));
-    result.map(|()| StatusCode::NO_CONTENT)
+    state.runner.finish(record, outcome_of(&result, 204));
+    result
+        .map_err(ApiError::from)
+        .map(|()| StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/interrupt`: stops the running cell; the kernel keeps its state

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::budget::{Charge, HostBudget};
 use crate::report::FileOut;
 use crate::server::error::{ApiError, ApiResult};
+use crate::supervisor::SupervisorError;
 
 /// Bytes of a held file in one piece of a body: a multiple of 3, so that pieces encode to
 /// base64 independently and join into the encoding of the whole.
@@ -68,7 +69,11 @@ pub fn json_with_held<T: Serialize>(
 ) -> impl std::future::Future<Output = ApiResult<Response>> + Send + 'static {
     let json = serde_json::to_vec(value);
     async move {
-        let json = json.map_err(|e| ApiError::Internal(format!("encoding the result: {e}")))?;
+        let json = json.map_err(|e| {
+            ApiError::from(SupervisorError::Internal(format!(
+                "encoding the result: {e}"
+            )))
+        })?;
         if held.is_empty() {
             return Ok(json_response(Body::from(json), None));
         }
@@ -77,9 +82,9 @@ pub fn json_with_held<T: Serialize>(
         for (i, (file, size)) in held.files.into_iter().enumerate() {
             let mark = format!("\"{}-{i}\"", held.nonce);
             let Some(at) = find(rest, mark.as_bytes()) else {
-                return Err(ApiError::Internal(
+                return Err(ApiError::from(SupervisorError::Internal(
                     "a held file's place in the result".into(),
-                ));
+                )));
             };
             pieces.push(Piece::Text(rest[..at + 1].to_vec()));
             pieces.push(Piece::File {
@@ -170,12 +175,12 @@ async fn stream(pieces: Vec<Piece>, budget: &Arc<HostBudget>) -> ApiResult<(Body
     let charge = budget
         .charge_with_room_until(need, need, until, || false)
         .await
-        .ok_or_else(|| ApiError::Overloaded {
+        .ok_or_else(|| ApiError::from(SupervisorError::Overloaded {
             message: format!(
                 "the server's memory budget has no room for the {need} bytes this response holds while it is sent"
             ),
             retry_after_secs: 1,
-        })?;
+        }))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(QUEUED_PIECES);
     tokio::task::spawn_blocking(move || produce(pieces, &tx, charge));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {

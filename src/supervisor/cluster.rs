@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{ApiError, ApiResult};
+use super::error::{SupervisorError, SupervisorResult};
 use crate::snapshot::{Expect, RecordName, SnapshotId, SnapshotStore, StoreError, Version};
 
 /// The longest record read back: anything larger is not one of ours.
@@ -44,7 +44,7 @@ pub struct Lease {
     pub durable: bool,
     /// Its node wrote its snapshot and let it go (a drain): any node may take it.
     pub released: bool,
-    /// The id of the API key it belongs to ([`crate::server::sessions::Session::owner`]),
+    /// The id of the API key it belongs to ([`crate::supervisor::registry::Session::owner`]),
     /// so any node can refuse another key before it moves anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -122,21 +122,21 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn store_error(e: StoreError) -> ApiError {
-    ApiError::SnapshotStore(e.to_string())
+fn store_error(e: StoreError) -> SupervisorError {
+    SupervisorError::SnapshotStore(e.to_string())
 }
 
 /// Parses a record another node wrote: bounded, typed, or a store error naming it.
-fn parse<T: serde::de::DeserializeOwned>(name: &RecordName, bytes: &[u8]) -> ApiResult<T> {
+fn parse<T: serde::de::DeserializeOwned>(name: &RecordName, bytes: &[u8]) -> SupervisorResult<T> {
     if bytes.len() > MAX_RECORD_BYTES {
-        return Err(ApiError::SnapshotStore(format!(
+        return Err(SupervisorError::SnapshotStore(format!(
             "the record {} is {} bytes, more than any node writes",
             name.as_str(),
             bytes.len()
         )));
     }
     serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::SnapshotStore(format!("the record {} is unreadable: {e}", name.as_str()))
+        SupervisorError::SnapshotStore(format!("the record {} is unreadable: {e}", name.as_str()))
     })
 }
 
@@ -160,7 +160,7 @@ impl Cluster {
     /// Writes this node's heartbeat (now, and whether it drains). Another process writing
     /// the same node's heartbeat (two nodes given one id) is logged: their leases would
     /// look like one node's.
-    pub async fn beat(&self) -> ApiResult<()> {
+    pub async fn beat(&self) -> SupervisorResult<()> {
         let name = RecordName::node(&self.node).expect("node ids are checked at start");
         let bytes = serde_json::to_vec(&Heartbeat {
             node: self.node.clone(),
@@ -209,7 +209,7 @@ impl Cluster {
     }
 
     /// Reads session `id`'s lease and what it means here.
-    pub async fn seen(&self, id: &str) -> ApiResult<Seen> {
+    pub async fn seen(&self, id: &str) -> SupervisorResult<Seen> {
         let name = RecordName::lease(id);
         let Some((bytes, version)) = self.store.get_record(&name).await.map_err(store_error)?
         else {
@@ -221,7 +221,7 @@ impl Cluster {
         };
         let lease: Lease = parse(&name, &bytes)?;
         if lease.session != id {
-            return Err(ApiError::SnapshotStore(format!(
+            return Err(SupervisorError::SnapshotStore(format!(
                 "the record {} names another session",
                 name.as_str()
             )));
@@ -231,7 +231,7 @@ impl Cluster {
             .as_deref()
             .is_some_and(|s| SnapshotId::parse(s).is_none())
         {
-            return Err(ApiError::SnapshotStore(format!(
+            return Err(SupervisorError::SnapshotStore(format!(
                 "the record {} names a snapshot that is not an id",
                 name.as_str()
             )));
@@ -251,7 +251,7 @@ impl Cluster {
     }
 
     /// Another node's state from its heartbeat.
-    async fn node_state(&self, node: &str) -> ApiResult<Holder> {
+    async fn node_state(&self, node: &str) -> SupervisorResult<Holder> {
         let Some(name) = RecordName::node(node) else {
             return Ok(Holder::Dead(node.to_string()));
         };
@@ -278,7 +278,7 @@ impl Cluster {
         seen: &Seen,
         durable: bool,
         owner: Option<&str>,
-    ) -> ApiResult<bool> {
+    ) -> SupervisorResult<bool> {
         let lease = Lease {
             session: id.to_string(),
             node: self.node.clone(),
@@ -301,7 +301,7 @@ impl Cluster {
         seen: &Seen,
         snapshot: &SnapshotId,
         release: bool,
-    ) -> ApiResult<bool> {
+    ) -> SupervisorResult<bool> {
         let (Holder::Me, Some(lease)) = (&seen.holder, &seen.lease) else {
             return Ok(false);
         };
@@ -314,7 +314,12 @@ impl Cluster {
     }
 
     /// Creates the lease of session `id` (of `owner`), new on this node.
-    pub async fn create(&self, id: &str, durable: bool, owner: Option<&str>) -> ApiResult<()> {
+    pub async fn create(
+        &self,
+        id: &str,
+        durable: bool,
+        owner: Option<&str>,
+    ) -> SupervisorResult<()> {
         let lease = Lease {
             session: id.to_string(),
             node: self.node.clone(),
@@ -327,7 +332,7 @@ impl Cluster {
         if self.write(id, &lease, None).await? {
             Ok(())
         } else {
-            Err(ApiError::Internal(format!(
+            Err(SupervisorError::Internal(format!(
                 "session {id} already has a lease"
             )))
         }
@@ -335,7 +340,7 @@ impl Cluster {
 
     /// Removes session `id`'s lease if `seen`, the caller's reading, says this node holds it
     /// (the session closed or expired).
-    pub async fn forget(&self, id: &str, seen: &Seen) -> ApiResult<()> {
+    pub async fn forget(&self, id: &str, seen: &Seen) -> SupervisorResult<()> {
         if seen.holder == Holder::Me {
             self.store
                 .delete_record(&RecordName::lease(id))
@@ -345,7 +350,7 @@ impl Cluster {
         Ok(())
     }
 
-    async fn write(&self, id: &str, lease: &Lease, at: Option<&Version>) -> ApiResult<bool> {
+    async fn write(&self, id: &str, lease: &Lease, at: Option<&Version>) -> SupervisorResult<bool> {
         let bytes = serde_json::to_vec(lease).expect("a lease serialises");
         let expect = match at {
             Some(v) => Expect::At(v),
@@ -505,7 +510,7 @@ mod tests {
                 .await
                 .unwrap();
             let e = a.seen("s-9").await.unwrap_err();
-            assert!(matches!(e, ApiError::SnapshotStore(_)), "{e}");
+            assert!(matches!(e, SupervisorError::SnapshotStore(_)), "{e}");
         }
         // A lease copied under another session's name is refused too.
         store.delete_record(&name).await.unwrap();

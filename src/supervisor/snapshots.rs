@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{SupervisorError, SupervisorResult};
 use super::tenants::{Quota, Tenant};
 use super::time::rfc3339;
 use crate::limits::Limits;
@@ -60,28 +60,28 @@ type Ledger = std::collections::HashMap<SnapshotId, (Arc<Tenant>, u64)>;
 /// Snapshots decoded at once (see `Snapshots::decoding`).
 const MAX_DECODES: usize = 2;
 
-impl From<StoreError> for ApiError {
+impl From<StoreError> for SupervisorError {
     /// The store's own words (paths, endpoints, its client's errors) go to the log, not to
     /// the caller.
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "snapshot store failed");
-        ApiError::SnapshotStore(
+        SupervisorError::SnapshotStore(
             "the snapshot store is unavailable; nothing was lost, try again".into(),
         )
     }
 }
 
-impl From<FormatError> for ApiError {
+impl From<FormatError> for SupervisorError {
     fn from(e: FormatError) -> Self {
         match e {
-            FormatError::Foreign => ApiError::SnapshotIncompatible(e.to_string()),
-            other => ApiError::SnapshotInvalid(other.to_string()),
+            FormatError::Foreign => SupervisorError::SnapshotIncompatible(e.to_string()),
+            other => SupervisorError::SnapshotInvalid(other.to_string()),
         }
     }
 }
 
 /// The snapshot's info, from its header (its size is the header's sum of parts).
-fn info(id: &SnapshotId, h: &SnapshotHeader, header_len: usize) -> ApiResult<SnapshotInfo> {
+fn info(id: &SnapshotId, h: &SnapshotHeader, header_len: usize) -> SupervisorResult<SnapshotInfo> {
     Ok(SnapshotInfo {
         snapshot_id: id.to_string(),
         size_bytes: header_len as u64 + h.body_bytes + 32,
@@ -91,9 +91,9 @@ fn info(id: &SnapshotId, h: &SnapshotHeader, header_len: usize) -> ApiResult<Sna
     })
 }
 
-fn template_of(h: &SnapshotHeader) -> ApiResult<Template> {
+fn template_of(h: &SnapshotHeader) -> SupervisorResult<Template> {
     h.binding.template.parse().map_err(|_| {
-        ApiError::SnapshotIncompatible(format!(
+        SupervisorError::SnapshotIncompatible(format!(
             "the snapshot's template {:?} is not one this server has",
             h.binding.template
         ))
@@ -101,8 +101,9 @@ fn template_of(h: &SnapshotHeader) -> ApiResult<Template> {
 }
 
 /// An id from a request: anything that is not one is simply not found.
-fn parse_id(id: &str) -> ApiResult<SnapshotId> {
-    SnapshotId::parse(id).ok_or_else(|| ApiError::SnapshotNotFound(id.chars().take(64).collect()))
+fn parse_id(id: &str) -> SupervisorResult<SnapshotId> {
+    SnapshotId::parse(id)
+        .ok_or_else(|| SupervisorError::SnapshotNotFound(id.chars().take(64).collect()))
 }
 
 impl Snapshots {
@@ -141,7 +142,7 @@ impl Snapshots {
     /// Reserves `bytes` of `tenant`'s quota for object `id` (replacing what `id` holds now,
     /// so a rewrite of a session's own snapshot asks only for its growth); what to call
     /// [`Snapshots::settle`] or [`Snapshots::unreserve`] with.
-    fn reserve(&self, id: &SnapshotId, tenant: &Arc<Tenant>, bytes: u64) -> ApiResult<u64> {
+    fn reserve(&self, id: &SnapshotId, tenant: &Arc<Tenant>, bytes: u64) -> SupervisorResult<u64> {
         let ledger = self.ledger();
         let before = match ledger.get(id) {
             Some((t, b)) if Arc::ptr_eq(t, tenant) => *b,
@@ -150,7 +151,7 @@ impl Snapshots {
         if bytes > before {
             tenant
                 .add(Quota::SnapshotBytes, bytes - before)
-                .map_err(ApiError::from)?;
+                .map_err(SupervisorError::from)?;
         }
         Ok(before)
     }
@@ -188,7 +189,7 @@ impl Snapshots {
         id: &SnapshotId,
         bytes: Vec<u8>,
         tenant: &Arc<Tenant>,
-    ) -> ApiResult<()> {
+    ) -> SupervisorResult<()> {
         let len = bytes.len() as u64;
         let before = self.reserve(id, tenant, len)?;
         match self.store.put(id, bytes).await {
@@ -205,7 +206,11 @@ impl Snapshots {
 
     /// Stores an encoded snapshot under a new id, within its tenant's quota (everything the
     /// tenant keeps in the store, plus this one, reserved before the write).
-    pub async fn put(&self, bytes: Vec<u8>, tenant: &Arc<Tenant>) -> ApiResult<SnapshotInfo> {
+    pub async fn put(
+        &self,
+        bytes: Vec<u8>,
+        tenant: &Arc<Tenant>,
+    ) -> SupervisorResult<SnapshotInfo> {
         let id = SnapshotId::random();
         let span = header_span(&bytes)?;
         let header = peek_header(&bytes)?;
@@ -218,7 +223,7 @@ impl Snapshots {
     /// that is still live writes its own again at its next turn or at shutdown). With
     /// `count` (once, at start), counts each one that stays against its owner's tenant
     /// (`count` of the owner), in the same pass over the headers. Returns how many went.
-    pub async fn sweep(&self, count: Option<&TenantOf<'_>>) -> ApiResult<usize> {
+    pub async fn sweep(&self, count: Option<&TenantOf<'_>>) -> SupervisorResult<usize> {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -246,8 +251,8 @@ impl Snapshots {
         &self,
         id: &SnapshotId,
         owner: Option<&str>,
-    ) -> ApiResult<(SnapshotHeader, usize)> {
-        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+    ) -> SupervisorResult<(SnapshotHeader, usize)> {
+        let not_found = || SupervisorError::SnapshotNotFound(id.to_string());
         let (header, span) = self.peek(id).await?.ok_or_else(not_found)?;
         // A session's own snapshot is not the caller's to see by id.
         if header.owner.as_deref() != owner || header.session.is_some() {
@@ -257,7 +262,7 @@ impl Snapshots {
     }
 
     /// Snapshot `id`'s header, unverified, and its length; `None` when there is none.
-    async fn peek(&self, id: &SnapshotId) -> ApiResult<Option<(SnapshotHeader, usize)>> {
+    async fn peek(&self, id: &SnapshotId) -> SupervisorResult<Option<(SnapshotHeader, usize)>> {
         let Some(prefix) = self.store.get_prefix(id, 12).await? else {
             return Ok(None);
         };
@@ -271,17 +276,17 @@ impl Snapshots {
     /// The owner a session's own snapshot `id` names (read from its header, unverified:
     /// [`Snapshots::load_own`] checks it again); `None` when there is no such snapshot, or
     /// none this server can read (loading it says why).
-    pub async fn own_owner(&self, id: &SnapshotId) -> ApiResult<Option<Option<String>>> {
+    pub async fn own_owner(&self, id: &SnapshotId) -> SupervisorResult<Option<Option<String>>> {
         match self.peek(id).await {
             Ok(Some((header, _))) if header.session.is_some() => Ok(Some(header.owner)),
             Ok(_) => Ok(None),
-            Err(ApiError::SnapshotStore(m)) => Err(ApiError::SnapshotStore(m)),
+            Err(SupervisorError::SnapshotStore(m)) => Err(SupervisorError::SnapshotStore(m)),
             Err(_) => Ok(None),
         }
     }
 
     /// What `GET /v1/snapshots/{id}` says.
-    pub async fn info(&self, id: &str, owner: Option<&str>) -> ApiResult<SnapshotInfo> {
+    pub async fn info(&self, id: &str, owner: Option<&str>) -> SupervisorResult<SnapshotInfo> {
         let id = parse_id(id)?;
         let (header, span) = self.header(&id, owner).await?;
         info(&id, &header, span)
@@ -289,7 +294,7 @@ impl Snapshots {
 
     /// Every snapshot `owner` may see, oldest first. Snapshots this server cannot read
     /// (damaged, another format) are left out of the list.
-    pub async fn list(&self, owner: Option<&str>) -> ApiResult<Vec<SnapshotInfo>> {
+    pub async fn list(&self, owner: Option<&str>) -> SupervisorResult<Vec<SnapshotInfo>> {
         let mut out = Vec::new();
         for id in self.store.list().await? {
             match self.header(&id, owner).await {
@@ -298,7 +303,9 @@ impl Snapshots {
                         out.push(i);
                     }
                 }
-                Err(ApiError::SnapshotStore(m)) => return Err(ApiError::SnapshotStore(m)),
+                Err(SupervisorError::SnapshotStore(m)) => {
+                    return Err(SupervisorError::SnapshotStore(m));
+                }
                 Err(_) => {}
             }
         }
@@ -307,11 +314,11 @@ impl Snapshots {
     }
 
     /// Deletes snapshot `id` if `owner` may see it.
-    pub async fn delete(&self, id: &str, owner: Option<&str>) -> ApiResult<()> {
+    pub async fn delete(&self, id: &str, owner: Option<&str>) -> SupervisorResult<()> {
         let id = parse_id(id)?;
         self.header(&id, owner).await?;
         if !self.store.delete(&id).await? {
-            return Err(ApiError::SnapshotNotFound(id.to_string()));
+            return Err(SupervisorError::SnapshotNotFound(id.to_string()));
         }
         self.forget(&id);
         Ok(())
@@ -325,10 +332,10 @@ impl Snapshots {
         id: &str,
         owner: Option<&str>,
         max: Limits,
-        binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
-    ) -> ApiResult<(Template, SnapshotHeader, SessionImage)> {
+        binding_of: impl FnOnce(Template) -> SupervisorResult<Binding>,
+    ) -> SupervisorResult<(Template, SnapshotHeader, SessionImage)> {
         let id = parse_id(id)?;
-        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+        let not_found = || SupervisorError::SnapshotNotFound(id.to_string());
         let (header, image) = self.fetch(&id, max).await?;
         if header.owner.as_deref() != owner || header.session.is_some() {
             return Err(not_found());
@@ -345,9 +352,9 @@ impl Snapshots {
         id: &SnapshotId,
         session_id: &str,
         max: Limits,
-        binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
-    ) -> ApiResult<(Template, SnapshotHeader, SessionImage)> {
-        let not_found = || ApiError::SnapshotNotFound(id.to_string());
+        binding_of: impl FnOnce(Template) -> SupervisorResult<Binding>,
+    ) -> SupervisorResult<(Template, SnapshotHeader, SessionImage)> {
+        let not_found = || SupervisorError::SnapshotNotFound(id.to_string());
         let (header, image) = self.fetch(id, max).await?;
         if header.session.as_ref().map(|r| r.id.as_str()) != Some(session_id) {
             return Err(not_found());
@@ -363,20 +370,20 @@ impl Snapshots {
         &self,
         id: &SnapshotId,
         max: Limits,
-    ) -> ApiResult<(SnapshotHeader, SessionImage)> {
+    ) -> SupervisorResult<(SnapshotHeader, SessionImage)> {
         let _decoding = self
             .decoding
             .acquire()
             .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+            .map_err(|e| SupervisorError::Internal(e.to_string()))?;
         let bytes = self
             .store
             .get(id)
             .await?
-            .ok_or_else(|| ApiError::SnapshotNotFound(id.to_string()))?;
+            .ok_or_else(|| SupervisorError::SnapshotNotFound(id.to_string()))?;
         Ok(tokio::task::spawn_blocking(move || decode(&bytes, &max))
             .await
-            .map_err(|e| ApiError::Internal(format!("decoding a snapshot: {e}")))??)
+            .map_err(|e| SupervisorError::Internal(format!("decoding a snapshot: {e}")))??)
     }
 
     /// Stores a session's own snapshot under its id, replacing the previous one, within
@@ -386,19 +393,19 @@ impl Snapshots {
         id: &SnapshotId,
         bytes: Vec<u8>,
         tenant: &Arc<Tenant>,
-    ) -> ApiResult<()> {
+    ) -> SupervisorResult<()> {
         self.put_counted(id, bytes, tenant).await
     }
 
     /// Removes a session's own snapshot, if there is one.
-    pub async fn delete_own(&self, id: &SnapshotId) -> ApiResult<bool> {
+    pub async fn delete_own(&self, id: &SnapshotId) -> SupervisorResult<bool> {
         let gone = self.store.delete(id).await?;
         self.forget(id);
         Ok(gone)
     }
 
     /// Whether the store holds anything under `id`.
-    pub async fn exists(&self, id: &SnapshotId) -> ApiResult<bool> {
+    pub async fn exists(&self, id: &SnapshotId) -> SupervisorResult<bool> {
         Ok(self.store.get_prefix(id, 1).await?.is_some())
     }
 }
@@ -413,8 +420,8 @@ fn short(key: &str) -> String {
 fn check_binding(
     id: &SnapshotId,
     header: &SnapshotHeader,
-    binding_of: impl FnOnce(Template) -> ApiResult<Binding>,
-) -> ApiResult<()> {
+    binding_of: impl FnOnce(Template) -> SupervisorResult<Binding>,
+) -> SupervisorResult<()> {
     let template = template_of(header)?;
     let ours = binding_of(template)?;
     {
@@ -424,7 +431,7 @@ fn check_binding(
             } else {
                 "another build of the template"
             };
-            return Err(ApiError::SnapshotIncompatible(format!(
+            return Err(SupervisorError::SnapshotIncompatible(format!(
                 "snapshot {id} was taken on {what} ({} template key {}…, this server has {}…); \
                  it cannot be restored here",
                 header.binding.template,

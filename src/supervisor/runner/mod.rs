@@ -16,28 +16,28 @@
 //! fork, restore) are here too (`snapshots.rs`); a worker-process boundary belongs here,
 //! behind these methods.
 
+mod capture;
 mod guard;
 mod live;
 mod placement;
-mod sessions;
-mod snapshots;
+mod turns;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use live::{LiveText, TextSink};
-pub use sessions::{SessionTurn, TurnDone, Turned};
+pub use turns::{SessionTurn, TurnDone, Turned};
 
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};
 use super::audit::{Audit, AuditRecord, Outcome};
 use super::cluster::Cluster;
-use super::config::{Config, LeakageConfig};
-use super::error::{ApiError, ApiResult};
+use super::error::{SupervisorError, SupervisorResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
-use super::sessions::Registry;
+use super::registry::Registry;
 use super::snapshots::Snapshots;
 use super::tenants::{Quota, Tenant, Tenants};
+use super::{LeakageConfig, Settings};
 use crate::budget::HostBudget;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
@@ -91,14 +91,15 @@ impl Runner {
     /// A runner for `config`, writing its audit lines to `audit` and keeping snapshots in
     /// `snapshots`; no runtime yet.
     pub fn new(
-        config: &Config,
+        config: &Settings,
         audit: Audit,
         snapshots: Arc<dyn SnapshotStore>,
         tenants: Tenants,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
         // With workers, one budget for all of them: its counter in a page they share.
-        let (budget, budget_fd) = match (config.workers > 0)
+        let (budget, budget_fd) = match config
+            .shared_budget
             .then(|| HostBudget::shared(config.memory_budget_bytes))
         {
             Some(Ok((budget, fd))) => (budget, Some(Arc::new(fd))),
@@ -183,10 +184,10 @@ impl Runner {
 
     /// The leakage policy for a request that asks for `requested` (`None`: the server's
     /// default); 400 when it is weaker than the server's floor.
-    pub fn leak_policy(&self, requested: Option<LeakPolicy>) -> ApiResult<LeakPolicy> {
+    pub fn leak_policy(&self, requested: Option<LeakPolicy>) -> SupervisorResult<LeakPolicy> {
         let policy = requested.unwrap_or(self.leakage.default);
         if policy < self.leakage.floor {
-            return Err(ApiError::InvalidRequest(format!(
+            return Err(SupervisorError::InvalidRequest(format!(
                 "leakage \"{}\" is weaker than this server allows (at least \"{}\")",
                 policy.as_str(),
                 self.leakage.floor.as_str()
@@ -219,11 +220,11 @@ impl Runner {
     }
 
     /// The runtime, when loaded and not shutting down.
-    pub fn host(&self) -> ApiResult<Arc<Vivarium>> {
+    pub fn host(&self) -> SupervisorResult<Arc<Vivarium>> {
         if self.shutting_down.load(Ordering::Acquire) {
-            return Err(ApiError::ShuttingDown);
+            return Err(SupervisorError::ShuttingDown);
         }
-        self.host.get().cloned().ok_or(ApiError::NotReady)
+        self.host.get().cloned().ok_or(SupervisorError::NotReady)
     }
 
     /// The shared budget's page, to hand each worker.
@@ -232,8 +233,8 @@ impl Runner {
     }
 
     /// The workers, once loaded.
-    pub fn workers(&self) -> ApiResult<&Workers> {
-        self.workers.get().ok_or(ApiError::NotReady)
+    pub fn workers(&self) -> SupervisorResult<&Workers> {
+        self.workers.get().ok_or(SupervisorError::NotReady)
     }
 
     /// The workers, if they were started (for shutdown and the ops endpoints).
@@ -278,7 +279,7 @@ impl Runner {
         guard: Arc<Guard>,
         kind: RunKind,
         record: &mut AuditRecord,
-    ) -> ApiResult<Executed> {
+    ) -> SupervisorResult<Executed> {
         let host = self.host()?;
         let input: u64 = spec.files.iter().map(|f| f.content.len() as u64).sum();
         let need = MemoryNeed {
@@ -351,7 +352,7 @@ impl Runner {
         &self,
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
-    ) -> ApiResult<super::admission::Ticket> {
+    ) -> SupervisorResult<super::admission::Ticket> {
         self.within_memory_share(tenant, || self.admission.admit(tenant, Some(need)))
             .await
     }
@@ -365,7 +366,7 @@ impl Runner {
         &self,
         raw: Vec<String>,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<PackageEnv>> {
+    ) -> SupervisorResult<Arc<PackageEnv>> {
         let host = self.host()?;
         if raw.is_empty() {
             return Ok(host.no_packages());
@@ -377,15 +378,15 @@ impl Runner {
         // The place goes with the set's `.pyc` compile when this resolution starts one.
         let env = tokio::task::spawn_blocking(move || host.packages_held(&raw, Box::new(job)))
             .await
-            .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
-            .map_err(ApiError::Package)?;
+            .map_err(|e| SupervisorError::Internal(format!("package resolution: {e}")))?
+            .map_err(SupervisorError::Package)?;
         record.packages = env.pins.clone();
         Ok(env)
     }
 
     /// Checks `code` in a fresh sandbox of its own, admitted like any execution of key
     /// `key`'s tenant.
-    pub async fn check(&self, code: String, key: Option<&str>) -> ApiResult<CheckResult> {
+    pub async fn check(&self, code: String, key: Option<&str>) -> SupervisorResult<CheckResult> {
         let host = self.host()?;
         let need = MemoryNeed {
             reserve: reserve_for(&host.checker_limits()),
@@ -410,7 +411,7 @@ impl Runner {
     pub async fn inflict(
         &self,
         fault: crate::worker::Fault,
-    ) -> ApiResult<crate::worker::ProbeReport> {
+    ) -> SupervisorResult<crate::worker::ProbeReport> {
         match self
             .workers()?
             .call(Job::Fault(fault), Sinks::default())
@@ -428,9 +429,9 @@ impl Runner {
     }
 
     /// Counts and audits a request refused before it reached a front door (no API key).
-    pub fn refused(&self, record: AuditRecord, why: Rejection, error: &ApiError) {
+    pub fn refused(&self, record: AuditRecord, why: Rejection, outcome: Outcome) {
         self.metrics.rejected(why);
-        self.finish(record, Outcome::failed(error));
+        self.finish(record, outcome);
     }
 
     /// The budget every sandbox of this server is charged to (the runtime is opened with
@@ -560,10 +561,10 @@ fn withhold_if_denied(
     policy: LeakPolicy,
     leaks: Vec<crate::report::Leak>,
     record: &mut AuditRecord,
-) -> ApiResult<()> {
+) -> SupervisorResult<()> {
     record.set_leaks(&leaks);
     if policy == LeakPolicy::Deny && !leaks.is_empty() {
-        return Err(ApiError::OutputLeak(leaks));
+        return Err(SupervisorError::OutputLeak(leaks));
     }
     Ok(())
 }
@@ -600,7 +601,7 @@ pub(super) fn job_files(files: Vec<crate::vivarium::InputFile>) -> Vec<JobFile> 
 async fn scan(
     mut executed: Executed,
     guard: Arc<Guard>,
-) -> ApiResult<(Executed, Vec<crate::report::Leak>)> {
+) -> SupervisorResult<(Executed, Vec<crate::report::Leak>)> {
     let large = match &executed {
         Executed::Ran { report, .. } => report_bytes(report) > 64 << 10,
         Executed::Denied(_) => return Ok((executed, Vec::new())),
@@ -620,7 +621,7 @@ async fn scan(
     if large {
         tokio::task::spawn_blocking(apply)
             .await
-            .map_err(|e| ApiError::Internal(format!("scanning the output: {e}")))
+            .map_err(|e| SupervisorError::Internal(format!("scanning the output: {e}")))
     } else {
         Ok(apply())
     }
@@ -643,38 +644,38 @@ pub(super) fn report_bytes(report: &crate::report::Report) -> usize {
 }
 
 /// A worker's refusal as the API says it; `session` names the session it was about.
-pub(super) fn job_error(e: JobError, session: &str) -> ApiError {
+pub(super) fn job_error(e: JobError, session: &str) -> SupervisorError {
     match e {
-        JobError::InvalidPath { field, message } => ApiError::InvalidPath { field, message },
-        JobError::InvalidRequest(m) => ApiError::InvalidRequest(m),
-        JobError::HostBudget(message) => ApiError::Overloaded {
+        JobError::InvalidPath { field, message } => SupervisorError::InvalidPath { field, message },
+        JobError::InvalidRequest(m) => SupervisorError::InvalidRequest(m),
+        JobError::HostBudget(message) => SupervisorError::Overloaded {
             message,
             retry_after_secs: 1,
         },
-        JobError::Ended(reason) => ApiError::SessionEnded {
+        JobError::Ended(reason) => SupervisorError::SessionEnded {
             id: session.to_string(),
-            reason: crate::server::sessions::EndInfo::from_reason(&reason).message,
+            reason: crate::supervisor::registry::EndInfo::from_reason(&reason).message,
         },
-        JobError::CaptureRefused(m) => ApiError::SnapshotRefused(m),
-        JobError::Incompatible(m) => ApiError::SnapshotIncompatible(m),
-        JobError::Package(p) => ApiError::Package(p),
-        JobError::NoSuchHandle(_) => ApiError::SessionNotFound(session.to_string()),
-        JobError::Internal(m) => ApiError::Internal(m),
+        JobError::CaptureRefused(m) => SupervisorError::SnapshotRefused(m),
+        JobError::Incompatible(m) => SupervisorError::SnapshotIncompatible(m),
+        JobError::Package(p) => SupervisorError::Package(p),
+        JobError::NoSuchHandle(_) => SupervisorError::SessionNotFound(session.to_string()),
+        JobError::Internal(m) => SupervisorError::Internal(m),
     }
 }
 
 /// A job that came back without a reply, as the API says it.
-pub(super) fn failure(f: Failure, session: &str) -> ApiError {
+pub(super) fn failure(f: Failure, session: &str) -> SupervisorError {
     match f {
         Failure::Job(e) => job_error(e, session),
-        Failure::Lost => ApiError::WorkerLost("its process died".into()),
+        Failure::Lost => SupervisorError::WorkerLost("its process died".into()),
     }
 }
 
 /// A worker's reply of another kind than its job's (the reader checks kinds, so this is a
 /// bug of ours, not the worker's).
-pub(super) fn out_of_turn() -> ApiError {
-    ApiError::Internal("a worker answered out of turn".into())
+pub(super) fn out_of_turn() -> SupervisorError {
+    SupervisorError::Internal("a worker answered out of turn".into())
 }
 
 /// What a sandbox under `limits` holds for its life besides its memory: the reserve, and its

@@ -7,7 +7,7 @@
 use super::Runner;
 use crate::leakage::{Guard, LeakPolicy};
 use crate::report::Leak;
-use crate::server::error::{ApiError, ApiResult};
+use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::worker::{Job, Reply};
 
 /// A session's files as its leakage policy lets them be listed.
@@ -24,7 +24,7 @@ impl Runner {
     /// session's leakage policy: each path is scanned; under `redact` a file whose path
     /// (its name or a folder's) holds a secret is left out and reported, under `deny` the
     /// listing is a 422 `output_leak`.
-    pub async fn list_files(&self, id: &str, key: Option<&str>) -> ApiResult<Listing> {
+    pub async fn list_files(&self, id: &str, key: Option<&str>) -> SupervisorResult<Listing> {
         let session = self.session(id, key).await?;
         let guard = self.leak_guard(session.leakage, &[], &[]);
         let mut files = match self
@@ -37,7 +37,7 @@ impl Runner {
         let leaks = guard.apply_listing(&mut files);
         match guard.policy() {
             LeakPolicy::Off => Ok(Listing { files, leaks: None }),
-            LeakPolicy::Deny if !leaks.is_empty() => Err(ApiError::OutputLeak(leaks)),
+            LeakPolicy::Deny if !leaks.is_empty() => Err(SupervisorError::OutputLeak(leaks)),
             _ => Ok(Listing {
                 files,
                 leaks: Some(leaks),

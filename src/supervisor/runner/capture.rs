@@ -13,18 +13,17 @@ use std::time::{Duration, Instant, SystemTime};
 use super::Runner;
 use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
-use crate::sandbox::CaptureError;
-use crate::server::admission::{MemoryNeed, MemoryReservation};
-use crate::server::audit::{Action, AuditRecord};
-use crate::server::cluster::{Cluster, Holder, Seen};
-use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::{CloseReason, Rejection, SessionEvent};
-use crate::server::sessions::{
+use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
+use crate::supervisor::admission::{MemoryNeed, MemoryReservation};
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::cluster::{Cluster, Holder, Seen};
+use crate::supervisor::error::{SupervisorError, SupervisorResult};
+use crate::supervisor::metrics::{CloseReason, Rejection, SessionEvent};
+use crate::supervisor::registry::{
     BusyGuard, NoPlace, Session, SessionSettings, SessionSlot, is_session_id, may_use,
 };
-use crate::server::snapshots::{SnapshotInfo, Snapshots};
-use crate::server::tenants::{Quota, Tenant};
-use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
+use crate::supervisor::snapshots::{SnapshotInfo, Snapshots};
+use crate::supervisor::tenants::{Quota, Tenant};
 use crate::template::Template;
 use crate::vivarium::Vivarium;
 use crate::worker::{Failure, Job, PackageRef, Placed, Reply, Sinks};
@@ -33,24 +32,15 @@ use crate::worker::{Failure, Job, PackageRef, Placed, Reply, Sinks};
 /// (turns are cancelled by then, and a cancelled turn rolls back at once).
 const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
-impl From<CaptureError> for ApiError {
-    fn from(e: CaptureError) -> Self {
-        match e {
-            e if e.is_refusal() => ApiError::SnapshotRefused(e.to_string()),
-            other => ApiError::Internal(format!("capturing the session: {other}")),
-        }
-    }
-}
-
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-fn binding(host: &Vivarium, template: Template) -> ApiResult<Binding> {
+fn binding(host: &Vivarium, template: Template) -> SupervisorResult<Binding> {
     host.binding(template)
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(|e| SupervisorError::Internal(e.to_string()))
 }
 
 /// Takes `s`'s interpreter (the caller holds it busy) and reads its state in its worker;
@@ -60,7 +50,7 @@ async fn capture(
     runner: &Runner,
     s: &Arc<Session>,
     busy: &BusyGuard,
-) -> ApiResult<(Placed, ApiResult<SessionImage>)> {
+) -> SupervisorResult<(Placed, SupervisorResult<SessionImage>)> {
     let placed = s.take_interpreter(busy)?;
     let job = Job::Capture {
         handle: placed.handle,
@@ -79,7 +69,7 @@ async fn capture(
 
 /// An image a worker sent, held to this server's bounds before anything uses it (a worker
 /// is as hostile as its guest once compromised).
-fn checked_image(runner: &Runner, image: SessionImage) -> ApiResult<SessionImage> {
+fn checked_image(runner: &Runner, image: SessionImage) -> SupervisorResult<SessionImage> {
     let max = runner.maximum;
     let pages_ok = image.page_data.len() == image.pages.len() * crate::snapshot::PAGE_BYTES
         && image.pages.windows(2).all(|w| w[0] < w[1])
@@ -90,7 +80,7 @@ fn checked_image(runner: &Runner, image: SessionImage) -> ApiResult<SessionImage
         || image.memory_bytes > crate::limits::linear_memory_bound(max.memory_bytes)
         || image.file_bytes() > max.disk_bytes
     {
-        return Err(ApiError::Internal(
+        return Err(SupervisorError::Internal(
             "a worker sent a session image out of bounds".into(),
         ));
     }
@@ -116,7 +106,7 @@ impl Runner {
         id: &str,
         owner: Option<String>,
         record: &mut AuditRecord,
-    ) -> ApiResult<SnapshotInfo> {
+    ) -> SupervisorResult<SnapshotInfo> {
         let host = self.host()?;
         let session = self.session(id, owner.as_deref()).await?;
         let template = session.template;
@@ -136,7 +126,7 @@ impl Runner {
             )
         })
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| SupervisorError::Internal(e.to_string()))?;
         let info = self.snapshots.put(bytes, &session.tenant).await?;
         record.snapshot_id = Some(info.snapshot_id.clone());
         self.metrics.session_event(SessionEvent::Snapshot);
@@ -150,7 +140,7 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let session = self.session(id, key).await?;
         let template = session.template;
         let image = self.session_image(&session).await?;
@@ -178,7 +168,7 @@ impl Runner {
         leakage: Option<LeakPolicy>,
         durable: bool,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let host = self.host()?;
         let leakage = self.leak_policy(leakage)?;
         let (template, header, image) = self
@@ -202,7 +192,7 @@ impl Runner {
     }
 
     /// Session `session`'s state now, read in its worker (409 while a turn runs).
-    async fn session_image(&self, session: &Arc<Session>) -> ApiResult<SessionImage> {
+    async fn session_image(&self, session: &Arc<Session>) -> SupervisorResult<SessionImage> {
         let (session, busy) = self.begin(session).await?;
         let (placed, image) = capture(self, &session, &busy).await?;
         session.put_back(Some(placed), None, false).release();
@@ -215,7 +205,7 @@ impl Runner {
         settings: SessionSettings,
         image: SessionImage,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let durable = settings.durable;
         let first = durable.then(|| image.clone());
         let session = self.admit_image(settings, image, record).await?;
@@ -233,13 +223,13 @@ impl Runner {
         settings: SessionSettings,
         image: SessionImage,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let host = self.host()?;
         let pins = image.packages.clone();
         let packages = tokio::task::spawn_blocking(move || host.pinned_packages(&pins))
             .await
-            .map_err(|e| ApiError::Internal(format!("package resolution: {e}")))?
-            .map_err(ApiError::Package)?;
+            .map_err(|e| SupervisorError::Internal(format!("package resolution: {e}")))?
+            .map_err(SupervisorError::Package)?;
         let starts = starting_bytes(&image);
         let job = Job::Restore {
             template: settings.template,
@@ -260,7 +250,7 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         own: SnapshotId,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let started = Instant::now();
         let host = self.host()?;
         let loaded = self
@@ -269,17 +259,17 @@ impl Runner {
             .await;
         let (template, header, image) = match loaded {
             Ok(v) => v,
-            Err(ApiError::SnapshotNotFound(_)) => {
-                return Err(ApiError::SessionNotFound(id.to_string()));
+            Err(SupervisorError::SnapshotNotFound(_)) => {
+                return Err(SupervisorError::SessionNotFound(id.to_string()));
             }
             Err(e) => return Err(self.unrestorable(id, &own, e).await),
         };
         let Some(rec) = header.session else {
-            return Err(ApiError::SessionNotFound(id.to_string()));
+            return Err(SupervisorError::SessionNotFound(id.to_string()));
         };
         // Checked before (`check_owner`), and again on the verified header.
         if !may_use(header.owner.as_deref(), key) {
-            return Err(ApiError::SessionNotFound(id.to_string()));
+            return Err(SupervisorError::SessionNotFound(id.to_string()));
         }
         // Its age and idle time go on from when the snapshot was written.
         let since = Duration::from_secs(now_secs().saturating_sub(header.created_at));
@@ -287,10 +277,10 @@ impl Runner {
         let idle = Duration::from_secs(rec.idle_secs) + since;
         if age >= self.sessions.lifetime || idle >= self.sessions.idle {
             self.forget_own_snapshot(id);
-            return Err(ApiError::SessionExpired(id.to_string()));
+            return Err(SupervisorError::SessionExpired(id.to_string()));
         }
         let leakage = <LeakPolicy as clap::ValueEnum>::from_str(&rec.leakage, false)
-            .map_err(|_| ApiError::SnapshotInvalid("the session's leakage policy".into()))?;
+            .map_err(|_| SupervisorError::SnapshotInvalid("the session's leakage policy".into()))?;
         let settings = SessionSettings {
             limits: image.limits,
             template,
@@ -312,7 +302,7 @@ impl Runner {
             tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
             self.metrics.session_event(SessionEvent::Resume);
         }
-        self.finish(record, crate::server::audit::Outcome::Ok(201));
+        self.finish(record, crate::supervisor::audit::Outcome::Ok(201));
         Ok(session)
     }
 
@@ -320,10 +310,15 @@ impl Runner {
     /// restored (damaged, out of bounds, not of this server's build), the session ends here,
     /// once, with why: its snapshot (`own`) is deleted before the answer, so no later
     /// request decodes it again.
-    async fn unrestorable(&self, id: &str, own: &SnapshotId, e: ApiError) -> ApiError {
+    async fn unrestorable(
+        &self,
+        id: &str,
+        own: &SnapshotId,
+        e: SupervisorError,
+    ) -> SupervisorError {
         if !matches!(
             e,
-            ApiError::SnapshotInvalid(_) | ApiError::SnapshotIncompatible(_)
+            SupervisorError::SnapshotInvalid(_) | SupervisorError::SnapshotIncompatible(_)
         ) {
             return e;
         }
@@ -332,7 +327,7 @@ impl Runner {
         let _ = self.snapshots.delete_own(own).await;
         self.forget_own_snapshot(id);
         self.metrics.session_closed(CloseReason::Ended);
-        ApiError::SessionEnded {
+        SupervisorError::SessionEnded {
             id: id.to_string(),
             reason: format!("its snapshot cannot be restored: {e}"),
         }
@@ -353,7 +348,7 @@ impl Runner {
         &self,
         session: &Arc<Session>,
         state: SessionImage,
-    ) -> ApiResult<()> {
+    ) -> SupervisorResult<()> {
         let Some(host) = self.loaded_host().cloned() else {
             return Ok(());
         };
@@ -382,13 +377,13 @@ impl Runner {
         );
         match written.await {
             Ok(_) => Ok(()),
-            Err(e @ ApiError::SessionNotFound(_)) => {
+            Err(e @ SupervisorError::SessionNotFound(_)) => {
                 self.give_up(session, &Holder::Nobody);
                 Err(e)
             }
-            Err(ApiError::SessionElsewhere { node, .. }) => {
+            Err(SupervisorError::SessionElsewhere { node, .. }) => {
                 self.give_up(session, &Holder::Live(node.clone()));
-                Err(ApiError::SessionMoving {
+                Err(SupervisorError::SessionMoving {
                     id: session.id.clone(),
                     why: format!(
                         "node {node} took it over while this ran here, so what ran here was not kept"
@@ -397,7 +392,7 @@ impl Runner {
             }
             // The lease was released, or changed while the snapshot was written: the write
             // is nobody's state, so neither is this copy.
-            Err(e @ ApiError::SessionMoving { .. }) => {
+            Err(e @ SupervisorError::SessionMoving { .. }) => {
                 self.give_up(session, &Holder::Released);
                 Err(e)
             }
@@ -585,7 +580,10 @@ impl Runner {
     /// (never another tenant's); when the server's are taken, [`Runner::make_room`]'s
     /// choice does (the tenant holding the most first). Each candidate that cannot move is
     /// passed over, not the end of the search.
-    pub(super) async fn resident_place(&self, tenant: &Arc<Tenant>) -> ApiResult<SessionSlot> {
+    pub(super) async fn resident_place(
+        &self,
+        tenant: &Arc<Tenant>,
+    ) -> SupervisorResult<SessionSlot> {
         let mut tried = 0;
         loop {
             match self.sessions.reserve_slot(tenant) {
@@ -616,7 +614,7 @@ impl Runner {
         &self,
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
-    ) -> ApiResult<MemoryReservation> {
+    ) -> SupervisorResult<MemoryReservation> {
         self.within_memory_share(tenant, || async {
             self.admission.reserve_memory(tenant, need)
         })
@@ -630,17 +628,17 @@ impl Runner {
         &self,
         tenant: &Arc<Tenant>,
         mut attempt: impl FnMut() -> F,
-    ) -> ApiResult<T>
+    ) -> SupervisorResult<T>
     where
-        F: std::future::Future<Output = ApiResult<T>>,
+        F: std::future::Future<Output = SupervisorResult<T>>,
     {
         for _ in 0..4 {
             match attempt().await {
-                Err(ApiError::QuotaExceeded(q))
+                Err(SupervisorError::QuotaExceeded(q))
                     if q.quota == Quota::MemoryBytes && !q.too_large() =>
                 {
                     if !self.hibernate_own(tenant).await {
-                        return Err(ApiError::QuotaExceeded(q));
+                        return Err(SupervisorError::QuotaExceeded(q));
                     }
                 }
                 done => return done,
@@ -662,12 +660,12 @@ impl Runner {
     /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a
     /// request meanwhile gets 409; once it is gone, a request brings it back). Its id,
     /// expiry and limits stay; `GET /v1/sessions/{id}` says `resident: false`.
-    async fn hibernate_one(&self, s: &Arc<Session>) -> ApiResult<()> {
+    async fn hibernate_one(&self, s: &Arc<Session>) -> SupervisorResult<()> {
         let host = self.host()?;
         let place = s
             .tenant
             .take(Quota::HibernatedSessions, 1)
-            .map_err(ApiError::from)?;
+            .map_err(SupervisorError::from)?;
         let busy = s.begin()?;
         let (interp, image) = capture(self, s, &busy).await?;
         let written = match image {
@@ -676,19 +674,19 @@ impl Runner {
         };
         let bytes = match written {
             Ok(b) => b,
-            Err(ApiError::SessionElsewhere { id, node }) => {
+            Err(SupervisorError::SessionElsewhere { id, node }) => {
                 // Another node took it over: this copy goes, unwritten.
                 s.put_back(Some(interp), None, false).release();
                 drop(busy);
                 self.give_up(s, &Holder::Live(node.clone()));
-                return Err(ApiError::SessionElsewhere { id, node });
+                return Err(SupervisorError::SessionElsewhere { id, node });
             }
-            Err(ApiError::SessionNotFound(id)) if self.cluster.is_some() => {
+            Err(SupervisorError::SessionNotFound(id)) if self.cluster.is_some() => {
                 // Another node closed it: this copy goes too.
                 s.put_back(Some(interp), None, false).release();
                 drop(busy);
                 self.give_up(s, &Holder::Nobody);
-                return Err(ApiError::SessionNotFound(id));
+                return Err(SupervisorError::SessionNotFound(id));
             }
             Err(e) => {
                 s.put_back(Some(interp), None, false).release();
@@ -708,7 +706,11 @@ impl Runner {
         Ok(())
     }
 
-    async fn keep_on_shutdown(&self, host: &Arc<Vivarium>, s: &Arc<Session>) -> ApiResult<()> {
+    async fn keep_on_shutdown(
+        &self,
+        host: &Arc<Vivarium>,
+        s: &Arc<Session>,
+    ) -> SupervisorResult<()> {
         let busy = s.begin()?;
         let (interp, image) = capture(self, s, &busy).await?;
         s.put_back(Some(interp), None, false).release();
@@ -724,7 +726,7 @@ impl Runner {
         host: &Vivarium,
         s: &Arc<Session>,
         image: SessionImage,
-    ) -> ApiResult<u64> {
+    ) -> SupervisorResult<u64> {
         let taken = s.next_own_generation();
         let turns = s.info().turns;
         let cluster = self.cluster.as_deref();
@@ -732,17 +734,21 @@ impl Runner {
     }
 
     /// What the store says of snapshot `id`, if `owner` may see it.
-    pub async fn snapshot_info(&self, id: &str, owner: Option<&str>) -> ApiResult<SnapshotInfo> {
+    pub async fn snapshot_info(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+    ) -> SupervisorResult<SnapshotInfo> {
         self.snapshots.info(id, owner).await
     }
 
     /// Every snapshot `owner` may see.
-    pub async fn list_snapshots(&self, owner: Option<&str>) -> ApiResult<Vec<SnapshotInfo>> {
+    pub async fn list_snapshots(&self, owner: Option<&str>) -> SupervisorResult<Vec<SnapshotInfo>> {
         self.snapshots.list(owner).await
     }
 
     /// Deletes snapshot `id`, if `owner` may see it.
-    pub async fn delete_snapshot(&self, id: &str, owner: Option<&str>) -> ApiResult<()> {
+    pub async fn delete_snapshot(&self, id: &str, owner: Option<&str>) -> SupervisorResult<()> {
         self.snapshots.delete(id, owner).await
     }
 }
@@ -766,7 +772,7 @@ async fn write_own(
     turns: u64,
     taken: u64,
     release: bool,
-) -> ApiResult<u64> {
+) -> SupervisorResult<u64> {
     let mut written = session.durable_written.lock().await;
     if taken <= *written {
         return Ok(0);
@@ -780,7 +786,7 @@ async fn write_own(
     };
     let bytes = tokio::task::spawn_blocking(move || encode(&state, &provenance))
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| SupervisorError::Internal(e.to_string()))?;
     let size = bytes.len() as u64;
     let Some(c) = cluster else {
         snapshots
@@ -802,7 +808,7 @@ async fn write_own(
         let _ = snapshots.delete_own(&object).await;
         let now = c.seen(&session.id).await?;
         not_mine(&session.id, &now.holder)?;
-        return Err(ApiError::SessionMoving {
+        return Err(SupervisorError::SessionMoving {
             id: session.id.clone(),
             why: "its lease changed while its snapshot was written".into(),
         });
@@ -820,19 +826,19 @@ async fn write_own(
 }
 
 /// The error for a session whose lease, as read, is not this node's (`Ok` when it is).
-fn not_mine(id: &str, holder: &Holder) -> ApiResult<()> {
+fn not_mine(id: &str, holder: &Holder) -> SupervisorResult<()> {
     let id = id.to_string();
     match holder {
         Holder::Me => Ok(()),
         // Its lease is gone: another node closed it.
-        Holder::Nobody => Err(ApiError::SessionNotFound(id)),
+        Holder::Nobody => Err(SupervisorError::SessionNotFound(id)),
         Holder::Live(node) | Holder::Draining(node) | Holder::Dead(node) => {
-            Err(ApiError::SessionElsewhere {
+            Err(SupervisorError::SessionElsewhere {
                 id,
                 node: node.clone(),
             })
         }
-        Holder::Released => Err(ApiError::SessionMoving {
+        Holder::Released => Err(SupervisorError::SessionMoving {
             id,
             why: "it was released to the other nodes".into(),
         }),

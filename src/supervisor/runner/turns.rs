@@ -2,7 +2,7 @@
 //!
 //! The interpreter is taken out of its session for the length of a turn or file operation
 //! (which run on a guest thread) and put back after, unless the turn ended it or the session
-//! was closed meanwhile (`server::sessions`).
+//! was closed meanwhile (`supervisor::registry`).
 
 use std::sync::Arc;
 
@@ -15,12 +15,14 @@ use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
 use crate::report::Report;
-use crate::server::admission::{MemoryNeed, RESERVE_BYTES};
-use crate::server::audit::AuditRecord;
-use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::{CloseReason, RunKind, SessionEvent};
-use crate::server::sessions::{BusyGuard, EndInfo, Session, SessionInfo, SessionSettings, may_use};
 use crate::snapshot::SessionImage;
+use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
+use crate::supervisor::audit::AuditRecord;
+use crate::supervisor::error::{SupervisorError, SupervisorResult};
+use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
+use crate::supervisor::registry::{
+    BusyGuard, EndInfo, Session, SessionInfo, SessionSettings, may_use,
+};
 use crate::template::Template;
 use crate::vivarium::InputFile;
 use crate::worker::held::FileBody;
@@ -90,7 +92,7 @@ impl Runner {
         packages: Arc<PackageEnv>,
         owner: Option<String>,
         record: &mut AuditRecord,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let leakage = self.leak_policy(leakage)?;
         let settings = SessionSettings {
             limits,
@@ -128,7 +130,7 @@ impl Runner {
         starts_with: Option<u64>,
         job: Job,
         packages: Arc<PackageEnv>,
-    ) -> ApiResult<(Arc<Session>, Option<Box<SessionImage>>)> {
+    ) -> SupervisorResult<(Arc<Session>, Option<Box<SessionImage>>)> {
         let host = self.host()?;
         let need = MemoryNeed {
             reserve: RESERVE_BYTES,
@@ -145,7 +147,7 @@ impl Runner {
             .workers()?
             .pick_live()
             .await
-            .ok_or_else(|| ApiError::WorkerLost("no worker is running".into()))?;
+            .ok_or_else(|| SupervisorError::WorkerLost("no worker is running".into()))?;
         let reply = target.call(job, Sinks::default()).await;
         drop(ticket);
         let (handle, image) = match reply.map_err(|f| failure(f, ""))? {
@@ -185,7 +187,7 @@ impl Runner {
         session: &Arc<Session>,
         t: SessionTurn,
         record: &mut AuditRecord,
-    ) -> ApiResult<Turned> {
+    ) -> SupervisorResult<Turned> {
         let policy = self.leak_policy(t.leakage.or(Some(session.leakage)))?;
         let guard = self.leak_guard(policy, &[], &[]);
         let findings = match t.policy {
@@ -241,7 +243,7 @@ impl Runner {
         let target = placed.target.clone();
         let ran = tokio::spawn(async move { target.call(job, sinks).await })
             .await
-            .map_err(|e| ApiError::Internal(format!("the turn's task failed: {e}")))?;
+            .map_err(|e| SupervisorError::Internal(format!("the turn's task failed: {e}")))?;
         drop(ticket);
         // What the leakage filter still held (a last line without its newline); under
         // `deny`, nothing once a finding stopped the stream.
@@ -298,7 +300,7 @@ impl Runner {
             if large {
                 tokio::task::spawn_blocking(scan)
                     .await
-                    .map_err(|e| ApiError::Internal(format!("scanning the output: {e}")))?
+                    .map_err(|e| SupervisorError::Internal(format!("scanning the output: {e}")))?
             } else {
                 scan()
             }
@@ -345,9 +347,10 @@ impl Runner {
         key: Option<&str>,
         raw: Vec<String>,
         record: &mut AuditRecord,
-    ) -> ApiResult<Vec<PackagePin>> {
+    ) -> SupervisorResult<Vec<PackagePin>> {
         let host = self.host()?;
-        host.check_packages(&raw).map_err(ApiError::Package)?;
+        host.check_packages(&raw)
+            .map_err(SupervisorError::Package)?;
         let session = self.session(id, key).await?;
         let template = session.template;
         let (session, busy) = self.begin(&session).await?;
@@ -393,7 +396,7 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         code: String,
-    ) -> ApiResult<Option<String>> {
+    ) -> SupervisorResult<Option<String>> {
         let session = self.session(id, key).await?;
         let template = session.template;
         let limits = TurnLimits {
@@ -417,13 +420,13 @@ impl Runner {
 
     /// Interrupts session `id`'s running turn (it is rolled back, the session goes on);
     /// whether one was running. Only its owner `key` can, and only where it runs.
-    pub fn interrupt_session(&self, id: &str, key: Option<&str>) -> ApiResult<bool> {
+    pub fn interrupt_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<bool> {
         if self
             .sessions
             .owner_of(id)
             .is_some_and(|owner| !may_use(owner.as_deref(), key))
         {
-            return Err(ApiError::SessionNotFound(id.to_string()));
+            return Err(SupervisorError::SessionNotFound(id.to_string()));
         }
         Ok(self.sessions.get(id)?.interrupt())
     }
@@ -435,7 +438,7 @@ impl Runner {
 
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
     /// notebook's restart): variables, imports and files are gone; the id stays.
-    pub async fn restart_session(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+    pub async fn restart_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
         let template = self.session(id, key).await?.template;
         self.with_session(id, key, move |handle| Job::Restart { handle, template })
             .await
@@ -451,12 +454,12 @@ impl Runner {
         key: Option<&str>,
         path: String,
         record: &mut AuditRecord,
-    ) -> ApiResult<Vec<u8>> {
+    ) -> SupervisorResult<Vec<u8>> {
         let body = self.read_file_body(id, key, path, record).await?;
         tokio::task::spawn_blocking(move || body.into_bytes())
             .await
-            .map_err(|e| ApiError::Internal(format!("reading the file: {e}")))?
-            .map_err(|e| ApiError::Internal(format!("reading the file: {e}")))
+            .map_err(|e| SupervisorError::Internal(format!("reading the file: {e}")))?
+            .map_err(|e| SupervisorError::Internal(format!("reading the file: {e}")))
     }
 
     /// [`Runner::read_file`], a large file left on disk to be streamed (`worker::held`):
@@ -468,7 +471,7 @@ impl Runner {
         key: Option<&str>,
         path: String,
         record: &mut AuditRecord,
-    ) -> ApiResult<FileBody> {
+    ) -> SupervisorResult<FileBody> {
         let session = self.session(id, key).await?;
         let guard = self.leak_guard(session.leakage, &[], &[]);
         let policy = guard.policy();
@@ -484,12 +487,12 @@ impl Runner {
             Reply::File(Some(bytes)) => FileBody::Bytes(bytes.into_vec()),
             Reply::HeldFile { size, held } if held.file.is_some() => FileBody::Held { held, size },
             Reply::File(None) | Reply::HeldFile { .. } => {
-                return Err(ApiError::FileNotFound(path));
+                return Err(SupervisorError::FileNotFound(path));
             }
             _ => return Err(out_of_turn()),
         };
         if body.size() > max {
-            return Err(ApiError::Internal(
+            return Err(SupervisorError::Internal(
                 "a worker sent more than the disk limit".into(),
             ));
         }
@@ -506,11 +509,11 @@ impl Runner {
             }
         })
         .await
-        .map_err(|e| ApiError::Internal(format!("scanning the file: {e}")))?
-        .map_err(|e| ApiError::Internal(format!("scanning the file: {e}")))?;
+        .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?
+        .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?;
         if withheld {
             record.set_leaks(&leaks);
-            return Err(ApiError::OutputLeak(leaks));
+            return Err(SupervisorError::OutputLeak(leaks));
         }
         withhold_if_denied(policy, leaks, record)?;
         Ok(body)
@@ -524,7 +527,7 @@ impl Runner {
         key: Option<&str>,
         path: String,
         bytes: bytes::Bytes,
-    ) -> ApiResult<u64> {
+    ) -> SupervisorResult<u64> {
         let reply = self
             .with_session(id, key, move |handle| Job::WriteFile {
                 handle,
@@ -544,9 +547,11 @@ impl Runner {
     pub(super) async fn begin(
         &self,
         session: &Arc<Session>,
-    ) -> ApiResult<(Arc<Session>, BusyGuard)> {
+    ) -> SupervisorResult<(Arc<Session>, BusyGuard)> {
         match session.begin() {
-            Err(ApiError::SessionNotFound(_)) if self.sessions.is_hibernated(&session.id) => {
+            Err(SupervisorError::SessionNotFound(_))
+                if self.sessions.is_hibernated(&session.id) =>
+            {
                 let woken = self.session(&session.id, session.owner.as_deref()).await?;
                 let busy = woken.begin()?;
                 Ok((woken, busy))
@@ -557,7 +562,7 @@ impl Runner {
 
     /// The info of session `id` (for `key`, its owner); a hibernated one's without waking
     /// it.
-    pub async fn session_info(&self, id: &str, key: Option<&str>) -> ApiResult<SessionInfo> {
+    pub async fn session_info(&self, id: &str, key: Option<&str>) -> SupervisorResult<SessionInfo> {
         self.check_owner(id, key).await?;
         if let Ok(s) = self.sessions.get(id) {
             return Ok(s.info());
@@ -575,7 +580,7 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         job_of: impl FnOnce(crate::worker::Handle) -> Job,
-    ) -> ApiResult<Reply> {
+    ) -> SupervisorResult<Reply> {
         let session = self.session(id, key).await?;
         let (session, busy) = self.begin(&session).await?;
         let placed = session.take_interpreter(&busy)?;
@@ -583,7 +588,7 @@ impl Runner {
         let target = placed.target.clone();
         let done = tokio::spawn(async move { target.call(job, Sinks::default()).await })
             .await
-            .map_err(|e| ApiError::Internal(format!("the session's task failed: {e}")))?;
+            .map_err(|e| SupervisorError::Internal(format!("the session's task failed: {e}")))?;
         match done {
             Ok(reply) => {
                 session.put_back(Some(placed), None, false).release();
@@ -623,7 +628,7 @@ impl Runner {
     /// copy here that another node took over is given up, and a session another node holds
     /// is taken over when the rule allows (else its error, `session_elsewhere`), so a close
     /// answered 204 is the session's end on every node, its snapshot and lease gone.
-    pub async fn close_session(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+    pub async fn close_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
         self.check_owner(id, key).await?;
         if self.cluster.is_some() {
             let s = self.session(id, key).await?;
@@ -644,7 +649,7 @@ impl Runner {
                 s.close().release();
                 self.metrics.session_closed(CloseReason::Deleted);
             }
-            Err(ApiError::SessionNotFound(_)) if self.has_own_snapshot(id, None).await => {}
+            Err(SupervisorError::SessionNotFound(_)) if self.has_own_snapshot(id, None).await => {}
             Err(e) => return Err(e),
         }
         self.forget_own_snapshot(id);

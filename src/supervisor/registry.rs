@@ -16,7 +16,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::admission::MemoryReservation;
-use super::error::ApiError;
+use super::error::SupervisorError;
 use super::tenants::{Held, Quota, QuotaExceeded, Tenant};
 use super::time::rfc3339;
 use crate::leakage::LeakPolicy;
@@ -390,14 +390,14 @@ impl Session {
     }
 
     /// Marks the session busy, or says why it cannot be used now.
-    pub fn begin(self: &Arc<Self>) -> Result<BusyGuard, ApiError> {
+    pub fn begin(self: &Arc<Self>) -> Result<BusyGuard, SupervisorError> {
         self.check_usable()?;
         if self
             .busy
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return Err(ApiError::SessionBusy(self.id.clone()));
+            return Err(SupervisorError::SessionBusy(self.id.clone()));
         }
         let guard = BusyGuard {
             session: self.clone(),
@@ -407,13 +407,13 @@ impl Session {
         Ok(guard)
     }
 
-    fn check_usable(&self) -> Result<(), ApiError> {
+    fn check_usable(&self) -> Result<(), SupervisorError> {
         let inner = self.lock();
         if inner.closed {
-            return Err(ApiError::SessionNotFound(self.id.clone()));
+            return Err(SupervisorError::SessionNotFound(self.id.clone()));
         }
         if let Some(end) = &inner.ended {
-            return Err(ApiError::SessionEnded {
+            return Err(SupervisorError::SessionEnded {
                 id: self.id.clone(),
                 reason: end.message.clone(),
             });
@@ -422,16 +422,16 @@ impl Session {
     }
 
     /// Takes the interpreter for a turn or a file operation (hold a [`BusyGuard`]).
-    pub fn take_interpreter(&self, _busy: &BusyGuard) -> Result<Placed, ApiError> {
+    pub fn take_interpreter(&self, _busy: &BusyGuard) -> Result<Placed, SupervisorError> {
         let mut inner = self.lock();
         match inner.interp.take() {
             Some(i) => Ok(i),
             None => Err(match &inner.ended {
-                Some(end) => ApiError::SessionEnded {
+                Some(end) => SupervisorError::SessionEnded {
                     id: self.id.clone(),
                     reason: end.message.clone(),
                 },
-                None => ApiError::SessionNotFound(self.id.clone()),
+                None => SupervisorError::SessionNotFound(self.id.clone()),
             }),
         }
     }
@@ -753,24 +753,24 @@ impl Registry {
         self.live().insert(s.id.clone(), s);
     }
 
-    pub fn get(&self, id: &str) -> Result<Arc<Session>, ApiError> {
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, SupervisorError> {
         if let Some(s) = self.live().get(id) {
             return Ok(s.clone());
         }
         if self.gone().contains_key(id) {
-            return Err(ApiError::SessionExpired(id.to_string()));
+            return Err(SupervisorError::SessionExpired(id.to_string()));
         }
-        Err(ApiError::SessionNotFound(id.to_string()))
+        Err(SupervisorError::SessionNotFound(id.to_string()))
     }
 
-    pub fn remove(&self, id: &str) -> Result<Arc<Session>, ApiError> {
+    pub fn remove(&self, id: &str) -> Result<Arc<Session>, SupervisorError> {
         if let Some(s) = self.live().remove(id) {
             return Ok(s);
         }
         if self.gone().contains_key(id) {
-            return Err(ApiError::SessionExpired(id.to_string()));
+            return Err(SupervisorError::SessionExpired(id.to_string()));
         }
-        Err(ApiError::SessionNotFound(id.to_string()))
+        Err(SupervisorError::SessionNotFound(id.to_string()))
     }
 
     /// Removes every expired session, remembering its id, and returns them to be closed,

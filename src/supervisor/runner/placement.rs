@@ -1,6 +1,6 @@
 //! Finding a session for a request: live here, hibernated here, or, on a node that does
 //! not hold it, brought back from its own snapshot in the store. With `--cluster`, every
-//! lookup reads the session's lease first (`server/cluster.rs` has the rule), so a node
+//! lookup reads the session's lease first (`supervisor/cluster.rs` has the rule), so a node
 //! serves a session only while the lease names it, takes one over only as the rule allows,
 //! and says clearly why it cannot (`session_elsewhere`, `session_moving`, `session_lost`).
 //!
@@ -11,11 +11,11 @@
 use std::sync::Arc;
 
 use super::Runner;
-use crate::server::cluster::{Cluster, Holder, Lease, Seen};
-use crate::server::error::{ApiError, ApiResult};
-use crate::server::metrics::CloseReason;
-use crate::server::sessions::{Session, is_session_id, may_use};
 use crate::snapshot::SnapshotId;
+use crate::supervisor::cluster::{Cluster, Holder, Lease, Seen};
+use crate::supervisor::error::{SupervisorError, SupervisorResult};
+use crate::supervisor::metrics::CloseReason;
+use crate::supervisor::registry::{Session, is_session_id, may_use};
 use crate::sync::lock;
 
 impl Runner {
@@ -24,12 +24,12 @@ impl Runner {
     /// one whose node went away), the session brought back from it, under the same id, at
     /// its last completed turn. One session comes back once: concurrent requests for it
     /// wait for the first (requests for other sessions do not). Only for its owner `key`.
-    pub async fn session(&self, id: &str, key: Option<&str>) -> ApiResult<Arc<Session>> {
+    pub async fn session(&self, id: &str, key: Option<&str>) -> SupervisorResult<Arc<Session>> {
         self.check_owner(id, key).await?;
         let here = self.sessions.get(id);
         let Some(cluster) = self.cluster.clone() else {
             return match here {
-                Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {
+                Err(SupervisorError::SessionNotFound(_)) if is_session_id(id) => {
                     self.resume(id, key, None).await
                 }
                 other => other,
@@ -44,12 +44,12 @@ impl Runner {
                     // another node closed it.
                     Holder::Nobody => {
                         self.give_up(&s, &seen.holder);
-                        return Err(ApiError::SessionNotFound(id.to_string()));
+                        return Err(SupervisorError::SessionNotFound(id.to_string()));
                     }
                     _ => self.give_up(&s, &seen.holder),
                 }
             }
-            Err(ApiError::SessionNotFound(_)) if is_session_id(id) => {}
+            Err(SupervisorError::SessionNotFound(_)) if is_session_id(id) => {}
             Err(e) => return Err(e),
         }
         self.resume(id, key, Some(&cluster)).await
@@ -59,7 +59,7 @@ impl Runner {
     /// this process's registry (live, hibernated or expired here), else the session's lease
     /// (`--cluster`), else its own snapshot's header. An id known nowhere passes: whoever
     /// looks it up answers for it.
-    pub(super) async fn check_owner(&self, id: &str, key: Option<&str>) -> ApiResult<()> {
+    pub(super) async fn check_owner(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
         let mut owner = self.sessions.owner_of(id);
         if owner.is_none() && is_session_id(id) {
             if let Some(c) = &self.cluster {
@@ -74,7 +74,7 @@ impl Runner {
         }
         match owner {
             Some(owner) if !may_use(owner.as_deref(), key) => {
-                Err(ApiError::SessionNotFound(id.to_string()))
+                Err(SupervisorError::SessionNotFound(id.to_string()))
             }
             _ => Ok(()),
         }
@@ -95,7 +95,7 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         cluster: Option<&Arc<Cluster>>,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         // Ids nobody kept are answered without waiting behind a session that comes back
         // (with `--cluster`, from one reading of the lease).
         if !self.sessions.is_hibernated(id) {
@@ -106,7 +106,7 @@ impl Runner {
             if !self.has_own_snapshot(id, seen.clone()).await {
                 return Err(match seen {
                     Some(seen) => why_not_here(id, seen),
-                    None => ApiError::SessionNotFound(id.to_string()),
+                    None => SupervisorError::SessionNotFound(id.to_string()),
                 });
             }
         }
@@ -141,13 +141,13 @@ impl Runner {
         id: &str,
         key: Option<&str>,
         cluster: &Cluster,
-    ) -> ApiResult<Arc<Session>> {
+    ) -> SupervisorResult<Arc<Session>> {
         let seen = cluster.seen(id).await?;
         let durable = seen.lease.as_ref().is_some_and(|l| l.durable);
         match &seen.holder {
             Holder::Me => {}
             Holder::Draining(node) => {
-                return Err(ApiError::SessionMoving {
+                return Err(SupervisorError::SessionMoving {
                     id: id.to_string(),
                     why: format!("its node {node} is draining"),
                 });
@@ -155,7 +155,7 @@ impl Runner {
             Holder::Live(node) if !durable => {
                 // Hibernated here once, taken since: what this node kept is stale.
                 self.sessions.unhibernate(id);
-                return Err(ApiError::SessionElsewhere {
+                return Err(SupervisorError::SessionElsewhere {
                     id: id.to_string(),
                     node: node.clone(),
                 });
@@ -163,7 +163,7 @@ impl Runner {
             // No lease and no own snapshot: closed on another node since it hibernated here.
             Holder::Nobody if !self.has_own_snapshot(id, Some(seen.clone())).await => {
                 self.sessions.unhibernate(id);
-                return Err(ApiError::SessionNotFound(id.to_string()));
+                return Err(SupervisorError::SessionNotFound(id.to_string()));
             }
             Holder::Nobody | Holder::Released | Holder::Dead(_) | Holder::Live(_) => {
                 // The lease keeps naming the session's owner; with no lease yet, the owner
@@ -178,7 +178,7 @@ impl Runner {
                 };
                 if !cluster.take(id, &seen, durable, owner.as_deref()).await? {
                     // Another node took it between the reading and the writing.
-                    return Err(ApiError::SessionMoving {
+                    return Err(SupervisorError::SessionMoving {
                         id: id.to_string(),
                         why: "another node took it over first".into(),
                     });
@@ -195,17 +195,17 @@ impl Runner {
 }
 
 /// Why session `id` (no own snapshot in the store, not hibernated here) is not here.
-fn why_not_here(id: &str, seen: Seen) -> ApiError {
+fn why_not_here(id: &str, seen: Seen) -> SupervisorError {
     let (id, node) = (id.to_string(), seen.lease.map(|l| l.node));
     match (seen.holder, node) {
-        (Holder::Live(node), _) => ApiError::SessionElsewhere { id, node },
-        (Holder::Draining(node), _) => ApiError::SessionMoving {
+        (Holder::Live(node), _) => SupervisorError::SessionElsewhere { id, node },
+        (Holder::Draining(node), _) => SupervisorError::SessionMoving {
             id,
             why: format!("its node {node} is draining"),
         },
-        (Holder::Dead(node), _) => ApiError::SessionLost { id, node },
+        (Holder::Dead(node), _) => SupervisorError::SessionLost { id, node },
         // This node's earlier life held it (a restart with the same id) and did not keep it.
-        (Holder::Me, Some(node)) => ApiError::SessionLost { id, node },
-        _ => ApiError::SessionNotFound(id),
+        (Holder::Me, Some(node)) => SupervisorError::SessionLost { id, node },
+        _ => SupervisorError::SessionNotFound(id),
     }
 }

@@ -6,14 +6,14 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::error::{ApiError, ApiResult, ErrorCode};
-use super::request_context::RequestContext;
+use super::error::ErrorCode;
 use super::time::rfc3339_now;
 use crate::limits::Limits;
 use crate::packages::PackagePin;
@@ -84,24 +84,19 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `error`'s status and code.
-    pub fn failed(error: &ApiError) -> Outcome {
-        Outcome::Failed(error.status().as_u16(), error.code())
-    }
-
     /// Refused by the `deny` policy: 422 `policy_denied`.
     pub const DENIED: Outcome = Outcome::Failed(422, ErrorCode::PolicyDenied);
 
     /// The client hung up before the answer (a streamed execution): 499.
     pub const CLIENT_CLOSED: Outcome = Outcome::Failed(499, ErrorCode::ClientClosedRequest);
+}
 
-    /// `ok` when `result` succeeded, else its error.
-    pub fn of<T>(result: &ApiResult<T>, ok: u16) -> Outcome {
-        match result {
-            Ok(_) => Outcome::Ok(ok),
-            Err(e) => Outcome::failed(e),
-        }
-    }
+/// Who asked, under which id (a request extension every HTTP handler can read).
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub request_id: String,
+    pub client: SocketAddr,
+    pub key_id: Option<String>,
 }
 
 pub struct Audit {

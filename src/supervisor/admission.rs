@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::error::ApiError;
+use super::error::SupervisorError;
 use super::fair::{FairSlots, NoSlot, Slot};
 use super::metrics::{Metrics, Rejection};
 use super::tenants::{Held, Quota, Tenant};
@@ -120,7 +120,7 @@ impl Admission {
         &self,
         tenant: &Arc<Tenant>,
         memory: Option<MemoryNeed>,
-    ) -> Result<Ticket, ApiError> {
+    ) -> Result<Ticket, SupervisorError> {
         if self.is_closed() {
             return Err(self.reject(Rejection::ShuttingDown));
         }
@@ -144,7 +144,7 @@ impl Admission {
     }
 
     /// Counts a tenant's quota refusal and makes its error.
-    pub fn refuse(&self, q: super::tenants::QuotaExceeded) -> ApiError {
+    pub fn refuse(&self, q: super::tenants::QuotaExceeded) -> SupervisorError {
         self.metrics.rejected(Rejection::Quota);
         q.into()
     }
@@ -154,7 +154,7 @@ impl Admission {
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
         deadline: Instant,
-    ) -> Result<MemoryReservation, ApiError> {
+    ) -> Result<MemoryReservation, SupervisorError> {
         let share = tenant
             .take(Quota::MemoryBytes, need.share())
             .map_err(|q| self.refuse(q))?;
@@ -179,7 +179,7 @@ impl Admission {
         &self,
         tenant: &Arc<Tenant>,
         need: MemoryNeed,
-    ) -> Result<MemoryReservation, ApiError> {
+    ) -> Result<MemoryReservation, SupervisorError> {
         if self.is_closed() {
             return Err(self.reject(Rejection::ShuttingDown));
         }
@@ -200,25 +200,25 @@ impl Admission {
     }
 
     /// Counts a refusal and makes its error.
-    pub fn reject(&self, why: Rejection) -> ApiError {
+    pub fn reject(&self, why: Rejection) -> SupervisorError {
         self.metrics.rejected(why);
         let retry_after_secs = 1;
         match why {
-            Rejection::QueueFull => ApiError::Overloaded {
+            Rejection::QueueFull => SupervisorError::Overloaded {
                 message: format!(
                     "all {} execution slots are busy and the wait queue ({}) is full",
                     self.max_concurrency, self.queue_depth
                 ),
                 retry_after_secs,
             },
-            Rejection::QueueTimeout => ApiError::Overloaded {
+            Rejection::QueueTimeout => SupervisorError::Overloaded {
                 message: format!(
                     "no execution slot became free within {} ms",
                     self.queue_timeout.as_millis()
                 ),
                 retry_after_secs,
             },
-            Rejection::MemoryBudget => ApiError::Overloaded {
+            Rejection::MemoryBudget => SupervisorError::Overloaded {
                 message: format!(
                     "the server's memory budget ({} MiB) is taken by what running sandboxes \
                      and resident sessions hold ({} MiB charged)",
@@ -227,16 +227,20 @@ impl Admission {
                 ),
                 retry_after_secs,
             },
-            Rejection::TooManySessions => ApiError::TooManySessions {
+            Rejection::TooManySessions => SupervisorError::TooManySessions {
                 message:
                     "no resident place is free and no idle session could hibernate to make one (each is busy, or its tenant's hibernated or snapshot quota is full, or --max-hibernated-sessions are asleep); retry later"
                         .into(),
                 retry_after_secs: 5,
             },
-            Rejection::ShuttingDown => ApiError::ShuttingDown,
-            Rejection::Unauthorized => ApiError::Unauthorized,
+            Rejection::ShuttingDown => SupervisorError::ShuttingDown,
+            // Counted by the HTTP layer's `auth`, which refuses the request itself: admission
+            // never sees a caller without a key.
+            Rejection::Unauthorized => {
+                SupervisorError::Internal("an unauthenticated request reached admission".into())
+            }
             // Made by `refuse`, which knows the quota; this is only its count's label.
-            Rejection::Quota => ApiError::Overloaded {
+            Rejection::Quota => SupervisorError::Overloaded {
                 message: "a quota of the caller's tenant is reached".into(),
                 retry_after_secs,
             },

@@ -1,0 +1,24 @@
+//! The control plane, with no HTTP: admission and fair shares, tenants and their quotas, the
+//! session registry, runs and turns, residency (hibernate, wake, pressure, drain),
+//! durability, user snapshots, placement and the cluster, the audit log and the metrics.
+//!
+//! Every front door (`server::api`) parses its wire format and hands the run or session call
+//! to the one seam here, [`Runner`]; what goes wrong comes back as a [`SupervisorError`] of
+//! domain causes, which `server/error.rs` alone turns into HTTP.
+
+pub(crate) mod admission;
+pub(crate) mod audit;
+pub(crate) mod cluster;
+mod error;
+pub(crate) mod fair;
+pub(crate) mod metrics;
+pub(crate) mod registry;
+pub(crate) mod runner;
+mod settings;
+pub(crate) mod snapshots;
+pub(crate) mod tenants;
+pub(crate) mod time;
+
+pub use error::{ErrorCode, SupervisorError, SupervisorResult};
+pub use runner::Runner;
+pub use settings::{LeakageConfig, Settings};
