@@ -2,12 +2,13 @@
 //! the runtime in the background (`/readyz` says when it is loaded), serve, and shut down
 //! gracefully on SIGTERM/SIGINT: stop accepting, let running executions finish for up to the
 //! grace period, then cancel them through their cancel flags, close every session, wait for
-//! every guest thread, and remove the scratch root so no temp dir survives.
+//! every guest thread, and remove the scratch root so no temp dir survives. The sweep, the
+//! heartbeat, the drain and that end are the supervisor's (`supervisor/housekeeping.rs`);
+//! this file binds, serves and tells it when.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -20,7 +21,7 @@ use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
 use crate::snapshot::open_store;
 use crate::supervisor::audit::{Action, Audit};
-use crate::supervisor::cluster::Cluster;
+use crate::supervisor::housekeeping::{self, Housekeeping};
 use crate::supervisor::runner::Runner;
 use crate::supervisor::tenants::Tenants;
 use crate::sync::lock;
@@ -68,7 +69,7 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
         None => Tenants::single(config.single_tenant_quotas),
     };
     Ok(Arc::new(ServerState {
-        runner: Runner::new(&config.supervisor(), audit, snapshots, tenants),
+        runner: Arc::new(Runner::new(&config.supervisor(), audit, snapshots, tenants)),
         keys,
         load_error: Mutex::new(None),
         openapi,
@@ -217,52 +218,17 @@ async fn serve_http(
     state: AppState,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let sweeper = tokio::spawn(sweep_sessions(state.clone()));
-    let heart = state
-        .runner
-        .cluster()
-        .cloned()
-        .map(|c| tokio::spawn(heartbeat(c)));
+    let housekeeping = Housekeeping::start(
+        state.runner.clone(),
+        state.config.hibernate_after,
+        state.config.snapshot_retention,
+    );
     let app = router(state.clone());
-    let grace = state.config.shutdown_grace;
-    let delay = state.config.drain_delay;
-    let st = state.clone();
+    let runner = state.runner.clone();
+    let (delay, grace) = (state.config.drain_delay, state.config.shutdown_grace);
     let signal = async move {
         let _ = stop.wait_for(|s| *s).await;
-        // The drain: first the proxy is told (readyz, the heartbeat) while everything is
-        // still served, then no new work is taken.
-        st.runner.start_leaving().await;
-        if !delay.is_zero() {
-            tracing::info!(
-                delay_ms = delay.as_millis() as u64,
-                "draining: /readyz says 503; still serving"
-            );
-            tokio::time::sleep(delay).await;
-        }
-        tracing::info!(
-            grace_ms = grace.as_millis() as u64,
-            "shutting down: no new work taken"
-        );
-        st.runner.stop_taking_work();
-        // In a cluster, sessions go to the store first: other nodes wait for them
-        // (`session_moving`) and take them as each is released.
-        if st.runner.cluster().is_some() {
-            let st3 = st.clone();
-            tokio::spawn(async move { st3.runner.close_all_sessions().await });
-        }
-        // After the grace period, end what still runs.
-        let st2 = st.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            if st2.runner.running() > 0 {
-                tracing::warn!(
-                    running = st2.runner.running(),
-                    "grace period over: cancelling running executions"
-                );
-            }
-            st2.runner.cancel_all();
-            st2.runner.close_all_sessions().await;
-        });
+        housekeeping::drain(runner, delay, grace).await;
     };
     let served = axum::serve(
         listener,
@@ -270,12 +236,9 @@ async fn serve_http(
     )
     .with_graceful_shutdown(signal)
     .await;
-    sweeper.abort();
-    if let Some(h) = heart {
-        h.abort();
-    }
+    housekeeping.stop();
     // Every connection is done. Close what is left and wait for the guest threads.
-    finish(&state).await;
+    housekeeping::finish(&state.runner).await;
     state.runner.audit_internal(Action::Shutdown);
     tracing::info!("shut down");
     served.context("serving HTTP")?;
@@ -284,82 +247,6 @@ async fn serve_http(
     }
     Ok(())
 }
-
-/// The end of every server's life: cancel what runs, close every session, wait for the guest
-/// threads, remove the scratch root.
-async fn finish(state: &AppState) {
-    state.runner.cancel_all();
-    state.runner.close_all_sessions().await;
-    if !state.runner.wait_idle(Duration::from_secs(10)).await {
-        tracing::warn!(
-            "guest threads still running after shutdown; removing the scratch root anyway"
-        );
-    }
-    if let Some(workers) = state.runner.loaded_workers() {
-        workers.stop(Duration::from_secs(5)).await;
-    }
-    if let Some(host) = state.runner.loaded_host() {
-        let root = host.scratch_root().to_path_buf();
-        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root)).await;
-    }
-}
-
-/// Closes expired sessions and hibernates idle ones, every sweep interval; hibernates the
-/// coldest when resident sessions come close to the cap.
-async fn sweep_sessions(state: AppState) {
-    let mut tick = tokio::time::interval(state.runner.sweep_interval());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The store is swept less often: it may be remote, and listing it is not free.
-    let mut store_due = std::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            // Close to the resident cap: make spare places now, not at the next tick.
-            _ = state.runner.pressed() => {
-                state.runner.relieve_pressure().await;
-                continue;
-            }
-        }
-        state.runner.sweep_sessions();
-        if let Some(after) = state.config.hibernate_after {
-            state.runner.hibernate_idle(after).await;
-        }
-        if std::time::Instant::now() >= store_due {
-            state.runner.sweep_snapshots().await;
-            store_due = std::time::Instant::now()
-                + state
-                    .config
-                    .snapshot_retention
-                    .clamp(Duration::from_secs(1), SNAPSHOT_SWEEP_INTERVAL);
-        }
-    }
-}
-
-/// With `--cluster`: this node's heartbeat in the shared store, until the server stops.
-async fn heartbeat(cluster: Arc<Cluster>) {
-    let mut tick = tokio::time::interval(cluster.beat_interval());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
-    loop {
-        tick.tick().await;
-        match cluster.beat().await {
-            Ok(()) if failing => {
-                tracing::info!("the heartbeat reaches the store again");
-                failing = false;
-            }
-            Ok(()) => {}
-            Err(e) if !failing => {
-                tracing::warn!(error = %e, "could not write the heartbeat: other nodes will take this node's durable sessions over after --node-ttl-ms");
-                failing = true;
-            }
-            Err(_) => {}
-        }
-    }
-}
-
-/// How often snapshots past their retention are looked for, at most (more often when the
-/// retention is shorter).
-const SNAPSHOT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
@@ -442,7 +329,7 @@ pub fn mcp_stdio() -> anyhow::Result<()> {
             .waiting()
             .await
             .map_err(|e| anyhow::anyhow!("the MCP service failed: {e}"))?;
-        finish(&state).await;
+        housekeeping::finish(&state.runner).await;
         anyhow::Ok(())
     })
 }

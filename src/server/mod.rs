@@ -38,8 +38,8 @@ use auth::ApiKeys;
 pub struct ServerState {
     /// The resolved configuration.
     pub config: Config,
-    /// Where every run goes.
-    runner: Runner,
+    /// Where every run goes (shared with the supervisor's background work).
+    runner: Arc<Runner>,
     /// The accepted API keys; `None`: none required.
     keys: Option<ApiKeys>,
     /// Why loading the runtime failed, if it did.

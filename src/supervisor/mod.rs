@@ -11,6 +11,7 @@ pub(crate) mod audit;
 pub(crate) mod cluster;
 mod error;
 pub(crate) mod fair;
+pub(crate) mod housekeeping;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod runner;

@@ -7,6 +7,9 @@
 //! 4. The control plane (`supervisor/`) speaks no HTTP: it names neither axum nor an HTTP
 //!    status, and only `server/` itself imports `server::error`, where its domain errors
 //!    become statuses.
+//! 5. `server/` holds no control plane: it never reaches into admission, fair shares or the
+//!    cluster (and the runner's residency and drain operations are visible only inside
+//!    `supervisor/`, which the compiler enforces).
 //!
 //! Imports are every `crate::…`/`super::…`/`self::…` path in the code (in `use` items, with
 //! their brace groups expanded, and inline), comments and `#[cfg(test)] mod tests` left out.
@@ -371,8 +374,8 @@ fn the_supervisor_speaks_no_http() {
     for (from, to) in imports() {
         if to.len() >= 2 && to[0] == "server" && to[1] == "error" {
             assert_eq!(
-                from[0],
-                "server",
+                from.first().map(String::as_str),
+                Some("server"),
                 "src/{} imports server::error: only the HTTP layer maps errors to statuses",
                 from.join("/")
             );
@@ -380,4 +383,27 @@ fn the_supervisor_speaks_no_http() {
         }
     }
     assert!(mapped > 5, "only {mapped} imports of server::error found");
+}
+
+#[test]
+fn the_server_reaches_no_control_plane_mechanism() {
+    let mut checked = 0;
+    for (from, to) in imports() {
+        if from.first().is_some_and(|m| m == "server")
+            && to.first().is_some_and(|m| m == "supervisor")
+        {
+            if let Some(m) = to.get(1) {
+                assert!(
+                    !["admission", "cluster", "fair"].contains(&m.as_str()),
+                    "src/{} imports supervisor::{m}: the control plane's mechanisms stay in src/supervisor/",
+                    from.join("/")
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 10,
+        "only {checked} imports of the supervisor from the server found"
+    );
 }

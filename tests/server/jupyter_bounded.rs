@@ -504,7 +504,10 @@ async fn a_client_that_reads_nothing_is_dropped_once_its_outgoing_bound_is_full(
         if k["execution_state"] == "idle" {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the kernel stayed {k}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the kernel stayed {k}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut ws = connect(&s.base, &id, None).await.unwrap();

@@ -471,7 +471,7 @@ impl Runner {
     /// Shutdown: every live session's state goes to the store as its own snapshot (a turn
     /// still running was cancelled, so it rolls back and hands its interpreter over), then
     /// the session is closed. On the next start each comes back on its first request.
-    pub async fn close_all_sessions(&self) {
+    pub(in crate::supervisor) async fn close_all_sessions(&self) {
         let _one = self.draining.lock().await;
         let host = self.loaded_host().cloned();
         for s in self.sessions.drain() {
@@ -491,7 +491,7 @@ impl Runner {
     }
 
     /// Hibernates every session idle past `after` (the sweeper, every tick).
-    pub async fn hibernate_idle(&self, after: Duration) {
+    pub(in crate::supervisor) async fn hibernate_idle(&self, after: Duration) {
         for s in self.sessions.coldest(after) {
             if !self.sessions.has_room_to_hibernate() {
                 break;
@@ -520,7 +520,7 @@ impl Runner {
     }
 
     /// Resolves when [`Runner::note_pressure`] asked for relief.
-    pub async fn pressed(&self) {
+    pub(in crate::supervisor) async fn pressed(&self) {
         self.pressure.notified().await
     }
 
@@ -528,7 +528,7 @@ impl Runner {
     /// resident places first, its coldest first) until [`Runner::spare_places`] resident
     /// places are free, or none is left to hibernate. A session that cannot go (busy, its
     /// tenant's hibernated quota full, a store error) is passed over, not the end of it.
-    pub async fn relieve_pressure(&self) {
+    pub(in crate::supervisor) async fn relieve_pressure(&self) {
         let spare = self.spare_places();
         let short = || {
             self.sessions

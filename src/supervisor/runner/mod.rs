@@ -164,13 +164,13 @@ impl Runner {
     }
 
     /// This node's part in a cluster (`--cluster`).
-    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+    pub(in crate::supervisor) fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.as_ref()
     }
 
     /// The drain's first step (SIGTERM): `/readyz` turns 503, the heartbeat says the node
     /// drains; everything is still served until [`Runner::stop_taking_work`].
-    pub async fn start_leaving(&self) {
+    pub(in crate::supervisor) async fn start_leaving(&self) {
         self.leaving.store(true, Ordering::Release);
         if let Some(c) = &self.cluster {
             c.start_draining().await;
@@ -260,7 +260,7 @@ impl Runner {
     }
 
     /// The runtime if it was loaded, shutting down or not (for clean-up).
-    pub fn loaded_host(&self) -> Option<&Arc<Vivarium>> {
+    pub(in crate::supervisor) fn loaded_host(&self) -> Option<&Arc<Vivarium>> {
         self.host.get()
     }
 
@@ -478,25 +478,25 @@ impl Runner {
     }
 
     /// Shutdown's first step: no new work is taken (503 and 429 `shutting_down` from now on).
-    pub fn stop_taking_work(&self) {
+    pub(in crate::supervisor) fn stop_taking_work(&self) {
         self.shutting_down.store(true, Ordering::Release);
         self.admission.close();
     }
 
     /// Guest runs in progress now.
-    pub fn running(&self) -> usize {
+    pub(in crate::supervisor) fn running(&self) -> usize {
         self.workers.get().map_or(0, Workers::in_flight)
     }
 
     /// Cancels every run in progress, and every later one.
-    pub fn cancel_all(&self) {
+    pub(in crate::supervisor) fn cancel_all(&self) {
         if let Some(w) = self.workers.get() {
             w.cancel_all();
         }
     }
 
     /// Waits until no run is left, or `limit` passes; true when none is left.
-    pub async fn wait_idle(&self, limit: Duration) -> bool {
+    pub(in crate::supervisor) async fn wait_idle(&self, limit: Duration) -> bool {
         let until = std::time::Instant::now() + limit;
         while self.running() > 0 {
             if std::time::Instant::now() >= until {
@@ -508,7 +508,7 @@ impl Runner {
     }
 
     /// Closes expired sessions, with an audit line each.
-    pub fn sweep_sessions(&self) {
+    pub(in crate::supervisor) fn sweep_sessions(&self) {
         let (expired, slept) = self.sessions.sweep();
         let ids = expired
             .iter()
@@ -528,7 +528,7 @@ impl Runner {
 
     /// Deletes snapshots past their retention; the first time, counts what the store holds
     /// against its owners' tenants' `snapshot_bytes` quotas first.
-    pub async fn sweep_snapshots(&self) {
+    pub(in crate::supervisor) async fn sweep_snapshots(&self) {
         let first = !self.stored_counted.swap(true, Ordering::AcqRel);
         let tenant_of = |owner: Option<&str>| self.tenant(owner);
         match self.snapshots.sweep(first.then_some(&tenant_of as _)).await {
@@ -545,7 +545,7 @@ impl Runner {
     }
 
     /// How often [`Runner::sweep_sessions`] should run.
-    pub fn sweep_interval(&self) -> Duration {
+    pub(in crate::supervisor) fn sweep_interval(&self) -> Duration {
         self.sessions.sweep_interval()
     }
 
