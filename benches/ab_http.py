@@ -1,0 +1,119 @@
+"""Two builds side by side over HTTP: a hello world (`POST /v1/execute`, default template) and a
+session turn (`POST /v1/sessions/{id}/execute`) at concurrency 1 and 2, each build its own
+release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so that drift
+in the machine's load falls on both alike. Every request is timed by the client (keep-alive,
+one connection per client thread); warm-up requests are excluded.
+
+    python benches/ab_http.py BEFORE_BINARY AFTER_BINARY benches/results/ab_http.json
+
+Bounded: ROUNDS rounds of REQUESTS requests per setting and build (env AB_ROUNDS,
+AB_REQUESTS)."""
+
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from http_load import stop, wait_ready
+
+ROUNDS = int(os.environ.get("AB_ROUNDS", "3"))
+REQUESTS = int(os.environ.get("AB_REQUESTS", "200"))
+WARMUP = 20
+
+
+def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict]:
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    return r.status, json.loads(r.read() or b"{}")
+
+
+def start(binary: str) -> tuple[subprocess.Popen, str, int]:
+    server = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", "/dev/null"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, VIVARIUM_LOG="warn"),
+    )
+    addr = server.stdout.readline().split()[-1].replace("http://", "")
+    host, port = addr.rsplit(":", 1)
+    wait_ready(host, int(port))
+    return server, host, int(port)
+
+
+def client(host: str, port: int, kind: str, count: int, out: list, errors: list) -> None:
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    if kind == "turn":
+        status, s = post(conn, "/v1/sessions", {})
+        assert status == 201, s
+        path, body = f"/v1/sessions/{s['id']}/execute", {"code": "x = 1\nprint(x)"}
+    else:
+        path, body = "/v1/execute", {"code": "print('hello world')", "policy": "off"}
+    for i in range(WARMUP + count):
+        t = time.perf_counter()
+        status, r = post(conn, path, body)
+        dt = (time.perf_counter() - t) * 1000
+        if status != 200 or r.get("status") != "ok":
+            errors.append(status)
+        elif i >= WARMUP:
+            out.append(dt)
+    if kind == "turn":
+        conn.request("DELETE", path.rsplit("/", 1)[0])
+        conn.getresponse().read()
+
+
+def measure(host: str, port: int, kind: str, conc: int) -> tuple[list, list]:
+    out, errors = [], []
+    threads = [threading.Thread(target=client, args=(host, port, kind, REQUESTS // conc, out, errors))
+               for _ in range(conc)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out, errors
+
+
+def main() -> None:
+    builds = {"before": sys.argv[1], "after": sys.argv[2]}
+    out_path = sys.argv[3]
+    settings = [(k, c) for k in ("hello", "turn") for c in (1, 2)]
+    samples = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
+    errors = {b: 0 for b in builds}
+    loads = []
+    for rnd in range(ROUNDS):
+        order = list(builds) if rnd % 2 == 0 else list(reversed(builds))
+        for b in order:
+            server, host, port = start(builds[b])
+            try:
+                for k, c in settings:
+                    got, errs = measure(host, port, k, c)
+                    samples[b][f"{k}_c{c}"] += got
+                    errors[b] += len(errs)
+            finally:
+                stop(server)
+            loads.append(os.getloadavg()[0])
+    result = {"cores": os.cpu_count(), "rounds": ROUNDS, "requests": REQUESTS,
+              "load_avg_1m": loads, "errors": errors, "settings": {}}
+    print(f"{'setting':<10} {'before p50':>11} {'after p50':>10} {'ratio':>6}   (p90 before/after)")
+    for k, c in settings:
+        name = f"{k}_c{c}"
+        b, a = samples["before"][name], samples["after"][name]
+        row = {
+            "before_p50_ms": statistics.median(b), "after_p50_ms": statistics.median(a),
+            "before_p90_ms": statistics.quantiles(b, n=10)[-1],
+            "after_p90_ms": statistics.quantiles(a, n=10)[-1],
+            "n": [len(b), len(a)],
+        }
+        row["ratio_p50"] = row["after_p50_ms"] / row["before_p50_ms"]
+        result["settings"][name] = row
+        print(f"{name:<10} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
+              f"{row['ratio_p50']:>6.3f}   ({row['before_p90_ms']:.2f}/{row['after_p90_ms']:.2f} ms)")
+    print(f"errors {errors}; 1-minute load average after each server: {[round(x, 2) for x in loads]}")
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
