@@ -52,3 +52,75 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     assert_eq!(m["vivarium_hibernated_sessions"], 0.0);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_turn_is_refused_before_it_wakes_the_session() {
+    let s = start("hibernate-malformed", |a| a.hibernate_after_secs = 1).await;
+    let c = client();
+    let open = json!({"template": "python", "limits": {"disk_bytes": 1 << 20}});
+    let (_, v) = post(&c, &s.url("/v1/sessions"), &open).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(&c, &s.base, &id, "x = 7").await;
+    wait_for_metric(
+        &c,
+        &s.base,
+        r#"vivarium_session_events_total{event="hibernate"}"#,
+        1.0,
+        Duration::from_secs(15),
+    )
+    .await;
+    let url = s.url(&format!("/v1/sessions/{id}/execute"));
+    let (st, v) = post_raw(&c, &url, "{\"code\": ").await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (400, Some("invalid_json")),
+        "{v}"
+    );
+    let (st, v) = post(&c, &url, &json!({"code": "1", "colour": "red"})).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (400, Some("invalid_json")),
+        "{v}"
+    );
+    let bad_path = json!({"code": "1", "files": [{"path": "../up", "content": ""}]});
+    let (st, v) = post(&c, &url, &bad_path).await;
+    assert_eq!(
+        (st, v["error"]["field"].as_str()),
+        (400, Some("files[0].path")),
+        "{v}"
+    );
+    let bad_b64 = json!({"code": "1", "files": [{"path": "a", "content": "%%%"}]});
+    let (st, v) = post(&c, &url, &bad_b64).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (400, Some("invalid_base64")),
+        "{v}"
+    );
+    // None of them woke it.
+    let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+    assert_eq!(v["resident"], false, "{v}");
+    let m = metrics_at(&c, &s.base).await;
+    let woken = r#"vivarium_session_events_total{event="wake"}"#;
+    assert_eq!(m.get(woken).copied().unwrap_or(0.0), 0.0);
+    // A malformed turn for a session that does not exist is still the body's fault.
+    let (st, _) = post_raw(&c, &s.url("/v1/sessions/s-nope/execute"), "[").await;
+    assert_eq!(st, 400);
+    // Files past the session's disk limit are refused once it is known; the session goes on.
+    let big = json!({"code": "1", "files": [{"path": "a", "content": b64(&[0u8; 3 << 19])}]});
+    let (st, v) = post(&c, &url, &big).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (400, Some("invalid_request")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk limit"),
+        "{v}"
+    );
+    let v = session_turn(&c, &s.base, &id, "x + 1").await;
+    assert_eq!(v["result"], "8");
+    s.stop().await;
+}

@@ -283,6 +283,18 @@ pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputF
     Ok(out)
 }
 
+/// Whether decoded `files` fit a sandbox whose disk limit is `disk_bytes` (checked once the
+/// limit is known: a session's after its lookup).
+pub fn files_within(files: &[InputFile], disk_bytes: u64) -> ApiResult<()> {
+    let total: u64 = files.iter().map(|f| f.content.len() as u64).sum();
+    if total > disk_bytes {
+        return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
+            "the files total more than the disk limit of {disk_bytes} bytes"
+        ))));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
@@ -612,16 +624,16 @@ impl OpenSessionRequest {
 }
 
 impl TurnRequest {
-    /// Parses a turn body for a session whose disk limit is `disk_bytes`.
+    /// Parses a turn body, knowing nothing of its session: the files are checked against
+    /// its disk limit once it is looked up ([`files_within`]).
     pub fn parse(
         body: Result<Bytes, BytesRejection>,
-        disk_bytes: u64,
         record: &mut AuditRecord,
     ) -> ApiResult<SessionTurn> {
         let req: TurnRequest = parse_json(body)?;
         record.set_code(&req.code);
         Ok(SessionTurn {
-            files: decode_files(req.files, disk_bytes)?,
+            files: decode_files(req.files, u64::MAX)?,
             code: req.code,
             stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
             limits: req.limits.unwrap_or_default(),
@@ -676,8 +688,11 @@ pub async fn turn_body(
     record: &mut AuditRecord,
 ) -> ApiResult<Turned> {
     state.runner.host()?;
+    // Parsed before the session is looked up: a malformed body wakes no hibernated session
+    // and, in a cluster, takes no session over from another node.
+    let turn = TurnRequest::parse(body, record)?;
     let session = state.runner.session(id, key).await?;
-    let turn = TurnRequest::parse(body, session.limits.disk_bytes, record)?;
+    files_within(&turn.files, session.limits.disk_bytes)?;
     Ok(state.runner.turn(&session, turn, record).await?)
 }
 
