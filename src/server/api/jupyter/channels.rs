@@ -247,11 +247,16 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
             Err(e) => {
                 // Oversized frames and broken streams end here; the first get a reason
                 // (1009: too big), should the client still listen.
-                let error = e.to_string();
-                if error.contains("too long") || error.contains("Space limit") {
-                    close(1009, format!("frames are at most {MAX_FRAME_BYTES} bytes"));
-                } else {
-                    tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
+                match e.into_inner().downcast::<tungstenite::Error>().map(|e| *e) {
+                    Ok(tungstenite::Error::Capacity(_)) => {
+                        close(1009, format!("frames are at most {MAX_FRAME_BYTES} bytes"));
+                    }
+                    Ok(error) => {
+                        tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
+                    }
+                    Err(error) => {
+                        tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
+                    }
                 }
                 break;
             }
