@@ -16,8 +16,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use futures_util::Stream;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -34,11 +32,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::types::{
-    ExecuteResponse, ExecutionResult, OpenSessionResponse, TurnResponse, check_file_path,
-    execute_body, media_type, open_session, run_outcome, turn_body, turn_outcome,
+    ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
+    OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, execute_request, media_type,
+    open_session_request, run_outcome, turn_outcome, turn_request,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
@@ -195,7 +194,8 @@ fn ctx(extensions: &Extensions) -> RequestContext {
         })
 }
 
-fn files_json(files: Vec<McpFile>) -> Result<Vec<Value>, String> {
+/// A tool's files as the HTTP body's: text is sent as its bytes in base64.
+fn files_in(files: Vec<McpFile>) -> Result<Vec<FileIn>, String> {
     use base64::Engine as _;
     files
         .into_iter()
@@ -211,14 +211,12 @@ fn files_json(files: Vec<McpFile>) -> Result<Vec<Value>, String> {
                     ));
                 }
             };
-            Ok(json!({"path": f.path, "content": content}))
+            Ok(FileIn {
+                path: f.path,
+                content,
+            })
         })
         .collect()
-}
-
-/// A tool's arguments as the JSON body the HTTP API takes, so both validate alike.
-fn body(v: &Value) -> Result<Bytes, BytesRejection> {
-    Ok(Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
 }
 
 fn tool_error(text: impl Into<String>) -> CallToolResult {
@@ -589,21 +587,15 @@ fn render_content(r: &ExecutionResult, extra: &[String]) -> CallToolResult {
     }
 }
 
-/// The JSON body both code-running tools send through the HTTP handlers: code, files,
-/// stdin and policy checked the same way.
-fn program_request(
-    code: String,
+/// What a program's tool arguments share with the HTTP bodies: its files and the policy
+/// named (a wrong one is a tool error naming it). The tools build the HTTP doors' own request
+/// types from them (`ExecuteRequest`, `TurnRequest`), checked by the same code.
+fn program_parts(
     files: Vec<McpFile>,
-    stdin: Option<String>,
     policy: Option<String>,
-) -> Result<Value, CallToolResult> {
-    let files = files_json(files).map_err(tool_error)?;
-    let policy: Policy = parse(policy)?;
-    let mut req = json!({"code": code, "files": files, "policy": policy});
-    if let Some(stdin) = stdin {
-        req["stdin"] = json!(stdin);
-    }
-    Ok(req)
+) -> Result<(Vec<FileIn>, Policy), CallToolResult> {
+    let files = files_in(files).map_err(tool_error)?;
+    Ok((files, parse(policy)?))
 }
 
 /// A tool argument that names one of a closed set (a policy, a template), or its default: the
@@ -647,25 +639,28 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<ExecuteArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let mut req = match program_request(args.code, args.files, args.stdin, args.policy) {
-            Ok(r) => r,
+        let (files, policy) = match program_parts(args.files, args.policy) {
+            Ok(parts) => parts,
             Err(e) => return Ok(e),
         };
-        if let Some(limits) = args.limits {
-            req["limits"] = json!(limits);
-        }
-        if !args.packages.is_empty() {
-            req["packages"] = json!(args.packages);
-        }
-        match args.template.map(|t| t.parse::<Template>()).transpose() {
-            Ok(Some(template)) => req["template"] = json!(template),
-            Ok(None) => {}
+        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(template) => template,
             Err(e) => return Ok(tool_error(e)),
-        }
+        };
+        let req = ExecuteRequest {
+            code: args.code,
+            stdin: args.stdin,
+            files,
+            limits: args.limits,
+            policy,
+            template,
+            packages: args.packages,
+            ..ExecuteRequest::default()
+        };
         let state = &self.state;
         let id = format!("ex-{}", new_id());
         let mut record = AuditRecord::new(&ctx(&extensions), Action::McpExecute).execution(&id);
-        let result = execute_body(state, body(&req), &mut record).await;
+        let result = execute_request(state, req, &mut record).await;
         state.runner.finish(record, run_outcome(&result));
         Ok(match result {
             Ok(Executed::Ran { report, findings }) => render_result(
@@ -716,26 +711,20 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<OpenSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let mut req = json!({});
-        if let Some(limits) = args.limits {
-            req["limits"] = json!(limits);
-        }
-        if !args.packages.is_empty() {
-            req["packages"] = json!(args.packages);
-        }
-        match args.template.map(|t| t.parse::<Template>()).transpose() {
-            Ok(Some(template)) => req["template"] = json!(template),
-            Ok(None) => {}
+        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(template) => template,
             Err(e) => return Ok(tool_error(e)),
-        }
-        if args.durable {
-            req["durable"] = json!(true);
-        }
-        if let Some(snapshot) = args.snapshot {
-            req["snapshot"] = json!(snapshot);
-        }
+        };
+        let req = OpenSessionRequest {
+            limits: args.limits,
+            template,
+            leakage: None,
+            snapshot: args.snapshot,
+            durable: args.durable,
+            packages: args.packages,
+        };
         let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionOpen);
-        let result = open_session(&self.state, body(&req), &mut record).await;
+        let result = open_session_request(&self.state, req, &mut record).await;
         // A restore is recorded as the HTTP door's; here it is MCP's.
         if record.action == Action::SessionRestore {
             record.action = Action::McpSessionRestore;
@@ -756,9 +745,16 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<RunInSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let req = match program_request(args.code, args.files, args.stdin, args.policy) {
-            Ok(r) => r,
+        let (files, policy) = match program_parts(args.files, args.policy) {
+            Ok(parts) => parts,
             Err(e) => return Ok(e),
+        };
+        let req = TurnRequest {
+            code: args.code,
+            stdin: args.stdin,
+            files,
+            policy,
+            ..TurnRequest::default()
         };
         let turn_id = format!("turn-{}", new_id());
         let ctx = ctx(&extensions);
@@ -766,7 +762,7 @@ impl VivariumMcp {
         let mut record = AuditRecord::new(&ctx, Action::McpSessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
-        let result = turn_body(&self.state, &args.session_id, key, body(&req), &mut record).await;
+        let result = turn_request(&self.state, &args.session_id, key, req, &mut record).await;
         self.state.runner.finish(record, turn_outcome(&result));
         Ok(match result {
             Ok(Turned::Ran(done)) => {

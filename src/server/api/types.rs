@@ -45,7 +45,7 @@ pub struct FileIn {
     pub content: String,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     /// Python source, run as `python -c` would.
@@ -383,7 +383,7 @@ impl OpenSessionResponse {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TurnRequest {
     #[schema(example = "x = 21\nx * 2")]
@@ -520,8 +520,20 @@ impl ExecuteRequest {
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
     ) -> ApiResult<(RunSpec, Arc<Guard>, Vec<String>)> {
-        let host = state.runner.host()?;
+        state.runner.host()?;
         let req: ExecuteRequest = parse_json(body)?;
+        req.into_run(state, record)
+    }
+
+    /// The run this request asks for (a door that builds the request itself, as MCP does,
+    /// starts here): as [`ExecuteRequest::parse`] after the JSON.
+    pub fn into_run(
+        self,
+        state: &AppState,
+        record: &mut AuditRecord,
+    ) -> ApiResult<(RunSpec, Arc<Guard>, Vec<String>)> {
+        let req = self;
+        let host = state.runner.host()?;
         record.set_code(&req.code);
         let (template, limits) = host
             .resolve_for(req.template, &req.limits.unwrap_or_default())
@@ -586,13 +598,20 @@ impl OpenSessionRequest {
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
     ) -> ApiResult<OpenSession> {
-        let host = state.runner.host()?;
+        state.runner.host()?;
         let body = body?;
         let req: OpenSessionRequest = if body.iter().all(u8::is_ascii_whitespace) {
             OpenSessionRequest::default()
         } else {
             parse_json(Ok(body))?
         };
+        req.into_open(state, record)
+    }
+
+    /// What this request asks for: as [`OpenSessionRequest::parse`] after the JSON.
+    pub fn into_open(self, state: &AppState, record: &mut AuditRecord) -> ApiResult<OpenSession> {
+        let req = self;
+        let host = state.runner.host()?;
         if let Some(snapshot) = req.snapshot {
             if req.limits.is_some() || req.template.is_some() || !req.packages.is_empty() {
                 return Err(ApiError::from(SupervisorError::InvalidRequest(
@@ -630,7 +649,12 @@ impl TurnRequest {
         body: Result<Bytes, BytesRejection>,
         record: &mut AuditRecord,
     ) -> ApiResult<SessionTurn> {
-        let req: TurnRequest = parse_json(body)?;
+        parse_json::<TurnRequest>(body)?.into_turn(record)
+    }
+
+    /// The turn this request asks for: as [`TurnRequest::parse`] after the JSON.
+    pub fn into_turn(self, record: &mut AuditRecord) -> ApiResult<SessionTurn> {
+        let req = self;
         record.set_code(&req.code);
         Ok(SessionTurn {
             files: decode_files(req.files, u64::MAX)?,
@@ -652,7 +676,27 @@ pub async fn execute_body(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<Executed> {
-    let (mut spec, guard, packages) = ExecuteRequest::parse(state, body, record)?;
+    let (spec, guard, packages) = ExecuteRequest::parse(state, body, record)?;
+    execute_run(state, spec, guard, packages, record).await
+}
+
+/// Runs a request a door built itself (MCP's `execute_python`), as [`execute_body`] does.
+pub async fn execute_request(
+    state: &AppState,
+    req: ExecuteRequest,
+    record: &mut AuditRecord,
+) -> ApiResult<Executed> {
+    let (spec, guard, packages) = req.into_run(state, record)?;
+    execute_run(state, spec, guard, packages, record).await
+}
+
+async fn execute_run(
+    state: &AppState,
+    mut spec: RunSpec,
+    guard: Arc<Guard>,
+    packages: Vec<String>,
+    record: &mut AuditRecord,
+) -> ApiResult<Executed> {
     spec.packages = state.runner.packages(packages, record).await?;
     Ok(state
         .runner
@@ -691,6 +735,29 @@ pub async fn turn_body(
     // Parsed before the session is looked up: a malformed body wakes no hibernated session
     // and, in a cluster, takes no session over from another node.
     let turn = TurnRequest::parse(body, record)?;
+    run_turn(state, id, key, turn, record).await
+}
+
+/// Runs a turn a door built itself (MCP's `run_in_session`), as [`turn_body`] does.
+pub async fn turn_request(
+    state: &AppState,
+    id: &str,
+    key: Option<&str>,
+    req: TurnRequest,
+    record: &mut AuditRecord,
+) -> ApiResult<Turned> {
+    state.runner.host()?;
+    let turn = req.into_turn(record)?;
+    run_turn(state, id, key, turn, record).await
+}
+
+async fn run_turn(
+    state: &AppState,
+    id: &str,
+    key: Option<&str>,
+    turn: SessionTurn,
+    record: &mut AuditRecord,
+) -> ApiResult<Turned> {
     let session = state.runner.session(id, key).await?;
     files_within(&turn.files, session.limits.disk_bytes)?;
     Ok(state.runner.turn(&session, turn, record).await?)
@@ -702,7 +769,27 @@ pub async fn open_session(
     body: Result<Bytes, BytesRejection>,
     record: &mut AuditRecord,
 ) -> ApiResult<OpenSessionResponse> {
-    let session = match OpenSessionRequest::parse(state, body, record)? {
+    let open = OpenSessionRequest::parse(state, body, record)?;
+    open_parsed(state, open, record).await
+}
+
+/// Opens a session a door asked for itself (MCP's `open_session`), as [`open_session`] does.
+pub async fn open_session_request(
+    state: &AppState,
+    req: OpenSessionRequest,
+    record: &mut AuditRecord,
+) -> ApiResult<OpenSessionResponse> {
+    state.runner.host()?;
+    let open = req.into_open(state, record)?;
+    open_parsed(state, open, record).await
+}
+
+async fn open_parsed(
+    state: &AppState,
+    open: OpenSession,
+    record: &mut AuditRecord,
+) -> ApiResult<OpenSessionResponse> {
+    let session = match open {
         OpenSession::New {
             limits,
             template,
