@@ -256,8 +256,8 @@ pub struct RunSpec {
     pub packages: Arc<PackageEnv>,
 }
 
-/// How a run ended, when it could be attempted.
-#[derive(Debug)]
+/// How a run ended, when it could be attempted (and, as data, a worker's reply).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Executed {
     /// The program ran; with the check's findings unless the policy was `off`.
     Ran {

@@ -163,12 +163,13 @@ fn set_private(path: &Path) {
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
 }
 
-/// A caller's file to place in the working directory.
-#[derive(Debug, Clone)]
+/// A caller's file to place in the working directory (and, as data, in a job to a worker).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct InputFile {
-    /// Relative, `/`-separated, no `..`.
+    /// Relative, `/`-separated, no `..` (checked by the front door, and again here).
     pub path: String,
     /// The file's bytes.
+    #[serde(with = "serde_bytes")]
     pub content: Vec<u8>,
 }
 

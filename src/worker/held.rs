@@ -19,10 +19,11 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
-use super::job::{Executed, Reply};
+use super::job::Reply;
 use crate::leakage::{Guard, LeakPolicy, MAX_LISTED_LEAKS};
 use crate::report::{FileOut, Held, Leak, LeakPlace, Report};
 use crate::sandbox::workdir::is_held_name;
+use crate::vivarium::Executed;
 
 /// A held file is scanned this many bytes at a time.
 const SCAN_CHUNK: usize = 8 << 20;

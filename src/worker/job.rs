@@ -11,13 +11,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use crate::check::{CheckResult, Finding, Policy};
+use crate::check::{CheckResult, Policy};
 use crate::limits::{Limits, TurnLimits};
 use crate::packages::{PackageEnv, PackageError, PackagePin};
 use crate::report::{Held, Report};
 use crate::sandbox::EndReason;
 use crate::snapshot::SessionImage;
 use crate::template::Template;
+use crate::vivarium::{Executed, InputFile};
 
 /// A session's interpreter in its worker.
 pub type Handle = u64;
@@ -53,16 +54,6 @@ impl PackageRef {
     }
 }
 
-/// A file placed in the working directory before code runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobFile {
-    /// Relative, `/`-separated (checked by the front door, and again by the working
-    /// directory).
-    pub path: String,
-    /// Its bytes.
-    pub content: ByteBuf,
-}
-
 /// One execution in a fresh sandbox (`crate::vivarium::RunSpec` as data).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecuteJob {
@@ -71,7 +62,7 @@ pub struct ExecuteJob {
     /// What it reads on stdin.
     pub stdin: ByteBuf,
     /// Placed in the working directory first.
-    pub files: Vec<JobFile>,
+    pub files: Vec<InputFile>,
     /// Resolved and checked against the template by the supervisor.
     pub limits: Limits,
     /// Laid over the guest's base environment.
@@ -100,7 +91,7 @@ pub struct TurnJob {
     /// What the turn reads on stdin.
     pub stdin: ByteBuf,
     /// Written into the working directory first (all or none, within the disk limit).
-    pub files: Vec<JobFile>,
+    pub files: Vec<InputFile>,
     /// This turn's limits.
     pub limits: TurnLimits,
     /// The session's template (for a rollback).
@@ -208,20 +199,6 @@ pub enum Job {
     /// Test builds only: make this worker fail in a given way → [`Reply::Probed`] or death.
     #[cfg(debug_assertions)]
     Fault(super::fault::Fault),
-}
-
-/// How an execution ended, when it could be attempted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Executed {
-    /// It ran.
-    Ran {
-        /// What it did.
-        report: Box<Report>,
-        /// The check's findings (`None` with policy `off`).
-        findings: Option<Vec<Finding>>,
-    },
-    /// The policy is `deny` and the check found these.
-    Denied(Vec<Finding>),
 }
 
 /// What a turn that ran did.

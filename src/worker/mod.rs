@@ -34,10 +34,7 @@ pub use child::main as worker_main;
 #[cfg(debug_assertions)]
 pub use fault::{Fault, ProbeReport};
 pub use jail::{JailConfig, JailReport, Layer, netns_inode};
-pub use job::{
-    Event, ExecuteJob, Executed, Handle, Job, JobError, JobFile, PackageRef, Reply, TurnJob,
-    TurnReply,
-};
+pub use job::{Event, ExecuteJob, Handle, Job, JobError, PackageRef, Reply, TurnJob, TurnReply};
 pub use process::{Death, signal_name};
 pub use serve::Worker;
 pub use wire::WorkerConfig;

@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::job::{Event, ExecuteJob, Executed, Handle, Job, JobError, JobFile, Reply, TurnJob};
+use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
 use crate::check::CheckError;
 use crate::hostcalls::input::InputAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
 use crate::sync::lock;
-use crate::vivarium::{ExecError, InputFile, RunSpec, Vivarium};
+use crate::vivarium::{ExecError, RunSpec, Vivarium};
 
 /// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
 pub trait Events: Send + Sync {
@@ -255,7 +255,7 @@ impl Worker {
         let spec = RunSpec {
             code: e.code,
             stdin: e.stdin.into_vec(),
-            files: input_files(e.files),
+            files: e.files,
             limits: e.limits,
             env: e.env,
             template: e.template,
@@ -265,18 +265,15 @@ impl Worker {
             policy: e.policy,
             packages: e.packages.env(),
         };
-        match self.host.run(spec, cancel) {
-            Ok(crate::vivarium::Executed::Ran { report, findings }) => {
-                Ok(Reply::Executed(Executed::Ran { report, findings }))
-            }
-            Ok(crate::vivarium::Executed::Denied(f)) => Ok(Reply::Executed(Executed::Denied(f))),
-            Err(e) => Err(from_exec(e)),
-        }
+        self.host
+            .run(spec, cancel)
+            .map(Reply::Executed)
+            .map_err(from_exec)
     }
 
     fn turn(&self, t: TurnJob, events: Arc<dyn Events>) -> Result<Reply, JobError> {
         let mut interp = self.take(t.handle)?;
-        let files = input_files(t.files);
+        let files = t.files;
         let refs: Vec<(&str, &[u8])> = files
             .iter()
             .map(|f| (f.path.as_str(), f.content.as_slice()))
@@ -367,16 +364,6 @@ impl Worker {
         self.put_back(handle, interp);
         done
     }
-}
-
-fn input_files(files: Vec<JobFile>) -> Vec<InputFile> {
-    files
-        .into_iter()
-        .map(|f| InputFile {
-            path: f.path,
-            content: f.content.into_vec(),
-        })
-        .collect()
 }
 
 fn observer_of(events: Arc<dyn Events>) -> OutputObserver {

@@ -44,9 +44,7 @@ use crate::leakage::{Guard, LeakPolicy};
 use crate::packages::PackageEnv;
 use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
-use crate::worker::{
-    Death, ExecuteJob, Failure, Job, JobError, JobFile, PackageRef, Reply, Sinks, Workers,
-};
+use crate::worker::{Death, ExecuteJob, Failure, Job, JobError, PackageRef, Reply, Sinks, Workers};
 
 /// Admission, guest threads, sessions, metrics and audit: what every run goes through.
 pub struct Runner {
@@ -307,7 +305,7 @@ impl Runner {
         let job = Job::Execute(Box::new(ExecuteJob {
             code,
             stdin: stdin.into(),
-            files: job_files(files),
+            files,
             limits,
             env,
             template,
@@ -326,14 +324,14 @@ impl Runner {
         // Admission and the packages are held until the run is done.
         drop((ticket, packages));
         let executed = match reply.map_err(|f| failure(f, ""))? {
-            Reply::Executed(crate::worker::Executed::Ran {
+            Reply::Executed(Executed::Ran {
                 mut report,
                 findings,
             }) => {
                 self.hint_missing_module(&mut report);
                 Executed::Ran { report, findings }
             }
-            Reply::Executed(crate::worker::Executed::Denied(f)) => Executed::Denied(f),
+            Reply::Executed(denied @ Executed::Denied(_)) => denied,
             _ => return Err(out_of_turn()),
         };
         let policy = guard.policy();
@@ -583,17 +581,6 @@ fn worker_dirs(host: &Vivarium, workers: &Workers) -> usize {
                 .unwrap_or(0)
         })
         .sum()
-}
-
-/// Input files as job data.
-pub(super) fn job_files(files: Vec<crate::vivarium::InputFile>) -> Vec<JobFile> {
-    files
-        .into_iter()
-        .map(|f| JobFile {
-            path: f.path,
-            content: f.content.into(),
-        })
-        .collect()
 }
 
 /// Scans what an execution returned under `guard` (off the executor when it is large);

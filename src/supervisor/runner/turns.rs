@@ -6,9 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    LiveText, Runner, TextSink, failure, job_error, job_files, out_of_turn, withhold_if_denied,
-};
+use super::{LiveText, Runner, TextSink, failure, job_error, out_of_turn, withhold_if_denied};
 use crate::check::{Finding, Policy};
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
@@ -227,7 +225,7 @@ impl Runner {
             handle: placed.handle,
             code,
             stdin: stdin.into(),
-            files: job_files(files),
+            files,
             limits,
             template: session.template,
             observe: live.is_some(),
