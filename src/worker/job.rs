@@ -94,8 +94,6 @@ pub struct TurnJob {
     pub files: Vec<InputFile>,
     /// This turn's limits.
     pub limits: TurnLimits,
-    /// The session's template (for a rollback).
-    pub template: Template,
     /// Output goes back as [`Event::Output`] while it runs.
     pub observe: bool,
     /// `input()` asks through [`Event::Input`] (else it reads `stdin`).
@@ -140,26 +138,21 @@ pub enum Job {
     Query {
         /// The session.
         handle: Handle,
-        /// Its template (for a rollback).
-        template: Template,
         /// Python of `guest::queries`.
         code: String,
         /// Its limits.
         limits: TurnLimits,
     },
-    /// A fresh interpreter of the same template, limits and packages → [`Reply::Done`].
+    /// A fresh interpreter of the same template, limits and packages (the worker remembers
+    /// each session's template) → [`Reply::Done`].
     Restart {
         /// The session.
         handle: Handle,
-        /// Its template.
-        template: Template,
     },
     /// Move the session to an instance that sees `packages` → [`Reply::Done`].
     AddPackages {
         /// The session.
         handle: Handle,
-        /// Its template.
-        template: Template,
         /// A superset of its own.
         packages: PackageRef,
     },
@@ -188,8 +181,6 @@ pub enum Job {
     Capture {
         /// The session.
         handle: Handle,
-        /// Its template.
-        template: Template,
     },
     /// Let the interpreter go (its directory is removed) → [`Reply::Done`].
     Close {

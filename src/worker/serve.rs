@@ -13,6 +13,7 @@ use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
 use crate::sync::lock;
+use crate::template::Template;
 use crate::vivarium::{ExecError, RunSpec, Vivarium};
 
 /// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
@@ -24,6 +25,9 @@ pub trait Events: Send + Sync {
 /// One interpreter of this worker: there, or out for a job.
 struct Slot {
     interp: Option<Interpreter>,
+    /// Its template, for a rollback, a restart, a query or a capture: the session's jobs do
+    /// not carry it.
+    template: Template,
     /// The interpreter's cancel flag, reachable while a job has it out (an interrupt).
     cancel: Arc<AtomicBool>,
 }
@@ -122,7 +126,7 @@ impl Worker {
                     None
                 };
                 Ok(Reply::Opened {
-                    handle: self.keep(interp),
+                    handle: self.keep(interp, template),
                     image,
                 })
             }
@@ -136,17 +140,16 @@ impl Worker {
                     .restore_interpreter_with(template, *image, self.cancel_flag(), packages.env())
                     .map_err(from_restore)?;
                 Ok(Reply::Opened {
-                    handle: self.keep(interp),
+                    handle: self.keep(interp, template),
                     image: None,
                 })
             }
             Job::Turn(t) => self.turn(*t, events),
             Job::Query {
                 handle,
-                template,
                 code,
                 limits,
-            } => self.with(handle, |interp| {
+            } => self.with(handle, |interp, template| {
                 self.host
                     .session_query(interp, template, &code, &limits)
                     .map(Reply::Answer)
@@ -154,7 +157,7 @@ impl Worker {
                         JobError::InvalidRequest(format!("the session could not answer: {e}"))
                     })
             }),
-            Job::Restart { handle, template } => self.with(handle, |interp| {
+            Job::Restart { handle } => self.with(handle, |interp, template| {
                 let fresh = self
                     .host
                     .open_interpreter(
@@ -168,20 +171,16 @@ impl Worker {
                 crate::sandbox::guest_threads::defer_drop(old);
                 Ok(Reply::Done)
             }),
-            Job::AddPackages {
-                handle,
-                template,
-                packages,
-            } => self.with(handle, |interp| {
+            Job::AddPackages { handle, packages } => self.with(handle, |interp, template| {
                 self.host
                     .add_packages(interp, template, packages.env())
                     .map_err(|e| JobError::Internal(format!("adding packages: {e}")))?;
                 Ok(Reply::Done)
             }),
-            Job::ListFiles { handle } => self.with(handle, |interp| {
+            Job::ListFiles { handle } => self.with(handle, |interp, _| {
                 Ok(Reply::Files(interp.workdir().list_files()))
             }),
-            Job::ReadFile { handle, path } => self.with(handle, |interp| {
+            Job::ReadFile { handle, path } => self.with(handle, |interp, _| {
                 let max = interp.limits().disk_bytes;
                 let workdir = interp.workdir();
                 // A large file goes as a copy on disk (the kernel copies it), never read here.
@@ -208,7 +207,7 @@ impl Worker {
                 handle,
                 path,
                 bytes,
-            } => self.with(handle, |interp| {
+            } => self.with(handle, |interp, _| {
                 match interp.write_files(&[(&path, &bytes)]) {
                     Ok(()) => {
                         // An upload is part of the state a later rollback returns to.
@@ -218,7 +217,7 @@ impl Worker {
                     Err(e) => Err(from_write(e, "the file", |_| "path".to_string())),
                 }
             }),
-            Job::Capture { handle, template } => self.with(handle, |interp| {
+            Job::Capture { handle } => self.with(handle, |interp, template| {
                 let image = match interp.checkpoint_image() {
                     Some(image) => image,
                     None => self.host.capture(interp, template).map_err(from_capture)?,
@@ -272,7 +271,7 @@ impl Worker {
     }
 
     fn turn(&self, t: TurnJob, events: Arc<dyn Events>) -> Result<Reply, JobError> {
-        let mut interp = self.take(t.handle)?;
+        let (mut interp, template) = self.take(t.handle)?;
         let files = t.files;
         let refs: Vec<(&str, &[u8])> = files
             .iter()
@@ -286,7 +285,7 @@ impl Worker {
         interp.answer_input_with(t.ask_input.then(|| asker_of(events)));
         let turned = self.host.session_turn(
             &mut interp,
-            t.template,
+            template,
             &t.code,
             t.stdin.into_vec(),
             &t.limits,
@@ -324,23 +323,25 @@ impl Worker {
     }
 
     /// Registers `interp`; its handle.
-    fn keep(&self, interp: Interpreter) -> Handle {
+    fn keep(&self, interp: Interpreter, template: Template) -> Handle {
         let handle = self.next.fetch_add(1, Ordering::Relaxed);
         let cancel = interp.cancel_flag();
         lock(&self.slots).insert(
             handle,
             Slot {
                 interp: Some(interp),
+                template,
                 cancel,
             },
         );
         handle
     }
 
-    fn take(&self, handle: Handle) -> Result<Interpreter, JobError> {
+    /// Interpreter `handle`, out of its slot, and its template.
+    fn take(&self, handle: Handle) -> Result<(Interpreter, Template), JobError> {
         lock(&self.slots)
             .get_mut(&handle)
-            .and_then(|s| s.interp.take())
+            .and_then(|s| Some((s.interp.take()?, s.template)))
             .ok_or(JobError::NoSuchHandle(handle))
     }
 
@@ -357,10 +358,10 @@ impl Worker {
     fn with(
         &self,
         handle: Handle,
-        f: impl FnOnce(&mut Interpreter) -> Result<Reply, JobError>,
+        f: impl FnOnce(&mut Interpreter, Template) -> Result<Reply, JobError>,
     ) -> Result<Reply, JobError> {
-        let mut interp = self.take(handle)?;
-        let done = f(&mut interp);
+        let (mut interp, template) = self.take(handle)?;
+        let done = f(&mut interp, template);
         self.put_back(handle, interp);
         done
     }

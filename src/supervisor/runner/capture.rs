@@ -54,7 +54,6 @@ async fn capture(
     let placed = s.take_interpreter(busy)?;
     let job = Job::Capture {
         handle: placed.handle,
-        template: s.template,
     };
     match placed.target.call(job, Sinks::default()).await {
         Ok(Reply::Image(image)) => Ok((placed, checked_image(runner, *image))),

@@ -227,7 +227,6 @@ impl Runner {
             stdin: stdin.into(),
             files,
             limits,
-            template: session.template,
             observe: live.is_some(),
             ask_input: input.is_some(),
             want_image: session.durable,
@@ -350,7 +349,6 @@ impl Runner {
         host.check_packages(&raw)
             .map_err(SupervisorError::Package)?;
         let session = self.session(id, key).await?;
-        let template = session.template;
         let (session, busy) = self.begin(&session).await?;
         let placed = session.take_interpreter(&busy)?;
         let current = placed.packages.pins.clone();
@@ -369,7 +367,6 @@ impl Runner {
         let mut placed = session.take_interpreter(&busy)?;
         let job = Job::AddPackages {
             handle: placed.handle,
-            template,
             packages: PackageRef::of(&env),
         };
         match placed.target.call(job, Sinks::default()).await {
@@ -396,7 +393,6 @@ impl Runner {
         code: String,
     ) -> SupervisorResult<Option<String>> {
         let session = self.session(id, key).await?;
-        let template = session.template;
         let limits = TurnLimits {
             timeout_ms: session.limits.timeout_ms.min(5_000),
             fuel: session.limits.fuel.min(crate::guest::SETUP_LIMITS.fuel),
@@ -405,7 +401,6 @@ impl Runner {
         match self
             .with_session(id, key, move |handle| Job::Query {
                 handle,
-                template,
                 code,
                 limits,
             })
@@ -437,8 +432,7 @@ impl Runner {
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
     /// notebook's restart): variables, imports and files are gone; the id stays.
     pub async fn restart_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
-        let template = self.session(id, key).await?.template;
-        self.with_session(id, key, move |handle| Job::Restart { handle, template })
+        self.with_session(id, key, move |handle| Job::Restart { handle })
             .await
             .map(drop)
     }
