@@ -72,30 +72,32 @@ async fn a_malformed_turn_is_refused_before_it_wakes_the_session() {
     let url = s.url(&format!("/v1/sessions/{id}/execute"));
     let (st, v) = post_raw(&c, &url, "{\"code\": ").await;
     assert_eq!(
-        (st, v["error"]["code"].as_str()),
-        (400, Some("invalid_json")),
+        (st, &v["error"]["code"]),
+        (400, &json!("invalid_json")),
         "{v}"
     );
-    let (st, v) = post(&c, &url, &json!({"code": "1", "colour": "red"})).await;
-    assert_eq!(
-        (st, v["error"]["code"].as_str()),
-        (400, Some("invalid_json")),
-        "{v}"
-    );
-    let bad_path = json!({"code": "1", "files": [{"path": "../up", "content": ""}]});
-    let (st, v) = post(&c, &url, &bad_path).await;
-    assert_eq!(
-        (st, v["error"]["field"].as_str()),
-        (400, Some("files[0].path")),
-        "{v}"
-    );
-    let bad_b64 = json!({"code": "1", "files": [{"path": "a", "content": "%%%"}]});
-    let (st, v) = post(&c, &url, &bad_b64).await;
-    assert_eq!(
-        (st, v["error"]["code"].as_str()),
-        (400, Some("invalid_base64")),
-        "{v}"
-    );
+    // Each refused for its body, naming the code and (where one field is at fault) the field.
+    let malformed = [
+        (json!({"code": "1", "colour": "red"}), "invalid_json", None),
+        (
+            json!({"code": "1", "files": [{"path": "../up", "content": ""}]}),
+            "invalid_path",
+            Some("files[0].path"),
+        ),
+        (
+            json!({"code": "1", "files": [{"path": "a", "content": "%%%"}]}),
+            "invalid_base64",
+            Some("files[0].content"),
+        ),
+    ];
+    for (body, code, field) in malformed {
+        let (st, v) = post(&c, &url, &body).await;
+        assert_eq!(
+            (st, &v["error"]["code"], v["error"]["field"].as_str()),
+            (400, &json!(code), field),
+            "{body}: {v}"
+        );
+    }
     // None of them woke it.
     let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
     assert_eq!(v["resident"], false, "{v}");
