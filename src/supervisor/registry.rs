@@ -192,6 +192,19 @@ impl Drop for SessionSlot {
     }
 }
 
+/// What a use of a session's interpreter leaves it with ([`Session::put_back`]).
+pub enum PutBack {
+    /// The interpreter goes back as it was (a query, a capture, a refused or failed job).
+    Same(Placed),
+    /// A turn ran: the interpreter goes back and the turn is counted.
+    Turned(Placed),
+    /// The use ended the interpreter (its worker died, or the turn ended it); `turn`: it was
+    /// a turn, counted.
+    Ended { end: EndInfo, turn: bool },
+    /// The interpreter is gone and nothing says why: the session ends as lost.
+    Gone,
+}
+
 /// What a closed or ended session lets go of; dropped off the executor (it removes dirs).
 pub struct Remains {
     _interp: Option<Placed>,
@@ -436,14 +449,15 @@ impl Session {
         }
     }
 
-    /// Puts the interpreter back after use, or lets it go when the session ended or closed
-    /// meanwhile. `ended` is set when this use ended the interpreter. Returns what to release.
-    pub fn put_back(
-        &self,
-        interp: Option<Placed>,
-        ended: Option<EndInfo>,
-        counted_turn: bool,
-    ) -> Remains {
+    /// Puts the interpreter back after use, or lets it go when the use ended it or the
+    /// session ended or closed meanwhile. Returns what to release.
+    pub fn put_back(&self, back: PutBack) -> Remains {
+        let (interp, ended, counted_turn) = match back {
+            PutBack::Same(p) => (Some(p), None, false),
+            PutBack::Turned(p) => (Some(p), None, true),
+            PutBack::Ended { end, turn } => (None, Some(end), turn),
+            PutBack::Gone => (None, None, false),
+        };
         let mut inner = self.lock();
         inner.last_used = Instant::now();
         inner.last_used_at = SystemTime::now();

@@ -20,7 +20,7 @@ use crate::supervisor::cluster::{Cluster, Holder, Seen};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, Rejection, SessionEvent};
 use crate::supervisor::registry::{
-    BusyGuard, NoPlace, Session, SessionSettings, SessionSlot, is_session_id, may_use,
+    BusyGuard, NoPlace, PutBack, Session, SessionSettings, SessionSlot, is_session_id, may_use,
 };
 use crate::supervisor::snapshots::{SnapshotInfo, Snapshots};
 use crate::supervisor::tenants::{Quota, Tenant};
@@ -194,7 +194,7 @@ impl Runner {
     async fn session_image(&self, session: &Arc<Session>) -> SupervisorResult<SessionImage> {
         let (session, busy) = self.begin(session).await?;
         let (placed, image) = capture(self, &session, &busy).await?;
-        session.put_back(Some(placed), None, false).release();
+        session.put_back(PutBack::Same(placed)).release();
         image
     }
 
@@ -675,20 +675,20 @@ impl Runner {
             Ok(b) => b,
             Err(SupervisorError::SessionElsewhere { id, node }) => {
                 // Another node took it over: this copy goes, unwritten.
-                s.put_back(Some(interp), None, false).release();
+                s.put_back(PutBack::Same(interp)).release();
                 drop(busy);
                 self.give_up(s, &Holder::Live(node.clone()));
                 return Err(SupervisorError::SessionElsewhere { id, node });
             }
             Err(SupervisorError::SessionNotFound(id)) if self.cluster.is_some() => {
                 // Another node closed it: this copy goes too.
-                s.put_back(Some(interp), None, false).release();
+                s.put_back(PutBack::Same(interp)).release();
                 drop(busy);
                 self.give_up(s, &Holder::Nobody);
                 return Err(SupervisorError::SessionNotFound(id));
             }
             Err(e) => {
-                s.put_back(Some(interp), None, false).release();
+                s.put_back(PutBack::Same(interp)).release();
                 return Err(e);
             }
         };
@@ -712,7 +712,7 @@ impl Runner {
     ) -> SupervisorResult<()> {
         let busy = s.begin()?;
         let (interp, image) = capture(self, s, &busy).await?;
-        s.put_back(Some(interp), None, false).release();
+        s.put_back(PutBack::Same(interp)).release();
         drop(busy);
         self.write_own_now(host, s, image?).await.map(drop)
     }

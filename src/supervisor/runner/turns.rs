@@ -19,7 +19,7 @@ use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::supervisor::registry::{
-    BusyGuard, EndInfo, Session, SessionInfo, SessionSettings, may_use,
+    BusyGuard, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
 };
 use crate::template::Template;
 use crate::vivarium::InputFile;
@@ -254,27 +254,26 @@ impl Runner {
         let turned = match ran {
             Ok(Reply::Turned(t)) => t,
             Ok(_) => {
-                session.put_back(Some(placed), None, false).release();
+                session.put_back(PutBack::Same(placed)).release();
                 return Err(out_of_turn());
             }
             Err(Failure::Lost) => {
                 session
-                    .put_back(
-                        None,
-                        Some(EndInfo::worker_lost("it died during a turn")),
-                        true,
-                    )
+                    .put_back(PutBack::Ended {
+                        end: EndInfo::worker_lost("it died during a turn"),
+                        turn: true,
+                    })
                     .release();
                 drop(busy);
                 return Err(failure(Failure::Lost, &session.id));
             }
             Err(Failure::Job(JobError::Ended(reason))) => {
                 drop(placed);
-                session.put_back(None, None, false).release();
+                session.put_back(PutBack::Gone).release();
                 return Err(job_error(JobError::Ended(reason), &session.id));
             }
             Err(Failure::Job(e)) => {
-                session.put_back(Some(placed), None, false).release();
+                session.put_back(PutBack::Same(placed)).release();
                 return Err(job_error(e, &session.id));
             }
         };
@@ -303,11 +302,15 @@ impl Runner {
             }
         };
         let ended = ended.as_ref().map(EndInfo::from_reason);
-        if ended.is_some() {
-            self.metrics.session_closed(CloseReason::Ended);
-            session.put_back(None, ended.clone(), true).release();
-        } else {
-            session.put_back(Some(placed), None, true).release();
+        match &ended {
+            Some(end) => {
+                self.metrics.session_closed(CloseReason::Ended);
+                let end = end.clone();
+                session
+                    .put_back(PutBack::Ended { end, turn: true })
+                    .release();
+            }
+            None => session.put_back(PutBack::Turned(placed)).release(),
         }
         drop(busy);
         if let Some(image) = image {
@@ -352,7 +355,7 @@ impl Runner {
         let (session, busy) = self.begin(&session).await?;
         let placed = session.take_interpreter(&busy)?;
         let current = placed.packages.pins.clone();
-        session.put_back(Some(placed), None, false).release();
+        session.put_back(PutBack::Same(placed)).release();
         let mut all: Vec<String> = current
             .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
@@ -372,7 +375,7 @@ impl Runner {
         match placed.target.call(job, Sinks::default()).await {
             Ok(_) => {
                 placed.packages = env.clone();
-                session.put_back(Some(placed), None, false).release();
+                session.put_back(PutBack::Same(placed)).release();
                 Ok(env.pins.clone())
             }
             Err(f) => {
@@ -583,7 +586,7 @@ impl Runner {
             .map_err(|e| SupervisorError::Internal(format!("the session's task failed: {e}")))?;
         match done {
             Ok(reply) => {
-                session.put_back(Some(placed), None, false).release();
+                session.put_back(PutBack::Same(placed)).release();
                 Ok(reply)
             }
             Err(f) => {
@@ -600,14 +603,13 @@ impl Runner {
             Failure::Lost => {
                 drop(placed);
                 session
-                    .put_back(
-                        None,
-                        Some(EndInfo::worker_lost("it died during a job")),
-                        false,
-                    )
+                    .put_back(PutBack::Ended {
+                        end: EndInfo::worker_lost("it died during a job"),
+                        turn: false,
+                    })
                     .release();
             }
-            Failure::Job(_) => session.put_back(Some(placed), None, false).release(),
+            Failure::Job(_) => session.put_back(PutBack::Same(placed)).release(),
         }
     }
 
