@@ -549,7 +549,7 @@ impl ServeArgs {
             // Each socket holds at most channels.rs's bound in host memory: this caps a
             // tenant's.
             (Quota::KernelSockets, self.max_kernel_sockets_per_tenant, 16),
-            // Each MCP session holds a fixed few tens of KiB (api/mcp.rs bounds its buffers).
+            // Each MCP session holds a fixed few tens of KiB (api/mcp/transport.rs bounds its buffers).
             (Quota::McpSessions, self.max_mcp_sessions_per_tenant, 256),
         ];
         for (q, flag, default) in each {

@@ -1,0 +1,137 @@
+//! The tools' arguments, as their JSON schemas describe them to clients, and what they share
+//! with the HTTP bodies.
+
+use super::*;
+
+/// A file to place in the working directory before the code runs.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct McpFile {
+    /// Relative to the working directory, e.g. `data.csv`.
+    pub path: String,
+    /// The content as text (UTF-8).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// The content as base64, for binary files (instead of `content`).
+    #[serde(default)]
+    pub content_base64: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteArgs {
+    /// Python 3.15 source, run as a program in a fresh sandbox (numpy, pandas, scipy,
+    /// scikit-learn and matplotlib are available; no network, no processes).
+    pub code: String,
+    /// Files to place in the working directory first.
+    #[serde(default)]
+    pub files: Vec<McpFile>,
+    /// Text the program reads on stdin.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub limits: Option<LimitsRequest>,
+    /// Pre-execution check: "warn" (default: findings reported), "deny" (refuse code with
+    /// findings), "off".
+    #[serde(default)]
+    #[schemars(with = "Option<Policy>")]
+    pub policy: Option<String>,
+    /// "scientific" (default: numpy, pandas, matplotlib, scipy, scikit-learn, statsmodels
+    /// and seaborn already imported, so data work starts in milliseconds) or "python"
+    /// (minimal).
+    #[serde(default)]
+    #[schemars(with = "Option<Template>")]
+    pub template: Option<String>,
+    /// Extra pure-Python packages to install first, as pip requirement specifiers (e.g.
+    /// ["plotly>=6", "tabulate"]); packages with native code cannot be added.
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CheckArgs {
+    /// Python source to check without running it.
+    pub code: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct OpenSessionArgs {
+    /// Memory and disk for the whole session; timeout, fuel and output per turn.
+    #[serde(default)]
+    pub limits: Option<LimitsRequest>,
+    /// "scientific" (default: the scientific stack already imported) or "python" (minimal).
+    #[serde(default)]
+    #[schemars(with = "Option<Template>")]
+    pub template: Option<String>,
+    /// A snapshot id (`snap-…`) from `snapshot_session`: the new session starts with that
+    /// snapshot's variables, imports, files, limits and template (leave `limits` and
+    /// `template` out).
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// Keep the session through a server crash or restart: every completed turn is saved,
+    /// and the session comes back at its last one.
+    #[serde(default)]
+    pub durable: bool,
+    /// Extra pure-Python packages for the session, as pip requirement specifiers.
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// The header a client copies a session argument into (`x-mcp-header`), so that a proxy can
+/// route every call of one session to one node by hashing it.
+pub const SESSION_HEADER: &str = "Vivarium-Session";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunInSessionArgs {
+    /// The id `open_session` returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: String,
+    /// Python source; variables, imports and files persist between turns, and a final
+    /// expression's value is returned as the turn's result.
+    pub code: String,
+    #[serde(default)]
+    pub files: Vec<McpFile>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// "warn" (default), "deny" or "off".
+    #[serde(default)]
+    #[schemars(with = "Option<Policy>")]
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CloseSessionArgs {
+    /// The id `open_session` returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionArgs {
+    /// The id `open_session` (or `fork_session`) returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: String,
+}
+
+/// A tool's files as the HTTP body's: text is sent as its bytes in base64.
+pub(super) fn files_in(files: Vec<McpFile>) -> Result<Vec<FileIn>, String> {
+    use base64::Engine as _;
+    files
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let content = match (f.content, f.content_base64) {
+                (Some(text), None) => base64::engine::general_purpose::STANDARD.encode(text),
+                (None, Some(b64)) => b64,
+                (None, None) => String::new(),
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "files[{i}]: give `content` or `content_base64`, not both"
+                    ));
+                }
+            };
+            Ok(FileIn {
+                path: f.path,
+                content,
+            })
+        })
+        .collect()
+}

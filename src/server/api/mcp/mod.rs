@@ -1,0 +1,461 @@
+//! The Model Context Protocol front door (the `rmcp` crate): `/mcp` on the streamable HTTP
+//! transport, and `vivarium mcp` over stdio for desktop clients.
+//!
+//! Tools: `execute_python` (code, optional files, stdin, limits, policy; returns the output as
+//! text and every PNG the run produced — files and `plt.show()`/`display()` outputs — as image
+//! content), `check_python` (the pre-execution check), `open_session`, `run_in_session`,
+//! `close_session` (a kept-alive interpreter), and `snapshot_session`, `fork_session` (a
+//! session as data: stored, restored with `open_session {snapshot}`, or copied live).
+//!
+//! The tools only translate: each builds the same request type the HTTP API parses its body
+//! into and goes through the same handlers' insides (validation, admission, guest threads,
+//! audit, metrics), so MCP gets exactly the HTTP API's limits and behaviour. Over `/mcp` a
+//! tool call carries its HTTP request's context (the API key's id, which owns the snapshots
+//! it takes). Over stdio the same [`ServerState`] is built in-process without a listener, and
+//! no key.
+//!
+//! Here: the tools and the server handler; `args.rs` the tools' arguments, `results.rs` what
+//! they return, `transport.rs` `/mcp` over HTTP and its counted sessions.
+
+mod args;
+mod results;
+mod transport;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock as Content, Extensions, Implementation, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::server_side_http::SessionId;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionManager};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::types::{
+    ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
+    OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, execute_request, media_type,
+    open_session_request, run_outcome, turn_outcome, turn_request,
+};
+use crate::check::{Finding, Policy, Severity};
+use crate::limits::LimitsRequest;
+use crate::report::Status;
+use crate::server::AppState;
+use crate::server::error::{ApiError, OnWire, outcome_of};
+use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
+use crate::server::request_context::{RequestContext, new_id};
+use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::runner::Turned;
+use crate::sync::lock;
+use crate::template::Template;
+use crate::vivarium::Executed;
+
+pub use args::*;
+pub use results::*;
+pub use transport::*;
+
+/// The MCP server: one per MCP session, all sharing the server's state.
+#[derive(Clone)]
+pub struct VivariumMcp {
+    state: AppState,
+}
+
+/// Who is calling: over `/mcp`, the context of the HTTP request that carried the tool call
+/// (its request id, client and API key's id; rmcp keeps the request's parts in the call's
+/// extensions); over stdio, a context of its own with no key.
+fn ctx(extensions: &Extensions) -> RequestContext {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<RequestContext>())
+        .cloned()
+        .unwrap_or_else(|| RequestContext {
+            request_id: new_id(),
+            client: SocketAddr::from(([0, 0, 0, 0], 0)),
+            key_id: None,
+        })
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(text.into())])
+}
+
+fn api_error(e: impl Into<ApiError>, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
+    let e: ApiError = e.into();
+    let message = e.to_string();
+    // As every JSON error of the HTTP API is (error_scrub.rs): no secret in its words.
+    let message = scrub(&message).unwrap_or(message);
+    tool_error(format!("{message} ({})", e.code().as_str()))
+}
+
+/// What `open_session` and `fork_session` return: the new session's id as JSON text.
+fn session_opened(r: &OpenSessionResponse) -> CallToolResult {
+    CallToolResult::success(vec![Content::text(
+        json!({"session_id": r.id, "expires_at": r.expires_at}).to_string(),
+    )])
+}
+
+/// What a program's tool arguments share with the HTTP bodies: its files and the policy
+/// named (a wrong one is a tool error naming it). The tools build the HTTP doors' own request
+/// types from them (`ExecuteRequest`, `TurnRequest`), checked by the same code.
+fn program_parts(
+    files: Vec<McpFile>,
+    policy: Option<String>,
+) -> Result<(Vec<FileIn>, Policy), CallToolResult> {
+    let files = files_in(files).map_err(tool_error)?;
+    Ok((files, parse(policy)?))
+}
+
+/// A tool argument that names one of a closed set (a policy, a template), or its default: the
+/// JSON schema lists the names; a wrong one is a tool error naming it, as the HTTP API's 400.
+fn parse<T: std::str::FromStr<Err = String> + Default>(
+    name: Option<String>,
+) -> Result<T, CallToolResult> {
+    name.map_or(Ok(T::default()), |n| n.parse().map_err(tool_error))
+}
+
+fn denied(findings: &[Finding]) -> CallToolResult {
+    let mut text = String::from(
+        "refused by the pre-execution check (policy \"deny\"); nothing ran. Findings:\n",
+    );
+    for f in findings {
+        text.push_str(&format!(
+            "- {} (line {}, col {}): {}\n",
+            f.rule, f.line, f.col, f.message
+        ));
+    }
+    tool_error(text)
+}
+
+#[tool_router]
+impl VivariumMcp {
+    pub fn new(state: AppState) -> Self {
+        VivariumMcp { state }
+    }
+
+    /// A tool's error, its message scrubbed of secrets.
+    fn api_error(&self, e: impl Into<ApiError>) -> CallToolResult {
+        api_error(e, |m| self.state.runner.scrub_error_message(m))
+    }
+
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
+        description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies; other pure-Python packages can be added with `packages`, e.g. [\"plotly\"], but nothing with native code; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
+    )]
+    async fn execute_python(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<ExecuteArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let (files, policy) = match program_parts(args.files, args.policy) {
+            Ok(parts) => parts,
+            Err(e) => return Ok(e),
+        };
+        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(template) => template,
+            Err(e) => return Ok(tool_error(e)),
+        };
+        let req = ExecuteRequest {
+            code: args.code,
+            stdin: args.stdin,
+            files,
+            limits: args.limits,
+            policy,
+            template,
+            packages: args.packages,
+            ..ExecuteRequest::default()
+        };
+        let state = &self.state;
+        let id = format!("ex-{}", new_id());
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpExecute).execution(&id);
+        let result = execute_request(state, req, &mut record).await;
+        state.runner.finish(record, run_outcome(&result));
+        Ok(match result {
+            Ok(Executed::Ran { report, findings }) => render_result(
+                &ExecuteResponse::new(&id, *report, findings).result,
+                &[],
+                None,
+                FilesOf::Execution(&id),
+            ),
+            Ok(Executed::Denied(findings)) => denied(&findings),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Check Python code without running it: syntax by the sandbox's own Python 3.15 parser, and static findings (os.system, subprocess, eval/exec of input, network use, ctypes, fork, `while True` with no exit, writes outside the working directory). Returns JSON {syntax: {ok, errors}, findings}."
+    )]
+    async fn check_python(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<CheckArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        if let Err(e) = self.state.runner.host() {
+            return Ok(self.api_error(e));
+        }
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpCheck);
+        record.set_code(&args.code);
+        let key = record.key_id.clone();
+        let result = self.state.runner.check(args.code, key.as_deref()).await;
+        self.state.runner.finish(record, outcome_of(&result, 200));
+        Ok(match result {
+            Ok(c) => {
+                let text = serde_json::to_string_pretty(&c).unwrap_or_default();
+                if c.passes() {
+                    CallToolResult::success(vec![Content::text(text)])
+                } else {
+                    CallToolResult::error(vec![Content::text(text)])
+                }
+            }
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Open a Python session: a kept-alive interpreter whose turns share variables, imports and files, like a notebook kernel. Returns the session id for run_in_session, snapshot_session, fork_session and close_session. With `snapshot` (an id snapshot_session returned), the new session is restored from that snapshot instead: it starts with the saved variables, imports, files, limits and template (then give neither `limits` nor `template`); a snapshot can be restored any number of times."
+    )]
+    async fn open_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<OpenSessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
+            Ok(template) => template,
+            Err(e) => return Ok(tool_error(e)),
+        };
+        let req = OpenSessionRequest {
+            limits: args.limits,
+            template,
+            leakage: None,
+            snapshot: args.snapshot,
+            durable: args.durable,
+            packages: args.packages,
+        };
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionOpen);
+        let result = open_session_request(&self.state, req, &mut record).await;
+        // A restore is recorded as the HTTP door's; here it is MCP's.
+        if record.action == Action::SessionRestore {
+            record.action = Action::McpSessionRestore;
+        }
+        self.state.runner.finish(record, outcome_of(&result, 201));
+        Ok(match result {
+            Ok(r) => session_opened(&r),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
+        description = "Run Python code in an open session. Variables, imports and files persist; a final expression's value is returned as `result`. Returns the output as text and plots as images."
+    )]
+    async fn run_in_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<RunInSessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let (files, policy) = match program_parts(args.files, args.policy) {
+            Ok(parts) => parts,
+            Err(e) => return Ok(e),
+        };
+        let req = TurnRequest {
+            code: args.code,
+            stdin: args.stdin,
+            files,
+            policy,
+            ..TurnRequest::default()
+        };
+        let turn_id = format!("turn-{}", new_id());
+        let ctx = ctx(&extensions);
+        let key = ctx.key_id.as_deref();
+        let mut record = AuditRecord::new(&ctx, Action::McpSessionTurn)
+            .session(&args.session_id)
+            .execution(&turn_id);
+        let result = turn_request(&self.state, &args.session_id, key, req, &mut record).await;
+        self.state.runner.finish(record, turn_outcome(&result));
+        Ok(match result {
+            Ok(Turned::Ran(done)) => {
+                let t = TurnResponse::new(&turn_id, &args.session_id, *done);
+                let mut extra = vec![format!("turn: {}", t.turn)];
+                if let Some(r) = &t.result {
+                    extra.push(format!("result: {r}"));
+                }
+                if let Some(end) = &t.ended {
+                    extra.push(format!("session ended: {}", end.message));
+                }
+                if t.rolled_back {
+                    extra.push(
+                        "rolled back: the session is at its state before this turn".to_string(),
+                    );
+                }
+                let turn = RunTurn {
+                    turn: t.turn,
+                    result: t.result.clone(),
+                    rolled_back: t.rolled_back,
+                    ended: t.ended.as_ref().map(|e| e.message.clone()),
+                };
+                let mut result = render_result(
+                    &t.report,
+                    &extra,
+                    Some(turn),
+                    FilesOf::Session(&args.session_id),
+                );
+                // The session's files, as links its client can read (`resources/read`).
+                if t.ended.is_none()
+                    && let Ok(listing) = self.state.runner.list_files(&args.session_id, key).await
+                {
+                    result
+                        .content
+                        .extend(session_file_links(&args.session_id, &listing.files));
+                }
+                result
+            }
+            Ok(Turned::Denied(findings)) => denied(&findings),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(description = "Close a Python session and remove its files.")]
+    async fn close_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<CloseSessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let record = AuditRecord::new(&ctx, Action::McpSessionClose).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .close_session(&args.session_id, ctx.key_id.as_deref())
+            .await;
+        self.state.runner.finish(record, outcome_of(&result, 204));
+        Ok(match result {
+            Ok(()) => CallToolResult::success(vec![Content::text(format!(
+                "session {} closed",
+                args.session_id
+            ))]),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Save an open session's state (variables, imports and the files in its working directory) as a snapshot, and return its snapshot_id (`snap-…`), size_bytes, template and turns as JSON. The session itself goes on unchanged. Restore it later, any number of times and even after the session is closed, with open_session {\"snapshot\": snapshot_id}: a checkpoint to come back to. Refused (snapshot_refused) while the session holds a folder open between turns (an os.scandir in progress: close it first) or has ended; session_busy while a turn runs."
+    )]
+    async fn snapshot_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<SessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let mut record =
+            AuditRecord::new(&ctx, Action::McpSessionSnapshot).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .snapshot_session(&args.session_id, ctx.key_id.clone(), &mut record)
+            .await;
+        self.state.runner.finish(record, outcome_of(&result, 201));
+        Ok(match result {
+            Ok(info) => CallToolResult::success(vec![Content::text(
+                serde_json::to_string(&info).unwrap_or_default(),
+            )]),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Fork an open session: a new, independent session with the same variables, imports and files, whose session_id is returned (as open_session returns one). Use it to try something risky or explore an alternative in the copy while the original stays exactly as it was; the two diverge from here, and each is closed on its own. Refused like snapshot_session while the session holds a file open or has ended."
+    )]
+    async fn fork_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<SessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let mut record = AuditRecord::new(&ctx, Action::McpSessionFork).session(&args.session_id);
+        let result = self
+            .state
+            .runner
+            .fork_session(&args.session_id, ctx.key_id.as_deref(), &mut record)
+            .await;
+        self.state.runner.finish(record, outcome_of(&result, 201));
+        Ok(match result {
+            Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
+            Err(e) => self.api_error(e),
+        })
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for VivariumMcp {
+    /// `resources/read` of a session file (`vivarium://sessions/{id}/files/{path}`, as the
+    /// links a turn returns name them): the same read, limits, leakage policy and audit
+    /// record as `GET /v1/sessions/{id}/files/{path}`.
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let Some((id, path)) = parse_file_uri(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no such resource: {} (session files are vivarium://sessions/{{id}}/files/{{path}})",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        if let Err(e) = check_file_path(&path) {
+            return Err(McpError::invalid_params(e.to_string(), None));
+        }
+        let ctx = ctx(&context.extensions);
+        let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
+        let read = self
+            .state
+            .runner
+            .read_file(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+            .await;
+        let size = read.as_ref().map_or(0, |b| b.len() as u64);
+        self.state
+            .runner
+            .finish(record.path(&path, size), outcome_of(&read, 200));
+        match read {
+            Ok(bytes) => Ok(rmcp::model::ReadResourceResult::new(vec![file_contents(
+                request.uri,
+                &path,
+                bytes,
+            )])
+            .into()),
+            Err(e) => Err(McpError::resource_not_found(
+                format!("{}: {e}", e.code().as_str()),
+                None,
+            )),
+        }
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("vivarium", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Vivarium runs untrusted Python 3.15 in a WebAssembly sandbox. Call \
+                 execute_python for one-off code (plots come back as images), check_python to \
+                 validate code without running it, and open_session/run_in_session/\
+                 close_session to keep state between runs; snapshot_session saves a \
+                 session's state to restore later (open_session with `snapshot`), and \
+                 fork_session copies a session to try something without losing the original.",
+        )
+    }
+}
