@@ -4,21 +4,34 @@
 use std::time::Duration;
 
 use crate::http_support::*;
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// A session opened with `open`, one turn of `code` run in it, and hibernated since (on a
+/// server that hibernates after 1 s); its id.
+async fn hibernated(c: &reqwest::Client, s: &TestServer, open: &Value, code: &str) -> String {
+    let (_, v) = post(c, &s.url("/v1/sessions"), open).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    session_turn(c, &s.base, &id, code).await;
+    wait_for_metric(
+        c,
+        &s.base,
+        r#"vivarium_session_events_total{event="hibernate"}"#,
+        1.0,
+        Duration::from_secs(15),
+    )
+    .await;
+    id
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     let s = start("hibernate", |a| a.hibernate_after_secs = 1).await;
     let c = client();
-    let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
-    let id = v["id"].as_str().unwrap().to_string();
-    session_turn(&c, &s.base, &id, "x = 7\nopen('h.txt', 'w').write('kept')").await;
-    wait_for_metric(
+    let id = hibernated(
         &c,
-        &s.base,
-        r#"vivarium_session_events_total{event="hibernate"}"#,
-        1.0,
-        Duration::from_secs(15),
+        &s,
+        &json!({"template": "python"}),
+        "x = 7\nopen('h.txt', 'w').write('kept')",
     )
     .await;
     // Its instance and working directory are gone (the pool holds only the template's
@@ -58,17 +71,7 @@ async fn a_malformed_turn_is_refused_before_it_wakes_the_session() {
     let s = start("hibernate-malformed", |a| a.hibernate_after_secs = 1).await;
     let c = client();
     let open = json!({"template": "python", "limits": {"disk_bytes": 1 << 20}});
-    let (_, v) = post(&c, &s.url("/v1/sessions"), &open).await;
-    let id = v["id"].as_str().unwrap().to_string();
-    session_turn(&c, &s.base, &id, "x = 7").await;
-    wait_for_metric(
-        &c,
-        &s.base,
-        r#"vivarium_session_events_total{event="hibernate"}"#,
-        1.0,
-        Duration::from_secs(15),
-    )
-    .await;
+    let id = hibernated(&c, &s, &open, "x = 7").await;
     let url = s.url(&format!("/v1/sessions/{id}/execute"));
     let (st, v) = post_raw(&c, &url, "{\"code\": ").await;
     assert_eq!(

@@ -271,9 +271,7 @@ pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputF
         })?;
         total += content.len() as u64;
         if total > disk_bytes {
-            return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
-                "the files total more than the disk limit of {disk_bytes} bytes"
-            ))));
+            return Err(past_disk_limit(disk_bytes));
         }
         out.push(InputFile {
             path: f.path,
@@ -288,11 +286,16 @@ pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputF
 pub fn files_within(files: &[InputFile], disk_bytes: u64) -> ApiResult<()> {
     let total: u64 = files.iter().map(|f| f.content.len() as u64).sum();
     if total > disk_bytes {
-        return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
-            "the files total more than the disk limit of {disk_bytes} bytes"
-        ))));
+        return Err(past_disk_limit(disk_bytes));
     }
     Ok(())
+}
+
+fn past_disk_limit(disk_bytes: u64) -> ApiError {
+    SupervisorError::InvalidRequest(format!(
+        "the files total more than the disk limit of {disk_bytes} bytes"
+    ))
+    .into()
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -247,16 +247,11 @@ async fn serve(state: AppState, ctx: RequestContext, id: String, socket: WebSock
             Err(e) => {
                 // Oversized frames and broken streams end here; the first get a reason
                 // (1009: too big), should the client still listen.
-                match e.into_inner().downcast::<tungstenite::Error>().map(|e| *e) {
-                    Ok(tungstenite::Error::Capacity(_)) => {
-                        close(1009, format!("frames are at most {MAX_FRAME_BYTES} bytes"));
-                    }
-                    Ok(error) => {
-                        tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
-                    }
-                    Err(error) => {
-                        tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
-                    }
+                let error = e.into_inner();
+                if let Some(tungstenite::Error::Capacity(_)) = error.downcast_ref() {
+                    close(1009, format!("frames are at most {MAX_FRAME_BYTES} bytes"));
+                } else {
+                    tracing::warn!(kernel = %kernel.id, %error, "kernel WebSocket read failed");
                 }
                 break;
             }
