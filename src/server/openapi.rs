@@ -16,7 +16,7 @@ use super::ops;
 use crate::check::{CheckResult, Finding, Policy, Severity, SyntaxCheck, SyntaxIssue};
 use crate::limits::TurnLimitsRequest;
 use crate::supervisor::ErrorCode;
-use crate::supervisor::registry::{EndInfo, EndKind, SessionInfo, SessionState};
+use crate::supervisor::session::{EndInfo, EndKind, SessionInfo, SessionState};
 use crate::supervisor::snapshots::SnapshotInfo;
 use ops::Health;
 

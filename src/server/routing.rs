@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::ApiError;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::registry::is_session_id;
+use crate::supervisor::session::is_session_id;
 
 /// The node that answered.
 pub const NODE_HEADER: HeaderName = HeaderName::from_static("vivarium-node");

@@ -44,7 +44,7 @@ pub struct Lease {
     pub durable: bool,
     /// Its node wrote its snapshot and let it go (a drain): any node may take it.
     pub released: bool,
-    /// The id of the API key it belongs to ([`crate::supervisor::registry::Session::owner`]),
+    /// The id of the API key it belongs to ([`crate::supervisor::session::Session::owner`]),
     /// so any node can refuse another key before it moves anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,

@@ -15,6 +15,7 @@ pub(crate) mod housekeeping;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod runner;
+pub(crate) mod session;
 mod settings;
 pub(crate) mod snapshots;
 pub(crate) mod tenants;

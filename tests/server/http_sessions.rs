@@ -215,6 +215,41 @@ async fn concurrent_turn_conflicts_and_idle_sessions_expire() {
     s.stop().await;
 }
 
+/// A turn whose client hangs up runs to its end and keeps its session busy until then (its
+/// worker still has the interpreter); then the session is idle again with what the turn did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_client_hangs_up_holds_its_session_until_it_ends() {
+    let s = start("hangup", |_| {}).await;
+    let c = client();
+    let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({})).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let hung_up = impatient
+        .post(&turn)
+        .json(&json!({"code": "import time\ntime.sleep(1.5)\nx = 42"}))
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the client gave up first: {hung_up:?}");
+    let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
+    assert_eq!((st, error_code(&v)), (409, "session_busy"), "{v}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
+        if v["state"] == "idle" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v = session_turn(&c, &s.base, &id, "x").await;
+    assert_eq!(v["result"], "42", "{v}");
+    s.stop().await;
+}
+
 /// Files the host writes into a session (an upload, a turn's `files`) count against the
 /// session's disk limit when the guest writes next: the guest cannot write a full quota on
 /// top of them.

@@ -21,8 +21,8 @@ use crate::server::request_context::{RequestContext, new_id};
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, AuditRecord};
-use crate::supervisor::registry::SessionInfo;
 use crate::supervisor::runner::Turned;
+use crate::supervisor::session::SessionInfo;
 use crate::worker::held::FileBody;
 
 #[utoipa::path(

@@ -25,8 +25,8 @@ use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, AuditRecord, Outcome};
 use crate::supervisor::metrics::RunKind;
-use crate::supervisor::registry::{EndInfo, Session};
 use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
+use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, RunSpec};
 

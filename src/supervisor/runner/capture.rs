@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
+use super::turns::{call_held, finish_after};
 use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
@@ -19,14 +20,15 @@ use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::cluster::{Cluster, Holder, Seen};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, Rejection, SessionEvent};
-use crate::supervisor::registry::{
-    BusyGuard, NoPlace, PutBack, Session, SessionSettings, SessionSlot, is_session_id, may_use,
+use crate::supervisor::registry::NoPlace;
+use crate::supervisor::session::{
+    Busy, PutBack, Session, SessionSettings, SessionSlot, is_session_id, may_use,
 };
 use crate::supervisor::snapshots::{SnapshotInfo, Snapshots};
 use crate::supervisor::tenants::{Quota, Tenant};
 use crate::template::Template;
 use crate::vivarium::Vivarium;
-use crate::worker::{Failure, Job, PackageRef, Placed, Reply, Sinks};
+use crate::worker::{Failure, Job, PackageRef, Reply, Sinks};
 
 /// How long shutdown waits for a session's running turn to hand its interpreter back
 /// (turns are cancelled by then, and a cancelled turn rolls back at once).
@@ -43,26 +45,26 @@ fn binding(host: &Vivarium, template: Template) -> SupervisorResult<Binding> {
         .map_err(|e| SupervisorError::Internal(e.to_string()))
 }
 
-/// Takes `s`'s interpreter (the caller holds it busy) and reads its state in its worker;
-/// the interpreter comes back with the image, or with why there is none (a worker lost
-/// meanwhile has ended the session).
+/// Reads the state of the session `busy` holds, in its worker; the use comes back with the
+/// image, or with why there is none (a worker lost meanwhile has ended the session, and the
+/// use with it).
 async fn capture(
     runner: &Runner,
-    s: &Arc<Session>,
-    busy: &BusyGuard,
-) -> SupervisorResult<(Placed, SupervisorResult<SessionImage>)> {
-    let placed = s.take_interpreter(busy)?;
+    busy: Busy,
+) -> SupervisorResult<(Busy, SupervisorResult<SessionImage>)> {
     let job = Job::Capture {
-        handle: placed.handle,
+        handle: busy.placed().handle,
     };
-    match placed.target.call(job, Sinks::default()).await {
-        Ok(Reply::Image(image)) => Ok((placed, checked_image(runner, *image))),
-        Ok(_) => Ok((placed, Err(out_of_turn()))),
+    let id = busy.session().id.clone();
+    let (busy, done) = call_held(busy, job, Sinks::default()).await?;
+    match done {
+        Ok(Reply::Image(image)) => Ok((busy, checked_image(runner, *image))),
+        Ok(_) => Ok((busy, Err(out_of_turn()))),
         Err(f @ Failure::Lost) => {
-            runner.put_back_after(s, placed, &f);
-            Err(failure(f, &s.id))
+            finish_after(busy, &f);
+            Err(failure(f, &id))
         }
-        Err(f) => Ok((placed, Err(failure(f, &s.id)))),
+        Err(f) => Ok((busy, Err(failure(f, &id)))),
     }
 }
 
@@ -192,9 +194,9 @@ impl Runner {
 
     /// Session `session`'s state now, read in its worker (409 while a turn runs).
     async fn session_image(&self, session: &Arc<Session>) -> SupervisorResult<SessionImage> {
-        let (session, busy) = self.begin(session).await?;
-        let (placed, image) = capture(self, &session, &busy).await?;
-        session.put_back(PutBack::Same(placed)).release();
+        let busy = self.begin(session).await?;
+        let (busy, image) = capture(self, busy).await?;
+        busy.finish(PutBack::Same);
         image
     }
 
@@ -475,7 +477,7 @@ impl Runner {
         let host = self.loaded_host().cloned();
         for s in self.sessions.drain() {
             let until = Instant::now() + DRAIN_WAIT;
-            while !s.is_settled() && Instant::now() < until {
+            while s.is_busy() && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             if let Some(host) = &host
@@ -666,7 +668,7 @@ impl Runner {
             .take(Quota::HibernatedSessions, 1)
             .map_err(SupervisorError::from)?;
         let busy = s.begin()?;
-        let (interp, image) = capture(self, s, &busy).await?;
+        let (busy, image) = capture(self, busy).await?;
         let written = match image {
             Ok(image) => self.write_own_now(&host, s, image).await,
             Err(e) => Err(e),
@@ -675,33 +677,35 @@ impl Runner {
             Ok(b) => b,
             Err(SupervisorError::SessionElsewhere { id, node }) => {
                 // Another node took it over: this copy goes, unwritten.
-                s.put_back(PutBack::Same(interp)).release();
-                drop(busy);
+                busy.finish(PutBack::Same);
                 self.give_up(s, &Holder::Live(node.clone()));
                 return Err(SupervisorError::SessionElsewhere { id, node });
             }
             Err(SupervisorError::SessionNotFound(id)) if self.cluster.is_some() => {
                 // Another node closed it: this copy goes too.
-                s.put_back(PutBack::Same(interp)).release();
-                drop(busy);
+                busy.finish(PutBack::Same);
                 self.give_up(s, &Holder::Nobody);
                 return Err(SupervisorError::SessionNotFound(id));
             }
             Err(e) => {
-                s.put_back(PutBack::Same(interp)).release();
+                busy.finish(PutBack::Same);
                 return Err(e);
             }
         };
-        self.sessions.hibernate(s, bytes, place);
+        let moved = self.sessions.hibernate(busy, bytes, place);
+        let remains = match moved {
+            Ok(remains) => remains,
+            Err(remains) => {
+                // Closed (or ended) while its snapshot was written: it stays so, and the
+                // snapshot just written must not bring it back.
+                remains.release();
+                self.forget_own_snapshot(&s.id);
+                return Err(SupervisorError::SessionNotFound(s.id.clone()));
+            }
+        };
         self.metrics.session_event(SessionEvent::Hibernate);
-        // Its instance, reserve and place under the cap go here, off the executor.
-        let remains = s.close();
-        let _ = tokio::task::spawn_blocking(move || {
-            drop(interp);
-            drop(remains);
-        })
-        .await;
-        drop(busy);
+        // Its instance and reserve go here, off the executor.
+        let _ = tokio::task::spawn_blocking(move || drop(remains)).await;
         Ok(())
     }
 
@@ -711,9 +715,8 @@ impl Runner {
         s: &Arc<Session>,
     ) -> SupervisorResult<()> {
         let busy = s.begin()?;
-        let (interp, image) = capture(self, s, &busy).await?;
-        s.put_back(PutBack::Same(interp)).release();
-        drop(busy);
+        let (busy, image) = capture(self, busy).await?;
+        busy.finish(PutBack::Same);
         self.write_own_now(host, s, image?).await.map(drop)
     }
 

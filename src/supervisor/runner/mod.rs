@@ -641,7 +641,7 @@ pub(super) fn job_error(e: JobError, session: &str) -> SupervisorError {
         },
         JobError::Ended(reason) => SupervisorError::SessionEnded {
             id: session.to_string(),
-            reason: crate::supervisor::registry::EndInfo::from_reason(&reason).message,
+            reason: crate::supervisor::session::EndInfo::from_reason(&reason).message,
         },
         JobError::CaptureRefused(m) => SupervisorError::SnapshotRefused(m),
         JobError::Incompatible(m) => SupervisorError::SnapshotIncompatible(m),

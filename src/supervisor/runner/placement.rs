@@ -15,7 +15,7 @@ use crate::snapshot::SnapshotId;
 use crate::supervisor::cluster::{Cluster, Holder, Lease, Seen};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::CloseReason;
-use crate::supervisor::registry::{Session, is_session_id, may_use};
+use crate::supervisor::session::{Session, is_session_id, may_use};
 use crate::sync::lock;
 
 impl Runner {

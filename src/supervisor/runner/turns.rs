@@ -1,8 +1,8 @@
 //! Session runs: opening an interpreter, a turn in it, its files, closing it.
 //!
-//! The interpreter is taken out of its session for the length of a turn or file operation
-//! (which run on a guest thread) and put back after, unless the turn ended it or the session
-//! was closed meanwhile (`supervisor::registry`).
+//! Each is one use of the session ([`Busy`], `supervisor/session/`): it has the interpreter
+//! for the length of the turn or file operation (which run in its worker) and puts it back
+//! after, unless the turn ended it or the session was closed meanwhile.
 
 use std::sync::Arc;
 
@@ -18,8 +18,8 @@ use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
-use crate::supervisor::registry::{
-    BusyGuard, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
+use crate::supervisor::session::{
+    Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
 };
 use crate::template::Template;
 use crate::vivarium::InputFile;
@@ -208,10 +208,9 @@ impl Runner {
         shown.fuel = limits.fuel;
         shown.output_bytes = limits.output_bytes;
         record.limits = Some(shown);
-        let (session, busy) = self.begin(session).await?;
-        let session = &session;
+        let busy = self.begin(session).await?;
+        let session = &busy.session().clone();
         let ticket = self.admission.admit(&session.tenant, None).await?;
-        let placed = session.take_interpreter(&busy)?;
         let SessionTurn {
             code,
             stdin,
@@ -222,7 +221,7 @@ impl Runner {
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
         let job = Job::Turn(Box::new(TurnJob {
-            handle: placed.handle,
+            handle: busy.placed().handle,
             code,
             stdin: stdin.into(),
             files,
@@ -235,12 +234,7 @@ impl Runner {
             observer: live.as_ref().map(LiveText::observer),
             asker: input,
         };
-        // The session's own turn: a client hanging up does not stop it (shutdown, close and
-        // an interrupt do, through the worker).
-        let target = placed.target.clone();
-        let ran = tokio::spawn(async move { target.call(job, sinks).await })
-            .await
-            .map_err(|e| SupervisorError::Internal(format!("the turn's task failed: {e}")))?;
+        let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);
         // What the leakage filter still held (a last line without its newline); under
         // `deny`, nothing once a finding stopped the stream.
@@ -249,31 +243,25 @@ impl Runner {
                 (live.sink())(kind, text);
             }
         }
-        // Whatever became of the turn: an interrupt meant for it must not stop the next one.
-        session.clear_interrupt();
         let turned = match ran {
             Ok(Reply::Turned(t)) => t,
             Ok(_) => {
-                session.put_back(PutBack::Same(placed)).release();
+                busy.finish(PutBack::Same);
                 return Err(out_of_turn());
             }
             Err(Failure::Lost) => {
-                session
-                    .put_back(PutBack::Ended {
-                        end: EndInfo::worker_lost("it died during a turn"),
-                        turn: true,
-                    })
-                    .release();
-                drop(busy);
+                busy.finish(PutBack::Ended {
+                    end: EndInfo::worker_lost("it died during a turn"),
+                    turn: true,
+                });
                 return Err(failure(Failure::Lost, &session.id));
             }
             Err(Failure::Job(JobError::Ended(reason))) => {
-                drop(placed);
-                session.put_back(PutBack::Gone).release();
+                busy.finish(PutBack::Gone);
                 return Err(job_error(JobError::Ended(reason), &session.id));
             }
             Err(Failure::Job(e)) => {
-                session.put_back(PutBack::Same(placed)).release();
+                busy.finish(PutBack::Same);
                 return Err(job_error(e, &session.id));
             }
         };
@@ -306,13 +294,10 @@ impl Runner {
             Some(end) => {
                 self.metrics.session_closed(CloseReason::Ended);
                 let end = end.clone();
-                session
-                    .put_back(PutBack::Ended { end, turn: true })
-                    .release();
+                busy.finish(PutBack::Ended { end, turn: true });
             }
-            None => session.put_back(PutBack::Turned(placed)).release(),
+            None => busy.finish(PutBack::Turned),
         }
-        drop(busy);
         if let Some(image) = image {
             self.keep_own_snapshot(session, *image).await?;
         }
@@ -352,35 +337,35 @@ impl Runner {
         host.check_packages(&raw)
             .map_err(SupervisorError::Package)?;
         let session = self.session(id, key).await?;
-        let (session, busy) = self.begin(&session).await?;
-        let placed = session.take_interpreter(&busy)?;
-        let current = placed.packages.pins.clone();
-        session.put_back(PutBack::Same(placed)).release();
+        let busy = self.begin(&session).await?;
+        let session = busy.session().clone();
+        let current = busy.placed().packages.pins.clone();
+        busy.finish(PutBack::Same);
         let mut all: Vec<String> = current
             .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
             .collect();
         all.extend(raw);
-        drop(busy);
         let env = self.packages(all, record).await?;
         if env.pins == current {
             return Ok(current);
         }
-        let (session, busy) = self.begin(&session).await?;
-        let mut placed = session.take_interpreter(&busy)?;
+        let busy = self.begin(&session).await?;
         let job = Job::AddPackages {
-            handle: placed.handle,
+            handle: busy.placed().handle,
             packages: PackageRef::of(&env),
         };
-        match placed.target.call(job, Sinks::default()).await {
+        let (mut busy, done) = call_held(busy, job, Sinks::default()).await?;
+        match done {
             Ok(_) => {
-                placed.packages = env.clone();
-                session.put_back(PutBack::Same(placed)).release();
+                busy.placed_mut().packages = env.clone();
+                busy.finish(PutBack::Same);
                 Ok(env.pins.clone())
             }
             Err(f) => {
-                self.put_back_after(&session, placed, &f);
-                Err(failure(f, &session.id))
+                let id = busy.session().id.clone();
+                finish_after(busy, &f);
+                Err(failure(f, &id))
             }
         }
     }
@@ -536,22 +521,18 @@ impl Runner {
         }
     }
 
-    /// Runs `f` on session `id`'s interpreter, on a guest thread, holding the session busy.
-    /// Marks `session` busy for a turn or file operation. When it hibernated since the
-    /// caller looked it up, it is brought back first, and that is the session to use.
-    pub(super) async fn begin(
-        &self,
-        session: &Arc<Session>,
-    ) -> SupervisorResult<(Arc<Session>, BusyGuard)> {
+    /// Begins a use of `session` (a turn, a file operation, a query). When it hibernated
+    /// since the caller looked it up, it is brought back first, and the use is of that one
+    /// ([`Busy::session`]).
+    pub(super) async fn begin(&self, session: &Arc<Session>) -> SupervisorResult<Busy> {
         match session.begin() {
             Err(SupervisorError::SessionNotFound(_))
                 if self.sessions.is_hibernated(&session.id) =>
             {
                 let woken = self.session(&session.id, session.owner.as_deref()).await?;
-                let busy = woken.begin()?;
-                Ok((woken, busy))
+                woken.begin()
             }
-            other => other.map(|busy| (session.clone(), busy)),
+            other => other,
         }
     }
 
@@ -577,39 +558,19 @@ impl Runner {
         job_of: impl FnOnce(crate::worker::Handle) -> Job,
     ) -> SupervisorResult<Reply> {
         let session = self.session(id, key).await?;
-        let (session, busy) = self.begin(&session).await?;
-        let placed = session.take_interpreter(&busy)?;
-        let job = job_of(placed.handle);
-        let target = placed.target.clone();
-        let done = tokio::spawn(async move { target.call(job, Sinks::default()).await })
-            .await
-            .map_err(|e| SupervisorError::Internal(format!("the session's task failed: {e}")))?;
+        let busy = self.begin(&session).await?;
+        let job = job_of(busy.placed().handle);
+        let (busy, done) = call_held(busy, job, Sinks::default()).await?;
         match done {
             Ok(reply) => {
-                session.put_back(PutBack::Same(placed)).release();
+                busy.finish(PutBack::Same);
                 Ok(reply)
             }
             Err(f) => {
-                self.put_back_after(&session, placed, &f);
-                Err(failure(f, &session.id))
+                let id = busy.session().id.clone();
+                finish_after(busy, &f);
+                Err(failure(f, &id))
             }
-        }
-    }
-
-    /// Puts `placed` back after a job that failed with `f`: a lost worker ends the session,
-    /// a refusal leaves it as it was.
-    pub(super) fn put_back_after(&self, session: &Session, placed: Placed, f: &Failure) {
-        match f {
-            Failure::Lost => {
-                drop(placed);
-                session
-                    .put_back(PutBack::Ended {
-                        end: EndInfo::worker_lost("it died during a job"),
-                        turn: false,
-                    })
-                    .release();
-            }
-            Failure::Job(_) => session.put_back(PutBack::Same(placed)).release(),
         }
     }
 
@@ -649,4 +610,34 @@ impl Runner {
         self.forget_own_snapshot(id);
         Ok(())
     }
+}
+
+/// Ends `busy` after a job that failed with `f`: a lost worker ends the session, a refusal
+/// leaves it as it was.
+pub(super) fn finish_after(busy: Busy, f: &Failure) {
+    match f {
+        Failure::Lost => busy.finish(PutBack::Ended {
+            end: EndInfo::worker_lost("it died during a job"),
+            turn: false,
+        }),
+        Failure::Job(_) => busy.finish(PutBack::Same),
+    }
+}
+
+/// Does `job` for the use `busy` on a task of its own, which keeps the use until the worker
+/// is done with the interpreter: a client hanging up neither stops the job (shutdown, close
+/// and an interrupt do, through the worker) nor frees the interpreter for another use while
+/// its worker still has it. When the caller has gone, the task's end puts it back.
+pub(super) async fn call_held(
+    busy: Busy,
+    job: Job,
+    sinks: Sinks,
+) -> SupervisorResult<(Busy, Result<Reply, Failure>)> {
+    let target = busy.placed().target.clone();
+    tokio::spawn(async move {
+        let reply = target.call(job, sinks).await;
+        (busy, reply)
+    })
+    .await
+    .map_err(|e| SupervisorError::Internal(format!("the session's job failed: {e}")))
 }

@@ -350,7 +350,7 @@ impl Kernel {
             .runner
             .session_info(&self.id, self.key())
             .await
-            .is_ok_and(|i| i.state == crate::supervisor::registry::SessionState::Busy);
+            .is_ok_and(|i| i.state == crate::supervisor::session::SessionState::Busy);
         let m = Message::unprompted(
             &self.session,
             Channel::Iopub,

@@ -26,7 +26,7 @@ use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, AuditRecord};
-use crate::supervisor::registry::{SessionInfo, SessionState};
+use crate::supervisor::session::{SessionInfo, SessionState};
 use crate::template::Template;
 
 /// A session's id as a kernel id: the same 128 bits, in the UUID form Jupyter Server's routes
@@ -50,7 +50,7 @@ fn kernel_id(session_id: &str) -> String {
 fn session_id(kernel_id: &str) -> ApiResult<String> {
     let h: String = kernel_id.chars().filter(|c| *c != '-').collect();
     let id = format!("s-{h}");
-    if kernel_id.len() == 36 && crate::supervisor::registry::is_session_id(&id) {
+    if kernel_id.len() == 36 && crate::supervisor::session::is_session_id(&id) {
         Ok(id)
     } else {
         Err(ApiError::from(SupervisorError::SessionNotFound(

@@ -1,0 +1,419 @@
+//! A session: one kept-alive interpreter in a worker (like a notebook kernel), its settings,
+//! and its life as one state machine ([`phase`]: idle, busy, ended, closed) under one lock.
+//!
+//! A use (a turn, a file operation, a query, a capture) begins with [`Session::begin`],
+//! which hands out the interpreter in a [`Busy`]; the use ends with [`Busy::finish`],
+//! saying what became of the interpreter ([`PutBack`]). A `Busy` dropped without a finish
+//! (its request went away mid-way) puts the interpreter back as it was. The registry
+//! (`supervisor/registry.rs`) keeps sessions by id; hibernation moves one from there to the
+//! store with [`Busy::retire`].
+
+mod info;
+mod phase;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+pub use info::{EndInfo, EndKind, SessionInfo, SessionState};
+use phase::{Phase, Refusal};
+
+use super::admission::MemoryReservation;
+use super::error::SupervisorError;
+use super::tenants::{Held, Tenant};
+use super::time::rfc3339;
+use crate::leakage::LeakPolicy;
+use crate::limits::Limits;
+use crate::sync::lock;
+use crate::template::Template;
+use crate::worker::{Handle, Placed, Target};
+
+/// Counts a session against `max_sessions`, and its tenant's `resident_sessions`, while it
+/// is live (not ended, not closed, not hibernated).
+pub struct SessionSlot {
+    count: Arc<AtomicUsize>,
+    tenant: Held,
+}
+
+impl SessionSlot {
+    /// The place `count` (already counted) and `tenant` stand for.
+    pub(in crate::supervisor) fn taken(count: Arc<AtomicUsize>, tenant: Held) -> Self {
+        SessionSlot { count, tenant }
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a live session holds besides its interpreter.
+pub struct Holds {
+    /// Its reserve in the memory budget, given back when this drops.
+    _memory: MemoryReservation,
+    /// `None` once hibernation gave its place back (at the moment it left the live map).
+    slot: Option<SessionSlot>,
+}
+
+/// What a use of a session's interpreter leaves it with ([`Busy::finish`]).
+pub enum PutBack {
+    /// The interpreter goes back as it was (a query, a capture, a refused or failed job).
+    Same,
+    /// A turn ran: the interpreter goes back and the turn is counted.
+    Turned,
+    /// The use ended the interpreter (its worker died, or the turn ended it); `turn`: it was
+    /// a turn, counted.
+    Ended { end: EndInfo, turn: bool },
+    /// The interpreter is gone and nothing says why: the session ends as lost.
+    Gone,
+}
+
+/// What a closed or ended session lets go of; dropped off the executor (it removes dirs).
+pub struct Remains(phase::Remains<Placed, Holds>);
+
+impl Remains {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Gives its place under the resident caps back now (the rest goes with the drop).
+    fn free_place(&mut self) {
+        if let Some(held) = &mut self.0.held {
+            held.slot = None;
+        }
+    }
+
+    /// Drops on a blocking thread: removing the working directory is file-system work.
+    pub fn release(self) {
+        if self.is_empty() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || drop(self));
+    }
+}
+
+struct Inner {
+    phase: Phase<Placed, Holds>,
+    last_used: Instant,
+    last_used_at: SystemTime,
+    turns: u64,
+}
+
+pub struct Session {
+    pub id: String,
+    /// Its owner's tenant, whose quotas it counts against.
+    pub tenant: Arc<Tenant>,
+    /// The id of the API key that opened it: the only key it exists for ([`may_use`]);
+    /// every other key is told it is not there (404), as for another key's snapshot. `None`
+    /// when it was opened with API keys off: then any key may use it.
+    pub owner: Option<String>,
+    pub created_at: SystemTime,
+    created: Instant,
+    pub limits: Limits,
+    /// The template its interpreter came from (what its snapshots are bound to).
+    pub template: Template,
+    /// Every completed turn is snapshotted to the store.
+    pub durable: bool,
+    /// Orders its own snapshots: bumped per snapshot taken; the store is written only with
+    /// a newer one than it holds (`durable_written`), whatever order the writes finish in.
+    pub durable_taken: std::sync::atomic::AtomicU64,
+    /// The newest generation written to the store.
+    pub durable_written: tokio::sync::Mutex<u64>,
+    /// The leakage policy of its turns and file reads, unless a turn names its own.
+    pub leakage: LeakPolicy,
+    idle: Duration,
+    lifetime: Duration,
+    /// Where its interpreter lives, and its handle there (to interrupt a running use).
+    pub(in crate::supervisor) target: Target,
+    handle: Handle,
+    inner: Mutex<Inner>,
+}
+
+/// One use of a session: it has the interpreter, and the session is busy (a second use gets
+/// 409) until [`Busy::finish`] or a drop puts it back.
+pub struct Busy {
+    session: Arc<Session>,
+    interp: Option<Placed>,
+}
+
+impl Busy {
+    /// The session in use.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Its interpreter.
+    pub fn placed(&self) -> &Placed {
+        self.interp
+            .as_ref()
+            .expect("a use has its interpreter until it ends")
+    }
+
+    pub fn placed_mut(&mut self) -> &mut Placed {
+        self.interp
+            .as_mut()
+            .expect("a use has its interpreter until it ends")
+    }
+
+    /// Ends the use, saying what became of the interpreter; what the session lets go of is
+    /// released off the executor.
+    pub fn finish(mut self, back: PutBack) {
+        let interp = self.interp.take().expect("finished once");
+        self.session.finish(interp, back).release();
+    }
+
+    /// Ends the use by moving the session out of here (hibernation): it closes and lets go
+    /// of everything, its place under the caps at once. `Err` when it was closed or ended
+    /// while the use ran (it must not be moved: what is returned is only to be dropped).
+    pub(in crate::supervisor) fn retire(mut self) -> Result<Remains, Remains> {
+        let interp = self.interp.take().expect("retired once");
+        let mut inner = self.session.lock();
+        match inner.phase.retire(interp) {
+            Ok(r) => {
+                let mut r = Remains(r);
+                r.free_place();
+                Ok(r)
+            }
+            Err(r) => Err(Remains(r)),
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(interp) = self.interp.take() {
+            self.session.finish(interp, PutBack::Same).release();
+        }
+    }
+}
+
+/// A new session's id.
+fn new_session_id() -> String {
+    format!("s-{:032x}", rand::random::<u128>())
+}
+
+/// Whether API key `key` may use a session owned by `owner`: its owner, or anyone when it
+/// has none (opened without API keys, or by a version before owners: a bearer capability,
+/// as it was then). The one place this rule lives.
+pub fn may_use(owner: Option<&str>, key: Option<&str>) -> bool {
+    owner.is_none() || owner == key
+}
+
+/// Whether `id` has the shape of a session id (before anything looks it up elsewhere).
+pub fn is_session_id(id: &str) -> bool {
+    id.strip_prefix("s-")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// What a new session is, besides its interpreter and what it holds.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    /// Memory and disk for its life; the rest its turns' defaults.
+    pub limits: Limits,
+    /// The template its interpreter came from.
+    pub template: Template,
+    /// Its turns' and file reads' leakage policy.
+    pub leakage: LeakPolicy,
+    /// Turns it has run already (a restored or forked session goes on counting).
+    pub turns: u64,
+    /// Every completed turn is snapshotted to the store (`"durable": true`).
+    pub durable: bool,
+    /// The id and age of a session coming back (from its own snapshot, after a restart or
+    /// on another node); `None` for a new one.
+    pub resumed: Option<(String, Duration)>,
+    /// Its [`Session::owner`].
+    pub owner: Option<String>,
+}
+
+impl Session {
+    pub fn new(
+        interp: Placed,
+        settings: SessionSettings,
+        memory: MemoryReservation,
+        slot: SessionSlot,
+        idle: Duration,
+        lifetime: Duration,
+    ) -> Arc<Self> {
+        let now = SystemTime::now();
+        let SessionSettings {
+            limits,
+            template,
+            leakage,
+            turns,
+            durable,
+            resumed,
+            owner,
+        } = settings;
+        let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
+        Arc::new(Session {
+            id,
+            tenant: slot.tenant.tenant().clone(),
+            owner,
+            created_at: now - age,
+            created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            limits,
+            template,
+            durable,
+            durable_taken: Default::default(),
+            durable_written: Default::default(),
+            leakage,
+            idle,
+            lifetime,
+            target: interp.target.clone(),
+            handle: interp.handle,
+            inner: Mutex::new(Inner {
+                phase: Phase::new(
+                    interp,
+                    Holds {
+                        _memory: memory,
+                        slot: Some(slot),
+                    },
+                ),
+                last_used: Instant::now(),
+                last_used_at: now,
+                turns,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// The generation of an own snapshot taken now (see `durable_taken`).
+    pub fn next_own_generation(&self) -> u64 {
+        self.durable_taken.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Stops the running use, if one runs (a notebook's interrupt): a turn is rolled back
+    /// and the session goes on (the worker clears the interrupt before its next turn).
+    /// Returns whether one was running.
+    pub fn interrupt(&self) -> bool {
+        let busy = self.is_busy();
+        if busy {
+            self.target.interrupt(self.handle);
+        }
+        busy
+    }
+
+    /// Begins a use: hands out the interpreter, or says why there is none now (busy: 409;
+    /// ended: 409 with why; closed: 404).
+    pub fn begin(self: &Arc<Self>) -> Result<Busy, SupervisorError> {
+        let interp = self.lock().phase.begin().map_err(|r| match r {
+            Refusal::Busy => SupervisorError::SessionBusy(self.id.clone()),
+            Refusal::Ended(reason) => SupervisorError::SessionEnded {
+                id: self.id.clone(),
+                reason,
+            },
+            Refusal::Closed => SupervisorError::SessionNotFound(self.id.clone()),
+        })?;
+        Ok(Busy {
+            session: self.clone(),
+            interp: Some(interp),
+        })
+    }
+
+    /// The end of a use ([`Busy`]): the interpreter back, or let go with what the session
+    /// held when the use ended it.
+    fn finish(&self, interp: Placed, back: PutBack) -> Remains {
+        let (end, counted_turn) = match back {
+            PutBack::Same => (None, false),
+            PutBack::Turned => (None, true),
+            PutBack::Ended { end, turn } => (Some(end), turn),
+            PutBack::Gone => (
+                Some(EndInfo::host_error("the interpreter was lost".into())),
+                false,
+            ),
+        };
+        let mut inner = self.lock();
+        inner.last_used = Instant::now();
+        inner.last_used_at = SystemTime::now();
+        if counted_turn {
+            inner.turns += 1;
+        }
+        Remains(inner.phase.finish(interp, end))
+    }
+
+    /// Closes the session: stops a running use and gives back what it holds (a running
+    /// use's interpreter goes when the use finishes).
+    pub fn close(&self) -> Remains {
+        let (remains, was_busy) = self.lock().phase.close();
+        if was_busy {
+            self.target.interrupt(self.handle);
+        }
+        Remains(remains)
+    }
+
+    /// Ends the session (its interpreter is gone): it takes no more turns and lets go of
+    /// what it holds; it stays in the registry, saying why.
+    pub fn end(&self, why: EndInfo) -> Remains {
+        Remains(self.lock().phase.end(why))
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.lock().phase.is_busy()
+    }
+
+    /// Whether it can begin a use now (idle: neither busy, ended nor closed).
+    pub fn is_idle(&self) -> bool {
+        self.lock().phase.is_idle()
+    }
+
+    /// The idle/lifetime deadline, whichever is first.
+    pub(in crate::supervisor) fn expires(&self) -> Instant {
+        self.expiry(&self.lock())
+    }
+
+    fn expiry(&self, inner: &Inner) -> Instant {
+        (inner.last_used + self.idle).min(self.created + self.lifetime)
+    }
+
+    /// How long it has been idle (since its last use ended).
+    pub fn idle_for(&self) -> Duration {
+        self.lock().last_used.elapsed()
+    }
+
+    /// How long ago it was created (counted across restarts).
+    pub fn age(&self) -> Duration {
+        self.created.elapsed()
+    }
+
+    /// Time left before the end of the session's lifetime.
+    pub fn lifetime_left(&self) -> Duration {
+        (self.created + self.lifetime).saturating_duration_since(Instant::now())
+    }
+
+    /// Whether it is past its lifetime, or, not busy, past its idle time.
+    pub(in crate::supervisor) fn expired(&self, now: Instant) -> bool {
+        let inner = self.lock();
+        now >= self.created + self.lifetime
+            || (!inner.phase.is_busy() && now >= self.expiry(&inner))
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        let inner = self.lock();
+        let now = Instant::now();
+        let expires_in = self.expiry(&inner).saturating_duration_since(now);
+        let ended = inner.phase.ended().cloned();
+        SessionInfo {
+            id: self.id.clone(),
+            created_at: rfc3339(self.created_at),
+            expires_at: rfc3339(SystemTime::now() + expires_in),
+            last_used_at: rfc3339(inner.last_used_at),
+            // A closed session is no longer looked up; what it last said is idle.
+            state: if ended.is_some() {
+                SessionState::Ended
+            } else if inner.phase.is_busy() {
+                SessionState::Busy
+            } else {
+                SessionState::Idle
+            },
+            turns: inner.turns,
+            limits: self.limits,
+            template: self.template,
+            ended,
+            resident: true,
+        }
+    }
+}
