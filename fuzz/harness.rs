@@ -147,8 +147,6 @@ pub fn smith_config() -> wasm_smith::Config {
         gc_enabled: false,
         custom_page_sizes_enabled: false,
         wide_arithmetic_enabled: false,
-        // Wasmtime 48's parser predates the compact-imports encoding.
-        compact_imports_enabled: false,
         canonicalize_nans: false,
         allow_start_export: true,
         ..wasm_smith::Config::default()
