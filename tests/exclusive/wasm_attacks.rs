@@ -463,7 +463,8 @@ fn every_wasi_import_with_hostile_pointers() {
     let host = host();
     let canary = Canary::new();
     let fds_before = common::open_fds();
-    let bytes = std::fs::read(wasm_dir().join("wasi_oob_pointers.wat")).unwrap();
+    let text = std::fs::read(wasm_dir().join("wasi_oob_pointers.wat")).unwrap();
+    let bytes = wat::parse_bytes(&text).unwrap();
     let module = wasmtime::Module::new(host.engine().engine(), &bytes).unwrap();
     let pre = host.engine().instance_pre(&module).unwrap();
     let names: Vec<String> = module
