@@ -51,7 +51,8 @@ pub use report::{
 };
 pub use template::Template;
 pub use vivarium::{
-    ExecError, ExecRequest, Executed, InputFile, OpenError, RunSpec, Vivarium, VivariumOptions,
+    ExecError, ExecRequest, Executed, InputFile, OpenError, Program, RunSpec, Vivarium,
+    VivariumOptions,
 };
 
 /// Internals for the integration tests, benchmarks and fuzzers; not a stable API.

@@ -229,12 +229,15 @@ impl Default for ExecRequest {
     }
 }
 
-/// One execution as the core runs it, its limits resolved ([`Vivarium::resolve_limits`]):
-/// what a front door maps its request to, and what the server's runner admits and runs.
-pub struct RunSpec {
+/// One program to run in a fresh sandbox, its limits resolved ([`Vivarium::resolve_limits`]):
+/// the part of a run that is data. A front door builds it, the supervisor admits it, and it
+/// crosses the worker seam as it is (`worker::ExecuteJob`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Program {
     /// Python source, run as a program.
     pub code: String,
     /// What the program reads on stdin.
+    #[serde(with = "serde_bytes")]
     pub stdin: Vec<u8>,
     /// Placed in the working directory before the code runs.
     pub files: Vec<InputFile>,
@@ -244,14 +247,21 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// The snapshot the sandbox starts from.
     pub template: Template,
-    /// Sees output live, as the guest writes it.
-    pub observer: Option<OutputObserver>,
     /// `display()` and `plt.show()` produce rich outputs.
     pub rich: bool,
     /// stdout and stderr flush at each newline (streaming, interleaved output).
     pub line_buffered: bool,
     /// Whether the code is checked first, in the same sandbox, before any of it runs.
     pub policy: Policy,
+}
+
+/// One execution as the core runs it: the [`Program`] and what cannot be data, the live
+/// output's observer and the packages' environment.
+pub struct RunSpec {
+    /// What runs.
+    pub program: Program,
+    /// Sees output live, as the guest writes it.
+    pub observer: Option<OutputObserver>,
     /// The extra packages it sees ([`Vivarium::packages`]; [`Vivarium::no_packages`]).
     pub packages: Arc<PackageEnv>,
 }
@@ -474,16 +484,19 @@ impl Vivarium {
     /// guest thread ([`run_on_guest_thread`]). `cancel` stops it from any thread.
     pub fn run(&self, spec: RunSpec, cancel: Arc<AtomicBool>) -> Result<Executed, ExecError> {
         let RunSpec {
-            code,
-            stdin,
-            files,
-            limits,
-            env,
-            template,
+            program:
+                Program {
+                    code,
+                    stdin,
+                    files,
+                    limits,
+                    env,
+                    template,
+                    rich,
+                    line_buffered,
+                    policy,
+                },
             observer,
-            rich,
-            line_buffered,
-            policy,
             packages,
         } = spec;
         let check = (policy != Policy::Off).then(|| code.clone());
@@ -559,16 +572,18 @@ impl Vivarium {
     pub fn execute(self: &Arc<Self>, req: ExecRequest) -> Result<Report, ExecError> {
         let (template, limits) = self.resolve_for(req.template, &req.limits)?;
         let spec = RunSpec {
-            code: req.code,
-            stdin: req.stdin,
-            files: req.files,
-            limits,
-            env: req.env,
-            template,
+            program: Program {
+                code: req.code,
+                stdin: req.stdin,
+                files: req.files,
+                limits,
+                env: req.env,
+                template,
+                rich: req.rich,
+                line_buffered: false,
+                policy: req.policy,
+            },
             observer: req.observer,
-            rich: req.rich,
-            line_buffered: false,
-            policy: req.policy,
             packages: self.packages(&req.packages)?,
         };
         let cancel = req.cancel.unwrap_or_default();

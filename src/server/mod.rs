@@ -26,6 +26,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use config::{Config, LogFormat, PackagesMode, ServeArgs};
 pub use lifecycle::{Server, bind, mcp_stdio, serve};
@@ -51,36 +53,45 @@ pub struct ServerState {
 /// The state handlers get.
 pub type AppState = Arc<ServerState>;
 
-/// The router with every route and middleware, over `state`.
+/// The routes behind an API key that the OpenAPI document describes. Each is registered
+/// once, here: the router and the document are both made from this list ([`router`],
+/// [`openapi::document`]), so neither can name a route the other lacks.
+fn keyed_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(api::execute_or_stream))
+        .routes(routes!(check::check))
+        .routes(routes!(api::packages::packages))
+        .routes(routes!(api::usage::usage))
+        .routes(routes!(session_api::open))
+        .routes(routes!(session_api::info, session_api::close))
+        .routes(routes!(session_api::turn))
+        .routes(routes!(session_api::add_packages))
+        .routes(routes!(snapshot_api::snapshot))
+        .routes(routes!(snapshot_api::fork))
+        .routes(routes!(snapshot_api::list))
+        .routes(routes!(snapshot_api::info, snapshot_api::delete))
+        .routes(routes!(session_api::list_files))
+        .routes(routes!(session_api::download, session_api::upload))
+        .routes(routes!(piston::runtimes))
+        .routes(routes!(piston::execute))
+}
+
+/// The open routes (no key) that the OpenAPI document describes; as [`keyed_routes`].
+fn open_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(ops::index))
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::readyz))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(ops::openapi_json))
+}
+
+/// The router with every route and middleware, over `state`: the documented routes, and the
+/// ones the document leaves to their own protocols (Jupyter's, MCP's transport) or out (the
+/// debug routes).
 fn router(state: AppState) -> Router {
-    let mut v1 = Router::new()
-        .route("/v1/execute", post(api::execute_or_stream))
-        .route("/v1/check", post(check::check))
-        .route("/v1/packages", get(api::packages::packages))
-        .route("/v1/usage", get(api::usage::usage))
-        .route("/v1/sessions", post(session_api::open))
-        .route(
-            "/v1/sessions/{id}",
-            get(session_api::info).delete(session_api::close),
-        )
-        .route("/v1/sessions/{id}/execute", post(session_api::turn))
-        .route(
-            "/v1/sessions/{id}/packages",
-            post(session_api::add_packages),
-        )
-        .route("/v1/sessions/{id}/snapshot", post(snapshot_api::snapshot))
-        .route("/v1/sessions/{id}/fork", post(snapshot_api::fork))
-        .route("/v1/snapshots", get(snapshot_api::list))
-        .route(
-            "/v1/snapshots/{id}",
-            get(snapshot_api::info).delete(snapshot_api::delete),
-        )
-        .route("/v1/sessions/{id}/files", get(session_api::list_files))
-        .route(
-            "/v1/sessions/{id}/files/{*path}",
-            get(session_api::download).put(session_api::upload),
-        );
-    v1 = v1
+    let (documented, _) = keyed_routes().split_for_parts();
+    let mut v1 = documented
         .route("/api/kernelspecs", get(api::jupyter::kernelspecs))
         .route("/api/kernelspecs/{name}", get(api::jupyter::one_kernelspec))
         .route(
@@ -97,10 +108,7 @@ fn router(state: AppState) -> Router {
         )
         .route("/api/kernels/{id}/interrupt", post(api::jupyter::interrupt))
         .route("/api/kernels/{id}/restart", post(api::jupyter::restart))
-        .route("/api/kernels/{id}/channels", get(api::jupyter::channels));
-    v1 = v1
-        .route("/api/v2/runtimes", get(piston::runtimes))
-        .route("/api/v2/execute", post(piston::execute))
+        .route("/api/kernels/{id}/channels", get(api::jupyter::channels))
         .nest_service("/mcp", mcp::router(state.clone()));
     if state.config.debug_panic_route {
         v1 = v1.route("/v1/debug/panic", post(ops::debug_panic));
@@ -112,13 +120,8 @@ fn router(state: AppState) -> Router {
         }
     }
     let v1 = v1.route_layer(from_fn_with_state(state.clone(), auth::require_key));
-    Router::new()
-        .route("/", get(ops::index))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi_json))
-        .merge(v1)
+    let (open, _) = open_routes().split_for_parts();
+    open.merge(v1)
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

@@ -10,7 +10,7 @@ use super::api::types::{
     FileOutput, OpenSessionRequest, OpenSessionResponse, PolicyDeniedBody, TurnRequest,
     TurnResponse, UploadResponse,
 };
-use super::api::{check, execute, mcp, piston, sessions as session_api, snapshots as snapshot_api};
+use super::api::{mcp, piston};
 use super::error::{ErrorBody, ErrorDetail};
 use super::ops;
 use crate::check::{CheckResult, Finding, Policy, Severity, SyntaxCheck, SyntaxIssue};
@@ -45,33 +45,10 @@ impl Modify for BearerAuth {
         title = "Vivarium",
         description = "Run untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits: one-shot executions with files in and out, and notebook-like sessions."
     ),
-    paths(
-        execute::execute,
-        check::check,
-        crate::server::api::packages::packages,
-        session_api::open,
-        session_api::info,
-        session_api::close,
-        session_api::turn,
-        session_api::add_packages,
-        session_api::list_files,
-        session_api::download,
-        session_api::upload,
-        snapshot_api::snapshot,
-        snapshot_api::fork,
-        snapshot_api::list,
-        snapshot_api::info,
-        snapshot_api::delete,
-        ops::healthz,
-        ops::readyz,
-        ops::metrics,
-        ops::openapi_json,
-        ops::index,
-        piston::runtimes,
-        piston::execute,
-        mcp::mcp_transport,
-        crate::server::api::usage::usage,
-    ),
+    // The routes are registered once, in `server::keyed_routes` and `server::open_routes`,
+    // and join this document in `document`; here only MCP's transport, which is a service
+    // rather than a handler.
+    paths(mcp::mcp_transport),
     components(schemas(
         ErrorBody, ErrorDetail, ErrorCode, ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn,
         FileOutput, OpenSessionRequest, OpenSessionResponse, TurnRequest, TurnLimitsRequest,
@@ -99,6 +76,18 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
+/// The whole document: this description, the transport, and every documented route.
 pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    let mut doc = ApiDoc::openapi();
+    for routes in [super::keyed_routes(), super::open_routes()] {
+        doc.merge(routes.split_for_parts().1);
+    }
+    // A handler's path is its route, so a catch-all segment is written as axum's
+    // (`{*path}`); OpenAPI knows it as a plain parameter (`{path}`).
+    let paths = std::mem::take(&mut doc.paths.paths);
+    doc.paths.paths = paths
+        .into_iter()
+        .map(|(route, item)| (route.replace("{*", "{"), item))
+        .collect();
+    doc
 }

@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::AppState;
 use crate::supervisor::ErrorCode;
+use crate::supervisor::audit::Door;
 pub use crate::supervisor::audit::RequestContext;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -28,6 +29,23 @@ fn sane_id(v: &HeaderValue) -> Option<String> {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)))
     .then(|| s.to_string())
+}
+
+/// The door a path belongs to: the prefixes the router mounts each protocol under.
+pub fn door_of(path: &str) -> Door {
+    let under = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if under("/mcp") {
+        Door::Mcp
+    } else if under("/api/v2") {
+        Door::Piston
+    } else if under("/api/kernels") || under("/api/kernelspecs") {
+        Door::Jupyter
+    } else {
+        Door::Http
+    }
 }
 
 pub fn new_id() -> String {
@@ -46,10 +64,12 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0)
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let door = door_of(req.uri().path());
     req.extensions_mut().insert(RequestContext {
         request_id: request_id.clone(),
         client,
         key_id: None,
+        door,
     });
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -70,4 +90,23 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
         None => tracing::info!(status, ms, client = %client, "request done"),
     });
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_protocol_is_known_by_its_prefix() {
+        assert_eq!(door_of("/v1/execute"), Door::Http);
+        assert_eq!(door_of("/v1/sessions/s-1/execute"), Door::Http);
+        assert_eq!(door_of("/mcp"), Door::Mcp);
+        assert_eq!(door_of("/mcp/"), Door::Mcp);
+        assert_eq!(door_of("/mcpx"), Door::Http);
+        assert_eq!(door_of("/api/v2/execute"), Door::Piston);
+        assert_eq!(door_of("/api/kernels/s-2/channels"), Door::Jupyter);
+        assert_eq!(door_of("/api/kernelspecs"), Door::Jupyter);
+        assert_eq!(door_of("/api/kernelsx"), Door::Http);
+        assert_eq!(door_of("/"), Door::Http);
+    }
 }

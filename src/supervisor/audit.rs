@@ -20,7 +20,10 @@ use crate::packages::PackagePin;
 use crate::report::{Leak, Report, Status, Usage};
 use crate::sync::lock;
 
-/// What an audit line records; serialised as its snake_case name.
+/// What an audit line records, whichever door it came through ([`Door`]); serialised as its
+/// snake_case name. The HTTP routes are named here; the other doors map onto the same
+/// actions (MCP's `execute_python` is `execute`, a Jupyter cell `session_turn`, Piston's
+/// execute `execute`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
@@ -40,24 +43,6 @@ pub enum Action {
     FileDownload,
     /// `PUT /v1/sessions/{id}/files/{path}`.
     FileUpload,
-    /// `POST /api/v2/execute`.
-    PistonExecute,
-    /// MCP's `execute_python`.
-    McpExecute,
-    /// MCP's `check_python`.
-    McpCheck,
-    /// MCP's `open_session`.
-    McpSessionOpen,
-    /// MCP's `run_in_session`.
-    McpSessionTurn,
-    /// MCP's `close_session`.
-    McpSessionClose,
-    /// MCP's `snapshot_session`.
-    McpSessionSnapshot,
-    /// MCP's `fork_session`.
-    McpSessionFork,
-    /// MCP's `open_session` with a snapshot: a session restored.
-    McpSessionRestore,
     /// `POST /v1/sessions/{id}/snapshot`.
     SessionSnapshot,
     /// `POST /v1/sessions/{id}/fork`.
@@ -72,6 +57,23 @@ pub enum Action {
     Rejection,
     /// The server shut down.
     Shutdown,
+}
+
+/// Which front door a request came through (an audit line's `door`), named by the HTTP layer
+/// from the request's path; serialised as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Door {
+    /// The `/v1` API (plain and streamed), and the operations routes.
+    Http,
+    /// The Model Context Protocol (`/mcp`, or stdio).
+    Mcp,
+    /// Jupyter's kernel protocol (`/api/kernels`, `/api/kernelspecs`).
+    Jupyter,
+    /// Piston's API (`/api/v2`).
+    Piston,
+    /// No request: the server's own doing (a session's expiry, the shutdown).
+    Server,
 }
 
 /// How a request ended, for its audit line.
@@ -91,12 +93,14 @@ impl Outcome {
     pub const CLIENT_CLOSED: Outcome = Outcome::Failed(499, ErrorCode::ClientClosedRequest);
 }
 
-/// Who asked, under which id (a request extension every HTTP handler can read).
+/// Who asked, under which id, through which door (a request extension every HTTP handler can
+/// read).
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub request_id: String,
     pub client: SocketAddr,
     pub key_id: Option<String>,
+    pub door: Door,
 }
 
 pub struct Audit {
@@ -141,6 +145,7 @@ impl Audit {
 pub struct AuditRecord {
     pub time: String,
     pub action: Action,
+    pub door: Door,
     pub request_id: String,
     pub key_id: Option<String>,
     pub client: String,
@@ -182,14 +187,15 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// A record of `action` for the request `ctx` describes (HTTP 200 until told otherwise).
+    /// A record of `action` for the request `ctx` describes, at its door (HTTP 200 until told
+    /// otherwise).
     pub fn new(ctx: &RequestContext, action: Action) -> Self {
         AuditRecord {
             request_id: ctx.request_id.clone(),
             key_id: ctx.key_id.clone(),
             client: ctx.client.to_string(),
             http_status: 200,
-            ..AuditRecord::blank(action)
+            ..AuditRecord::blank(action, ctx.door)
         }
     }
 
@@ -197,14 +203,15 @@ impl AuditRecord {
     pub fn internal(action: Action) -> Self {
         AuditRecord {
             client: "server".into(),
-            ..AuditRecord::blank(action)
+            ..AuditRecord::blank(action, Door::Server)
         }
     }
 
-    fn blank(action: Action) -> Self {
+    fn blank(action: Action, door: Door) -> Self {
         AuditRecord {
             time: rfc3339_now(),
             action,
+            door,
             request_id: String::new(),
             key_id: None,
             client: String::new(),
@@ -272,5 +279,30 @@ impl AuditRecord {
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_names_its_action_and_its_door_apart() {
+        let ctx = RequestContext {
+            request_id: "r-1".into(),
+            client: SocketAddr::from(([127, 0, 0, 1], 9)),
+            key_id: Some("alice".into()),
+            door: Door::Mcp,
+        };
+        let line = serde_json::to_value(AuditRecord::new(&ctx, Action::SessionRestore)).unwrap();
+        assert_eq!(
+            (&line["action"], &line["door"]),
+            (&"session_restore".into(), &"mcp".into())
+        );
+        let line = serde_json::to_value(AuditRecord::internal(Action::SessionExpire)).unwrap();
+        assert_eq!(
+            (&line["action"], &line["door"]),
+            (&"session_expire".into(), &"server".into())
+        );
     }
 }

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use crate::check::{CheckResult, Policy};
+use crate::check::CheckResult;
 use crate::limits::{Limits, TurnLimits};
 use crate::packages::{PackageEnv, PackageError, PackagePin};
 use crate::report::{Held, Report};
 use crate::sandbox::EndReason;
 use crate::snapshot::SessionImage;
 use crate::template::Template;
-use crate::vivarium::{Executed, InputFile};
+use crate::vivarium::{Executed, InputFile, Program};
 
 /// A session's interpreter in its worker.
 pub type Handle = u64;
@@ -54,29 +54,14 @@ impl PackageRef {
     }
 }
 
-/// One execution in a fresh sandbox (`crate::vivarium::RunSpec` as data).
+/// One execution in a fresh sandbox: `crate::vivarium::RunSpec` as data, its observer a
+/// flag and its packages' environment a reference.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecuteJob {
-    /// Python source, run as a program.
-    pub code: String,
-    /// What it reads on stdin.
-    pub stdin: ByteBuf,
-    /// Placed in the working directory first.
-    pub files: Vec<InputFile>,
-    /// Resolved and checked against the template by the supervisor.
-    pub limits: Limits,
-    /// Laid over the guest's base environment.
-    pub env: Vec<(String, String)>,
-    /// The snapshot the sandbox starts from.
-    pub template: Template,
+    /// What runs, as the supervisor admitted it.
+    pub program: Program,
     /// Output goes back as [`Event::Output`] while it runs.
     pub observe: bool,
-    /// `display()` and `plt.show()` make rich outputs.
-    pub rich: bool,
-    /// stdout and stderr flush at each newline.
-    pub line_buffered: bool,
-    /// The pre-execution check, in the same sandbox.
-    pub policy: Policy,
     /// The extra packages it sees.
     pub packages: PackageRef,
 }

@@ -252,16 +252,8 @@ impl Worker {
     ) -> Result<Reply, JobError> {
         let observer: Option<OutputObserver> = e.observe.then(|| observer_of(events));
         let spec = RunSpec {
-            code: e.code,
-            stdin: e.stdin.into_vec(),
-            files: e.files,
-            limits: e.limits,
-            env: e.env,
-            template: e.template,
+            program: e.program,
             observer,
-            rich: e.rich,
-            line_buffered: e.line_buffered,
-            policy: e.policy,
             packages: e.packages.env(),
         };
         self.host

@@ -353,21 +353,26 @@ async fn mcp_snapshots_forks_and_restores_a_session() {
     assert!(is_error && text.contains("session_not_found"), "{text}");
 
     let audit = s.audit();
-    let with =
-        |action: &str| -> Vec<&Value> { audit.iter().filter(|r| r["action"] == action).collect() };
-    let snapshots = with("mcp_session_snapshot");
+    // Each line names the action and, apart from it, the door.
+    let with = |action: &str| -> Vec<&Value> {
+        audit
+            .iter()
+            .filter(|r| r["action"] == action && r["door"] == "mcp")
+            .collect()
+    };
+    let snapshots = with("session_snapshot");
     assert_eq!(snapshots.len(), 2, "{audit:?}");
     assert_eq!(snapshots[0]["snapshot_id"], snap_id);
     assert_eq!(snapshots[0]["http_status"], 201);
     assert_eq!(snapshots[1]["error"], "session_not_found");
-    let forks = with("mcp_session_fork");
+    let forks = with("session_fork");
     assert_eq!(forks.len(), 1, "{audit:?}");
     // The record names the new session, as the HTTP door's does.
     assert_eq!(
         (&forks[0]["session_id"], &forks[0]["http_status"]),
         (&json!(fork), &json!(201))
     );
-    let restores = with("mcp_session_restore");
+    let restores = with("session_restore");
     assert_eq!(restores.len(), 2, "{audit:?}");
     assert_eq!(restores[0]["snapshot_id"], snap_id);
     assert_eq!(restores[1]["error"], "snapshot_not_found");
@@ -411,14 +416,12 @@ async fn mcp_snapshots_belong_to_the_key_that_took_them() {
         tool(&mut alice, "close_session", json!({"session_id": sid})).await;
     }
     let audit = s.audit();
-    for action in [
-        "mcp_session_open",
-        "mcp_session_snapshot",
-        "mcp_session_restore",
-    ] {
+    for action in ["session_open", "session_snapshot", "session_restore"] {
         let r = audit
             .iter()
-            .find(|r| r["action"] == action && r["http_status"].as_u64() < Some(300))
+            .find(|r| {
+                r["action"] == action && r["door"] == "mcp" && r["http_status"].as_u64() < Some(300)
+            })
             .unwrap_or_else(|| panic!("{action} in {audit:?}"));
         assert_eq!(r["key_id"], "alice", "{r}");
     }
@@ -452,8 +455,14 @@ async fn mcp_refuses_to_snapshot_a_session_listing_a_folder() {
         .audit()
         .into_iter()
         .filter(|r| r["error"] == "snapshot_refused")
-        .map(|r| r["action"].as_str().unwrap().to_string())
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["door"].as_str().unwrap(),
+                r["action"].as_str().unwrap()
+            )
+        })
         .collect();
-    assert_eq!(refused, ["mcp_session_snapshot", "mcp_session_fork"]);
+    assert_eq!(refused, ["mcp session_snapshot", "mcp session_fork"]);
     s.stop().await;
 }

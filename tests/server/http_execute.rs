@@ -388,6 +388,30 @@ async fn metrics_openapi_and_pages() {
         );
     }
 
+    // Every route the document names is served (the router and the document are made from
+    // one list): none falls through to the router's own 404 or 405. MCP's transport is a
+    // service of its own (front_mcp drives it).
+    for (path, item) in paths.iter().filter(|(p, _)| *p != "/mcp") {
+        for method in item.as_object().unwrap().keys() {
+            let url = s.url(&path.replace("{id}", "s-none").replace("{path}", "a/b.txt"));
+            let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let r = c
+                .request(m, &url)
+                .header("content-type", "application/json")
+                .body("{\"code\": 1}")
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            let code = body["error"]["code"].as_str().unwrap_or("");
+            assert!(
+                !matches!(code, "not_found" | "method_not_allowed"),
+                "{method} {path}: {status} {body}"
+            );
+        }
+    }
+
     let (st, h) = get(&c, &s.url("/healthz")).await;
     assert_eq!((st, h["status"].as_str()), (200, Some("ok")));
     let r = c.get(s.url("/")).send().await.unwrap();

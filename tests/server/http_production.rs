@@ -150,3 +150,51 @@ async fn a_burst_beyond_capacity_gets_429() {
     assert_eq!((st, error_code(&v)), (429, "too_many_sessions"));
     s.stop().await;
 }
+
+/// An audit line names what was done (`action`) and, apart from it, the front door it came
+/// through (`door`): one program through each door is one `execute`, told apart by its door,
+/// and a kernel opened over Jupyter's API is that door's `session_open`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_lines_name_the_action_and_the_door_apart() {
+    let s = start("audit-doors", |_| {}).await;
+    let c = client();
+    let (st, v) = post(&c, &s.url("/v1/execute"), &json!({"code": "print(1)"})).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = post(
+        &c,
+        &s.url("/api/v2/execute"),
+        &json!({"language": "python", "version": "*", "files": [{"content": "print(2)"}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let mut mcp = McpClient::open(&s).await;
+    let (_, reply) = mcp
+        .call("execute_python", json!({"code": "print(3)"}))
+        .await;
+    assert_ne!(reply["result"]["isError"], true, "{reply}");
+    let (st, k) = post(&c, &s.url("/api/kernels"), &json!({})).await;
+    assert_eq!(st, 201, "{k}");
+    assert!(k["id"].is_string(), "{k}");
+
+    let audit = s.audit();
+    let doors_of = |action: &str| -> Vec<String> {
+        audit
+            .iter()
+            .filter(|r| r["action"] == action)
+            .map(|r| r["door"].as_str().unwrap_or("none").to_string())
+            .collect()
+    };
+    let mut executed = doors_of("execute");
+    executed.sort();
+    assert_eq!(executed, ["http", "mcp", "piston"], "{audit:?}");
+    assert_eq!(doors_of("session_open"), ["jupyter"], "{audit:?}");
+    // Every line has a door; none is a door's own action name any more.
+    assert!(audit.iter().all(|r| r["door"].is_string()), "{audit:?}");
+    assert!(
+        !audit
+            .iter()
+            .any(|r| r["action"].as_str().unwrap().starts_with("mcp_")),
+        "{audit:?}"
+    );
+    s.stop().await;
+}

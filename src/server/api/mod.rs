@@ -21,10 +21,31 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::AppState;
+use super::error::ErrorBody;
 use super::request_context::RequestContext;
+use types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody};
 
-/// `POST /v1/execute`: server-sent events when the client asks for them (`stream`), else the
-/// plain JSON answer (`execute`).
+// `POST /v1/execute`: server-sent events when the client asks for them (`stream`), else the
+// plain JSON answer (`execute`). (A plain comment: a doc comment would become the
+// operation's summary in the OpenAPI document.)
+#[utoipa::path(
+    post,
+    path = "/v1/execute",
+    tag = "execute",
+    // The plain answer's name (`execute::execute`); this function only picks the answer.
+    operation_id = "execute",
+    request_body = ExecuteRequest,
+    responses(
+        (status = 200, description = "The execution ran; `status` says how it ended. With `Accept: text/event-stream`: server-sent events `stdout`/`stderr` (`{\"text\"}`) as the code runs, then `result` (this body) or `error`", body = ExecuteResponse),
+        (status = 400, description = "Malformed request, bad path or base64, limit above the maximum", body = ErrorBody),
+        (status = 422, description = "`policy_denied` (policy `deny`, the pre-execution check found something: nothing ran, body with `findings`) or `output_leak` (leakage `deny`, the output held secrets: withheld, body with `leaks`)", body = PolicyDeniedBody),
+        (status = 401, description = "API key missing or wrong", body = ErrorBody),
+        (status = 413, description = "Body above the cap", body = ErrorBody),
+        (status = 429, description = "Too busy: retry after the Retry-After header", body = ErrorBody),
+        (status = 503, description = "Not ready, or shutting down", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
 pub async fn execute_or_stream(
     state: State<AppState>,
     ctx: Extension<RequestContext>,

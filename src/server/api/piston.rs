@@ -33,7 +33,7 @@ use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, AuditRecord, Outcome};
 use crate::supervisor::metrics::RunKind;
 use crate::sync::lock;
-use crate::vivarium::{Executed, InputFile, RunSpec};
+use crate::vivarium::{Executed, InputFile, Program, RunSpec};
 
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
 
@@ -239,7 +239,7 @@ pub async fn execute(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, Action::PistonExecute).execution(&id);
+    let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
     let result = run(&state, body, &mut record).await;
     let outcome = match &result {
         Ok(_) => Outcome::Ok(200),
@@ -326,17 +326,19 @@ async fn run(
         })
     };
     let spec = RunSpec {
-        code: program,
-        stdin,
-        files,
-        limits,
-        env: Vec::new(),
-        template,
+        program: Program {
+            code: program,
+            stdin,
+            files,
+            limits,
+            env: Vec::new(),
+            template,
+            rich: false,
+            // Line-buffered streams, so `output` interleaves them as a terminal would.
+            line_buffered: true,
+            policy: Policy::Off,
+        },
         observer: Some(observer),
-        rich: false,
-        // Line-buffered streams, so `output` interleaves them as a terminal would.
-        line_buffered: true,
-        policy: Policy::Off,
         // Piston's API has no field for packages: a Piston run gets the built-in set.
         packages: host.no_packages(),
     };

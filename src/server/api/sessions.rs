@@ -219,7 +219,7 @@ pub async fn list_files(
 
 #[utoipa::path(
     get,
-    path = "/v1/sessions/{id}/files/{path}",
+    path = "/v1/sessions/{id}/files/{*path}",
     tag = "sessions",
     params(
         ("id" = String, Path, description = "Session id"),
@@ -269,7 +269,7 @@ pub async fn download(
 
 #[utoipa::path(
     put,
-    path = "/v1/sessions/{id}/files/{path}",
+    path = "/v1/sessions/{id}/files/{*path}",
     tag = "sessions",
     params(
         ("id" = String, Path, description = "Session id"),

@@ -119,7 +119,7 @@ pub async fn execute_stream(
     };
     // Streamed chunks leave as printed: the guest's streams flush at each newline.
     spec.observer = Some(live.observer());
-    spec.line_buffered = true;
+    spec.program.line_buffered = true;
     let task = tokio::spawn(async move {
         let mut pending = PendingAudit {
             state: state.clone(),

@@ -28,7 +28,7 @@ use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
-use crate::vivarium::{Executed, InputFile, RunSpec};
+use crate::vivarium::{Executed, InputFile, Program, RunSpec};
 
 mod files_body;
 pub use files_body::{HeldContents, json_with_held, raw_held};
@@ -551,16 +551,18 @@ impl ExecuteRequest {
             .runner
             .leak_guard(policy, &env, &req.leakage_allow_env);
         let spec = RunSpec {
-            code: req.code,
-            stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
-            files,
-            limits,
-            env,
-            template,
+            program: Program {
+                code: req.code,
+                stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
+                files,
+                limits,
+                env,
+                template,
+                rich: true,
+                line_buffered: false,
+                policy: req.policy,
+            },
             observer: None,
-            rich: true,
-            line_buffered: false,
-            policy: req.policy,
             packages: host.no_packages(),
         };
         Ok((spec, guard, req.packages))

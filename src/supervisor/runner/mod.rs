@@ -279,10 +279,11 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<Executed> {
         let host = self.host()?;
-        let input: u64 = spec.files.iter().map(|f| f.content.len() as u64).sum();
+        let program = &spec.program;
+        let input: u64 = program.files.iter().map(|f| f.content.len() as u64).sum();
         let need = MemoryNeed {
-            reserve: reserve_for(&spec.limits),
-            starts_with: host.starting_bytes(spec.template, input),
+            reserve: reserve_for(&program.limits),
+            starts_with: host.starting_bytes(program.template, input),
             counted: true,
         };
         // Idle sessions make way for work: the coldest hibernate when the budget is short.
@@ -290,29 +291,13 @@ impl Runner {
         self.make_room(need.reserve + need.starts_with, false).await;
         let ticket = self.admit_run(&tenant, need).await?;
         let RunSpec {
-            code,
-            stdin,
-            files,
-            limits,
-            env,
-            template,
+            program,
             observer,
-            rich,
-            line_buffered,
-            policy: check,
             packages,
         } = spec;
         let job = Job::Execute(Box::new(ExecuteJob {
-            code,
-            stdin: stdin.into(),
-            files,
-            limits,
-            env,
-            template,
+            program,
             observe: observer.is_some(),
-            rich,
-            line_buffered,
-            policy: check,
             packages: PackageRef::of(&packages),
         }));
         let sinks = Sinks {

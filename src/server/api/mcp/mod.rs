@@ -54,7 +54,7 @@ use crate::server::AppState;
 use crate::server::error::{ApiError, OnWire, outcome_of};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
-use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::audit::{Action, AuditRecord, Door};
 use crate::supervisor::runner::Turned;
 use crate::sync::lock;
 use crate::template::Template;
@@ -82,6 +82,7 @@ fn ctx(extensions: &Extensions) -> RequestContext {
             request_id: new_id(),
             client: SocketAddr::from(([0, 0, 0, 0], 0)),
             key_id: None,
+            door: Door::Mcp,
         })
 }
 
@@ -176,7 +177,7 @@ impl VivariumMcp {
         };
         let state = &self.state;
         let id = format!("ex-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpExecute).execution(&id);
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::Execute).execution(&id);
         let result = execute_request(state, req, &mut record).await;
         state.runner.finish(record, run_outcome(&result));
         Ok(match result {
@@ -202,7 +203,7 @@ impl VivariumMcp {
         if let Err(e) = self.state.runner.host() {
             return Ok(self.api_error(e));
         }
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpCheck);
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::Check);
         record.set_code(&args.code);
         let key = record.key_id.clone();
         let result = self.state.runner.check(args.code, key.as_deref()).await;
@@ -240,12 +241,8 @@ impl VivariumMcp {
             durable: args.durable,
             packages: args.packages,
         };
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::McpSessionOpen);
+        let mut record = AuditRecord::new(&ctx(&extensions), Action::SessionOpen);
         let result = open_session_request(&self.state, req, &mut record).await;
-        // A restore is recorded as the HTTP door's; here it is MCP's.
-        if record.action == Action::SessionRestore {
-            record.action = Action::McpSessionRestore;
-        }
         self.state.runner.finish(record, outcome_of(&result, 201));
         Ok(match result {
             Ok(r) => session_opened(&r),
@@ -276,7 +273,7 @@ impl VivariumMcp {
         let turn_id = format!("turn-{}", new_id());
         let ctx = ctx(&extensions);
         let key = ctx.key_id.as_deref();
-        let mut record = AuditRecord::new(&ctx, Action::McpSessionTurn)
+        let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
             .session(&args.session_id)
             .execution(&turn_id);
         let result = turn_request(&self.state, &args.session_id, key, req, &mut record).await;
@@ -330,7 +327,7 @@ impl VivariumMcp {
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let record = AuditRecord::new(&ctx, Action::McpSessionClose).session(&args.session_id);
+        let record = AuditRecord::new(&ctx, Action::SessionClose).session(&args.session_id);
         let result = self
             .state
             .runner
@@ -355,8 +352,7 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut record =
-            AuditRecord::new(&ctx, Action::McpSessionSnapshot).session(&args.session_id);
+        let mut record = AuditRecord::new(&ctx, Action::SessionSnapshot).session(&args.session_id);
         let result = self
             .state
             .runner
@@ -380,7 +376,7 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut record = AuditRecord::new(&ctx, Action::McpSessionFork).session(&args.session_id);
+        let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&args.session_id);
         let result = self
             .state
             .runner
