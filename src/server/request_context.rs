@@ -41,7 +41,7 @@ pub fn door_of(path: &str) -> Door {
         Door::Mcp
     } else if under("/api/v2") {
         Door::Piston
-    } else if under("/api/kernels") || under("/api/kernelspecs") {
+    } else if under("/api/kernels") || under("/api/kernelspecs") || under("/kernelspecs") {
         Door::Jupyter
     } else {
         Door::Http
@@ -106,6 +106,10 @@ mod tests {
         assert_eq!(door_of("/api/v2/execute"), Door::Piston);
         assert_eq!(door_of("/api/kernels/s-2/channels"), Door::Jupyter);
         assert_eq!(door_of("/api/kernelspecs"), Door::Jupyter);
+        assert_eq!(
+            door_of("/kernelspecs/vivarium-python/logo-64x64.png"),
+            Door::Jupyter
+        );
         assert_eq!(door_of("/api/kernelsx"), Door::Http);
         assert_eq!(door_of("/"), Door::Http);
     }

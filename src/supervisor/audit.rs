@@ -68,7 +68,7 @@ pub enum Door {
     Http,
     /// The Model Context Protocol (`/mcp`, or stdio).
     Mcp,
-    /// Jupyter's kernel protocol (`/api/kernels`, `/api/kernelspecs`).
+    /// Jupyter's kernel protocol (`/api/kernels`, `/api/kernelspecs`, `/kernelspecs`).
     Jupyter,
     /// Piston's API (`/api/v2`).
     Piston,
