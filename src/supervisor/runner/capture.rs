@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
-use super::turns::{call_held, finish_after};
+use super::turns::{call_held, failed};
 use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
@@ -55,16 +55,15 @@ async fn capture(
     let job = Job::Capture {
         handle: busy.placed().handle,
     };
-    let id = busy.session().id.clone();
     let (busy, done) = call_held(busy, job, Sinks::default()).await?;
     match done {
         Ok(Reply::Image(image)) => Ok((busy, checked_image(runner, *image))),
         Ok(_) => Ok((busy, Err(out_of_turn()))),
-        Err(f @ Failure::Lost) => {
-            finish_after(busy, &f);
-            Err(failure(f, &id))
+        Err(f @ Failure::Lost) => Err(failed(busy, f)),
+        Err(f) => {
+            let error = failure(f, &busy.session().id);
+            Ok((busy, Err(error)))
         }
-        Err(f) => Ok((busy, Err(failure(f, &id)))),
     }
 }
 

@@ -362,11 +362,7 @@ impl Runner {
                 busy.finish(PutBack::Same);
                 Ok(env.pins.clone())
             }
-            Err(f) => {
-                let id = busy.session().id.clone();
-                finish_after(busy, &f);
-                Err(failure(f, &id))
-            }
+            Err(f) => Err(failed(busy, f)),
         }
     }
 
@@ -566,11 +562,7 @@ impl Runner {
                 busy.finish(PutBack::Same);
                 Ok(reply)
             }
-            Err(f) => {
-                let id = busy.session().id.clone();
-                finish_after(busy, &f);
-                Err(failure(f, &id))
-            }
+            Err(f) => Err(failed(busy, f)),
         }
     }
 
@@ -612,16 +604,19 @@ impl Runner {
     }
 }
 
-/// Ends `busy` after a job that failed with `f`: a lost worker ends the session, a refusal
-/// leaves it as it was.
-pub(super) fn finish_after(busy: Busy, f: &Failure) {
-    match f {
-        Failure::Lost => busy.finish(PutBack::Ended {
+/// Ends `busy` after a job that failed with `f`, and says so: a lost worker ends the session,
+/// a refusal leaves it as it was.
+pub(super) fn failed(busy: Busy, f: Failure) -> SupervisorError {
+    let back = match f {
+        Failure::Lost => PutBack::Ended {
             end: EndInfo::worker_lost("it died during a job"),
             turn: false,
-        }),
-        Failure::Job(_) => busy.finish(PutBack::Same),
-    }
+        },
+        Failure::Job(_) => PutBack::Same,
+    };
+    let error = failure(f, &busy.session().id);
+    busy.finish(back);
+    error
 }
 
 /// Does `job` for the use `busy` on a task of its own, which keeps the use until the worker
