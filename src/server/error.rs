@@ -235,14 +235,6 @@ impl ApiError {
     }
 }
 
-/// The audit outcome of a door's result: `ok` when it succeeded, else its error's.
-pub fn outcome_of<T, E: OnWire>(result: &Result<T, E>, ok: u16) -> Outcome {
-    match result {
-        Ok(_) => Outcome::Ok(ok),
-        Err(e) => e.outcome(),
-    }
-}
-
 impl From<BytesRejection> for ApiError {
     fn from(r: BytesRejection) -> Self {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {

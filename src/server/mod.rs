@@ -2,13 +2,15 @@
 //!
 //! This module holds the router and the shared state. `lifecycle` owns the server's life
 //! (bind, load the runtime in the background, serve, shut down gracefully). Front doors live
-//! in `api`, one file each, and never import each other; every run they ask for goes
-//! through the one seam, `supervisor::Runner`, which alone touches admission, the guest
+//! in `api`, one file each, and never import each other; each action they audit is one
+//! `bracket::Bracket` (its line written once, when closed or dropped). Every run they ask for
+//! goes through the one seam, `supervisor::Runner`, which alone touches admission, the guest
 //! threads, the session registry and the audit log. Nothing here holds session, residency,
 //! durability or cluster logic: that is `supervisor`.
 
 mod api;
 mod auth;
+mod bracket;
 mod config;
 mod error;
 mod error_scrub;

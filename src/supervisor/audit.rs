@@ -270,10 +270,10 @@ impl AuditRecord {
         self
     }
 
-    pub fn path(mut self, path: &str, bytes: u64) -> Self {
+    /// The file the action read or wrote, and its size.
+    pub fn set_path(&mut self, path: &str, bytes: u64) {
         self.path = Some(path.to_string());
         self.bytes = Some(bytes);
-        self
     }
 
     pub fn detail(mut self, detail: impl Into<String>) -> Self {

@@ -78,6 +78,20 @@ pub async fn wait_busy(c: &reqwest::Client, base: &str, id: &str) {
     }
 }
 
+/// Waits until session `id` at `base` is `idle` again (a turn whose client hung up runs on
+/// until the worker is done).
+pub async fn wait_idle(c: &reqwest::Client, base: &str, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, info) = get(c, &format!("{base}/v1/sessions/{id}")).await;
+        if info["state"] == "idle" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the turn never ended: {info}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Runs `code` as a turn of session `id` at `base`; asserts it answered 200 with status `ok`.
 pub async fn session_turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
     let (st, v) = post(

@@ -198,3 +198,61 @@ async fn audit_lines_name_the_action_and_the_door_apart() {
     );
     s.stop().await;
 }
+
+/// Every action a caller begins leaves one audit line, even when the caller hangs up before
+/// the answer: a plain execution and a session turn whose clients gave up are each recorded
+/// once, as HTTP 499 `client_closed_request`, with their execution ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_hangs_up_still_leaves_its_audit_line() {
+    let s = start("audit-hangup", |_| {}).await;
+    let c = client();
+    let impatient = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let slow = json!({"code": "import time\ntime.sleep(1.5)"});
+    let hung_up = impatient
+        .post(s.url("/v1/execute"))
+        .json(&slow)
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the client gave up first: {hung_up:?}");
+    let id = open_session(&c, &s.base, &json!({})).await;
+    let turn = s.url(&format!("/v1/sessions/{id}/execute"));
+    let hung_up = impatient.post(&turn).json(&slow).send().await;
+    assert!(hung_up.is_err(), "the client gave up first: {hung_up:?}");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let closed = loop {
+        let closed: Vec<_> = s
+            .audit()
+            .into_iter()
+            .filter(|r| r["error"] == "client_closed_request")
+            .collect();
+        if closed.len() >= 2 || std::time::Instant::now() > deadline {
+            break closed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut actions: Vec<_> = closed
+        .iter()
+        .map(|r| (r["action"].as_str().unwrap(), r["http_status"].as_u64()))
+        .collect();
+    actions.sort();
+    assert_eq!(
+        actions,
+        [("execute", Some(499)), ("session_turn", Some(499))],
+        "{closed:?}"
+    );
+    assert!(
+        closed.iter().all(|r| r["execution_id"].is_string()),
+        "{closed:?}"
+    );
+    let turned = closed
+        .iter()
+        .find(|r| r["action"] == "session_turn")
+        .unwrap();
+    assert_eq!(turned["session_id"], id.as_str());
+    wait_idle(&c, &s.base, &id).await;
+    s.stop().await;
+}

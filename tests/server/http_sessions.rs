@@ -236,15 +236,7 @@ async fn a_turn_whose_client_hangs_up_holds_its_session_until_it_ends() {
     assert!(hung_up.is_err(), "the client gave up first: {hung_up:?}");
     let (st, v) = post(&c, &turn, &json!({"code": "1"})).await;
     assert_eq!((st, error_code(&v)), (409, "session_busy"), "{v}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, v) = get(&c, &s.url(&format!("/v1/sessions/{id}"))).await;
-        if v["state"] == "idle" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "still {v}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_idle(&c, &s.base, &id).await;
     let v = session_turn(&c, &s.base, &id, "x").await;
     assert_eq!(v["result"], "42", "{v}");
     s.stop().await;

@@ -8,7 +8,8 @@ use axum::extract::{Extension, State};
 use super::types::{CheckRequest, parse_json};
 use crate::check::CheckResult;
 use crate::server::AppState;
-use crate::server::error::{ApiResult, ErrorBody, outcome_of};
+use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::error::{ApiResult, ErrorBody};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::{Action, AuditRecord};
 
@@ -32,9 +33,9 @@ pub async fn check(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<CheckResult>> {
-    let mut record = AuditRecord::new(&ctx, Action::Check);
-    let result = check_inner(&state, body, &mut record).await;
-    state.runner.finish(record, outcome_of(&result, 200));
+    let mut bracket = Bracket::open(&state, &ctx, Action::Check);
+    let result = check_inner(&state, body, bracket.record()).await;
+    bracket.close(outcome_of(&result, 200));
     result.map(Json)
 }
 

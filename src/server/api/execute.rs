@@ -8,10 +8,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
-use super::types::{ExecuteResponse, denied_response, execute_body, json_with_held, run_outcome};
+use super::types::{ExecuteResponse, denied_response, execute_body, json_with_held};
 use crate::server::AppState;
-use crate::server::request_context::{RequestContext, new_id};
-use crate::supervisor::audit::{Action, AuditRecord};
+use crate::server::bracket::{Bracket, run_outcome};
+use crate::server::request_context::RequestContext;
 use crate::vivarium::Executed;
 
 pub async fn execute(
@@ -19,10 +19,9 @@ pub async fn execute(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
-    let result = execute_body(&state, body, &mut record).await;
-    state.runner.finish(record, run_outcome(&result));
+    let (mut bracket, id) = Bracket::run(&state, &ctx);
+    let result = execute_body(&state, body, bracket.record()).await;
+    bracket.close(run_outcome(&result));
     match result {
         Ok(Executed::Ran { report, findings }) => {
             // A large returned file is streamed from disk into the JSON, never held whole.

@@ -26,11 +26,12 @@ use crate::report::{Report, Status};
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
+use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::{RequestContext, new_id};
+use crate::server::request_context::RequestContext;
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::audit::{AuditRecord, Outcome};
 use crate::supervisor::metrics::RunKind;
 use crate::sync::lock;
 use crate::vivarium::{Executed, InputFile, Program, RunSpec};
@@ -238,14 +239,13 @@ pub async fn execute(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
-    let result = run(&state, body, &mut record).await;
+    let (mut bracket, _) = Bracket::run(&state, &ctx);
+    let result = run(&state, body, bracket.record()).await;
     let outcome = match &result {
         Ok(_) => Outcome::Ok(200),
         Err(resp) => Outcome::Failed(resp.status().as_u16(), ErrorCode::PistonError),
     };
-    state.runner.finish(record, outcome);
+    bracket.close(outcome);
     result.unwrap_or_else(|resp| resp)
 }
 

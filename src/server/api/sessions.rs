@@ -13,14 +13,15 @@ use axum::response::{IntoResponse, Response};
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
-    denied_response, media_type, open_session, parse_json, raw_held, turn_body, turn_outcome,
+    denied_response, media_type, open_session, parse_json, raw_held, turn_body,
 };
 use crate::server::AppState;
-use crate::server::error::{ApiError, ApiResult, ErrorBody, outcome_of};
-use crate::server::request_context::{RequestContext, new_id};
+use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
+use crate::server::error::{ApiError, ApiResult, ErrorBody};
+use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::audit::Action;
 use crate::supervisor::runner::Turned;
 use crate::supervisor::session::SessionInfo;
 use crate::worker::held::FileBody;
@@ -44,9 +45,9 @@ pub async fn open(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
-    let result = open_session(&state, body, &mut record).await;
-    state.runner.finish(record, outcome_of(&result, 201));
+    let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
+    let result = open_session(&state, body, bracket.record()).await;
+    bracket.close(outcome_of(&result, 201));
     result.map(|r| {
         let id = r.id.clone();
         naming_session((StatusCode::CREATED, Json(r)).into_response(), &id)
@@ -95,9 +96,9 @@ pub async fn close(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
+    let bracket = Bracket::open(&state, &ctx, Action::SessionClose).session(&id);
     let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
-    state.runner.finish(record, outcome_of(&result, 204));
+    bracket.close(outcome_of(&result, 204));
     result
         .map_err(ApiError::from)
         .map(|()| StatusCode::NO_CONTENT)
@@ -127,18 +128,18 @@ pub async fn add_packages(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<SessionPackages>> {
-    let mut record = AuditRecord::new(&ctx, Action::SessionPackages).session(&id);
+    let mut bracket = Bracket::open(&state, &ctx, Action::SessionPackages).session(&id);
     let result = async {
         let req: AddPackagesRequest = parse_json(body)?;
         Ok::<_, ApiError>(
             state
                 .runner
-                .add_packages(&id, ctx.key_id.as_deref(), req.packages, &mut record)
+                .add_packages(&id, ctx.key_id.as_deref(), req.packages, bracket.record())
                 .await?,
         )
     }
     .await;
-    state.runner.finish(record, outcome_of(&result, 200));
+    bracket.close(outcome_of(&result, 200));
     result.map(|packages| {
         Json(SessionPackages {
             session_id: id,
@@ -170,12 +171,9 @@ pub async fn turn(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let turn_id = format!("turn-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
-        .session(&id)
-        .execution(&turn_id);
-    let result = turn_body(&state, &id, ctx.key_id.as_deref(), body, &mut record).await;
-    state.runner.finish(record, turn_outcome(&result));
+    let (mut bracket, turn_id) = Bracket::turn(&state, &ctx, &id);
+    let result = turn_body(&state, &id, ctx.key_id.as_deref(), body, bracket.record()).await;
+    bracket.close(turn_outcome(&result));
     match result {
         Ok(Turned::Ran(done)) => Json(TurnResponse::new(&turn_id, &id, *done)).into_response(),
         Ok(Turned::Denied(findings)) => denied_response(findings),
@@ -240,19 +238,18 @@ pub async fn download(
     Extension(ctx): Extension<RequestContext>,
     Path((id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
+    let mut bracket = Bracket::open(&state, &ctx, Action::FileDownload).session(&id);
     let result = match check_file_path(&path) {
         Ok(()) => state
             .runner
-            .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+            .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), bracket.record())
             .await
             .map_err(ApiError::from),
         Err(e) => Err(e),
     };
     let size = result.as_ref().map_or(0, |b| b.size());
-    state
-        .runner
-        .finish(record.path(&path, size), outcome_of(&result, 200));
+    bracket.record().set_path(&path, size);
+    bracket.close(outcome_of(&result, 200));
     match result? {
         FileBody::Bytes(bytes) => Ok((
             [(header::CONTENT_TYPE, media_type(&path))],
@@ -292,12 +289,11 @@ pub async fn upload(
     Path((id, path)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
-    let record = AuditRecord::new(&ctx, Action::FileUpload).session(&id);
+    let mut bracket = Bracket::open(&state, &ctx, Action::FileUpload).session(&id);
     let result = upload_inner(&state, &id, ctx.key_id.as_deref(), &path, body).await;
     let size = result.as_ref().map_or(0, |r| r.size);
-    state
-        .runner
-        .finish(record.path(&path, size), outcome_of(&result, 201));
+    bracket.record().set_path(&path, size);
+    bracket.close(outcome_of(&result, 201));
     result.map(|r| (StatusCode::CREATED, Json(r)))
 }
 

@@ -9,10 +9,11 @@ use axum::response::{IntoResponse, Response};
 
 use super::types::OpenSessionResponse;
 use crate::server::AppState;
-use crate::server::error::{ApiError, ApiResult, ErrorBody, outcome_of};
+use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
-use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::audit::Action;
 use crate::supervisor::snapshots::SnapshotInfo;
 
 #[utoipa::path(
@@ -34,12 +35,12 @@ pub async fn snapshot(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<SnapshotInfo>)> {
-    let mut record = AuditRecord::new(&ctx, Action::SessionSnapshot).session(&id);
+    let mut bracket = Bracket::open(&state, &ctx, Action::SessionSnapshot).session(&id);
     let result = state
         .runner
-        .snapshot_session(&id, ctx.key_id.clone(), &mut record)
+        .snapshot_session(&id, ctx.key_id.clone(), bracket.record())
         .await;
-    state.runner.finish(record, outcome_of(&result, 201));
+    bracket.close(outcome_of(&result, 201));
     result
         .map_err(ApiError::from)
         .map(|info| (StatusCode::CREATED, Json(info)))
@@ -64,12 +65,12 @@ pub async fn fork(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&id);
+    let mut bracket = Bracket::open(&state, &ctx, Action::SessionFork).session(&id);
     let result = state
         .runner
-        .fork_session(&id, ctx.key_id.as_deref(), &mut record)
+        .fork_session(&id, ctx.key_id.as_deref(), bracket.record())
         .await;
-    state.runner.finish(record, outcome_of(&result, 201));
+    bracket.close(outcome_of(&result, 201));
     result.map_err(ApiError::from).map(|s| {
         let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));
         naming_session(created.into_response(), &s.id)
@@ -137,13 +138,13 @@ pub async fn delete(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let mut record = AuditRecord::new(&ctx, Action::SnapshotDelete);
-    record.snapshot_id = Some(id.chars().take(64).collect());
+    let mut bracket = Bracket::open(&state, &ctx, Action::SnapshotDelete);
+    bracket.record().snapshot_id = Some(id.chars().take(64).collect());
     let result = state
         .runner
         .delete_snapshot(&id, ctx.key_id.as_deref())
         .await;
-    state.runner.finish(record, outcome_of(&result, 204));
+    bracket.close(outcome_of(&result, 204));
     result
         .map_err(ApiError::from)
         .map(|()| StatusCode::NO_CONTENT)

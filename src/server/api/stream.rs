@@ -22,12 +22,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, run_outcome};
+use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
+use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::{RequestContext, new_id};
-use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::server::request_context::RequestContext;
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
 use crate::vivarium::Executed;
@@ -61,42 +61,25 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// The audit record of a streamed execution. Written by the task when the run ends; when the
-/// client hangs up first, the task is aborted and dropping this writes the record as HTTP
-/// 499 `client_closed_request` (the run itself is cancelled by its guard).
-struct PendingAudit {
-    state: AppState,
-    record: Option<AuditRecord>,
-}
-
-impl Drop for PendingAudit {
-    fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
-            self.state.runner.finish(record, Outcome::CLIENT_CLOSED);
-        }
-    }
-}
-
 /// The streaming variant of `POST /v1/execute`.
 pub async fn execute_stream(
     state: AppState,
     ctx: RequestContext,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let id = format!("ex-{}", new_id());
-    let mut record = AuditRecord::new(&ctx, Action::Execute).execution(&id);
-    let (mut spec, guard, packages) = match ExecuteRequest::parse(&state, body, &mut record) {
+    let (mut bracket, id) = Bracket::run(&state, &ctx);
+    let (mut spec, guard, packages) = match ExecuteRequest::parse(&state, body, bracket.record()) {
         Ok(parsed) => parsed,
         Err(e) => {
-            state.runner.finish(record, e.outcome());
+            bracket.close(e.outcome());
             return e.into_response();
         }
     };
     // Resolved before the stream opens: a refusal is a JSON error, not an event.
-    spec.packages = match state.runner.packages(packages, &mut record).await {
+    spec.packages = match state.runner.packages(packages, bracket.record()).await {
         Ok(env) => env,
         Err(e) => {
-            state.runner.finish(record, e.outcome());
+            bracket.close(e.outcome());
             return ApiError::from(e).into_response();
         }
     };
@@ -121,17 +104,13 @@ pub async fn execute_stream(
     spec.observer = Some(live.observer());
     spec.program.line_buffered = true;
     let task = tokio::spawn(async move {
-        let mut pending = PendingAudit {
-            state: state.clone(),
-            record: Some(record),
-        };
-        let record = pending.record.as_mut().expect("set just above");
+        // When the client hangs up first, the task is aborted and the bracket, dropped,
+        // writes the line as 499 (the run itself is cancelled by its guard).
         let result = state
             .runner
-            .execute(spec, guard, RunKind::Execute, record)
+            .execute(spec, guard, RunKind::Execute, bracket.record())
             .await;
-        let record = pending.record.take().expect("taken only here");
-        state.runner.finish(record, run_outcome(&result));
+        bracket.close(run_outcome(&result));
         if result.is_ok() {
             // What the filter held back (a last line without its newline) leaves now.
             for (kind, text) in live.finish() {

@@ -20,10 +20,10 @@ use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
-use crate::server::error::{ApiError, ApiResult, ErrorDetail, OnWire};
+use crate::server::error::{ApiError, ApiResult, ErrorDetail};
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::{EndInfo, Session};
@@ -707,24 +707,6 @@ async fn execute_run(
         .runner
         .execute(spec, guard, RunKind::Execute, record)
         .await?)
-}
-
-/// How an execution request ended, for its audit line.
-pub fn run_outcome<E: OnWire>(result: &Result<Executed, E>) -> Outcome {
-    match result {
-        Ok(Executed::Ran { .. }) => Outcome::Ok(200),
-        Ok(Executed::Denied(_)) => Outcome::DENIED,
-        Err(e) => e.outcome(),
-    }
-}
-
-/// How a turn request ended, for its audit line.
-pub fn turn_outcome<E: OnWire>(result: &Result<Turned, E>) -> Outcome {
-    match result {
-        Ok(Turned::Ran { .. }) => Outcome::Ok(200),
-        Ok(Turned::Denied(_)) => Outcome::DENIED,
-        Err(e) => e.outcome(),
-    }
 }
 
 /// Runs a turn body in session `id` for `key` (the sessions API and MCP's

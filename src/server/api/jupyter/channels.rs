@@ -34,9 +34,10 @@ use crate::limits::TurnLimitsRequest;
 use crate::report::{Report, Status};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
-use crate::server::error::{ApiError, OnWire, outcome_of};
+use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
+use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
-use crate::supervisor::audit::{Action, AuditRecord, Outcome};
+use crate::supervisor::audit::Action;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use crate::supervisor::tenants::{Held, Quota};
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -608,9 +609,10 @@ impl Kernel {
                 .restart_session(&self.id, self.key())
                 .await
         } else {
-            let record = AuditRecord::new(&self.ctx, Action::SessionClose).session(&self.id);
+            let bracket =
+                Bracket::open(&self.state, &self.ctx, Action::SessionClose).session(&self.id);
             let r = self.state.runner.close_session(&self.id, self.key()).await;
-            self.state.runner.finish(record, outcome_of(&r, 204));
+            bracket.close(outcome_of(&r, 204));
             r
         };
         let content = match &done {
@@ -627,8 +629,9 @@ impl Kernel {
     /// outputs, final value or error, the reply, idle.
     async fn execute(self: &Arc<Self>, m: &Incoming, code: String, allow_stdin: bool) {
         let streams = Streams::start(self.out.clone(), self.session.clone(), m.header.clone());
-        let mut record = AuditRecord::new(&self.ctx, Action::SessionTurn).session(&self.id);
-        record.set_code(&code);
+        let mut bracket =
+            Bracket::open(&self.state, &self.ctx, Action::SessionTurn).session(&self.id);
+        bracket.record().set_code(&code);
         let ran = async {
             let session = self.state.runner.session(&self.id, self.key()).await?;
             self.iopub(
@@ -652,19 +655,17 @@ impl Kernel {
                     false => None,
                 },
             };
-            self.state.runner.turn(&session, turn, &mut record).await
+            self.state
+                .runner
+                .turn(&session, turn, bracket.record())
+                .await
         }
         .await;
         // Every stream message of the cell leaves before what follows it; an input_request
         // it left unanswered (the cell timed out waiting) is answered by nothing now.
         streams.end().await;
         *lock(&self.waiting_input) = None;
-        let outcome = match &ran {
-            Ok(Turned::Ran(_)) => Outcome::Ok(200),
-            Ok(Turned::Denied(_)) => Outcome::DENIED,
-            Err(e) => e.outcome(),
-        };
-        self.state.runner.finish(record, outcome);
+        bracket.close(turn_outcome(&ran));
         let reply = match ran {
             Ok(Turned::Ran(done)) => self.publish(m, *done).await,
             Ok(Turned::Denied(_)) => unreachable!("policy off"),

@@ -21,11 +21,12 @@ use serde_json::{Value, json};
 
 use crate::limits::LimitsRequest;
 use crate::server::AppState;
-use crate::server::error::{ApiError, ApiResult, outcome_of};
+use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::error::{ApiError, ApiResult};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::audit::{Action, AuditRecord};
+use crate::supervisor::audit::Action;
 use crate::supervisor::session::{SessionInfo, SessionState};
 use crate::template::Template;
 
@@ -209,7 +210,7 @@ pub async fn start(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut record = AuditRecord::new(&ctx, Action::SessionOpen);
+    let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
     let result: ApiResult<KernelModel> = async {
         let host = state.runner.host()?;
         let body = body?;
@@ -230,7 +231,7 @@ pub async fn start(
         let (template, limits) = host
             .resolve_for(Some(template), &LimitsRequest::default())
             .map_err(SupervisorError::from)?;
-        record.limits = Some(limits);
+        bracket.record().limits = Some(limits);
         let session = state
             .runner
             .open_session(
@@ -240,13 +241,13 @@ pub async fn start(
                 false,
                 host.no_packages(),
                 ctx.key_id.clone(),
-                &mut record,
+                bracket.record(),
             )
             .await?;
         Ok(KernelModel::of(&session.info()))
     }
     .await;
-    state.runner.finish(record, outcome_of(&result, 201));
+    bracket.close(outcome_of(&result, 201));
     match result {
         Ok(model) => {
             let id = model.id.clone();
@@ -277,9 +278,9 @@ pub async fn shutdown(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let id = session_id(&id)?;
-    let record = AuditRecord::new(&ctx, Action::SessionClose).session(&id);
+    let bracket = Bracket::open(&state, &ctx, Action::SessionClose).session(&id);
     let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
-    state.runner.finish(record, outcome_of(&result, 204));
+    bracket.close(outcome_of(&result, 204));
     result
         .map_err(ApiError::from)
         .map(|()| StatusCode::NO_CONTENT)

@@ -45,16 +45,17 @@ use serde_json::json;
 use super::types::{
     ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
     OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, execute_request, media_type,
-    open_session_request, run_outcome, turn_outcome, turn_request,
+    open_session_request, turn_request,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::LimitsRequest;
 use crate::report::Status;
 use crate::server::AppState;
-use crate::server::error::{ApiError, OnWire, outcome_of};
+use crate::server::bracket::{Bracket, outcome_of, run_outcome, turn_outcome};
+use crate::server::error::{ApiError, OnWire};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
-use crate::supervisor::audit::{Action, AuditRecord, Door};
+use crate::supervisor::audit::{Action, Door};
 use crate::supervisor::runner::Turned;
 use crate::sync::lock;
 use crate::template::Template;
@@ -176,10 +177,9 @@ impl VivariumMcp {
             ..ExecuteRequest::default()
         };
         let state = &self.state;
-        let id = format!("ex-{}", new_id());
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::Execute).execution(&id);
-        let result = execute_request(state, req, &mut record).await;
-        state.runner.finish(record, run_outcome(&result));
+        let (mut bracket, id) = Bracket::run(state, &ctx(&extensions));
+        let result = execute_request(state, req, bracket.record()).await;
+        bracket.close(run_outcome(&result));
         Ok(match result {
             Ok(Executed::Ran { report, findings }) => render_result(
                 &ExecuteResponse::new(&id, *report, findings).result,
@@ -203,11 +203,11 @@ impl VivariumMcp {
         if let Err(e) = self.state.runner.host() {
             return Ok(self.api_error(e));
         }
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::Check);
-        record.set_code(&args.code);
-        let key = record.key_id.clone();
+        let mut bracket = Bracket::open(&self.state, &ctx(&extensions), Action::Check);
+        bracket.record().set_code(&args.code);
+        let key = bracket.record().key_id.clone();
         let result = self.state.runner.check(args.code, key.as_deref()).await;
-        self.state.runner.finish(record, outcome_of(&result, 200));
+        bracket.close(outcome_of(&result, 200));
         Ok(match result {
             Ok(c) => {
                 let text = serde_json::to_string_pretty(&c).unwrap_or_default();
@@ -241,9 +241,9 @@ impl VivariumMcp {
             durable: args.durable,
             packages: args.packages,
         };
-        let mut record = AuditRecord::new(&ctx(&extensions), Action::SessionOpen);
-        let result = open_session_request(&self.state, req, &mut record).await;
-        self.state.runner.finish(record, outcome_of(&result, 201));
+        let mut bracket = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen);
+        let result = open_session_request(&self.state, req, bracket.record()).await;
+        bracket.close(outcome_of(&result, 201));
         Ok(match result {
             Ok(r) => session_opened(&r),
             Err(e) => self.api_error(e),
@@ -270,14 +270,11 @@ impl VivariumMcp {
             policy,
             ..TurnRequest::default()
         };
-        let turn_id = format!("turn-{}", new_id());
         let ctx = ctx(&extensions);
         let key = ctx.key_id.as_deref();
-        let mut record = AuditRecord::new(&ctx, Action::SessionTurn)
-            .session(&args.session_id)
-            .execution(&turn_id);
-        let result = turn_request(&self.state, &args.session_id, key, req, &mut record).await;
-        self.state.runner.finish(record, turn_outcome(&result));
+        let (mut bracket, turn_id) = Bracket::turn(&self.state, &ctx, &args.session_id);
+        let result = turn_request(&self.state, &args.session_id, key, req, bracket.record()).await;
+        bracket.close(turn_outcome(&result));
         Ok(match result {
             Ok(Turned::Ran(done)) => {
                 let t = TurnResponse::new(&turn_id, &args.session_id, *done);
@@ -327,13 +324,14 @@ impl VivariumMcp {
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let record = AuditRecord::new(&ctx, Action::SessionClose).session(&args.session_id);
+        let bracket =
+            Bracket::open(&self.state, &ctx, Action::SessionClose).session(&args.session_id);
         let result = self
             .state
             .runner
             .close_session(&args.session_id, ctx.key_id.as_deref())
             .await;
-        self.state.runner.finish(record, outcome_of(&result, 204));
+        bracket.close(outcome_of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
                 "session {} closed",
@@ -352,13 +350,14 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut record = AuditRecord::new(&ctx, Action::SessionSnapshot).session(&args.session_id);
+        let mut bracket =
+            Bracket::open(&self.state, &ctx, Action::SessionSnapshot).session(&args.session_id);
         let result = self
             .state
             .runner
-            .snapshot_session(&args.session_id, ctx.key_id.clone(), &mut record)
+            .snapshot_session(&args.session_id, ctx.key_id.clone(), bracket.record())
             .await;
-        self.state.runner.finish(record, outcome_of(&result, 201));
+        bracket.close(outcome_of(&result, 201));
         Ok(match result {
             Ok(info) => CallToolResult::success(vec![Content::text(
                 serde_json::to_string(&info).unwrap_or_default(),
@@ -376,13 +375,14 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut record = AuditRecord::new(&ctx, Action::SessionFork).session(&args.session_id);
+        let mut bracket =
+            Bracket::open(&self.state, &ctx, Action::SessionFork).session(&args.session_id);
         let result = self
             .state
             .runner
-            .fork_session(&args.session_id, ctx.key_id.as_deref(), &mut record)
+            .fork_session(&args.session_id, ctx.key_id.as_deref(), bracket.record())
             .await;
-        self.state.runner.finish(record, outcome_of(&result, 201));
+        bracket.close(outcome_of(&result, 201));
         Ok(match result {
             Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => self.api_error(e),
@@ -413,16 +413,15 @@ impl ServerHandler for VivariumMcp {
             return Err(McpError::invalid_params(e.to_string(), None));
         }
         let ctx = ctx(&context.extensions);
-        let mut record = AuditRecord::new(&ctx, Action::FileDownload).session(&id);
+        let mut bracket = Bracket::open(&self.state, &ctx, Action::FileDownload).session(&id);
         let read = self
             .state
             .runner
-            .read_file(&id, ctx.key_id.as_deref(), path.clone(), &mut record)
+            .read_file(&id, ctx.key_id.as_deref(), path.clone(), bracket.record())
             .await;
         let size = read.as_ref().map_or(0, |b| b.len() as u64);
-        self.state
-            .runner
-            .finish(record.path(&path, size), outcome_of(&read, 200));
+        bracket.record().set_path(&path, size);
+        bracket.close(outcome_of(&read, 200));
         match read {
             Ok(bytes) => Ok(rmcp::model::ReadResourceResult::new(vec![file_contents(
                 request.uri,
