@@ -22,6 +22,9 @@ mod live;
 mod placement;
 mod turns;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
