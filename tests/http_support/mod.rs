@@ -67,70 +67,76 @@ pub async fn wait_ready_at(base: &str) {
 /// Waits until session `id` at `base` is running a turn (`state` is `busy`): a turn's check
 /// runs first, so a request sent is not yet a turn running.
 pub async fn wait_busy(c: &reqwest::Client, base: &str, id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, info) = get(c, &format!("{base}/v1/sessions/{id}")).await;
-        if info["state"] == "busy" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the turn never started: {info}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    api_of(c, base).wait_state(id, "busy").await
 }
 
 /// Waits until session `id` at `base` is `idle` again (a turn whose client hung up runs on
 /// until the worker is done).
 pub async fn wait_idle(c: &reqwest::Client, base: &str, id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, info) = get(c, &format!("{base}/v1/sessions/{id}")).await;
-        if info["state"] == "idle" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the turn never ended: {info}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api_of(c, base).wait_state(id, "idle").await
 }
 
 /// Runs `code` as a turn of session `id` at `base`; asserts it answered 200 with status `ok`.
 pub async fn session_turn(c: &reqwest::Client, base: &str, id: &str, code: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &format!("{base}/v1/sessions/{id}/execute"),
-        &serde_json::json!({ "code": code }),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    assert_eq!(v["status"], "ok", "{code}: {v}");
-    v
+    api_of(c, base).turn_ok(id, code).await
 }
 
 /// Opens a session on the server at `base` with `body` (asserting 201); its id.
 pub async fn open_session(c: &reqwest::Client, base: &str, body: &Value) -> String {
-    let (st, v) = post(c, &format!("{base}/v1/sessions"), body).await;
-    assert_eq!(st, 201, "{v}");
-    v["id"].as_str().unwrap().to_string()
+    api_of(c, base).session(body).await
 }
 
 /// Snapshots session `id` on the server at `base` (asserting 201); the snapshot's info.
 pub async fn take_snapshot(c: &reqwest::Client, base: &str, id: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &format!("{base}/v1/sessions/{id}/snapshot"),
-        &serde_json::json!({}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
-    v
+    api_of(c, base).snapshot(id).await.expect(201)
 }
 
+/// The [`Api`] of the server at `base` through client `c`.
+fn api_of(c: &reqwest::Client, base: &str) -> Api {
+    Api {
+        c: c.clone(),
+        base: base.to_string(),
+    }
+}
+
+/// A new directory under the system's temporary one, for a test's server or files; it and
+/// its siblings named after it (`NAME.audit.jsonl`, `NAME.snapshots`, `NAME.keys.txt`, …) are
+/// removed when the test process exits, whether or not the test got as far as removing them.
 pub fn scratch_dir(tag: &str) -> PathBuf {
+    static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    extern "C" fn remove_made() {
+        let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        let names: Vec<String> = made
+            .iter()
+            .filter_map(|d| Some(d.file_name()?.to_str()?.to_string()))
+            .collect();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if names
+                .iter()
+                .any(|n| *name == **n || name.starts_with(&format!("{n}.")))
+            {
+                let path = entry.path();
+                let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+            }
+        }
+    }
+    // SAFETY: registers a plain function with no arguments, run once at exit.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(remove_made);
+    });
     let dir = std::env::temp_dir().join(format!(
         "vivarium-http-{tag}-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
     ));
     std::fs::create_dir_all(&dir).unwrap();
+    MADE.lock().unwrap().push(dir.clone());
     dir
 }
 
@@ -387,19 +393,19 @@ const MCP_ACCEPT: &str = "application/json, text/event-stream";
 
 impl McpClient {
     /// Opens a session on `server`'s `/mcp`.
-    pub async fn open(server: &TestServer) -> McpClient {
+    pub async fn open(server: &impl Served) -> McpClient {
         McpClient::open_with(server, client()).await
     }
 
     /// Opens a session on `server`'s `/mcp` as API key `key` (sent as a bearer token on
     /// every request).
-    pub async fn open_with_key(server: &TestServer, key: &str) -> McpClient {
+    pub async fn open_with_key(server: &impl Served, key: &str) -> McpClient {
         McpClient::open_with(server, client_with_key(key)).await
     }
 
     /// Opens a session on `server`'s `/mcp` through `client`.
-    pub async fn open_with(server: &TestServer, client: reqwest::Client) -> McpClient {
-        McpClient::open_at(server.url("/mcp"), client).await
+    pub async fn open_with(server: &impl Served, client: reqwest::Client) -> McpClient {
+        McpClient::open_at(format!("{}/mcp", server.base_url()), client).await
     }
 
     /// Opens a session at the MCP endpoint `url` (a server's, or a proxy's) through `client`.
@@ -544,5 +550,216 @@ pub fn venv_python(dir: &str, packages: &[&str], probe: &str) -> Option<PathBuf>
             String::from_utf8_lossy(&o.stderr)
         )),
         Err(e) => unavailable(format!("pip could not run: {e}")),
+    }
+}
+
+/// The default server of this test binary: one `vivarium serve` with the default
+/// configuration, started by the first test that asks and kept until the process exits
+/// (its scratch, snapshots and audit log are removed then, as every [`scratch_dir`] is). For tests that only make
+/// requests and check their answers; a test that counts the server's own totals (metrics,
+/// audit lines, sandbox directories, what is left after shutdown) or changes a setting
+/// starts its own with [`start`].
+pub async fn shared() -> Api {
+    static SHARED: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    let base = SHARED
+        .get_or_init(|| async {
+            let server = start("shared", |_| {}).await;
+            let base = server.base.clone();
+            // Its thread and runtime live on until the process exits: never told to stop.
+            std::mem::forget(server);
+            base
+        })
+        .await;
+    Api::at(base)
+}
+
+/// A typed client of one server's `/v1` API: a method per endpoint, taking what the
+/// endpoint names (a session id, code, a path) and answering with the status and the JSON
+/// body exactly as the server sent them, so tests assert the wire, not a client's view of it.
+#[derive(Clone)]
+pub struct Api {
+    pub c: reqwest::Client,
+    pub base: String,
+}
+
+/// An answer: its status and its body (JSON, or the text as a JSON string).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The body, asserting the status is `want`.
+    pub fn expect(self, want: u16) -> Value {
+        assert_eq!(self.status, want, "{}", self.body);
+        self.body
+    }
+
+    /// The status and the error code, asserting the documented error shape.
+    pub fn error(&self) -> (u16, &str) {
+        (self.status, error_code(&self.body))
+    }
+}
+
+impl Api {
+    /// The API of the server at `base`, with no key.
+    pub fn at(base: &str) -> Api {
+        Api {
+            c: client(),
+            base: base.to_string(),
+        }
+    }
+
+    /// The API of the server at `base`, as API key `key`.
+    pub fn keyed(base: &str, key: &str) -> Api {
+        Api {
+            c: client_with_key(key),
+            base: base.to_string(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn answer(r: reqwest::RequestBuilder) -> Answer {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer { status, body }
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Answer {
+        Api::answer(self.c.post(self.url(path)).json(body)).await
+    }
+
+    /// `POST /v1/execute`.
+    pub async fn execute(&self, body: &Value) -> Answer {
+        self.post("/v1/execute", body).await
+    }
+
+    /// `POST /v1/execute` of `code` alone; asserts 200 and status `ok`.
+    pub async fn run(&self, code: &str) -> Value {
+        let v = self
+            .execute(&serde_json::json!({ "code": code }))
+            .await
+            .expect(200);
+        assert_eq!(v["status"], "ok", "{code}: {v}");
+        v
+    }
+
+    /// `POST /v1/check` of `code`.
+    pub async fn check(&self, code: &str) -> Answer {
+        self.post("/v1/check", &serde_json::json!({ "code": code }))
+            .await
+    }
+
+    /// `POST /v1/sessions`.
+    pub async fn open(&self, body: &Value) -> Answer {
+        self.post("/v1/sessions", body).await
+    }
+
+    /// `POST /v1/sessions` with `body`; asserts 201 and returns the session's id.
+    pub async fn session(&self, body: &Value) -> String {
+        let v = self.open(body).await.expect(201);
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    /// `POST /v1/sessions/{id}/execute`.
+    pub async fn turn(&self, id: &str, body: &Value) -> Answer {
+        self.post(&format!("/v1/sessions/{id}/execute"), body).await
+    }
+
+    /// A turn of `code` alone in session `id`; asserts 200 and status `ok`.
+    pub async fn turn_ok(&self, id: &str, code: &str) -> Value {
+        let v = self
+            .turn(id, &serde_json::json!({ "code": code }))
+            .await
+            .expect(200);
+        assert_eq!(v["status"], "ok", "{code}: {v}");
+        v
+    }
+
+    /// `GET /v1/sessions/{id}`.
+    pub async fn info(&self, id: &str) -> Answer {
+        Api::answer(self.c.get(self.url(&format!("/v1/sessions/{id}")))).await
+    }
+
+    /// `DELETE /v1/sessions/{id}`.
+    pub async fn close(&self, id: &str) -> Answer {
+        Api::answer(self.c.delete(self.url(&format!("/v1/sessions/{id}")))).await
+    }
+
+    /// `POST /v1/sessions/{id}/snapshot`.
+    pub async fn snapshot(&self, id: &str) -> Answer {
+        self.post(
+            &format!("/v1/sessions/{id}/snapshot"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// `POST /v1/sessions/{id}/fork`.
+    pub async fn fork(&self, id: &str) -> Answer {
+        self.post(&format!("/v1/sessions/{id}/fork"), &serde_json::json!({}))
+            .await
+    }
+
+    /// `GET /v1/sessions/{id}/files`.
+    pub async fn files(&self, id: &str) -> Answer {
+        Api::answer(self.c.get(self.url(&format!("/v1/sessions/{id}/files")))).await
+    }
+
+    /// `PUT /v1/sessions/{id}/files/{path}` of `bytes`.
+    pub async fn upload(&self, id: &str, path: &str, bytes: Vec<u8>) -> Answer {
+        let url = self.url(&format!("/v1/sessions/{id}/files/{path}"));
+        Api::answer(self.c.put(url).body(bytes)).await
+    }
+
+    /// `GET /v1/sessions/{id}/files/{path}`: the status and the raw bytes.
+    pub async fn download(&self, id: &str, path: &str) -> (u16, Vec<u8>) {
+        let url = self.url(&format!("/v1/sessions/{id}/files/{path}"));
+        let r = self.c.get(url).send().await.unwrap();
+        (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+    }
+
+    /// Waits until session `id` is in `state` (`idle`, `busy`, `ended`).
+    pub async fn wait_state(&self, id: &str, state: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = self.info(id).await.body;
+            if info["state"] == state {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never {state}: {info}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A server a test talks to: one of its own ([`TestServer`]) or the shared one ([`Api`]).
+pub trait Served {
+    /// `http://127.0.0.1:PORT`.
+    fn base_url(&self) -> &str;
+}
+
+impl Served for TestServer {
+    fn base_url(&self) -> &str {
+        &self.base
+    }
+}
+
+impl Served for Api {
+    fn base_url(&self) -> &str {
+        &self.base
+    }
+}
+
+impl TestServer {
+    /// This server's [`Api`], with no key.
+    pub fn api(&self) -> Api {
+        Api::at(&self.base)
     }
 }

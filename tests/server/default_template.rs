@@ -37,7 +37,7 @@ fn with_template(mut body: Value, template: Option<&str>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plots_come_back_on_every_template_in_executions_and_sessions() {
-    let s = start("plots", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let cases: [(&str, &str); 4] = [
         (
@@ -126,12 +126,11 @@ async fn plots_come_back_on_every_template_in_executions_and_sessions() {
             "{name}: {v}"
         );
     }
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
-    let s = start("default", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let probe = "import sys\n\
                  print(sorted(m for m in ['numpy', 'pandas', 'matplotlib.pyplot', 'scipy.stats', \
@@ -216,7 +215,6 @@ async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
             "{name}: no image: {result}"
         );
     }
-    s.stop().await;
 }
 
 /// The hidden turn that shows open figures runs code the guest can reach (it may replace the
@@ -224,7 +222,7 @@ async fn the_default_is_scientific_with_a_clean_namespace_and_fresh_state() {
 /// second budget through it, and its overrun is the program's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_figure_turn_runs_within_the_programs_own_limits() {
-    let s = start("figure-limits", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let code = "import time, vivarium_display\n\
                 vivarium_display.turn_end = lambda: time.sleep(100)\n\
@@ -243,5 +241,4 @@ async fn the_figure_turn_runs_within_the_programs_own_limits() {
         "the two turns took more than the program's deadline: {v}"
     );
     assert!(elapsed < std::time::Duration::from_secs(4), "{elapsed:?}");
-    s.stop().await;
 }

@@ -29,7 +29,7 @@ open('../escape.txt', 'w')
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_endpoint_policies_and_rich_outputs() {
-    let s = start("check", |_| {}).await;
+    let s = shared().await;
     let c = client();
 
     // The static rules, with lines and columns.
@@ -232,7 +232,6 @@ display(fig)
     // The OpenAPI document names the new route.
     let (_, doc) = get(&c, &s.url("/openapi.json")).await;
     assert!(doc["paths"]["/v1/check"].is_object());
-    s.stop().await;
 }
 
 #[test]
@@ -282,7 +281,7 @@ fn cli_check_prints_json_and_exits_by_verdict() {
 /// before any sandbox asked for rich outputs, and its set-up turn must route `show()` too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plt_show_returns_a_png_on_every_template() {
-    let s = start("show", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let code = "\
 import matplotlib.pyplot as plt
@@ -335,5 +334,4 @@ plt.show()
             assert_eq!(v["outputs"].as_array().unwrap().len(), 1, "{template}: {v}");
         }
     }
-    s.stop().await;
 }

@@ -22,7 +22,7 @@ fn sdk_python() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_python_sdk_gets_text_and_the_plot() {
     let Some(python) = sdk_python() else { return };
-    let s = start("mcp", |_| {}).await;
+    let s = shared().await;
     let url = s.url("/mcp");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/front_mcp_client.py");
     let out = tokio::task::spawn_blocking(move || {
@@ -178,7 +178,6 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             .unwrap()
             .contains("session_not_found")
     );
-    s.stop().await;
 }
 
 /// `vivarium mcp` speaks the same tools over stdio (newline-delimited JSON-RPC).

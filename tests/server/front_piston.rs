@@ -51,7 +51,7 @@ fn client_dir() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piston_client_runs_python_unchanged() {
     let Some(dir) = client_dir() else { return };
-    let s = start("piston", |_| {}).await;
+    let s = shared().await;
     let base = s.base.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")
@@ -144,5 +144,4 @@ async fn piston_client_runs_python_unchanged() {
     .await;
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["run"]["stdout"], "1024\n");
-    s.stop().await;
 }

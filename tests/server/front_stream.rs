@@ -176,7 +176,7 @@ print('café ☕')
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_results_carry_held_files_only_up_to_a_bound() {
-    let s = start("stream-held", |_| {}).await;
+    let s = shared().await;
     let c = client();
     // Two files over the 1 MiB a worker carries in memory: 3 MiB fits in what a whole
     // response brings in, 40 MiB does not (it is listed, without its content).
@@ -207,5 +207,4 @@ open('big.bin', 'wb').write(b'x' * (40 << 20))
     assert_eq!(small.len(), 3 << 20);
     assert_eq!(file("big.bin")["size"], 40 << 20);
     assert_eq!(file("big.bin")["content"], Value::Null);
-    s.stop().await;
 }

@@ -176,7 +176,7 @@ fn rules_found(v: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redact_hides_every_secret_everywhere_output_leaves() {
-    let s = start("leak-redact", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let secrets = secrets();
     let env_secret = random(ALNUM, 20);
@@ -260,7 +260,6 @@ async fn redact_hides_every_secret_everywhere_output_leaves() {
     ] {
         assert!(places.iter().any(|p| p == want), "no {want} in {places:?}");
     }
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,7 +320,7 @@ async fn report_leaves_output_alone_and_gives_exact_places_and_the_audit_no_secr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_withholds_everything_and_a_session_survives_it() {
-    let s = start("leak-deny", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let secrets = secrets();
     let (status, v) = post(
@@ -372,12 +371,11 @@ async fn deny_withholds_everything_and_a_session_survives_it() {
     let (status, v) = post(&c, &turn, &json!({"code": "t", "leakage": "redact"})).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"], "'[REDACTED:github-pat]'");
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_redact_their_result_and_file_reads() {
-    let s = start("leak-session", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let secrets = secrets();
     let (status, opened) = post(&c, &s.url("/v1/sessions"), &json!({})).await;
@@ -412,12 +410,11 @@ async fn sessions_redact_their_result_and_file_reads() {
     let body = resp.text().await.unwrap();
     assert_hidden(&body, &texts(&secrets), "the file download");
     assert!(body.contains("[REDACTED:private-key]"), "{body}");
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_chunks_are_redacted_even_across_a_chunk_boundary() {
-    let s = start("leak-sse", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let token = format!("ghp_{}", random(ALNUM, 36));
     // The token leaves the guest in two writes, flushed apart, so two chunks.
@@ -468,12 +465,11 @@ async fn sse_chunks_are_redacted_even_across_a_chunk_boundary() {
         "{body}"
     );
     assert!(body.contains("\"text\":\"start\\n\""), "{body}");
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_and_piston_apply_the_servers_policy() {
-    let s = start("leak-doors", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let token = format!("ghp_{}", random(ALNUM, 36));
     let code = format!("print('token {token}')");
@@ -504,12 +500,11 @@ async fn mcp_and_piston_apply_the_servers_policy() {
         called.contains("output leakage: 1 finding (github-pat)"),
         "{called}"
     );
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordinary_output_has_no_findings() {
-    let s = start("leak-clean", |_| {}).await;
+    let s = shared().await;
     let c = client();
     // Numbers, floats, big integers, hashes, ids, a traceback, a DataFrame, a NumPy array,
     // dates, paths and a base64 PNG: what programs print, none of it a secret.
@@ -556,7 +551,6 @@ print(base64.b64encode(buf.getvalue()).decode())
         "the PNG is missing"
     );
     assert_eq!(v["leaks"], json!([]), "false positives: {}", v["leaks"]);
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -51,7 +51,7 @@ fn only_in_the_traceback(v: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parsed_error_and_the_hint_are_scanned_whatever_the_cut() {
-    let s = start("leak-error-cut", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let t = token();
     // stderr is cut after 1 KiB of noise; the exception comes from its tail.
@@ -124,7 +124,6 @@ async fn the_parsed_error_and_the_hint_are_scanned_whatever_the_cut() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["error"]["type"], "[REDACTED:github-pat]", "{v}");
     assert_hidden(&v, &t, "the exception's type");
-    s.stop().await;
 }
 
 /// Writes a file named after `t`, one in a folder named after it, and an ordinary one.
@@ -137,7 +136,7 @@ fn secret_files(t: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_whose_names_hold_a_secret_are_withheld_or_refused() {
-    let s = start("leak-file-names", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let t = token();
     let run = json!({"code": secret_files(&t)});
@@ -197,12 +196,11 @@ async fn files_whose_names_hold_a_secret_are_withheld_or_refused() {
     let (status, v) = get(&c, &s.url(&format!("/v1/sessions/{deny_id}/files"))).await;
     assert_eq!((status, error_code(&v)), (422, "output_leak"), "{v}");
     assert_hidden(&v, &t, "the listing's 422");
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_error_messages_are_redacted() {
-    let s = start("leak-api-errors", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let t = token();
     // A caller's field name echoed by the JSON parser.
@@ -263,5 +261,4 @@ async fn api_error_messages_are_redacted() {
     .await;
     assert!(status >= 400, "{status} {v}");
     assert_hidden(&v, &t, "Piston's error");
-    s.stop().await;
 }

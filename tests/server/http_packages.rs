@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_built_in_packages_are_listed_as_the_guest_sees_them() {
-    let s = start("packages", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let (st, v) = get(&c, &s.url("/v1/packages")).await;
     assert_eq!(st, 200, "{v}");
@@ -43,12 +43,11 @@ async fn the_built_in_packages_are_listed_as_the_guest_sees_them() {
         let (name, version) = line.split_once(' ').unwrap();
         assert_eq!(find(name)["version"], version, "{line}");
     }
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_module_gets_a_hint() {
-    let s = start("packages-hint", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let error = |code: &'static str| {
         let (c, url) = (c.clone(), s.url("/v1/execute"));
@@ -96,5 +95,4 @@ async fn a_missing_module_gets_a_hint() {
             .contains("import it as `yaml`"),
         "{v}"
     );
-    s.stop().await;
 }

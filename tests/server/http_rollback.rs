@@ -5,21 +5,19 @@
 use crate::http_support::*;
 use serde_json::{Value, json};
 
-async fn turn(c: &reqwest::Client, s: &TestServer, id: &str, body: Value) -> Value {
-    let (st, v) = post(c, &s.url(&format!("/v1/sessions/{id}/execute")), &body).await;
-    assert_eq!(st, 200, "{v}");
-    v
+async fn turn(api: &Api, id: &str, body: Value) -> Value {
+    api.turn(id, &body).await.expect(200)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_turns_roll_back_to_the_state_before_them() {
     let s = start("rollback", |_| {}).await;
     let c = client();
+    let api = s.api();
     let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": "python"})).await;
     let id = v["id"].as_str().unwrap().to_string();
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "import json\nx = [1, 2, 3]\nopen('keep.txt', 'w').write('before')"}),
     )
@@ -50,10 +48,7 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
             "x.clear(); x.append('lost'); y = 1\nopen('keep.txt', 'w').write('after')\n\
              open('new.txt', 'w').write('new')\n{code}"
         );
-        let v = turn(
-            &c,
-            &s,
-            &id,
+        let v = turn(&api, &id,
             json!({"code": code, "limits": limits, "files": [{"path": "input.txt", "content": b64(b"in")}]}),
         )
         .await;
@@ -61,8 +56,7 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
         assert_eq!(v["rolled_back"], true, "{v}");
         assert_eq!(v["ended"], Value::Null, "{v}");
         let v = turn(
-            &c,
-            &s,
+            &api,
             &id,
             json!({"code": "import os\n(x, 'y' in dir(), open('keep.txt').read(), \
                    sorted(f for f in os.listdir('.') if f.endswith('.txt')), json.dumps(1))"}),
@@ -86,14 +80,13 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "while True: pass", "limits": {"timeout_ms": 200}}),
     )
     .await;
     assert_eq!(v["rolled_back"], true);
-    let v = turn(&c, &s, &id, json!({"code": "open('up.txt').read()"})).await;
+    let v = turn(&api, &id, json!({"code": "open('up.txt').read()"})).await;
     assert_eq!(v["result"], "'uploaded'", "{v}");
     let m = metrics_at(&c, &s.base).await;
     assert_eq!(
@@ -105,24 +98,19 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
 
     // A file held open between turns rolls back with the rest: it goes on from where it was.
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "held = open('held.txt', 'w'); held.write('a'); held.flush()"}),
     )
     .await;
     assert_eq!(v["status"], "ok");
-    let v = turn(
-        &c,
-        &s,
-        &id,
+    let v = turn(&api, &id,
         json!({"code": "held.write('lost'); held.flush()\nwhile True: pass", "limits": {"timeout_ms": 200}}),
     )
     .await;
     assert_eq!(v["rolled_back"], true, "{v}");
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "held.write('b'); held.close(); open('held.txt').read()"}),
     )
@@ -132,16 +120,14 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
     // A folder being listed between turns is state no snapshot carries: a stopped turn then
     // ends the session, as it did before rollback existed.
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "import os\nit = os.scandir('.')"}),
     )
     .await;
     assert_eq!(v["status"], "ok");
     let v = turn(
-        &c,
-        &s,
+        &api,
         &id,
         json!({"code": "while True: pass", "limits": {"timeout_ms": 200}}),
     )
@@ -157,29 +143,25 @@ async fn stopped_turns_roll_back_to_the_state_before_them() {
 /// at its next stopped turn: a notebook that plotted could not survive an interrupt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_plotted_rolls_back() {
-    let s = start("rollback-plot", |_| {}).await;
-    let c = client();
+    let api = shared().await;
     for template in ["python", "scientific"] {
-        let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({"template": template})).await;
-        let id = v["id"].as_str().unwrap().to_string();
+        let id = api.session(&json!({"template": template})).await;
         for code in [
             "import matplotlib.pyplot as plt\nplt.plot([1, 2], label='a'); plt.legend()\nplt.show()",
             "fig, ax = plt.subplots(); ax.set_title('t'); fig.savefig('chart.png')",
         ] {
-            let v = turn(&c, &s, &id, json!({"code": code})).await;
+            let v = turn(&api, &id, json!({"code": code})).await;
             assert_eq!(v["status"], "ok", "{template}: {v}");
             let v = turn(
-                &c,
-                &s,
+                &api,
                 &id,
                 json!({"code": "while True: pass", "limits": {"timeout_ms": 300}}),
             )
             .await;
             assert_eq!(v["status"], "timeout", "{v}");
             assert_eq!(v["rolled_back"], true, "{template}: {code}: {v}");
-            let v = turn(&c, &s, &id, json!({"code": "len(plt.get_fignums())"})).await;
+            let v = turn(&api, &id, json!({"code": "len(plt.get_fignums())"})).await;
             assert_eq!(v["result"], "0", "{v}");
         }
     }
-    s.stop().await;
 }

@@ -4,25 +4,13 @@
 //! turn numbers of tracebacks (the caller's first turn is `<turn 1>`).
 
 use crate::http_support::*;
-use serde_json::{Value, json};
-
-async fn turn(c: &reqwest::Client, s: &TestServer, id: &str, code: &str) -> Value {
-    let (st, v) = post(
-        c,
-        &s.url(&format!("/v1/sessions/{id}/execute")),
-        &json!({ "code": code }),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    v
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_turns_are_numbered_from_1_in_tracebacks() {
-    let s = start("carry-turns", |_| {}).await;
-    let c = client();
-    let id = open_session(&c, &s.base, &json!({"template": "python"})).await;
-    let v = turn(&c, &s, &id, "1/0").await;
+    let api = shared().await;
+    let id = api.session(&json!({"template": "python"})).await;
+    let v = api.turn(&id, &json!({"code": "1/0"})).await.expect(200);
     assert_eq!(v["turn"], 1, "{v}");
     assert!(
         v["stderr"].as_str().unwrap().contains("File \"<turn 1>\""),
@@ -30,13 +18,15 @@ async fn a_sessions_turns_are_numbered_from_1_in_tracebacks() {
     );
     assert_eq!(v["error"]["type"], "ZeroDivisionError", "{v}");
     assert_eq!(v["error"]["line"], 1, "{v}");
-    let v = turn(&c, &s, &id, "x = 1\nundefined").await;
+    let v = api
+        .turn(&id, &json!({"code": "x = 1\nundefined"}))
+        .await
+        .expect(200);
     assert!(
         v["stderr"].as_str().unwrap().contains("File \"<turn 2>\""),
         "{v}"
     );
     assert_eq!(v["error"]["line"], 2, "{v}");
-    s.stop().await;
 }
 
 /// `f` open for writing with 'x' flushed (position 1), `r` read from position 3, and `g`
@@ -119,7 +109,7 @@ async fn files_held_open_go_on_after_hibernation_snapshot_fork_and_rollback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_folder_being_listed_is_refused_with_why() {
-    let s = start("carry-dir", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let id = open_session(&c, &s.base, &json!({"template": "python"})).await;
     session_turn(&c, &s.base, &id, "import os\nit = os.scandir('.')").await;
@@ -139,7 +129,6 @@ async fn a_folder_being_listed_is_refused_with_why() {
     );
     session_turn(&c, &s.base, &id, "it.close()").await;
     take_snapshot(&c, &s.base, &id).await;
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

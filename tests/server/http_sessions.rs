@@ -219,7 +219,7 @@ async fn concurrent_turn_conflicts_and_idle_sessions_expire() {
 /// worker still has the interpreter); then the session is idle again with what the turn did.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_whose_client_hangs_up_holds_its_session_until_it_ends() {
-    let s = start("hangup", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let (_, v) = post(&c, &s.url("/v1/sessions"), &json!({})).await;
     let id = v["id"].as_str().unwrap().to_string();
@@ -239,7 +239,6 @@ async fn a_turn_whose_client_hangs_up_holds_its_session_until_it_ends() {
     wait_idle(&c, &s.base, &id).await;
     let v = session_turn(&c, &s.base, &id, "x").await;
     assert_eq!(v["result"], "42", "{v}");
-    s.stop().await;
 }
 
 /// Files the host writes into a session (an upload, a turn's `files`) count against the
@@ -247,7 +246,7 @@ async fn a_turn_whose_client_hangs_up_holds_its_session_until_it_ends() {
 /// top of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_written_files_count_against_the_guests_disk_quota() {
-    let s = start("sess-disk", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let quota: u64 = 4 << 20;
     let (st, v) = post(
@@ -317,5 +316,4 @@ except OSError as e:
         v["stdout"].as_str().unwrap().starts_with("refused"),
         "the guest wrote 3 MiB on top of 3 MiB of turn files under a 4 MiB quota: {v}"
     );
-    s.stop().await;
 }

@@ -145,9 +145,9 @@ async fn state_survives_snapshot_restore_and_fork_and_each_diverges() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_busy_or_holding_a_folder_open_is_not_snapshotted() {
-    let s = start("snap-refuse", |_| {}).await;
+    let s = shared().await;
     let c = client();
-    let id = open(&c, &s, json!({"template": "python"})).await;
+    let id = s.session(&json!({"template": "python"})).await;
     session_turn(&c, &s.base, &id, "import os\nit = os.scandir('.')").await;
     let url = s.url(&format!("/v1/sessions/{id}/snapshot"));
     let (st, v) = post(&c, &url, &json!({})).await;
@@ -168,7 +168,6 @@ async fn a_session_busy_or_holding_a_folder_open_is_not_snapshotted() {
     assert_eq!(slow.await.unwrap().0, 200);
     let (st, _) = post(&c, &url, &json!({})).await;
     assert_eq!(st, 201);
-    s.stop().await;
 }
 
 /// Rewrites a snapshot file's header with `edit` and signs it again, as someone with write

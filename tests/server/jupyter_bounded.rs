@@ -313,7 +313,7 @@ fn token() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_inspections_and_prompts_leave_through_the_leakage_policy() {
-    let s = start("jupyter-leakage", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let secret = token();
     // A kernel under the server's default (`redact`), and a session under `deny` driven as
@@ -432,7 +432,6 @@ async fn completions_inspections_and_prompts_leave_through_the_leakage_policy() 
             "{msgs:?}"
         );
     }
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

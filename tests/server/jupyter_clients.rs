@@ -35,7 +35,7 @@ async fn jupyter_servers_gateway_client_gets_every_message_in_the_protocols_shap
     let Some(python) = jupyter_python() else {
         return;
     };
-    let s = start("jupyter-protocol", |_| {}).await;
+    let s = shared().await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gateway_protocol.py");
     let base = s.base.clone();
     let ran = tokio::task::spawn_blocking(move || {
@@ -71,7 +71,6 @@ async fn jupyter_servers_gateway_client_gets_every_message_in_the_protocols_shap
     ] {
         assert!(checked.contains(&t), "{t} was not seen: {checked:?}");
     }
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

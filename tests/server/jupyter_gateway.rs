@@ -687,7 +687,7 @@ async fn kernels_take_jupyter_token_forms_of_the_api_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_stopping_under_open_kernel_sockets_leaves_nothing_behind() {
-    let s = start("jupyter-stop-open", |_| {}).await;
+    let s = shared().await;
     let c = client();
     let mut sockets = Vec::new();
     for code in ["x = 1", "while True:\n    pass"] {
@@ -700,6 +700,5 @@ async fn a_server_stopping_under_open_kernel_sockets_leaves_nothing_behind() {
     }
     // One kernel idle with its socket open, one in a cell that never ends.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    s.stop().await;
     drop(sockets);
 }

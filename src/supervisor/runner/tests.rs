@@ -4,6 +4,7 @@
 //! checking that the session let go of everything it held, once: its registry entry, its
 //! tenant's places, its memory reserve.
 
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,16 +24,22 @@ use crate::template::Template;
 use crate::vivarium::{Vivarium, VivariumOptions};
 use crate::worker::Workers;
 
-/// One runtime for the whole test binary (opening it compiles nothing once cached).
+/// One runtime for the whole test binary (opening it compiles nothing once cached); its
+/// scratch base is removed when the process exits.
 fn host() -> Arc<Vivarium> {
     static HOST: OnceLock<Arc<Vivarium>> = OnceLock::new();
+    static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+    extern "C" fn remove_scratch() {
+        if let Some(dir) = SCRATCH.get() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
     HOST.get_or_init(|| {
         let mut opts = VivariumOptions::from_env();
-        opts.scratch_base = std::env::temp_dir().join(format!(
-            "vivarium-runner-test-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        opts.scratch_base = temp_path("vivarium-runner-test");
+        SCRATCH.set(opts.scratch_base.clone()).unwrap();
+        // SAFETY: registers a plain function with no arguments, run once at exit.
+        unsafe { libc::atexit(remove_scratch) };
         opts.engine = EngineOptions {
             max_instances: 32,
             ..EngineOptions::default()
@@ -42,15 +49,39 @@ fn host() -> Arc<Vivarium> {
     .clone()
 }
 
-/// A runner of its own (registry, admission, tenants, a snapshot store in a temporary
-/// directory), on the shared runtime, its guest code in this process.
-fn runner() -> Arc<Runner> {
-    let host = host();
-    let dir = std::env::temp_dir().join(format!(
-        "vivarium-runner-store-{}-{:08x}",
+fn temp_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "{tag}-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
-    ));
+    ))
+}
+
+/// A test's runner, and the snapshot store and audit log it writes, removed with it.
+struct Fixture {
+    runner: Arc<Runner>,
+    dir: PathBuf,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Arc<Runner>;
+    fn deref(&self) -> &Arc<Runner> {
+        &self.runner
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(self.dir.with_extension("audit.jsonl"));
+    }
+}
+
+/// A runner of its own (registry, admission, tenants, a snapshot store in a temporary
+/// directory), on the shared runtime, its guest code in this process.
+fn runner() -> Fixture {
+    let host = host();
+    let dir = temp_path("vivarium-runner-store");
     let settings = Settings {
         shared_budget: false,
         memory_budget_bytes: 4 << 30,
@@ -79,7 +110,10 @@ fn runner() -> Arc<Runner> {
         Tenants::single(Quotas::unlimited()),
     );
     runner.set_host(host.clone(), Workers::in_process(host));
-    Arc::new(runner)
+    Fixture {
+        runner: Arc::new(runner),
+        dir,
+    }
 }
 
 fn record() -> AuditRecord {
@@ -202,7 +236,7 @@ async fn a_second_turn_while_one_runs_is_refused_and_the_session_goes_on() {
     let runner = runner();
     let s = open(&runner).await;
     let first = {
-        let (runner, id) = (runner.clone(), s.id.clone());
+        let (runner, id) = (runner.runner.clone(), s.id.clone());
         tokio::spawn(async move { turn(&runner, &id, "import time\ntime.sleep(0.6)\ny = 7").await })
     };
     wait_for(&runner, &s.id, SessionState::Busy).await;
@@ -225,7 +259,7 @@ async fn a_close_during_a_turn_ends_the_session_and_frees_it_once_the_turn_is_do
     let runner = runner();
     let s = open(&runner).await;
     let running = {
-        let (runner, id) = (runner.clone(), s.id.clone());
+        let (runner, id) = (runner.runner.clone(), s.id.clone());
         tokio::spawn(async move {
             let session = runner.session(&id, None).await?;
             let t = turn_of("import time\ntime.sleep(5)");
@@ -257,7 +291,7 @@ async fn a_busy_session_does_not_hibernate_and_an_idle_one_wakes_with_its_state(
     let s = open(&runner).await;
     turn(&runner, &s.id, "z = [1, 2, 3]").await.unwrap();
     let running = {
-        let (runner, id) = (runner.clone(), s.id.clone());
+        let (runner, id) = (runner.runner.clone(), s.id.clone());
         tokio::spawn(async move { turn(&runner, &id, "import time\ntime.sleep(0.6)").await })
     };
     wait_for(&runner, &s.id, SessionState::Busy).await;
@@ -294,7 +328,7 @@ async fn a_hibernation_racing_a_close_never_brings_the_session_back() {
         let s = open(&runner).await;
         turn(&runner, &s.id, "v = 1").await.unwrap();
         let hibernating = {
-            let runner = runner.clone();
+            let runner = runner.runner.clone();
             tokio::spawn(async move { runner.hibernate_idle(Duration::ZERO).await })
         };
         if round % 2 == 1 {
