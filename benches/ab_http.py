@@ -2,7 +2,9 @@
 session turn (`POST /v1/sessions/{id}/execute`) at concurrency 1 and 2, each build its own
 release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so that drift
 in the machine's load falls on both alike. Every request is timed by the client (keep-alive,
-one connection per client thread); warm-up requests are excluded.
+one connection per client thread); warm-up requests are excluded. Beside the latencies, the
+minor page faults per request of the server and its worker processes (from `/proc/PID/stat`,
+counted after every client's warm-up).
 
     python benches/ab_http.py BEFORE_BINARY AFTER_BINARY benches/results/ab_http.json
 
@@ -19,6 +21,7 @@ import threading
 import time
 
 from http_load import stop, wait_ready
+from scaling import children
 
 ROUNDS = int(os.environ.get("AB_ROUNDS", "3"))
 REQUESTS = int(os.environ.get("AB_REQUESTS", "200"))
@@ -43,7 +46,20 @@ def start(binary: str) -> tuple[subprocess.Popen, str, int]:
     return server, host, int(port)
 
 
-def client(host: str, port: int, kind: str, count: int, out: list, errors: list) -> None:
+def minor_faults(pid: int) -> int:
+    """Minor page faults so far of `pid` and its children (the worker processes)."""
+    total = 0
+    for p in [pid] + children(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                total += int(f.read().rsplit(")", 1)[1].split()[7])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
+           warm: threading.Barrier) -> None:
     conn = http.client.HTTPConnection(host, port, timeout=60)
     if kind == "turn":
         status, s = post(conn, "/v1/sessions", {})
@@ -52,6 +68,8 @@ def client(host: str, port: int, kind: str, count: int, out: list, errors: list)
     else:
         path, body = "/v1/execute", {"code": "print('hello world')", "policy": "off"}
     for i in range(WARMUP + count):
+        if i == WARMUP:
+            warm.wait()
         t = time.perf_counter()
         status, r = post(conn, path, body)
         dt = (time.perf_counter() - t) * 1000
@@ -64,15 +82,21 @@ def client(host: str, port: int, kind: str, count: int, out: list, errors: list)
         conn.getresponse().read()
 
 
-def measure(host: str, port: int, kind: str, conc: int) -> tuple[list, list]:
+def measure(pid: int, host: str, port: int, kind: str, conc: int) -> tuple[list, list, float]:
+    """The latencies, the errors and the minor faults per request after the warm-up."""
     out, errors = [], []
-    threads = [threading.Thread(target=client, args=(host, port, kind, REQUESTS // conc, out, errors))
+    warm = threading.Barrier(conc + 1)
+    threads = [threading.Thread(target=client,
+                                args=(host, port, kind, REQUESTS // conc, out, errors, warm))
                for _ in range(conc)]
     for t in threads:
         t.start()
+    warm.wait()
+    faults = minor_faults(pid)
     for t in threads:
         t.join()
-    return out, errors
+    faults = minor_faults(pid) - faults
+    return out, errors, faults / max(1, (REQUESTS // conc) * conc)
 
 
 def main() -> None:
@@ -80,6 +104,7 @@ def main() -> None:
     out_path = sys.argv[3]
     settings = [(k, c) for k in ("hello", "turn") for c in (1, 2)]
     samples = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
+    faults = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     errors = {b: 0 for b in builds}
     loads = []
     for rnd in range(ROUNDS):
@@ -88,15 +113,17 @@ def main() -> None:
             server, host, port = start(builds[b])
             try:
                 for k, c in settings:
-                    got, errs = measure(host, port, k, c)
+                    got, errs, per_request = measure(server.pid, host, port, k, c)
                     samples[b][f"{k}_c{c}"] += got
+                    faults[b][f"{k}_c{c}"].append(per_request)
                     errors[b] += len(errs)
             finally:
                 stop(server)
             loads.append(os.getloadavg()[0])
     result = {"cores": os.cpu_count(), "rounds": ROUNDS, "requests": REQUESTS,
               "load_avg_1m": loads, "errors": errors, "settings": {}}
-    print(f"{'setting':<10} {'before p50':>11} {'after p50':>10} {'ratio':>6}   (p90 before/after)")
+    print(f"{'setting':<10} {'before p50':>11} {'after p50':>10} {'ratio':>6}   "
+          "(p90 before/after; minor faults a request before/after)")
     for k, c in settings:
         name = f"{k}_c{c}"
         b, a = samples["before"][name], samples["after"][name]
@@ -105,11 +132,14 @@ def main() -> None:
             "before_p90_ms": statistics.quantiles(b, n=10)[-1],
             "after_p90_ms": statistics.quantiles(a, n=10)[-1],
             "n": [len(b), len(a)],
+            "before_faults_per_request": statistics.median(faults["before"][name]),
+            "after_faults_per_request": statistics.median(faults["after"][name]),
         }
         row["ratio_p50"] = row["after_p50_ms"] / row["before_p50_ms"]
         result["settings"][name] = row
         print(f"{name:<10} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
-              f"{row['ratio_p50']:>6.3f}   ({row['before_p90_ms']:.2f}/{row['after_p90_ms']:.2f} ms)")
+              f"{row['ratio_p50']:>6.3f}   ({row['before_p90_ms']:.2f}/{row['after_p90_ms']:.2f} ms; "
+              f"{row['before_faults_per_request']:.0f}/{row['after_faults_per_request']:.0f})")
     print(f"errors {errors}; 1-minute load average after each server: {[round(x, 2) for x in loads]}")
     with open(out_path, "w") as f:
         json.dump(result, f, indent=2)

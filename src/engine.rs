@@ -57,8 +57,10 @@ pub struct EngineOptions {
     pub max_instances: u32,
     /// The largest linear memory of a guest: a template's image plus the most `memory_bytes`.
     pub max_memory_bytes: u64,
-    /// Bytes at the bottom of each pooled linear memory whose dirtied pages are reset in
-    /// place (and stay resident) when the slot is freed, rather than returned to the kernel.
+    /// Bytes of each pooled linear memory's dirtied pages that are reset in place (and stay
+    /// resident) when the slot is freed, rather than returned to the kernel: with the
+    /// PAGEMAP_SCAN ioctl, the first that many found anywhere in the memory; without it, the
+    /// bottom that many bytes.
     pub keep_resident_bytes: usize,
 }
 
@@ -92,11 +94,12 @@ impl Default for EngineOptions {
     }
 }
 
-/// See [`EngineOptions::keep_resident_bytes`]. The bottom of the guest's memory holds its C
-/// stack and static data, which every run dirties; 4 MiB kept as much of the gain as 32 MiB
-/// did (a hello world's faults fell by a third). The pages stay resident in every slot ever
-/// used (slots used ≈ concurrent runs plus sessions), so this is small on purpose: 70 slots
-/// keep at most 280 MiB.
+/// See [`EngineOptions::keep_resident_bytes`]: a budget of dirtied pages, wherever they are in
+/// the slot's memory, that the reset puts back in place (the vendored Wasmtime scans the whole
+/// slot for them: vendor/README.md). A `scientific` hello world dirties about 600 pages
+/// (2.4 MiB), so 4 MiB keeps all of them. The pages stay resident in every slot ever used
+/// (slots used ≈ concurrent runs plus sessions), so this is small on purpose: 70 slots keep
+/// at most 280 MiB.
 pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -195,10 +198,10 @@ impl GuestEngine {
             // The guest exports 47 157 table functions; their VMFuncRefs live in the
             // instance's vmctx, which is larger than the 1 MiB default.
             .max_core_instance_size(16 << 20);
-        // A freed slot's dirtied pages below `keep_resident_bytes` are reset in place, so the
-        // next sandbox in that slot writes to them without page faults (about a third of a
-        // hello world's faults). Only with the PAGEMAP_SCAN ioctl (Linux 6.7+), which finds
-        // the dirtied pages: without it the reset would memset the whole range every time.
+        // A freed slot's dirtied pages, up to `keep_resident_bytes` of them, are reset in place,
+        // so the next sandbox in that slot writes to them without page faults. Only with the
+        // PAGEMAP_SCAN ioctl (Linux 6.7+), which finds the dirtied pages: without it the reset
+        // would memset the whole range every time.
         if PoolingAllocationConfig::is_pagemap_scan_available() {
             pool.linear_memory_keep_resident(opts.keep_resident_bytes)
                 .pagemap_scan(wasmtime::Enabled::Yes);

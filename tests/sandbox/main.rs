@@ -22,4 +22,5 @@ mod sandbox_basics;
 mod sandbox_escape;
 mod sandbox_limits;
 mod session_image;
+mod slot_reset;
 mod templates;
