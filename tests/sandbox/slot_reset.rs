@@ -5,8 +5,8 @@
 //! faulting, and reads none of the last one's data.
 
 use wasmtime::{
-    Config, Engine, Enabled, InstanceAllocationStrategy, Instance, Module,
-    PoolingAllocationConfig, Store,
+    Config, Enabled, Engine, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig,
+    Store,
 };
 
 /// Pages apart from each other, so each is a region of its own: well past the 32 regions
@@ -77,11 +77,18 @@ fn a_run_dirtying_hundreds_of_scattered_pages_leaves_them_reset_and_resident() {
         let before = thread_faults();
         for at in pages() {
             // The last run's secret is gone: each page is the image's again (zeros here).
-            assert_eq!(read.call(&mut store, at).unwrap(), 0, "run {run}, at {at:#x}");
+            assert_eq!(
+                read.call(&mut store, at).unwrap(),
+                0,
+                "run {run}, at {at:#x}"
+            );
             write.call(&mut store, (at, SECRET)).unwrap();
         }
         let faults = thread_faults() - before;
-        assert_eq!(read.call(&mut store, 0).unwrap(), i64::from_le_bytes(*b"the imag"));
+        assert_eq!(
+            read.call(&mut store, 0).unwrap(),
+            i64::from_le_bytes(*b"the imag")
+        );
         if run > 0 {
             faults_after_first_reset.get_or_insert(faults);
         }

@@ -182,6 +182,18 @@ async fn wait_for(runner: &Runner, id: &str, want: SessionState) {
     }
 }
 
+/// Starts a turn of `code` in session `id` on a task of its own and waits until it runs.
+async fn running_turn(
+    runner: &Fixture,
+    id: &str,
+    code: &'static str,
+) -> tokio::task::JoinHandle<Result<Option<String>, SupervisorError>> {
+    let (r, owned) = (runner.runner.clone(), id.to_string());
+    let task = tokio::spawn(async move { turn(&r, &owned, code).await });
+    wait_for(runner, id, SessionState::Busy).await;
+    task
+}
+
 /// Everything sessions held is given back: no session resident or hibernated, no place
 /// taken under the tenant's quotas, no memory charged (a closed interpreter may be dropped
 /// off the caller's thread, so this waits a little).
@@ -235,11 +247,7 @@ async fn a_session_keeps_its_state_across_turns_and_frees_everything_when_closed
 async fn a_second_turn_while_one_runs_is_refused_and_the_session_goes_on() {
     let runner = runner();
     let s = open(&runner).await;
-    let first = {
-        let (runner, id) = (runner.runner.clone(), s.id.clone());
-        tokio::spawn(async move { turn(&runner, &id, "import time\ntime.sleep(0.6)\ny = 7").await })
-    };
-    wait_for(&runner, &s.id, SessionState::Busy).await;
+    let first = running_turn(&runner, &s.id, "import time\ntime.sleep(0.6)\ny = 7").await;
     assert!(matches!(
         turn(&runner, &s.id, "1").await,
         Err(SupervisorError::SessionBusy(_))
@@ -290,11 +298,7 @@ async fn a_busy_session_does_not_hibernate_and_an_idle_one_wakes_with_its_state(
     let runner = runner();
     let s = open(&runner).await;
     turn(&runner, &s.id, "z = [1, 2, 3]").await.unwrap();
-    let running = {
-        let (runner, id) = (runner.runner.clone(), s.id.clone());
-        tokio::spawn(async move { turn(&runner, &id, "import time\ntime.sleep(0.6)").await })
-    };
-    wait_for(&runner, &s.id, SessionState::Busy).await;
+    let running = running_turn(&runner, &s.id, "import time\ntime.sleep(0.6)").await;
     runner.hibernate_idle(Duration::ZERO).await;
     assert_eq!(state(&runner, &s.id).await, (SessionState::Busy, true));
     running.await.unwrap().unwrap();
