@@ -144,7 +144,7 @@ impl Checkpoint {
     pub fn refresh(&mut self, live: &mut Live) -> Result<(), CaptureError> {
         let globals = read_globals(live, self.globals.iter().map(|g| g.name.as_str()))?;
         let mem = live.memory.data(&live.store);
-        let written: Vec<u32> = match self.tracker.as_ref().map(DirtyTracker::take) {
+        let written: Vec<u32> = match self.tracker.as_ref().map(|t| t.take(mem.len())) {
             Some(Ok(pages)) => pages,
             other => {
                 if let Some(Err(why)) = other {

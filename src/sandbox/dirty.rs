@@ -4,7 +4,7 @@
 //! kernel resolves the protection itself and notes the page, at the price of one minor fault
 //! on the first write to each page after a scan (about a microsecond; a pandas turn that
 //! writes 370 pages pays about 0.4 ms), and reading the set costs about a third of a
-//! millisecond per 256 MiB of range.
+//! millisecond per 256 MiB walked: the memory the session has, not the cap it may grow to.
 //!
 //! This is what keeps a session's rollback checkpoint (`checkpoint.rs`) current at a cost
 //! that follows what a turn wrote, not what the session holds. Where the kernel refuses any
@@ -160,17 +160,22 @@ impl DirtyTracker {
             len,
         };
         // One scan now: it fails here, not at the first turn, where PAGEMAP_SCAN is missing.
-        tracker.take()?;
+        tracker.take(len as usize)?;
         Ok(tracker)
     }
 
     /// The [`PAGE_BYTES`] pages (indices from the start of the range) written since the last
-    /// call, and write-protects them again, in one step.
-    pub fn take(&self) -> Result<Vec<u32>, String> {
+    /// call, and write-protects them again, in one step; only the first `upto` bytes of the
+    /// range are walked. Pass the memory's size now: the guest cannot have written beyond it,
+    /// and a page beyond stays marked until a later call's `upto` covers it. The kernel walks
+    /// every page of what it is given (each holds a write-protect marker), so a session's
+    /// turn pays for the memory it has, not for the cap it may grow to (a `scientific` session
+    /// has ~170 MiB of a 679 MiB range).
+    pub fn take(&self, upto: usize) -> Result<Vec<u32>, String> {
         let mut out = Vec::new();
         let mut regions = vec![PageRegion::default(); 1024];
         let mut from = self.start;
-        let end = self.start + self.len;
+        let end = self.start + self.len.min(upto as u64);
         while from < end {
             let mut arg = PmScanArg {
                 size: std::mem::size_of::<PmScanArg>() as u64,
@@ -250,11 +255,17 @@ mod tests {
             *p.add(3 * PAGE_BYTES) = 1;
             *p.add(40 * PAGE_BYTES + 7) = 1;
         }
-        assert_eq!(tracker.take().unwrap(), vec![3, 40]);
-        assert_eq!(tracker.take().unwrap(), Vec::<u32>::new());
+        assert_eq!(tracker.take(len).unwrap(), vec![3, 40]);
+        assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
         // SAFETY: within the mapping.
         unsafe { *p.add(3 * PAGE_BYTES + 1) = 2 };
-        assert_eq!(tracker.take().unwrap(), vec![3]);
+        assert_eq!(tracker.take(len).unwrap(), vec![3]);
+        // A write past `upto` is not walked, and not lost: the next walk that covers it
+        // finds it.
+        // SAFETY: within the mapping.
+        unsafe { *p.add(50 * PAGE_BYTES) = 3 };
+        assert_eq!(tracker.take(10 * PAGE_BYTES).unwrap(), Vec::<u32>::new());
+        assert_eq!(tracker.take(len).unwrap(), vec![50]);
         drop(tracker);
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(p as *mut libc::c_void, len) };
