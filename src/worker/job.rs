@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use crate::check::CheckResult;
+use crate::check::{CheckResult, Finding, Policy};
 use crate::limits::{Limits, TurnLimits};
 use crate::packages::{PackageEnv, PackageError, PackagePin};
 use crate::report::{Held, Report};
@@ -85,6 +85,11 @@ pub struct TurnJob {
     pub ask_input: bool,
     /// Send the state after the turn back (a durable session's own snapshot).
     pub want_image: bool,
+    /// The pre-execution check of `code`, in a sandbox of this worker's own before anything
+    /// else (`off`: none); under `deny`, a finding stops the turn before its files are
+    /// written ([`Reply::TurnDenied`]). In the turn's own job, so a checked turn costs one
+    /// round trip to its worker, not two.
+    pub policy: Policy,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.
@@ -117,7 +122,7 @@ pub enum Job {
         /// The image's packages, found by the supervisor.
         packages: PackageRef,
     },
-    /// A turn → [`Reply::Turned`].
+    /// A turn → [`Reply::Turned`] (or [`Reply::TurnDenied`]: its check under `deny` found something).
     Turn(Box<TurnJob>),
     /// A hidden query between turns → [`Reply::Answer`].
     Query {
@@ -190,6 +195,8 @@ pub struct TurnReply {
     pub rolled_back: bool,
     /// The state after it, when asked for and the session goes on.
     pub image: Option<Box<SessionImage>>,
+    /// What the check found (`None`: the policy was `off`).
+    pub findings: Option<Vec<Finding>>,
 }
 
 /// A worker's answer to one [`Job`].
@@ -208,6 +215,9 @@ pub enum Reply {
     },
     /// To [`Job::Turn`].
     Turned(TurnReply),
+    /// To [`Job::Turn`] under `deny`, when the check found something: nothing ran, the
+    /// session is as it was.
+    TurnDenied(Vec<Finding>),
     /// To [`Job::Query`].
     Answer(Option<String>),
     /// To [`Job::ListFiles`].
@@ -345,7 +355,7 @@ impl Reply {
             (JobKind::Execute, Reply::Executed(_))
                 | (JobKind::Check, Reply::Checked(_))
                 | (JobKind::Open, Reply::Opened { .. })
-                | (JobKind::Turn, Reply::Turned(_))
+                | (JobKind::Turn, Reply::Turned(_) | Reply::TurnDenied(_))
                 | (JobKind::Query, Reply::Answer(_))
                 | (JobKind::ListFiles, Reply::Files(_))
                 | (JobKind::ReadFile, Reply::File(_) | Reply::HeldFile { .. })

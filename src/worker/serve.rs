@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
-use crate::check::CheckError;
+use crate::check::{CheckError, Policy};
 use crate::hostcalls::input::InputAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
@@ -144,7 +144,7 @@ impl Worker {
                     image: None,
                 })
             }
-            Job::Turn(t) => self.turn(*t, events),
+            Job::Turn(t) => self.turn(*t, cancel, events),
             Job::Query {
                 handle,
                 code,
@@ -262,8 +262,30 @@ impl Worker {
             .map_err(from_exec)
     }
 
-    fn turn(&self, t: TurnJob, events: Arc<dyn Events>) -> Result<Reply, JobError> {
+    fn turn(
+        &self,
+        t: TurnJob,
+        cancel: Arc<AtomicBool>,
+        events: Arc<dyn Events>,
+    ) -> Result<Reply, JobError> {
         let (mut interp, template) = self.take(t.handle)?;
+        // The check first, in a sandbox of its own under the job's flag (shutdown: an
+        // interrupt is the turn's, not its check's); whatever it says, the session is
+        // untouched so far.
+        let findings = match t.policy {
+            Policy::Off => None,
+            policy => match self.host.check(&t.code, cancel) {
+                Ok(c) if policy == Policy::Deny && !c.findings.is_empty() => {
+                    self.put_back(t.handle, interp);
+                    return Ok(Reply::TurnDenied(c.findings));
+                }
+                Ok(c) => Some(c.findings),
+                Err(e) => {
+                    self.put_back(t.handle, interp);
+                    return Err(from_check(e));
+                }
+            },
+        };
         let files = t.files;
         let refs: Vec<(&str, &[u8])> = files
             .iter()
@@ -304,6 +326,7 @@ impl Worker {
                     ended: outcome.ended,
                     rolled_back: outcome.rolled_back,
                     image,
+                    findings,
                 }))
             }
             Err(reason) => {

@@ -206,6 +206,25 @@ display(fig)
     .await;
     assert_eq!(st, 422, "{v}");
     assert_eq!(rules(&v), vec!["os_system"]);
+    // A denied turn leaves the session as it was: its files are not written, nothing ran;
+    // under `warn` the findings come back beside a turn that ran.
+    let denied = json!({"code": "y = 1\nimport subprocess", "policy": "deny",
+        "files": [{"path": "denied.txt", "content": b64(b"x")}]});
+    let (st, v) = post(&c, &turn, &denied).await;
+    assert_eq!(
+        (st, rules(&v)),
+        (422, vec!["subprocess".to_string()]),
+        "{v}"
+    );
+    let (st, v) = post(&c, &turn, &json!({"code": "import subprocess\nz = 3"})).await;
+    assert_eq!(
+        (st, rules(&v)),
+        (200, vec!["subprocess".to_string()]),
+        "{v}"
+    );
+    let probe = "import os\n('y' in dir(), z, os.path.exists('denied.txt'))";
+    let (_, v) = post(&c, &turn, &json!({"code": probe, "policy": "off"})).await;
+    assert_eq!(v["result"], "(False, 3, False)", "{v}");
     let (st, v) = post(&c, &turn, &json!({"code": "display('one')\nx = 21"})).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["findings"], json!([]));

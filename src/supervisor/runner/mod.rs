@@ -373,13 +373,7 @@ impl Runner {
     /// Checks `code` in a fresh sandbox of its own, admitted like any execution of key
     /// `key`'s tenant.
     pub async fn check(&self, code: String, key: Option<&str>) -> SupervisorResult<CheckResult> {
-        let host = self.host()?;
-        let need = MemoryNeed {
-            reserve: reserve_for(&host.checker_limits()),
-            starts_with: host.starting_bytes(crate::template::Template::Python, 0),
-            counted: false,
-        };
-        self.make_room(need.reserve + need.starts_with, false).await;
+        let need = self.checker_need().await?;
         let ticket = self.admission.admit(&self.tenant(key), Some(need)).await?;
         let reply = self
             .workers()?
@@ -390,6 +384,19 @@ impl Runner {
             Reply::Checked(c) => Ok(c),
             _ => Err(out_of_turn()),
         }
+    }
+
+    /// What a check's sandbox asks of the budget (not counted against the tenant's share:
+    /// see [`MemoryNeed::counted`]), with room made for it first.
+    pub(super) async fn checker_need(&self) -> SupervisorResult<MemoryNeed> {
+        let host = self.host()?;
+        let need = MemoryNeed {
+            reserve: reserve_for(&host.checker_limits()),
+            starts_with: host.starting_bytes(crate::template::Template::Python, 0),
+            counted: false,
+        };
+        self.make_room(need.reserve + need.starts_with, false).await;
+        Ok(need)
     }
 
     /// Test builds: does `fault` in the worker with the least work.

@@ -188,16 +188,6 @@ impl Runner {
     ) -> SupervisorResult<Turned> {
         let policy = self.leak_policy(t.leakage.or(Some(session.leakage)))?;
         let guard = self.leak_guard(policy, &[], &[]);
-        let findings = match t.policy {
-            Policy::Off => None,
-            policy => {
-                let c = self.check(t.code.clone(), session.owner.as_deref()).await?;
-                if policy == Policy::Deny && !c.findings.is_empty() {
-                    return Ok(Turned::Denied(c.findings));
-                }
-                Some(c.findings)
-            }
-        };
         let limits = t.limits.resolve(
             &session.limits,
             &self.maximum,
@@ -210,13 +200,20 @@ impl Runner {
         record.limits = Some(shown);
         let busy = self.begin(session).await?;
         let session = &busy.session().clone();
-        let ticket = self.admission.admit(&session.tenant, None).await?;
+        // A checked turn's check runs in the turn's own job, in a sandbox of its worker's:
+        // admitted here with the turn.
+        let need = match t.policy {
+            Policy::Off => None,
+            _ => Some(self.checker_need().await?),
+        };
+        let ticket = self.admission.admit(&session.tenant, need).await?;
         let SessionTurn {
             code,
             stdin,
             files,
             live,
             input,
+            policy: check,
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
@@ -229,6 +226,7 @@ impl Runner {
             observe: live.is_some(),
             ask_input: input.is_some(),
             want_image: session.durable,
+            policy: check,
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
@@ -245,6 +243,10 @@ impl Runner {
         }
         let turned = match ran {
             Ok(Reply::Turned(t)) => t,
+            Ok(Reply::TurnDenied(findings)) if check == Policy::Deny => {
+                busy.finish(PutBack::Same);
+                return Ok(Turned::Denied(findings));
+            }
             Ok(_) => {
                 busy.finish(PutBack::Same);
                 return Err(out_of_turn());
@@ -272,6 +274,7 @@ impl Runner {
             ended,
             rolled_back,
             image,
+            findings,
         } = turned;
         self.hint_missing_module(&mut report);
         let (report, result, leaks) = {
