@@ -245,6 +245,8 @@ impl Runner {
             Ok(Reply::Turned(t)) => t,
             Ok(Reply::TurnDenied(findings)) if check == Policy::Deny => {
                 busy.finish(PutBack::Same);
+                // Nothing ran, under no limits: its audit line has none.
+                record.limits = None;
                 return Ok(Turned::Denied(findings));
             }
             Ok(_) => {
