@@ -19,6 +19,15 @@ use crate::sync::lock;
 const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
 const MAX_TOMBSTONES: usize = 100_000;
 
+/// Where [`Registry::take_out`] found a session.
+pub enum Removed {
+    /// Resident: close it.
+    Live(Arc<Session>),
+    /// Hibernated: its place under its tenant's quota went with it; its snapshot is the
+    /// caller's to delete.
+    Hibernated,
+}
+
 /// A session written to the snapshot store and freed: what is known of it without waking it.
 struct Hibernated {
     /// Its info as it went to sleep (`resident: false`).
@@ -235,6 +244,27 @@ impl Registry {
     pub fn get(&self, id: &str) -> Result<Arc<Session>, SupervisorError> {
         if let Some(s) = self.live().get(id) {
             return Ok(s.clone());
+        }
+        if self.gone().contains_key(id) {
+            return Err(SupervisorError::SessionExpired(id.to_string()));
+        }
+        Err(SupervisorError::SessionNotFound(id.to_string()))
+    }
+
+    /// Takes session `id` out of the live or the hibernated ones, under both locks (live
+    /// first, as everywhere), so a hibernation moving it from one to the other at the same
+    /// moment cannot slip past (a close then left it hibernated); what was there is the
+    /// caller's to close. `SessionExpired` when it expired here.
+    pub fn take_out(&self, id: &str) -> Result<Removed, SupervisorError> {
+        {
+            let mut live = self.live();
+            let mut hibernated = self.hibernated();
+            if let Some(s) = live.remove(id) {
+                return Ok(Removed::Live(s));
+            }
+            if hibernated.remove(id).is_some() {
+                return Ok(Removed::Hibernated);
+            }
         }
         if self.gone().contains_key(id) {
             return Err(SupervisorError::SessionExpired(id.to_string()));

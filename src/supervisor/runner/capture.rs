@@ -409,11 +409,26 @@ impl Runner {
     /// With `--cluster`, only while this node holds its lease (another node may have taken
     /// the session over: its snapshot is that node's now), and the lease goes too.
     pub(super) fn forget_own_snapshot(&self, id: &str) {
+        tokio::spawn(self.forgetting_own_snapshot(id));
+    }
+
+    /// [`Runner::forget_own_snapshot`], waited for: where an answer must not leave before the
+    /// snapshot is gone (a close, whose 204 is the session's end; a hibernation that lost to
+    /// a close), since a session not live here comes back from its own snapshot on its next
+    /// request. A task of its own, so a caller that goes away does not stop it halfway.
+    pub(super) async fn forget_own_snapshot_before_answering(&self, id: &str) {
+        let _ = tokio::spawn(self.forgetting_own_snapshot(id)).await;
+    }
+
+    fn forgetting_own_snapshot(
+        &self,
+        id: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let snapshots = self.snapshots.clone();
         let own = SnapshotId::for_session(id);
         let cluster = self.cluster.clone();
         let id = id.to_string();
-        tokio::spawn(async move {
+        async move {
             if let Some(c) = cluster {
                 let Ok(seen) = c.seen(&id).await else {
                     return;
@@ -427,7 +442,7 @@ impl Runner {
                 }
             }
             let _ = snapshots.delete_own(&own).await;
-        });
+        }
     }
 
     /// Whether the store holds session `id`'s own snapshot (a session not live here): with
@@ -698,7 +713,7 @@ impl Runner {
                 // Closed (or ended) while its snapshot was written: it stays so, and the
                 // snapshot just written must not bring it back.
                 remains.release();
-                self.forget_own_snapshot(&s.id);
+                self.forget_own_snapshot_before_answering(&s.id).await;
                 return Err(SupervisorError::SessionNotFound(s.id.clone()));
             }
         };

@@ -18,6 +18,7 @@ use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
+use crate::supervisor::registry::Removed;
 use crate::supervisor::session::{
     Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
 };
@@ -588,23 +589,19 @@ impl Runner {
                 s.close().release();
             }
             self.metrics.session_closed(CloseReason::Deleted);
-            self.forget_own_snapshot(id);
+            self.forget_own_snapshot_before_answering(id).await;
             return Ok(());
         }
-        if self.sessions.unhibernate(id) {
-            self.metrics.session_closed(CloseReason::Deleted);
-            self.forget_own_snapshot(id);
-            return Ok(());
-        }
-        match self.sessions.remove(id) {
-            Ok(s) => {
+        match self.sessions.take_out(id) {
+            Ok(Removed::Live(s)) => {
                 s.close().release();
                 self.metrics.session_closed(CloseReason::Deleted);
             }
+            Ok(Removed::Hibernated) => self.metrics.session_closed(CloseReason::Deleted),
             Err(SupervisorError::SessionNotFound(_)) if self.has_own_snapshot(id, None).await => {}
             Err(e) => return Err(e),
         }
-        self.forget_own_snapshot(id);
+        self.forget_own_snapshot_before_answering(id).await;
         Ok(())
     }
 }
