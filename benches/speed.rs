@@ -232,6 +232,12 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
     g.bench_function("vivarium_sandbox", |b| {
         b.iter(|| sandbox(host, Template::Python, HELLO))
     });
+    // The default template (`scientific`, what a request that names none gets): numpy,
+    // pandas and matplotlib already imported, so a larger image to reset and a set-up turn
+    // that reseeds numpy too.
+    g.bench_function("vivarium_sandbox_default_template", |b| {
+        b.iter(|| sandbox(host, Template::Scientific, HELLO))
+    });
     // What `/v1/execute` runs by default: the set-up turn also loads the rich-output helpers
     // and checks the code (`policy: warn`).
     g.bench_function("vivarium_sandbox_rich_checked", |b| {
