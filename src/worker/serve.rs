@@ -268,24 +268,20 @@ impl Worker {
         cancel: Arc<AtomicBool>,
         events: Arc<dyn Events>,
     ) -> Result<Reply, JobError> {
-        let (mut interp, template) = self.take(t.handle)?;
         // The check first, in a sandbox of its own under the job's flag (shutdown: an
-        // interrupt is the turn's, not its check's); whatever it says, the session is
-        // untouched so far.
+        // interrupt is the turn's, not its check's), before the interpreter is taken out:
+        // whatever it says, the session is untouched.
         let findings = match t.policy {
             Policy::Off => None,
-            policy => match self.host.check(&t.code, cancel) {
-                Ok(c) if policy == Policy::Deny && !c.findings.is_empty() => {
-                    self.put_back(t.handle, interp);
+            policy => {
+                let c = self.host.check(&t.code, cancel).map_err(from_check)?;
+                if policy == Policy::Deny && !c.findings.is_empty() {
                     return Ok(Reply::TurnDenied(c.findings));
                 }
-                Ok(c) => Some(c.findings),
-                Err(e) => {
-                    self.put_back(t.handle, interp);
-                    return Err(from_check(e));
-                }
-            },
+                Some(c.findings)
+            }
         };
+        let (mut interp, template) = self.take(t.handle)?;
         let files = t.files;
         let refs: Vec<(&str, &[u8])> = files
             .iter()
