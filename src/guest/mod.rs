@@ -155,6 +155,10 @@ pub const ERROR_TAG: &[u8] = b"\0vivarium-error\0";
 /// followed by the prompt: answered with the line when the turn's client can answer
 /// (`hostcalls::input`), else "no host", and `input()` reads stdin.
 pub const INPUT_TAG: &[u8] = b"\0vivarium-input\0";
+/// The prefix of the door request the template build's init turn sends to make objects
+/// immortal, followed by their addresses as little-endian `u32`s. Only a template build's
+/// door answers it (`template::immortal`); a sandbox's door says "no host".
+pub const IMMORTAL_TAG: &[u8] = b"\0vivarium-immortal\0";
 /// The largest result kept; the displayhook truncates to it before sending, and the host
 /// refuses more.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
@@ -168,5 +172,8 @@ mod tests {
         // SNAPSHOT_READY is Python text: it names the first descriptor past the preopens.
         assert!(SNAPSHOT_READY.contains(&format!("range({INITIAL_FDS}, 256)")));
         assert!(COMPILE_PACKAGES.contains(&format!("{PACKAGES_DIR:?}").replace('"', "'")));
+        // It sends the immortal tag as a Python bytes literal.
+        let tag = String::from_utf8_lossy(IMMORTAL_TAG).replace('\0', "\\0");
+        assert!(SNAPSHOT_READY.contains(&format!("b'{tag}'")));
     }
 }

@@ -71,11 +71,20 @@ del __vivarium_template
 ";
 
 /// The end of every init turn: no descriptor beyond the preopens may be open (it would not
-/// exist at run time), and `gc.freeze()` keeps the collector from walking (and dirtying) the
-/// template's objects in every sandbox.
+/// exist at run time); then every object the template holds is made immortal (PEP 683), so
+/// `Py_INCREF`/`Py_DECREF` on them write nothing and a run dirties only the pages it really
+/// changes; then `gc.freeze()` keeps the collector from walking (and dirtying) them too.
+///
+/// The walk starts from every object the collector tracks and follows `gc.get_referents`
+/// into the untracked ones (strings, numbers, atomic tuples), and into code objects'
+/// constants, which the collector does not see. The guest cannot write a
+/// refcount itself: it sends the addresses through the door ([`super::IMMORTAL_TAG`]) and
+/// the build's host writes the immortal refcount (`template::immortal`). An object is marked
+/// when it is first seen, so the mark is the walk's only "seen" set: the guest holds no set of
+/// a million addresses that would stay in the template's memory.
 pub const SNAPSHOT_READY: &str = "\
 def __vivarium_ready():
-    import gc, os
+    import array, gc, os, sys, _host
     gc.collect()
     for fd in range(7, 256):
         try:
@@ -84,6 +93,25 @@ def __vivarium_ready():
             continue
         raise RuntimeError(f'descriptor {fd} is still open at snapshot time')
     gc.collect()
+    tag = b'\\0vivarium-immortal\\0'
+    immortal = sys._is_immortal
+    code = type(__vivarium_ready.__code__)
+    def inside(o):
+        # Code objects do not show the collector what they hold; their constants are
+        # what LOAD_CONST increfs. Their lazily built attributes (co_code, co_varnames)
+        # are left unbuilt.
+        if type(o) is code:
+            return (o.co_consts, o.co_names, o.co_linetable, o.co_exceptiontable)
+        return gc.get_referents(o)
+    def mark(objs):
+        new = [o for o in objs if not immortal(o)]
+        if new:
+            _host.call(tag + array.array('I', map(id, new)).tobytes())
+        return new
+    todo = mark(gc.get_objects())
+    while todo:
+        todo.extend(mark(inside(todo.pop())))
+    del todo, mark
     gc.freeze()
 __vivarium_ready()
 del __vivarium_ready

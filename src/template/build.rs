@@ -16,6 +16,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
+use super::immortal::{self, Immortalized};
 use super::{Template, TemplateError, build_err, io_err};
 use crate::engine::{GUEST_THREAD_STACK_BYTES, WASM_STACK_BYTES};
 use crate::guest::{self, ARGV0, HostDirs, STUB_DIRS, guest_env};
@@ -95,6 +96,7 @@ pub(super) fn build_locked(
 
 struct InitState {
     wasi: WasiP1Ctx,
+    immortalized: Immortalized,
 }
 
 /// The compiled instrumented `python.wasm` (by the digest of the instrumented bytes), kept
@@ -158,13 +160,21 @@ fn snapshot(
         .allow_ip_name_lookup(false);
     // The table every sandbox gets (`guest::PREOPENS`): the snapshot keeps it.
     guest::preopen(&mut b, dirs)?;
-    let mut store = Store::new(&engine, InitState { wasi: b.build_p1() });
+    let mut store = Store::new(
+        &engine,
+        InitState {
+            wasi: b.build_p1(),
+            immortalized: Immortalized::default(),
+        },
+    );
     let mut linker: Linker<InitState> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut InitState| &mut s.wasi)?;
     linker.func_wrap(
         "host",
         "call",
-        |_: Caller<'_, InitState>, _: i32, _: i32, _: i32, _: i32| -> i32 { -1 },
+        |caller: Caller<'_, InitState>, req: i32, len: i32, out: i32, out_len: i32| -> i32 {
+            immortal::host_call(caller, |s| &mut s.immortalized, (req, len, out, out_len))
+        },
     )?;
     let instance = linker.instantiate(&mut store, &module)?;
     instance
@@ -189,8 +199,13 @@ fn snapshot(
         Ok(v) => wasmtime::bail!("the init turn returned {v}\nstdout: {out}\nstderr: {err}"),
         Err(e) => wasmtime::bail!("the init turn trapped: {e:#}\nstdout: {out}\nstderr: {err}"),
     }
+    let Immortalized { objects, skipped } = store.data().immortalized;
+    if objects == 0 {
+        wasmtime::bail!("the init turn made no object immortal\nstdout: {out}\nstderr: {err}");
+    }
     eprintln!(
-        "vivarium: init ran ({:.0} s so far); taking the snapshot",
+        "vivarium: init ran ({:.0} s so far; {objects} objects made immortal, {skipped} \
+         addresses skipped); taking the snapshot",
         started.elapsed().as_secs_f64()
     );
     let snapshot = block_on(wizer.snapshot(

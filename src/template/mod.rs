@@ -37,6 +37,7 @@
 
 mod build;
 mod exports;
+mod immortal;
 
 pub use exports::GLOBAL_EXPORT_PREFIX;
 

@@ -93,6 +93,63 @@ fn every_sandbox_gets_fresh_randomness() {
     assert_eq!(r.stdout, "True 0.5488135039273248\n");
 }
 
+/// The template's objects are immortal (the build's door wrote their refcounts,
+/// `template::immortal`), so using them writes nothing; what a program makes is mortal and is
+/// freed as usual; and a sandbox's own door does not make anything immortal.
+#[test]
+fn template_objects_are_immortal_and_new_objects_are_not() {
+    let common = "import sys, gc, json.decoder, collections, weakref\n\
+                  imm = sys._is_immortal\n\
+                  def consts(c):\n\
+                  \x20   yield c.co_consts\n\
+                  \x20   for k in c.co_consts:\n\
+                  \x20       if isinstance(k, type(c)): yield from consts(k)\n\
+                  mods = [json.decoder, collections, sys.modules['_vivarium']]\n";
+    let scientific = "import numpy, pandas.core.frame\n\
+                      mods += [numpy, pandas.core.frame]\n\
+                      print(imm(numpy.array), imm(pandas.DataFrame), \
+                      imm(pandas.DataFrame.describe.__doc__), \
+                      all(map(imm, consts(pandas.DataFrame.describe.__code__))))\n";
+    let checks = "print([f'{m.__name__}.{k}' for m in mods for k, v in vars(m).items() \
+                  if not imm(v) and k not in ('__builtins__',)])\n\
+                  print(imm(sys.modules), imm(gc.collect), all(map(imm, consts(json.loads.__code__))))\n\
+                  class C: pass\n\
+                  c = C(); freed = []\n\
+                  weakref.finalize(c, freed.append, 1)\n\
+                  print(imm(C), imm(c), imm([1]), imm('x' * 100), imm(10 ** 30), imm(object()))\n\
+                  del c\n\
+                  print(freed)\n\
+                  import _host\n\
+                  x = object()\n\
+                  try:\n\
+                  \x20   _host.call(b'\\0vivarium-immortal\\0' + id(x).to_bytes(4, 'little'))\n\
+                  except ConnectionRefusedError:\n\
+                  \x20   print('refused', imm(x))\n";
+    for template in Template::ALL {
+        let code = match template {
+            Template::Scientific => format!("{common}{scientific}{checks}"),
+            Template::Python => format!("{common}{checks}"),
+        };
+        let r = run_in(template, &code, &[]);
+        ok(&r);
+        let mut lines: Vec<&str> = r.stdout.lines().collect();
+        if template == Template::Scientific {
+            assert_eq!(lines.remove(0), "True True True True", "{template}");
+        }
+        assert_eq!(
+            lines,
+            [
+                "[]",
+                "True True True",
+                "False False False False False False",
+                "[1]",
+                "refused False"
+            ],
+            "{template}"
+        );
+    }
+}
+
 #[test]
 fn every_sandbox_gets_its_own_environment() {
     let code = "import os, tempfile\nprint(os.environ.get('MODE'), os.environ.get('ONLY_A'), \
