@@ -96,8 +96,8 @@ impl Default for EngineOptions {
 
 /// See [`EngineOptions::keep_resident_bytes`]: a budget of dirtied pages, wherever they are in
 /// the slot's memory, that the reset puts back in place (the vendored Wasmtime scans the whole
-/// slot for them: vendor/README.md). A `scientific` hello world dirties about 600 pages
-/// (2.4 MiB), so 4 MiB keeps all of them. The pages stay resident in every slot ever used
+/// slot for them: vendor/README.md). A `scientific` hello world dirties about 570 pages
+/// (2.2 MiB), so 4 MiB keeps all of them. The pages stay resident in every slot ever used
 /// (slots used ≈ concurrent runs plus sessions), so this is small on purpose: 70 slots keep
 /// at most 280 MiB.
 pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;

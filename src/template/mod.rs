@@ -16,7 +16,8 @@
 //!    fd 4 mpl-data, fd 5 `/` on a placeholder directory, fd 6 the packages on an empty one)
 //!    and the base environment, then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
 //!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
-//!    check that no descriptor is left open, and `gc.freeze()`;
+//!    check that no descriptor is left open, every object the template holds made immortal
+//!    through the build's own door (`immortal.rs`), and `gc.freeze()`;
 //! 3. snapshot memory and globals into a new module, export its mutable globals (so a
 //!    session's state can be captured: `crate::sandbox::capture`), written atomically to
 //!    `<home>/templates/<name>-<key>/python-<name>.wasm` under an exclusive lock;
