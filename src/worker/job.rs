@@ -172,6 +172,14 @@ pub enum Job {
         /// The session.
         handle: Handle,
     },
+    /// A new interpreter with session `handle`'s state, made in this worker from its
+    /// checkpoint (or a capture), so the image never crosses the channel → [`Reply::Opened`].
+    Fork {
+        /// The session forked.
+        handle: Handle,
+        /// Its packages (the fork has the same).
+        packages: PackageRef,
+    },
     /// Let the interpreter go (its directory is removed) → [`Reply::Done`].
     Close {
         /// The session.
@@ -206,7 +214,7 @@ pub enum Reply {
     Executed(Executed),
     /// To [`Job::Check`].
     Checked(CheckResult),
-    /// To [`Job::Open`] and [`Job::Restore`].
+    /// To [`Job::Open`], [`Job::Restore`] and [`Job::Fork`].
     Opened {
         /// The new interpreter.
         handle: Handle,
@@ -305,7 +313,7 @@ pub enum JobKind {
     Execute,
     /// [`Job::Check`].
     Check,
-    /// [`Job::Open`], [`Job::Restore`].
+    /// [`Job::Open`], [`Job::Restore`], [`Job::Fork`].
     Open,
     /// [`Job::Turn`].
     Turn,
@@ -332,7 +340,7 @@ impl Job {
         match self {
             Job::Execute(_) => JobKind::Execute,
             Job::Check { .. } => JobKind::Check,
-            Job::Open { .. } | Job::Restore { .. } => JobKind::Open,
+            Job::Open { .. } | Job::Restore { .. } | Job::Fork { .. } => JobKind::Open,
             Job::Turn(_) => JobKind::Turn,
             Job::Query { .. } => JobKind::Query,
             Job::ListFiles { .. } => JobKind::ListFiles,

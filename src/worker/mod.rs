@@ -277,6 +277,13 @@ pub struct Workers {
 }
 
 impl Workers {
+    /// How many interpreters the in-process worker keeps for sessions (`None` with worker
+    /// processes).
+    #[cfg(test)]
+    pub fn local_interpreters(&self) -> Option<usize> {
+        self.local.as_ref().map(|l| l.worker.interpreters())
+    }
+
     /// Jobs run in this process, on `host`.
     pub fn in_process(host: Arc<Vivarium>) -> Self {
         Workers {

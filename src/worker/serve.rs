@@ -217,6 +217,23 @@ impl Worker {
                     Err(e) => Err(from_write(e, "the file", |_| "path".to_string())),
                 }
             }),
+            Job::Fork { handle, packages } => {
+                let (mut interp, template) = self.take(handle)?;
+                let image = match interp.checkpoint_image() {
+                    Some(image) => Ok(image),
+                    None => self.host.capture(&mut interp, template),
+                };
+                self.put_back(handle, interp);
+                let image = image.map_err(from_capture)?;
+                let forked = self
+                    .host
+                    .restore_interpreter_with(template, image, self.cancel_flag(), packages.env())
+                    .map_err(from_restore)?;
+                Ok(Reply::Opened {
+                    handle: self.keep(forked, template),
+                    image: None,
+                })
+            }
             Job::Capture { handle } => self.with(handle, |interp, template| {
                 let image = match interp.checkpoint_image() {
                     Some(image) => image,
@@ -331,6 +348,12 @@ impl Worker {
                 Err(JobError::Ended(reason))
             }
         }
+    }
+
+    /// How many interpreters it keeps for sessions now.
+    #[cfg(test)]
+    pub fn interpreters(&self) -> usize {
+        lock(&self.slots).len()
     }
 
     /// Registers `interp`; its handle.

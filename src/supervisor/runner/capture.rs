@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Runner;
-use super::turns::{call_held, failed};
+use super::turns::{Placing, call_held, failed};
 use super::{failure, out_of_turn};
 use crate::leakage::LeakPolicy;
 use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, SnapshotId, encode};
@@ -142,18 +142,38 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<Arc<Session>> {
         let session = self.session(id, key).await?;
-        let template = session.template;
-        let image = self.session_image(&session).await?;
         let settings = SessionSettings {
             limits: session.limits,
-            template,
+            template: session.template,
             leakage: session.leakage,
             turns: session.info().turns,
             durable: session.durable,
             resumed: None,
             owner: session.owner.clone(),
         };
-        let forked = self.admit_restored(settings, image, record).await?;
+        let forked = if session.durable {
+            // Its first own snapshot needs the image here anyway.
+            let image = self.session_image(&session).await?;
+            self.admit_restored(settings, image, record).await?
+        } else {
+            // Made in the source's worker: the image does not cross the channel twice.
+            let busy = self.begin(&session).await?;
+            let source = busy.session().clone();
+            let packages = busy.placed().packages.clone();
+            let job = Job::Fork {
+                handle: busy.placed().handle,
+                packages: PackageRef::of(&packages),
+            };
+            self.admit_session(
+                settings,
+                record,
+                Some(source.footprint()),
+                Placing::Beside(busy, job),
+                packages,
+            )
+            .await?
+            .0
+        };
         self.metrics.session_event(SessionEvent::Fork);
         Ok(forked)
     }
@@ -237,7 +257,13 @@ impl Runner {
             packages: PackageRef::of(&packages),
         };
         let (session, _) = self
-            .admit_session(settings, record, Some(starts), job, packages)
+            .admit_session(
+                settings,
+                record,
+                Some(starts),
+                Placing::Anywhere(job),
+                packages,
+            )
             .await?;
         Ok(session)
     }

@@ -377,3 +377,83 @@ async fn a_turn_whose_caller_goes_away_holds_the_session_until_it_is_done() {
     runner.close_session(&s.id, None).await.unwrap();
     assert_all_freed(&runner).await;
 }
+
+/// A fork is made in its source's worker (the image does not cross the channel), and is
+/// admitted with what the source weighs now, as one made from an image would be: the
+/// tenant's memory share counts the source's grown memory twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_made_beside_its_source_and_counts_what_the_source_weighs() {
+    let runner = runner();
+    let s = open(&runner).await;
+    let started = s.footprint();
+    turn(&runner, &s.id, "b = bytearray(64 << 20)\nb[-1] = 7")
+        .await
+        .unwrap();
+    let grown = runner.session(&s.id, None).await.unwrap().footprint();
+    // The memory grew by the bytearray, less what the heap had free.
+    assert!(grown >= started + (48 << 20), "{started} -> {grown}");
+    let tenant = runner.tenant(None);
+    let before = tenant.used(Quota::MemoryBytes);
+    let held = runner.workers().unwrap().local_interpreters();
+    let f = runner
+        .fork_session(&s.id, None, &mut record())
+        .await
+        .unwrap();
+    assert_eq!(f.footprint(), grown);
+    assert!(
+        tenant.used(Quota::MemoryBytes) - before >= grown,
+        "the fork's share {} is less than what its source weighs, {grown}",
+        tenant.used(Quota::MemoryBytes) - before
+    );
+    assert_eq!(
+        runner.workers().unwrap().local_interpreters(),
+        held.map(|n| n + 1)
+    );
+    // The same state, then each its own.
+    assert_eq!(
+        turn(&runner, &f.id, "b[-1] = 8\nlen(b), b[-1]")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("(67108864, 8)")
+    );
+    assert_eq!(
+        turn(&runner, &s.id, "b[-1]").await.unwrap().as_deref(),
+        Some("7")
+    );
+    runner.close_session(&f.id, None).await.unwrap();
+    runner.close_session(&s.id, None).await.unwrap();
+    assert_all_freed(&runner).await;
+    assert_eq!(runner.workers().unwrap().local_interpreters(), Some(0));
+}
+
+/// A fork whose caller goes away while its worker makes it holds the source until the
+/// worker is done, and the fork it made is closed again: no interpreter is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_whose_caller_goes_away_leaves_no_interpreter_behind() {
+    let runner = runner();
+    let s = open(&runner).await;
+    // 64 MiB written, so making the fork takes long enough to be seen holding its source.
+    turn(&runner, &s.id, "x = 5\nb = b'v' * (64 << 20)")
+        .await
+        .unwrap();
+    let r = runner.runner.clone();
+    let id = s.id.clone();
+    let forking = tokio::spawn(async move { r.fork_session(&id, None, &mut record()).await });
+    wait_for(&runner, &s.id, SessionState::Busy).await;
+    forking.abort();
+    assert!(forking.await.is_err_and(|e| e.is_cancelled()));
+    wait_for(&runner, &s.id, SessionState::Idle).await;
+    assert_eq!(
+        turn(&runner, &s.id, "x").await.unwrap().as_deref(),
+        Some("5")
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runner.workers().unwrap().local_interpreters() != Some(1) {
+        assert!(Instant::now() < deadline, "an orphaned fork is still held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(runner.sessions.counts().0, 1);
+    runner.close_session(&s.id, None).await.unwrap();
+    assert_all_freed(&runner).await;
+}

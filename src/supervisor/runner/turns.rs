@@ -25,7 +25,7 @@ use crate::supervisor::session::{
 use crate::template::Template;
 use crate::vivarium::InputFile;
 use crate::worker::held::FileBody;
-use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, TurnJob};
+use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, Target, TurnJob};
 
 /// One turn as a front door asks for it.
 pub struct SessionTurn {
@@ -109,7 +109,7 @@ impl Runner {
             want_image: durable,
         };
         let (session, first) = self
-            .admit_session(settings, record, None, job, packages)
+            .admit_session(settings, record, None, Placing::Anywhere(job), packages)
             .await?;
         if let Some(image) = first {
             self.keep_own_snapshot(&session, *image).await?;
@@ -127,7 +127,7 @@ impl Runner {
         settings: SessionSettings,
         record: &mut AuditRecord,
         starts_with: Option<u64>,
-        job: Job,
+        placing: Placing,
         packages: Arc<PackageEnv>,
     ) -> SupervisorResult<(Arc<Session>, Option<Box<SessionImage>>)> {
         let host = self.host()?;
@@ -142,12 +142,17 @@ impl Runner {
         let slot = self.resident_place(&tenant).await?;
         let memory = self.session_memory(&tenant, need).await?;
         let ticket = self.admission.admit(&tenant, None).await?;
-        let target = self
-            .workers()?
-            .pick_live()
-            .await
-            .ok_or_else(|| SupervisorError::WorkerLost("no worker is running".into()))?;
-        let reply = target.call(job, Sinks::default()).await;
+        let (target, reply) = match placing {
+            Placing::Anywhere(job) => {
+                let target =
+                    self.workers()?.pick_live().await.ok_or_else(|| {
+                        SupervisorError::WorkerLost("no worker is running".into())
+                    })?;
+                let reply = target.call(job, Sinks::default()).await;
+                (target, reply)
+            }
+            Placing::Beside(busy, job) => fork_held(busy, job).await?,
+        };
         drop(ticket);
         let (handle, image) = match reply.map_err(|f| failure(f, ""))? {
             Reply::Opened { handle, image } => (handle, image),
@@ -157,6 +162,7 @@ impl Runner {
         let session = Session::new(
             Placed::new(target, handle, packages),
             settings,
+            need.starts_with,
             memory,
             slot,
             self.sessions.idle,
@@ -296,6 +302,12 @@ impl Runner {
             }
         };
         let ended = ended.as_ref().map(EndInfo::from_reason);
+        session.note_footprint(
+            report
+                .usage
+                .memory_peak_bytes
+                .saturating_add(report.usage.disk_bytes),
+        );
         match &ended {
             Some(end) => {
                 self.metrics.session_closed(CloseReason::Ended);
@@ -619,6 +631,37 @@ pub(super) fn failed(busy: Busy, f: Failure) -> SupervisorError {
     let error = failure(f, &busy.session().id);
     busy.finish(back);
     error
+}
+
+/// Where a new session's interpreter is made ([`Runner::admit_session`]).
+pub(super) enum Placing {
+    /// By this job, on the worker with the least work.
+    Anywhere(Job),
+    /// By this job (a [`Job::Fork`]), in the worker of the use, which the job holds.
+    Beside(Busy, Job),
+}
+
+/// Does `job` (a [`Job::Fork`] of the use `busy`'s interpreter) in `busy`'s worker, on a task
+/// of its own, as [`call_held`] does: the source stays in use until its worker is done with
+/// it, whoever waits. A fork made after its caller went away is closed again.
+async fn fork_held(busy: Busy, job: Job) -> SupervisorResult<(Target, Result<Reply, Failure>)> {
+    let target = busy.placed().target.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let reply = target.call(job, Sinks::default()).await;
+        match &reply {
+            Err(Failure::Lost) => busy.finish(PutBack::Ended {
+                end: EndInfo::worker_lost("it died during a job"),
+                turn: false,
+            }),
+            _ => busy.finish(PutBack::Same),
+        }
+        if let Err((target, Ok(Reply::Opened { handle, .. }))) = tx.send((target, reply)) {
+            let _ = target.call(Job::Close { handle }, Sinks::default()).await;
+        }
+    });
+    rx.await
+        .map_err(|e| SupervisorError::Internal(format!("the fork's job failed: {e}")))
 }
 
 /// Does `job` for the use `busy` on a task of its own, which keeps the use until the worker

@@ -11,7 +11,7 @@
 mod info;
 mod phase;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -117,11 +117,15 @@ pub struct Session {
     pub durable: bool,
     /// Orders its own snapshots: bumped per snapshot taken; the store is written only with
     /// a newer one than it holds (`durable_written`), whatever order the writes finish in.
-    pub durable_taken: std::sync::atomic::AtomicU64,
+    pub durable_taken: AtomicU64,
     /// The newest generation written to the store.
     pub durable_written: tokio::sync::Mutex<u64>,
     /// The leakage policy of its turns and file reads, unless a turn names its own.
     pub leakage: LeakPolicy,
+    /// What its state weighs, memory and files, in bytes: what it was admitted with, then
+    /// as of its last turn (the turn's memory peak and disk use). A fork made in its worker
+    /// is admitted with this, as one made from an image is with the image's size.
+    footprint: AtomicU64,
     idle: Duration,
     lifetime: Duration,
     /// Where its interpreter lives, and its handle there (to interrupt a running use).
@@ -230,6 +234,7 @@ impl Session {
     pub fn new(
         interp: Placed,
         settings: SessionSettings,
+        footprint: u64,
         memory: MemoryReservation,
         slot: SessionSlot,
         idle: Duration,
@@ -258,6 +263,7 @@ impl Session {
             durable_taken: Default::default(),
             durable_written: Default::default(),
             leakage,
+            footprint: AtomicU64::new(footprint),
             idle,
             lifetime,
             target: interp.target.clone(),
@@ -279,6 +285,16 @@ impl Session {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         lock(&self.inner)
+    }
+
+    /// What its state weighs now, as far as the supervisor knows (see `footprint`).
+    pub fn footprint(&self) -> u64 {
+        self.footprint.load(Ordering::Acquire)
+    }
+
+    /// Notes what its state weighs after a turn.
+    pub(in crate::supervisor) fn note_footprint(&self, bytes: u64) {
+        self.footprint.store(bytes, Ordering::Release);
     }
 
     /// The generation of an own snapshot taken now (see `durable_taken`).
