@@ -7,7 +7,8 @@ and its first answered turn together.
     python benches/fork_http.py BEFORE_BINARY AFTER_BINARY benches/results/fork_http.json
 
 Bounded: FORK_ROUNDS rounds (default 3) of FORK_COUNT forks (default 40) per build, the
-first 5 of each round not counted."""
+first 5 of each round not counted. FORK_DURABLE=1 forks a durable session: its image then
+crosses the worker channel both ways and the fork's first own snapshot is written."""
 
 import json
 import os
@@ -22,6 +23,7 @@ from http_load import stop
 ROUNDS = int(os.environ.get("FORK_ROUNDS", "3"))
 COUNT = int(os.environ.get("FORK_COUNT", "40"))
 WARMUP = 5
+DURABLE = os.environ.get("FORK_DURABLE") == "1"
 
 
 def forks(binary: str) -> tuple[list, list]:
@@ -29,7 +31,7 @@ def forks(binary: str) -> tuple[list, list]:
     server, host, port = start(binary)
     try:
         conn = http.client.HTTPConnection(host, port, timeout=60)
-        status, s = post(conn, "/v1/sessions", {})
+        status, s = post(conn, "/v1/sessions", {"durable": DURABLE})
         assert status == 201, s
         status, r = post(conn, f"/v1/sessions/{s['id']}/execute",
                          {"code": "import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})"})
