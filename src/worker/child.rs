@@ -119,12 +119,9 @@ fn serve(worker: &Arc<Worker>, input: &mut BufReader<UnixStream>, out: &Out) {
     let cancels: Arc<Mutex<HashMap<JobId, Arc<AtomicBool>>>> = Arc::default();
     let answers: Arc<Mutex<HashMap<JobId, Sender<String>>>> = Arc::default();
     loop {
-        let body = match wire::read_body(input, MAX_INBOUND) {
-            Ok(Some(b)) => b,
+        let msg = match wire::read_message::<ToWorker>(input, MAX_INBOUND) {
+            Ok(Some(m)) => m,
             Ok(None) | Err(_) => return,
-        };
-        let Ok(msg) = wire::parse::<ToWorker>(&body) else {
-            return;
         };
         match msg {
             #[cfg(debug_assertions)]
