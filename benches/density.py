@@ -8,7 +8,7 @@ template:
 1. Opens SESSIONS sessions one after another, each with pandas imported and a 1,000-row
    DataFrame (`df`), counting any 429; the server hibernates the coldest idle session each
    time it needs a resident place.
-2. Reads the server's RSS, its gauges (resident, hibernated, bytes charged, bytes in the
+2. Reads what the server and its workers hold in RAM (their PSS summed), its gauges (resident, hibernated, bytes charged, bytes in the
    store) and the snapshot directory's size.
 3. First turn of a hibernated session (`len(df)`, client-side wall time, WAKES of them,
    sessions picked at random among the hibernated), beside the same turn on a resident
@@ -28,6 +28,7 @@ import time
 import http.client
 
 from http_load import stop, wait_ready
+from scaling import children
 
 SESSIONS = int(os.environ.get("DENSITY_SESSIONS", "1000"))
 WAKES = int(os.environ.get("DENSITY_WAKES", "60"))
@@ -42,11 +43,21 @@ SETUP = (
 
 
 def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+    """What the server and its worker processes hold in RAM: the sum of their proportional
+    set sizes (a page the processes share, such as the template's image, counted once in
+    all), from `/proc/PID/smaps_rollup`. The supervisor alone is a fraction of it: the
+    sessions' memory is in the workers."""
+    total = 0
+    for p in [pid] + children(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def request(conn, method, path, body=None):
