@@ -142,6 +142,11 @@ impl Runner {
         let slot = self.resident_place(&tenant).await?;
         let memory = self.session_memory(&tenant, need).await?;
         let ticket = self.admission.admit(&tenant, None).await?;
+        // What a job's failure names: the session forked, or none yet.
+        let about = match &placing {
+            Placing::Beside(busy, _) => busy.session().id.clone(),
+            Placing::Anywhere(_) => String::new(),
+        };
         let (target, reply) = match placing {
             Placing::Anywhere(job) => {
                 let target =
@@ -154,7 +159,7 @@ impl Runner {
             Placing::Beside(busy, job) => fork_held(busy, job).await?,
         };
         drop(ticket);
-        let (handle, image) = match reply.map_err(|f| failure(f, ""))? {
+        let (handle, image) = match reply.map_err(|f| failure(f, &about))? {
             Reply::Opened { handle, image } => (handle, image),
             _ => return Err(out_of_turn()),
         };
