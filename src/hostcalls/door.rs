@@ -24,9 +24,13 @@ use super::live_output::StreamKind;
 use super::state::GuestState;
 use crate::guest::{ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG};
 
-const NO_HOST: i32 = -1;
-const HOST_FAULT: i32 = -2;
-const ANSWERED: i32 = 0;
+/// What `host::call` returns (every door that answers it: this one, a template build's).
+/// No host is bound for this request: the guest raises `ConnectionRefusedError`.
+pub const NO_HOST: i32 = -1;
+/// The request pointed outside the guest's memory, or the host could not answer.
+pub const HOST_FAULT: i32 = -2;
+/// Answered: the reply's pointer and length are written where the guest asked.
+pub const ANSWERED: i32 = 0;
 
 /// `call(req_ptr, req_len, out_ptr_ptr, out_len_ptr) -> i32`.
 pub fn host_call(

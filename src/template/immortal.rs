@@ -16,6 +16,7 @@
 use wasmtime::Caller;
 
 use crate::guest::IMMORTAL_TAG;
+use crate::hostcalls::door::{ANSWERED, HOST_FAULT, NO_HOST};
 use crate::hostcalls::guest_memory::{memory, range, read_u32};
 
 /// `_Py_IMMORTAL_MINIMUM_REFCNT` on 32-bit builds: `1 << 30`.
@@ -23,10 +24,6 @@ pub const IMMORTAL_MINIMUM: u32 = 1 << 30;
 /// `_Py_IMMORTAL_INITIAL_REFCNT` on 32-bit builds: `5 << 28`, halfway between the minimum
 /// and the static objects' `7 << 28`, so increments and decrements never leave the range.
 pub const IMMORTAL_REFCOUNT: u32 = 5 << 28;
-
-const NO_HOST: i32 = -1;
-const HOST_FAULT: i32 = -2;
-const ANSWERED: i32 = 0;
 
 /// What the build's door did, for its log line.
 #[derive(Debug, Default, Clone, Copy)]

@@ -12,6 +12,7 @@ use crate::hostcalls::input::InputAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
+use crate::snapshot::SessionImage;
 use crate::sync::lock;
 use crate::template::Template;
 use crate::vivarium::{ExecError, RunSpec, Vivarium};
@@ -219,12 +220,9 @@ impl Worker {
             }),
             Job::Fork { handle, packages } => {
                 let (mut interp, template) = self.take(handle)?;
-                let image = match interp.checkpoint_image() {
-                    Some(image) => Ok(image),
-                    None => self.host.capture(&mut interp, template),
-                };
+                let image = self.image_of(&mut interp, template);
                 self.put_back(handle, interp);
-                let image = image.map_err(from_capture)?;
+                let image = image?;
                 let forked = self
                     .host
                     .restore_interpreter_with(template, image, self.cancel_flag(), packages.env())
@@ -235,11 +233,7 @@ impl Worker {
                 })
             }
             Job::Capture { handle } => self.with(handle, |interp, template| {
-                let image = match interp.checkpoint_image() {
-                    Some(image) => image,
-                    None => self.host.capture(interp, template).map_err(from_capture)?,
-                };
-                Ok(Reply::Image(Box::new(image)))
+                Ok(Reply::Image(Box::new(self.image_of(interp, template)?)))
             }),
             Job::Close { handle } => {
                 let slot = lock(&self.slots).remove(&handle);
@@ -354,6 +348,18 @@ impl Worker {
     #[cfg(test)]
     pub fn interpreters(&self) -> usize {
         lock(&self.slots).len()
+    }
+
+    /// `interp`'s state now: its checkpoint's image when it keeps one, else a capture.
+    fn image_of(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+    ) -> Result<SessionImage, JobError> {
+        match interp.checkpoint_image() {
+            Some(image) => Ok(image),
+            None => self.host.capture(interp, template).map_err(from_capture),
+        }
     }
 
     /// Registers `interp`; its handle.

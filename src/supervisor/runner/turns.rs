@@ -626,16 +626,22 @@ impl Runner {
 /// Ends `busy` after a job that failed with `f`, and says so: a lost worker ends the session,
 /// a refusal leaves it as it was.
 pub(super) fn failed(busy: Busy, f: Failure) -> SupervisorError {
-    let back = match f {
+    let back = put_back_after(&f);
+    let error = failure(f, &busy.session().id);
+    busy.finish(back);
+    error
+}
+
+/// What a use's interpreter becomes after its job failed with `f`: gone with its worker, or
+/// as it was (the worker refused the job).
+fn put_back_after(f: &Failure) -> PutBack {
+    match f {
         Failure::Lost => PutBack::Ended {
             end: EndInfo::worker_lost("it died during a job"),
             turn: false,
         },
         Failure::Job(_) => PutBack::Same,
-    };
-    let error = failure(f, &busy.session().id);
-    busy.finish(back);
-    error
+    }
 }
 
 /// Where a new session's interpreter is made ([`Runner::admit_session`]).
@@ -654,13 +660,7 @@ async fn fork_held(busy: Busy, job: Job) -> SupervisorResult<(Target, Result<Rep
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let reply = target.call(job, Sinks::default()).await;
-        match &reply {
-            Err(Failure::Lost) => busy.finish(PutBack::Ended {
-                end: EndInfo::worker_lost("it died during a job"),
-                turn: false,
-            }),
-            _ => busy.finish(PutBack::Same),
-        }
+        busy.finish(reply.as_ref().err().map_or(PutBack::Same, put_back_after));
         if let Err((target, Ok(Reply::Opened { handle, .. }))) = tx.send((target, reply)) {
             let _ = target.call(Job::Close { handle }, Sinks::default()).await;
         }
