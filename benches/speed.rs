@@ -6,9 +6,11 @@
 //! * `pandas_describe`: `pd.DataFrame(...).describe()` in a fresh sandbox of the stock
 //!   (`python`) and of the `scientific` template;
 //! * `matplotlib_png`: a 1,000-point line plot saved as PNG, scientific template;
-//! * `cpu_loop`: a pure-Python loop with our metering (fuel + epochs) and on bench-only
-//!   engines with neither, fuel only and epochs only (same settings and module otherwise):
-//!   the cost of metering and of each half.
+//! * `cpu_loop`: a pure-Python loop with our metering (fuel, whose refills check the epoch
+//!   deadline: `engine::FUEL_CHECK_INTERVAL`) and on bench-only engines with neither, fuel
+//!   only, epochs only, and both compiled in (our metering before the fuel checks took over
+//!   the epoch's job), same settings and module otherwise: the cost of metering and of each
+//!   half.
 //!
 //! The native baseline is `VIVARIUM_BASELINE_PYTHON` (`benches/run.sh` sets it to a venv's
 //! interpreter with numpy, pandas and matplotlib), else `python3`'s `sys.executable`.
@@ -23,17 +25,14 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use criterion::Criterion;
+use meter::MeterVariant;
 use vivarium::testing::GuestSetup;
 use vivarium::testing::HostShare;
 use vivarium::testing::SandboxSpec;
 use vivarium::{ExecRequest, Limits, Status, Template, Vivarium, VivariumOptions};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Store,
-};
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+#[path = "support/meter.rs"]
+mod meter;
 
 const HELLO: &str = "print('hello world')";
 const PANDAS: &str = "import pandas as pd; print(pd.DataFrame({'a': [1, 2, 3]}).describe())";
@@ -99,134 +98,8 @@ fn sandbox(host: &Vivarium, template: Template, code: &str) {
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
 }
 
-/// The same engine settings as `GuestEngine::new` with fuel and epochs each on or off, and
-/// the same module (the `python` template): what each kind of metering costs. Bench-only;
-/// each variant's module is compiled once and cached beside ours.
-struct MeterVariant {
-    fuel: bool,
-    epochs: bool,
-    engine: Engine,
-    pre: InstancePre<WasiP1Ctx>,
-    stdlib: PathBuf,
-    mpl_data: PathBuf,
-}
-
-impl MeterVariant {
-    fn new(host: &Vivarium, fuel: bool, epochs: bool) -> MeterVariant {
-        let mut config = Config::new();
-        config.consume_fuel(fuel);
-        config.epoch_interruption(epochs);
-        config.wasm_exceptions(true);
-        config.async_stack_size(8 << 20);
-        config.max_wasm_stack(8 << 20);
-        config.memory_init_cow(true);
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_core_instances(16)
-            .total_memories(16)
-            .total_tables(16)
-            .total_stacks(0)
-            .max_memories_per_module(1)
-            .max_tables_per_module(1)
-            .max_memory_size(4 << 30)
-            .table_elements(100_000)
-            .max_core_instance_size(16 << 20);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).unwrap();
-        let files = host.runtime_files();
-        let home = VivariumOptions::from_env().runtime.home;
-        let (wasm, key) = vivarium::testing::ensure_wasm(Template::Python, files, &home).unwrap();
-        let cwasm = home.join("compiled").join(format!(
-            "bench-meter-{fuel}-{epochs}-{}-{:016x}.cwasm",
-            &key[..16],
-            {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::hash::DefaultHasher::new();
-                engine.precompile_compatibility_hash().hash(&mut h);
-                h.finish()
-            }
-        ));
-        // SAFETY: a file this bench wrote with `Module::serialize` for this engine's settings.
-        let module = match unsafe { Module::deserialize_file(&engine, &cwasm) } {
-            Ok(m) => m,
-            Err(_) => {
-                eprintln!(
-                    "bench: compiling a copy of the guest with fuel {fuel}, epochs {epochs} (once; minutes)"
-                );
-                let m = Module::from_file(&engine, &wasm).unwrap();
-                let tmp = cwasm.with_extension("tmp");
-                std::fs::write(&tmp, m.serialize().unwrap()).unwrap();
-                std::fs::rename(&tmp, &cwasm).unwrap();
-                m
-            }
-        };
-        let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| s).unwrap();
-        linker
-            .func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 {
-                -1
-            })
-            .unwrap();
-        let pre = linker.instantiate_pre(&module).unwrap();
-        MeterVariant {
-            fuel,
-            epochs,
-            engine,
-            pre,
-            stdlib: files.stdlib_dir.clone(),
-            mpl_data: files.mpl_data_dir.clone(),
-        }
-    }
-
-    /// A fresh instance, one `turn` with `code`, dropped: the core of `Sandbox::run`.
-    fn run(&self, code: &str) -> String {
-        let out = MemoryOutputPipe::new(1 << 20);
-        let mut b = WasiCtxBuilder::new();
-        b.args(&["/usr/local/bin/python.wasm"])
-            .env("TMPDIR", "/tmp")
-            .env("HOME", "/tmp/home")
-            .env("PYTHONTZPATH", "")
-            .stdout(out.clone())
-            .allow_blocking_current_thread(true);
-        // The template's preopen table, in its order (fd 3, 4, 5).
-        let root = std::env::temp_dir().join("vivarium-bench-unmetered");
-        std::fs::create_dir_all(&root).unwrap();
-        b.preopened_dir(&self.stdlib, "/usr/local/lib", FsPerms::ReadOnly)
-            .unwrap();
-        b.preopened_dir(
-            &self.mpl_data,
-            "/usr/local/lib/python315.zip/matplotlib/mpl-data",
-            FsPerms::ReadOnly,
-        )
-        .unwrap();
-        b.preopened_dir(&root, "/", FsPerms::ReadWrite).unwrap();
-        let mut store = Store::new(&self.engine, b.build_p1());
-        if self.fuel {
-            store.set_fuel(u64::MAX).unwrap();
-        }
-        if self.epochs {
-            // Checked at every loop header and call, as ours; no ticker, so never reached.
-            store.set_epoch_deadline(u64::MAX / 2);
-        }
-        let inst = self.pre.instantiate(&mut store).unwrap();
-        let alloc = inst
-            .get_typed_func::<i32, i32>(&mut store, "host_alloc")
-            .unwrap();
-        let turn = inst
-            .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
-            .unwrap();
-        let mem = inst.get_memory(&mut store, "memory").unwrap();
-        let src = format!("{code}\npass\n");
-        let p = alloc.call(&mut store, src.len() as i32).unwrap();
-        mem.write(&mut store, p as u32 as usize, src.as_bytes())
-            .unwrap();
-        let status = turn.call(&mut store, (p, src.len() as i32)).unwrap();
-        assert_eq!(status, 0);
-        String::from_utf8_lossy(&out.contents()).into_owned()
-    }
-}
-
-fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[MeterVariant; 3]) {
-    let [unmetered, fuel_only, epochs_only] = variants;
+fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[MeterVariant; 4]) {
+    let [unmetered, fuel_only, epochs_only, fuel_and_epochs] = variants;
     let mut g = c.benchmark_group("hello_world");
     g.sample_size(50).measurement_time(Duration::from_secs(4));
     g.bench_function("vivarium_sandbox", |b| {
@@ -298,6 +171,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
     g.bench_function("unmetered", |b| b.iter(|| unmetered.run(LOOP)));
     g.bench_function("fuel_only", |b| b.iter(|| fuel_only.run(LOOP)));
     g.bench_function("epochs_only", |b| b.iter(|| epochs_only.run(LOOP)));
+    g.bench_function("fuel_and_epochs", |b| b.iter(|| fuel_and_epochs.run(LOOP)));
     g.bench_function("native_python3", |b| b.iter(|| native(python, LOOP)));
     g.finish();
 }
@@ -312,9 +186,10 @@ fn main() {
             host.template_pre(Template::Scientific)
                 .expect("scientific template");
             let variants = [
-                MeterVariant::new(&host, false, false),
-                MeterVariant::new(&host, true, false),
-                MeterVariant::new(&host, false, true),
+                MeterVariant::new(&host, Template::Python, false, false),
+                MeterVariant::new(&host, Template::Python, true, false),
+                MeterVariant::new(&host, Template::Python, false, true),
+                MeterVariant::new(&host, Template::Python, true, true),
             ];
             for v in &variants {
                 assert!(v.run(LOOP).trim().parse::<u64>().is_ok());

@@ -1,5 +1,5 @@
-//! The one Wasmtime engine of the process, the compiled-module cache, the epoch ticker, and
-//! the linker every guest is instantiated through.
+//! The one Wasmtime engine of the process, the compiled-module cache, the epoch ticker, the
+//! linker every guest is instantiated through, and the metering every guest store gets.
 //!
 //! Compiling the 100 MB guest takes minutes, so a module is compiled once per machine and
 //! cached as `.cwasm`, keyed by the wasm's SHA-256, the Wasmtime version and a hash of the
@@ -18,12 +18,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig,
+    PoolingAllocationConfig, Store,
 };
 
 use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
@@ -37,8 +38,16 @@ use crate::sync::lock;
 const WASMTIME_MAJOR: &str = env!("VIVARIUM_WASMTIME_MAJOR");
 
 /// How often the epoch advances. Deadlines are checked at this granularity, so a busy loop
-/// overruns its deadline by at most about one tick.
+/// overruns its deadline by at most about one tick (plus one [`FUEL_CHECK_INTERVAL`]).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How much fuel a guest burns between two checks of its epoch deadline: about a millisecond
+/// of guest CPU (`limits::FUEL_PER_CPU_SECOND`). The generated code carries fuel checks only;
+/// each time this much is spent, the vendored Wasmtime's refill (`out_of_gas`) checks the
+/// epoch deadline as epoch instrumentation would, and runs the store's deadline callback once
+/// it has passed (`vendor/README.md`). One libcall a millisecond instead of an epoch load and
+/// compare at every loop header and function entry.
+pub const FUEL_CHECK_INTERVAL: u64 = crate::limits::FUEL_PER_CPU_SECOND / 1000;
 
 /// The guest's wasm stack. CPython's C recursion (repr of deep structures, numpy internals)
 /// needs more than Wasmtime's 512 KiB default; 8 MiB is what the reference host uses.
@@ -173,9 +182,12 @@ impl GuestEngine {
         config.max_wasm_stack(WASM_STACK_BYTES);
         // Fuel bounds CPU work deterministically (the same code burns the same fuel on any
         // machine); epochs bound wall time, which fuel cannot (a guest waiting in a host call
-        // burns none). Both change generated code, so both are always on.
+        // burns none). Only fuel is compiled in: a store's fuel checks the epoch deadline every
+        // `FUEL_CHECK_INTERVAL` (`GuestEngine::store`), so the code pays for one kind of
+        // check. Epoch instrumentation on top cost a CPU-bound loop 13 points more
+        // (benches/RESULTS.md, "Metering").
         config.consume_fuel(true);
-        config.epoch_interruption(true);
+        config.epoch_interruption(false);
         // Copy-on-write memory images: a fresh instance maps the snapshot's 40 MiB heap
         // instead of copying it, which is what makes a sandbox cost microseconds.
         config.memory_init_cow(true);
@@ -244,6 +256,17 @@ impl GuestEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// A store for one guest, metered: its fuel is refilled [`FUEL_CHECK_INTERVAL`] at a time
+    /// and each refill checks the epoch deadline, so the store's epoch-deadline callback
+    /// bounds wall time although the code carries no epoch checks.
+    pub fn store(&self, state: GuestState) -> Store<GuestState> {
+        let mut store = Store::new(&self.engine, state);
+        store
+            .fuel_epoch_check_interval(Some(FUEL_CHECK_INTERVAL))
+            .expect("fuel is on in every guest engine and the interval is not 0");
+        store
     }
 
     /// Resolves a module's imports once, so each sandbox costs a Store and an instantiation.
@@ -328,6 +351,16 @@ impl GuestEngine {
     }
 }
 
+/// Ticks counted by the epoch ticker beside the engine's own epoch (which Wasmtime keeps to
+/// itself): a host call returning to the guest checks the deadline once per tick.
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// The ticks so far: a value that changes every [`EPOCH_TICK`] (or faster, with several
+/// engines in one process).
+pub fn current_tick() -> u64 {
+    TICKS.load(Ordering::Relaxed)
+}
+
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a background thread for as long as
 /// the engine lives. One thread for the whole process, whatever the number of sandboxes.
 fn start_epoch_ticker(engine: &Engine) {
@@ -337,6 +370,7 @@ fn start_epoch_ticker(engine: &Engine) {
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
                 engine.increment_epoch();
+                TICKS.fetch_add(1, Ordering::Relaxed);
                 drop(engine);
                 std::thread::sleep(EPOCH_TICK);
             }

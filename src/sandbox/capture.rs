@@ -85,7 +85,7 @@ impl Baseline {
             live_output: Default::default(),
             input: None,
         };
-        let mut store = Store::new(engine.engine(), state);
+        let mut store = engine.store(state);
         // Never run: instantiating runs no guest code, and nothing calls into it.
         let Instantiated {
             instance, memory, ..

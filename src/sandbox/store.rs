@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::{InstancePre, Store, UpdateDeadline};
+use wasmtime::{CallHook, InstancePre, Store, UpdateDeadline};
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::output::{CappedPipe, LiveOutput, StreamKind};
@@ -121,20 +121,28 @@ impl GuestStore {
         if !state.fs.hold_on_host(charged_bytes, true) {
             return Err(SandboxError::HostBudget);
         }
-        let mut store = Store::new(engine.engine(), state);
+        let mut store = engine.store(state);
         store.limiter(|s| &mut s.limiter);
         // Checked every tick: the deadline and the cancel flag, so a busy loop stops within
-        // one tick of either.
+        // one tick of either. Wasm code reaches the check when its fuel is refilled
+        // (`GuestEngine::store`); a loop of host calls burns little fuel, so a host call
+        // returning to the guest in a tick not yet checked reaches it too.
         store.epoch_deadline_callback(|ctx| {
-            let clock = &ctx.data().clock;
-            clock.check().map_err(wasmtime::Error::new)?;
-            // A long call gives way to short ones (once per thread; see `LONG_CALL`).
-            if clock.is_long() {
-                crate::sandbox::guest_threads::demote_current();
-            }
+            at_tick(&ctx.data().clock)?;
             Ok(UpdateDeadline::Continue(1))
         });
         store.set_epoch_deadline(1);
+        let mut checked = crate::engine::current_tick();
+        store.call_hook(move |ctx, hook| {
+            if matches!(hook, CallHook::ReturningFromHost) {
+                let tick = crate::engine::current_tick();
+                if tick != checked {
+                    checked = tick;
+                    at_tick(&ctx.data().clock)?;
+                }
+            }
+            Ok(())
+        });
         Ok(GuestStore {
             store,
             workdir,
@@ -169,4 +177,14 @@ impl GuestStore {
         // Fuel cannot be refused on a store with fuel enabled.
         let _ = self.store.set_fuel(fuel);
     }
+}
+
+/// Once a tick: ends the run past its deadline or once cancelled, and lets a long call give
+/// way to short ones (once per thread; see `LONG_CALL`).
+fn at_tick(clock: &RunClock) -> wasmtime::Result<()> {
+    clock.check().map_err(wasmtime::Error::new)?;
+    if clock.is_long() {
+        crate::sandbox::guest_threads::demote_current();
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{host, request, run, run_with};
-use vivarium::{ExecRequest, LimitsRequest, Status};
+use vivarium::{ExecRequest, Limits, LimitsRequest, Status};
 
 fn limits() -> LimitsRequest {
     LimitsRequest::default()
@@ -35,6 +35,28 @@ fn busy_loop_hits_the_wall_clock_limit() {
     );
     assert_eq!(r.status, Status::Timeout);
     assert!(r.usage.wall_ms >= 500.0);
+    // The deadline is checked each time the guest's fuel is refilled (about a millisecond
+    // of guest CPU: `engine::FUEL_CHECK_INTERVAL`), not when 30 s of fuel run out.
+    assert!(r.usage.wall_ms < 5_000.0, "{}", r.usage.wall_ms);
+    assert!(r.usage.fuel < Limits::DEFAULT.fuel / 3, "{}", r.usage.fuel);
+}
+
+#[test]
+fn a_loop_inside_one_c_call_hits_the_wall_clock_limit() {
+    // No Python bytecode runs while `sum` iterates: only the C loop's own fuel checks.
+    let r = run_with(
+        "print(sum(range(10**15)))",
+        LimitsRequest {
+            timeout_ms: Some(300),
+            ..limits()
+        },
+    );
+    assert_eq!(r.status, Status::Timeout);
+    assert!(
+        (300.0..5_000.0).contains(&r.usage.wall_ms),
+        "{}",
+        r.usage.wall_ms
+    );
 }
 
 #[test]

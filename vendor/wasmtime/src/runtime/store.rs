@@ -495,6 +495,9 @@ pub struct StoreOpaque {
     // until the reserve is empty.
     fuel_reserve: u64,
     pub(crate) fuel_yield_interval: Option<NonZeroU64>,
+    // Vivarium's patch (vendor/README.md): refills of the active fuel check the epoch
+    // deadline, for an engine compiled without epoch instrumentation.
+    pub(crate) fuel_checks_epoch: bool,
     /// Indexed data within this `Store`, used to store information about
     /// globals, functions, memories, etc.
     store_data: StoreData,
@@ -748,6 +751,7 @@ impl<T> Store<T> {
             async_state: Default::default(),
             fuel_reserve: 0,
             fuel_yield_interval: None,
+            fuel_checks_epoch: false,
             store_data,
             traitobj: StorePtr(None),
             default_caller_vmctx: SendSyncPtr::new(NonNull::dangling()),
@@ -1015,6 +1019,24 @@ impl<T> Store<T> {
     /// details on Wasmtime's out-of-memory handling.
     pub fn set_fuel(&mut self, fuel: u64) -> Result<()> {
         self.inner.set_fuel(fuel)
+    }
+
+    /// Vivarium's patch (vendor/README.md): makes fuel check the epoch deadline.
+    ///
+    /// The active fuel is refilled from the store's fuel `interval` units at a time, and
+    /// at every refill the store checks its epoch deadline as epoch instrumentation would,
+    /// running the [`Store::epoch_deadline_callback`] (or trapping with
+    /// [`Trap::Interrupt`](crate::Trap::Interrupt)) once the deadline has passed. An engine
+    /// with fuel and without [`Config::epoch_interruption`](crate::Config::epoch_interruption)
+    /// thus bounds wall time too, checked every `interval` units of fuel, for synchronous
+    /// calls. The callback may only return [`UpdateDeadline::Continue`] or fail. `None` turns
+    /// the checks off.
+    ///
+    /// # Error
+    ///
+    /// This method will error if fuel is not enabled or `interval` is `Some(0)`.
+    pub fn fuel_epoch_check_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        self.inner.fuel_epoch_check_interval(interval)
     }
 
     /// Configures a [`Store`] to yield execution of async WebAssembly code
@@ -1905,6 +1927,17 @@ impl StoreOpaque {
             fuel,
         );
         Ok(())
+    }
+
+    pub fn fuel_epoch_check_interval(&mut self, interval: Option<u64>) -> Result<()> {
+        crate::ensure!(
+            self.engine().tunables().consume_fuel,
+            "fuel is not configured in this store"
+        );
+        crate::ensure!(interval != Some(0), "the fuel interval must not be 0");
+        self.fuel_yield_interval = interval.and_then(|i| NonZeroU64::new(i));
+        self.fuel_checks_epoch = interval.is_some();
+        self.set_fuel(self.get_fuel()?)
     }
 
     #[cfg(feature = "async")]

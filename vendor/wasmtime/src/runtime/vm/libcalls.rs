@@ -675,6 +675,22 @@ fn memory_atomic_wait64(
 
 // Hook for when an instance runs out of fuel.
 fn out_of_gas(store: &mut dyn VMStore, _instance: InstanceId) -> Result<()> {
+    // Vivarium's patch (vendor/README.md): a refill checks the epoch deadline.
+    #[cfg(target_has_atomic = "64")]
+    if store.fuel_checks_epoch {
+        if !store.refuel() {
+            return Err(Trap::OutOfFuel.into());
+        }
+        if store.engine().current_epoch() >= store.get_epoch_deadline() {
+            match store.new_epoch_updated_deadline()? {
+                crate::UpdateDeadline::Interrupt => return Err(Trap::Interrupt.into()),
+                crate::UpdateDeadline::Continue(delta) => store.set_epoch_deadline(delta),
+                #[allow(unreachable_patterns, reason = "yields exist with `async` only")]
+                _ => bail!("a fuel epoch check cannot yield"),
+            }
+        }
+        return Ok(());
+    }
     block_on!(store, async |store, _| {
         if !store.refuel() {
             return Err(Trap::OutOfFuel.into());
