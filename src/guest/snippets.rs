@@ -73,7 +73,8 @@ del __vivarium_template
 /// The end of every init turn: no descriptor beyond the preopens may be open (it would not
 /// exist at run time); then every object the template holds is made immortal (PEP 683), so
 /// `Py_INCREF`/`Py_DECREF` on them write nothing and a run dirties only the pages it really
-/// changes; then `gc.freeze()` keeps the collector from walking (and dirtying) them too.
+/// changes; then the allocator's free space is filled; then `gc.freeze()` keeps the collector
+/// from walking (and dirtying) the objects.
 ///
 /// The walk starts from every object the collector tracks and follows `gc.get_referents`
 /// into the untracked ones (strings, numbers, atomic tuples), and into code objects'
@@ -82,6 +83,18 @@ del __vivarium_template
 /// the build's host writes the immortal refcount (`template::immortal`). An object is marked
 /// when it is first seen, so the mark is the walk's only "seen" set: the guest holds no set of
 /// a million addresses that would stay in the template's memory.
+///
+/// The guest has no pymalloc (`WITH_PYMALLOC` is 0): objects come from wasi-libc's dlmalloc,
+/// whose free chunks lie scattered through the template's heap (the imports' temporaries,
+/// the walk's own lists). A run's first allocations would reuse them, a page here and a page
+/// there. So the last step allocates small `bytes` fillers until the allocator hands out
+/// memory from its top (found as the address of a 4 MiB block of zeros allocated and freed
+/// first: the linear memory grows by that much once, in pages the image leaves out),
+/// and keeps them (`_host._fillers`, never touched again; at most 200,000, the `scientific`
+/// template 6,167 holding 1.2 MB, the `python` one 1,480): a run's objects then come from
+/// fresh, contiguous memory above the image. A session turn writes a third fewer pages
+/// (benches/RESULTS.md, "The allocator's free space filled"); the fillers are where the free
+/// space was, so the image does not grow.
 pub const SNAPSHOT_READY: &str = "\
 def __vivarium_ready():
     import array, gc, os, sys, _host
@@ -111,7 +124,24 @@ def __vivarium_ready():
     todo = mark(gc.get_objects())
     while todo:
         todo.extend(mark(inside(todo.pop())))
-    del todo, mark
+    del todo, mark, inside
+    # Fill the free chunks below the top. The list is made and kept first, at its full
+    # length, so that neither its growth nor keeping it frees anything.
+    fillers = [None] * 200000
+    _host._fillers = fillers
+    # Larger than any free chunk, so it comes from the top; zeros, which the image omits.
+    top = bytes(4 << 20)
+    at = id(top)
+    del top
+    n = 0
+    for size in (496, 48, 8, 2):
+        while n < len(fillers):
+            b = b'\\x01' * size
+            if id(b) >= at:
+                break
+            fillers[n] = b
+            n += 1
+    del b
     gc.freeze()
 __vivarium_ready()
 del __vivarium_ready
