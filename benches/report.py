@@ -227,8 +227,10 @@ def goals_table(uc: dict, floor: dict, scaling: dict) -> list:
             out.append(f"| `{b['step']}` | {fmt(t)} | {fmt(n)} | {_ratio(t, n)} | "
                        f"{fmt(b['warm_kernel_ms'])} | {fmt(f.get('floor'))} | "
                        f"{_ratio(t, f.get('floor'))} | {split(f, t)} |")
-    out += ["", f"Load average before the HTTP run {uc.get('loadavg_before')}, after "
-            f"{uc.get('loadavg_after')}; before the floor bench {floor.get('loadavg_before')}."]
+    la = lambda v: " ".join(f"{x:.2f}" for x in v) if isinstance(v, list) else str(v or "—")
+    out += ["", f"Load average (1, 5, 15 min) before the HTTP run {la(uc.get('loadavg_before'))}, "
+            f"after it {la(uc.get('loadavg_after'))}; before the floor bench "
+            f"{' '.join(str(floor.get('loadavg_before', '—')).split()[:3])}."]
     return out
 
 

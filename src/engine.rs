@@ -105,8 +105,8 @@ impl Default for EngineOptions {
 
 /// See [`EngineOptions::keep_resident_bytes`]: a budget of dirtied pages, wherever they are in
 /// the slot's memory, that the reset puts back in place (the vendored Wasmtime scans the whole
-/// slot for them: vendor/README.md). A `scientific` hello world dirties about 570 pages
-/// (2.2 MiB), so 4 MiB keeps all of them. The pages stay resident in every slot ever used
+/// slot for them: vendor/README.md). A `scientific` hello world dirties about 430 pages
+/// (1.7 MiB), so 4 MiB keeps all of them. The pages stay resident in every slot ever used
 /// (slots used ≈ concurrent runs plus sessions), so this is small on purpose: 70 slots keep
 /// at most 280 MiB.
 pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
@@ -184,8 +184,8 @@ impl GuestEngine {
         // machine); epochs bound wall time, which fuel cannot (a guest waiting in a host call
         // burns none). Only fuel is compiled in: a store's fuel checks the epoch deadline every
         // `FUEL_CHECK_INTERVAL` (`GuestEngine::store`), so the code pays for one kind of
-        // check. Epoch instrumentation on top cost a CPU-bound loop 13 points more
-        // (benches/RESULTS.md, "Metering").
+        // check. Epoch instrumentation on top cost a CPU-bound loop +57 % over no metering
+        // instead of +37 % (benches/RESULTS.md, "Zero-fault sandboxes").
         config.consume_fuel(true);
         config.epoch_interruption(false);
         // Copy-on-write memory images: a fresh instance maps the snapshot's 40 MiB heap

@@ -37,7 +37,8 @@ pub fn linear_memory_bound(memory_bytes: u64) -> u64 {
 /// Resolved limits of one execution or one session turn (every field set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Limits {
-    /// Wall-clock deadline, enforced with epoch interruption and a sliced `poll_oneoff`.
+    /// Wall-clock deadline, checked every ~1 ms of guest CPU and as host calls return.
+    /// Sleeps and waits stop at it.
     pub timeout_ms: u64,
     /// Wasmtime fuel (about one unit per wasm operator).
     pub fuel: u64,

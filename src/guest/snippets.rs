@@ -92,9 +92,9 @@ del __vivarium_template
 /// first: the linear memory grows by that much once, in pages the image leaves out),
 /// and keeps them (`_host._fillers`, never touched again; at most 200,000, the `scientific`
 /// template 6,167 holding 1.2 MB, the `python` one 1,480): a run's objects then come from
-/// fresh, contiguous memory above the image. A session turn writes a third fewer pages
-/// (benches/RESULTS.md, "The allocator's free space filled"); the fillers are where the free
-/// space was, so the image does not grow.
+/// fresh, contiguous memory above the image. A session turn writes half the pages it did
+/// (149 → 71), a hello world 577 → 430 (benches/RESULTS.md, "Zero-fault sandboxes"); the
+/// fillers are where the free space was, so only their list adds to the image.
 pub const SNAPSHOT_READY: &str = "\
 def __vivarium_ready():
     import array, gc, os, sys, _host
