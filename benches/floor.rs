@@ -25,18 +25,23 @@
 //! Run: `cargo bench --bench floor` (first run: two copies of the guest compiled, minutes).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use criterion::Criterion;
+use faults::minor_faults;
 use meter::{Kept, MeterVariant};
 use serde_json::json;
-use vivarium::testing::{GuestSetup, HostShare, Interpreter, SandboxSpec, TurnLimits};
+use spec::spec;
+use vivarium::testing::{Interpreter, TurnLimits};
 use vivarium::{Limits, Status, Template, Vivarium, VivariumOptions};
 
+#[path = "support/faults.rs"]
+mod faults;
 #[path = "support/meter.rs"]
 #[allow(dead_code, reason = "`MeterVariant::run` is benches/speed.rs's")]
 mod meter;
+#[path = "support/spec.rs"]
+mod spec;
 
 const TEMPLATE: Template = Template::Scientific;
 const RESULTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/results/floor.json");
@@ -98,33 +103,6 @@ fn turn_limits() -> TurnLimits {
     TurnLimits::from(&Limits::DEFAULT)
 }
 
-fn spec(host: &Vivarium) -> SandboxSpec {
-    SandboxSpec {
-        host: HostShare::unlimited(),
-        packages: host.no_packages(),
-        limits: Limits::DEFAULT,
-        env: vec![],
-        files: vec![],
-        stdin: vec![],
-        observer: None,
-        cancel: Arc::new(AtomicBool::new(false)),
-        setup: GuestSetup {
-            rich: true,
-            ..GuestSetup::default()
-        },
-    }
-}
-
-/// This thread's minor page faults so far.
-fn minor_faults() -> i64 {
-    // SAFETY: `getrusage` writes only the struct it is given, which is zeroed plain data.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
-        u.ru_minflt
-    }
-}
-
 /// The four layers, each with its instance kept across turns.
 struct Layers<'h> {
     host: &'h Vivarium,
@@ -181,7 +159,7 @@ fn main() {
             }
             let files: [(&str, &[u8]); 2] = [("data.csv", &small), ("big.csv", &big)];
             let mut interpreter = host
-                .prepare_with(spec(&host), TEMPLATE)
+                .prepare_with(spec(&host, true), TEMPLATE)
                 .unwrap()
                 .into_interpreter();
             interpreter.write_files(&files).unwrap();

@@ -32,18 +32,23 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
+use faults::minor_faults;
 use serde_json::json;
-use vivarium::testing::HostShare;
+use spec::spec;
 use vivarium::testing::{
-    GuestSetup, Interpreter, Provenance, SandboxSpec, SnapshotId, TurnLimits, decode, defer_drop,
-    encode, open_store, spawn_deferring,
+    Interpreter, Provenance, SnapshotId, TurnLimits, decode, defer_drop, encode, open_store,
+    spawn_deferring,
 };
 use vivarium::{Limits, Status, Template, Vivarium, VivariumOptions};
+
+#[path = "support/faults.rs"]
+mod faults;
+#[path = "support/spec.rs"]
+mod spec;
 
 const TEMPLATE: Template = Template::Scientific;
 const STATE: &str = "\
@@ -159,24 +164,6 @@ fn measure(
     }
 }
 
-/// What `open_interpreter` asks for (rich outputs), without its checkpoint.
-fn spec(host: &Vivarium) -> SandboxSpec {
-    SandboxSpec {
-        host: HostShare::unlimited(),
-        packages: host.no_packages(),
-        limits: Limits::DEFAULT,
-        env: vec![],
-        files: vec![],
-        stdin: vec![],
-        observer: None,
-        cancel: Arc::new(AtomicBool::new(false)),
-        setup: GuestSetup {
-            rich: true,
-            ..GuestSetup::default()
-        },
-    }
-}
-
 fn filesystem(path: &Path) -> String {
     let out = std::process::Command::new("findmnt")
         .args(["-no", "FSTYPE", "-T"])
@@ -192,16 +179,6 @@ fn read_trim(path: &str) -> String {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
-}
-
-/// This thread's minor page faults so far.
-fn minor_faults() -> i64 {
-    // SAFETY: `getrusage` writes only the struct it is given, which is zeroed plain data.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
-        u.ru_minflt
-    }
 }
 
 /// Mean minor page faults of `n` runs of `f` on this thread.
@@ -254,7 +231,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
         Some("100000")
     );
     let mut bare = host
-        .prepare_with(spec(host), TEMPLATE)
+        .prepare_with(spec(host, true), TEMPLATE)
         .unwrap()
         .into_interpreter();
     let o = bare.turn(STATE, vec![], &turn_limits()).unwrap();

@@ -21,18 +21,18 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use criterion::Criterion;
 use meter::MeterVariant;
+use spec::spec;
 use vivarium::testing::GuestSetup;
-use vivarium::testing::HostShare;
-use vivarium::testing::SandboxSpec;
-use vivarium::{ExecRequest, Limits, Status, Template, Vivarium, VivariumOptions};
+use vivarium::{ExecRequest, Status, Template, Vivarium, VivariumOptions};
 
 #[path = "support/meter.rs"]
 mod meter;
+#[path = "support/spec.rs"]
+mod spec;
 
 const HELLO: &str = "print('hello world')";
 const PANDAS: &str = "import pandas as pd; print(pd.DataFrame({'a': [1, 2, 3]}).describe())";
@@ -63,20 +63,6 @@ fn native_python() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn spec(host: &Vivarium) -> SandboxSpec {
-    SandboxSpec {
-        host: HostShare::unlimited(),
-        packages: host.no_packages(),
-        limits: Limits::DEFAULT,
-        env: vec![],
-        files: vec![],
-        stdin: vec![],
-        observer: None,
-        cancel: Arc::new(AtomicBool::new(false)),
-        setup: Default::default(),
-    }
-}
-
 fn native(python: &Path, code: &str) {
     let dir = std::env::temp_dir().join("vivarium-bench-native");
     std::fs::create_dir_all(&dir).unwrap();
@@ -94,7 +80,10 @@ fn native(python: &Path, code: &str) {
 }
 
 fn sandbox(host: &Vivarium, template: Template, code: &str) {
-    let r = host.prepare_with(spec(host), template).unwrap().run(code);
+    let r = host
+        .prepare_with(spec(host, false), template)
+        .unwrap()
+        .run(code);
     assert_eq!(r.status, Status::Ok, "{}", r.stderr);
 }
 
@@ -115,7 +104,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
     // and checks the code (`policy: warn`).
     g.bench_function("vivarium_sandbox_rich_checked", |b| {
         b.iter(|| {
-            let mut spec = spec(host);
+            let mut spec = spec(host, false);
             spec.setup = GuestSetup {
                 rich: true,
                 line_buffered: false,
