@@ -84,11 +84,12 @@ def median_ms(samples):
     return round(statistics.median(samples) * 1e3, 2)
 
 
-def timed(fn):
-    for _ in range(WARMUP):
+def timed(fn, runs=RUNS, warmup=WARMUP):
+    """The times of `runs` calls of `fn`, after `warmup` calls not timed."""
+    for _ in range(warmup):
         fn()
     out = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         t = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t)
@@ -127,11 +128,7 @@ def vivarium_http(binary):
         for _ in range(WARMUP):
             once()
         faults = minor_faults(proc.pid)
-        out = []
-        for _ in range(RUNS):
-            t = time.perf_counter()
-            once()
-            out.append(time.perf_counter() - t)
+        out = timed(once, warmup=0)
         first["faults_per_request"] = (minor_faults(proc.pid) - faults) / RUNS
         return out, first
 
@@ -152,7 +149,7 @@ def vivarium_http(binary):
         raw = r.read()
         return r.status, (json.loads(raw) if raw else {})
 
-    def turns(sid, code, runs=None):
+    def turns(sid, code, runs=RUNS):
         payload = json.dumps({"code": code, "policy": "off"}).encode()
 
         def once():
@@ -163,16 +160,7 @@ def vivarium_http(binary):
             return v
 
         once()
-        if runs is None:
-            return timed(once)
-        for _ in range(WARMUP):
-            once()
-        out = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            once()
-            out.append(time.perf_counter() - t)
-        return out
+        return timed(once, runs)
 
     try:
         results = {}
@@ -278,13 +266,7 @@ def kernel():
         big = {}
         for step, code in BIG_STEPS:
             kc.execute_interactive("import pandas as pd", timeout=60)
-            for _ in range(WARMUP):
-                kc.execute_interactive(code, timeout=120)
-            out = []
-            for _ in range(BIG_RUNS):
-                t = time.perf_counter()
-                kc.execute_interactive(code, timeout=120)
-                out.append(time.perf_counter() - t)
+            out = timed(lambda: kc.execute_interactive(code, timeout=120), BIG_RUNS)
             big[step] = median_ms(out)
         results["big"] = big
         return results
