@@ -112,32 +112,57 @@ struct Layers<'h> {
     session: Interpreter,
 }
 
-const LAYERS: [&str; 4] = ["floor", "fuel", "interpreter", "session"];
+/// One layer of a turn, each adding one thing to the one before (see the module's docs).
+#[derive(Clone, Copy)]
+enum Layer {
+    Floor,
+    Fuel,
+    Interpreter,
+    Session,
+}
+
+impl Layer {
+    const ALL: [Layer; 4] = [
+        Layer::Floor,
+        Layer::Fuel,
+        Layer::Interpreter,
+        Layer::Session,
+    ];
+
+    /// Its name in criterion's ids and in the results.
+    fn name(self) -> &'static str {
+        match self {
+            Layer::Floor => "floor",
+            Layer::Fuel => "fuel",
+            Layer::Interpreter => "interpreter",
+            Layer::Session => "session",
+        }
+    }
+}
 
 impl Layers<'_> {
-    fn turn(&mut self, layer: &str, code: &str) {
+    fn turn(&mut self, layer: Layer, code: &str) {
         match layer {
-            "floor" => {
+            Layer::Floor => {
                 self.floor.turn(code);
             }
-            "fuel" => {
+            Layer::Fuel => {
                 self.fuel.turn(code);
             }
-            "interpreter" => {
+            Layer::Interpreter => {
                 let o = self
                     .interpreter
                     .turn(code, vec![], &turn_limits())
                     .expect("alive");
                 assert!(matches!(o.report.status, Status::Ok | Status::Error));
             }
-            "session" => {
+            Layer::Session => {
                 let o = self
                     .host
                     .session_turn(&mut self.session, TEMPLATE, code, vec![], &turn_limits())
                     .expect("alive");
                 assert!(matches!(o.report.status, Status::Ok | Status::Error));
             }
-            _ => unreachable!(),
         }
     }
 }
@@ -184,7 +209,7 @@ fn main() {
                 session,
             };
             // Every layer prints the same, so each runs the same program.
-            for layer in LAYERS {
+            for layer in Layer::ALL {
                 layers.turn(layer, "print('warm')");
             }
             assert!(layers.floor.stdout().contains("warm"));
@@ -197,19 +222,19 @@ fn main() {
                 g.sample_size(if big { 10 } else { 20 })
                     .warm_up_time(Duration::from_millis(if big { 1500 } else { 500 }))
                     .measurement_time(Duration::from_secs(if big { 8 } else { 2 }));
-                for layer in LAYERS {
-                    g.bench_function(layer, |b| b.iter(|| layers.turn(layer, code)));
+                for layer in Layer::ALL {
+                    g.bench_function(layer.name(), |b| b.iter(|| layers.turn(layer, code)));
                 }
                 g.finish();
                 let mut per = serde_json::Map::new();
                 let n = if big { 3 } else { 20 };
-                for layer in LAYERS {
+                for layer in Layer::ALL {
                     let before = minor_faults();
                     for _ in 0..n {
                         layers.turn(layer, code);
                     }
                     per.insert(
-                        layer.into(),
+                        layer.name().into(),
                         json!((minor_faults() - before) as f64 / n as f64),
                     );
                 }
@@ -223,15 +248,17 @@ fn main() {
             let mut medians = serde_json::Map::new();
             for (case, _) in CASES {
                 let mut per = serde_json::Map::new();
-                for layer in LAYERS {
-                    let path =
-                        format!("{target}/criterion/floor_{case}/{layer}/new/estimates.json");
+                for layer in Layer::ALL {
+                    let path = format!(
+                        "{target}/criterion/floor_{case}/{}/new/estimates.json",
+                        layer.name()
+                    );
                     let ms = std::fs::read(&path)
                         .ok()
                         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
                         .and_then(|v| v["median"]["point_estimate"].as_f64())
                         .map(|ns| (ns / 1e4).round() / 1e2);
-                    per.insert(layer.into(), json!(ms));
+                    per.insert(layer.name().into(), json!(ms));
                 }
                 medians.insert(case.to_string(), per.into());
             }
