@@ -299,9 +299,9 @@ pub fn exit_status(report: &Report) -> u8 {
         Status::Ok | Status::Error | Status::MemoryExceeded | Status::HostMemoryExceeded => {
             report.exit_code.map(|c| (c & 0xFF) as u8).unwrap_or(1)
         }
-        Status::Timeout => EXIT_TIMEOUT,
+        Status::Timeout | Status::ToolTimeout => EXIT_TIMEOUT,
         Status::FuelExhausted => EXIT_FUEL,
-        Status::StackOverflow | Status::Trap => EXIT_TRAP,
+        Status::StackOverflow | Status::Trap | Status::ToolLimit => EXIT_TRAP,
         Status::Cancelled => EXIT_CANCELLED,
     }
 }

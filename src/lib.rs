@@ -32,6 +32,7 @@ mod sandbox;
 mod snapshot;
 mod sync;
 mod template;
+mod tools;
 mod vivarium;
 mod worker;
 
@@ -50,6 +51,10 @@ pub use report::{
     Truncated, Usage,
 };
 pub use template::Template;
+pub use tools::{
+    Answer, AnswerError, Answered, ToolBreach, ToolCall, ToolLimits, ToolLimitsRequest, ToolSpec,
+    Toolbox, python_name,
+};
 pub use vivarium::{
     ExecError, ExecRequest, Executed, InputFile, OpenError, Program, RunSpec, Vivarium,
     VivariumOptions,
@@ -63,6 +68,7 @@ pub mod testing {
     pub use crate::hostcalls::fs_guard::measure_dir;
     pub use crate::hostcalls::limiter::MAX_TABLE_ELEMENTS;
     pub use crate::hostcalls::state::Interrupted;
+    pub use crate::hostcalls::tools::ToolAsker;
     pub use crate::leakage::{Guard, StreamFilter};
     pub use crate::limits::TurnLimits;
     pub use crate::sandbox::guest_threads::{defer_drop, spawn_deferring};

@@ -28,6 +28,11 @@ pub enum Status {
     Trap,
     /// The host stopped the run (shutdown, session closed) before it ended.
     Cancelled,
+    /// Code mode: a round of tool calls went unanswered for `tool_timeout_ms`, or the waits
+    /// added up to `total_wait_ms`.
+    ToolTimeout,
+    /// Code mode: more tool calls than `calls`, or arguments larger than `argument_bytes`.
+    ToolLimit,
 }
 
 impl Status {
@@ -43,6 +48,8 @@ impl Status {
             Status::StackOverflow => "stack_overflow",
             Status::Trap => "trap",
             Status::Cancelled => "cancelled",
+            Status::ToolTimeout => "tool_timeout",
+            Status::ToolLimit => "tool_limit",
         }
     }
 }

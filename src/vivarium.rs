@@ -14,6 +14,7 @@ use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
 use crate::guest::GuestSetup;
 use crate::hostcalls::state::GuestState;
+use crate::hostcalls::tools::{ToolAsker, ToolDoor};
 use crate::limits::TurnLimits;
 use crate::limits::{LimitError, Limits, LimitsRequest};
 use crate::packages::{
@@ -33,6 +34,7 @@ use crate::sandbox::{
 use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
 use crate::template::{self, Template, TemplateError};
+use crate::tools::Toolbox;
 
 pub use crate::sandbox::workdir::InputFile;
 
@@ -253,6 +255,14 @@ pub struct Program {
     pub line_buffered: bool,
     /// Whether the code is checked first, in the same sandbox, before any of it runs.
     pub policy: Policy,
+    /// Code mode: the tools the code may call, as `tools.<name>(...)` (`None`: it runs as
+    /// before, with no `tools` and no top-level `await`).
+    #[serde(default)]
+    pub tools: Option<Toolbox>,
+    /// Seeds the guest's randomness (a code-mode execution, so that replaying it draws the
+    /// same numbers); `None`: fresh from the host.
+    #[serde(default)]
+    pub seed: Option<[u8; 32]>,
 }
 
 /// One execution as the core runs it: the [`Program`] and what cannot be data, the live
@@ -264,6 +274,8 @@ pub struct RunSpec {
     pub observer: Option<OutputObserver>,
     /// The extra packages it sees ([`Vivarium::packages`]; [`Vivarium::no_packages`]).
     pub packages: Arc<PackageEnv>,
+    /// Answers the program's tool calls, when it has tools (without, each call raises).
+    pub tools: Option<ToolAsker>,
 }
 
 /// How a run ended, when it could be attempted (and, as data, a worker's reply).
@@ -495,9 +507,12 @@ impl Vivarium {
                     rich,
                     line_buffered,
                     policy,
+                    tools,
+                    seed,
                 },
             observer,
             packages,
+            tools: asker,
         } = spec;
         let check = (policy != Policy::Off).then(|| code.clone());
         let sandbox = self
@@ -516,6 +531,7 @@ impl Vivarium {
                     },
                     host: self.host_share(),
                     packages,
+                    seed,
                 },
                 template,
             )
@@ -536,6 +552,12 @@ impl Vivarium {
                 Some(c.findings)
             }
         };
+        let mut sandbox = sandbox;
+        if let (Some(toolbox), Some(asker)) = (&tools, asker) {
+            let door = ToolDoor::new(toolbox, asker)
+                .map_err(|e| ExecError::Panicked(format!("the tools: {e}")))?;
+            sandbox.offer_tools(door, toolbox.guest_json());
+        }
         let mut report = sandbox.run(&code);
         self.hint_missing_module(&mut report);
         Ok(Executed::Ran {
@@ -582,9 +604,12 @@ impl Vivarium {
                 rich: req.rich,
                 line_buffered: false,
                 policy: req.policy,
+                tools: None,
+                seed: None,
             },
             observer: req.observer,
             packages: self.packages(&req.packages)?,
+            tools: None,
         };
         let cancel = req.cancel.unwrap_or_default();
         let this = self.clone();
@@ -983,6 +1008,7 @@ fn bare_spec(
         setup,
         host,
         packages,
+        seed: None,
     }
 }
 

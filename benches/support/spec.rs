@@ -22,5 +22,6 @@ pub fn spec(host: &Vivarium, rich: bool) -> SandboxSpec {
             rich,
             ..GuestSetup::default()
         },
+        seed: None,
     }
 }

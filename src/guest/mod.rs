@@ -19,7 +19,7 @@ pub use env::{EnvError, guest_env};
 pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, setup_code};
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
-    SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
+    SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY, with_tools,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
@@ -155,6 +155,9 @@ pub const ERROR_TAG: &[u8] = b"\0vivarium-error\0";
 /// followed by the prompt: answered with the line when the turn's client can answer
 /// (`hostcalls::input`), else "no host", and `input()` reads stdin.
 pub const INPUT_TAG: &[u8] = b"\0vivarium-input\0";
+/// The prefix of a round of code mode's tool calls (`python-wasi/guest/tools.py`), followed
+/// by their JSON: answered by `hostcalls::tools` when the run was given tools.
+pub const TOOLS_TAG: &[u8] = b"\0vivarium-tools\0";
 /// The prefix of the door request the template build's init turn sends to make objects
 /// immortal, followed by their addresses as little-endian `u32`s. Only a template build's
 /// door answers it (`template::immortal`); a sandbox's door says "no host".
@@ -175,5 +178,8 @@ mod tests {
         // It sends the immortal tag as a Python bytes literal.
         let tag = String::from_utf8_lossy(IMMORTAL_TAG).replace('\0', "\\0");
         assert!(SNAPSHOT_READY.contains(&format!("b'{tag}'")));
+        // The tools' module spells the tools' tag itself.
+        let tag = String::from_utf8_lossy(TOOLS_TAG).replace('\0', "\\0");
+        assert!(GUEST_HELPERS[3].1.contains(&format!("b\"{tag}\"")));
     }
 }

@@ -4,7 +4,7 @@ use crate::limits::TurnLimits;
 
 /// The guest-side helpers every template carries, as `(module name, source)`: loaded at
 /// build time, so a sandbox pays nothing to have them (see `python-wasi/guest/`).
-pub const GUEST_HELPERS: [(&str, &str); 3] = [
+pub const GUEST_HELPERS: [(&str, &str); 4] = [
     (
         "vivarium_display",
         include_str!("../../python-wasi/guest/display.py"),
@@ -17,7 +17,24 @@ pub const GUEST_HELPERS: [(&str, &str); 3] = [
         "_vivarium",
         include_str!("../../python-wasi/guest/setup.py"),
     ),
+    (
+        "vivarium_tools",
+        include_str!("../../python-wasi/guest/tools.py"),
+    ),
 ];
+
+/// `code` as it runs when it was given `tools`: through `vivarium_tools.run`, which puts the
+/// tools on `tools` in `__main__` and allows top-level `await`; with `echo` (a session's
+/// turn) a final expression's value is the turn's result. `tools` is the JSON list of specs,
+/// each with its `python` name.
+pub fn with_tools(code: &str, tools: &str, echo: bool) -> String {
+    // A JSON string is a valid Python string literal; `tools` is JSON of strings, objects,
+    // lists, numbers, booleans and nulls, read as Python once those are its literals.
+    let code = serde_json::to_string(code).expect("a string serialises");
+    let tools = serde_json::to_string(tools).expect("a string serialises");
+    let echo = if echo { "True" } else { "False" };
+    format!("__import__('vivarium_tools').run({code}, __import__('json').loads({tools}), {echo})\n")
+}
 
 /// The part of the scientific template's init turn past the helpers: the stack assistants'
 /// code reaches for, imported and warmed. Imports happen inside a function so the user's

@@ -13,6 +13,9 @@
 //! streams): the echo and the traceback that follow come back in the report instead. A
 //! guest can only hide its own output from its own live view.
 //!
+//! A request that starts with [`TOOLS_TAG`] is a round of code mode's tool calls, answered
+//! by [`super::tools`] when the run was given tools.
+//!
 //! Everything the guest passes is untrusted: pointers are checked against memory, the size is
 //! capped, and the bytes are only ever kept as lossy UTF-8 text.
 
@@ -22,7 +25,7 @@ use super::guest_memory::{memory, range};
 use super::input;
 use super::live_output::StreamKind;
 use super::state::GuestState;
-use crate::guest::{ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG};
+use crate::guest::{ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG, TOOLS_TAG};
 
 /// What `host::call` returns (every door that answers it: this one, a template build's).
 /// No host is bound for this request: the guest raises `ConnectionRefusedError`.
@@ -32,25 +35,41 @@ pub const HOST_FAULT: i32 = -2;
 /// Answered: the reply's pointer and length are written where the guest asked.
 pub const ANSWERED: i32 = 0;
 
-/// `call(req_ptr, req_len, out_ptr_ptr, out_len_ptr) -> i32`.
+/// `call(req_ptr, req_len, out_ptr_ptr, out_len_ptr) -> i32`; an error ends the run (a
+/// tool limit's breach, or a cancel while it waited for answers).
 pub fn host_call(
-    mut caller: Caller<'_, GuestState>,
+    caller: Caller<'_, GuestState>,
     req_ptr: i32,
     req_len: i32,
     out_ptr_ptr: i32,
     out_len_ptr: i32,
-) -> i32 {
+) -> wasmtime::Result<i32> {
     let len = req_len as u32 as usize;
-    let shortest = [FIGURE_TAG, RESULT_TAG, ERROR_TAG, INPUT_TAG]
+    let shortest = [FIGURE_TAG, RESULT_TAG, ERROR_TAG, INPUT_TAG, TOOLS_TAG]
         .map(<[u8]>::len)
         .into_iter()
         .min()
         .unwrap_or(0);
-    if len < shortest || len > RESULT_TAG.len() + MAX_RESULT_BYTES {
-        return NO_HOST;
+    let longest = if caller.data().tools.is_some() {
+        TOOLS_TAG.len() + super::tools::MAX_ROUND_BYTES
+    } else {
+        RESULT_TAG.len() + MAX_RESULT_BYTES
+    };
+    if len < shortest || len > longest {
+        return Ok(NO_HOST);
     }
+    door(caller, req_ptr, len, out_ptr_ptr, out_len_ptr)
+}
+
+fn door(
+    mut caller: Caller<'_, GuestState>,
+    req_ptr: i32,
+    len: usize,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> wasmtime::Result<i32> {
     let Some(mem) = memory(&mut caller) else {
-        return HOST_FAULT;
+        return Ok(HOST_FAULT);
     };
     let data = mem.data(&caller);
     let (Some(req), Some(out_ptr), Some(out_len)) = (
@@ -58,12 +77,19 @@ pub fn host_call(
         range(data, out_ptr_ptr, 4),
         range(data, out_len_ptr, 4),
     ) else {
-        return HOST_FAULT;
+        return Ok(HOST_FAULT);
     };
-    let request = &data[req];
+    let request = &data[req.clone()];
+    if request.starts_with(TOOLS_TAG) {
+        let calls = req.start + TOOLS_TAG.len()..req.end;
+        return super::tools::round(&mut caller, calls, out_ptr.start, out_len.start);
+    }
+    if len > RESULT_TAG.len() + MAX_RESULT_BYTES {
+        return Ok(NO_HOST);
+    }
     if let Some(prompt) = request.strip_prefix(INPUT_TAG) {
         let prompt = String::from_utf8_lossy(prompt).into_owned();
-        return ask_input(&mut caller, prompt, out_ptr.start, out_len.start);
+        return Ok(ask_input(&mut caller, prompt, out_ptr.start, out_len.start));
     }
     let said = if request == FIGURE_TAG {
         Said::Figure
@@ -72,7 +98,7 @@ pub fn host_call(
     } else if let Some(text) = request.strip_prefix(RESULT_TAG) {
         Said::Result(String::from_utf8_lossy(text).into_owned())
     } else {
-        return NO_HOST;
+        return Ok(NO_HOST);
     };
     // An empty answer: null pointer, zero length.
     let data = mem.data_mut(&mut caller);
@@ -87,7 +113,7 @@ pub fn host_call(
         Said::Error => state.live_output.mute(StreamKind::Stderr),
         Said::Figure => state.figure_made = true,
     }
-    ANSWERED
+    Ok(ANSWERED)
 }
 
 /// `input(prompt)` in a turn whose client can answer: the line, written into the guest's
@@ -108,13 +134,24 @@ fn ask_input(
     let Some(line) = input::wait(&asker(prompt), || clock.check().is_ok()) else {
         return NO_HOST;
     };
+    write_reply(caller, line.as_bytes(), out_ptr, out_len)
+}
+
+/// Writes `bytes` into the guest's memory where its `host_alloc` put room for them (the
+/// guest frees it), and their pointer and length at `out_ptr` and `out_len` (checked
+/// before). What the door returns.
+pub fn write_reply(
+    caller: &mut Caller<'_, GuestState>,
+    bytes: &[u8],
+    out_ptr: usize,
+    out_len: usize,
+) -> i32 {
     let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {
         return HOST_FAULT;
     };
     let Ok(alloc) = alloc.typed::<i32, i32>(&*caller) else {
         return HOST_FAULT;
     };
-    let bytes = line.into_bytes();
     let p = match alloc.call(&mut *caller, bytes.len() as i32) {
         Ok(p) => p,
         Err(_) => return HOST_FAULT,
@@ -127,7 +164,7 @@ fn ask_input(
     let Some(at) = range(data, p, bytes.len()).filter(|_| p != 0 || bytes.is_empty()) else {
         return HOST_FAULT;
     };
-    data[at].copy_from_slice(&bytes);
+    data[at].copy_from_slice(bytes);
     data[out_ptr..out_ptr + 4].copy_from_slice(&(p as u32).to_le_bytes());
     data[out_len..out_len + 4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
     ANSWERED

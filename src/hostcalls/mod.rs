@@ -14,6 +14,7 @@ pub mod limiter;
 pub mod live_output;
 pub mod poll;
 pub mod state;
+pub mod tools;
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,9 @@ pub enum Interrupted {
     /// The run's cancel flag was set (shutdown, a closed session, a client gone).
     #[error("the host cancelled the run")]
     Cancelled,
+    /// A tool limit was breached (code mode: `hostcalls::tools`).
+    #[error("{0}")]
+    Tool(crate::tools::ToolBreach),
 }
 
 /// The wall-clock side of a run: its deadline, a cancel flag the owner may set from any
@@ -155,6 +158,8 @@ pub struct GuestState {
     pub live_output: Arc<LiveOutput>,
     /// Who answers `input()` during this turn (a kernel's client), if anyone.
     pub input: Option<InputAsker>,
+    /// The tools this run's code may call, and who answers them (code mode), if any.
+    pub tools: Option<super::tools::ToolDoor>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

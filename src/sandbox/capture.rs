@@ -84,6 +84,7 @@ impl Baseline {
             figure_made: false,
             live_output: Default::default(),
             input: None,
+            tools: None,
         };
         let mut store = engine.store(state);
         // Never run: instantiating runs no guest code, and nothing calls into it.
@@ -199,6 +200,7 @@ impl Interpreter {
             setup: GuestSetup::default(),
             host,
             packages,
+            seed: None,
         };
         let env = guest_env(&[]).map_err(SandboxError::from)?;
         let origin = Instant::now()

@@ -75,6 +75,10 @@ pub struct SandboxSpec {
     /// The extra packages it sees at `guest::PACKAGES_DIR` (the empty environment for none);
     /// held for the sandbox's life, so the cache does not evict it.
     pub packages: Arc<PackageEnv>,
+    /// Seeds the guest's randomness (`os.urandom`, and through it `random` and numpy's
+    /// generator): code mode's suspended executions are brought back by replaying, which
+    /// must draw the same numbers. `None`: fresh randomness from the host.
+    pub seed: Option<[u8; 32]>,
 }
 
 /// What ties a sandbox to the host's memory budget.

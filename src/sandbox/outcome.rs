@@ -47,6 +47,8 @@ pub(super) enum Breach {
     /// The host's budget refused a write to a tmpfs working directory (ENOSPC).
     HostDisk,
     Refused,
+    /// A tool limit (code mode).
+    Tool(crate::tools::ToolBreach),
 }
 
 impl Breach {
@@ -69,6 +71,7 @@ impl Breach {
                 sandbox's own disk limit was not reached)"
                 .into(),
             Breach::Refused => "the interpreter refused the turn".into(),
+            Breach::Tool(b) => b.to_string(),
         }
     }
 }
@@ -140,6 +143,14 @@ pub(super) fn classify(
                 }
                 Some(Interrupted::Cancelled) => {
                     return stopped(Status::Cancelled, Some(Breach::Cancelled));
+                }
+                Some(Interrupted::Tool(b)) => {
+                    let status = if b.is_wait() {
+                        Status::ToolTimeout
+                    } else {
+                        Status::ToolLimit
+                    };
+                    return stopped(status, Some(Breach::Tool(*b)));
                 }
                 None => {}
             }

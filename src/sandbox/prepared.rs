@@ -16,6 +16,7 @@ use crate::guest::{
 };
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::state::GuestState;
+use crate::hostcalls::tools::ToolDoor;
 use crate::limits::TurnLimits;
 use crate::report::{Report, Status};
 
@@ -26,6 +27,9 @@ pub struct Sandbox {
     check_verdict: Option<String>,
     /// The set-up loaded the rich-output helpers: outputs are collected after the run.
     rich: bool,
+    /// Code mode: the tools' specs as the guest reads them, once [`Sandbox::offer_tools`]
+    /// gave the run its tools.
+    tools: Option<String>,
 }
 
 impl Sandbox {
@@ -61,6 +65,7 @@ impl Sandbox {
             live,
             check_verdict: outcome.result,
             rich: setup.rich,
+            tools: None,
         })
     }
 
@@ -70,12 +75,22 @@ impl Sandbox {
         self.check_verdict.as_deref()
     }
 
+    /// Code mode: the program may call `door`'s tools (`tools` is their specs as the guest
+    /// reads them, `Toolbox::guest_json`), and runs with top-level `await` allowed.
+    pub fn offer_tools(&mut self, door: ToolDoor, tools: String) {
+        self.live.store.data_mut().tools = Some(door);
+        self.tools = Some(tools);
+    }
+
     /// Runs `code` as a program, as `python -c` would, and reports. Files the code created or
     /// changed come back in the report.
     pub fn run(mut self, code: &str) -> Report {
-        // `turn` echoes a final expression like the REPL; a program does not. A trailing
-        // `pass` makes the last statement a non-expression without moving any line.
-        let program = format!("{code}\npass\n");
+        let program = match &self.tools {
+            Some(tools) => guest::with_tools(code, tools, false),
+            // `turn` echoes a final expression like the REPL; a program does not. A trailing
+            // `pass` makes the last statement a non-expression without moving any line.
+            None => format!("{code}\npass\n"),
+        };
         let limits = TurnLimits::from(&self.live.limits);
         let opens_before = self.live.store.data().fs.opens;
         let mut outcome = self.live.turn(&program, &limits, false);

@@ -81,6 +81,14 @@ impl GuestStore {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
+        if let Some(seed) = spec.seed {
+            use rand_010::SeedableRng;
+            wasi.secure_random(rand_010::rngs::StdRng::from_seed(seed))
+                .insecure_random(rand_010::rngs::StdRng::from_seed(seed))
+                .insecure_random_seed(u128::from_le_bytes(
+                    seed[..16].try_into().unwrap_or_default(),
+                ));
+        }
         // The one fixed table (fd 3 to 6): templates snapshot it, so it must not vary.
         guest::preopen(
             &mut wasi,
@@ -116,6 +124,7 @@ impl GuestStore {
             figure_made: false,
             live_output,
             input: None,
+            tools: None,
         };
         // Input files on tmpfs are memory from the start.
         if !state.fs.hold_on_host(charged_bytes, true) {

@@ -304,6 +304,12 @@ pub enum Event {
         /// The prompt.
         prompt: String,
     },
+    /// Code mode: a round of tool calls, checked against their schemas; the answers come
+    /// back as one line, a JSON list of answers.
+    ToolCalls {
+        /// The calls.
+        calls: Vec<crate::tools::ToolCall>,
+    },
 }
 
 /// A job's kind, kept while it runs: a reply is taken only when it is this kind's.

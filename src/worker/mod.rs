@@ -40,6 +40,7 @@ pub use serve::Worker;
 pub use wire::WorkerConfig;
 
 use crate::hostcalls::input::InputAsker;
+use crate::hostcalls::tools::ToolAsker;
 use crate::packages::PackageEnv;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sync::lock;
@@ -63,6 +64,8 @@ pub struct Sinks {
     pub observer: Option<OutputObserver>,
     /// Answers `input()`.
     pub asker: Option<InputAsker>,
+    /// Answers a program's tool calls (code mode).
+    pub tools: Option<ToolAsker>,
 }
 
 /// Where a job goes: the in-process worker or one worker process.
@@ -190,6 +193,7 @@ impl Events for LocalEvents {
                 None
             }
             Event::Input { prompt } => self.0.asker.as_ref().map(|a| a(prompt)),
+            Event::ToolCalls { calls } => self.0.tools.as_ref().map(|a| a(calls)),
         }
     }
 }

@@ -330,9 +330,13 @@ impl Link {
                             observer(kind, &bytes);
                         }
                     }
-                    Event::Input { prompt } => {
-                        if let Some(asker) = &p.sinks.asker {
-                            let rx = asker(prompt);
+                    Event::Input { .. } | Event::ToolCalls { .. } => {
+                        let rx = match event {
+                            Event::Input { prompt } => p.sinks.asker.as_ref().map(|a| a(prompt)),
+                            Event::ToolCalls { calls } => p.sinks.tools.as_ref().map(|a| a(calls)),
+                            Event::Output { .. } => None,
+                        };
+                        if let Some(rx) = rx {
                             let tx = self.tx.clone();
                             tokio::task::spawn_blocking(move || {
                                 // The asker's side goes away when the turn ends.

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
 use crate::check::{CheckError, Policy};
 use crate::hostcalls::input::InputAsker;
+use crate::hostcalls::tools::ToolAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
@@ -19,7 +20,8 @@ use crate::vivarium::{ExecError, RunSpec, Vivarium};
 
 /// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
 pub trait Events: Send + Sync {
-    /// Sends `event`; for [`Event::Input`], the answer comes on the returned receiver.
+    /// Sends `event`; for [`Event::Input`] and [`Event::ToolCalls`], the answer comes on the
+    /// returned receiver.
     fn send(&self, event: Event) -> Option<std::sync::mpsc::Receiver<String>>;
 }
 
@@ -261,11 +263,13 @@ impl Worker {
         cancel: Arc<AtomicBool>,
         events: Arc<dyn Events>,
     ) -> Result<Reply, JobError> {
-        let observer: Option<OutputObserver> = e.observe.then(|| observer_of(events));
+        let observer: Option<OutputObserver> = e.observe.then(|| observer_of(events.clone()));
+        let tools = e.program.tools.is_some().then(|| tools_asker_of(events));
         let spec = RunSpec {
             program: e.program,
             observer,
             packages: e.packages.env(),
+            tools,
         };
         self.host
             .run(spec, cancel)
@@ -413,6 +417,16 @@ fn observer_of(events: Arc<dyn Events>) -> OutputObserver {
             stderr: kind == StreamKind::Stderr,
             bytes: serde_bytes::ByteBuf::from(bytes.to_vec()),
         });
+    })
+}
+
+/// Code mode: a program's rounds of tool calls go out as [`Event::ToolCalls`]; their answers
+/// come back as one line of JSON.
+fn tools_asker_of(events: Arc<dyn Events>) -> ToolAsker {
+    Arc::new(move |calls| {
+        events
+            .send(Event::ToolCalls { calls })
+            .unwrap_or_else(|| std::sync::mpsc::channel().1)
     })
 }
 

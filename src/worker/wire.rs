@@ -62,7 +62,7 @@ pub enum ToWorker {
         /// The session.
         handle: Handle,
     },
-    /// The line job `id`'s `input()` asked for.
+    /// The line job `id`'s `input()` asked for, or the answers to its round of tool calls.
     Answer {
         /// The job.
         id: JobId,

@@ -106,6 +106,7 @@ fn classify(e: &wasmtime::Error) -> Ended {
         return match i {
             Interrupted::Timeout => Ended::Timeout,
             Interrupted::Cancelled => Ended::Trap("cancelled".into()),
+            Interrupted::Tool(b) => Ended::Trap(b.to_string()),
         };
     }
     match e.downcast_ref::<Trap>() {
@@ -163,6 +164,7 @@ pub fn run_module(
                 observer: None,
                 cancel: Arc::new(AtomicBool::new(false)),
                 setup: Default::default(),
+                seed: None,
             })
             .expect("a guest store");
         let started = Instant::now();
@@ -488,6 +490,7 @@ fn every_wasi_import_with_hostile_pointers() {
                 observer: None,
                 cancel: Arc::new(AtomicBool::new(false)),
                 setup: Default::default(),
+                seed: None,
             })
             .unwrap();
         gs.arm(l.timeout_ms, l.fuel);

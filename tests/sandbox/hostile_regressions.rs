@@ -84,6 +84,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
                 observer: None,
                 cancel: Arc::new(Default::default()),
                 setup: Default::default(),
+                seed: None,
             })
             .unwrap()
             .into_interpreter();

@@ -20,6 +20,7 @@ fn fresh_interpreter(host: &Vivarium) -> Interpreter {
         observer: None,
         cancel: Arc::new(AtomicBool::new(false)),
         setup: Default::default(),
+        seed: None,
     })
     .unwrap()
     .into_interpreter()

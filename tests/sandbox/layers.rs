@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("budget", 0),
     ("limits", 0),
     ("report", 0),
+    ("tools", 0),
     ("guest", 1),
     ("runtime", 1),
     ("leakage", 1),

@@ -11,6 +11,7 @@ mod harness;
 mod http_support;
 
 mod cli;
+mod code_mode;
 mod doc_paths;
 
 mod fuzz_regressions;

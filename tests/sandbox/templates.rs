@@ -259,6 +259,7 @@ fn sessions_start_from_the_template() {
                     observer: None,
                     cancel: Arc::new(AtomicBool::new(false)),
                     setup: Default::default(),
+                    seed: None,
                 },
                 Template::Scientific,
             )

@@ -337,10 +337,13 @@ async fn run(
             // Line-buffered streams, so `output` interleaves them as a terminal would.
             line_buffered: true,
             policy: Policy::Off,
+            tools: None,
+            seed: None,
         },
         observer: Some(observer),
         // Piston's API has no field for packages: a Piston run gets the built-in set.
         packages: host.no_packages(),
+        tools: None,
     };
     // Piston's API has no field for a policy: the server's default applies.
     let policy = state.runner.leak_policy(None).map_err(from_api)?;
@@ -408,6 +411,8 @@ fn stage(r: Report, output: String) -> PistonStage {
             Status::StackOverflow => (Some("SG"), Some("SIGSEGV"), r.detail.clone()),
             Status::Trap => (Some("SG"), Some("SIGABRT"), r.detail.clone()),
             Status::Cancelled => (Some("XX"), Some("SIGKILL"), Some("Cancelled".into())),
+            // Piston's requests offer no tools; named should a run ever end so.
+            Status::ToolTimeout | Status::ToolLimit => (Some("XX"), None, r.detail.clone()),
         };
     PistonStage {
         stdout: r.stdout,

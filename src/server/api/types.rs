@@ -561,9 +561,12 @@ impl ExecuteRequest {
                 rich: true,
                 line_buffered: false,
                 policy: req.policy,
+                tools: None,
+                seed: None,
             },
             observer: None,
             packages: host.no_packages(),
+            tools: None,
         };
         Ok((spec, guard, req.packages))
     }

@@ -297,6 +297,7 @@ impl Runner {
             program,
             observer,
             packages,
+            tools,
         } = spec;
         let job = Job::Execute(Box::new(ExecuteJob {
             program,
@@ -306,6 +307,7 @@ impl Runner {
         let sinks = Sinks {
             observer,
             asker: None,
+            tools,
         };
         // Dropping this call (the client went away) cancels the run in its worker.
         let reply = self.workers()?.call(job, sinks).await;

@@ -243,6 +243,7 @@ impl Runner {
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
             asker: input,
+            tools: None,
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);

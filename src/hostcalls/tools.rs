@@ -1,0 +1,184 @@
+//! Code mode's door: a round of tool calls from the guest (`vivarium_tools`, after
+//! [`crate::guest::TOOLS_TAG`]), checked, handed to whoever answers them, and answered.
+//!
+//! The request is guest output: a JSON list of `{name, arguments}`, bounded, each call
+//! counted against `calls` and sized against `argument_bytes` (a breach ends the run, named),
+//! then checked against its tool's schema (a call that does not fit is answered at once with
+//! the `TypeError` or `ValueError` the guest raises; it never leaves). The valid calls get
+//! ids (`call_<n>`, counted over the execution, so a replay names them alike) and go to the
+//! [`ToolAsker`] in one round; the guest thread waits for their answers, never past
+//! `tool_timeout_ms` for the round or `total_wait_ms` in all, and stops at a cancel. The wait
+//! burns no fuel and moves the run's wall-clock deadline by its length: `timeout_ms` counts
+//! the program's own time.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasmtime::Caller;
+
+use super::door::{HOST_FAULT, NO_HOST, write_reply};
+use super::state::{GuestState, Interrupted};
+use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits, Toolbox, ToolboxError};
+
+/// The largest round a guest may send, whatever its limits (its calls' arguments and names).
+pub const MAX_ROUND_BYTES: usize = 64 << 20;
+
+/// Hands a round of calls to whoever answers them and returns where the answers will come (a
+/// JSON list of answers, any order). Called on the guest thread: it must not block.
+pub type ToolAsker = Arc<dyn Fn(Vec<ToolCall>) -> Receiver<String> + Send + Sync>;
+
+/// How often a wait for answers looks at the cancel flag.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A run's tools in its store: the schemas compiled, the limits, and what the run has used.
+pub struct ToolDoor {
+    validators: crate::tools::Validators,
+    limits: ToolLimits,
+    ask: ToolAsker,
+    calls: u32,
+    waited: Duration,
+}
+
+impl ToolDoor {
+    /// The door for `toolbox`'s tools, answered by `ask`.
+    pub fn new(toolbox: &Toolbox, ask: ToolAsker) -> Result<ToolDoor, ToolboxError> {
+        Ok(ToolDoor {
+            validators: toolbox.compile()?,
+            limits: toolbox.limits,
+            ask,
+            calls: 0,
+            waited: Duration::ZERO,
+        })
+    }
+}
+
+/// One call as the guest sends it.
+#[derive(serde::Deserialize)]
+struct Asked {
+    name: String,
+    arguments: Value,
+}
+
+/// A round of calls: `request` is the guest's JSON after the tag.
+pub fn round(
+    caller: &mut Caller<'_, GuestState>,
+    request: std::ops::Range<usize>,
+    out_ptr: usize,
+    out_len: usize,
+) -> wasmtime::Result<i32> {
+    let Some(mem) = super::guest_memory::memory(caller) else {
+        return Ok(HOST_FAULT);
+    };
+    let asked: Vec<Asked> = match serde_json::from_slice(&mem.data(&*caller)[request]) {
+        Ok(a) => a,
+        Err(_) => return Ok(HOST_FAULT),
+    };
+    let state = caller.data_mut();
+    let Some(door) = state.tools.as_mut() else {
+        return Ok(NO_HOST);
+    };
+    let limits = door.limits;
+    if u64::from(door.calls) + asked.len() as u64 > u64::from(limits.calls) {
+        return Err(Interrupted::Tool(ToolBreach::Calls(limits.calls)).into());
+    }
+    // What each call got, in the guest's order: refused here, or sent as `call_<n>`.
+    let mut answers: Vec<Result<String, Value>> = Vec::with_capacity(asked.len());
+    let mut round = Vec::new();
+    for a in asked {
+        let size = serde_json::to_vec(&a.arguments).map_or(0, |b| b.len()) as u64;
+        if size > limits.argument_bytes {
+            return Err(Interrupted::Tool(ToolBreach::ArgumentBytes(limits.argument_bytes)).into());
+        }
+        door.calls += 1;
+        match door.validators.check(&a.name, &a.arguments) {
+            Err(e) => answers.push(Err(json!({
+                "error": {"type": format!("{:?}", e.kind), "message": e.message}
+            }))),
+            Ok(()) => {
+                let call_id = format!("call_{}", door.calls);
+                answers.push(Ok(call_id.clone()));
+                round.push(ToolCall {
+                    call_id,
+                    name: a.name,
+                    arguments: a.arguments,
+                });
+            }
+        }
+    }
+    let mut got: Vec<Answer> = Vec::new();
+    if !round.is_empty() {
+        let rx = (door.ask)(round);
+        let left = Duration::from_millis(limits.total_wait_ms).saturating_sub(door.waited);
+        let started = Instant::now();
+        let reply = wait(&rx, &state.clock.cancel, &limits, left);
+        let waited = started.elapsed();
+        door.waited += waited;
+        // The wait is not the program's time.
+        state.clock.deadline += waited;
+        state.clock.call_started += waited;
+        got = parse(&reply?);
+    }
+    let reply: Vec<Value> = answers
+        .into_iter()
+        .map(|a| match a {
+            Err(refused) => refused,
+            Ok(id) => match got.iter().position(|g| g.call_id == id) {
+                Some(i) => match &got.swap_remove(i).answered {
+                    Answered::Result(v) => json!({ "result": v }),
+                    Answered::Error(e) => json!({ "error": e }),
+                },
+                None => json!({"error": {"type": "RuntimeError", "message": format!("{id} was not answered")}}),
+            },
+        })
+        .collect();
+    let bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    Ok(write_reply(caller, &bytes, out_ptr, out_len))
+}
+
+/// Waits for the round's answers within the limits; the breach (or a cancel) ends the run.
+fn wait(
+    rx: &Receiver<String>,
+    cancel: &std::sync::atomic::AtomicBool,
+    limits: &ToolLimits,
+    total_left: Duration,
+) -> Result<String, Interrupted> {
+    let per_round = Duration::from_millis(limits.tool_timeout_ms);
+    let started = Instant::now();
+    loop {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Interrupted::Cancelled);
+        }
+        let elapsed = started.elapsed();
+        if elapsed >= total_left {
+            return Err(Interrupted::Tool(ToolBreach::TotalWait(
+                limits.total_wait_ms,
+            )));
+        }
+        if elapsed >= per_round {
+            return Err(Interrupted::Tool(ToolBreach::CallWait(
+                limits.tool_timeout_ms,
+            )));
+        }
+        let slice = POLL.min(per_round - elapsed).min(total_left - elapsed);
+        match rx.recv_timeout(slice) {
+            Ok(reply) => return Ok(reply),
+            Err(RecvTimeoutError::Timeout) => continue,
+            // Whoever answers went away (the client, the supervisor's run): the run is over.
+            Err(RecvTimeoutError::Disconnected) => return Err(Interrupted::Cancelled),
+        }
+    }
+}
+
+/// The answers as the supervisor sends them (it bounded and checked them); what does not
+/// parse answers nothing, and each call left unanswered raises in the guest.
+fn parse(reply: &str) -> Vec<Answer> {
+    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(reply) else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|v| Answer::from_value(v, u64::MAX).ok())
+        .collect()
+}
