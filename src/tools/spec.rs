@@ -292,7 +292,7 @@ mod tests {
         assert_eq!(python_name("2fa.check"), "_2fa_check");
         assert_eq!(python_name("class"), "class_");
         assert_eq!(python_name("aio"), "aio_");
-        assert_eq!(python_name("ünï"), "___");
+        assert_eq!(python_name("ünï"), "_n_");
     }
 
     #[test]
