@@ -198,6 +198,9 @@ pub enum LeakPlace {
     /// A file's path (a name of it or of a folder above it): under `redact` the file is
     /// withheld, under `deny` the whole output.
     FileName(String),
+    /// Code mode: the arguments of a tool call, by its `call_id` (guest output leaving for
+    /// the caller: under `redact` they leave redacted, under `deny` the call never leaves).
+    ToolArguments(String),
 }
 
 /// The text fields of a parsed exception ([`PyError`]).

@@ -85,6 +85,9 @@ pub struct Guard {
     scanner: Arc<Scanner>,
     policy: LeakPolicy,
     literals: Literals,
+    /// The `env` names whose values are not secrets (kept to make the same guard again: a
+    /// suspended execution brought back).
+    allow_env: Vec<String>,
 }
 
 impl Guard {
@@ -114,7 +117,13 @@ impl Guard {
             scanner,
             policy,
             literals,
+            allow_env: allow_env.to_vec(),
         }
+    }
+
+    /// The `env` names whose values this guard does not take for secrets.
+    pub fn allowed_env(&self) -> &[String] {
+        &self.allow_env
     }
 
     /// This guard's policy.
@@ -216,6 +225,31 @@ impl Guard {
         });
         leaks.truncate(MAX_LISTED_LEAKS);
         leaks
+    }
+
+    /// Code mode: a tool call's arguments (`json`, guest output leaving for the caller),
+    /// scanned under the policy: the leaks, and under `redact` the arguments with each secret
+    /// replaced (`None` when that no longer parses as JSON: the call must not leave).
+    pub fn apply_arguments(
+        &self,
+        call_id: &str,
+        json: &str,
+    ) -> (Option<serde_json::Value>, Vec<Leak>) {
+        let parsed = || serde_json::from_str(json).ok();
+        if self.policy == LeakPolicy::Off {
+            return (parsed(), Vec::new());
+        }
+        let hits = self.hits(json.as_bytes(), None);
+        if hits.is_empty() {
+            return (parsed(), Vec::new());
+        }
+        let leaks = self.leaks(&hits, LeakPlace::ToolArguments(call_id.to_string()));
+        let shown = match self.policy {
+            LeakPolicy::Redact => serde_json::from_str(&self.rewrite(json, &hits)).ok(),
+            LeakPolicy::Deny => None,
+            _ => parsed(),
+        };
+        (shown, leaks)
     }
 
     /// `text` with every secret replaced, and nothing reported.

@@ -133,6 +133,28 @@ pub struct ServeArgs {
     /// gone).
     #[arg(long, env = "VIVARIUM_SNAPSHOT_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
     pub snapshot_retention_secs: u64,
+    /// Code mode: executions (running with tools, or suspended at a round of tool calls,
+    /// resident or kept as a journal) the server counts at most.
+    #[arg(
+        long,
+        env = "VIVARIUM_MAX_SUSPENDED_EXECUTIONS",
+        default_value_t = 1024
+    )]
+    pub max_suspended_executions: usize,
+    /// Code mode: such executions one tenant holds at most; past that, 429 `quota_exceeded`
+    /// (quota `suspended_executions`) [default: 64 with API keys; without keys, the server's
+    /// cap unless given].
+    #[arg(long, env = "VIVARIUM_MAX_SUSPENDED_EXECUTIONS_PER_TENANT")]
+    pub max_suspended_executions_per_tenant: Option<u64>,
+    /// Code mode: how long a suspended execution stays resident (its program waiting in its
+    /// worker) before only its journal in the snapshot store is kept; a later resume replays
+    /// it from there.
+    #[arg(long, env = "VIVARIUM_SUSPENDED_RESIDENT_SECS", default_value_t = 30)]
+    pub suspended_resident_secs: u64,
+    /// Code mode: how long an unanswered suspended execution is kept after its last
+    /// suspension, then forgotten (its journal deleted).
+    #[arg(long, env = "VIVARIUM_SUSPENDED_TTL_SECS", default_value_t = 3600)]
+    pub suspended_ttl_secs: u64,
     /// Bytes each tenant (or, without keys, everyone together) may keep in the snapshot
     /// store: its snapshots, its hibernated sessions and its durable sessions' own snapshots
     /// together. A snapshot past it is refused with 409 `snapshot_quota_exceeded`; a session
@@ -323,6 +345,8 @@ pub struct Config {
     pub snapshot_url: Option<String>,
     /// How long a snapshot is kept.
     pub snapshot_retention: Duration,
+    /// Code mode's executions: how many, how long resident, how long kept.
+    pub executions: crate::supervisor::executions::ExecutionSettings,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
@@ -489,6 +513,11 @@ impl ServeArgs {
                 .unwrap_or_else(|| RuntimeOptions::from_env().home.join("snapshots")),
             snapshot_url: self.snapshot_url.clone(),
             snapshot_retention: Duration::from_secs(self.snapshot_retention_secs),
+            executions: crate::supervisor::executions::ExecutionSettings {
+                max: self.max_suspended_executions.max(1),
+                resident_for: Duration::from_secs(self.suspended_resident_secs),
+                ttl: Duration::from_secs(self.suspended_ttl_secs.max(1)),
+            },
             snapshot_quota_bytes: self.snapshot_quota_bytes,
             tenant_quotas,
             single_tenant_quotas,
@@ -551,6 +580,12 @@ impl ServeArgs {
             (Quota::KernelSockets, self.max_kernel_sockets_per_tenant, 16),
             // Each MCP session holds a fixed few tens of KiB (api/mcp/transport.rs bounds its buffers).
             (Quota::McpSessions, self.max_mcp_sessions_per_tenant, 256),
+            // Each holds a run's place while resident, and a journal in the store.
+            (
+                Quota::SuspendedExecutions,
+                self.max_suspended_executions_per_tenant,
+                64,
+            ),
         ];
         for (q, flag, default) in each {
             if flag == Some(0) {
@@ -607,6 +642,7 @@ impl Config {
             node_id: self.node_id.clone(),
             cluster_ttl: self.cluster_ttl,
             snapshot_retention: self.snapshot_retention,
+            executions: self.executions,
         }
     }
 }

@@ -159,6 +159,9 @@ impl OnWire for SupervisorError {
             }
             E::InvalidRequest(_) => Wire::new(S::BAD_REQUEST, C::InvalidRequest),
             E::SessionNotFound(_) => Wire::new(S::NOT_FOUND, C::SessionNotFound),
+            E::ExecutionNotFound(_) => Wire::new(S::NOT_FOUND, C::ExecutionNotFound),
+            E::ExecutionBusy(_) => Wire::new(S::CONFLICT, C::ExecutionBusy),
+            E::ReplayDiverged(..) => Wire::new(S::CONFLICT, C::ReplayDiverged),
             E::FileNotFound(_) => Wire::new(S::NOT_FOUND, C::NotFound),
             E::SnapshotNotFound(_) => Wire::new(S::NOT_FOUND, C::SnapshotNotFound),
             E::SessionExpired(_) => Wire::new(S::GONE, C::SessionExpired),

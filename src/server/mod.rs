@@ -61,6 +61,10 @@ pub type AppState = Arc<ServerState>;
 fn keyed_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(api::execute_or_stream))
+        .routes(routes!(api::executions::resume))
+        .routes(routes!(api::executions::tool_results))
+        .routes(routes!(api::executions::fork))
+        .routes(routes!(api::executions::cancel))
         .routes(routes!(check::check))
         .routes(routes!(api::packages::packages))
         .routes(routes!(api::usage::usage))

@@ -24,8 +24,14 @@ impl SnapshotId {
     /// The id of session `session_id`'s own snapshot (durable, or kept over a restart):
     /// derived from the session id, so any node finds it from the id alone.
     pub fn for_session(session_id: &str) -> Self {
+        Self::derived("vivarium-session", session_id)
+    }
+
+    /// The id of what the store keeps for `name` of kind `kind` (a session's own snapshot, a
+    /// suspended execution's journal): derived from both, so any node finds it by name.
+    pub fn derived(kind: &str, name: &str) -> Self {
         use sha2::{Digest, Sha256};
-        let h = Sha256::digest(format!("vivarium-session\0{session_id}").as_bytes());
+        let h = Sha256::digest(format!("{kind}\0{name}").as_bytes());
         SnapshotId(format!("snap-{}", &hex::encode(h)[..24]))
     }
 

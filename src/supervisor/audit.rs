@@ -53,6 +53,12 @@ pub enum Action {
     SnapshotDelete,
     /// `POST /v1/sessions/{id}/packages`.
     SessionPackages,
+    /// `POST /v1/executions/{id}/resume` (code mode).
+    ExecutionResume,
+    /// `POST /v1/executions/{id}/fork` (code mode).
+    ExecutionFork,
+    /// `DELETE /v1/executions/{id}` (code mode).
+    ExecutionCancel,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.
@@ -184,6 +190,23 @@ pub struct AuditRecord {
     /// The extra packages the run or session got: each wheel's name, version and SHA-256.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub packages: Vec<PackagePin>,
+    /// Code mode: each tool call answered so far (its name, sizes and outcome; never its
+    /// arguments or its result).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallLine>,
+}
+
+/// One tool call as an audit line records it: never its arguments or its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallLine {
+    /// The tool.
+    pub name: String,
+    /// Bytes of its arguments, as JSON.
+    pub argument_bytes: u64,
+    /// Bytes of its result (or error message).
+    pub result_bytes: u64,
+    /// `result`, or `error:<type>`.
+    pub outcome: String,
 }
 
 impl AuditRecord {
@@ -230,6 +253,7 @@ impl AuditRecord {
             detail: None,
             leaks: Vec::new(),
             packages: Vec::new(),
+            tool_calls: Vec::new(),
         }
     }
 

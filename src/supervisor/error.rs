@@ -51,6 +51,18 @@ pub enum SupervisorError {
     SessionLost { id: String, node: String },
     #[error("{0} not found in the session's working directory")]
     FileNotFound(String),
+    /// Code mode: no suspended or running execution by that id (never was, ended, expired,
+    /// cancelled, or another key's).
+    #[error("no execution {0} waits for tool results (it ended, expired or was cancelled)")]
+    ExecutionNotFound(String),
+    /// Code mode: the execution is running, or another request is resuming it: no round of
+    /// calls waits for these answers now.
+    #[error("execution {0} is running; no round of its tool calls waits for answers now")]
+    ExecutionBusy(String),
+    /// Code mode: brought back from its journal, the program did not make the calls it had
+    /// made (it read the clock, or something else the replay cannot give it again).
+    #[error("execution {0} could not be brought back: {1}")]
+    ReplayDiverged(String, String),
     /// Admission control refused the request; retry after the given seconds.
     #[error("{message}")]
     Overloaded {
@@ -167,6 +179,9 @@ pub enum ErrorCode {
     SessionLost,
     SessionExpired,
     SessionNotFound,
+    ExecutionNotFound,
+    ExecutionBusy,
+    ReplayDiverged,
     ShuttingDown,
     TooManySessions,
     QuotaExceeded,

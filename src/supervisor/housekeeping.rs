@@ -65,7 +65,9 @@ async fn sweep(runner: Arc<Runner>, hibernate_after: Option<Duration>, retention
         if let Some(after) = hibernate_after {
             runner.hibernate_idle(after).await;
         }
-        if Instant::now() >= store_due {
+        let store_is_due = Instant::now() >= store_due;
+        runner.sweep_executions(store_is_due).await;
+        if store_is_due {
             runner.sweep_snapshots().await;
             store_due =
                 Instant::now() + retention.clamp(Duration::from_secs(1), SNAPSHOT_SWEEP_INTERVAL);

@@ -10,6 +10,7 @@ pub(crate) mod admission;
 pub(crate) mod audit;
 pub(crate) mod cluster;
 mod error;
+pub(crate) mod executions;
 pub(crate) mod fair;
 pub(crate) mod housekeeping;
 pub(crate) mod metrics;

@@ -37,6 +37,8 @@ pub struct Settings {
     pub cluster_ttl: Option<Duration>,
     /// How long a snapshot is kept.
     pub snapshot_retention: Duration,
+    /// Code mode's executions: how many, how long resident, how long kept.
+    pub executions: crate::supervisor::executions::ExecutionSettings,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.

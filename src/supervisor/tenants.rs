@@ -43,11 +43,14 @@ pub enum Quota {
     PackageJobs,
     /// Bytes of the host's memory budget admitted for its sandboxes and resident sessions.
     MemoryBytes,
+    /// Code mode: executions suspended at a round of tool calls (resident or kept in the
+    /// snapshot store), and running ones that have tools.
+    SuspendedExecutions,
 }
 
 impl Quota {
     /// Every quota, in the order `GET /v1/usage` lists them.
-    pub const ALL: [Quota; 9] = [
+    pub const ALL: [Quota; 10] = [
         Quota::Runs,
         Quota::ResidentSessions,
         Quota::HibernatedSessions,
@@ -57,6 +60,7 @@ impl Quota {
         Quota::McpSessions,
         Quota::PackageJobs,
         Quota::MemoryBytes,
+        Quota::SuspendedExecutions,
     ];
 
     /// Its name in the keys file, in errors, in `GET /v1/usage` and in metrics.
@@ -71,6 +75,7 @@ impl Quota {
             Quota::McpSessions => "mcp_sessions",
             Quota::PackageJobs => "package_jobs",
             Quota::MemoryBytes => "memory_bytes",
+            Quota::SuspendedExecutions => "suspended_executions",
         }
     }
 
@@ -152,6 +157,9 @@ fn hint(q: Quota) -> &'static str {
         Quota::McpSessions => "; end an MCP session (DELETE /mcp) or let one expire",
         Quota::PackageJobs => "; wait for your package installs to finish",
         Quota::MemoryBytes => "; close or shrink your sessions, or wait for your runs",
+        Quota::SuspendedExecutions => {
+            "; answer or cancel your suspended executions (DELETE /v1/executions/{id})"
+        }
     }
 }
 

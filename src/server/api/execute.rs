@@ -8,11 +8,17 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
-use super::types::{ExecuteResponse, denied_response, execute_body, json_with_held};
+use std::sync::Arc;
+
+use super::types::{
+    ExecuteRequest, drive, execute_run, executed_response, spawn_run, start_code_mode,
+};
+use crate::leakage::Guard;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
+use crate::server::error::OnWire;
 use crate::server::request_context::RequestContext;
-use crate::vivarium::Executed;
+use crate::vivarium::RunSpec;
 
 pub async fn execute(
     State(state): State<AppState>,
@@ -20,17 +26,54 @@ pub async fn execute(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (mut bracket, id) = Bracket::run(&state, &ctx);
-    let result = execute_body(&state, body, bracket.record()).await;
-    bracket.close(run_outcome(&result));
-    match result {
-        Ok(Executed::Ran { report, findings }) => {
-            // A large returned file is streamed from disk into the JSON, never held whole.
-            let (response, held) = ExecuteResponse::with_held(&id, *report, findings);
-            json_with_held(&response, held, state.runner.budget())
-                .await
-                .into_response()
+    let (spec, guard, packages) = match ExecuteRequest::parse(&state, body, bracket.record()) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            bracket.close(e.outcome());
+            return e.into_response();
         }
-        Ok(Executed::Denied(findings)) => denied_response(findings),
-        Err(e) => e.into_response(),
+    };
+    if spec.program.tools.is_some() {
+        return code_mode(state, ctx, bracket, id, spec, guard, packages).await;
     }
+    let result = execute_run(&state, spec, guard, packages, bracket.record()).await;
+    bracket.close(run_outcome(&result));
+    executed_response(&state, &id, result).await
+}
+
+/// Code mode without streaming: the program runs in a task of its own; the response is its
+/// first stop (a round of calls, `suspended`, or its end).
+async fn code_mode(
+    state: AppState,
+    ctx: RequestContext,
+    mut bracket: Bracket,
+    id: String,
+    mut spec: RunSpec,
+    guard: Arc<Guard>,
+    packages: Vec<String>,
+) -> Response {
+    let started = async {
+        spec.packages = state
+            .runner
+            .packages(packages.clone(), bracket.record())
+            .await?;
+        start_code_mode(
+            &state,
+            ctx.key_id.as_deref(),
+            &id,
+            &mut spec,
+            &guard,
+            &packages,
+            false,
+        )
+    };
+    let exec = match started.await {
+        Ok(exec) => exec,
+        Err(e) => {
+            bracket.close(e.outcome());
+            return e.into_response();
+        }
+    };
+    spawn_run(&state, bracket, spec, guard, exec.clone());
+    drive(&state, &exec).await
 }

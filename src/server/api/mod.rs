@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod execute;
+pub mod executions;
 pub mod jupyter;
 pub mod mcp;
 pub mod packages;

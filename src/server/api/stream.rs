@@ -22,12 +22,16 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body};
+use super::types::{
+    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, start_code_mode,
+};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
+use crate::supervisor::SupervisorResult;
+use crate::supervisor::executions::Stop;
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
 use crate::vivarium::Executed;
@@ -50,6 +54,33 @@ enum Msg {
     Dropped(Event),
     /// `result` or `error`: the last event.
     Final(Event),
+    /// Any other event (code mode's `tool_call`).
+    Event(Event),
+}
+
+/// The last event of a run's stream: `result`, or `error` with the usual error body.
+fn final_event(state: &AppState, id: &str, result: SupervisorResult<Executed>) -> Event {
+    let event = match result {
+        Ok(Executed::Ran { report, findings }) => Event::default()
+            .event("result")
+            .json_data(ExecuteResponse::new(id, *report, findings)),
+        Ok(Executed::Denied(findings)) => Event::default()
+            .event("error")
+            .json_data::<PolicyDeniedBody>(denied_body(findings)),
+        Err(e) => {
+            // As every JSON error of the HTTP API is (error_scrub.rs): no secret in it.
+            let mut body = ApiError::from(e).body();
+            if let Some(m) = state.runner.scrub_error_message(&body.error.message) {
+                body.error.message = m;
+            }
+            Event::default().event("error").json_data(body)
+        }
+    };
+    event.unwrap_or_else(|e| {
+        Event::default()
+            .event("error")
+            .data(format!("could not encode the result: {e}"))
+    })
 }
 
 /// Aborts the run's task when the response stream is dropped (the client went away).
@@ -58,6 +89,19 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Forgets a streamed code-mode execution when its stream goes (ended, or the client left):
+/// a streamed execution is never kept past its stream.
+struct ForgetOnDrop(AppState, String);
+
+impl Drop for ForgetOnDrop {
+    fn drop(&mut self) {
+        let (state, id) = (self.0.clone(), std::mem::take(&mut self.1));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { state.runner.end_execution(&id).await });
+        }
     }
 }
 
@@ -76,11 +120,30 @@ pub async fn execute_stream(
         }
     };
     // Resolved before the stream opens: a refusal is a JSON error, not an event.
-    spec.packages = match state.runner.packages(packages, bracket.record()).await {
+    spec.packages = match state
+        .runner
+        .packages(packages.clone(), bracket.record())
+        .await
+    {
         Ok(env) => env,
         Err(e) => {
             bracket.close(e.outcome());
             return ApiError::from(e).into_response();
+        }
+    };
+    // Code mode: each call leaves as a `tool_call` event, answered at
+    // `/v1/executions/{id}/tool-results`; the execution's end is the `result` event.
+    let exec = match spec.program.tools.is_some() {
+        false => None,
+        true => {
+            let key = ctx.key_id.as_deref();
+            match start_code_mode(&state, key, &id, &mut spec, &guard, &packages, true) {
+                Ok(exec) => Some(exec),
+                Err(e) => {
+                    bracket.close(e.outcome());
+                    return e.into_response();
+                }
+            }
         }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(CHANNEL_CHUNKS);
@@ -103,13 +166,48 @@ pub async fn execute_stream(
     // Streamed chunks leave as printed: the guest's streams flush at each newline.
     spec.observer = Some(live.observer());
     spec.program.line_buffered = true;
+    let forwarder = exec.clone().map(|exec| {
+        let (tx, state, id) = (tx.clone(), state.clone(), id.clone());
+        tokio::spawn(async move {
+            loop {
+                match exec.next_stop().await {
+                    Stop::Calls(calls) => {
+                        for c in calls {
+                            let ev = Event::default().event("tool_call").json_data(json!({
+                                "execution_id": id,
+                                "call_id": c.call_id,
+                                "name": c.name,
+                                "arguments": c.arguments,
+                            }));
+                            if let Ok(ev) = ev {
+                                let _ = tx.send(Msg::Event(ev)).await;
+                            }
+                        }
+                    }
+                    Stop::Done(result) => {
+                        state.runner.end_execution(&id).await;
+                        let _ = tx.send(Msg::Final(final_event(&state, &id, *result))).await;
+                        return;
+                    }
+                }
+            }
+        })
+    });
+    let run_exec = exec.clone();
+    let forget = exec
+        .as_ref()
+        .map(|_| ForgetOnDrop(state.clone(), id.clone()));
     let task = tokio::spawn(async move {
+        let exec = run_exec;
         // When the client hangs up first, the task is aborted and the bracket, dropped,
         // writes the line as 499 (the run itself is cancelled by its guard).
         let result = state
             .runner
             .execute(spec, guard, RunKind::Execute, bracket.record())
             .await;
+        if let Some(exec) = &exec {
+            bracket.record().tool_calls = exec.calls_audit();
+        }
         bracket.close(run_outcome(&result));
         if result.is_ok() {
             // What the filter held back (a last line without its newline) leaves now.
@@ -126,30 +224,18 @@ pub async fn execute_stream(
                 let _ = tx.send(Msg::Dropped(ev)).await;
             }
         }
-        let event = match result {
-            Ok(Executed::Ran { report, findings }) => Event::default()
-                .event("result")
-                .json_data(ExecuteResponse::new(&id, *report, findings)),
-            Ok(Executed::Denied(findings)) => Event::default()
-                .event("error")
-                .json_data::<PolicyDeniedBody>(denied_body(findings)),
-            Err(e) => {
-                // As every JSON error of the HTTP API is (error_scrub.rs): no secret in it.
-                let mut body = ApiError::from(e).body();
-                if let Some(m) = state.runner.scrub_error_message(&body.error.message) {
-                    body.error.message = m;
-                }
-                Event::default().event("error").json_data(body)
+        match &exec {
+            // Its forwarder sends the end, after every `tool_call` event.
+            Some(exec) => exec.finish(result),
+            None => {
+                let _ = tx.send(Msg::Final(final_event(&state, &id, result))).await;
             }
-        };
-        let event = event.unwrap_or_else(|e| {
-            Event::default()
-                .event("error")
-                .data(format!("could not encode the result: {e}"))
-        });
-        let _ = tx.send(Msg::Final(event)).await;
+        }
     });
-    let guard = AbortOnDrop(task);
+    if let Some(exec) = &exec {
+        exec.set_run(task.abort_handle());
+    }
+    let guard = (AbortOnDrop(task), forwarder.map(AbortOnDrop), forget);
     let stream = futures_util::stream::unfold((Some(rx), guard), |(rx, guard)| async move {
         let mut rx = rx?;
         match rx.recv().await {
@@ -164,7 +250,7 @@ pub async fn execute_stream(
                     .unwrap_or_else(|_| Event::default().event(name));
                 Some((Ok::<_, Infallible>(ev), (Some(rx), guard)))
             }
-            Some(Msg::Dropped(ev)) => Some((Ok(ev), (Some(rx), guard))),
+            Some(Msg::Dropped(ev) | Msg::Event(ev)) => Some((Ok(ev), (Some(rx), guard))),
             Some(Msg::Final(ev)) => Some((Ok(ev), (None, guard))),
             None => None,
         }

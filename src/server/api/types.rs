@@ -30,7 +30,12 @@ use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, Program, RunSpec};
 
+mod code_mode;
 mod files_body;
+pub use code_mode::{
+    ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
+    spawn_run, start_code_mode,
+};
 pub use files_body::{HeldContents, json_with_held, raw_held};
 
 /// A file to place in the sandbox's working directory before the code runs.
@@ -84,6 +89,18 @@ pub struct ExecuteRequest {
     #[serde(default)]
     #[schema(example = json!(["plotly>=6"]))]
     pub packages: Vec<String>,
+    /// Code mode: tools the program may call, each `{name, description, parameters}` with
+    /// `parameters` a JSON Schema of an object. In the guest each is `tools.<name>(...)` (a
+    /// name that is not an identifier maps by `docs/code-mode.md`'s rule) with an awaitable
+    /// twin `tools.aio.<name>(...)`, and top-level `await` is allowed. Each call suspends
+    /// the program: with `Accept: text/event-stream` it is a `tool_call` event answered at
+    /// `POST /v1/executions/{id}/tool-results`; without, the response is `status:
+    /// "suspended"` with `pending_calls`, answered at `POST /v1/executions/{id}/resume`.
+    #[serde(default)]
+    pub tools: Vec<crate::tools::ToolSpec>,
+    /// Code mode's limits: calls, bytes of arguments and of results, waits.
+    #[serde(default)]
+    pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
 }
 
 /// A file the run created or changed.
@@ -561,7 +578,7 @@ impl ExecuteRequest {
                 rich: true,
                 line_buffered: false,
                 policy: req.policy,
-                tools: None,
+                tools: toolbox(req.tools, req.tool_limits)?,
                 seed: None,
             },
             observer: None,
@@ -570,6 +587,30 @@ impl ExecuteRequest {
         };
         Ok((spec, guard, req.packages))
     }
+}
+
+/// The toolbox of a request's `tools` and `tool_limits` (`None` without tools), each fault
+/// a 400 naming its field.
+pub fn toolbox(
+    tools: Vec<crate::tools::ToolSpec>,
+    limits: Option<crate::tools::ToolLimitsRequest>,
+) -> ApiResult<Option<crate::tools::Toolbox>> {
+    let limits = limits
+        .unwrap_or_default()
+        .resolve()
+        .map_err(|(field, max)| {
+            ApiError::from(SupervisorError::InvalidRequest(format!(
+                "tool_limits.{field} must be between 1 and {max}"
+            )))
+        })?;
+    if tools.is_empty() {
+        return Ok(None);
+    }
+    let toolbox = crate::tools::Toolbox { tools, limits };
+    toolbox
+        .check()
+        .map_err(|e| ApiError::from(SupervisorError::InvalidRequest(e.to_string())))?;
+    Ok(Some(toolbox))
 }
 
 /// What a session-open body asks for.
@@ -677,18 +718,7 @@ impl TurnRequest {
     }
 }
 
-/// Runs an execution body (`/v1/execute` and MCP's `execute_python`): parsed, then run
-/// through the runner, counted as `kind`.
-pub async fn execute_body(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    record: &mut AuditRecord,
-) -> ApiResult<Executed> {
-    let (spec, guard, packages) = ExecuteRequest::parse(state, body, record)?;
-    execute_run(state, spec, guard, packages, record).await
-}
-
-/// Runs a request a door built itself (MCP's `execute_python`), as [`execute_body`] does.
+/// Runs a request a door built itself (MCP's `execute_python`), as `POST /v1/execute` does.
 pub async fn execute_request(
     state: &AppState,
     req: ExecuteRequest,
@@ -698,7 +728,8 @@ pub async fn execute_request(
     execute_run(state, spec, guard, packages, record).await
 }
 
-async fn execute_run(
+/// Runs a parsed execution body: its packages resolved, then the run.
+pub async fn execute_run(
     state: &AppState,
     mut spec: RunSpec,
     guard: Arc<Guard>,

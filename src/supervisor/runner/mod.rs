@@ -17,6 +17,7 @@
 //! behind these methods.
 
 mod capture;
+mod code_mode;
 mod guard;
 mod live;
 mod placement;
@@ -29,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use code_mode::CodeMode;
 pub use live::{LiveText, TextSink};
 pub use turns::{SessionTurn, TurnDone, Turned};
 
@@ -86,6 +88,8 @@ pub struct Runner {
     tenants: Tenants,
     /// Whether what the snapshot store held at start is counted against its tenants.
     stored_counted: AtomicBool,
+    /// Code mode's executions, resident or kept as journals.
+    executions: super::executions::Executions,
 }
 
 impl Runner {
@@ -136,6 +140,7 @@ impl Runner {
             cluster: config
                 .cluster_ttl
                 .map(|ttl| Arc::new(Cluster::new(config.node_id.clone(), snapshots.clone(), ttl))),
+            executions: super::executions::Executions::new(snapshots.clone(), config.executions),
             snapshots: Snapshots::new(snapshots, config.snapshot_retention),
             resuming: Default::default(),
             draining: Default::default(),

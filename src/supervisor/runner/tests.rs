@@ -101,6 +101,11 @@ fn runner() -> Fixture {
         node_id: "test".into(),
         cluster_ttl: None,
         snapshot_retention: Duration::from_secs(3600),
+        executions: crate::supervisor::executions::ExecutionSettings {
+            max: 64,
+            resident_for: Duration::from_secs(30),
+            ttl: Duration::from_secs(3600),
+        },
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
     let runner = Runner::new(

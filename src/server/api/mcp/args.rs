@@ -44,6 +44,10 @@ pub struct ExecuteArgs {
     /// ["plotly>=6", "tabulate"]); packages with native code cannot be added.
     #[serde(default)]
     pub packages: Vec<String>,
+    /// Not offered: code mode needs the HTTP API (read only to refuse it with a clear error).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub tools: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -91,6 +91,12 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(text.into())])
 }
 
+/// Why `execute_python` refuses `tools`.
+const CODE_MODE_OVER_MCP: &str = "execute_python takes no tools: MCP has no request by which \
+    a server calls its client's tools, so code mode (a program calling your tools as \
+    functions) is not offered over MCP. Use the HTTP API (POST /v1/execute with \"tools\", \
+    docs/code-mode.md) or a client that drives it for you (invalid_request)";
+
 fn api_error(e: impl Into<ApiError>, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
     let e: ApiError = e.into();
     let message = e.to_string();
@@ -158,6 +164,10 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<ExecuteArgs>,
     ) -> Result<CallToolResult, McpError> {
+        if args.tools.is_some() {
+            // Never ignored: a program counting on tools would fail in a way that hides why.
+            return Ok(tool_error(CODE_MODE_OVER_MCP));
+        }
         let (files, policy) = match program_parts(args.files, args.policy) {
             Ok(parts) => parts,
             Err(e) => return Ok(e),

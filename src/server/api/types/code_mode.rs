@@ -1,0 +1,170 @@
+//! Code mode's share of the `/v1` doors (`POST /v1/execute` plain and streamed, and
+//! `/v1/executions/{id}/…`): the shapes a suspended execution is answered and resumed in,
+//! the task that runs its program, and the drive from one stop to the next.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{ExecuteResponse, denied_response, json_with_held};
+use crate::leakage::Guard;
+use crate::server::AppState;
+use crate::server::bracket::{Bracket, run_outcome};
+use crate::server::error::{ApiError, ApiResult};
+use crate::supervisor::SupervisorError;
+use crate::supervisor::executions::{Execution, Stop};
+use crate::supervisor::metrics::RunKind;
+use crate::supervisor::runner::CodeMode;
+use crate::tools::{Answer, ToolCall};
+use crate::vivarium::{Executed, RunSpec};
+
+/// A code-mode execution waiting on a round of tool calls: answer them at `POST
+/// /v1/executions/{execution_id}/resume` (any order, several requests if need be).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuspendedResponse {
+    /// The execution's id (the final result has it as `id` too).
+    pub id: String,
+    /// The same id, under the name the resume path takes.
+    pub execution_id: String,
+    /// Always `suspended`.
+    #[schema(example = "suspended")]
+    pub status: &'static str,
+    /// The calls waiting for answers (under `redact`, their arguments redacted).
+    pub pending_calls: Vec<ToolCall>,
+}
+
+impl SuspendedResponse {
+    /// Execution `id` waits on `calls`.
+    pub fn new(id: &str, calls: Vec<ToolCall>) -> Self {
+        SuspendedResponse {
+            id: id.to_string(),
+            execution_id: id.to_string(),
+            status: "suspended",
+            pending_calls: calls,
+        }
+    }
+}
+
+/// `POST /v1/executions/{id}/resume`: answers to pending calls.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// Each `{"call_id", "result"}` or `{"call_id", "error": {"type", "message"}}`; an
+    /// error whose type is a Python builtin exception is raised as it, else as
+    /// `tools.ToolError`.
+    #[schema(value_type = Vec<Object>)]
+    pub results: Vec<Value>,
+}
+
+/// `POST /v1/executions/{id}/fork`: a new execution waiting on the same round.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForkResponse {
+    /// The fork's id: answer its calls at its own resume path.
+    pub execution_id: String,
+    /// The execution forked.
+    pub forked_from: String,
+    /// Always `suspended`.
+    #[schema(example = "suspended")]
+    pub status: &'static str,
+    /// The calls the fork waits on.
+    pub pending_calls: Vec<ToolCall>,
+}
+
+/// Begins code mode for `spec` (it has tools): the execution `id` is counted and
+/// `spec.tools` answers through it.
+pub fn start_code_mode(
+    state: &AppState,
+    key: Option<&str>,
+    id: &str,
+    spec: &mut RunSpec,
+    guard: &Arc<Guard>,
+    packages: &[String],
+    streaming: bool,
+) -> ApiResult<Arc<Execution>> {
+    Ok(state.runner.begin_execution(
+        spec,
+        guard.clone(),
+        CodeMode {
+            id,
+            key,
+            packages,
+            leakage: guard.policy(),
+            allow_env: guard.allowed_env(),
+            streaming,
+        },
+    )?)
+}
+
+/// Runs `exec`'s program in a task of its own (it outlives the request that started it),
+/// under `bracket`, whose line is written when the program ends; the end is `exec`'s last
+/// stop.
+pub fn spawn_run(
+    state: &AppState,
+    mut bracket: Bracket,
+    spec: RunSpec,
+    guard: Arc<Guard>,
+    exec: Arc<Execution>,
+) {
+    let runner = state.runner.clone();
+    let e = exec.clone();
+    let task = tokio::spawn(async move {
+        let result = runner
+            .execute(spec, guard, RunKind::Execute, bracket.record())
+            .await;
+        bracket.record().tool_calls = e.calls_audit();
+        bracket.close(run_outcome(&result));
+        e.finish(result);
+    });
+    exec.set_run(task.abort_handle());
+}
+
+/// Waits for `exec`'s next stop and answers with it: `suspended` with the calls (once its
+/// journal is kept), or the final result, as `POST /v1/execute` answers.
+pub async fn drive(state: &AppState, exec: &Arc<Execution>) -> Response {
+    match exec.next_stop().await {
+        Stop::Calls(calls) => match state.runner.execution_suspended(exec).await {
+            Ok(()) => Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
+            Err(e) => ApiError::from(e).into_response(),
+        },
+        Stop::Done(result) => {
+            state.runner.end_execution(&exec.id).await;
+            executed_response(state, &exec.id, (*result).map_err(ApiError::from)).await
+        }
+    }
+}
+
+/// The response to a run that ended: the result (a large file streamed from disk into the
+/// JSON, never held whole), the policy's refusal, or the error.
+pub async fn executed_response(
+    state: &AppState,
+    id: &str,
+    result: ApiResult<Executed>,
+) -> Response {
+    match result {
+        Ok(Executed::Ran { report, findings }) => {
+            let (response, held) = ExecuteResponse::with_held(id, *report, findings);
+            json_with_held(&response, held, state.runner.budget())
+                .await
+                .into_response()
+        }
+        Ok(Executed::Denied(findings)) => denied_response(findings),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Reads a caller's answers for `exec`, each bounded by its `result_bytes` (400 naming the
+/// first fault).
+pub fn answers_for(exec: &Execution, values: Vec<Value>) -> ApiResult<Vec<Answer>> {
+    let bound = exec.result_bytes();
+    values
+        .into_iter()
+        .map(|v| {
+            Answer::from_value(v, bound)
+                .map_err(|m| ApiError::from(SupervisorError::InvalidRequest(m)))
+        })
+        .collect()
+}

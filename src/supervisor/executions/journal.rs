@@ -1,0 +1,93 @@
+//! A suspended execution as data: the program, the rounds of tool calls it made with their
+//! answers, and the round it waits on. Bringing it back is a replay: the program runs again
+//! from the start with the same randomness, each round it makes answered from here, until it
+//! makes the round it waits on. Kept in the snapshot store (any node finds it by the
+//! execution's id) as `MAGIC`, the expiry (seconds since the epoch, little-endian), then JSON.
+//!
+//! What the store gives back is hostile data: its size is bounded before it is read, and every
+//! field is checked again when the execution is brought back (its limits against the server's
+//! maximum, its tools as a request's are).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::leakage::LeakPolicy;
+use crate::snapshot::SnapshotId;
+use crate::tools::ToolCall;
+use crate::vivarium::Program;
+
+/// What a journal's bytes start with.
+const MAGIC: &[u8; 8] = b"VIVJRNL1";
+/// The largest journal kept or read: a program's files and every answer it got.
+pub const MAX_JOURNAL_BYTES: usize = 256 << 20;
+
+/// One round the program made and the answers it got, in the order of its calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    /// The calls, as they left.
+    pub calls: Vec<ToolCall>,
+    /// Their answers as the caller sent them (`Answer::to_value`), in the calls' order.
+    pub answers: Vec<Value>,
+}
+
+/// A suspended execution as data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    /// The execution's id (`ex-…`).
+    pub id: String,
+    /// The API key's id that started it (`None`: keys are off); only it may resume it.
+    pub owner: Option<String>,
+    /// The program as admitted, with its tools and its seed.
+    pub program: Program,
+    /// The extra packages it asked for (resolved again when it is brought back).
+    pub packages: Vec<String>,
+    /// Its leakage policy, and the `env` names whose values are not secrets.
+    pub leakage: LeakPolicy,
+    /// See [`Journal::leakage`].
+    pub allow_env: Vec<String>,
+    /// The rounds answered, in order.
+    pub rounds: Vec<Round>,
+    /// The round it waits on (empty while it runs).
+    pub pending: Vec<ToolCall>,
+    /// The answers to `pending` already given (a resume may answer some of them).
+    #[serde(default)]
+    pub partial: Vec<Value>,
+    /// When it may be forgotten (seconds since the epoch).
+    pub expires_at: u64,
+}
+
+impl Journal {
+    /// Where the store keeps it: derived from the id, so any node finds it.
+    pub fn store_id(execution: &str) -> SnapshotId {
+        SnapshotId::derived("vivarium-execution", execution)
+    }
+
+    /// Its bytes in the store.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&self.expires_at.to_le_bytes());
+        serde_json::to_writer(&mut out, self).expect("a journal serialises");
+        out
+    }
+
+    /// A journal from the store's bytes, for execution `id`; `None` when they are not one
+    /// (another kind of file, damaged, too large, or another execution's).
+    pub fn decode(id: &str, bytes: &[u8]) -> Option<Journal> {
+        if bytes.len() > MAX_JOURNAL_BYTES {
+            return None;
+        }
+        let body = bytes.strip_prefix(MAGIC.as_slice())?.get(8..)?;
+        let journal: Journal = serde_json::from_slice(body).ok()?;
+        (journal.id == id).then_some(journal)
+    }
+
+    /// The expiry in the first bytes of a store entry, if it is a journal (the sweep reads
+    /// no more of it).
+    pub fn expiry(prefix: &[u8]) -> Option<u64> {
+        let at = prefix.strip_prefix(MAGIC.as_slice())?.get(..8)?;
+        Some(u64::from_le_bytes(at.try_into().ok()?))
+    }
+
+    /// How many bytes [`Journal::expiry`] reads.
+    pub const PREFIX_BYTES: usize = MAGIC.len() + 8;
+}

@@ -1,0 +1,247 @@
+//! Code mode's executions: the ones this node drives (resident: their program is running or
+//! waits in its worker for answers), and the ones kept only as a journal in the snapshot
+//! store (evicted after `resident_for`, or left by a restart), each counted against its
+//! tenant's `suspended_executions` quota and the server's cap.
+//!
+//! A suspended execution's journal is written before the response that says it is
+//! suspended leaves, so it survives the server's `kill -9`; bringing it back replays it
+//! (`journal.rs`). An execution that ends, is cancelled, or expires (`ttl` after its last
+//! suspension) is forgotten, its journal deleted.
+
+mod execution;
+mod journal;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+pub use execution::{Execution, Progress, Stop};
+pub use journal::Journal;
+
+use super::error::{SupervisorError, SupervisorResult};
+use super::tenants::{Held, Quota, Tenant};
+use crate::snapshot::SnapshotStore;
+use crate::sync::lock;
+
+/// How long executions stay, and how many.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecutionSettings {
+    /// Executions this node counts at most (resident or kept).
+    pub max: usize,
+    /// How long a suspended execution stays resident before only its journal is kept.
+    pub resident_for: Duration,
+    /// How long after its last suspension an unanswered execution is kept.
+    pub ttl: Duration,
+}
+
+struct Entry {
+    /// Its place in its tenant's quota.
+    _held: Held,
+    owner: Option<String>,
+    resident: Option<Arc<Execution>>,
+    /// Its journal is in the store.
+    stored: bool,
+    expires_at: u64,
+}
+
+/// See the module documentation.
+pub struct Executions {
+    store: Arc<dyn SnapshotStore>,
+    settings: ExecutionSettings,
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Executions {
+    /// None yet, journals kept in `store`.
+    pub fn new(store: Arc<dyn SnapshotStore>, settings: ExecutionSettings) -> Self {
+        Executions {
+            store,
+            settings,
+            entries: Mutex::default(),
+        }
+    }
+
+    /// When a journal written now expires.
+    pub fn expiry(&self) -> u64 {
+        now_secs() + self.settings.ttl.as_secs()
+    }
+
+    /// Counts `exec` (of `tenant`) as resident here: a place in the tenant's quota and the
+    /// server's cap, or the refusal.
+    pub fn admit(&self, tenant: &Arc<Tenant>, exec: Arc<Execution>) -> SupervisorResult<()> {
+        let mut entries = lock(&self.entries);
+        if let Some(e) = entries.get_mut(&exec.id) {
+            // Brought back (or resumed) while counted: the same place.
+            e.resident = Some(exec);
+            return Ok(());
+        }
+        if entries.len() >= self.settings.max {
+            return Err(SupervisorError::Overloaded {
+                message: format!(
+                    "this server keeps {} code-mode executions at most; answer or cancel some",
+                    self.settings.max
+                ),
+                retry_after_secs: 1,
+            });
+        }
+        let held = tenant.take(Quota::SuspendedExecutions, 1)?;
+        entries.insert(
+            exec.id.clone(),
+            Entry {
+                _held: held,
+                owner: exec.owner.clone(),
+                resident: Some(exec),
+                stored: false,
+                expires_at: self.expiry(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Counts a journal kept in the store (a fork) for `tenant`.
+    pub fn admit_stored(&self, tenant: &Arc<Tenant>, journal: &Journal) -> SupervisorResult<()> {
+        let mut entries = lock(&self.entries);
+        if entries.len() >= self.settings.max {
+            return Err(SupervisorError::Overloaded {
+                message: format!(
+                    "this server keeps {} code-mode executions at most",
+                    self.settings.max
+                ),
+                retry_after_secs: 1,
+            });
+        }
+        let held = tenant.take(Quota::SuspendedExecutions, 1)?;
+        entries.insert(
+            journal.id.clone(),
+            Entry {
+                _held: held,
+                owner: journal.owner.clone(),
+                resident: None,
+                stored: true,
+                expires_at: journal.expires_at,
+            },
+        );
+        Ok(())
+    }
+
+    /// Execution `id` if it is resident here and `owner`'s.
+    pub fn resident(&self, id: &str, owner: Option<&str>) -> Option<Arc<Execution>> {
+        let entries = lock(&self.entries);
+        let e = entries.get(id)?;
+        (e.owner.as_deref() == owner)
+            .then(|| e.resident.clone())
+            .flatten()
+    }
+
+    /// Writes `journal` to the store (before a response says its execution is suspended).
+    pub async fn keep(&self, journal: &Journal) -> SupervisorResult<()> {
+        let bytes = journal.encode();
+        if bytes.len() > journal::MAX_JOURNAL_BYTES {
+            return Err(SupervisorError::InvalidRequest(format!(
+                "the suspended execution's journal (its program's files and every answer so \
+                 far) is larger than {} bytes: answer with smaller results",
+                journal::MAX_JOURNAL_BYTES
+            )));
+        }
+        self.store
+            .put(&Journal::store_id(&journal.id), bytes)
+            .await
+            .map_err(|e| SupervisorError::SnapshotStore(e.to_string()))?;
+        if let Some(e) = lock(&self.entries).get_mut(&journal.id) {
+            e.stored = true;
+            e.expires_at = journal.expires_at;
+        }
+        Ok(())
+    }
+
+    /// The journal of execution `id` from the store, if it is `owner`'s and has not expired
+    /// (an expired one is deleted).
+    pub async fn load(&self, id: &str, owner: Option<&str>) -> SupervisorResult<Journal> {
+        let not_found = || SupervisorError::ExecutionNotFound(id.to_string());
+        let sid = Journal::store_id(id);
+        let bytes = self
+            .store
+            .get(&sid)
+            .await
+            .map_err(|e| SupervisorError::SnapshotStore(e.to_string()))?
+            .ok_or_else(not_found)?;
+        let journal = Journal::decode(id, &bytes).ok_or_else(not_found)?;
+        if journal.owner.as_deref() != owner {
+            return Err(not_found());
+        }
+        if journal.expires_at < now_secs() {
+            self.forget(id).await;
+            return Err(not_found());
+        }
+        Ok(journal)
+    }
+
+    /// Forgets execution `id`: stops its run, gives back its place, deletes its journal.
+    pub async fn forget(&self, id: &str) {
+        let gone = lock(&self.entries).remove(id);
+        if let Some(e) = &gone
+            && let Some(exec) = &e.resident
+        {
+            exec.stop_run();
+        }
+        let _ = self.store.delete(&Journal::store_id(id)).await;
+    }
+
+    /// Evicts the executions suspended longer than `resident_for` (their journal stays and
+    /// brings them back), forgets the expired ones, and deletes expired journals the store
+    /// holds from before a restart (with `store`: listing it is not free). Returns how many
+    /// were evicted and forgotten.
+    pub async fn sweep(&self, store: bool) -> (usize, usize) {
+        let now = now_secs();
+        let mut evicted = 0;
+        let mut expired = Vec::new();
+        {
+            let mut entries = lock(&self.entries);
+            for (id, e) in entries.iter_mut() {
+                if e.expires_at < now {
+                    expired.push(id.clone());
+                    continue;
+                }
+                let idle = e.resident.as_ref().and_then(|x| {
+                    (!x.streaming && e.stored)
+                        .then(|| x.suspended_since())
+                        .flatten()
+                });
+                if idle.is_some_and(|at| at.elapsed() >= self.settings.resident_for)
+                    && let Some(exec) = e.resident.take()
+                {
+                    exec.stop_run();
+                    evicted += 1;
+                }
+            }
+        }
+        for id in &expired {
+            self.forget(id).await;
+        }
+        // Journals nobody here counts (left by a restart): expired ones go.
+        let mut orphans = 0;
+        let listed = if store {
+            self.store.list().await.ok()
+        } else {
+            None
+        };
+        if let Some(ids) = listed {
+            for sid in ids {
+                if let Ok(Some(prefix)) = self.store.get_prefix(&sid, Journal::PREFIX_BYTES).await
+                    && let Some(at) = Journal::expiry(&prefix)
+                    && at < now
+                    && self.store.delete(&sid).await.unwrap_or(false)
+                {
+                    orphans += 1;
+                }
+            }
+        }
+        (evicted, expired.len() + orphans)
+    }
+}
