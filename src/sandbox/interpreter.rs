@@ -97,6 +97,12 @@ impl Interpreter {
         self.live.store.data().live_output.set(observer);
     }
 
+    /// Code mode: the tools the next turns' code may call (`None`: none). The turn's code
+    /// is then `guest::with_tools`' wrapping of the caller's.
+    pub fn offer_tools(&mut self, door: Option<crate::hostcalls::tools::ToolDoor>) {
+        self.live.store.data_mut().tools = door;
+    }
+
     /// Who answers `input()` from now on, turn after turn (`None`: nobody; `input()` reads
     /// the turn's stdin).
     pub fn answer_input_with(&mut self, asker: Option<crate::hostcalls::input::InputAsker>) {

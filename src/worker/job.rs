@@ -90,6 +90,10 @@ pub struct TurnJob {
     /// written ([`Reply::TurnDenied`]). In the turn's own job, so a checked turn costs one
     /// round trip to its worker, not two.
     pub policy: Policy,
+    /// Code mode: the tools the turn's code may call (their rounds go out as
+    /// [`Event::ToolCalls`]).
+    #[serde(default)]
+    pub tools: Option<crate::tools::Toolbox>,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.

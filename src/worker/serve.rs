@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
 use crate::check::{CheckError, Policy};
 use crate::hostcalls::input::InputAsker;
-use crate::hostcalls::tools::ToolAsker;
+use crate::hostcalls::tools::{ToolAsker, ToolDoor};
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
@@ -296,6 +296,15 @@ impl Worker {
                 Some(c.findings)
             }
         };
+        // Code mode: the tools' door, compiled before the interpreter is taken out.
+        let tools = match &t.tools {
+            Some(toolbox) => Some((
+                ToolDoor::new(toolbox, tools_asker_of(events.clone()))
+                    .map_err(|e| JobError::InvalidRequest(e.to_string()))?,
+                crate::guest::with_tools(&t.code, &toolbox.guest_json(), true),
+            )),
+            None => None,
+        };
         let (mut interp, template) = self.take(t.handle)?;
         let files = t.files;
         let refs: Vec<(&str, &[u8])> = files
@@ -308,15 +317,19 @@ impl Worker {
         }
         interp.stream_output(t.observe.then(|| observer_of(events.clone())));
         interp.answer_input_with(t.ask_input.then(|| asker_of(events)));
-        let turned = self.host.session_turn(
-            &mut interp,
-            template,
-            &t.code,
-            t.stdin.into_vec(),
-            &t.limits,
-        );
+        let code = match tools {
+            Some((door, code)) => {
+                interp.offer_tools(Some(door));
+                code
+            }
+            None => t.code,
+        };
+        let turned =
+            self.host
+                .session_turn(&mut interp, template, &code, t.stdin.into_vec(), &t.limits);
         interp.stream_output(None);
         interp.answer_input_with(None);
+        interp.offer_tools(None);
         match turned {
             Ok(outcome) => {
                 let image = if t.want_image && outcome.ended.is_none() {

@@ -538,3 +538,50 @@ async fn a_suspended_execution_survives_kill_9() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_turn_calls_tools_and_keeps_its_state() {
+    let s = start("code-mode-turn", |_| {}).await;
+    let api = Api::at(&s.base);
+    let c = &api.c;
+    let id = open_session(c, &s.base, &json!({"template": "python"})).await;
+    session_turn(c, &s.base, &id, "base = 100").await;
+    let turn_url = s.url(&format!("/v1/sessions/{id}/execute"));
+    let code = "import asyncio\nt = await asyncio.gather(tools.aio.get_weather(city='Oslo'), tools.aio.get_weather(city='Lima'))\nbase + sum(x['temp'] for x in t)";
+    let (st, v) = post(c, &turn_url, &json!({"code": code, "tools": tools()})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "suspended");
+    let turn = v["execution_id"].as_str().unwrap().to_string();
+    assert!(turn.starts_with("turn-"), "{turn}");
+    let calls = v["pending_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2);
+    // The session is busy while its turn waits.
+    let (st, _) = post(c, &turn_url, &json!({"code": "1"})).await;
+    assert_eq!(st, 409);
+    let results: Vec<Value> = calls.iter().map(answer).collect();
+    let (st, v) = resume(&api, &turn, Value::Array(results)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["session_id"], id);
+    assert_eq!(v["result"], "108");
+    // Its state goes on, tools and all, in the next turn.
+    let v = session_turn(c, &s.base, &id, "base + 1, callable(tools.get_weather)").await;
+    assert_eq!(v["result"], "(101, True)");
+    // A turn's suspension is its session's: it does not fork.
+    let (_, v) = post(
+        c,
+        &turn_url,
+        &json!({"code": "tools.search(q='a')", "tools": tools()}),
+    )
+    .await;
+    let turn = v["execution_id"].as_str().unwrap().to_string();
+    let (st, _) = post(
+        c,
+        &s.url(&format!("/v1/executions/{turn}/fork")),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 400);
+    let (_, v) = resume(&api, &turn, json!([{"call_id": "call_1", "result": ["x"]}])).await;
+    assert_eq!(v["result"], "['x']");
+    s.stop().await;
+}

@@ -19,12 +19,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::types::{
-    ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
+    ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, finished_response,
     parse_json, spawn_run,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of};
-use crate::server::error::{ApiError, ApiResult, ErrorBody, OnWire};
+use crate::server::error::{ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, Outcome};
@@ -88,11 +88,9 @@ async fn resume_body(
             spawn_run(state, run, spec, guard, exec.clone());
             match exec.next_stop().await {
                 Stop::Calls(_) => {}
-                Stop::Done(result) => {
+                Stop::Done(finished) => {
                     state.runner.end_execution(id).await;
-                    return Ok(
-                        executed_response(state, id, (*result).map_err(ApiError::from)).await,
-                    );
+                    return Ok(finished_response(state, id, *finished).await);
                 }
             }
             exec

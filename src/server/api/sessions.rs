@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
-    denied_response, media_type, open_session, parse_json, raw_held, turn_body,
+    denied_response, media_type, open_session, parse_json, raw_held, run_turn, start_turn,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
-use crate::server::error::{ApiError, ApiResult, ErrorBody};
+use crate::server::error::{ApiError, ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
@@ -172,7 +172,25 @@ pub async fn turn(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (mut bracket, turn_id) = Bracket::turn(&state, &ctx, &id);
-    let result = turn_body(&state, &id, ctx.key_id.as_deref(), body, bracket.record()).await;
+    let key = ctx.key_id.as_deref();
+    // Parsed before the session is looked up: a malformed body wakes no hibernated session.
+    let turn = match state
+        .runner
+        .host()
+        .map_err(ApiError::from)
+        .and_then(|_| TurnRequest::parse(body, bracket.record()))
+    {
+        Ok(turn) => turn,
+        Err(e) => {
+            bracket.close(e.outcome());
+            return e.into_response();
+        }
+    };
+    if turn.tools.is_some() {
+        // Code mode: the turn suspends at each round of tool calls.
+        return start_turn(&state, key, bracket, &id, &turn_id, turn).await;
+    }
+    let result = run_turn(&state, &id, key, turn, bracket.record()).await;
     bracket.close(turn_outcome(&result));
     match result {
         Ok(Turned::Ran(done)) => Json(TurnResponse::new(&turn_id, &id, *done)).into_response(),

@@ -30,10 +30,10 @@ use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
-use crate::supervisor::SupervisorResult;
-use crate::supervisor::executions::Stop;
+use crate::supervisor::executions::{Finished, Stop};
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
+use crate::supervisor::{SupervisorError, SupervisorResult};
 use crate::vivarium::Executed;
 
 /// Chunks buffered between the guest and a slow client before chunks are dropped.
@@ -184,9 +184,15 @@ pub async fn execute_stream(
                             }
                         }
                     }
-                    Stop::Done(result) => {
+                    Stop::Done(finished) => {
                         state.runner.end_execution(&id).await;
-                        let _ = tx.send(Msg::Final(final_event(&state, &id, *result))).await;
+                        let result = match *finished {
+                            Finished::Run(result) => result,
+                            Finished::Turn { .. } => Err(SupervisorError::Internal(
+                                "a turn's end on an execution's stream".into(),
+                            )),
+                        };
+                        let _ = tx.send(Msg::Final(final_event(&state, &id, result))).await;
                         return;
                     }
                 }
@@ -226,7 +232,7 @@ pub async fn execute_stream(
         }
         match &exec {
             // Its forwarder sends the end, after every `tool_call` event.
-            Some(exec) => exec.finish(result),
+            Some(exec) => exec.finish(Finished::Run(result)),
             None => {
                 let _ = tx.send(Msg::Final(final_event(&state, &id, result))).await;
             }

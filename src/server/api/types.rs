@@ -34,7 +34,7 @@ mod code_mode;
 mod files_body;
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
-    spawn_run, start_code_mode,
+    finished_response, spawn_run, start_code_mode, start_turn,
 };
 pub use files_body::{HeldContents, json_with_held, raw_held};
 
@@ -421,6 +421,15 @@ pub struct TurnRequest {
     /// This turn's output leakage control; left out, the session's.
     #[serde(default)]
     pub leakage: Option<LeakPolicy>,
+    /// Code mode, as for `/v1/execute`: tools the turn's code may call. A call suspends the
+    /// turn (`status: "suspended"`, answered at `POST /v1/executions/{turn id}/resume`;
+    /// the last answer's response is this turn's result). A turn's suspension stays
+    /// resident (its state is the session's): it is not kept over a restart, nor forked.
+    #[serde(default)]
+    pub tools: Vec<crate::tools::ToolSpec>,
+    /// Code mode's limits, as for `/v1/execute`.
+    #[serde(default)]
+    pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -714,6 +723,8 @@ impl TurnRequest {
             leakage: req.leakage,
             live: None,
             input: None,
+            tools: toolbox(req.tools, req.tool_limits)?,
+            tool_asker: None,
         })
     }
 }
@@ -743,23 +754,8 @@ pub async fn execute_run(
         .await?)
 }
 
-/// Runs a turn body in session `id` for `key` (the sessions API and MCP's
-/// `run_in_session`).
-pub async fn turn_body(
-    state: &AppState,
-    id: &str,
-    key: Option<&str>,
-    body: Result<Bytes, BytesRejection>,
-    record: &mut AuditRecord,
-) -> ApiResult<Turned> {
-    state.runner.host()?;
-    // Parsed before the session is looked up: a malformed body wakes no hibernated session
-    // and, in a cluster, takes no session over from another node.
-    let turn = TurnRequest::parse(body, record)?;
-    run_turn(state, id, key, turn, record).await
-}
-
-/// Runs a turn a door built itself (MCP's `run_in_session`), as [`turn_body`] does.
+/// Runs a turn a door built itself (MCP's `run_in_session`), as `POST
+/// /v1/sessions/{id}/execute` does.
 pub async fn turn_request(
     state: &AppState,
     id: &str,
@@ -772,7 +768,8 @@ pub async fn turn_request(
     run_turn(state, id, key, turn, record).await
 }
 
-async fn run_turn(
+/// Runs a parsed turn in session `id` for `key`.
+pub async fn run_turn(
     state: &AppState,
     id: &str,
     key: Option<&str>,

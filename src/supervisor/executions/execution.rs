@@ -20,6 +20,7 @@ use crate::leakage::Guard;
 use crate::report::Leak;
 use crate::supervisor::audit::ToolCallLine;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
+use crate::supervisor::session::Turned;
 use crate::sync::lock;
 use crate::tools::{Answer, Answered, ToolCall};
 use crate::vivarium::Executed;
@@ -30,7 +31,33 @@ pub enum Stop {
     /// leave: under `redact`, redacted).
     Calls(Vec<ToolCall>),
     /// It ended (or could not run).
-    Done(Box<SupervisorResult<Executed>>),
+    Done(Box<Finished>),
+}
+
+/// How the program ended: a run's result, or a session turn's.
+pub enum Finished {
+    /// A program in a fresh sandbox (`POST /v1/execute`).
+    Run(SupervisorResult<Executed>),
+    /// A session turn.
+    Turn {
+        /// The session.
+        session: String,
+        /// The turn's result.
+        result: SupervisorResult<Turned>,
+    },
+}
+
+impl Finished {
+    /// The same end with `result` replaced by `e`.
+    fn failed(self, e: SupervisorError) -> Finished {
+        match self {
+            Finished::Run(_) => Finished::Run(Err(e)),
+            Finished::Turn { session, .. } => Finished::Turn {
+                session,
+                result: Err(e),
+            },
+        }
+    }
 }
 
 /// Where a resume left the round.
@@ -77,6 +104,9 @@ pub struct Execution {
     pub owner: Option<String>,
     /// Driven by an event stream (its calls leave as events, it is never kept in the store).
     pub streaming: bool,
+    /// Its journal is kept in the store while it is suspended (a program of `POST
+    /// /v1/execute` driven by resumes; not a session turn, whose state is its session's).
+    pub kept: bool,
     guard: Arc<Guard>,
     inner: Mutex<Inner>,
     stops_tx: mpsc::UnboundedSender<Stop>,
@@ -86,12 +116,13 @@ pub struct Execution {
 
 impl Execution {
     /// An execution of `journal`'s program (fresh: no rounds; brought back: rounds to replay).
-    pub fn new(journal: Journal, guard: Arc<Guard>, streaming: bool) -> Arc<Execution> {
+    pub fn new(journal: Journal, guard: Arc<Guard>, streaming: bool, kept: bool) -> Arc<Execution> {
         let (stops_tx, stops) = mpsc::unbounded_channel();
         Arc::new(Execution {
             id: journal.id.clone(),
             owner: journal.owner.clone(),
             streaming,
+            kept: kept && !streaming,
             guard,
             inner: Mutex::new(Inner {
                 journal,
@@ -166,15 +197,15 @@ impl Execution {
     pub async fn next_stop(&self) -> Stop {
         match self.stops.lock().await.recv().await {
             Some(stop) => stop,
-            None => Stop::Done(Box::new(Err(SupervisorError::Internal(
+            None => Stop::Done(Box::new(Finished::Run(Err(SupervisorError::Internal(
                 "the execution's run went away".into(),
-            )))),
+            ))))),
         }
     }
 
     /// The run ended with `result` (what the supervisor stopped it for, if it did, comes
     /// first).
-    pub fn finish(&self, result: SupervisorResult<Executed>) {
+    pub fn finish(&self, result: Finished) {
         let stopped = {
             let mut inner = lock(&self.inner);
             inner.ended = true;
@@ -183,11 +214,11 @@ impl Execution {
         };
         let result = match stopped {
             None => result,
-            Some(Stopped::Leak(leaks)) => Err(SupervisorError::OutputLeak(leaks)),
+            Some(Stopped::Leak(leaks)) => result.failed(SupervisorError::OutputLeak(leaks)),
             Some(Stopped::Diverged(why)) => {
-                Err(SupervisorError::ReplayDiverged(self.id.clone(), why))
+                result.failed(SupervisorError::ReplayDiverged(self.id.clone(), why))
             }
-            Some(Stopped::OutOfShape(why)) => Err(SupervisorError::Internal(why)),
+            Some(Stopped::OutOfShape(why)) => result.failed(SupervisorError::Internal(why)),
         };
         let _ = self.stops_tx.send(Stop::Done(Box::new(result)));
     }

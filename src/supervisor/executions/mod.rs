@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-pub use execution::{Execution, Progress, Stop};
+pub use execution::{Execution, Finished, Progress, Stop};
 pub use journal::Journal;
 
 use super::error::{SupervisorError, SupervisorResult};
@@ -208,11 +208,10 @@ impl Executions {
                     expired.push(id.clone());
                     continue;
                 }
-                let idle = e.resident.as_ref().and_then(|x| {
-                    (!x.streaming && e.stored)
-                        .then(|| x.suspended_since())
-                        .flatten()
-                });
+                let idle = e
+                    .resident
+                    .as_ref()
+                    .and_then(|x| (x.kept && e.stored).then(|| x.suspended_since()).flatten());
                 if idle.is_some_and(|at| at.elapsed() >= self.settings.resident_for)
                     && let Some(exec) = e.resident.take()
                 {

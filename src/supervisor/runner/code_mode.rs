@@ -54,11 +54,55 @@ impl Runner {
             partial: Vec::new(),
             expires_at: self.executions.expiry(),
         };
-        let exec = Execution::new(journal, guard, how.streaming);
+        let exec = Execution::new(journal, guard, how.streaming, true);
         self.executions
             .admit(&self.tenant(how.key), exec.clone())
             .map_err(|e| self.quota_refusal(e))?;
         spec.tools = Some(exec.asker());
+        Ok(exec)
+    }
+
+    /// Begins code mode for session turn `id` of `session` (its turn has tools): counted
+    /// like an execution, never kept in the store (its state is the session's), and
+    /// `turn.tool_asker` set to its asker.
+    pub fn begin_turn_execution(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        session: &crate::supervisor::session::Session,
+        turn: &mut super::SessionTurn,
+        guard: Arc<Guard>,
+    ) -> SupervisorResult<Arc<Execution>> {
+        let program = crate::vivarium::Program {
+            code: turn.code.clone(),
+            stdin: Vec::new(),
+            files: Vec::new(),
+            limits: session.limits,
+            env: Vec::new(),
+            template: session.template,
+            rich: true,
+            line_buffered: false,
+            policy: turn.policy,
+            tools: turn.tools.clone(),
+            seed: None,
+        };
+        let journal = Journal {
+            id: id.to_string(),
+            owner: key.map(str::to_string),
+            program,
+            packages: Vec::new(),
+            leakage: guard.policy(),
+            allow_env: Vec::new(),
+            rounds: Vec::new(),
+            pending: Vec::new(),
+            partial: Vec::new(),
+            expires_at: self.executions.expiry(),
+        };
+        let exec = Execution::new(journal, guard, false, false);
+        self.executions
+            .admit(&self.tenant(key), exec.clone())
+            .map_err(|e| self.quota_refusal(e))?;
+        turn.tool_asker = Some(exec.asker());
         Ok(exec)
     }
 
@@ -70,7 +114,7 @@ impl Runner {
     /// The execution's program waits on a round: unless it is streamed, its journal is
     /// written to the store before anyone is told (so it survives the server's end).
     pub async fn execution_suspended(&self, exec: &Execution) -> SupervisorResult<()> {
-        if exec.streaming {
+        if !exec.kept {
             return Ok(());
         }
         let mut journal = exec.journal();
@@ -115,7 +159,7 @@ impl Runner {
         let policy = self.leak_policy(Some(journal.leakage))?;
         let guard = self.leak_guard(policy, &program.env, &journal.allow_env);
         let packages = journal.packages.clone();
-        let exec = Execution::new(journal, guard.clone(), false);
+        let exec = Execution::new(journal, guard.clone(), false, true);
         self.executions
             .admit(&self.tenant(key), exec.clone())
             .map_err(|e| self.quota_refusal(e))?;
@@ -138,6 +182,12 @@ impl Runner {
         key: Option<&str>,
     ) -> SupervisorResult<Vec<ToolCall>> {
         let mut journal = match self.executions.resident(id, key) {
+            Some(exec) if !exec.kept => {
+                return Err(SupervisorError::InvalidRequest(format!(
+                    "{id} is a session turn or a streamed execution: only a suspended \
+                     execution of POST /v1/execute forks (fork the session instead)"
+                )));
+            }
             Some(exec) => exec.journal(),
             None => self.executions.load(id, key).await?,
         };

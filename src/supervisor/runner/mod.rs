@@ -30,9 +30,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use super::session::{TurnDone, Turned};
 pub use code_mode::CodeMode;
 pub use live::{LiveText, TextSink};
-pub use turns::{SessionTurn, TurnDone, Turned};
+pub use turns::SessionTurn;
 
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};
 use super::audit::{Audit, AuditRecord, Outcome};

@@ -7,12 +7,11 @@
 use std::sync::Arc;
 
 use super::{LiveText, Runner, TextSink, failure, job_error, out_of_turn, withhold_if_denied};
-use crate::check::{Finding, Policy};
+use crate::check::Policy;
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
-use crate::report::Report;
 use crate::snapshot::SessionImage;
 use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
@@ -22,6 +21,7 @@ use crate::supervisor::registry::Removed;
 use crate::supervisor::session::{
     Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
 };
+use crate::supervisor::session::{TurnDone, Turned};
 use crate::template::Template;
 use crate::vivarium::InputFile;
 use crate::worker::held::FileBody;
@@ -48,30 +48,10 @@ pub struct SessionTurn {
     /// Answers the turn's `input()` calls (a kernel's `input_request`); without it `input()`
     /// reads `stdin`.
     pub input: Option<InputAsker>,
-}
-
-/// What a turn that ran did.
-pub struct TurnDone {
-    /// What it did.
-    pub report: Report,
-    /// `repr` of its final expression's value, if any.
-    pub result: Option<String>,
-    /// Set when this turn ended the session.
-    pub ended: Option<EndInfo>,
-    /// A limit or trap stopped the turn and the session went back to its state before it.
-    pub rolled_back: bool,
-    /// The session's turn count after this one.
-    pub turn: u64,
-    /// What the check found (`None` with policy `off`).
-    pub findings: Option<Vec<Finding>>,
-}
-
-/// How a turn ended, when not with an error.
-pub enum Turned {
-    /// The turn ran.
-    Ran(Box<TurnDone>),
-    /// The policy is `deny` and the check found these: nothing ran.
-    Denied(Vec<Finding>),
+    /// Code mode: the tools the turn's code may call.
+    pub tools: Option<crate::tools::Toolbox>,
+    /// Answers their calls (`Runner::begin_turn_execution`).
+    pub tool_asker: Option<crate::hostcalls::tools::ToolAsker>,
 }
 
 impl Runner {
@@ -226,6 +206,8 @@ impl Runner {
             live,
             input,
             policy: check,
+            tools,
+            tool_asker,
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
@@ -239,11 +221,12 @@ impl Runner {
             ask_input: input.is_some(),
             want_image: session.durable,
             policy: check,
+            tools,
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
             asker: input,
-            tools: None,
+            tools: tool_asker,
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);

@@ -10,6 +10,7 @@
 
 mod info;
 mod phase;
+mod turned;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use info::{EndInfo, EndKind, SessionInfo, SessionState};
 use phase::{Phase, Refusal};
+pub use turned::{TurnDone, Turned};
 
 use super::admission::MemoryReservation;
 use super::error::SupervisorError;

@@ -654,6 +654,8 @@ impl Kernel {
                     true => Some(self.input_asker(&streams, &m.header, self.guard().await?)),
                     false => None,
                 },
+                tools: None,
+                tool_asker: None,
             };
             self.state
                 .runner

@@ -10,15 +10,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::{ExecuteResponse, denied_response, json_with_held};
+use super::{ExecuteResponse, TurnResponse, denied_response, json_with_held};
 use crate::leakage::Guard;
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, run_outcome};
-use crate::server::error::{ApiError, ApiResult};
+use crate::server::bracket::{Bracket, run_outcome, turn_outcome};
+use crate::server::error::{ApiError, ApiResult, OnWire};
 use crate::supervisor::SupervisorError;
-use crate::supervisor::executions::{Execution, Stop};
+use crate::supervisor::executions::{Execution, Finished, Stop};
 use crate::supervisor::metrics::RunKind;
-use crate::supervisor::runner::CodeMode;
+use crate::supervisor::runner::{CodeMode, SessionTurn, Turned};
 use crate::tools::{Answer, ToolCall};
 use crate::vivarium::{Executed, RunSpec};
 
@@ -117,9 +117,52 @@ pub fn spawn_run(
             .await;
         bracket.record().tool_calls = e.calls_audit();
         bracket.close(run_outcome(&result));
-        e.finish(result);
+        e.finish(Finished::Run(result));
     });
     exec.set_run(task.abort_handle());
+}
+
+/// Code mode in session turn `turn_id` of `session` (its turn has tools): the turn runs in
+/// a task of its own under `bracket`; the response is its first stop (`suspended`, or the
+/// turn's result).
+pub async fn start_turn(
+    state: &AppState,
+    key: Option<&str>,
+    mut bracket: Bracket,
+    session: &str,
+    turn_id: &str,
+    mut turn: SessionTurn,
+) -> Response {
+    let begun = async {
+        let s = state.runner.session(session, key).await?;
+        super::files_within(&turn.files, s.limits.disk_bytes)?;
+        let policy = state.runner.leak_policy(turn.leakage.or(Some(s.leakage)))?;
+        let guard = state.runner.leak_guard(policy, &[], &[]);
+        let exec = state
+            .runner
+            .begin_turn_execution(turn_id, key, &s, &mut turn, guard)?;
+        Ok::<_, ApiError>((s, exec))
+    };
+    let (s, exec) = match begun.await {
+        Ok(v) => v,
+        Err(e) => {
+            bracket.close(e.outcome());
+            return e.into_response();
+        }
+    };
+    let runner = state.runner.clone();
+    let (e, id) = (exec.clone(), session.to_string());
+    let task = tokio::spawn(async move {
+        let result = runner.turn(&s, turn, bracket.record()).await;
+        bracket.record().tool_calls = e.calls_audit();
+        bracket.close(turn_outcome(&result));
+        e.finish(Finished::Turn {
+            session: id,
+            result,
+        });
+    });
+    exec.set_run(task.abort_handle());
+    drive(state, &exec).await
 }
 
 /// Waits for `exec`'s next stop and answers with it: `suspended` with the calls (once its
@@ -130,10 +173,23 @@ pub async fn drive(state: &AppState, exec: &Arc<Execution>) -> Response {
             Ok(()) => Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
             Err(e) => ApiError::from(e).into_response(),
         },
-        Stop::Done(result) => {
+        Stop::Done(finished) => {
             state.runner.end_execution(&exec.id).await;
-            executed_response(state, &exec.id, (*result).map_err(ApiError::from)).await
+            finished_response(state, &exec.id, *finished).await
         }
+    }
+}
+
+/// The response to execution `id`'s end: as `POST /v1/execute` answers a run, as `POST
+/// /v1/sessions/{session}/execute` a turn.
+pub async fn finished_response(state: &AppState, id: &str, finished: Finished) -> Response {
+    match finished {
+        Finished::Run(result) => executed_response(state, id, result.map_err(ApiError::from)).await,
+        Finished::Turn { session, result } => match result {
+            Ok(Turned::Ran(done)) => Json(TurnResponse::new(id, &session, *done)).into_response(),
+            Ok(Turned::Denied(findings)) => denied_response(findings),
+            Err(e) => ApiError::from(e).into_response(),
+        },
     }
 }
 
