@@ -154,6 +154,8 @@ fn turn_of(code: &str) -> SessionTurn {
         leakage: None,
         live: None,
         input: None,
+        tools: None,
+        tool_asker: None,
     }
 }
 
