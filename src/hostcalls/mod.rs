@@ -13,7 +13,9 @@ pub mod input;
 pub mod limiter;
 pub mod live_output;
 pub mod poll;
+pub mod reply;
 pub mod state;
+pub mod tool_door;
 pub mod tools;
 
 #[cfg(test)]

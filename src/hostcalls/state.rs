@@ -159,7 +159,7 @@ pub struct GuestState {
     /// Who answers `input()` during this turn (a kernel's client), if anyone.
     pub input: Option<InputAsker>,
     /// The tools this run's code may call, and who answers them (code mode), if any.
-    pub tools: Option<super::tools::ToolDoor>,
+    pub tools: Option<super::tool_door::ToolDoor>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

@@ -11,48 +11,19 @@
 //! burns no fuel and moves the run's wall-clock deadline by its length: `timeout_ms` counts
 //! the program's own time.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmtime::Caller;
 
-use super::door::{HOST_FAULT, NO_HOST, write_reply};
+use super::reply::{HOST_FAULT, NO_HOST, write_reply};
 use super::state::{GuestState, Interrupted};
-use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits, Toolbox, ToolboxError};
-
-/// The largest round a guest may send, whatever its limits (its calls' arguments and names).
-pub const MAX_ROUND_BYTES: usize = 64 << 20;
-
-/// Hands a round of calls to whoever answers them and returns where the answers will come (a
-/// JSON list of answers, any order). Called on the guest thread: it must not block.
-pub type ToolAsker = Arc<dyn Fn(Vec<ToolCall>) -> Receiver<String> + Send + Sync>;
+pub use super::tool_door::{MAX_ROUND_BYTES, ToolAsker, ToolDoor};
+use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits};
 
 /// How often a wait for answers looks at the cancel flag.
 const POLL: Duration = Duration::from_millis(20);
-
-/// A run's tools in its store: the schemas compiled, the limits, and what the run has used.
-pub struct ToolDoor {
-    validators: crate::tools::Validators,
-    limits: ToolLimits,
-    ask: ToolAsker,
-    calls: u32,
-    waited: Duration,
-}
-
-impl ToolDoor {
-    /// The door for `toolbox`'s tools, answered by `ask`.
-    pub fn new(toolbox: &Toolbox, ask: ToolAsker) -> Result<ToolDoor, ToolboxError> {
-        Ok(ToolDoor {
-            validators: toolbox.compile()?,
-            limits: toolbox.limits,
-            ask,
-            calls: 0,
-            waited: Duration::ZERO,
-        })
-    }
-}
 
 /// One call as the guest sends it.
 #[derive(serde::Deserialize)]

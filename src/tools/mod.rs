@@ -4,7 +4,7 @@
 //!
 //! A leaf: it knows nothing of sandboxes or HTTP. The door (`hostcalls::tools`) checks a
 //! guest's calls against a [`Toolbox`] before they leave; the supervisor carries them to the
-//! caller and carries the answers back, bounded by [`ToolLimits`]. `docs/code-mode.md` is the
+//! caller and carries the answers back, bounded by [`ToolLimits`]. `docs/guides/code-mode.md` is the
 //! user's side.
 
 mod call;

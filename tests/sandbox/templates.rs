@@ -182,7 +182,8 @@ fn a_run_finds_the_templates_free_space_filled() {
             .split_whitespace()
             .map(|n| n.parse().unwrap())
             .collect();
-        assert!(counts[0] > 1000, "{template}: {} fillers", counts[0]);
+        // 889 in `python` since code mode's helper (asyncio, inspect) is in every template.
+        assert!(counts[0] > 500, "{template}: {} fillers", counts[0]);
         assert!(
             counts[1] < 2000,
             "{template}: {} blocks free below the fillers",

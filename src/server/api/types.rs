@@ -91,7 +91,7 @@ pub struct ExecuteRequest {
     pub packages: Vec<String>,
     /// Code mode: tools the program may call, each `{name, description, parameters}` with
     /// `parameters` a JSON Schema of an object. In the guest each is `tools.<name>(...)` (a
-    /// name that is not an identifier maps by `docs/code-mode.md`'s rule) with an awaitable
+    /// name that is not an identifier maps by `docs/guides/code-mode.md`'s rule) with an awaitable
     /// twin `tools.aio.<name>(...)`, and top-level `await` is allowed. Each call suspends
     /// the program: with `Accept: text/event-stream` it is a `tool_call` event answered at
     /// `POST /v1/executions/{id}/tool-results`; without, the response is `status:

@@ -95,7 +95,7 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
 const CODE_MODE_OVER_MCP: &str = "execute_python takes no tools: MCP has no request by which \
     a server calls its client's tools, so code mode (a program calling your tools as \
     functions) is not offered over MCP. Use the HTTP API (POST /v1/execute with \"tools\", \
-    docs/code-mode.md) or a client that drives it for you (invalid_request)";
+    docs/guides/code-mode.md) or a client that drives it for you (invalid_request)";
 
 fn api_error(e: impl Into<ApiError>, scrub: impl Fn(&str) -> Option<String>) -> CallToolResult {
     let e: ApiError = e.into();
