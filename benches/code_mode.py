@@ -151,6 +151,7 @@ def main() -> None:
     ]}
     try:
         for rnd in range(ROUNDS + 1):
+            print(f"round {rnd}", file=sys.stderr, flush=True)
             hello = []
             for _ in range(20):
                 t = time.perf_counter()

@@ -39,9 +39,45 @@ pub struct Admission {
 /// The right to run guest code now; dropping it frees the slot, the memory reservation and
 /// the tenant's count of runs.
 pub struct Ticket {
-    _slot: Slot,
+    slot: Arc<SlotCell>,
     _memory: Option<MemoryReservation>,
     _run: Held,
+}
+
+impl Ticket {
+    /// Its execution slot, which a code-mode run gives back while it waits on its caller
+    /// (its memory and its place in the tenant's `runs` stay held).
+    pub fn slot(&self) -> Arc<SlotCell> {
+        self.slot.clone()
+    }
+}
+
+/// A ticket's execution slot: held, or parked while its run waits on its caller.
+pub struct SlotCell {
+    held: std::sync::Mutex<Option<Slot>>,
+    parked: std::sync::Mutex<Option<super::fair::Parked>>,
+}
+
+impl crate::worker::Parking for SlotCell {
+    fn park(&self) {
+        if let Some(slot) = crate::sync::lock(&self.held).take() {
+            *crate::sync::lock(&self.parked) = Some(slot.park());
+        }
+    }
+
+    fn unpark(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let parked = crate::sync::lock(&self.parked).take();
+            if let Some(p) = parked {
+                // Queued like any run of the tenant's; a server that closes admission lets
+                // the program finish its round without one (it is cancelled at shutdown).
+                let far = Instant::now() + std::time::Duration::from_secs(24 * 3600);
+                if let Ok(slot) = p.unpark(far).await {
+                    *crate::sync::lock(&self.held) = Some(slot);
+                }
+            }
+        })
+    }
 }
 
 /// A sandbox's or session's reserve in the memory budget, and its tenant's share of the
@@ -137,7 +173,10 @@ impl Admission {
             None => None,
         };
         Ok(Ticket {
-            _slot: slot,
+            slot: Arc::new(SlotCell {
+                held: std::sync::Mutex::new(Some(slot)),
+                parked: std::sync::Mutex::new(None),
+            }),
             _memory: memory,
             _run: run,
         })

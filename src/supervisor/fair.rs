@@ -65,6 +65,30 @@ pub struct Slot {
     tenant: String,
 }
 
+impl Slot {
+    /// Gives the slot back while its run waits on something outside the host (a code-mode
+    /// round of tool calls): what takes one again for the same tenant.
+    pub fn park(self) -> Parked {
+        Parked {
+            slots: self.slots.clone(),
+            tenant: self.tenant.clone(),
+        }
+    }
+}
+
+/// A slot given back by [`Slot::park`].
+pub struct Parked {
+    slots: Arc<FairSlots>,
+    tenant: String,
+}
+
+impl Parked {
+    /// A slot again, queued fairly like any run of the tenant's, waiting until `deadline`.
+    pub async fn unpark(self, deadline: Instant) -> Result<Slot, NoSlot> {
+        self.slots.acquire(&self.tenant, deadline).await
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut st = lock(&self.slots.state);

@@ -66,6 +66,19 @@ pub struct Sinks {
     pub asker: Option<InputAsker>,
     /// Answers a program's tool calls (code mode).
     pub tools: Option<ToolAsker>,
+    /// Gives the run's execution slot back while a round of its tool calls waits for answers,
+    /// and takes it again before the answers reach the program.
+    pub parking: Option<Arc<dyn Parking>>,
+}
+
+/// What a run holds while it computes and need not while it waits on its caller (its
+/// execution slot): given back at a round of tool calls, taken again before the answers go
+/// in.
+pub trait Parking: Send + Sync {
+    /// Gives it back.
+    fn park(&self);
+    /// Takes it again (waiting for it as any run would).
+    fn unpark(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()>;
 }
 
 /// Where a job goes: the in-process worker or one worker process.
@@ -176,7 +189,7 @@ pub struct Local {
     next: AtomicU64,
 }
 
-struct LocalEvents(Sinks);
+struct LocalEvents(Sinks, tokio::runtime::Handle);
 
 impl Events for LocalEvents {
     fn send(&self, event: Event) -> Option<std::sync::mpsc::Receiver<String>> {
@@ -193,7 +206,24 @@ impl Events for LocalEvents {
                 None
             }
             Event::Input { prompt } => self.0.asker.as_ref().map(|a| a(prompt)),
-            Event::ToolCalls { calls } => self.0.tools.as_ref().map(|a| a(calls)),
+            Event::ToolCalls { calls } => {
+                let rx = self.0.tools.as_ref().map(|a| a(calls))?;
+                let Some(parking) = self.0.parking.clone() else {
+                    return Some(rx);
+                };
+                // The guest thread waits on the answers; the slot goes back meanwhile and is
+                // taken again before they reach it.
+                parking.park();
+                let (tx, out) = std::sync::mpsc::channel();
+                let rt = self.1.clone();
+                self.1.spawn_blocking(move || {
+                    if let Ok(line) = rx.recv() {
+                        rt.block_on(parking.unpark());
+                        let _ = tx.send(line);
+                    }
+                });
+                Some(out)
+            }
         }
     }
 }
@@ -216,7 +246,8 @@ impl Local {
         let _registered = Registered(self, id);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        let events: Arc<dyn Events> = Arc::new(LocalEvents(sinks));
+        let events: Arc<dyn Events> =
+            Arc::new(LocalEvents(sinks, tokio::runtime::Handle::current()));
         crate::sandbox::guest_threads::spawn_deferring(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut reply = this.worker.handle(job, cancel, events)?;

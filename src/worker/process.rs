@@ -331,18 +331,37 @@ impl Link {
                         }
                     }
                     Event::Input { .. } | Event::ToolCalls { .. } => {
+                        let is_round = matches!(event, Event::ToolCalls { .. });
                         let rx = match event {
                             Event::Input { prompt } => p.sinks.asker.as_ref().map(|a| a(prompt)),
                             Event::ToolCalls { calls } => p.sinks.tools.as_ref().map(|a| a(calls)),
                             Event::Output { .. } => None,
                         };
+                        // A round of tool calls gives the run's slot back while it waits.
+                        let parking = match is_round {
+                            true => p.sinks.parking.clone(),
+                            false => None,
+                        };
                         if let Some(rx) = rx {
+                            if let Some(parking) = &parking {
+                                parking.park();
+                            }
                             let tx = self.tx.clone();
                             tokio::task::spawn_blocking(move || {
-                                // The asker's side goes away when the turn ends.
-                                if let Ok(line) = rx.recv()
-                                    && let Ok(frame) = encode(&ToWorker::Answer { id, line })
-                                {
+                                // The asker's side goes away when the turn ends; a round
+                                // the supervisor will not answer (a leak under `deny`, a
+                                // replay gone astray) ends the run.
+                                let Ok(line) = rx.recv() else {
+                                    if is_round && let Ok(frame) = encode(&ToWorker::Cancel { id })
+                                    {
+                                        let _ = tx.send(frame);
+                                    }
+                                    return;
+                                };
+                                if let Some(parking) = parking {
+                                    tokio::runtime::Handle::current().block_on(parking.unpark());
+                                }
+                                if let Ok(frame) = encode(&ToWorker::Answer { id, line }) {
                                     let _ = tx.send(frame);
                                 }
                             });

@@ -585,3 +585,41 @@ async fn a_session_turn_calls_tools_and_keeps_its_state() {
     assert_eq!(v["result"], "['x']");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_execution_holds_no_execution_slot() {
+    // One slot, a short queue wait: executions waiting on their caller must not hold it.
+    let s = start("code-mode-slots", |args| {
+        args.max_concurrency = Some(1);
+        args.queue_timeout_ms = 2_000;
+    })
+    .await;
+    let api = Api::at(&s.base);
+    let mut waiting = Vec::new();
+    for i in 0..3 {
+        let code = format!("print(tools.search(q='{i}'))");
+        let (st, v) = post(
+            &api.c,
+            &api.url("/v1/execute"),
+            &json!({"code": code, "template": "python", "tools": tools()}),
+        )
+        .await;
+        assert_eq!((st, &v["status"]), (200, &json!("suspended")), "{v}");
+        waiting.push(v["execution_id"].as_str().unwrap().to_string());
+    }
+    let (st, v) = post(
+        &api.c,
+        &api.url("/v1/execute"),
+        &json!({"code": "print('still served')", "template": "python"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "still served\n");
+    // Each takes a slot again for its answer, one after another.
+    for (i, id) in waiting.iter().enumerate() {
+        let (st, v) = resume(&api, id, json!([{"call_id": "call_1", "result": i}])).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["stdout"], format!("{i}\n"));
+    }
+    s.stop().await;
+}

@@ -310,10 +310,15 @@ impl Runner {
             observe: observer.is_some(),
             packages: PackageRef::of(&packages),
         }));
+        // Code mode: the slot goes back while a round of tool calls waits for answers.
+        let parking = tools
+            .is_some()
+            .then(|| ticket.slot() as Arc<dyn crate::worker::Parking>);
         let sinks = Sinks {
             observer,
             asker: None,
             tools,
+            parking,
         };
         // Dropping this call (the client went away) cancels the run in its worker.
         let reply = self.workers()?.call(job, sinks).await;

@@ -226,6 +226,9 @@ impl Runner {
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
             asker: input,
+            parking: tool_asker
+                .is_some()
+                .then(|| ticket.slot() as Arc<dyn crate::worker::Parking>),
             tools: tool_asker,
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
