@@ -42,5 +42,7 @@ echo "== over HTTP: fresh sandbox, session turn, warm kernel, native (benches/us
 "$PY" benches/use_cases.py "$BIN" "$RESULTS/use_cases.json"
 echo "== over HTTP: throughput at 1, 2, 4 and 8 connections (benches/scaling.py)"
 "$PY" benches/scaling.py "$BIN" "$RESULTS/scaling.json"
+echo "== over HTTP: code mode's goals (benches/code_mode.py)"
+"$PY" benches/code_mode.py "$BIN" "$RESULTS/code_mode.json"
 "$PY" benches/report.py "$RESULTS"
 cat "$RESULTS/table.md"
