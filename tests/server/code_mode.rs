@@ -623,3 +623,74 @@ async fn a_suspended_execution_holds_no_execution_slot() {
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_suspension_comes_back_and_an_abandoned_one_expires() {
+    let s = start("code-mode-evict", |args| {
+        args.suspended_resident_secs = 1;
+        args.suspended_ttl_secs = 8;
+        args.session_idle_secs = 5; // the sweep every 0.5 s
+    })
+    .await;
+    let api = Api::at(&s.base);
+    let store = s.scratch.with_extension("snapshots");
+    let journals = || std::fs::read_dir(&store).map_or(0, |d| d.flatten().count());
+    let code = "x = 40\nx += tools.get_weather(city='ab')['temp']\nprint(x)";
+    let body = json!({"code": code, "template": "python", "tools": tools()});
+    let (_, a) = post(&api.c, &api.url("/v1/execute"), &body).await;
+    let (_, b) = post(&api.c, &api.url("/v1/execute"), &body).await;
+    assert_eq!(
+        journals(),
+        2,
+        "a journal for each suspension, before its response"
+    );
+    // Evicted: the programs stop, their sandboxes go; the journals stay.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while s.sandbox_dirs() > 0 {
+        assert!(std::time::Instant::now() < until, "never evicted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(journals(), 2);
+    let id = a["execution_id"].as_str().unwrap();
+    let (st, v) = resume(
+        &api,
+        id,
+        json!([{"call_id": "call_1", "result": {"temp": 2}}]),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stdout"], "42\n");
+    assert_eq!(journals(), 1, "an execution that ended leaves no journal");
+    // The other is never answered: it expires, and its journal goes.
+    let id = b["execution_id"].as_str().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while journals() > 0 {
+        assert!(std::time::Instant::now() < until, "never expired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (st, v) = resume(&api, id, json!([{"call_id": "call_1", "result": 1}])).await;
+    assert_eq!((st, error_code(&v)), (404, "execution_not_found"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_refuses_tools_with_a_clear_error() {
+    let s = start("code-mode-mcp", |_| {}).await;
+    let mut m = McpClient::open(&s).await;
+    let (_, msg) = m
+        .call(
+            "execute_python",
+            json!({"code": "print(1)", "tools": tools()}),
+        )
+        .await;
+    assert_eq!(msg["result"]["isError"], true, "{msg}");
+    let text = msg["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("MCP has no request by which a server calls its client's tools"),
+        "{text}"
+    );
+    // Without tools it runs as ever.
+    let (_, msg) = m.call("execute_python", json!({"code": "print(1)"})).await;
+    assert_ne!(msg["result"]["isError"], true, "{msg}");
+    s.stop().await;
+}
