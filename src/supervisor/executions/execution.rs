@@ -154,10 +154,15 @@ impl Execution {
         *lock(&self.run) = Some(run);
     }
 
-    /// Stops the program (cancelled, evicted to its journal, expired).
-    pub fn stop_run(&self) {
+    /// Stops the program (cancelled, evicted to its journal, expired); a request waiting on
+    /// its next stop gets `why`.
+    pub fn stop_run(&self, why: SupervisorError) {
         if let Some(run) = lock(&self.run).take() {
             run.abort();
+            // A request that met it just before waits on its next stop.
+            let _ = self
+                .stops_tx
+                .send(Stop::Done(Box::new(Finished::Run(Err(why)))));
         }
     }
 

@@ -77,7 +77,11 @@ impl Executions {
     pub fn admit(&self, tenant: &Arc<Tenant>, exec: Arc<Execution>) -> SupervisorResult<()> {
         let mut entries = lock(&self.entries);
         if let Some(e) = entries.get_mut(&exec.id) {
-            // Brought back (or resumed) while counted: the same place.
+            // Another request brings it back already: one program per execution.
+            if e.resident.is_some() {
+                return Err(SupervisorError::ExecutionBusy(exec.id.clone()));
+            }
+            // Brought back while counted here (evicted): the same place.
             e.resident = Some(exec);
             return Ok(());
         }
@@ -188,7 +192,7 @@ impl Executions {
         if let Some(e) = &gone
             && let Some(exec) = &e.resident
         {
-            exec.stop_run();
+            exec.stop_run(SupervisorError::ExecutionNotFound(id.to_string()));
         }
         let _ = self.store.delete(&Journal::store_id(id)).await;
     }
@@ -215,7 +219,9 @@ impl Executions {
                 if idle.is_some_and(|at| at.elapsed() >= self.settings.resident_for)
                     && let Some(exec) = e.resident.take()
                 {
-                    exec.stop_run();
+                    // A resume that met it just before is told to come again: it then
+                    // brings the program back from its journal.
+                    exec.stop_run(SupervisorError::ExecutionBusy(id.clone()));
                     evicted += 1;
                 }
             }
