@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::tools::{ToolCall, ToolLimits, Toolbox, ToolboxError, Validators};
 
 /// The largest round a guest may send, whatever its limits (its calls' arguments and names).
-pub const MAX_ROUND_BYTES: usize = 64 << 20;
+pub const MAX_ROUND_BYTES: usize = 16 << 20;
 
 /// Hands a round of calls to whoever answers them and returns where the answers will come (a
 /// JSON list of answers, any order). Called on the guest thread: it must not block.

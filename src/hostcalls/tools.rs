@@ -25,11 +25,13 @@ use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits};
 /// How often a wait for answers looks at the cancel flag.
 const POLL: Duration = Duration::from_millis(20);
 
-/// One call as the guest sends it.
+/// One call as the guest sends it, its arguments left as the guest's text until their size
+/// is checked (a round of small JSON values would take many times its size as `Value`s).
 #[derive(serde::Deserialize)]
-struct Asked {
+struct Asked<'a> {
     name: String,
-    arguments: Value,
+    #[serde(borrow)]
+    arguments: &'a serde_json::value::RawValue,
 }
 
 /// A round of calls: `request` is the guest's JSON after the tag.
@@ -42,11 +44,11 @@ pub fn round(
     let Some(mem) = super::guest_memory::memory(caller) else {
         return Ok(HOST_FAULT);
     };
-    let asked: Vec<Asked> = match serde_json::from_slice(&mem.data(&*caller)[request]) {
+    let (data, state) = mem.data_and_store_mut(&mut *caller);
+    let asked: Vec<Asked> = match serde_json::from_slice(&data[request]) {
         Ok(a) => a,
         Err(_) => return Ok(HOST_FAULT),
     };
-    let state = caller.data_mut();
     let Some(door) = state.tools.as_mut() else {
         return Ok(NO_HOST);
     };
@@ -58,12 +60,14 @@ pub fn round(
     let mut answers: Vec<Result<String, Value>> = Vec::with_capacity(asked.len());
     let mut round = Vec::new();
     for a in asked {
-        let size = serde_json::to_vec(&a.arguments).map_or(0, |b| b.len()) as u64;
-        if size > limits.argument_bytes {
+        if a.arguments.get().len() as u64 > limits.argument_bytes {
             return Err(Interrupted::Tool(ToolBreach::ArgumentBytes(limits.argument_bytes)).into());
         }
+        let Ok(arguments) = serde_json::from_str::<Value>(a.arguments.get()) else {
+            return Ok(HOST_FAULT);
+        };
         door.calls += 1;
-        match door.validators.check(&a.name, &a.arguments) {
+        match door.validators.check(&a.name, &arguments) {
             Err(e) => answers.push(Err(json!({
                 "error": {"type": format!("{:?}", e.kind), "message": e.message}
             }))),
@@ -73,7 +77,7 @@ pub fn round(
                 round.push(ToolCall {
                     call_id,
                     name: a.name,
-                    arguments: a.arguments,
+                    arguments,
                 });
             }
         }
