@@ -59,6 +59,14 @@ fn answer(call: &Value) -> Value {
     }
 }
 
+/// `POST /v1/execute` of `code` with the tools; its first answer (200).
+async fn start_with_tools(api: &Api, code: &str) -> Value {
+    let body = json!({"code": code, "template": "python", "tools": tools()});
+    let (st, v) = post(&api.c, &api.url("/v1/execute"), &body).await;
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
 async fn resume(api: &Api, id: &str, results: Value) -> (u16, Value) {
     post(
         &api.c,
@@ -305,12 +313,7 @@ async fn a_fork_of_a_suspension_is_answered_two_ways() {
     let s = start("code-mode-fork", |_| {}).await;
     let api = Api::at(&s.base);
     let code = "import random\nseed = random.random()\nw = tools.get_weather(city='Paris')\nprint(seed, w['temp'] * 2)\n";
-    let (_, v) = post(
-        &api.c,
-        &api.url("/v1/execute"),
-        &json!({"code": code, "template": "python", "tools": tools()}),
-    )
-    .await;
+    let v = start_with_tools(&api, code).await;
     let id = v["execution_id"].as_str().unwrap().to_string();
     let (st, fork) = post(
         &api.c,
@@ -504,12 +507,7 @@ async fn a_suspended_execution_survives_kill_9() {
     wait_ready_at(&a.base).await;
     let api = Api::at(&a.base);
     let code = "import random\nx = [random.random()]\nfor c in ['Oslo', 'Rome']:\n    x.append(tools.get_weather(city=c)['temp'])\nprint(x)\n";
-    let (_, v) = post(
-        &api.c,
-        &api.url("/v1/execute"),
-        &json!({"code": code, "template": "python", "tools": tools()}),
-    )
-    .await;
+    let v = start_with_tools(&api, code).await;
     let id = v["execution_id"].as_str().unwrap().to_string();
     let (_, v) = resume(
         &api,

@@ -85,7 +85,41 @@ impl Executions {
             e.resident = Some(exec);
             return Ok(());
         }
-        if entries.len() >= self.settings.max {
+        let entry = self.place(
+            entries.len(),
+            tenant,
+            exec.owner.clone(),
+            Some(exec.clone()),
+        )?;
+        entries.insert(exec.id.clone(), entry);
+        Ok(())
+    }
+
+    /// Counts a journal kept in the store (a fork) for `tenant`.
+    pub fn admit_stored(&self, tenant: &Arc<Tenant>, journal: &Journal) -> SupervisorResult<()> {
+        let mut entries = lock(&self.entries);
+        let entry = self.place(entries.len(), tenant, journal.owner.clone(), None)?;
+        entries.insert(
+            journal.id.clone(),
+            Entry {
+                stored: true,
+                expires_at: journal.expires_at,
+                ..entry
+            },
+        );
+        Ok(())
+    }
+
+    /// A new entry's place, `counted` being counted already: under the server's cap and in
+    /// the tenant's `suspended_executions`.
+    fn place(
+        &self,
+        counted: usize,
+        tenant: &Arc<Tenant>,
+        owner: Option<String>,
+        resident: Option<Arc<Execution>>,
+    ) -> SupervisorResult<Entry> {
+        if counted >= self.settings.max {
             return Err(SupervisorError::Overloaded {
                 message: format!(
                     "this server keeps {} code-mode executions at most; answer or cancel some",
@@ -94,44 +128,13 @@ impl Executions {
                 retry_after_secs: 1,
             });
         }
-        let held = tenant.take(Quota::SuspendedExecutions, 1)?;
-        entries.insert(
-            exec.id.clone(),
-            Entry {
-                _held: held,
-                owner: exec.owner.clone(),
-                resident: Some(exec),
-                stored: false,
-                expires_at: self.expiry(),
-            },
-        );
-        Ok(())
-    }
-
-    /// Counts a journal kept in the store (a fork) for `tenant`.
-    pub fn admit_stored(&self, tenant: &Arc<Tenant>, journal: &Journal) -> SupervisorResult<()> {
-        let mut entries = lock(&self.entries);
-        if entries.len() >= self.settings.max {
-            return Err(SupervisorError::Overloaded {
-                message: format!(
-                    "this server keeps {} code-mode executions at most",
-                    self.settings.max
-                ),
-                retry_after_secs: 1,
-            });
-        }
-        let held = tenant.take(Quota::SuspendedExecutions, 1)?;
-        entries.insert(
-            journal.id.clone(),
-            Entry {
-                _held: held,
-                owner: journal.owner.clone(),
-                resident: None,
-                stored: true,
-                expires_at: journal.expires_at,
-            },
-        );
-        Ok(())
+        Ok(Entry {
+            _held: tenant.take(Quota::SuspendedExecutions, 1)?,
+            owner,
+            resident,
+            stored: false,
+            expires_at: self.expiry(),
+        })
     }
 
     /// Execution `id` if it is resident here and `owner`'s.
