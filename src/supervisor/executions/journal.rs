@@ -2,7 +2,8 @@
 //! answers, and the round it waits on. Bringing it back is a replay: the program runs again
 //! from the start with the same randomness, each round it makes answered from here, until it
 //! makes the round it waits on. Kept in the snapshot store (any node finds it by the
-//! execution's id) as `MAGIC`, the expiry (seconds since the epoch, little-endian), then JSON.
+//! execution's id) as `MAGIC`, the expiry (seconds since the epoch, little-endian), then CBOR
+//! (a program's files are bytes there, not JSON's lists of numbers).
 //!
 //! What the store gives back is hostile data: its size is bounded before it is read, and every
 //! field is checked again when the execution is brought back (its limits against the server's
@@ -66,7 +67,7 @@ impl Journal {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&self.expires_at.to_le_bytes());
-        serde_json::to_writer(&mut out, self).expect("a journal serialises");
+        ciborium::into_writer(self, &mut out).expect("a journal serialises");
         out
     }
 
@@ -77,7 +78,7 @@ impl Journal {
             return None;
         }
         let body = bytes.strip_prefix(MAGIC.as_slice())?.get(8..)?;
-        let journal: Journal = serde_json::from_slice(body).ok()?;
+        let journal: Journal = ciborium::from_reader(body).ok()?;
         (journal.id == id).then_some(journal)
     }
 
@@ -90,4 +91,78 @@ impl Journal {
 
     /// How many bytes [`Journal::expiry`] reads.
     pub const PREFIX_BYTES: usize = MAGIC.len() + 8;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{ToolLimits, ToolSpec, Toolbox};
+    use serde_json::json;
+
+    fn journal() -> Journal {
+        let call = |n: u32| ToolCall {
+            call_id: format!("call_{n}"),
+            name: "search".into(),
+            arguments: json!({"q": "x", "n": n}),
+        };
+        Journal {
+            id: "ex-1".into(),
+            owner: Some("key-a".into()),
+            program: Program {
+                code: "print(tools.search(q='x'))".into(),
+                stdin: b"in".to_vec(),
+                files: vec![crate::vivarium::InputFile {
+                    path: "data.bin".into(),
+                    content: vec![0u8; 1 << 20],
+                }],
+                limits: crate::limits::Limits::DEFAULT,
+                env: vec![("K".into(), "v".into())],
+                template: crate::template::Template::Python,
+                rich: true,
+                line_buffered: false,
+                policy: crate::check::Policy::Off,
+                tools: Some(Toolbox {
+                    tools: vec![ToolSpec {
+                        name: "search".into(),
+                        description: String::new(),
+                        parameters: json!({"type": "object"}),
+                    }],
+                    limits: ToolLimits::DEFAULT,
+                }),
+                seed: Some([7; 32]),
+            },
+            packages: vec![],
+            leakage: LeakPolicy::Redact,
+            allow_env: vec![],
+            rounds: vec![Round {
+                calls: vec![call(1)],
+                answers: vec![json!({"call_id": "call_1", "result": [1, "a", null]})],
+            }],
+            pending: vec![call(2)],
+            partial: vec![],
+            expires_at: 1_900_000_000,
+        }
+    }
+
+    #[test]
+    fn a_journal_reads_back_as_written_and_nothing_else_does() {
+        let j = journal();
+        let bytes = j.encode();
+        // A megabyte of file is a megabyte and a little, not a list of numbers.
+        assert!(bytes.len() < (1 << 20) + 4096, "{}", bytes.len());
+        assert_eq!(
+            Journal::expiry(&bytes[..Journal::PREFIX_BYTES]),
+            Some(1_900_000_000)
+        );
+        let back = Journal::decode("ex-1", &bytes).unwrap();
+        assert_eq!(back.rounds, j.rounds);
+        assert_eq!(back.pending, j.pending);
+        assert_eq!(back.program.files[0].content.len(), 1 << 20);
+        assert_eq!(back.program.seed, Some([7; 32]));
+        // Another execution's, cut short, another kind of file: none is a journal.
+        assert!(Journal::decode("ex-2", &bytes).is_none());
+        assert!(Journal::decode("ex-1", &bytes[..bytes.len() / 2]).is_none());
+        assert!(Journal::decode("ex-1", b"SNAPSHOT and the rest").is_none());
+        assert!(Journal::expiry(b"VIVJRNL").is_none());
+    }
 }
