@@ -3,7 +3,9 @@
 //! session, names it (`Vivarium-Session`), so a proxy can learn where a session lives now
 //! (HAProxy's `stick store-response`); a request may name its session in
 //! `Vivarium-Session` (for proxies that hash a header rather than a path), and where its
-//! path names one too they must agree.
+//! path names one too they must agree. A code-mode execution waiting on its caller is named
+//! the same way (`Vivarium-Execution`), by the response that suspended it and by every
+//! successful one about it, so its resumes reach the node whose program waits.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -19,6 +21,18 @@ use crate::supervisor::session::is_session_id;
 pub const NODE_HEADER: HeaderName = HeaderName::from_static("vivarium-node");
 /// The session a request is for, or a response made.
 pub const SESSION_HEADER: HeaderName = HeaderName::from_static("vivarium-session");
+
+/// The code-mode execution a response suspended, or answered for.
+pub const EXECUTION_HEADER: HeaderName = HeaderName::from_static("vivarium-execution");
+
+/// The execution a path names: `/v1/executions/{id}…`.
+fn execution_in_path(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/v1/executions/")?.split('/').next()?;
+    let shaped = (id.starts_with("ex-") || id.starts_with("turn-"))
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    shaped.then(|| id.to_string())
+}
 
 /// The session a path names: `/v1/sessions/{id}…` or `/api/kernels/{id}…`.
 fn session_in_path(path: &str) -> Option<&str> {
@@ -52,8 +66,16 @@ pub async fn middleware(State(state): State<AppState>, req: Request, next: Next)
     let named = session_in_path(req.uri().path())
         .filter(|id| is_session_id(id))
         .map(str::to_string);
+    let execution = execution_in_path(req.uri().path());
     let mut resp = next.run(req).await;
     name_node(resp.headers_mut(), &state.config.node_id);
+    // An execution this node answered for (it may have just brought it back) waits here.
+    if let Some(id) = execution
+        && resp.status().is_success()
+        && let Ok(v) = HeaderValue::from_str(&id)
+    {
+        resp.headers_mut().insert(EXECUTION_HEADER, v);
+    }
     // A session this node answered for lives here now (it may have just taken it over).
     if let Some(id) = named
         && resp.status().is_success()
@@ -68,6 +90,14 @@ fn name_node(headers: &mut HeaderMap, node: &str) {
     if let Ok(v) = HeaderValue::from_str(node) {
         headers.insert(NODE_HEADER, v);
     }
+}
+
+/// `resp` with `Vivarium-Execution: id` (a response that suspended execution `id`).
+pub fn naming_execution(mut resp: Response, id: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(id) {
+        resp.headers_mut().insert(EXECUTION_HEADER, v);
+    }
+    resp
 }
 
 /// `resp` with `Vivarium-Session: id` (a response that made session `id`).

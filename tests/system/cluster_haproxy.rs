@@ -396,6 +396,67 @@ async fn three_nodes_behind_haproxy_with_s3() {
     drop(s3);
 }
 
+/// Code mode behind the proxy: a suspended execution's resumes reach the node whose program
+/// waits (`Vivarium-Execution`), and when that node dies another brings it back from the
+/// shared store, its state kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_suspended_execution_follows_its_node_and_outlives_it() {
+    let Some(haproxy) = haproxy_binary() else {
+        return skip_or_fail("HAProxy is not installed");
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-code-mode-store");
+    let store = Store::Dir(dir.clone());
+    let c = client();
+    let mut nodes: Vec<Node> = ["cm1", "cm2", "cm3"].into_iter().map(Node::new).collect();
+    for n in &mut nodes {
+        n.start(&store);
+    }
+    for n in &nodes {
+        wait_ready_at(&n.base()).await;
+    }
+    let proxy = Proxy::start(&haproxy, &nodes);
+    for n in &nodes {
+        proxy.wait_state(&c, &n.id, "UP").await;
+    }
+    let tools = json!([{"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}}]);
+    let code = "import random\nx = [random.random()]\nfor c in ['Oslo', 'Rome', 'Lima']:\n    x.append(tools.get_weather(city=c)['temp'])\nprint(x)\n";
+    let a = send(
+        c.post(proxy.url("/v1/execute"))
+            .json(&json!({"code": code, "template": "python", "tools": tools})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["status"], "suspended");
+    let id = a.body["execution_id"].as_str().unwrap().to_string();
+    let home = a.node.clone();
+    let resume = |call: &str, temp: u32| {
+        c.post(proxy.url(&format!("/v1/executions/{id}/resume")))
+            .json(&json!({"results": [{"call_id": call, "result": {"temp": temp}}]}))
+    };
+    // Answered through the proxy: on the node where its program waits.
+    let b = send(resume("call_1", 11)).await;
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(b.node, home, "the resume went where the program waits");
+    assert_eq!(b.body["pending_calls"][0]["call_id"], "call_2");
+    // Its node dies: another brings it back from the store and goes on.
+    let at = nodes.iter().position(|n| n.id == home).unwrap();
+    nodes[at].kill9();
+    proxy.wait_state(&c, &home, "DOWN").await;
+    let r = send(resume("call_2", 22)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_ne!(r.node, home);
+    assert_eq!(r.body["pending_calls"][0]["call_id"], "call_3");
+    let end = send(resume("call_3", 33)).await;
+    assert_eq!(end.status, 200, "{}", end.body);
+    let out = end.body["stdout"].as_str().unwrap();
+    assert!(out.ends_with(", 11, 22, 33]\n"), "{out}");
+    drop(proxy);
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 async fn scenario(haproxy: &Path, store: Store, label: &str) {
     let c = client();
     // n4 is in the proxy's configuration from the start, and started only at the end: a

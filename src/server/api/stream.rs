@@ -30,6 +30,7 @@ use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
+use crate::server::routing::naming_execution;
 use crate::supervisor::executions::{Finished, Stop};
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
@@ -199,6 +200,7 @@ pub async fn execute_stream(
             }
         })
     });
+    let (named, id_for_header) = (exec.is_some(), id.clone());
     let run_exec = exec.clone();
     let forget = exec
         .as_ref()
@@ -261,7 +263,12 @@ pub async fn execute_stream(
             None => None,
         }
     });
-    Sse::new(stream)
+    let response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
-        .into_response()
+        .into_response();
+    match named {
+        // Its `tool-results` must reach this node, where its program waits.
+        true => naming_execution(response, &id_for_header),
+        false => response,
+    }
 }

@@ -15,6 +15,7 @@ use crate::leakage::Guard;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome, turn_outcome};
 use crate::server::error::{ApiError, ApiResult, OnWire};
+use crate::server::routing::naming_execution;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::executions::{Execution, Finished, Stop};
 use crate::supervisor::metrics::RunKind;
@@ -170,7 +171,11 @@ pub async fn start_turn(
 pub async fn drive(state: &AppState, exec: &Arc<Execution>) -> Response {
     match exec.next_stop().await {
         Stop::Calls(calls) => match state.runner.execution_suspended(exec).await {
-            Ok(()) => Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
+            // Named, so a proxy sends its resumes to this node, where its program waits.
+            Ok(()) => naming_execution(
+                Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
+                &exec.id,
+            ),
             Err(e) => ApiError::from(e).into_response(),
         },
         Stop::Done(finished) => {
