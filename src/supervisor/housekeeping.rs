@@ -65,13 +65,14 @@ async fn sweep(runner: Arc<Runner>, hibernate_after: Option<Duration>, retention
         if let Some(after) = hibernate_after {
             runner.hibernate_idle(after).await;
         }
-        let store_is_due = Instant::now() >= store_due;
-        runner.sweep_executions(store_is_due).await;
-        if store_is_due {
-            runner.sweep_snapshots().await;
+        // The store is listed once: what is no snapshot may be an expired journal.
+        let mut not_snapshots = None;
+        if Instant::now() >= store_due {
+            not_snapshots = Some(runner.sweep_snapshots().await);
             store_due =
                 Instant::now() + retention.clamp(Duration::from_secs(1), SNAPSHOT_SWEEP_INTERVAL);
         }
+        runner.sweep_executions(not_snapshots).await;
     }
 }
 

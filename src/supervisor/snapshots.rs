@@ -222,15 +222,26 @@ impl Snapshots {
     /// Deletes every snapshot older than the retention (sessions' own ones too: a session
     /// that is still live writes its own again at its next turn or at shutdown). With
     /// `count` (once, at start), counts each one that stays against its owner's tenant
-    /// (`count` of the owner), in the same pass over the headers. Returns how many went.
-    pub async fn sweep(&self, count: Option<&TenantOf<'_>>) -> SupervisorResult<usize> {
+    /// (`count` of the owner), in the same pass over the headers. Returns how many went, and
+    /// the ids whose first bytes are no snapshot's (code mode's journals among them: the
+    /// executions' sweep reads those, and the store is listed once).
+    pub async fn sweep(
+        &self,
+        count: Option<&TenantOf<'_>>,
+    ) -> SupervisorResult<(usize, Vec<SnapshotId>)> {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut gone = 0;
+        let mut others = Vec::new();
         for id in self.store.list().await? {
-            let Ok(Some((header, span))) = self.peek(&id).await else {
-                continue;
+            let (header, span) = match self.peek(&id).await {
+                Ok(Some(found)) => found,
+                Ok(None) | Err(SupervisorError::SnapshotStore(_)) => continue,
+                Err(_) => {
+                    others.push(id);
+                    continue;
+                }
             };
             if now.saturating_sub(header.created_at) > self.retention.as_secs() {
                 if self.store.delete(&id).await? {
@@ -241,7 +252,7 @@ impl Snapshots {
                 self.count_found(id, &header, span, tenant_of(header.owner.as_deref()));
             }
         }
-        Ok(gone)
+        Ok((gone, others))
     }
 
     /// The header of snapshot `id` if `owner` may see it, else 404 (another key's snapshot

@@ -692,3 +692,33 @@ async fn mcp_refuses_tools_with_a_clear_error() {
     assert_ne!(msg["result"]["isError"], true, "{msg}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_left_by_a_restart_is_deleted_once_expired() {
+    let scratch = scratch_dir("code-mode-orphan");
+    let store = scratch.with_extension("snapshots");
+    let a = spawn_server(&scratch, Some(&store), &["--suspended-ttl-secs", "1"]);
+    wait_ready_at(&a.base).await;
+    let v = start_with_tools(&Api::at(&a.base), "tools.search(q='x')").await;
+    assert_eq!(v["status"], "suspended", "{v}");
+    let journals = || std::fs::read_dir(&store).map_or(0, |d| d.flatten().count());
+    assert_eq!(journals(), 1);
+    let mut child = a.child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A server that never counted it finds it among what is no snapshot in its store, and
+    // deletes it once it has expired (its store is swept every second here).
+    let b = spawn_server(&scratch, Some(&store), &["--snapshot-retention-secs", "1"]);
+    wait_ready_at(&b.base).await;
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while journals() > 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the expired journal stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut child = b.child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -228,15 +228,9 @@ impl Execution {
         let _ = self.stops_tx.send(Stop::Done(Box::new(result)));
     }
 
-    /// `call` as it may leave: its arguments through the leakage guard (under `deny` a call
-    /// with a secret never reaches this).
+    /// `call` as it may leave (under `deny` a call with a secret never reaches this).
     fn shown(&self, call: &ToolCall) -> ToolCall {
-        let json = call.arguments.to_string();
-        let (shown, _) = self.guard.apply_arguments(&call.call_id, &json);
-        ToolCall {
-            arguments: shown.unwrap_or(Value::Null),
-            ..call.clone()
-        }
+        shown(&self.guard, call).0
     }
 
     /// A round from the program (through its worker: read as hostile).
@@ -270,18 +264,9 @@ impl Execution {
             return;
         }
         // Guest output leaving for the caller: scanned like stdout.
-        let mut leaks = Vec::new();
-        let mut shown = Vec::with_capacity(calls.len());
-        for c in &calls {
-            let (args, found) = self
-                .guard
-                .apply_arguments(&c.call_id, &c.arguments.to_string());
-            leaks.extend(found);
-            shown.push(ToolCall {
-                arguments: args.unwrap_or(Value::Null),
-                ..c.clone()
-            });
-        }
+        let (shown, leaks): (Vec<ToolCall>, Vec<Vec<Leak>>) =
+            calls.iter().map(|c| shown(&self.guard, c)).unzip();
+        let leaks: Vec<Leak> = leaks.into_iter().flatten().collect();
         if !leaks.is_empty() && self.guard.policy() == crate::leakage::LeakPolicy::Deny {
             inner.stopped = Some(Stopped::Leak(leaks));
             return;
@@ -303,15 +288,10 @@ impl Execution {
             reply,
         });
         inner.suspended_at = Some(Instant::now());
-        let waiting: Vec<ToolCall> = match &inner.round {
-            Some(r) => shown
-                .into_iter()
-                .zip(&r.answers)
-                .filter(|(_, a)| a.is_none())
-                .map(|(c, _)| c)
-                .collect(),
-            None => shown,
-        };
+        let waiting: Vec<ToolCall> = shown
+            .into_iter()
+            .filter(|c| inner.journal.is_waiting(&c.call_id))
+            .collect();
         drop(inner);
         let _ = self.stops_tx.send(Stop::Calls(waiting));
     }
@@ -348,18 +328,9 @@ impl Execution {
                 .flatten()
                 .map(Answer::to_value)
                 .collect();
-            let waiting: Vec<ToolCall> = round
-                .calls
-                .iter()
-                .zip(&round.answers)
-                .filter(|(_, a)| a.is_none())
-                .map(|(c, _)| c.clone())
-                .collect();
             inner.journal.partial = partial;
-            drop(inner);
-            return Ok(Progress::Waiting(
-                waiting.iter().map(|c| self.shown(c)).collect(),
-            ));
+            let waiting = inner.journal.waiting().map(|c| self.shown(c)).collect();
+            return Ok(Progress::Waiting(waiting));
         }
         let Some(round) = inner.round.take() else {
             return Err(SupervisorError::ExecutionBusy(self.id.clone()));
@@ -390,6 +361,17 @@ impl Execution {
         let _ = round.reply.send(Value::Array(values).to_string());
         Ok(Progress::Resumed)
     }
+}
+
+/// `call` as it may leave under `guard` (its arguments redacted under `redact`; `null` where
+/// a redaction left no JSON, a call that `deny` stops first), and what the scan found in them.
+pub fn shown(guard: &Guard, call: &ToolCall) -> (ToolCall, Vec<Leak>) {
+    let (arguments, leaks) = guard.apply_arguments(&call.call_id, &call.arguments.to_string());
+    let call = ToolCall {
+        arguments: arguments.unwrap_or(Value::Null),
+        ..call.clone()
+    };
+    (call, leaks)
 }
 
 /// Whether a round from the worker is one the toolbox allows: known tools, arguments within

@@ -63,6 +63,19 @@ impl Journal {
         SnapshotId::derived("vivarium-execution", execution)
     }
 
+    /// The calls of the pending round not answered yet (no answer among `partial`).
+    pub fn waiting(&self) -> impl Iterator<Item = &ToolCall> {
+        self.pending.iter().filter(|c| self.is_waiting(&c.call_id))
+    }
+
+    /// Whether call `id` has no answer among `partial`.
+    pub fn is_waiting(&self, id: &str) -> bool {
+        !self
+            .partial
+            .iter()
+            .any(|v| v.get("call_id").and_then(Value::as_str) == Some(id))
+    }
+
     /// Its bytes in the store.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();

@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-pub use execution::{Execution, Finished, Progress, Stop};
+pub use execution::{Execution, Finished, Progress, Stop, shown};
 pub use journal::Journal;
 
 use super::error::{SupervisorError, SupervisorResult};
 use super::tenants::{Held, Quota, Tenant};
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotId, SnapshotStore};
 use crate::sync::lock;
 
 /// How long executions stay, and how many.
@@ -201,10 +201,10 @@ impl Executions {
     }
 
     /// Evicts the executions suspended longer than `resident_for` (their journal stays and
-    /// brings them back), forgets the expired ones, and deletes expired journals the store
-    /// holds from before a restart (with `store`: listing it is not free). Returns how many
-    /// were evicted and forgotten.
-    pub async fn sweep(&self, store: bool) -> (usize, usize) {
+    /// brings them back), forgets the expired ones, and deletes the expired journals among
+    /// `not_snapshots` (ids the store holds that are no snapshots: journals left by a
+    /// restart, which nobody here counts). Returns how many were evicted and forgotten.
+    pub async fn sweep(&self, not_snapshots: Option<Vec<SnapshotId>>) -> (usize, usize) {
         let now = now_secs();
         let mut evicted = 0;
         let mut expired = Vec::new();
@@ -234,12 +234,7 @@ impl Executions {
         }
         // Journals nobody here counts (left by a restart): expired ones go.
         let mut orphans = 0;
-        let listed = if store {
-            self.store.list().await.ok()
-        } else {
-            None
-        };
-        if let Some(ids) = listed {
+        if let Some(ids) = not_snapshots {
             for sid in ids {
                 if let Ok(Some(prefix)) = self.store.get_prefix(&sid, Journal::PREFIX_BYTES).await
                     && let Some(at) = Journal::expiry(&prefix)

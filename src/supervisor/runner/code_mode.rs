@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::Runner;
 use crate::leakage::{Guard, LeakPolicy};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
-use crate::supervisor::executions::{Execution, Journal};
+use crate::supervisor::executions::{Execution, Journal, shown};
 use crate::tools::ToolCall;
 use crate::vivarium::RunSpec;
 
@@ -156,8 +156,7 @@ impl Runner {
         tools
             .check()
             .map_err(|e| SupervisorError::InvalidRequest(e.to_string()))?;
-        let policy = self.leak_policy(Some(journal.leakage))?;
-        let guard = self.leak_guard(policy, &program.env, &journal.allow_env);
+        let guard = self.journal_guard(&journal)?;
         let packages = journal.packages.clone();
         let exec = Execution::new(journal, guard.clone(), false, true);
         self.executions
@@ -196,11 +195,7 @@ impl Runner {
         }
         journal.id = new_id.to_string();
         journal.expires_at = self.executions.expiry();
-        let guard = self.leak_guard(
-            self.leak_policy(Some(journal.leakage))?,
-            &journal.program.env,
-            &journal.allow_env,
-        );
+        let guard = self.journal_guard(&journal)?;
         self.executions
             .admit_stored(&self.tenant(key), &journal)
             .map_err(|e| self.quota_refusal(e))?;
@@ -208,27 +203,7 @@ impl Runner {
             self.executions.forget(new_id).await;
             return Err(e);
         }
-        let answered: Vec<String> = journal
-            .partial
-            .iter()
-            .filter_map(|v| {
-                v.get("call_id")
-                    .and_then(|c| c.as_str())
-                    .map(str::to_string)
-            })
-            .collect();
-        Ok(journal
-            .pending
-            .iter()
-            .filter(|c| !answered.contains(&c.call_id))
-            .map(|c| {
-                let (args, _) = guard.apply_arguments(&c.call_id, &c.arguments.to_string());
-                ToolCall {
-                    arguments: args.unwrap_or_default(),
-                    ..c.clone()
-                }
-            })
-            .collect())
+        Ok(journal.waiting().map(|c| shown(&guard, c).0).collect())
     }
 
     /// Cancels execution `id` (resident or kept): its run stops, its journal goes. 404 when
@@ -242,12 +217,23 @@ impl Runner {
     }
 
     /// The sweeper's part: evicts long-suspended executions to their journals, forgets
-    /// expired ones; with `store`, deletes expired journals left in the store by a restart.
-    pub(in crate::supervisor) async fn sweep_executions(&self, store: bool) {
-        let (evicted, expired) = self.executions.sweep(store).await;
+    /// expired ones; given the store's ids that are no snapshots ([`Runner::sweep_snapshots`]),
+    /// deletes the expired journals among them (left in the store by a restart).
+    pub(in crate::supervisor) async fn sweep_executions(
+        &self,
+        not_snapshots: Option<Vec<crate::snapshot::SnapshotId>>,
+    ) {
+        let (evicted, expired) = self.executions.sweep(not_snapshots).await;
         if evicted + expired > 0 {
             tracing::info!(evicted, expired, "code-mode executions swept");
         }
+    }
+
+    /// The leakage guard a journal's execution ran under: its policy (no weaker than the
+    /// server's floor now), its environment's values as secrets but those it allowed.
+    fn journal_guard(&self, journal: &Journal) -> SupervisorResult<Arc<Guard>> {
+        let policy = self.leak_policy(Some(journal.leakage))?;
+        Ok(self.leak_guard(policy, &journal.program.env, &journal.allow_env))
     }
 
     /// A quota refusal, counted as admission's are.

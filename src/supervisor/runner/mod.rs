@@ -533,19 +533,24 @@ impl Runner {
     }
 
     /// Deletes snapshots past their retention; the first time, counts what the store holds
-    /// against its owners' tenants' `snapshot_bytes` quotas first.
-    pub(in crate::supervisor) async fn sweep_snapshots(&self) {
+    /// against its owners' tenants' `snapshot_bytes` quotas first. Returns the ids the store
+    /// holds that are no snapshots (for [`Runner::sweep_executions`]).
+    pub(in crate::supervisor) async fn sweep_snapshots(&self) -> Vec<crate::snapshot::SnapshotId> {
         let first = !self.stored_counted.swap(true, Ordering::AcqRel);
         let tenant_of = |owner: Option<&str>| self.tenant(owner);
         match self.snapshots.sweep(first.then_some(&tenant_of as _)).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "snapshots past their retention deleted"),
+            Ok((0, others)) => others,
+            Ok((n, others)) => {
+                tracing::info!(deleted = n, "snapshots past their retention deleted");
+                others
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "sweeping snapshots failed");
                 if first {
                     // What the store holds is counted at the next sweep then.
                     self.stored_counted.store(false, Ordering::Release);
                 }
+                Vec::new()
             }
         }
     }
