@@ -81,7 +81,9 @@ async fn resume_body(
             spec.packages = match state.runner.packages(packages, run.record()).await {
                 Ok(env) => env,
                 Err(e) => {
-                    state.runner.end_execution(id).await;
+                    // Nothing ran: the suspension stays in the store for a later resume.
+                    run.close(e.outcome());
+                    state.runner.release_execution(id);
                     return Err(e.into());
                 }
             };

@@ -185,8 +185,8 @@ pub async fn execute_stream(
                             }
                         }
                     }
+                    // The execution is forgotten when the stream goes (`ForgetOnDrop`).
                     Stop::Done(finished) => {
-                        state.runner.end_execution(&id).await;
                         let result = match *finished {
                             Finished::Run(result) => result,
                             Finished::Turn { .. } => Err(SupervisorError::Internal(

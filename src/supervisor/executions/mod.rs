@@ -200,6 +200,15 @@ impl Executions {
         let _ = self.store.delete(&Journal::store_id(id)).await;
     }
 
+    /// Lets go of execution `id`'s program here, its journal kept in the store to bring it
+    /// back (a bring-back that could not start: its packages could not be had).
+    pub fn release(&self, id: &str) {
+        if let Some(e) = lock(&self.entries).get_mut(id) {
+            e.stored = true;
+            evict(id, e);
+        }
+    }
+
     /// Evicts the executions suspended longer than `resident_for` (their journal stays and
     /// brings them back), forgets the expired ones, and deletes the expired journals among
     /// `not_snapshots` (ids the store holds that are no snapshots: journals left by a
@@ -219,12 +228,8 @@ impl Executions {
                     .resident
                     .as_ref()
                     .and_then(|x| (x.kept && e.stored).then(|| x.suspended_since()).flatten());
-                if idle.is_some_and(|at| at.elapsed() >= self.settings.resident_for)
-                    && let Some(exec) = e.resident.take()
+                if idle.is_some_and(|at| at.elapsed() >= self.settings.resident_for) && evict(id, e)
                 {
-                    // A resume that met it just before is told to come again: it then
-                    // brings the program back from its journal.
-                    exec.stop_run(SupervisorError::ExecutionBusy(id.clone()));
                     evicted += 1;
                 }
             }
@@ -247,4 +252,15 @@ impl Executions {
         }
         (evicted, expired.len() + orphans)
     }
+}
+
+/// Stops `e`'s resident program, if it has one, keeping its place and its journal; whether it
+/// had one. A request that met it just before is told to come again: it then brings the
+/// program back from its journal.
+fn evict(id: &str, e: &mut Entry) -> bool {
+    let Some(exec) = e.resident.take() else {
+        return false;
+    };
+    exec.stop_run(SupervisorError::ExecutionBusy(id.to_string()));
+    true
 }

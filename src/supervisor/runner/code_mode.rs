@@ -122,6 +122,12 @@ impl Runner {
         self.executions.keep(&journal).await
     }
 
+    /// A bring-back of execution `id` could not start (its packages could not be had): its
+    /// program is let go here, its journal kept, so a later resume tries again.
+    pub fn release_execution(&self, id: &str) {
+        self.executions.release(id);
+    }
+
     /// The execution ended (its last stop was given): forgotten, its journal deleted.
     pub async fn end_execution(&self, id: &str) {
         self.executions.forget(id).await;
