@@ -17,6 +17,14 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
+impl ToolCall {
+    /// Bytes of its arguments as JSON (as `argument_bytes` bounds them on the supervisor's
+    /// side, and the audit line counts them).
+    pub fn argument_bytes(&self) -> u64 {
+        self.arguments.to_string().len() as u64
+    }
+}
+
 /// An error the caller raises in the program instead of a result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AnswerError {
@@ -104,10 +112,7 @@ impl Answer {
             }
         };
         let answer = Answer { call_id, answered };
-        let size = match &answer.answered {
-            Answered::Result(v) => serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0),
-            Answered::Error(e) => e.message.len(),
-        } as u64;
+        let size = answer.bytes();
         if size > result_bytes {
             return Err(format!(
                 "the answer to {} is {size} bytes, over result_bytes of {result_bytes}",
@@ -117,7 +122,8 @@ impl Answer {
         Ok(answer)
     }
 
-    /// The answer's size as the audit line counts it (its JSON).
+    /// The answer's size as `result_bytes` and the audit line count it: its result as JSON,
+    /// or its error's message.
     pub fn bytes(&self) -> u64 {
         match &self.answered {
             Answered::Result(v) => serde_json::to_vec(v).map(|b| b.len() as u64).unwrap_or(0),

@@ -340,7 +340,7 @@ impl Execution {
         for (c, a) in round.calls.iter().zip(&answers) {
             inner.calls.push(ToolCallLine {
                 name: c.name.clone(),
-                argument_bytes: c.arguments.to_string().len() as u64,
+                argument_bytes: c.argument_bytes(),
                 result_bytes: a.bytes(),
                 outcome: match &a.answered {
                     Answered::Result(_) => "result".into(),
@@ -387,7 +387,7 @@ fn in_shape(journal: &Journal, calls: &[ToolCall]) -> Result<(), String> {
         if !toolbox.tools.iter().any(|t| t.name == c.name) {
             return Err(format!("a call of an unknown tool {:?}", c.name));
         }
-        let size = c.arguments.to_string().len() as u64;
+        let size = c.argument_bytes();
         if size > toolbox.limits.argument_bytes || !c.arguments.is_object() {
             return Err("a call's arguments out of bounds".into());
         }
