@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
-    denied_response, media_type, open_session, parse_json, raw_held, run_turn, start_turn,
+    media_type, open_session, parse_json, raw_held, run_turn, start_turn, turned_response,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
@@ -22,7 +22,6 @@ use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::runner::Turned;
 use crate::supervisor::session::SessionInfo;
 use crate::worker::held::FileBody;
 
@@ -192,11 +191,7 @@ pub async fn turn(
     }
     let result = run_turn(&state, &id, key, turn, bracket.record()).await;
     bracket.close(turn_outcome(&result));
-    match result {
-        Ok(Turned::Ran(done)) => Json(TurnResponse::new(&turn_id, &id, *done)).into_response(),
-        Ok(Turned::Denied(findings)) => denied_response(findings),
-        Err(e) => e.into_response(),
-    }
+    turned_response(&turn_id, &id, result)
 }
 
 #[utoipa::path(

@@ -34,7 +34,7 @@ mod code_mode;
 mod files_body;
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
-    finished_response, spawn_run, start_code_mode, start_turn,
+    finished_response, spawn_run, start_code_mode, start_turn, turned_response,
 };
 pub use files_body::{HeldContents, json_with_held, raw_held};
 

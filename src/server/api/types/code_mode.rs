@@ -190,11 +190,19 @@ pub async fn drive(state: &AppState, exec: &Arc<Execution>) -> Response {
 pub async fn finished_response(state: &AppState, id: &str, finished: Finished) -> Response {
     match finished {
         Finished::Run(result) => executed_response(state, id, result.map_err(ApiError::from)).await,
-        Finished::Turn { session, result } => match result {
-            Ok(Turned::Ran(done)) => Json(TurnResponse::new(id, &session, *done)).into_response(),
-            Ok(Turned::Denied(findings)) => denied_response(findings),
-            Err(e) => ApiError::from(e).into_response(),
-        },
+        Finished::Turn { session, result } => {
+            turned_response(id, &session, result.map_err(ApiError::from))
+        }
+    }
+}
+
+/// The response to turn `id` of `session` that ended: its result, the policy's refusal, or
+/// the error.
+pub fn turned_response(id: &str, session: &str, result: ApiResult<Turned>) -> Response {
+    match result {
+        Ok(Turned::Ran(done)) => Json(TurnResponse::new(id, session, *done)).into_response(),
+        Ok(Turned::Denied(findings)) => denied_response(findings),
+        Err(e) => e.into_response(),
     }
 }
 
