@@ -20,6 +20,7 @@
 
 mod budget;
 mod check;
+mod egress;
 mod engine;
 mod guest;
 mod hostcalls;

@@ -160,6 +160,37 @@ pub struct Report {
     /// What the output-leakage scan found (`None` when no scan ran: leakage policy `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaks: Option<Vec<Leak>>,
+    /// What the run's outbound HTTP requests did (`None` when it was granted no network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkUsage>,
+}
+
+/// A run's outbound HTTP requests (network by exception), as its result reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NetworkUsage {
+    /// Requests the program made, refused ones included.
+    pub requests: u32,
+    /// Of those, refused or not completed.
+    pub refused: u32,
+    /// Bytes of the requests that left (target, headers and body).
+    pub bytes_sent: u64,
+    /// Bytes of the response bodies the program got.
+    pub bytes_received: u64,
+    /// The first refusals (at most 16): where to, and why; each was raised in the program as
+    /// an `OSError` naming the same reason.
+    pub refusals: Vec<NetworkRefusal>,
+}
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NetworkRefusal {
+    /// The host asked for.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Why (`host_not_allowed`, `address_not_allowed`, `too_many_requests`, ...).
+    #[schema(value_type = String, example = "host_not_allowed")]
+    pub reason: crate::egress::Refused,
 }
 
 /// A secret or piece of personal data found in what a run returns; never the text itself.

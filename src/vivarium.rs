@@ -13,6 +13,7 @@ use crate::budget::HostBudget;
 use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
 use crate::guest::GuestSetup;
+use crate::hostcalls::egress::{EgressAsker, EgressDoor};
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::tools::{ToolAsker, ToolDoor};
 use crate::limits::TurnLimits;
@@ -263,6 +264,10 @@ pub struct Program {
     /// same numbers); `None`: fresh from the host.
     #[serde(default)]
     pub seed: Option<[u8; 32]>,
+    /// Network by exception: the hosts its HTTP requests may reach and their limits (`None`:
+    /// no network, the default). Secrets stay with whoever performs the requests.
+    #[serde(default)]
+    pub network: Option<crate::egress::Network>,
 }
 
 /// One execution as the core runs it: the [`Program`] and what cannot be data, the live
@@ -276,6 +281,12 @@ pub struct RunSpec {
     pub packages: Arc<PackageEnv>,
     /// Answers the program's tool calls, when it has tools (without, each call raises).
     pub tools: Option<ToolAsker>,
+    /// Performs the program's HTTP requests, when it was granted network (without, each
+    /// request raises): set where the run is performed, a worker's events.
+    pub egress: Option<EgressAsker>,
+    /// The secrets its requests may carry: their values stay with the supervisor, which
+    /// performs the requests; the program's environment has their placeholders.
+    pub secrets: crate::egress::Secrets,
 }
 
 /// How a run ended, when it could be attempted (and, as data, a worker's reply).
@@ -509,10 +520,13 @@ impl Vivarium {
                     policy,
                     tools,
                     seed,
+                    network,
                 },
             observer,
             packages,
             tools: asker,
+            egress,
+            secrets: _,
         } = spec;
         let check = (policy != Policy::Off).then(|| code.clone());
         let sandbox = self
@@ -528,6 +542,7 @@ impl Vivarium {
                         rich,
                         line_buffered,
                         check,
+                        network: network.is_some(),
                     },
                     host: self.host_share(),
                     packages,
@@ -557,6 +572,9 @@ impl Vivarium {
             let door = ToolDoor::new(toolbox, asker)
                 .map_err(|e| ExecError::Panicked(format!("the tools: {e}")))?;
             sandbox.offer_tools(door, toolbox.guest_json());
+        }
+        if let (Some(network), Some(egress)) = (network, egress) {
+            sandbox.offer_egress(EgressDoor::new(network, egress));
         }
         let mut report = sandbox.run(&code);
         self.hint_missing_module(&mut report);
@@ -606,10 +624,13 @@ impl Vivarium {
                 policy: req.policy,
                 tools: None,
                 seed: None,
+                network: None,
             },
             observer: req.observer,
             packages: self.packages(&req.packages)?,
             tools: None,
+            egress: None,
+            secrets: Default::default(),
         };
         let cancel = req.cancel.unwrap_or_default();
         let this = self.clone();

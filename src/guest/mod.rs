@@ -158,6 +158,13 @@ pub const INPUT_TAG: &[u8] = b"\0vivarium-input\0";
 /// The prefix of a round of code mode's tool calls (`python-wasi/guest/tools.py`), followed
 /// by their JSON: answered by `hostcalls::tools` when the run was given tools.
 pub const TOOLS_TAG: &[u8] = b"\0vivarium-tools\0";
+/// The prefix of an outbound HTTP request (`python-wasi/guest/net.py`), followed by a JSON
+/// line (`{scheme, host, port}`) and the raw HTTP/1.1 request: answered by
+/// `hostcalls::egress` when the run was granted network.
+pub const EGRESS_TAG: &[u8] = b"\0vivarium-http\0";
+/// The prefix of the door's answer to an outbound request it refused, followed by the
+/// refusal's JSON (`{reason, message}`); any other answer is the raw HTTP/1.1 response.
+pub const REFUSED_TAG: &[u8] = b"\0refused\0";
 /// The prefix of the door request the template build's init turn sends to make objects
 /// immortal, followed by their addresses as little-endian `u32`s. Only a template build's
 /// door answers it (`template::immortal`); a sandbox's door says "no host".
@@ -181,5 +188,10 @@ mod tests {
         // The tools' module spells the tools' tag itself.
         let tag = String::from_utf8_lossy(TOOLS_TAG).replace('\0', "\\0");
         assert!(GUEST_HELPERS[3].1.contains(&format!("b\"{tag}\"")));
+        // So does the network's, with its refusal's prefix.
+        for t in [EGRESS_TAG, REFUSED_TAG] {
+            let tag = String::from_utf8_lossy(t).replace('\0', "\\0");
+            assert!(GUEST_HELPERS[4].1.contains(&format!("b\"{tag}\"")), "{tag}");
+        }
     }
 }

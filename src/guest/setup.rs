@@ -23,6 +23,8 @@ pub struct GuestSetup {
     /// Run the pre-execution checker on this source first; its verdict (JSON) is the set-up
     /// turn's result.
     pub check: Option<String>,
+    /// The run was granted network: `vivarium_net` routes the HTTP clients through the door.
+    pub network: bool,
 }
 
 /// Puts [`PACKAGES_DIR`] on `sys.path` once (last, so that nothing in it shadows the
@@ -59,8 +61,13 @@ pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) 
     } else {
         String::new()
     };
+    let network = if setup.network {
+        "__import__('vivarium_net').install()\n"
+    } else {
+        ""
+    };
     format!(
-        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n{network}",
         py_bool(setup.rich),
         py_bool(setup.line_buffered)
     )

@@ -4,7 +4,7 @@ use crate::limits::TurnLimits;
 
 /// The guest-side helpers every template carries, as `(module name, source)`: loaded at
 /// build time, so a sandbox pays nothing to have them (see `python-wasi/guest/`).
-pub const GUEST_HELPERS: [(&str, &str); 4] = [
+pub const GUEST_HELPERS: [(&str, &str); 5] = [
     (
         "vivarium_display",
         include_str!("../../python-wasi/guest/display.py"),
@@ -20,6 +20,10 @@ pub const GUEST_HELPERS: [(&str, &str); 4] = [
     (
         "vivarium_tools",
         include_str!("../../python-wasi/guest/tools.py"),
+    ),
+    (
+        "vivarium_net",
+        include_str!("../../python-wasi/guest/net.py"),
     ),
 ];
 

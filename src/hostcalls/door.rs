@@ -14,7 +14,8 @@
 //! guest can only hide its own output from its own live view.
 //!
 //! A request that starts with [`TOOLS_TAG`] is a round of code mode's tool calls, answered
-//! by [`super::tools`] when the run was given tools.
+//! by [`super::tools`] when the run was given tools; one that starts with [`EGRESS_TAG`] is
+//! an outbound HTTP request, answered by [`super::egress`] when the run was granted network.
 //!
 //! Everything the guest passes is untrusted: pointers are checked against memory, the size is
 //! capped, and the bytes are only ever kept as lossy UTF-8 text.
@@ -26,7 +27,9 @@ use super::input;
 use super::live_output::StreamKind;
 use super::reply::write_reply;
 use super::state::GuestState;
-use crate::guest::{ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG, TOOLS_TAG};
+use crate::guest::{
+    EGRESS_TAG, ERROR_TAG, FIGURE_TAG, INPUT_TAG, MAX_RESULT_BYTES, RESULT_TAG, TOOLS_TAG,
+};
 
 pub use super::reply::{ANSWERED, HOST_FAULT, NO_HOST};
 
@@ -45,11 +48,13 @@ pub fn host_call(
         .into_iter()
         .min()
         .unwrap_or(0);
-    let longest = if caller.data().tools.is_some() {
-        TOOLS_TAG.len() + super::tools::MAX_ROUND_BYTES
-    } else {
-        RESULT_TAG.len() + MAX_RESULT_BYTES
-    };
+    let mut longest = RESULT_TAG.len() + MAX_RESULT_BYTES;
+    if caller.data().tools.is_some() {
+        longest = longest.max(TOOLS_TAG.len() + super::tools::MAX_ROUND_BYTES);
+    }
+    if let Some(egress) = &caller.data().egress {
+        longest = longest.max(egress.max_request());
+    }
     if len < shortest || len > longest {
         return Ok(NO_HOST);
     }
@@ -78,6 +83,10 @@ fn door(
     if request.starts_with(TOOLS_TAG) {
         let calls = req.start + TOOLS_TAG.len()..req.end;
         return super::tools::round(&mut caller, calls, out_ptr.start, out_len.start);
+    }
+    if request.starts_with(EGRESS_TAG) {
+        let asked = req.start + EGRESS_TAG.len()..req.end;
+        return super::egress::request(&mut caller, asked, out_ptr.start, out_len.start);
     }
     if len > RESULT_TAG.len() + MAX_RESULT_BYTES {
         return Ok(NO_HOST);

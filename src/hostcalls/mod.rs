@@ -6,6 +6,7 @@
 //! checked against the memory's size ([`guest_memory::range`]) and each length is unsigned.
 
 pub mod door;
+pub mod egress;
 pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;

@@ -160,6 +160,8 @@ pub struct GuestState {
     pub input: Option<InputAsker>,
     /// The tools this run's code may call, and who answers them (code mode), if any.
     pub tools: Option<super::tool_door::ToolDoor>,
+    /// The network this run was granted, and who performs its requests, if any.
+    pub egress: Option<super::egress::EgressDoor>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

@@ -121,6 +121,37 @@ impl Guard {
         }
     }
 
+    /// A guard for a run that carries network secrets (`secrets`: `(secret:NAME, value)`):
+    /// each value is a literal secret in everything the run returns, whatever the policy
+    /// (`off` becomes `redact`), besides `env`'s values and the operator's literals.
+    pub fn with_secrets(
+        scanner: Arc<Scanner>,
+        policy: LeakPolicy,
+        env: &[(String, String)],
+        allow_env: &[String],
+        secrets: &[(String, String)],
+    ) -> Guard {
+        let policy = match policy {
+            LeakPolicy::Off if !secrets.is_empty() => LeakPolicy::Redact,
+            p => p,
+        };
+        let mut guard = Guard::new(scanner, policy, env, allow_env);
+        if !secrets.is_empty() {
+            let env = env
+                .iter()
+                .filter(|(k, _)| !allow_env.contains(k))
+                .map(|(k, v)| (format!("env:{k}"), v.as_str()));
+            let operator = guard
+                .scanner
+                .operator_literals()
+                .iter()
+                .map(|v| ("operator-literal".to_string(), v.as_str()));
+            let secrets = secrets.iter().map(|(k, v)| (k.clone(), v.as_str()));
+            guard.literals = Literals::new(secrets.chain(env).chain(operator));
+        }
+        guard
+    }
+
     /// The `env` names whose values this guard does not take for secrets.
     pub fn allowed_env(&self) -> &[String] {
         &self.allow_env

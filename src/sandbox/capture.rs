@@ -85,6 +85,7 @@ impl Baseline {
             live_output: Default::default(),
             input: None,
             tools: None,
+            egress: None,
         };
         let mut store = engine.store(state);
         // Never run: instantiating runs no guest code, and nothing calls into it.

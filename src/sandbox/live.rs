@@ -230,6 +230,7 @@ impl Live {
             files: Vec::new(),
             outputs: Vec::new(),
             leaks: None,
+            network: None,
             usage: Usage {
                 wall_ms: started.elapsed().as_secs_f64() * 1e3,
                 fuel: fuel_used,

@@ -75,6 +75,12 @@ impl Sandbox {
         self.check_verdict.as_deref()
     }
 
+    /// Network by exception: the program's HTTP requests go through `door` (the set-up turn
+    /// installed `vivarium_net`).
+    pub fn offer_egress(&mut self, door: crate::hostcalls::egress::EgressDoor) {
+        self.live.store.data_mut().egress = Some(door);
+    }
+
     /// Code mode: the program may call `door`'s tools (`tools` is their specs as the guest
     /// reads them, `Toolbox::guest_json`), and runs with top-level `await` allowed.
     pub fn offer_tools(&mut self, door: ToolDoor, tools: String) {

@@ -125,6 +125,7 @@ impl GuestStore {
             live_output,
             input: None,
             tools: None,
+            egress: None,
         };
         // Input files on tmpfs are memory from the start.
         if !state.fs.hold_on_host(charged_bytes, true) {

@@ -155,6 +155,41 @@ pub struct ServeArgs {
     /// suspension, then forgotten (its journal deleted).
     #[arg(long, env = "VIVARIUM_SUSPENDED_TTL_SECS", default_value_t = 3600)]
     pub suspended_ttl_secs: u64,
+    /// Network by exception: the hosts guests' HTTP requests may reach, comma-separated
+    /// `host[:port]` rules (`api.example.com`, `*.example.com:443`, `203.0.113.7`, `*`).
+    /// Empty, the default: no run has network. A request's `network.allow` can only narrow
+    /// it. docs/guides/network.md.
+    #[arg(long, env = "VIVARIUM_EGRESS_ALLOW", default_value = "")]
+    pub egress_allow: String,
+    /// Address ranges (CIDRs or addresses, comma-separated) that egress may connect to
+    /// besides public ones; private, loopback, link-local and metadata addresses are
+    /// refused unless listed here.
+    #[arg(long, env = "VIVARIUM_EGRESS_ALLOW_PRIVATE", default_value = "")]
+    pub egress_allow_private: String,
+    /// PEM file of more CA certificates egress trusts, beside the machine's (certificates
+    /// are always verified).
+    #[arg(long, env = "VIVARIUM_EGRESS_CA_BUNDLE")]
+    pub egress_ca_bundle: Option<PathBuf>,
+    /// Requests one run may make.
+    #[arg(long, env = "VIVARIUM_EGRESS_MAX_REQUESTS", default_value_t = 256)]
+    pub egress_max_requests: u32,
+    /// Bytes of one response body a run may read.
+    #[arg(long, env = "VIVARIUM_EGRESS_RESPONSE_BYTES", default_value_t = 16 << 20)]
+    pub egress_response_bytes: u64,
+    /// Milliseconds one outbound request may take.
+    #[arg(
+        long,
+        env = "VIVARIUM_EGRESS_REQUEST_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub egress_request_timeout_ms: u64,
+    /// Milliseconds all of one run's requests may take together.
+    #[arg(long, env = "VIVARIUM_EGRESS_TOTAL_MS", default_value_t = 60_000)]
+    pub egress_total_ms: u64,
+    /// Tests only: answers for names instead of the system's resolver
+    /// (`name=addr[+addr][/next answer],...`); every answer still passes the address rules.
+    #[arg(long, hide = true)]
+    pub egress_test_resolve: Option<String>,
     /// Bytes each tenant (or, without keys, everyone together) may keep in the snapshot
     /// store: its snapshots, its hibernated sessions and its durable sessions' own snapshots
     /// together. A snapshot past it is refused with 409 `snapshot_quota_exceeded`; a session
@@ -347,6 +382,8 @@ pub struct Config {
     pub snapshot_retention: Duration,
     /// Code mode's executions: how many, how long resident, how long kept.
     pub executions: crate::supervisor::executions::ExecutionSettings,
+    /// Network by exception: the performer, when `--egress-allow` allows any host.
+    pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
@@ -518,6 +555,7 @@ impl ServeArgs {
                 resident_for: Duration::from_secs(self.suspended_resident_secs),
                 ttl: Duration::from_secs(self.suspended_ttl_secs.max(1)),
             },
+            egress: self.egress()?,
             snapshot_quota_bytes: self.snapshot_quota_bytes,
             tenant_quotas,
             single_tenant_quotas,
@@ -550,6 +588,46 @@ impl Config {
 }
 
 impl ServeArgs {
+    /// The egress performer of `--egress-*` (`None` when no host is allowed).
+    fn egress(&self) -> anyhow::Result<Option<std::sync::Arc<crate::supervisor::egress::Egress>>> {
+        use crate::egress::{AddressRules, AllowList, EgressLimits};
+        use crate::supervisor::egress::{Egress, EgressSettings, TestAnswers};
+        let allow = AllowList::parse_csv(&self.egress_allow).context("--egress-allow")?;
+        if allow.is_empty() {
+            return Ok(None);
+        }
+        let addresses = AddressRules::parse_csv(&self.egress_allow_private)
+            .map_err(|e| anyhow::anyhow!("--egress-allow-private: {e}"))?;
+        if self.egress_max_requests == 0
+            || self.egress_request_timeout_ms == 0
+            || self.egress_total_ms == 0
+        {
+            bail!(
+                "--egress-max-requests, --egress-request-timeout-ms and --egress-total-ms must be at least 1"
+            );
+        }
+        let test_resolve = match &self.egress_test_resolve {
+            Some(t) => Some(
+                TestAnswers::parse(t).map_err(|e| anyhow::anyhow!("--egress-test-resolve: {e}"))?,
+            ),
+            None => None,
+        };
+        let settings = EgressSettings {
+            allow,
+            addresses,
+            limits: EgressLimits {
+                requests: self.egress_max_requests,
+                response_bytes: self.egress_response_bytes,
+                request_timeout_ms: self.egress_request_timeout_ms,
+                total_ms: self.egress_total_ms,
+                ..EgressLimits::default()
+            },
+            ca_bundle: self.egress_ca_bundle.clone(),
+            test_resolve,
+        };
+        Ok(Some(std::sync::Arc::new(Egress::new(settings)?)))
+    }
+
     /// The per-tenant limits: with API keys (each flag, or its default share of the
     /// server-wide cap), and for the one tenant there is without keys (only the flags given).
     fn tenant_quotas(
@@ -643,6 +721,7 @@ impl Config {
             cluster_ttl: self.cluster_ttl,
             snapshot_retention: self.snapshot_retention,
             executions: self.executions,
+            egress: self.egress.clone(),
         }
     }
 }

@@ -108,6 +108,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let gauges = state.runner.gauges();
     let mut text = state.runner.metrics().render(&gauges);
     tenant_usage(&state, &mut text);
+    state.runner.render_egress(&mut text);
     (
         [(
             header::CONTENT_TYPE,

@@ -59,6 +59,9 @@ pub enum Action {
     ExecutionFork,
     /// `DELETE /v1/executions/{id}` (code mode).
     ExecutionCancel,
+    /// One outbound HTTP request of a run's guest (network by exception): its line carries
+    /// the run's request id and key, and `egress`.
+    Egress,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.
@@ -194,6 +197,40 @@ pub struct AuditRecord {
     /// arguments or its result).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallLine>,
+    /// An outbound request's line (action `egress`): never a header, a body or a secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressLine>,
+}
+
+/// One outbound HTTP request as its audit line records it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EgressLine {
+    /// The method.
+    pub method: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The host asked for.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The upstream's status, when a response came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it was refused or did not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<crate::egress::Refused>,
+    /// Bytes sent (target, headers, body).
+    pub bytes_sent: u64,
+    /// Bytes of the response's body.
+    pub bytes_received: u64,
+    /// Milliseconds it took.
+    pub ms: f64,
+    /// Secrets whose values went to their own host in it (names only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// Secrets whose placeholder was sent to a host not theirs (sent as the placeholder).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub misdirected: Vec<String>,
 }
 
 /// One tool call as an audit line records it: never its arguments or its result.
@@ -254,6 +291,7 @@ impl AuditRecord {
             leaks: Vec::new(),
             packages: Vec::new(),
             tool_calls: Vec::new(),
+            egress: None,
         }
     }
 

@@ -9,6 +9,7 @@
 pub(crate) mod admission;
 pub(crate) mod audit;
 pub(crate) mod cluster;
+pub(crate) mod egress;
 mod error;
 pub(crate) mod executions;
 pub(crate) mod fair;

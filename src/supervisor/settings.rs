@@ -39,6 +39,8 @@ pub struct Settings {
     pub snapshot_retention: Duration,
     /// Code mode's executions: how many, how long resident, how long kept.
     pub executions: crate::supervisor::executions::ExecutionSettings,
+    /// Network by exception: the performer, when the operator allows any host.
+    pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.

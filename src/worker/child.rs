@@ -45,7 +45,7 @@ struct ChildEvents {
 
 impl Events for ChildEvents {
     fn send(&self, event: Event) -> Option<std::sync::mpsc::Receiver<String>> {
-        let rx = if matches!(event, Event::Input { .. } | Event::ToolCalls { .. }) {
+        let rx = if event.is_question() {
             let (tx, rx) = std::sync::mpsc::channel();
             lock(&self.answers).insert(self.id, tx);
             Some(rx)

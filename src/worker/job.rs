@@ -314,6 +314,22 @@ pub enum Event {
         /// The calls.
         calls: Vec<crate::tools::ToolCall>,
     },
+    /// Network by exception: one outbound HTTP request, to be checked and performed by the
+    /// supervisor; the answer comes back as one line, a JSON `EgressAnswer`.
+    Egress {
+        /// The request, parsed from the guest's raw HTTP (placeholders, never secrets).
+        request: Box<crate::egress::EgressRequest>,
+    },
+}
+
+impl Event {
+    /// Whether the job waits for an answer to it.
+    pub fn is_question(&self) -> bool {
+        matches!(
+            self,
+            Event::Input { .. } | Event::ToolCalls { .. } | Event::Egress { .. }
+        )
+    }
 }
 
 /// A job's kind, kept while it runs: a reply is taken only when it is this kind's.

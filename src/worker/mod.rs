@@ -39,6 +39,7 @@ pub use process::{Death, signal_name};
 pub use serve::Worker;
 pub use wire::WorkerConfig;
 
+use crate::hostcalls::egress::EgressAsker;
 use crate::hostcalls::input::InputAsker;
 use crate::hostcalls::tools::ToolAsker;
 use crate::packages::PackageEnv;
@@ -69,6 +70,8 @@ pub struct Sinks {
     /// Gives the run's execution slot back while a round of its tool calls waits for answers,
     /// and takes it again before the answers reach the program.
     pub parking: Option<Arc<dyn Parking>>,
+    /// Performs the program's outbound HTTP requests (network by exception).
+    pub egress: Option<EgressAsker>,
 }
 
 /// What a run holds while it computes and need not while it waits on its caller (its
@@ -206,6 +209,7 @@ impl Events for LocalEvents {
                 None
             }
             Event::Input { prompt } => self.0.asker.as_ref().map(|a| a(prompt)),
+            Event::Egress { request } => self.0.egress.as_ref().map(|a| a(*request)),
             Event::ToolCalls { calls } => {
                 let rx = self.0.tools.as_ref().map(|a| a(calls))?;
                 let Some(parking) = self.0.parking.clone() else {

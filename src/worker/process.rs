@@ -330,11 +330,14 @@ impl Link {
                             observer(kind, &bytes);
                         }
                     }
-                    Event::Input { .. } | Event::ToolCalls { .. } => {
+                    Event::Input { .. } | Event::ToolCalls { .. } | Event::Egress { .. } => {
                         let is_round = matches!(event, Event::ToolCalls { .. });
                         let rx = match event {
                             Event::Input { prompt } => p.sinks.asker.as_ref().map(|a| a(prompt)),
                             Event::ToolCalls { calls } => p.sinks.tools.as_ref().map(|a| a(calls)),
+                            Event::Egress { request } => {
+                                p.sinks.egress.as_ref().map(|a| a(*request))
+                            }
                             Event::Output { .. } => None,
                         };
                         // A round of tool calls gives the run's slot back while it waits.

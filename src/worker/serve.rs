@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
 use crate::check::{CheckError, Policy};
+use crate::hostcalls::egress::EgressAsker;
 use crate::hostcalls::input::InputAsker;
 use crate::hostcalls::tools::{ToolAsker, ToolDoor};
 use crate::sandbox::output::{OutputObserver, StreamKind};
@@ -20,7 +21,7 @@ use crate::vivarium::{ExecError, RunSpec, Vivarium};
 
 /// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
 pub trait Events: Send + Sync {
-    /// Sends `event`; for [`Event::Input`] and [`Event::ToolCalls`], the answer comes on the
+    /// Sends `event`; for a question ([`Event::is_question`]), the answer comes on the
     /// returned receiver.
     fn send(&self, event: Event) -> Option<std::sync::mpsc::Receiver<String>>;
 }
@@ -264,12 +265,19 @@ impl Worker {
         events: Arc<dyn Events>,
     ) -> Result<Reply, JobError> {
         let observer: Option<OutputObserver> = e.observe.then(|| observer_of(events.clone()));
-        let tools = e.program.tools.is_some().then(|| tools_asker_of(events));
+        let tools = e
+            .program
+            .tools
+            .is_some()
+            .then(|| tools_asker_of(events.clone()));
+        let egress = e.program.network.is_some().then(|| egress_asker_of(events));
         let spec = RunSpec {
             program: e.program,
             observer,
             packages: e.packages.env(),
             tools,
+            egress,
+            secrets: Default::default(),
         };
         self.host
             .run(spec, cancel)
@@ -439,6 +447,18 @@ fn tools_asker_of(events: Arc<dyn Events>) -> ToolAsker {
     Arc::new(move |calls| {
         events
             .send(Event::ToolCalls { calls })
+            .unwrap_or_else(|| std::sync::mpsc::channel().1)
+    })
+}
+
+/// Network by exception: a program's HTTP requests go out as [`Event::Egress`] (a worker
+/// has no network); each answer comes back as one line of JSON.
+fn egress_asker_of(events: Arc<dyn Events>) -> EgressAsker {
+    Arc::new(move |request| {
+        events
+            .send(Event::Egress {
+                request: Box::new(request),
+            })
             .unwrap_or_else(|| std::sync::mpsc::channel().1)
     })
 }

@@ -339,11 +339,15 @@ async fn run(
             policy: Policy::Off,
             tools: None,
             seed: None,
+            // Piston's API has no field for network: none, as by default.
+            network: None,
         },
         observer: Some(observer),
         // Piston's API has no field for packages: a Piston run gets the built-in set.
         packages: host.no_packages(),
         tools: None,
+        egress: None,
+        secrets: Default::default(),
     };
     // Piston's API has no field for a policy: the server's default applies.
     let policy = state.runner.leak_policy(None).map_err(from_api)?;

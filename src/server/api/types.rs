@@ -101,6 +101,59 @@ pub struct ExecuteRequest {
     /// Code mode's limits: calls, bytes of arguments and of results, waits.
     #[serde(default)]
     pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
+    /// Network by exception: narrows the operator's `--egress-allow` (`{"allow":
+    /// ["api.example.com"]}`; `[]`: no network). Absent: the operator's list as it is. The
+    /// program's `urllib`, `http.client`, `requests` and `pandas.read_csv(url)` go through
+    /// the host, which checks every request.
+    #[serde(default)]
+    pub network: Option<NetworkRequest>,
+    /// Secrets the program can use but never read: `os.environ[NAME]` holds a placeholder,
+    /// which the host replaces with `value` in requests to `hosts` only.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub secrets: BTreeMap<String, SecretRequest>,
+}
+
+/// A request's narrowing of the operator's allow list.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkRequest {
+    /// `host[:port]` rules, each also within `--egress-allow` (a host must match both).
+    #[schema(example = json!(["api.example.com", "*.example.org:443"]))]
+    pub allow: Vec<String>,
+}
+
+/// One secret: its value and the hosts it may be sent to.
+#[derive(Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRequest {
+    /// The real value: never in the sandbox.
+    pub value: String,
+    /// `host[:port]` rules: only requests to these get the value.
+    pub hosts: Vec<String>,
+}
+
+impl std::fmt::Debug for SecretRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretRequest")
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The network grant and secrets of a request's `network` and `secrets`.
+pub fn network_of(
+    state: &AppState,
+    network: Option<NetworkRequest>,
+    secrets: BTreeMap<String, SecretRequest>,
+) -> ApiResult<(Option<crate::egress::Network>, crate::egress::Secrets)> {
+    let secrets = secrets
+        .into_iter()
+        .map(|(name, s)| (name, s.value, s.hosts))
+        .collect();
+    Ok(state
+        .runner
+        .network_grant(network.map(|n| n.allow), secrets)?)
 }
 
 /// A file the run created or changed.
@@ -139,6 +192,9 @@ pub struct ExecutionResult {
     /// leakage `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaks: Option<Vec<Leak>>,
+    /// What the program's outbound HTTP requests did; absent when it was granted no network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::report::NetworkUsage>,
 }
 
 impl From<Report> for ExecutionResult {
@@ -162,6 +218,7 @@ impl From<Report> for ExecutionResult {
             outputs: r.outputs,
             findings: None,
             leaks: r.leaks,
+            network: r.network,
         }
     }
 }
@@ -571,11 +628,29 @@ impl ExecuteRequest {
         let files = decode_files(req.files, limits.disk_bytes)?;
         host.check_packages(&req.packages)
             .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
-        let env: Vec<(String, String)> = req.env.into_iter().collect();
+        let mut env: Vec<(String, String)> = req.env.into_iter().collect();
         let policy = state.runner.leak_policy(req.leakage)?;
-        let guard = state
-            .runner
-            .leak_guard(policy, &env, &req.leakage_allow_env);
+        let tools = toolbox(req.tools, req.tool_limits)?;
+        // A program with tools is replayed after a restart, and its requests would not be:
+        // it gets no network unless it asks, and then a clear refusal.
+        if tools.is_some() && (req.network.is_some() || !req.secrets.is_empty()) {
+            return Err(SupervisorError::InvalidRequest(
+                "network: a program with tools cannot have network yet (a suspended execution is replayed, and its requests would not be)"
+                    .into(),
+            )
+            .into());
+        }
+        let (network, secrets) = match tools {
+            Some(_) => (None, Default::default()),
+            None => network_of(state, req.network, req.secrets)?,
+        };
+        let guard =
+            state
+                .runner
+                .leak_guard_with_secrets(policy, &env, &req.leakage_allow_env, &secrets);
+        // The program sees each secret's placeholder, never its value.
+        env.retain(|(k, _)| !secrets.env().iter().any(|(n, _)| n == k));
+        env.extend(secrets.env());
         let spec = RunSpec {
             program: Program {
                 code: req.code,
@@ -587,12 +662,15 @@ impl ExecuteRequest {
                 rich: true,
                 line_buffered: false,
                 policy: req.policy,
-                tools: toolbox(req.tools, req.tool_limits)?,
+                tools,
                 seed: None,
+                network,
             },
             observer: None,
             packages: host.no_packages(),
             tools: None,
+            egress: None,
+            secrets,
         };
         Ok((spec, guard, req.packages))
     }

@@ -85,6 +85,7 @@ impl Runner {
             policy: turn.policy,
             tools: turn.tools.clone(),
             seed: None,
+            network: None,
         };
         let journal = Journal {
             id: id.to_string(),
@@ -173,6 +174,8 @@ impl Runner {
             observer: None,
             packages: host.no_packages(),
             tools: Some(exec.asker()),
+            egress: None,
+            secrets: Default::default(),
         };
         Ok((spec, guard, packages, exec))
     }

@@ -38,6 +38,7 @@ pub use turns::SessionTurn;
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};
 use super::audit::{Audit, AuditRecord, Outcome};
 use super::cluster::Cluster;
+use super::egress::RunEgress;
 use super::error::{SupervisorError, SupervisorResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::registry::Registry;
@@ -65,7 +66,9 @@ pub struct Runner {
     admission: Admission,
     sessions: Registry,
     metrics: Arc<Metrics>,
-    audit: Audit,
+    audit: Arc<Audit>,
+    /// Network by exception: the performer, when the operator allows any host.
+    egress: Option<Arc<super::egress::Egress>>,
     /// The memory budget admission holds sandboxes to (for the gauges).
     memory_budget_bytes: u64,
     /// What a session turn may ask for at most.
@@ -134,7 +137,8 @@ impl Runner {
                 config.session_lifetime,
             ),
             metrics,
-            audit,
+            audit: Arc::new(audit),
+            egress: config.egress.clone(),
             memory_budget_bytes: config.memory_budget_bytes,
             maximum: config.maximum,
             leakage: config.leakage.clone(),
@@ -217,6 +221,71 @@ impl Runner {
             env,
             allow_env,
         ))
+    }
+
+    /// The egress counts, in Prometheus' text format (nothing when no host is allowed).
+    pub fn render_egress(&self, out: &mut String) {
+        if let Some(e) = &self.egress {
+            e.render(out);
+        }
+    }
+
+    /// [`Runner::leak_guard`] for a run whose requests carry `secrets`: their values are
+    /// literal secrets of the scan, whatever the policy.
+    pub fn leak_guard_with_secrets(
+        &self,
+        policy: LeakPolicy,
+        env: &[(String, String)],
+        allow_env: &[String],
+        secrets: &crate::egress::Secrets,
+    ) -> Arc<Guard> {
+        Arc::new(Guard::with_secrets(
+            self.leakage.scanner.clone(),
+            policy,
+            env,
+            allow_env,
+            &secrets.literals(),
+        ))
+    }
+
+    /// A run's network grant and secrets, from a request's `network.allow` (`None`: the
+    /// operator's list as it is) and `secrets`: a 400 naming the field for a rule or a
+    /// secret that does not parse, or for either on a server that allows no host.
+    pub fn network_grant(
+        &self,
+        allow: Option<Vec<String>>,
+        secrets: Vec<(String, String, Vec<String>)>,
+    ) -> SupervisorResult<(Option<crate::egress::Network>, crate::egress::Secrets)> {
+        use crate::egress::{AllowList, Secrets};
+        let Some(egress) = &self.egress else {
+            if allow.as_ref().is_some_and(|a| !a.is_empty()) || !secrets.is_empty() {
+                return Err(SupervisorError::InvalidRequest(
+                    "network: this server allows no outbound requests (its --egress-allow is empty)"
+                        .into(),
+                ));
+            }
+            return Ok((None, Secrets::default()));
+        };
+        let narrowed = match allow {
+            None => None,
+            Some(rules) => Some(
+                AllowList::parse(&rules)
+                    .map_err(|e| SupervisorError::InvalidRequest(format!("network.allow: {e}")))?,
+            ),
+        };
+        let secrets = Secrets::new(secrets)
+            .map_err(|e| SupervisorError::InvalidRequest(format!("secrets: {e}")))?;
+        // `network.allow: []` narrows to nothing: no network.
+        let network = match narrowed {
+            Some(n) if n.is_empty() => None,
+            n => egress.grant(n),
+        };
+        if network.is_none() && !secrets.is_empty() {
+            return Err(SupervisorError::InvalidRequest(
+                "secrets: the run has no network to use them with".into(),
+            ));
+        }
+        Ok((network, secrets))
     }
 
     /// Makes the loaded runtime and its workers available; runs are refused with 503 until
@@ -304,7 +373,17 @@ impl Runner {
             observer,
             packages,
             tools,
+            egress: _,
+            secrets,
         } = spec;
+        // Network by exception: the run's requests are performed here, its secrets put in.
+        let egress = match (&program.network, &self.egress) {
+            (Some(network), Some(performer)) => {
+                let run = Arc::new(RunEgress::new(network.clone(), secrets, record));
+                Some((performer.asker(run.clone(), self.audit.clone()), run))
+            }
+            _ => None,
+        };
         let job = Job::Execute(Box::new(ExecuteJob {
             program,
             observe: observer.is_some(),
@@ -319,6 +398,7 @@ impl Runner {
             asker: None,
             tools,
             parking,
+            egress: egress.as_ref().map(|(asker, _)| asker.clone()),
         };
         // Dropping this call (the client went away) cancels the run in its worker.
         let reply = self.workers()?.call(job, sinks).await;
@@ -330,6 +410,7 @@ impl Runner {
                 findings,
             }) => {
                 self.hint_missing_module(&mut report);
+                report.network = egress.map(|(_, run)| run.usage());
                 Executed::Ran { report, findings }
             }
             Reply::Executed(denied @ Executed::Denied(_)) => denied,

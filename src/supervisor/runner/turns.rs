@@ -230,6 +230,7 @@ impl Runner {
                 .is_some()
                 .then(|| ticket.slot() as Arc<dyn crate::worker::Parking>),
             tools: tool_asker,
+            egress: None,
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);

@@ -1,0 +1,299 @@
+//! Secrets a program can use but never read. The guest sees a placeholder, unique to its run
+//! (in `os.environ[NAME]`); the host puts the real value in place of the placeholder in the
+//! target, headers (a `Basic` credential decoded first) and body of a request to one of the
+//! secret's hosts, and nowhere else; and puts the placeholder back in place of the value in
+//! every response before the guest reads it. The values never enter a worker.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+use super::message::EgressRequest;
+use super::rule::{AllowList, RuleError};
+
+/// The longest value a secret may have.
+pub const MAX_SECRET_BYTES: usize = 8 << 10;
+/// Secrets a run may carry at most.
+pub const MAX_SECRETS: usize = 32;
+
+/// One secret of a run.
+#[derive(Clone)]
+pub struct Secret {
+    /// The environment variable the guest reads its placeholder from.
+    pub name: String,
+    value: String,
+    hosts: AllowList,
+    /// What the guest sees instead of the value.
+    pub placeholder: String,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a secret is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// Its name is not an environment variable's.
+    #[error("secret name {0:?} is not a valid environment variable name")]
+    BadName(String),
+    /// Its value is empty, too long or holds a line break.
+    #[error("secret {0}: the value must be 1 to {MAX_SECRET_BYTES} bytes without line breaks")]
+    BadValue(String),
+    /// It names no host, or a host rule that does not parse.
+    #[error("secret {name}: {why}")]
+    BadHosts {
+        /// The secret.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// More than [`MAX_SECRETS`].
+    #[error("at most {MAX_SECRETS} secrets a run")]
+    TooMany,
+}
+
+/// A run's secrets.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets(Vec<Secret>);
+
+/// What substituting a request did: the secrets put in, and those whose placeholder went to
+/// a host not theirs (sent as the placeholder; the audit line names them).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Substituted {
+    /// Secrets whose value went to their own host.
+    pub used: Vec<String>,
+    /// Secrets whose placeholder was sent to another host.
+    pub misdirected: Vec<String>,
+}
+
+impl Secrets {
+    /// The secrets `(name, value, hosts)`, each with a fresh placeholder.
+    pub fn new(items: Vec<(String, String, Vec<String>)>) -> Result<Secrets, SecretError> {
+        if items.len() > MAX_SECRETS {
+            return Err(SecretError::TooMany);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (name, value, hosts) in items {
+            let valid = !name.is_empty()
+                && !name.as_bytes()[0].is_ascii_digit()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err(SecretError::BadName(name));
+            }
+            if value.is_empty() || value.len() > MAX_SECRET_BYTES || value.contains(['\r', '\n']) {
+                return Err(SecretError::BadValue(name));
+            }
+            if hosts.is_empty() {
+                return Err(SecretError::BadHosts {
+                    name,
+                    why: "`hosts` names no host".into(),
+                });
+            }
+            let hosts = AllowList::parse(&hosts).map_err(|e: RuleError| SecretError::BadHosts {
+                name: name.clone(),
+                why: e.to_string(),
+            })?;
+            let placeholder = format!(
+                "VIVARIUM_SECRET_{}",
+                hex::encode(rand::random::<[u8; 12]>())
+            );
+            out.push(Secret {
+                name,
+                value,
+                hosts,
+                placeholder,
+            });
+        }
+        Ok(Secrets(out))
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `NAME=placeholder` for each: laid over the guest's environment.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.0
+            .iter()
+            .map(|s| (s.name.clone(), s.placeholder.clone()))
+            .collect()
+    }
+
+    /// `(secret:NAME, value)` for each: literal secrets of the leakage scan.
+    pub fn literals(&self) -> Vec<(String, String)> {
+        self.0
+            .iter()
+            .map(|s| (format!("secret:{}", s.name), s.value.clone()))
+            .collect()
+    }
+
+    /// Puts each secret's value in place of its placeholder in `req`, when `req` goes to one
+    /// of the secret's hosts.
+    pub fn substitute(&self, req: &mut EgressRequest) -> Substituted {
+        let mut done = Substituted::default();
+        for s in &self.0 {
+            let p = s.placeholder.as_bytes();
+            let present = contains(req.target.as_bytes(), p)
+                || contains(&req.body, p)
+                || req.headers.iter().any(|(_, v)| {
+                    contains(v.as_bytes(), p) || basic(v).is_some_and(|d| contains(&d, p))
+                });
+            if !present {
+                continue;
+            }
+            if !s.hosts.permits(&req.host, req.port) {
+                done.misdirected.push(s.name.clone());
+                continue;
+            }
+            let v = s.value.as_bytes();
+            req.target = text(replace(req.target.as_bytes(), p, v));
+            req.body = replace(&req.body, p, v);
+            for (_, value) in req.headers.iter_mut() {
+                if let Some(decoded) = basic(value).filter(|d| contains(d, p)) {
+                    *value = format!("Basic {}", STANDARD.encode(replace(&decoded, p, v)));
+                } else {
+                    *value = text(replace(value.as_bytes(), p, v));
+                }
+            }
+            done.used.push(s.name.clone());
+        }
+        done
+    }
+
+    /// `bytes` with every secret's value replaced by its placeholder.
+    pub fn mask(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for s in &self.0 {
+            if contains(&out, s.value.as_bytes()) {
+                out = replace(&out, s.value.as_bytes(), s.placeholder.as_bytes());
+            }
+        }
+        out
+    }
+}
+
+/// The decoded credential of a `Basic` authorization value.
+fn basic(value: &str) -> Option<Vec<u8>> {
+    let b64 = value
+        .strip_prefix("Basic ")
+        .or_else(|| value.strip_prefix("basic "))?;
+    STANDARD.decode(b64.trim()).ok()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn replace(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut i = 0;
+    while i < hay.len() {
+        if hay[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(hay[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Scheme;
+    use super::*;
+
+    fn req(host: &str, target: &str, headers: &[(&str, &str)], body: &str) -> EgressRequest {
+        EgressRequest {
+            scheme: Scheme::Https,
+            host: host.into(),
+            port: 443,
+            method: "POST".into(),
+            target: target.into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_value_goes_only_to_its_hosts_and_comes_back_masked() {
+        let s = Secrets::new(vec![(
+            "TOKEN".into(),
+            "s3cr3t-value".into(),
+            vec!["api.test".into()],
+        )])
+        .unwrap();
+        let p = s.env()[0].1.clone();
+        let basic = format!("Basic {}", STANDARD.encode(format!("me:{p}")));
+        let mut r = req(
+            "api.test",
+            &format!("/q?k={p}"),
+            &[("Authorization", &format!("Bearer {p}")), ("X-B", &basic)],
+            &format!("{{\"t\":\"{p}\"}}"),
+        );
+        let done = s.substitute(&mut r);
+        assert_eq!(done.used, vec!["TOKEN"]);
+        assert_eq!(r.target, "/q?k=s3cr3t-value");
+        assert_eq!(r.headers[0].1, "Bearer s3cr3t-value");
+        assert_eq!(
+            r.headers[1].1,
+            format!("Basic {}", STANDARD.encode("me:s3cr3t-value"))
+        );
+        assert_eq!(r.body, b"{\"t\":\"s3cr3t-value\"}");
+
+        let mut elsewhere = req("evil.test", "/", &[("Authorization", &p)], "");
+        let done = s.substitute(&mut elsewhere);
+        assert_eq!(done.misdirected, vec!["TOKEN"]);
+        assert_eq!(elsewhere.headers[0].1, p);
+
+        assert_eq!(
+            s.mask(b"echo: s3cr3t-value!"),
+            format!("echo: {p}!").into_bytes()
+        );
+    }
+
+    #[test]
+    fn bad_secrets_are_named() {
+        let one = |n: &str, v: &str, h: &[&str]| {
+            Secrets::new(vec![(
+                n.into(),
+                v.into(),
+                h.iter().map(|s| s.to_string()).collect(),
+            )])
+        };
+        assert!(matches!(
+            one("1A", "v", &["a.test"]),
+            Err(SecretError::BadName(_))
+        ));
+        assert!(matches!(
+            one("A", "", &["a.test"]),
+            Err(SecretError::BadValue(_))
+        ));
+        assert!(matches!(
+            one("A", "x\r\ny", &["a.test"]),
+            Err(SecretError::BadValue(_))
+        ));
+        assert!(matches!(
+            one("A", "v", &[]),
+            Err(SecretError::BadHosts { .. })
+        ));
+        assert!(matches!(
+            one("A", "v", &["http://a"]),
+            Err(SecretError::BadHosts { .. })
+        ));
+    }
+}

@@ -1,0 +1,319 @@
+//! One request, start to end: checked, secrets put in, performed, read within bounds,
+//! secrets masked, answered, audited.
+
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use reqwest::header::{HeaderName, HeaderValue};
+
+use super::resolve::AddressRefused;
+use super::{Egress, RunEgress};
+use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, raw};
+use crate::supervisor::audit::{Audit, EgressLine};
+use crate::sync::lock;
+
+/// A response as read: status, reason, headers, body.
+struct Got {
+    status: u16,
+    reason: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Egress {
+    /// Performs `req` for `run`: its answer for the guest; its audit line to `audit`.
+    pub(super) async fn perform(
+        &self,
+        run: &RunEgress,
+        mut req: EgressRequest,
+        audit: &Audit,
+    ) -> EgressAnswer {
+        let started = Instant::now();
+        let mut line = EgressLine {
+            method: req.method.chars().take(16).collect(),
+            host: req.host.chars().take(255).collect(),
+            port: req.port,
+            scheme: req.scheme.as_str(),
+            ..EgressLine::default()
+        };
+        let outcome = match self.admit(run, &req) {
+            Err(r) => Err(r),
+            Ok(left) => {
+                let done = run.secrets.substitute(&mut req);
+                line.secrets = done.used;
+                line.misdirected = done.misdirected;
+                line.bytes_sent = req.size();
+                let timeout = Duration::from_millis(run.network.limits.request_timeout_ms);
+                let total_binds = left < timeout;
+                let result = self.send(run, req, timeout.min(left)).await;
+                let spent = started.elapsed();
+                lock(&run.usage).spent += spent;
+                result.map_err(|r| match r.reason {
+                    Refused::RequestTimeout if total_binds => Refusal::new(
+                        Refused::TotalTime,
+                        format!(
+                            "the run's requests took {} ms in all",
+                            run.network.limits.total_ms
+                        ),
+                    ),
+                    _ => r,
+                })
+            }
+        };
+        line.ms = started.elapsed().as_secs_f64() * 1e3;
+        let answer = match outcome {
+            Ok(got) => {
+                line.status = Some(got.status);
+                line.bytes_received = got.body.len() as u64;
+                {
+                    let mut u = lock(&run.usage);
+                    u.report.bytes_sent += line.bytes_sent;
+                    u.report.bytes_received += line.bytes_received;
+                }
+                let outcome = match got.status {
+                    100..=199 => "1xx",
+                    200..=299 => "2xx",
+                    300..=399 => "3xx",
+                    400..=499 => "4xx",
+                    _ => "5xx",
+                };
+                self.count(&run.tenant, &line.host, outcome);
+                let bytes = raw::encode_response(got.status, &got.reason, &got.headers, &got.body);
+                EgressAnswer::Raw(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+            Err(refusal) => {
+                line.refused = Some(refusal.reason);
+                run.refused(&line.host, line.port, refusal.reason);
+                self.count(&run.tenant, &line.host, refusal.reason.as_str());
+                EgressAnswer::Refused(refusal)
+            }
+        };
+        let mut record = run.record.clone();
+        record.time = crate::supervisor::time::rfc3339_now();
+        record.egress = Some(line);
+        audit.write(record);
+        answer
+    }
+
+    /// Counts the request and checks it against the grant: the time the run has left for
+    /// it, or the refusal.
+    fn admit(&self, run: &RunEgress, req: &EgressRequest) -> Result<Duration, Refusal> {
+        let limits = run.network.limits;
+        {
+            let mut u = lock(&run.usage);
+            u.report.requests += 1;
+            if u.report.requests > limits.requests {
+                return Err(Refusal::new(
+                    Refused::TooManyRequests,
+                    format!("a run may make {} requests", limits.requests),
+                ));
+            }
+            if u.spent >= Duration::from_millis(limits.total_ms) {
+                return Err(Refusal::new(
+                    Refused::TotalTime,
+                    format!("the run's requests took {} ms in all", limits.total_ms),
+                ));
+            }
+        }
+        if !raw::METHODS.contains(&req.method.as_str()) {
+            return Err(Refusal::new(
+                Refused::MethodNotAllowed,
+                format!("method {:?} is not allowed", req.method),
+            ));
+        }
+        if req.size() > limits.request_bytes {
+            return Err(Refusal::new(
+                Refused::RequestTooLarge,
+                format!("the request is larger than {} bytes", limits.request_bytes),
+            ));
+        }
+        if !run.network.permits(&req.host, req.port) {
+            return Err(Refusal::new(
+                Refused::HostNotAllowed,
+                format!("{}:{} is not on this run's allow list", req.host, req.port),
+            ));
+        }
+        // An IP literal is not resolved: its address is checked here.
+        if let Ok(ip) = req.host.parse::<std::net::IpAddr>()
+            && !self.addresses.permits(ip)
+        {
+            return Err(Refusal::new(
+                Refused::AddressNotAllowed,
+                format!("{ip} is an address this server does not connect to"),
+            ));
+        }
+        let spent = lock(&run.usage).spent;
+        Ok(Duration::from_millis(limits.total_ms).saturating_sub(spent))
+    }
+
+    /// Sends and reads the response within `timeout` and `response_bytes`.
+    async fn send(
+        &self,
+        run: &RunEgress,
+        req: EgressRequest,
+        timeout: Duration,
+    ) -> Result<Got, Refusal> {
+        let bad = |m: String| Refusal::new(Refused::BadRequest, m);
+        let host = if req.host.contains(':') {
+            format!("[{}]", req.host)
+        } else {
+            req.host.clone()
+        };
+        let url = format!(
+            "{}://{host}:{}{}",
+            req.scheme.as_str(),
+            req.port,
+            req.target
+        );
+        let url = reqwest::Url::parse(&url).map_err(|e| bad(format!("the URL: {e}")))?;
+        let method = reqwest::Method::from_bytes(req.method.as_bytes())
+            .map_err(|_| bad("the method".into()))?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &req.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| bad(format!("header name {k:?}")))?;
+            let value =
+                HeaderValue::from_str(v).map_err(|_| bad(format!("the value of header {k}")))?;
+            headers.append(name, value);
+        }
+        headers.insert(
+            reqwest::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        let limit = run.network.limits.response_bytes;
+        let request = self
+            .client
+            .request(method, url)
+            .headers(headers)
+            .body(req.body)
+            .timeout(timeout);
+        let work = async {
+            let mut resp = request.send().await.map_err(|e| classify(&e, timeout))?;
+            let status = resp.status();
+            let headers: Vec<(String, Vec<u8>)> = resp
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
+                .collect();
+            if resp.content_length().is_some_and(|n| n > limit) {
+                return Err(too_large(limit));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e, timeout))? {
+                if body.len() as u64 + chunk.len() as u64 > limit {
+                    return Err(too_large(limit));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Got {
+                status: status.as_u16(),
+                reason: status.canonical_reason().unwrap_or("").to_string(),
+                headers,
+                body,
+            })
+        };
+        let mut got = tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| timed_out(timeout))??;
+        decode(&mut got, limit, !run.secrets.is_empty())?;
+        got.headers = got
+            .headers
+            .into_iter()
+            .map(|(k, v)| (k, run.secrets.mask(&v)))
+            .collect();
+        got.body = run.secrets.mask(&got.body);
+        Ok(got)
+    }
+}
+
+/// A compressed body (asked for `identity`, sent anyway) is decoded when the run has secrets,
+/// so a value in it is masked; an encoding the host cannot decode then is refused.
+fn decode(got: &mut Got, limit: u64, secrets: bool) -> Result<(), Refusal> {
+    let Some(i) = got
+        .headers
+        .iter()
+        .position(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
+    else {
+        return Ok(());
+    };
+    if !secrets {
+        return Ok(());
+    }
+    let encoding = String::from_utf8_lossy(&got.headers[i].1)
+        .trim()
+        .to_ascii_lowercase();
+    let mut out = Vec::new();
+    let read = match encoding.as_str() {
+        "identity" => return Ok(()),
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&got.body[..])
+            .take(limit + 1)
+            .read_to_end(&mut out),
+        "deflate" => flate2::read::ZlibDecoder::new(&got.body[..])
+            .take(limit + 1)
+            .read_to_end(&mut out),
+        other => {
+            return Err(Refusal::new(
+                Refused::UpstreamError,
+                format!("a response in {other:?} encoding cannot be checked for secrets"),
+            ));
+        }
+    };
+    read.map_err(|e| {
+        Refusal::new(
+            Refused::UpstreamError,
+            format!("the response did not decode: {e}"),
+        )
+    })?;
+    if out.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    got.headers.remove(i);
+    got.body = out;
+    Ok(())
+}
+
+fn too_large(limit: u64) -> Refusal {
+    Refusal::new(
+        Refused::ResponseTooLarge,
+        format!("the response's body is larger than {limit} bytes"),
+    )
+}
+
+fn timed_out(timeout: Duration) -> Refusal {
+    Refusal::new(
+        Refused::RequestTimeout,
+        format!("no complete response within {} ms", timeout.as_millis()),
+    )
+}
+
+/// Names a client error: a refused address (found in its chain), a timeout, TLS, or the
+/// upstream. The message is ours, never the error's text: that holds the URL, in which a
+/// secret's value may have been put.
+fn classify(e: &reqwest::Error, timeout: Duration) -> Refusal {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut chain = Vec::new();
+    while let Some(s) = source {
+        if let Some(refused) = s.downcast_ref::<AddressRefused>() {
+            return Refusal::new(Refused::AddressNotAllowed, refused.to_string());
+        }
+        chain.push(s.to_string());
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return timed_out(timeout);
+    }
+    let text = chain.join(": ").to_ascii_lowercase();
+    if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+        return Refusal::new(
+            Refused::TlsError,
+            "the upstream's certificate did not verify, or TLS failed",
+        );
+    }
+    let why = if e.is_connect() {
+        "the upstream could not be reached"
+    } else {
+        "the upstream broke off the exchange"
+    };
+    Refusal::new(Refused::UpstreamError, why)
+}
