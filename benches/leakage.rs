@@ -60,6 +60,7 @@ fn report(stdout: String) -> Report {
         usage: Default::default(),
         outputs: Vec::new(),
         leaks: None,
+        network: None,
     }
 }
 

@@ -101,6 +101,9 @@ pub enum Severity {
     Warning,
 }
 
+/// The checker's rule for code that needs the network (`python-wasi/guest/check.py`).
+pub const NETWORK_RULE: &str = "network";
+
 /// One static-analysis finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -14,13 +14,15 @@ checked there. Only what the host answers is trusted here, and only to be an HTT
 a refusal.
 """
 
-import http.client
 import io
 import json
-import socket
 import sys
 
 import _host
+
+# Every template loads this module at build time; it imports nothing the templates do not
+# already have (`http.client` would cost every sandbox its modules). `install()` patches the
+# clients that are imported, and the rest as they are.
 
 # The prefix of an HTTP request sent through the door (src/guest/mod.rs, EGRESS_TAG).
 EGRESS_TAG = b"\0vivarium-http\0"
@@ -79,9 +81,19 @@ class DoorSocket:
     clients. It carries one request: what was written goes out at the first read, then the
     reads get the reply, then EOF."""
 
-    family = socket.AF_INET
-    type = socket.SOCK_STREAM
     proto = 0
+
+    @property
+    def family(self):
+        import socket
+
+        return socket.AF_INET
+
+    @property
+    def type(self):
+        import socket
+
+        return socket.SOCK_STREAM
 
     def __init__(self, scheme, host, port, timeout=None):
         self.scheme, self.host, self.port = scheme, host, port
@@ -176,26 +188,38 @@ def _connect(self):
     self.sock = DoorSocket(scheme, self.host, self.port, self.timeout)
 
 
-class HTTPSConnection(http.client.HTTPConnection):
-    """`http.client.HTTPSConnection` in the sandbox: the host speaks TLS and verifies the
-    server, so `context`, `check_hostname`, `key_file` and `cert_file` are ignored."""
-
-    default_port = http.client.HTTPS_PORT
-    _door_scheme = "https"
-
-    def __init__(self, host, port=None, *args, context=None, check_hostname=None,
-                 key_file=None, cert_file=None, **kwargs):
-        super().__init__(host, port, *args, **kwargs)
-
-
 def _first_time(module):
     done = getattr(module, "_vivarium_net", False)
     module._vivarium_net = True
     return not done
 
 
+def _patch_http_client(client):
+    """http.client: door sockets, and an HTTPSConnection of ours (TLS is the host's, with or
+    without ssl)."""
+    if not _first_time(client):
+        return
+
+    class HTTPSConnection(client.HTTPConnection):
+        """`http.client.HTTPSConnection` in the sandbox: the host speaks TLS and verifies the
+        server, so `context`, `check_hostname`, `key_file` and `cert_file` are ignored."""
+
+        default_port = client.HTTPS_PORT
+        _door_scheme = "https"
+
+        def __init__(self, host, port=None, *args, context=None, check_hostname=None,
+                     key_file=None, cert_file=None, **kwargs):
+            super().__init__(host, port, *args, **kwargs)
+
+    client.HTTPConnection.connect = _connect
+    client.HTTPSConnection = HTTPSConnection
+    if "HTTPSConnection" not in client.__all__:
+        client.__all__.append("HTTPSConnection")
+
+
 def _patch_urllib(request):
     """urllib.request: https through our HTTPSConnection, refusals as URLError."""
+    import http.client
     import urllib.error
 
     if not _first_time(request):
@@ -280,7 +304,11 @@ def _patch_urllib3(pool):
 
 
 # What to patch in which module, once it has run.
-_PATCHES = {"urllib.request": _patch_urllib, "urllib3.connectionpool": _patch_urllib3}
+_PATCHES = {
+    "http.client": _patch_http_client,
+    "urllib.request": _patch_urllib,
+    "urllib3.connectionpool": _patch_urllib3,
+}
 
 
 class _Watcher:
@@ -318,12 +346,8 @@ class _Patching:
 
 
 def install():
-    """Sends the HTTP clients through the door: http.client and urllib.request at once, and
-    urllib3 (so requests) now if it is imported, else as soon as it is."""
-    http.client.HTTPConnection.connect = _connect
-    http.client.HTTPSConnection = HTTPSConnection  # TLS is the host's, with or without ssl
-    if "HTTPSConnection" not in http.client.__all__:
-        http.client.__all__.append("HTTPSConnection")
+    """Sends the HTTP clients through the door: http.client, urllib.request and urllib3 (so
+    requests) now if they are imported, else as soon as they are."""
     for name, patch in _PATCHES.items():
         if name in sys.modules:
             patch(sys.modules[name])

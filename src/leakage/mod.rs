@@ -88,6 +88,9 @@ pub struct Guard {
     /// The `env` names whose values are not secrets (kept to make the same guard again: a
     /// suspended execution brought back).
     allow_env: Vec<String>,
+    /// Network secrets' placeholders: what the program sees instead of a value, which a
+    /// pattern (an API key's shape) must not take for a secret.
+    placeholders: Vec<String>,
 }
 
 impl Guard {
@@ -118,18 +121,21 @@ impl Guard {
             policy,
             literals,
             allow_env: allow_env.to_vec(),
+            placeholders: Vec::new(),
         }
     }
 
     /// A guard for a run that carries network secrets (`secrets`: `(secret:NAME, value)`):
     /// each value is a literal secret in everything the run returns, whatever the policy
-    /// (`off` becomes `redact`), besides `env`'s values and the operator's literals.
+    /// (`off` becomes `redact`), besides `env`'s values and the operator's literals; their
+    /// `placeholders` are no secrets, whatever shape a rule sees in them.
     pub fn with_secrets(
         scanner: Arc<Scanner>,
         policy: LeakPolicy,
         env: &[(String, String)],
         allow_env: &[String],
         secrets: &[(String, String)],
+        placeholders: &[String],
     ) -> Guard {
         let policy = match policy {
             LeakPolicy::Off if !secrets.is_empty() => LeakPolicy::Redact,
@@ -148,6 +154,7 @@ impl Guard {
                 .map(|v| ("operator-literal".to_string(), v.as_str()));
             let secrets = secrets.iter().map(|(k, v)| (k.clone(), v.as_str()));
             guard.literals = Literals::new(secrets.chain(env).chain(operator));
+            guard.placeholders = placeholders.to_vec();
         }
         guard
     }
@@ -400,6 +407,9 @@ impl Guard {
         // By start, then by rule order: the first rule at a place names the span.
         hits.sort_by_key(|h| (h.start, h.rule, h.end));
         hits.dedup_by(|a, b| a.rule == b.rule && a.start == b.start && a.end == b.end);
+        if !self.placeholders.is_empty() {
+            hits.retain(|h| matches!(h.rule, RuleRef::Literal(_)) || !self.in_placeholder(text, h));
+        }
         // As gitleaks does: a generic rule's hit inside a specific rule's says nothing more.
         // The specific hits' running maximum end, by start, answers "is it covered" in
         // O(log n) (a guest may print a million of them).
@@ -423,6 +433,19 @@ impl Guard {
             });
         }
         hits
+    }
+
+    /// Whether a placeholder overlaps `h`'s span.
+    fn in_placeholder(&self, text: &[u8], h: &Hit) -> bool {
+        self.placeholders.iter().any(|p| {
+            let p = p.as_bytes();
+            let from = h.start.saturating_sub(p.len());
+            let to = (h.end + p.len()).min(text.len());
+            text[from..to]
+                .windows(p.len())
+                .enumerate()
+                .any(|(i, w)| w == p && from + i < h.end && from + i + p.len() > h.start)
+        })
     }
 
     fn is_generic(&self, r: RuleRef) -> bool {
@@ -531,6 +554,7 @@ mod tests {
             usage: Default::default(),
             outputs: Vec::new(),
             leaks: None,
+            network: None,
         }
     }
 

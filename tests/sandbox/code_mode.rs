@@ -93,10 +93,13 @@ fn run(code: &str, limits: ToolLimits, delay: Duration, timeout_ms: u64) -> (Rep
             policy: vivarium::Policy::Off,
             tools: Some(toolbox(limits)),
             seed: None,
+            network: None,
         },
         observer: None,
         packages: host.no_packages(),
         tools: Some(asker),
+        egress: None,
+        secrets: Default::default(),
     };
     let executed = vivarium::testing::run_on_guest_thread(move || {
         host.run(spec, Arc::new(AtomicBool::new(false)))

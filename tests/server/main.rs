@@ -8,6 +8,7 @@ mod http_support;
 
 mod code_mode;
 mod default_template;
+mod egress;
 mod front_check;
 mod front_mcp;
 mod front_piston;

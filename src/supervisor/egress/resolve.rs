@@ -36,7 +36,14 @@ pub enum AddressRefused {
 /// one repeats): a test of DNS rebinding gives a second answer the first lookup must not
 /// let through.
 #[derive(Debug, Default)]
-pub struct TestAnswers(Mutex<HashMap<String, (Vec<Vec<IpAddr>>, usize)>>);
+pub struct TestAnswers(Mutex<HashMap<String, Answers>>);
+
+/// A name's answers, and which is next.
+#[derive(Debug)]
+struct Answers {
+    each: Vec<Vec<IpAddr>>,
+    next: usize,
+}
 
 impl TestAnswers {
     /// Parses `name=addr[+addr...][/next answer...],...`.
@@ -58,17 +65,23 @@ impl TestAnswers {
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            map.insert(name.trim().to_ascii_lowercase(), (answers, 0));
+            map.insert(
+                name.trim().to_ascii_lowercase(),
+                Answers {
+                    each: answers,
+                    next: 0,
+                },
+            );
         }
         Ok(TestAnswers(Mutex::new(map)))
     }
 
     fn answer(&self, name: &str) -> Option<Vec<IpAddr>> {
         let mut map = lock(&self.0);
-        let (answers, next) = map.get_mut(name)?;
-        let i = (*next).min(answers.len().saturating_sub(1));
-        *next += 1;
-        answers.get(i).cloned()
+        let a = map.get_mut(name)?;
+        let i = a.next.min(a.each.len().saturating_sub(1));
+        a.next += 1;
+        a.each.get(i).cloned()
     }
 }
 
@@ -83,10 +96,10 @@ impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let name = name.as_str().to_ascii_lowercase();
         let rules = self.rules.clone();
-        let test = match &self.test {
-            Some(t) => Some(t.answer(&name).unwrap_or_default()),
-            None => None,
-        };
+        let test = self
+            .test
+            .as_ref()
+            .map(|t| t.answer(&name).unwrap_or_default());
         Box::pin(async move {
             let addrs: Vec<IpAddr> = match test {
                 Some(a) => a,

@@ -143,6 +143,7 @@ mod tests {
                     limits: ToolLimits::DEFAULT,
                 }),
                 seed: Some([7; 32]),
+                network: None,
             },
             packages: vec![],
             leakage: LeakPolicy::Redact,

@@ -245,6 +245,11 @@ impl Runner {
             env,
             allow_env,
             &secrets.literals(),
+            &secrets
+                .env()
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect::<Vec<_>>(),
         ))
     }
 

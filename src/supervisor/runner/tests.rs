@@ -106,6 +106,7 @@ fn runner() -> Fixture {
             resident_for: Duration::from_secs(30),
             ttl: Duration::from_secs(3600),
         },
+        egress: None,
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
     let runner = Runner::new(
