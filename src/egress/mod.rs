@@ -31,7 +31,7 @@ pub use address::AddressRules;
 pub use limits::EgressLimits;
 pub use message::{EgressAnswer, EgressRequest, Refusal, Refused, Scheme};
 pub use rule::AllowList;
-pub use secret::Secrets;
+pub use secret::{SecretSource, Secrets};
 
 use serde::{Deserialize, Serialize};
 

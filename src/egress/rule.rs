@@ -94,6 +94,9 @@ impl HostRule {
                     .ok_or_else(|| err("the port is not a number from 1 to 65535"))?,
             ),
         };
+        if host.ends_with('.') {
+            return Err(err("the host ends with a dot"));
+        }
         let host = normalize_host(host);
         let pattern = if host == "*" {
             HostPattern::Any

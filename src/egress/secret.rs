@@ -57,6 +57,20 @@ pub enum SecretError {
     TooMany,
 }
 
+/// Where a request's secret comes from.
+#[derive(Clone)]
+pub enum SecretSource {
+    /// The request sends the value and its hosts.
+    Given {
+        /// The value.
+        value: String,
+        /// Where it may go.
+        hosts: Vec<String>,
+    },
+    /// The operator defines it (`--egress-secrets-file`), by this name.
+    Operator(String),
+}
+
 /// A run's secrets.
 #[derive(Debug, Clone, Default)]
 pub struct Secrets(Vec<Secret>);

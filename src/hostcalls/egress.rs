@@ -10,16 +10,16 @@
 //! side only bounds what it forwards and how long it waits. The wait burns no fuel and moves
 //! the run's wall-clock deadline by its length, as a tool call's does.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use wasmtime::Caller;
 
+pub use super::egress_door::{EgressAsker, EgressDoor, MAX_META};
 use super::reply::{HOST_FAULT, NO_HOST, write_reply};
 use super::state::{GuestState, Interrupted};
-use crate::egress::{EgressAnswer, EgressRequest, Network, Refusal, Refused, Scheme, raw};
+use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, Scheme, raw};
 use crate::guest::REFUSED_TAG;
 
 /// How often a wait for the response looks at the cancel flag.
@@ -27,36 +27,6 @@ const POLL: Duration = Duration::from_millis(20);
 /// How much longer than `request_timeout_ms` the door waits for the supervisor, which times
 /// the request itself.
 const SLACK: Duration = Duration::from_secs(2);
-/// The longest meta line (`{scheme, host, port}`).
-const MAX_META: usize = 1024;
-
-/// Hands one request to whoever performs it and returns where its answer (a JSON
-/// [`EgressAnswer`]) will come. Called on the guest thread: it must not block.
-pub type EgressAsker = Arc<dyn Fn(EgressRequest) -> Receiver<String> + Send + Sync>;
-
-/// A run's network in its store: the grant, who performs requests, what it waited.
-pub struct EgressDoor {
-    network: Network,
-    ask: EgressAsker,
-    waited: Duration,
-}
-
-impl EgressDoor {
-    /// The door for `network`, performed by `ask`.
-    pub fn new(network: Network, ask: EgressAsker) -> EgressDoor {
-        EgressDoor {
-            network,
-            ask,
-            waited: Duration::ZERO,
-        }
-    }
-
-    /// The largest door request it takes: the tag, the meta line, `request_bytes`.
-    pub fn max_request(&self) -> usize {
-        let body = usize::try_from(self.network.limits.request_bytes).unwrap_or(usize::MAX);
-        crate::guest::EGRESS_TAG.len() + MAX_META + body.min(64 << 20)
-    }
-}
 
 #[derive(serde::Deserialize)]
 struct Meta {

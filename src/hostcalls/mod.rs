@@ -7,6 +7,7 @@
 
 pub mod door;
 pub mod egress;
+pub mod egress_door;
 pub mod errno;
 pub mod fs_guard;
 pub mod guest_memory;

@@ -161,7 +161,7 @@ pub struct GuestState {
     /// The tools this run's code may call, and who answers them (code mode), if any.
     pub tools: Option<super::tool_door::ToolDoor>,
     /// The network this run was granted, and who performs its requests, if any.
-    pub egress: Option<super::egress::EgressDoor>,
+    pub egress: Option<super::egress_door::EgressDoor>,
 }
 
 /// A deadline far enough away to mean "none" without overflowing `Instant`.

@@ -186,6 +186,11 @@ pub struct ServeArgs {
     /// Milliseconds all of one run's requests may take together.
     #[arg(long, env = "VIVARIUM_EGRESS_TOTAL_MS", default_value_t = 60_000)]
     pub egress_total_ms: u64,
+    /// TOML file of secrets the operator defines, which a request names
+    /// (`"secrets": {"NAME": {"operator": "github"}}`) instead of sending the value: each a
+    /// table with `value` or `value_env`, `hosts`, and optionally the `keys` that may use it.
+    #[arg(long, env = "VIVARIUM_EGRESS_SECRETS_FILE")]
+    pub egress_secrets_file: Option<PathBuf>,
     /// Tests only: answers for names instead of the system's resolver
     /// (`name=addr[+addr][/next answer],...`); every answer still passes the address rules.
     #[arg(long, hide = true)]
@@ -591,7 +596,7 @@ impl ServeArgs {
     /// The egress performer of `--egress-*` (`None` when no host is allowed).
     fn egress(&self) -> anyhow::Result<Option<std::sync::Arc<crate::supervisor::egress::Egress>>> {
         use crate::egress::{AddressRules, AllowList, EgressLimits};
-        use crate::supervisor::egress::{Egress, EgressSettings, TestAnswers};
+        use crate::supervisor::egress::{Egress, EgressSettings, OperatorSecrets, TestAnswers};
         let allow = AllowList::parse_csv(&self.egress_allow).context("--egress-allow")?;
         if allow.is_empty() {
             return Ok(None);
@@ -624,6 +629,10 @@ impl ServeArgs {
             },
             ca_bundle: self.egress_ca_bundle.clone(),
             test_resolve,
+            operator_secrets: match &self.egress_secrets_file {
+                Some(path) => OperatorSecrets::load(path).context("--egress-secrets-file")?,
+                None => OperatorSecrets::default(),
+            },
         };
         Ok(Some(std::sync::Arc::new(Egress::new(settings)?)))
     }

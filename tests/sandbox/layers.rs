@@ -27,7 +27,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("egress", 0),
     ("guest", 1),
     ("runtime", 1),
-    ("leakage", 1),
+    ("leakage", 2),
     ("packages", 2),
     ("snapshot", 3),
     ("hostcalls", 2),

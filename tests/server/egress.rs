@@ -560,3 +560,64 @@ async fn a_server_without_egress_refuses_network_and_secrets_with_a_400() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_secret_is_named_by_the_request_never_sent_by_it() {
+    let up = Upstream::start("operator");
+    let file = scratch_dir("egress-operator-secrets").with_extension("toml");
+    let value = "tok-operator-5e6f7a8b9c";
+    std::fs::write(
+        &file,
+        format!(
+            "[github]\nvalue = \"{value}\"\nhosts = [\"api.test\"]\n\n\
+             [team-only]\nvalue = \"tok-team-only-0123456\"\nhosts = [\"api.test\"]\nkeys = [\"key-x\"]\n"
+        ),
+    )
+    .unwrap();
+    let f = file.clone();
+    let s = serve("egress-operator", &up, "api.test", move |a| {
+        a.egress_secrets_file = Some(f)
+    })
+    .await;
+    let code = format!(
+        "import os, urllib.request\n\
+         r = urllib.request.Request({url:?}, headers={{'Authorization': 'token ' + os.environ['GH']}})\n\
+         print(urllib.request.urlopen(r).status, os.environ['GH'].startswith('VIVARIUM_SECRET_'))\n",
+        url = up.http("api.test", "/echo")
+    );
+    let v = execute(
+        &s,
+        json!({"code": code, "template": "python", "secrets": {"GH": {"operator": "github"}}}),
+    )
+    .await;
+    assert_eq!(v["stdout"], "200 True\n", "{v}");
+    assert!(
+        up.log()
+            .iter()
+            .any(|l| l.ends_with(&format!("auth=token {value}")))
+    );
+    // A secret the server does not define, or this caller may not use (no key here), and a
+    // secret given both ways: 400s naming it, alike.
+    for secrets in [
+        json!({"GH": {"operator": "nope"}}),
+        json!({"GH": {"operator": "team-only"}}),
+        json!({"GH": {"operator": "github", "value": "x-123456789", "hosts": ["api.test"]}}),
+    ] {
+        let (st, e) = post(
+            &client(),
+            &s.url("/v1/execute"),
+            &json!({"code": "1", "secrets": secrets}),
+        )
+        .await;
+        assert_eq!(st, 400, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("secrets.GH"),
+            "{e}"
+        );
+    }
+    let _ = std::fs::remove_file(&file);
+    s.stop().await;
+}

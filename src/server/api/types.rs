@@ -123,37 +123,57 @@ pub struct NetworkRequest {
     pub allow: Vec<String>,
 }
 
-/// One secret: its value and the hosts it may be sent to.
+/// One secret: its value and the hosts it may be sent to, or the name of one the operator
+/// defines (`--egress-secrets-file`).
 #[derive(Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretRequest {
     /// The real value: never in the sandbox.
-    pub value: String,
+    #[serde(default)]
+    pub value: Option<String>,
     /// `host[:port]` rules: only requests to these get the value.
-    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
+    /// The operator's secret of this name instead (its value and hosts are the operator's).
+    #[serde(default)]
+    pub operator: Option<String>,
 }
 
 impl std::fmt::Debug for SecretRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecretRequest")
             .field("hosts", &self.hosts)
+            .field("operator", &self.operator)
             .finish_non_exhaustive()
     }
 }
 
-/// The network grant and secrets of a request's `network` and `secrets`.
+/// The network grant and secrets of a request's `network` and `secrets`, for the caller
+/// `record` names.
 pub fn network_of(
     state: &AppState,
     network: Option<NetworkRequest>,
     secrets: BTreeMap<String, SecretRequest>,
+    record: &AuditRecord,
 ) -> ApiResult<(Option<crate::egress::Network>, crate::egress::Secrets)> {
-    let secrets = secrets
-        .into_iter()
-        .map(|(name, s)| (name, s.value, s.hosts))
-        .collect();
+    use crate::egress::SecretSource;
+    let mut sources = Vec::with_capacity(secrets.len());
+    for (name, s) in secrets {
+        let source = match (s.value, s.hosts, s.operator) {
+            (Some(value), Some(hosts), None) => SecretSource::Given { value, hosts },
+            (None, None, Some(defined)) => SecretSource::Operator(defined),
+            _ => {
+                return Err(SupervisorError::InvalidRequest(format!(
+                    "secrets.{name}: give `value` and `hosts`, or `operator` alone"
+                ))
+                .into());
+            }
+        };
+        sources.push((name, source));
+    }
     Ok(state
         .runner
-        .network_grant(network.map(|n| n.allow), secrets)?)
+        .network_grant(network.map(|n| n.allow), sources, record.key_id.as_deref())?)
 }
 
 /// A file the run created or changed.
@@ -642,7 +662,7 @@ impl ExecuteRequest {
         }
         let (network, secrets) = match tools {
             Some(_) => (None, Default::default()),
-            None => network_of(state, req.network, req.secrets)?,
+            None => network_of(state, req.network, req.secrets, record)?,
         };
         let guard =
             state

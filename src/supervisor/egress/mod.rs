@@ -10,6 +10,7 @@
 //! value replaced by its placeholder, and goes back as raw HTTP/1.1. Each request, performed
 //! or refused, is one audit line and one count per tenant, host and outcome.
 
+mod operator;
 mod perform;
 mod resolve;
 
@@ -24,6 +25,7 @@ use crate::hostcalls::egress::EgressAsker;
 use crate::report::{NetworkRefusal, NetworkUsage};
 use crate::sync::lock;
 
+pub use operator::OperatorSecrets;
 pub use resolve::TestAnswers;
 
 /// Refusals a run's result lists at most.
@@ -44,6 +46,8 @@ pub struct EgressSettings {
     pub ca_bundle: Option<PathBuf>,
     /// `--egress-test-resolve` (tests only).
     pub test_resolve: Option<TestAnswers>,
+    /// `--egress-secrets-file`: secrets a request names instead of sending.
+    pub operator_secrets: OperatorSecrets,
 }
 
 /// The performer: the client, the settings, the counts.
@@ -51,6 +55,7 @@ pub struct Egress {
     allow: AllowList,
     limits: EgressLimits,
     addresses: AddressRules,
+    operator_secrets: OperatorSecrets,
     client: reqwest::Client,
     /// (tenant, host, outcome) -> requests.
     counts: Mutex<BTreeMap<(String, String, &'static str), u64>>,
@@ -96,6 +101,7 @@ impl Egress {
             allow: settings.allow,
             limits: settings.limits,
             addresses: settings.addresses,
+            operator_secrets: settings.operator_secrets,
             client: builder.build()?,
             counts: Mutex::new(BTreeMap::new()),
         })
@@ -109,6 +115,12 @@ impl Egress {
             narrowed,
             limits: self.limits,
         })
+    }
+
+    /// The value and hosts of the operator's secret `name` for the caller holding `key`,
+    /// when it may use it.
+    pub fn operator_secret(&self, name: &str, key: Option<&str>) -> Option<(String, Vec<String>)> {
+        self.operator_secrets.get(name, key)
     }
 
     /// Who performs `run`'s requests: each on the runtime, its audit line to `audit`.

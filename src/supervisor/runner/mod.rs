@@ -254,14 +254,16 @@ impl Runner {
     }
 
     /// A run's network grant and secrets, from a request's `network.allow` (`None`: the
-    /// operator's list as it is) and `secrets`: a 400 naming the field for a rule or a
-    /// secret that does not parse, or for either on a server that allows no host.
+    /// operator's list as it is) and `secrets`, for the caller holding `key`: a 400 naming
+    /// the field for a rule or a secret that does not parse or that the caller may not use,
+    /// or for either on a server that allows no host.
     pub fn network_grant(
         &self,
         allow: Option<Vec<String>>,
-        secrets: Vec<(String, String, Vec<String>)>,
+        secrets: Vec<(String, crate::egress::SecretSource)>,
+        key: Option<&str>,
     ) -> SupervisorResult<(Option<crate::egress::Network>, crate::egress::Secrets)> {
-        use crate::egress::{AllowList, Secrets};
+        use crate::egress::{AllowList, SecretSource, Secrets};
         let Some(egress) = &self.egress else {
             if allow.as_ref().is_some_and(|a| !a.is_empty()) || !secrets.is_empty() {
                 return Err(SupervisorError::InvalidRequest(
@@ -278,7 +280,21 @@ impl Runner {
                     .map_err(|e| SupervisorError::InvalidRequest(format!("network.allow: {e}")))?,
             ),
         };
-        let secrets = Secrets::new(secrets)
+        let mut items = Vec::with_capacity(secrets.len());
+        for (name, source) in secrets {
+            let (value, hosts) = match source {
+                SecretSource::Given { value, hosts } => (value, hosts),
+                SecretSource::Operator(defined) => egress
+                    .operator_secret(&defined, key)
+                    .ok_or_else(|| {
+                        SupervisorError::InvalidRequest(format!(
+                            "secrets.{name}: the server defines no secret {defined:?} this key may use"
+                        ))
+                    })?,
+            };
+            items.push((name, value, hosts));
+        }
+        let secrets = Secrets::new(items)
             .map_err(|e| SupervisorError::InvalidRequest(format!("secrets: {e}")))?;
         // `network.allow: []` narrows to nothing: no network.
         let network = match narrowed {
