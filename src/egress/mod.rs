@@ -48,6 +48,16 @@ pub struct Network {
     pub limits: EgressLimits,
 }
 
+/// A session's network for its life: the grant and the secrets (their values: kept by the
+/// supervisor only).
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// What its turns may reach.
+    pub network: Network,
+    /// What its turns' requests may carry.
+    pub secrets: Secrets,
+}
+
 impl Network {
     /// Whether `host:port` may be asked for at all (its addresses are checked when resolved).
     pub fn permits(&self, host: &str, port: u16) -> bool {

@@ -16,7 +16,7 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, guest_env};
-pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, setup_code};
+pub use setup::{GuestSetup, SETUP_LIMITS, network_setup, packages_on_path, setup_code};
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
     SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY, with_tools,

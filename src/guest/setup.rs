@@ -39,6 +39,21 @@ pub fn packages_on_path() -> String {
     )
 }
 
+/// The hidden turn before a session's turn that has network: the HTTP clients patched
+/// (`vivarium_net.install()`, idempotent) and the secrets' placeholders in its environment.
+/// Every such turn runs it: a rolled-back turn may have undone it.
+pub fn network_setup(env: &[(String, String)]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    // JSON of strings reads the same as a Python dict literal.
+    format!(
+        "__import__('vivarium_net').install(); __import__('os').environ.update({})\n",
+        serde_json::Value::Object(map)
+    )
+}
+
 /// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment,
 /// and, when it has extra packages, [`PACKAGES_DIR`] on `sys.path` (last: a wheel cannot
 /// shadow the standard library or a built-in package).

@@ -103,6 +103,13 @@ impl Interpreter {
         self.live.store.data_mut().tools = door;
     }
 
+    /// Network by exception: the next turns' HTTP requests go through `door` (`None`: no
+    /// network). The clients are patched by [`crate::guest::network_setup`] in a hidden
+    /// turn first.
+    pub fn offer_egress(&mut self, door: Option<crate::hostcalls::egress::EgressDoor>) {
+        self.live.store.data_mut().egress = door;
+    }
+
     /// Who answers `input()` from now on, turn after turn (`None`: nobody; `input()` reads
     /// the turn's stdin).
     pub fn answer_input_with(&mut self, asker: Option<crate::hostcalls::input::InputAsker>) {

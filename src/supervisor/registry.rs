@@ -38,6 +38,8 @@ struct Hibernated {
     expires: Instant,
     /// Bytes of its snapshot in the store.
     bytes: u64,
+    /// Its [`Session::network`], given back when it wakes.
+    network: Option<Arc<crate::egress::Grant>>,
     /// Its place under its tenant's `hibernated_sessions` quota.
     _place: Held,
 }
@@ -128,10 +130,16 @@ impl Registry {
                 owner: s.owner.clone(),
                 expires,
                 bytes,
+                network: s.network.clone(),
                 _place: place,
             },
         );
         Ok(remains)
+    }
+
+    /// The network of hibernated session `id`, to give it back as it wakes.
+    pub fn hibernated_network(&self, id: &str) -> Option<Arc<crate::egress::Grant>> {
+        self.hibernated().get(id)?.network.clone()
     }
 
     /// The info of hibernated session `id`, without waking it.

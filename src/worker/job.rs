@@ -94,6 +94,13 @@ pub struct TurnJob {
     /// [`Event::ToolCalls`]).
     #[serde(default)]
     pub tools: Option<crate::tools::Toolbox>,
+    /// Network by exception: what the turn's requests may reach (they go out as
+    /// [`Event::Egress`]), and the secrets' placeholders for its environment.
+    #[serde(default)]
+    pub network: Option<crate::egress::Network>,
+    /// `NAME=placeholder` of each secret of the session's.
+    #[serde(default)]
+    pub network_env: Vec<(String, String)>,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.

@@ -621,3 +621,66 @@ async fn an_operator_secret_is_named_by_the_request_never_sent_by_it() {
     let _ = std::fs::remove_file(&file);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_has_its_network_and_secrets_turn_after_turn_even_after_hibernating() {
+    let up = Upstream::start("session");
+    let s = serve("egress-session", &up, "api.test,other.test", |a| {
+        a.hibernate_after_secs = 1
+    })
+    .await;
+    let c = client();
+    let value = "tok-session-8d7c6b5a49";
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"template": "python", "network": {"allow": ["api.test"]},
+                "secrets": {"TOKEN": {"value": value, "hosts": ["api.test"]}}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let fetch = format!(
+        "def fetch(url):\n\
+         \x20   import os, urllib.request, urllib.error\n\
+         \x20   r = urllib.request.Request(url, headers={{'Authorization': 'Bearer ' + os.environ['TOKEN']}})\n\
+         \x20   try:\n\
+         \x20       return urllib.request.urlopen(r).status\n\
+         \x20   except urllib.error.URLError as e:\n\
+         \x20       return e.reason.reason\n\
+         own, other = {own:?}, {other:?}",
+        own = up.http("api.test", "/echo"),
+        other = up.http("other.test", "/echo")
+    );
+    session_turn(&c, &s.base, &id, &fetch).await;
+    let v = session_turn(&c, &s.base, &id, "fetch(own), fetch(other)").await;
+    // other.test is the server's but not the session's.
+    assert_eq!(v["result"], "(200, 'host_not_allowed')", "{v}");
+    assert_eq!(v["network"]["requests"], 2, "{v}");
+    // Asleep and woken: the same network, the same secret.
+    wait_for_metric(
+        &c,
+        &s.base,
+        r#"vivarium_session_events_total{event="hibernate"}"#,
+        1.0,
+        std::time::Duration::from_secs(15),
+    )
+    .await;
+    let v = session_turn(&c, &s.base, &id, "fetch(own)").await;
+    assert_eq!(v["result"], "200", "{v}");
+    let auths: Vec<_> = up
+        .log()
+        .into_iter()
+        .filter(|l| l.ends_with(&format!("auth=Bearer {value}")))
+        .collect();
+    assert_eq!(auths.len(), 2, "{:?}", up.log());
+    // A restored session has no network: a 400 if one is asked for.
+    let (st, e) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"snapshot": "snap-x", "network": {"allow": ["api.test"]}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{e}");
+    s.stop().await;
+}

@@ -429,6 +429,14 @@ pub struct OpenSessionRequest {
     /// added between turns (`POST /v1/sessions/{id}/packages`).
     #[serde(default)]
     pub packages: Vec<String>,
+    /// Network by exception for every turn, as for `POST /v1/execute`: narrows the
+    /// operator's `--egress-allow` (absent: the operator's list as it is).
+    #[serde(default)]
+    pub network: Option<NetworkRequest>,
+    /// Secrets the session's turns can use but never read, as for `POST /v1/execute`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub secrets: BTreeMap<String, SecretRequest>,
 }
 
 /// The body of `POST /v1/sessions/{id}/packages`.
@@ -734,6 +742,8 @@ pub enum OpenSession {
         durable: bool,
         /// As asked (checked, not resolved).
         packages: Vec<String>,
+        /// Its network and secrets, checked.
+        network: Option<crate::egress::Grant>,
     },
     /// A session restored from a snapshot.
     Restore {
@@ -769,6 +779,13 @@ impl OpenSessionRequest {
         let req = self;
         let host = state.runner.host()?;
         if let Some(snapshot) = req.snapshot {
+            if req.network.is_some() || !req.secrets.is_empty() {
+                return Err(ApiError::from(SupervisorError::InvalidRequest(
+                    "network: a restored session has no network (a snapshot carries none); \
+                     open a new session to give one"
+                        .into(),
+                )));
+            }
             if req.limits.is_some() || req.template.is_some() || !req.packages.is_empty() {
                 return Err(ApiError::from(SupervisorError::InvalidRequest(
                     "a restored session keeps the snapshot's limits, template and packages: \
@@ -788,12 +805,14 @@ impl OpenSessionRequest {
         record.limits = Some(limits);
         host.check_packages(&req.packages)
             .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
+        let (network, secrets) = network_of(state, req.network, req.secrets, record)?;
         Ok(OpenSession::New {
             limits,
             template,
             leakage: req.leakage,
             durable: req.durable,
             packages: req.packages,
+            network: network.map(|network| crate::egress::Grant { network, secrets }),
         })
     }
 }
@@ -912,14 +931,21 @@ async fn open_parsed(
             leakage,
             durable,
             packages,
+            network,
         } => {
             let packages = state.runner.packages(packages, record).await?;
             // A session, like a snapshot, is the key's that made it.
             let owner = record.key_id.clone();
-            state
-                .runner
-                .open_session(limits, template, leakage, durable, packages, owner, record)
-                .await?
+            let opening = crate::supervisor::runner::Opening {
+                limits,
+                template,
+                leakage,
+                durable,
+                packages,
+                owner,
+                network,
+            };
+            state.runner.open_session(opening, record).await?
         }
         OpenSession::Restore {
             snapshot,

@@ -150,6 +150,8 @@ impl Runner {
             durable: session.durable,
             resumed: None,
             owner: session.owner.clone(),
+            // A fork is its source's owner's, with the same network.
+            network: session.network.clone(),
         };
         let forked = if session.durable {
             // Its first own snapshot needs the image here anyway.
@@ -205,6 +207,8 @@ impl Runner {
             durable,
             resumed: None,
             owner: owner.map(str::to_string),
+            // A snapshot carries no network: a restored session has none.
+            network: None,
         };
         let restored = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Restore);
@@ -315,6 +319,8 @@ impl Runner {
             durable: rec.durable,
             resumed: Some((id.to_string(), age)),
             owner: header.owner.clone(),
+            // Kept while it hibernated; after a restart (or on another node) it has none.
+            network: self.sessions.hibernated_network(id),
         };
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
         let session = match self.admit_image(settings, image, &mut record).await {

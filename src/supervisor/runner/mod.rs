@@ -33,6 +33,7 @@ use std::time::Duration;
 pub use super::session::{TurnDone, Turned};
 pub use code_mode::CodeMode;
 pub use live::{LiveText, TextSink};
+pub use turns::Opening;
 pub use turns::SessionTurn;
 
 use super::admission::{Admission, MemoryNeed, RESERVE_BYTES};

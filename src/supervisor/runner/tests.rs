@@ -133,12 +133,15 @@ async fn open(runner: &Runner) -> Arc<Session> {
         .unwrap();
     runner
         .open_session(
-            limits,
-            template,
-            None,
-            false,
-            host.no_packages(),
-            None,
+            super::Opening {
+                limits,
+                template,
+                leakage: None,
+                durable: false,
+                packages: host.no_packages(),
+                owner: None,
+                network: None,
+            },
             &mut record(),
         )
         .await

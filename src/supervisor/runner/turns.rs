@@ -15,6 +15,7 @@ use crate::packages::{PackageEnv, PackagePin};
 use crate::snapshot::SessionImage;
 use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
+use crate::supervisor::egress::RunEgress;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::supervisor::registry::Removed;
@@ -54,6 +55,24 @@ pub struct SessionTurn {
     pub tool_asker: Option<crate::hostcalls::tools::ToolAsker>,
 }
 
+/// A new session as a front door asks for it.
+pub struct Opening {
+    /// Resolved.
+    pub limits: Limits,
+    /// Resolved.
+    pub template: Template,
+    /// As asked (the server's default when `None`).
+    pub leakage: Option<LeakPolicy>,
+    /// Every completed turn snapshotted.
+    pub durable: bool,
+    /// Its extra packages, resolved.
+    pub packages: Arc<PackageEnv>,
+    /// The key that opens it.
+    pub owner: Option<String>,
+    /// Its network and secrets ([`Runner::network_grant`]).
+    pub network: Option<crate::egress::Grant>,
+}
+
 impl Runner {
     /// Opens a session from `template` under `limits` (already resolved): a place under the
     /// resident cap, its reserve in the memory budget for its whole life, then the interpreter
@@ -64,14 +83,18 @@ impl Runner {
     #[allow(clippy::too_many_arguments)]
     pub async fn open_session(
         &self,
-        limits: Limits,
-        template: Template,
-        leakage: Option<LeakPolicy>,
-        durable: bool,
-        packages: Arc<PackageEnv>,
-        owner: Option<String>,
+        opening: Opening,
         record: &mut AuditRecord,
     ) -> SupervisorResult<Arc<Session>> {
+        let Opening {
+            limits,
+            template,
+            leakage,
+            durable,
+            packages,
+            owner,
+            network,
+        } = opening;
         let leakage = self.leak_policy(leakage)?;
         let settings = SessionSettings {
             limits,
@@ -81,6 +104,7 @@ impl Runner {
             durable,
             resumed: None,
             owner,
+            network: network.map(Arc::new),
         };
         let job = Job::Open {
             limits,
@@ -179,7 +203,10 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<Turned> {
         let policy = self.leak_policy(t.leakage.or(Some(session.leakage)))?;
-        let guard = self.leak_guard(policy, &[], &[]);
+        let guard = match &session.network {
+            Some(grant) => self.leak_guard_with_secrets(policy, &[], &[], &grant.secrets),
+            None => self.leak_guard(policy, &[], &[]),
+        };
         let limits = t.limits.resolve(
             &session.limits,
             &self.maximum,
@@ -211,6 +238,19 @@ impl Runner {
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
+        // Network by exception: this turn's requests, performed here with the session's
+        // secrets (a program with tools has none, as an execution with tools has none).
+        let egress = match (&session.network, &self.egress, &tools) {
+            (Some(grant), Some(performer), None) => {
+                let run = Arc::new(RunEgress::new(
+                    grant.network.clone(),
+                    grant.secrets.clone(),
+                    record,
+                ));
+                Some((performer.asker(run.clone(), self.audit.clone()), run, grant))
+            }
+            _ => None,
+        };
         let job = Job::Turn(Box::new(TurnJob {
             handle: busy.placed().handle,
             code,
@@ -222,6 +262,11 @@ impl Runner {
             want_image: session.durable,
             policy: check,
             tools,
+            network: egress.as_ref().map(|(_, _, g)| g.network.clone()),
+            network_env: egress
+                .as_ref()
+                .map(|(_, _, g)| g.secrets.env())
+                .unwrap_or_default(),
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
@@ -230,7 +275,7 @@ impl Runner {
                 .is_some()
                 .then(|| ticket.slot() as Arc<dyn crate::worker::Parking>),
             tools: tool_asker,
-            egress: None,
+            egress: egress.as_ref().map(|(asker, _, _)| asker.clone()),
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);
@@ -279,6 +324,7 @@ impl Runner {
             findings,
         } = turned;
         self.hint_missing_module(&mut report);
+        report.network = egress.map(|(_, run, _)| run.usage());
         let (report, result, leaks) = {
             let large = super::report_bytes(&report) > 64 << 10;
             let (mut report, mut result) = (report, result);

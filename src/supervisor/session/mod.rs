@@ -110,6 +110,9 @@ pub struct Session {
     /// every other key is told it is not there (404), as for another key's snapshot. `None`
     /// when it was opened with API keys off: then any key may use it.
     pub owner: Option<String>,
+    /// Network by exception: what its turns may reach and the secrets they may carry, as it
+    /// was opened (kept while it hibernates; not over a restart).
+    pub network: Option<Arc<crate::egress::Grant>>,
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
@@ -230,6 +233,8 @@ pub struct SessionSettings {
     pub resumed: Option<(String, Duration)>,
     /// Its [`Session::owner`].
     pub owner: Option<String>,
+    /// Its [`Session::network`].
+    pub network: Option<Arc<crate::egress::Grant>>,
 }
 
 impl Session {
@@ -251,12 +256,14 @@ impl Session {
             durable,
             resumed,
             owner,
+            network,
         } = settings;
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
             id,
             tenant: slot.tenant.tenant().clone(),
             owner,
+            network,
             created_at: now - age,
             created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             limits,

@@ -235,12 +235,23 @@ pub async fn start(
         let session = state
             .runner
             .open_session(
-                limits,
-                template,
-                None,
-                false,
-                host.no_packages(),
-                ctx.key_id.clone(),
+                crate::supervisor::runner::Opening {
+                    limits,
+                    template,
+                    leakage: None,
+                    durable: false,
+                    packages: host.no_packages(),
+                    owner: ctx.key_id.clone(),
+                    // The operator's list as it is, as for any request that names none.
+                    network: state
+                        .runner
+                        .network_grant(None, Vec::new(), ctx.key_id.as_deref())?
+                        .0
+                        .map(|network| crate::egress::Grant {
+                            network,
+                            secrets: Default::default(),
+                        }),
+                },
                 bracket.record(),
             )
             .await?;

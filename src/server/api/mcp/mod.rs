@@ -250,6 +250,9 @@ impl VivariumMcp {
             snapshot: args.snapshot,
             durable: args.durable,
             packages: args.packages,
+            // The operator's list as it is, as for `execute_python`; no secrets over MCP.
+            network: None,
+            secrets: Default::default(),
         };
         let mut bracket = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen);
         let result = open_session_request(&self.state, req, bracket.record()).await;
