@@ -542,7 +542,6 @@ impl Vivarium {
                         rich,
                         line_buffered,
                         check,
-                        network: network.is_some(),
                     },
                     host: self.host_share(),
                     packages,

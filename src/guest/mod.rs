@@ -16,10 +16,11 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, guest_env};
-pub use setup::{GuestSetup, SETUP_LIMITS, network_setup, packages_on_path, setup_code};
+pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, secrets_env, setup_code};
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
-    SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY, with_tools,
+    NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
+    with_tools,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.

@@ -23,8 +23,6 @@ pub struct GuestSetup {
     /// Run the pre-execution checker on this source first; its verdict (JSON) is the set-up
     /// turn's result.
     pub check: Option<String>,
-    /// The run was granted network: `vivarium_net` routes the HTTP clients through the door.
-    pub network: bool,
 }
 
 /// Puts [`PACKAGES_DIR`] on `sys.path` once (last, so that nothing in it shadows the
@@ -39,17 +37,17 @@ pub fn packages_on_path() -> String {
     )
 }
 
-/// The hidden turn before a session's turn that has network: the HTTP clients patched
-/// (`vivarium_net.install()`, idempotent) and the secrets' placeholders in its environment.
-/// Every such turn runs it: a rolled-back turn may have undone it.
-pub fn network_setup(env: &[(String, String)]) -> String {
+/// The hidden turn before a session's turn whose network carries secrets: their
+/// placeholders in its environment. Every such turn runs it: a rolled-back turn may have
+/// undone it. (The HTTP clients were patched when the template was built.)
+pub fn secrets_env(env: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = env
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
     // JSON of strings reads the same as a Python dict literal.
     format!(
-        "__import__('vivarium_net').install(); __import__('os').environ.update({})\n",
+        "__import__('os').environ.update({})\n",
         serde_json::Value::Object(map)
     )
 }
@@ -76,13 +74,8 @@ pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) 
     } else {
         String::new()
     };
-    let network = if setup.network {
-        "__import__('vivarium_net').install()\n"
-    } else {
-        ""
-    };
     format!(
-        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n{network}",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n",
         py_bool(setup.rich),
         py_bool(setup.line_buffered)
     )

@@ -27,6 +27,12 @@ pub const GUEST_HELPERS: [(&str, &str); 5] = [
     ),
 ];
 
+/// The template's last step before its snapshot: `http.client`, `urllib.request` and
+/// `urllib3` (so `requests`) through the door (`python-wasi/guest/net.py`), those imported
+/// already patched, the others as they are imported. Without a grant the door refuses each
+/// request, which the guest raises as "network access is off for this run".
+pub const NETWORK_INSTALL: &str = "__import__('vivarium_net').install()\n";
+
 /// `code` as it runs when it was given `tools`: through `vivarium_tools.run`, which puts the
 /// tools on `tools` in `__main__` and allows top-level `await`; with `echo` (a session's
 /// turn) a final expression's value is the turn's result. `tools` is the JSON list of specs,

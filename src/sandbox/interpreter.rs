@@ -104,8 +104,7 @@ impl Interpreter {
     }
 
     /// Network by exception: the next turns' HTTP requests go through `door` (`None`: no
-    /// network). The clients are patched by [`crate::guest::network_setup`] in a hidden
-    /// turn first.
+    /// network; the clients, patched in the template, then raise "network access is off").
     pub fn offer_egress(&mut self, door: Option<crate::hostcalls::egress::EgressDoor>) {
         self.live.store.data_mut().egress = door;
     }

@@ -75,8 +75,8 @@ impl Sandbox {
         self.check_verdict.as_deref()
     }
 
-    /// Network by exception: the program's HTTP requests go through `door` (the set-up turn
-    /// installed `vivarium_net`).
+    /// Network by exception: the program's HTTP requests go through `door` (the template
+    /// patched the clients: `guest::NETWORK_INSTALL`).
     pub fn offer_egress(&mut self, door: crate::hostcalls::egress::EgressDoor) {
         self.live.store.data_mut().egress = Some(door);
     }

@@ -157,6 +157,9 @@ del __vivarium_helpers
     if template == Template::Scientific {
         code.push_str(SCIENTIFIC_IMPORTS);
     }
+    // The HTTP clients go through the door in every sandbox, from the snapshot on: a run
+    // with network pays nothing to have them, one without gets "network access is off".
+    code.push_str(guest::NETWORK_INSTALL);
     code.push_str(SNAPSHOT_READY);
     code
 }

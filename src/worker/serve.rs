@@ -327,10 +327,12 @@ impl Worker {
             self.put_back(t.handle, interp);
             return Err(from_write(e, "the files", |i| format!("files[{i}].path")));
         }
-        // Network by exception: the clients patched and the placeholders set (a hidden turn,
+        // Network by exception: the secrets' placeholders in its environment (a hidden turn,
         // before the caller's), then the door.
         if let Some(network) = t.network {
-            if let Err(e) = interp.hidden_turn(&crate::guest::network_setup(&t.network_env)) {
+            if !t.network_env.is_empty()
+                && let Err(e) = interp.hidden_turn(&crate::guest::secrets_env(&t.network_env))
+            {
                 self.put_back(t.handle, interp);
                 return Err(JobError::Internal(format!("setting up the network: {e}")));
             }

@@ -545,6 +545,19 @@ async fn requests_from_a_package_works_unchanged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_egress_refuses_network_and_secrets_with_a_400() {
     let s = shared().await;
+    // Its programs' clients say why they get nowhere, in both templates.
+    for template in ["python", "scientific"] {
+        let code = fetch_each(&["http://example.com/".to_string()]);
+        let (st, v) = post(
+            &client(),
+            &s.url("/v1/execute"),
+            &json!({"code": code, "template": template}),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(lines(&v), vec!["refused network_off"], "{v}");
+        assert!(v.get("network").is_none(), "{v}");
+    }
     for body in [
         json!({"code": "1", "network": {"allow": ["api.test"]}}),
         json!({"code": "1", "secrets": {"T": {"value": "v-123456789", "hosts": ["api.test"]}}}),

@@ -26,7 +26,7 @@ impl Runner {
     /// listing is a 422 `output_leak`.
     pub async fn list_files(&self, id: &str, key: Option<&str>) -> SupervisorResult<Listing> {
         let session = self.session(id, key).await?;
-        let guard = self.leak_guard(session.leakage, &[], &[]);
+        let guard = self.session_guard(&session, session.leakage);
         let mut files = match self
             .with_session(id, key, |handle| Job::ListFiles { handle })
             .await?

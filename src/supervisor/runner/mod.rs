@@ -224,6 +224,19 @@ impl Runner {
         ))
     }
 
+    /// The leakage guard of what leaves session `session` under `policy`: with its network
+    /// secrets' values as literal secrets, when it has any.
+    pub fn session_guard(
+        &self,
+        session: &super::session::Session,
+        policy: LeakPolicy,
+    ) -> Arc<Guard> {
+        match &session.network {
+            Some(grant) => self.leak_guard_with_secrets(policy, &[], &[], &grant.secrets),
+            None => self.leak_guard(policy, &[], &[]),
+        }
+    }
+
     /// The egress counts, in Prometheus' text format (nothing when no host is allowed).
     pub fn render_egress(&self, out: &mut String) {
         if let Some(e) = &self.egress {

@@ -203,10 +203,7 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<Turned> {
         let policy = self.leak_policy(t.leakage.or(Some(session.leakage)))?;
-        let guard = match &session.network {
-            Some(grant) => self.leak_guard_with_secrets(policy, &[], &[], &grant.secrets),
-            None => self.leak_guard(policy, &[], &[]),
-        };
+        let guard = self.session_guard(session, policy);
         let limits = t.limits.resolve(
             &session.limits,
             &self.maximum,
@@ -506,7 +503,7 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<FileBody> {
         let session = self.session(id, key).await?;
-        let guard = self.leak_guard(session.leakage, &[], &[]);
+        let guard = self.session_guard(&session, session.leakage);
         let policy = guard.policy();
         let max = session.limits.disk_bytes;
         let asked = path.clone();

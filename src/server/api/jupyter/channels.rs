@@ -503,7 +503,7 @@ impl Kernel {
         let runner = &self.state.runner;
         let session = runner.session(&self.id, self.key()).await?;
         let policy = runner.leak_policy(Some(session.leakage))?;
-        Ok(runner.leak_guard(policy, &[], &[]))
+        Ok(runner.session_guard(&session, policy))
     }
 
     /// An `input_reply`: the line for the cell's waiting `input()`. It answers the request
