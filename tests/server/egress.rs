@@ -269,7 +269,7 @@ async fn a_redirect_is_checked_at_each_hop_and_a_request_can_only_narrow_the_lis
     )
     .await;
     assert_eq!(lines(&v), vec!["refused host_not_allowed"], "{v}");
-    // `allow: []`: no network at all (the clients are not even patched, nor imported).
+    // `allow: []`: no network at all (and `http.client` is not even imported).
     let v = execute(
         &s,
         json!({"code": "import sys\nprint('http.client' in sys.modules)", "template": "python",

@@ -400,7 +400,7 @@ pub fn kernel_info(python_version: &str) -> Value {
             "codemirror_mode": {"name": "ipython", "version": 3},
             "nbconvert_exporter": "python",
         },
-        "banner": format!("Python {python_version} in a Vivarium sandbox (CPython on WebAssembly; host-enforced limits; no network)"),
+        "banner": format!("Python {python_version} in a Vivarium sandbox (CPython on WebAssembly; host-enforced limits; network only to the hosts the server allows)"),
         "help_links": [],
         "debugger": false,
     })

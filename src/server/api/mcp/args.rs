@@ -19,7 +19,8 @@ pub struct McpFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteArgs {
     /// Python 3.15 source, run as a program in a fresh sandbox (numpy, pandas, scipy,
-    /// scikit-learn and matplotlib are available; no network, no processes).
+    /// scikit-learn and matplotlib are available; no processes; no network unless the server
+    /// allows hosts).
     pub code: String,
     /// Files to place in the working directory first.
     #[serde(default)]

@@ -157,7 +157,7 @@ impl VivariumMcp {
 
     #[tool(
         output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
-        description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies; other pure-Python packages can be added with `packages`, e.g. [\"plotly\"], but nothing with native code; no network, no processes). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
+        description = "Run Python 3.15 code in a fresh, isolated sandbox (CPython on WebAssembly; built in: numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib, seaborn, sympy, networkx, pillow, lxml, beautifulsoup4, openpyxl, pypdf, pyyaml, jinja2, tabulate and their dependencies; other pure-Python packages can be added with `packages`, e.g. [\"plotly\"], but nothing with native code; no processes, and no network unless the server allows hosts, which urllib, requests and pandas then reach). Returns stdout, stderr, the uncaught exception if any, and every PNG produced (plt.show(), display(fig), or .png files written) as images."
     )]
     async fn execute_python(
         &self,
