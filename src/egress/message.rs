@@ -87,6 +87,9 @@ pub enum Refused {
     TlsError,
     /// The guest's request is not HTTP/1.1 the host can read.
     BadRequest,
+    /// The server's memory budget has no room for the response now (it is held while it
+    /// crosses to the guest).
+    ServerBusy,
 }
 
 impl Refused {

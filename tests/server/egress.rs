@@ -697,3 +697,41 @@ async fn a_session_has_its_network_and_secrets_turn_after_turn_even_after_hibern
     assert_eq!(st, 400, "{e}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_charged_to_the_memory_budget_while_it_crosses() {
+    let up = Upstream::start("budget");
+    let s = serve("egress-budget", &up, "api.test", |a| {
+        a.memory_budget_bytes = Some(300 << 20);
+        a.egress_response_bytes = 100 << 20;
+    })
+    .await;
+    // 90 MB is within the response limit, but four copies of it are not within what the
+    // budget has left beside the sandbox: refused, named; a small one passes.
+    let urls = vec![
+        up.http("api.test", "/huge?bytes=90000000"),
+        up.http("api.test", "/huge?bytes=1000"),
+    ];
+    let v = execute(
+        &s,
+        json!({"code": fetch_each(&urls), "template": "python", "limits": {"memory_bytes": 64 << 20}}),
+    )
+    .await;
+    let out = lines(&v);
+    assert_eq!(
+        out.first().map(String::as_str),
+        Some("refused server_busy"),
+        "{v}"
+    );
+    assert!(out[1].starts_with("ok 200 yyyy"), "{v}");
+    // What it held was given back: a response that would not fit beside a leaked charge
+    // passes.
+    let v = execute(
+        &s,
+        json!({"code": fetch_each(&[up.http("api.test", "/huge?bytes=5000000")]), "template": "python",
+               "limits": {"memory_bytes": 64 << 20}}),
+    )
+    .await;
+    assert!(lines(&v)[0].starts_with("ok 200 yyyy"), "{v}");
+    s.stop().await;
+}

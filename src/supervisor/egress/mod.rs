@@ -131,8 +131,10 @@ impl Egress {
             let (tx, rx) = std::sync::mpsc::channel();
             let (this, run, audit) = (this.clone(), run.clone(), audit.clone());
             rt.spawn(async move {
-                let answer = this.perform(&run, request, &audit).await;
+                let (answer, held) = this.perform(&run, request, &audit).await;
                 let _ = tx.send(serde_json::to_string(&answer).unwrap_or_default());
+                // The response's copies were charged until they were handed on.
+                drop(held);
             });
             rx
         })
@@ -171,6 +173,8 @@ impl Egress {
 pub struct RunEgress {
     network: Network,
     secrets: Secrets,
+    /// What a response is charged to while it crosses to the guest.
+    budget: Arc<crate::budget::HostBudget>,
     /// The run's audit record as it started (request id, key, door, client).
     record: AuditRecord,
     tenant: String,
@@ -184,8 +188,14 @@ struct Usage {
 }
 
 impl RunEgress {
-    /// The network of a run granted `network`, with `secrets`, audited as `record`'s.
-    pub fn new(network: Network, secrets: Secrets, record: &AuditRecord) -> RunEgress {
+    /// The network of a run granted `network`, with `secrets`, audited as `record`'s, its
+    /// responses charged to `budget` while they cross to the guest.
+    pub fn new(
+        network: Network,
+        secrets: Secrets,
+        record: &AuditRecord,
+        budget: Arc<crate::budget::HostBudget>,
+    ) -> RunEgress {
         // The run's identity only: who, which request, which execution.
         let record = AuditRecord {
             action: super::audit::Action::Egress,
@@ -201,6 +211,7 @@ impl RunEgress {
         RunEgress {
             network,
             secrets,
+            budget,
             tenant: record.key_id.clone().unwrap_or_else(|| "default".into()),
             record,
             usage: Mutex::new(Usage::default()),

@@ -9,26 +9,33 @@ use reqwest::header::{HeaderName, HeaderValue};
 
 use super::resolve::AddressRefused;
 use super::{Egress, RunEgress};
+use crate::budget::Charge;
 use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, raw};
 use crate::supervisor::audit::{Audit, EgressLine};
 use crate::sync::lock;
 
-/// A response as read: status, reason, headers, body.
+/// The copies of a response the supervisor holds at once as it answers (the body, the raw
+/// frame, its base64 and the JSON line around it): what is charged to the memory budget.
+const COPIES: u64 = 4;
+
+/// A response as read: status, reason, headers, body, and its charge.
 struct Got {
     status: u16,
     reason: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
+    held: Charge,
 }
 
 impl Egress {
-    /// Performs `req` for `run`: its answer for the guest; its audit line to `audit`.
+    /// Performs `req` for `run`: its answer for the guest, and the charge of its response,
+    /// held until the answer is handed on; its audit line to `audit`.
     pub(super) async fn perform(
         &self,
         run: &RunEgress,
         mut req: EgressRequest,
         audit: &Audit,
-    ) -> EgressAnswer {
+    ) -> (EgressAnswer, Option<Charge>) {
         let started = Instant::now();
         let mut line = EgressLine {
             method: req.method.chars().take(16).collect(),
@@ -62,6 +69,7 @@ impl Egress {
             }
         };
         line.ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut held = None;
         let answer = match outcome {
             Ok(got) => {
                 line.status = Some(got.status);
@@ -80,6 +88,7 @@ impl Egress {
                 };
                 self.count(&run.tenant, &line.host, outcome);
                 let bytes = raw::encode_response(got.status, &got.reason, &got.headers, &got.body);
+                held = Some(got.held);
                 EgressAnswer::Raw(base64::engine::general_purpose::STANDARD.encode(bytes))
             }
             Err(refusal) => {
@@ -93,7 +102,7 @@ impl Egress {
         record.time = crate::supervisor::time::rfc3339_now();
         record.egress = Some(line);
         audit.write(record);
-        answer
+        (answer, held)
     }
 
     /// Counts the request and checks it against the grant: the time the run has left for
@@ -200,9 +209,16 @@ impl Egress {
                 return Err(too_large(limit));
             }
             let mut body = Vec::new();
+            let mut held = run.budget.empty();
             while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e, timeout))? {
                 if body.len() as u64 + chunk.len() as u64 > limit {
                     return Err(too_large(limit));
+                }
+                if !held.grow(chunk.len() as u64 * COPIES) {
+                    return Err(Refusal::new(
+                        Refused::ServerBusy,
+                        "the server's memory budget has no room for this response now",
+                    ));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -211,6 +227,7 @@ impl Egress {
                 reason: status.canonical_reason().unwrap_or("").to_string(),
                 headers,
                 body,
+                held,
             })
         };
         let mut got = tokio::time::timeout(timeout, work)
@@ -267,6 +284,13 @@ fn decode(got: &mut Got, limit: u64, secrets: bool) -> Result<(), Refusal> {
     })?;
     if out.len() as u64 > limit {
         return Err(too_large(limit));
+    }
+    let grown = (out.len() as u64).saturating_sub(got.body.len() as u64) * COPIES;
+    if !got.held.grow(grown) {
+        return Err(Refusal::new(
+            Refused::ServerBusy,
+            "the server's memory budget has no room for this response now",
+        ));
     }
     got.headers.remove(i);
     got.body = out;

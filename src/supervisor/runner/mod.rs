@@ -414,7 +414,12 @@ impl Runner {
         // Network by exception: the run's requests are performed here, its secrets put in.
         let egress = match (&program.network, &self.egress) {
             (Some(network), Some(performer)) => {
-                let run = Arc::new(RunEgress::new(network.clone(), secrets, record));
+                let run = Arc::new(RunEgress::new(
+                    network.clone(),
+                    secrets,
+                    record,
+                    self.admission.budget().clone(),
+                ));
                 Some((performer.asker(run.clone(), self.audit.clone()), run))
             }
             _ => None,

@@ -243,6 +243,7 @@ impl Runner {
                     grant.network.clone(),
                     grant.secrets.clone(),
                     record,
+                    self.admission.budget().clone(),
                 ));
                 Some((performer.asker(run.clone(), self.audit.clone()), run, grant))
             }
