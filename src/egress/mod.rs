@@ -30,7 +30,7 @@ mod secret;
 pub use address::AddressRules;
 pub use limits::EgressLimits;
 pub use message::{EgressAnswer, EgressRequest, Refusal, Refused, Scheme};
-pub use rule::AllowList;
+pub use rule::{AllowList, normalize_host, valid_host};
 pub use secret::{SecretSource, Secrets};
 
 use serde::{Deserialize, Serialize};

@@ -43,6 +43,12 @@ pub fn normalize_host(host: &str) -> String {
     h.to_ascii_lowercase()
 }
 
+/// Whether `host` (normalised) is a host name or an IP literal: what a request may name
+/// (a `@`, `/`, `#` or space in it would let a URL built from it point elsewhere).
+pub fn valid_host(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok() || valid_name(host)
+}
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
@@ -209,6 +215,23 @@ mod tests {
         assert!(list("*").permits("anything.org", 1));
         assert!(!AllowList::default().permits("a.test", 80));
         assert_eq!(list("*.a.test:443").rules()[0].to_string(), "*.a.test:443");
+    }
+
+    #[test]
+    fn a_host_is_a_name_or_an_address_and_nothing_that_reshapes_a_url() {
+        for ok in ["api.test", "a-b.c_d.test", "127.0.0.1", "::1"] {
+            assert!(valid_host(ok), "{ok}");
+        }
+        for bad in [
+            "x@evil.test",
+            "evil.test#.a.test",
+            "a.test/x",
+            "a b",
+            "",
+            "a..b",
+        ] {
+            assert!(!valid_host(bad), "{bad}");
+        }
     }
 
     #[test]

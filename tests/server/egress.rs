@@ -188,6 +188,16 @@ async fn allowed_hosts_are_reached_over_http_and_https_and_every_other_is_refuse
     );
     // Only the three allowed requests reached a machine.
     assert_eq!(up.log().len(), 3, "{:?}", up.log());
+    // A host that would reshape the URL built from it (userinfo, a fragment) matches the
+    // wildcard as text, and is refused as no host at all.
+    let code = format!(
+        "import http.client\n\
+         c = http.client.HTTPSConnection('x@other.test#.a.example.test', {})\n\
+         try:\n    c.request('GET', '/echo')\n    c.getresponse()\n    print('reached')\n\
+         except OSError as e:\n    print('refused', e.reason)\n",
+        up.https
+    );
+    assert_eq!(lines(&run(&s, &code).await), vec!["refused bad_request"]);
     let m = metrics_at(&client(), &s.base).await;
     assert_eq!(
         m.get(

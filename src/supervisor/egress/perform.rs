@@ -125,6 +125,12 @@ impl Egress {
                 ));
             }
         }
+        if !crate::egress::valid_host(&req.host) {
+            return Err(Refusal::new(
+                Refused::BadRequest,
+                "the host is not a host name or an IP address",
+            ));
+        }
         if !raw::METHODS.contains(&req.method.as_str()) {
             return Err(Refusal::new(
                 Refused::MethodNotAllowed,
@@ -176,6 +182,17 @@ impl Egress {
             req.target
         );
         let url = reqwest::Url::parse(&url).map_err(|e| bad(format!("the URL: {e}")))?;
+        // The request goes to the host that was checked, or nowhere.
+        // (A name the URL parser reads as an address, `127.1`, is not the name checked.)
+        let shown = url.host_str().map(crate::egress::normalize_host);
+        let same = match (shown, req.host.parse::<std::net::IpAddr>()) {
+            (Some(s), Ok(ip)) => s.parse::<std::net::IpAddr>() == Ok(ip),
+            (Some(s), Err(_)) => s == req.host,
+            (None, _) => false,
+        };
+        if !same || url.port_or_known_default() != Some(req.port) {
+            return Err(bad("the URL does not name the host that was checked".into()));
+        }
         let method = reqwest::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| bad("the method".into()))?;
         let mut headers = reqwest::header::HeaderMap::new();
