@@ -468,6 +468,11 @@ async fn slow_endless_and_huge_upstreams_and_floods_are_bounded_and_named() {
     assert_eq!(out[9], "method too_many_requests", "{out:?}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert_eq!(v["network"]["requests"], 10);
+    // Past the count, only the first refusal is an audit line: a program knocking in a loop
+    // does not fill the log.
+    let audit = egress_lines(&s);
+    assert_eq!(audit.len(), 9, "{audit:?}");
+    assert_eq!(audit[8]["egress"]["refused"], "too_many_requests");
     // Nothing was lost: the server serves the next run.
     let v = run(&s, "print(1)").await;
     assert_eq!(v["stdout"], "1\n");

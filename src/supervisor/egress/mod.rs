@@ -141,6 +141,12 @@ impl Egress {
     }
 
     fn count(&self, tenant: &str, host: &str, outcome: &'static str) {
+        // Only a host name or an address is a label (`"` or a newline would forge a line).
+        let host = if crate::egress::valid_host(host) {
+            host
+        } else {
+            "-"
+        };
         let mut counts = lock(&self.counts);
         let key = (tenant.to_string(), host.to_string(), outcome);
         if counts.len() >= MAX_SERIES && !counts.contains_key(&key) {

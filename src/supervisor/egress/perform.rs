@@ -94,14 +94,24 @@ impl Egress {
             Err(refusal) => {
                 line.refused = Some(refusal.reason);
                 run.refused(&line.host, line.port, refusal.reason);
-                self.count(&run.tenant, &line.host, refusal.reason.as_str());
+                // A host refused before it was checked is the program's word, not a label.
+                let label = match refusal.reason {
+                    Refused::BadRequest | Refused::HostNotAllowed => "-",
+                    _ => line.host.as_str(),
+                };
+                self.count(&run.tenant, label, refusal.reason.as_str());
                 EgressAnswer::Refused(refusal)
             }
         };
-        let mut record = run.record.clone();
-        record.time = crate::supervisor::time::rfc3339_now();
-        record.egress = Some(line);
-        audit.write(record);
+        // A program past its count may knock on the door in a loop: its first refusal is
+        // audited, the rest only counted (the result's `network.requests` has them all).
+        let past_count = lock(&run.usage).report.requests > run.network.limits.requests + 1;
+        if !(past_count && line.refused == Some(Refused::TooManyRequests)) {
+            let mut record = run.record.clone();
+            record.time = crate::supervisor::time::rfc3339_now();
+            record.egress = Some(line);
+            audit.write(record);
+        }
         (answer, held)
     }
 
@@ -111,7 +121,7 @@ impl Egress {
         let limits = run.network.limits;
         {
             let mut u = lock(&run.usage);
-            u.report.requests += 1;
+            u.report.requests = u.report.requests.saturating_add(1);
             if u.report.requests > limits.requests {
                 return Err(Refusal::new(
                     Refused::TooManyRequests,
