@@ -241,3 +241,30 @@ impl RunEgress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_the_program_made_up_is_no_label() {
+        let egress = Egress::new(EgressSettings {
+            allow: AllowList::parse_csv("api.test").unwrap(),
+            ..EgressSettings::default()
+        })
+        .unwrap();
+        egress.count("t", "api.test", "2xx");
+        egress.count("t", "x\"} 1\nvivarium_forged 9", "too_many_requests");
+        let mut out = String::new();
+        egress.render(&mut out);
+        assert!(
+            out.contains("host=\"api.test\",outcome=\"2xx\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("host=\"-\",outcome=\"too_many_requests\"} 1"),
+            "{out}"
+        );
+        assert!(!out.contains("vivarium_forged"), "{out}");
+    }
+}
