@@ -58,9 +58,7 @@ impl EgressRequest {
 
 /// Why a request was not performed, or did not complete: each a named reason the guest's
 /// exception, the run's `network` summary and the audit line carry.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Refused {

@@ -13,14 +13,12 @@ pub const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
 /// Request headers the host sets itself (or that make no sense through it): dropped from the
 /// guest's. `Accept-Encoding` goes as `identity`, so a response is read (and a secret's value
 /// masked) as the upstream wrote it.
-const HOST_SET: [&str; 12] = [
+const HOST_SET: [&str; 10] = [
     "host",
     "connection",
     "keep-alive",
     "proxy-connection",
     "proxy-authorization",
-    "transfer-encoding",
-    "content-length",
     "te",
     "trailer",
     "upgrade",

@@ -41,29 +41,26 @@ pub fn packages_on_path() -> String {
 /// placeholders in its environment. Every such turn runs it: a rolled-back turn may have
 /// undone it. (The HTTP clients were patched when the template was built.)
 pub fn secrets_env(env: &[(String, String)]) -> String {
+    format!("__import__('os').environ.update({})\n", env_literal(env))
+}
+
+/// `env` as a Python dict literal: JSON objects of strings read the same as Python literals
+/// (serde_json escapes only `"`, `\` and control characters, each in a form Python reads the
+/// same way).
+fn env_literal(env: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = env
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
-    // JSON of strings reads the same as a Python dict literal.
-    format!(
-        "__import__('os').environ.update({})\n",
-        serde_json::Value::Object(map)
-    )
+    serde_json::Value::Object(map).to_string()
 }
 
 /// The hidden first turn of a sandbox: `_vivarium.begin(...)` with the sandbox's environment,
 /// and, when it has extra packages, [`PACKAGES_DIR`] on `sys.path` (last: a wheel cannot
 /// shadow the standard library or a built-in package).
 pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = env
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-        .collect();
-    // JSON objects of strings, strings and `null` read the same as Python literals once
-    // `null` is `None` (serde_json escapes only `"`, `\` and control characters, each in a
-    // form Python reads the same way).
-    let env = serde_json::Value::Object(map).to_string();
+    let env = env_literal(env);
+    // A JSON string reads the same as a Python string literal.
     let check = match &setup.check {
         Some(src) => serde_json::to_string(src).expect("a string serialises"),
         None => "None".into(),

@@ -59,7 +59,6 @@ pub fn request(
             let started = Instant::now();
             let got = wait(&rx, &state.clock.cancel, per_request);
             let waited = started.elapsed();
-            door.waited += waited;
             // The wait is not the program's time.
             state.clock.deadline += waited;
             state.clock.call_started += waited;

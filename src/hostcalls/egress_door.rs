@@ -1,9 +1,8 @@
-//! A run's network as its store holds it: the grant, who performs its requests, what it
-//! waited. The door's request is `egress.rs`.
+//! A run's network as its store holds it: the grant and who performs its requests. The
+//! door's request is `egress.rs`.
 
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
-use std::time::Duration;
 
 use crate::egress::{EgressRequest, Network};
 
@@ -14,21 +13,17 @@ pub const MAX_META: usize = 1024;
 /// `EgressAnswer`) will come. Called on the guest thread: it must not block.
 pub type EgressAsker = Arc<dyn Fn(EgressRequest) -> Receiver<String> + Send + Sync>;
 
-/// A run's network in its store: the grant, who performs requests, what it waited.
+/// A run's network in its store: the grant and who performs requests (the times are the
+/// supervisor's to count).
 pub struct EgressDoor {
     pub(super) network: Network,
     pub(super) ask: EgressAsker,
-    pub(super) waited: Duration,
 }
 
 impl EgressDoor {
     /// The door for `network`, performed by `ask`.
     pub fn new(network: Network, ask: EgressAsker) -> EgressDoor {
-        EgressDoor {
-            network,
-            ask,
-            waited: Duration::ZERO,
-        }
+        EgressDoor { network, ask }
     }
 
     /// The largest door request it takes: the tag, the meta line, `request_bytes`.

@@ -103,26 +103,7 @@ impl Guard {
         env: &[(String, String)],
         allow_env: &[String],
     ) -> Guard {
-        let literals = if policy == LeakPolicy::Off {
-            Literals::new(std::iter::empty())
-        } else {
-            let env = env
-                .iter()
-                .filter(|(k, _)| !allow_env.contains(k))
-                .map(|(k, v)| (format!("env:{k}"), v.as_str()));
-            let operator = scanner
-                .operator_literals()
-                .iter()
-                .map(|v| ("operator-literal".to_string(), v.as_str()));
-            Literals::new(env.chain(operator))
-        };
-        Guard {
-            scanner,
-            policy,
-            literals,
-            allow_env: allow_env.to_vec(),
-            placeholders: Vec::new(),
-        }
+        Guard::with_secrets(scanner, policy, env, allow_env, &[], &[])
     }
 
     /// A guard for a run that carries network secrets (`secrets`: `(secret:NAME, value)`):
@@ -141,22 +122,27 @@ impl Guard {
             LeakPolicy::Off if !secrets.is_empty() => LeakPolicy::Redact,
             p => p,
         };
-        let mut guard = Guard::new(scanner, policy, env, allow_env);
-        if !secrets.is_empty() {
+        let literals = if policy == LeakPolicy::Off {
+            Literals::new(std::iter::empty())
+        } else {
+            let secrets = secrets.iter().map(|(k, v)| (k.clone(), v.as_str()));
             let env = env
                 .iter()
                 .filter(|(k, _)| !allow_env.contains(k))
                 .map(|(k, v)| (format!("env:{k}"), v.as_str()));
-            let operator = guard
-                .scanner
+            let operator = scanner
                 .operator_literals()
                 .iter()
                 .map(|v| ("operator-literal".to_string(), v.as_str()));
-            let secrets = secrets.iter().map(|(k, v)| (k.clone(), v.as_str()));
-            guard.literals = Literals::new(secrets.chain(env).chain(operator));
-            guard.placeholders = placeholders.to_vec();
+            Literals::new(secrets.chain(env).chain(operator))
+        };
+        Guard {
+            scanner,
+            policy,
+            literals,
+            allow_env: allow_env.to_vec(),
+            placeholders: placeholders.to_vec(),
         }
-        guard
     }
 
     /// The `env` names whose values this guard does not take for secrets.

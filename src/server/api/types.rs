@@ -677,8 +677,9 @@ impl ExecuteRequest {
                 .runner
                 .leak_guard_with_secrets(policy, &env, &req.leakage_allow_env, &secrets);
         // The program sees each secret's placeholder, never its value.
-        env.retain(|(k, _)| !secrets.env().iter().any(|(n, _)| n == k));
-        env.extend(secrets.env());
+        let placeholders = secrets.env();
+        env.retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
+        env.extend(placeholders);
         let spec = RunSpec {
             program: Program {
                 code: req.code,

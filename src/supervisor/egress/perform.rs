@@ -242,10 +242,7 @@ impl Egress {
                     return Err(too_large(limit));
                 }
                 if !held.grow(chunk.len() as u64 * COPIES) {
-                    return Err(Refusal::new(
-                        Refused::ServerBusy,
-                        "the server's memory budget has no room for this response now",
-                    ));
+                    return Err(no_room());
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -314,10 +311,7 @@ fn decode(got: &mut Got, limit: u64, secrets: bool) -> Result<(), Refusal> {
     }
     let grown = (out.len() as u64).saturating_sub(got.body.len() as u64) * COPIES;
     if !got.held.grow(grown) {
-        return Err(Refusal::new(
-            Refused::ServerBusy,
-            "the server's memory budget has no room for this response now",
-        ));
+        return Err(no_room());
     }
     got.headers.remove(i);
     got.body = out;
@@ -328,6 +322,13 @@ fn too_large(limit: u64) -> Refusal {
     Refusal::new(
         Refused::ResponseTooLarge,
         format!("the response's body is larger than {limit} bytes"),
+    )
+}
+
+fn no_room() -> Refusal {
+    Refusal::new(
+        Refused::ServerBusy,
+        "the server's memory budget has no room for this response now",
     )
 }
 
