@@ -148,6 +148,17 @@ fn presented_key(req: &Request) -> Option<String> {
                 })
         })
         .map(|k| k.trim().to_string());
+    // E2B's SDKs send the key as `X-API-Key` (the control plane) and the sandbox's access
+    // token, which is the same key, as `X-Access-Token` (the sandbox planes).
+    let header = header.or_else(|| {
+        if !req.uri().path().starts_with("/e2b/") {
+            return None;
+        }
+        ["x-api-key", "x-access-token"].iter().find_map(|name| {
+            let v = req.headers().get(*name)?.to_str().ok()?;
+            Some(v.trim().to_string())
+        })
+    });
     header.or_else(|| {
         if !jupyter_path(req.uri().path()) {
             return None;

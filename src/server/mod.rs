@@ -115,7 +115,8 @@ fn router(state: AppState) -> Router {
         .route("/api/kernels/{id}/interrupt", post(api::jupyter::interrupt))
         .route("/api/kernels/{id}/restart", post(api::jupyter::restart))
         .route("/api/kernels/{id}/channels", get(api::jupyter::channels))
-        .nest_service("/mcp", mcp::router(state.clone()));
+        .nest_service("/mcp", mcp::router(state.clone()))
+        .nest_service("/e2b", api::e2b::router(state.clone()));
     if state.config.debug_panic_route {
         v1 = v1.route("/v1/debug/panic", post(ops::debug_panic));
         #[cfg(debug_assertions)]

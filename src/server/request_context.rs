@@ -41,6 +41,8 @@ pub fn door_of(path: &str) -> Door {
         Door::Mcp
     } else if under("/api/v2") {
         Door::Piston
+    } else if under("/e2b") {
+        Door::E2b
     } else if under("/api/kernels") || under("/api/kernelspecs") || under("/kernelspecs") {
         Door::Jupyter
     } else {
@@ -104,6 +106,8 @@ mod tests {
         assert_eq!(door_of("/mcp/"), Door::Mcp);
         assert_eq!(door_of("/mcpx"), Door::Http);
         assert_eq!(door_of("/api/v2/execute"), Door::Piston);
+        assert_eq!(door_of("/e2b/v2/sandboxes"), Door::E2b);
+        assert_eq!(door_of("/e2bx"), Door::Http);
         assert_eq!(door_of("/api/kernels/s-2/channels"), Door::Jupyter);
         assert_eq!(door_of("/api/kernelspecs"), Door::Jupyter);
         assert_eq!(

@@ -47,6 +47,8 @@ pub enum Action {
     SessionSnapshot,
     /// `POST /v1/sessions/{id}/fork`.
     SessionFork,
+    /// A session hibernated at its caller's asking (E2B's pause).
+    SessionPause,
     /// `POST /v1/sessions` with a snapshot: a session restored.
     SessionRestore,
     /// `DELETE /v1/snapshots/{id}`.
@@ -81,6 +83,8 @@ pub enum Door {
     Jupyter,
     /// Piston's API (`/api/v2`).
     Piston,
+    /// The E2B API (`/e2b`).
+    E2b,
     /// No request: the server's own doing (a session's expiry, the shutdown).
     Server,
 }

@@ -40,6 +40,8 @@ struct Hibernated {
     bytes: u64,
     /// Its [`Session::network`], given back when it wakes.
     network: Option<Arc<crate::egress::Grant>>,
+    /// Its [`Session::set_deadline`], given back when it wakes.
+    deadline: Option<Instant>,
     /// Its place under its tenant's `hibernated_sessions` quota.
     _place: Held,
 }
@@ -131,6 +133,7 @@ impl Registry {
                 expires,
                 bytes,
                 network: s.network.clone(),
+                deadline: s.deadline(),
                 _place: place,
             },
         );
@@ -140,6 +143,12 @@ impl Registry {
     /// The network of hibernated session `id`, to give it back as it wakes.
     pub fn hibernated_network(&self, id: &str) -> Option<Arc<crate::egress::Grant>> {
         self.hibernated().get(id)?.network.clone()
+    }
+
+    /// The deadline of hibernated session `id` ([`Session::set_deadline`]), to give it back
+    /// as it wakes.
+    pub fn hibernated_deadline(&self, id: &str) -> Option<Instant> {
+        self.hibernated().get(id)?.deadline
     }
 
     /// The info of hibernated session `id`, without waking it.

@@ -3,6 +3,7 @@
 //! the translation of an execution or session body) lives in [`types`].
 
 pub mod check;
+pub mod e2b;
 pub mod execute;
 pub mod executions;
 pub mod jupyter;

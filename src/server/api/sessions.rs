@@ -4,26 +4,24 @@
 //! Wall-clock, fuel and output limits are per turn; memory and disk are for the session.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
-    PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, check_file_path,
-    media_type, open_session, parse_json, raw_held, run_turn, start_turn, turned_response,
+    PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, download_file,
+    media_type, open_session, parse_json, run_turn, start_turn, turned_response, upload_file,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
-use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::session::SessionInfo;
-use crate::worker::held::FileBody;
 
 #[utoipa::path(
     post,
@@ -251,30 +249,7 @@ pub async fn download(
     Extension(ctx): Extension<RequestContext>,
     Path((id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let mut bracket = Bracket::open(&state, &ctx, Action::FileDownload).session(&id);
-    let result = match check_file_path(&path) {
-        Ok(()) => state
-            .runner
-            .read_file_body(&id, ctx.key_id.as_deref(), path.clone(), bracket.record())
-            .await
-            .map_err(ApiError::from),
-        Err(e) => Err(e),
-    };
-    let size = result.as_ref().map_or(0, |b| b.size());
-    bracket.record().set_path(&path, size);
-    bracket.close(outcome_of(&result, 200));
-    match result? {
-        FileBody::Bytes(bytes) => Ok((
-            [(header::CONTENT_TYPE, media_type(&path))],
-            Body::from(bytes),
-        )
-            .into_response()),
-        // A large file streams from disk, never whole in memory.
-        FileBody::Held { held, size } => match held.file {
-            Some(file) => raw_held(file, size, media_type(&path), state.runner.budget()).await,
-            None => Err(ApiError::from(SupervisorError::FileNotFound(path))),
-        },
-    }
+    download_file(&state, &ctx, &id, path).await
 }
 
 #[utoipa::path(
@@ -302,30 +277,6 @@ pub async fn upload(
     Path((id, path)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
-    let mut bracket = Bracket::open(&state, &ctx, Action::FileUpload).session(&id);
-    let result = upload_inner(&state, &id, ctx.key_id.as_deref(), &path, body).await;
-    let size = result.as_ref().map_or(0, |r| r.size);
-    bracket.record().set_path(&path, size);
-    bracket.close(outcome_of(&result, 201));
-    result.map(|r| (StatusCode::CREATED, Json(r)))
-}
-
-async fn upload_inner(
-    state: &AppState,
-    id: &str,
-    key: Option<&str>,
-    path: &str,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<UploadResponse> {
-    check_file_path(path)?;
-    state.runner.session(id, key).await?;
-    let bytes = body?;
-    let size = state
-        .runner
-        .write_file(id, key, path.to_string(), bytes)
-        .await?;
-    Ok(UploadResponse {
-        path: path.to_string(),
-        size,
-    })
+    let r = upload_file(&state, &ctx, &id, path, body).await?;
+    Ok((StatusCode::CREATED, Json(r)))
 }

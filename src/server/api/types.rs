@@ -29,9 +29,12 @@ use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
 use crate::vivarium::{Executed, InputFile, Program, RunSpec};
+use crate::worker::held::FileBody;
 
+mod cell;
 mod code_mode;
 mod files_body;
+pub use cell::{Cell, Failure};
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
     finished_response, spawn_run, start_code_mode, start_turn, turned_response,
@@ -988,4 +991,71 @@ impl TurnResponse {
             report,
         }
     }
+}
+
+/// Session `id`'s file `path` as a raw response (a large one streamed from disk, never whole
+/// in memory), through the session's leakage policy; one audit line (`file_download`).
+pub async fn download_file(
+    state: &AppState,
+    ctx: &crate::server::request_context::RequestContext,
+    id: &str,
+    path: String,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse as _;
+    let mut bracket =
+        crate::server::bracket::Bracket::open(state, ctx, Action::FileDownload).session(id);
+    let result = match check_file_path(&path) {
+        Ok(()) => state
+            .runner
+            .read_file_body(id, ctx.key_id.as_deref(), path.clone(), bracket.record())
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    let size = result.as_ref().map_or(0, |b| b.size());
+    bracket.record().set_path(&path, size);
+    bracket.close(crate::server::bracket::outcome_of(&result, 200));
+    match result? {
+        FileBody::Bytes(bytes) => Ok((
+            [(axum::http::header::CONTENT_TYPE, media_type(&path))],
+            axum::body::Body::from(bytes),
+        )
+            .into_response()),
+        FileBody::Held { held, size } => match held.file {
+            Some(file) => raw_held(file, size, media_type(&path), state.runner.budget()).await,
+            None => Err(ApiError::from(SupervisorError::FileNotFound(path))),
+        },
+    }
+}
+
+/// Writes `body` as session `id`'s file `path`, within its disk limit; one audit line
+/// (`file_upload`).
+pub async fn upload_file(
+    state: &AppState,
+    ctx: &crate::server::request_context::RequestContext,
+    id: &str,
+    path: String,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<UploadResponse> {
+    let mut bracket =
+        crate::server::bracket::Bracket::open(state, ctx, Action::FileUpload).session(id);
+    let key = ctx.key_id.as_deref();
+    let result = async {
+        check_file_path(&path)?;
+        state.runner.session(id, key).await?;
+        let bytes = body?;
+        let size = state
+            .runner
+            .write_file(id, key, path.clone(), bytes)
+            .await?;
+        Ok(UploadResponse {
+            path: path.clone(),
+            size,
+        })
+    }
+    .await;
+    let size = result.as_ref().map_or(0, |r: &UploadResponse| r.size);
+    bracket.record().set_path(&path, size);
+    bracket.close(crate::server::bracket::outcome_of(&result, 201));
+    result
 }

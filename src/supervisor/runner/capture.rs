@@ -322,11 +322,15 @@ impl Runner {
             // Kept while it hibernated; after a restart (or on another node) it has none.
             network: self.sessions.hibernated_network(id),
         };
+        let deadline = self.sessions.hibernated_deadline(id);
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
         let session = match self.admit_image(settings, image, &mut record).await {
             Ok(s) => s,
             Err(e) => return Err(self.unrestorable(id, &own, e).await),
         };
+        if let Some(at) = deadline {
+            session.set_deadline_at(at);
+        }
         if self.sessions.unhibernate(id) {
             tracing::debug!(session = %id, "hibernated session woke");
             self.metrics.woke(started.elapsed().as_secs_f64());
@@ -702,6 +706,13 @@ impl Runner {
             }
         }
         false
+    }
+
+    /// Hibernates session `id` now, at its caller's asking (E2B's pause): its next use
+    /// brings it back, as after any hibernation.
+    pub async fn pause_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
+        let session = self.session(id, key).await?;
+        self.hibernate_one(&session).await
     }
 
     /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a

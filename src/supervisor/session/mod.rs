@@ -100,6 +100,9 @@ struct Inner {
     last_used: Instant,
     last_used_at: SystemTime,
     turns: u64,
+    /// Its caller's own end ([`Session::set_deadline`]; E2B's sandbox timeout), kept until
+    /// then whether used or not; never past its lifetime.
+    deadline: Option<Instant>,
 }
 
 pub struct Session {
@@ -288,6 +291,7 @@ impl Session {
                 last_used: Instant::now(),
                 last_used_at: now,
                 turns,
+                deadline: None,
             }),
         })
     }
@@ -391,7 +395,32 @@ impl Session {
     }
 
     fn expiry(&self, inner: &Inner) -> Instant {
-        (inner.last_used + self.idle).min(self.created + self.lifetime)
+        let end = self.created + self.lifetime;
+        match inner.deadline {
+            // A deadline holds it to then, used or idle.
+            Some(deadline) => deadline.min(end),
+            None => (inner.last_used + self.idle).min(end),
+        }
+    }
+
+    /// Ends the session `after` from now, used or idle, instead of after its idle time (no
+    /// later than its lifetime allows); returns when it will end.
+    pub fn set_deadline(&self, after: Duration) -> SystemTime {
+        self.set_deadline_at(Instant::now() + after);
+        let left = self
+            .expiry(&self.lock())
+            .saturating_duration_since(Instant::now());
+        SystemTime::now() + left
+    }
+
+    /// [`Session::set_deadline`] at an instant (a hibernated session's, as it wakes).
+    pub(in crate::supervisor) fn set_deadline_at(&self, at: Instant) {
+        self.lock().deadline = Some(at);
+    }
+
+    /// Its deadline, if it has one.
+    pub(in crate::supervisor) fn deadline(&self) -> Option<Instant> {
+        self.lock().deadline
     }
 
     /// How long it has been idle (since its last use ended).
@@ -413,6 +442,7 @@ impl Session {
     pub(in crate::supervisor) fn expired(&self, now: Instant) -> bool {
         let inner = self.lock();
         now >= self.created + self.lifetime
+            || inner.deadline.is_some_and(|d| now >= d)
             || (!inner.phase.is_busy() && now >= self.expiry(&inner))
     }
 

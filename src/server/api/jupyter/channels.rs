@@ -31,9 +31,9 @@ use crate::check::Policy;
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::Guard;
 use crate::limits::TurnLimitsRequest;
-use crate::report::{Report, Status};
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
+use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
@@ -687,37 +687,16 @@ impl Kernel {
 
     /// A finished cell's broadcasts; returns the `execute_reply` content.
     async fn publish(&self, m: &Incoming, done: TurnDone) -> Value {
-        let TurnDone {
-            report,
-            result,
-            rolled_back,
-            turn,
-            ..
-        } = done;
-        let Report {
-            mut outputs,
-            error,
-            status: st,
-            detail,
-            truncated,
-            ..
-        } = report;
+        let cell = Cell::of(done);
         // stdout and stderr left live, as the cell wrote them (the final value's echo and
         // the traceback excepted: they are the execute_result and the error). What went past
         // the output limit is said.
-        for (name, cut) in [("stdout", truncated.stdout), ("stderr", truncated.stderr)] {
-            if cut {
-                let text = format!("\n[{name} truncated at the output limit]\n");
-                self.iopub(m, "stream", json!({"name": "stderr", "text": text}))
-                    .await;
-            }
+        for name in cell.truncated {
+            let text = format!("\n[{name} truncated at the output limit]\n");
+            self.iopub(m, "stream", json!({"name": "stderr", "text": text}))
+                .await;
         }
-        // A final value with HTML (a DataFrame) came last among the outputs.
-        let result_html = match (&result, outputs.last()) {
-            (Some(_), Some(o)) if o.mime == "text/html" => outputs.pop().map(|o| o.data),
-            _ => None,
-        };
-        for o in outputs {
+        for o in cell.displays {
             self.iopub(
                 m,
                 "display_data",
@@ -725,55 +704,32 @@ impl Kernel {
             )
             .await;
         }
-        if let Some(r) = &result {
-            let mut data = json!({"text/plain": r});
-            if let Some(html) = result_html {
+        if let Some(main) = cell.main {
+            let mut data = json!({"text/plain": main.text});
+            if let Some(html) = main.html {
                 data["text/html"] = json!(html);
             }
             self.iopub(
                 m,
                 "execute_result",
-                json!({"execution_count": turn, "data": data, "metadata": {}}),
+                json!({"execution_count": cell.turn, "data": data, "metadata": {}}),
             )
             .await;
         }
-        let failure = if let Some(e) = error {
-            Some((
-                e.kind,
-                e.message,
-                e.traceback.lines().map(str::to_string).collect::<Vec<_>>(),
-            ))
-        } else if st != Status::Ok {
-            // A limit or an interrupt stopped the cell; the session went back to its state
-            // after the previous cell.
-            let ename = match st {
-                Status::Cancelled => "KeyboardInterrupt".to_string(),
-                other => format!("Vivarium{}", camel(other.as_str())),
-            };
-            let mut evalue = match st {
-                Status::Cancelled => "interrupted".to_string(),
-                other => detail.unwrap_or_else(|| other.as_str().to_string()),
-            };
-            if rolled_back {
-                evalue.push_str("; the kernel's state is as it was after the last completed cell");
-            }
-            Some((
-                ename.clone(),
-                evalue.clone(),
-                vec![format!("{ename}: {evalue}")],
-            ))
-        } else {
-            None
-        };
-        match failure {
-            Some((ename, evalue, traceback)) => {
+        let turn = cell.turn;
+        match cell.failure {
+            Some(Failure {
+                name,
+                value,
+                traceback,
+            }) => {
                 self.iopub(
                     m,
                     "error",
-                    json!({"ename": ename, "evalue": evalue, "traceback": traceback}),
+                    json!({"ename": name, "evalue": value, "traceback": traceback}),
                 )
                 .await;
-                json!({"status": "error", "execution_count": turn, "ename": ename, "evalue": evalue, "traceback": traceback})
+                json!({"status": "error", "execution_count": turn, "ename": name, "evalue": value, "traceback": traceback})
             }
             None => {
                 json!({"status": "ok", "execution_count": turn, "user_expressions": {}, "payload": []})
@@ -866,16 +822,4 @@ impl Streams {
         let _ = self.tx.send(Out::End);
         let _ = self.task.await;
     }
-}
-
-/// `fuel_exhausted` → `FuelExhausted`.
-fn camel(s: &str) -> String {
-    s.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
 }

@@ -1,0 +1,475 @@
+//! E2B's control plane (`E2B_API_URL`): sandboxes created, listed, described, timed,
+//! connected to, paused, resumed and killed, each onto a Vivarium session.
+//!
+//! A sandbox's `timeout` is its session's deadline (`Session::set_deadline`): it ends then,
+//! used or idle, and never later than `--session-lifetime-secs`. Pause hibernates the
+//! session; resume and connect wake it. Metrics and logs are not served (501): Vivarium's
+//! are `/metrics` and the audit log.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
+use super::{DoorState, E2bError, ENVD_VERSION, HOME, py_str, turn};
+use crate::guest::{MAX_ENV_BYTES, MAX_ENV_VARS};
+use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
+use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::request_context::RequestContext;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::Action;
+use crate::supervisor::session::{SessionInfo, SessionState};
+use crate::template::Template;
+
+/// E2B's default sandbox timeout, seconds.
+const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+pub fn routes() -> axum::Router<DoorState> {
+    axum::Router::new()
+        .route("/sandboxes", post(create).get(list))
+        .route("/v2/sandboxes", post(create).get(list))
+        .route("/sandboxes/{id}", get(info).delete(kill))
+        .route("/sandboxes/{id}/timeout", post(timeout))
+        .route("/sandboxes/{id}/refreshes", post(refresh))
+        .route("/sandboxes/{id}/connect", post(connect))
+        .route("/v2/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/resume", post(resume))
+        .route("/sandboxes/{id}/metrics", get(not_served))
+        .route("/sandboxes/metrics", get(not_served))
+        .route("/sandboxes/{id}/logs", get(not_served))
+        .route("/v2/sandboxes/{id}/logs", get(not_served))
+        .fallback(unknown)
+}
+
+/// `POST /sandboxes` and `/v2/sandboxes`: E2B's `NewSandbox`. Fields Vivarium has no
+/// counterpart for are refused when set (not ignored): `mcp`, `volumeMounts`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSandbox {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    env_vars: Option<BTreeMap<String, String>>,
+    #[serde(
+        default,
+        rename = "allow_internet_access",
+        alias = "allowInternetAccess"
+    )]
+    allow_internet_access: Option<bool>,
+    #[serde(default)]
+    mcp: Option<Value>,
+    #[serde(default)]
+    volume_mounts: Option<Vec<Value>>,
+}
+
+/// The body of timeout, connect and resume.
+#[derive(Debug, Default, Deserialize)]
+struct Timeout {
+    #[serde(default)]
+    timeout: Option<u64>,
+    /// `refreshes`' field.
+    #[serde(default)]
+    duration: Option<u64>,
+}
+
+fn parse<T: for<'a> Deserialize<'a> + Default>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, E2bError> {
+    let body = body?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| invalid(format!("the body: {e}")))
+}
+
+pub(super) fn invalid(message: String) -> E2bError {
+    E2bError(SupervisorError::InvalidRequest(message).into())
+}
+
+/// The template an E2B `templateID` names: E2B's code interpreter (and `scientific`) is
+/// the default template, `base` (and `python`) the minimal one.
+fn template_of(id: &str) -> Result<Template, E2bError> {
+    match id {
+        "code-interpreter-v1" | "code-interpreter" | "code-interpreter-beta" | "scientific" => {
+            Ok(Template::Scientific)
+        }
+        "base" | "python" => Ok(Template::Python),
+        other => Err(invalid(format!(
+            "template {other:?} does not exist here: code-interpreter-v1 (or scientific: \
+             numpy, pandas, matplotlib already imported) and base (or python)"
+        ))),
+    }
+}
+
+/// The sandbox's deadline from a `timeout` in seconds (E2B's default when left out).
+fn deadline(timeout: Option<u64>) -> Result<Duration, E2bError> {
+    match timeout.unwrap_or(DEFAULT_TIMEOUT_SECS) {
+        0 => Err(invalid("timeout must be at least 1 second".into())),
+        secs => Ok(Duration::from_secs(secs)),
+    }
+}
+
+fn check_metadata(m: &BTreeMap<String, String>) -> Result<(), E2bError> {
+    if m.len() > MAX_METADATA
+        || m.iter()
+            .any(|(k, v)| k.len() > MAX_METADATA_BYTES || v.len() > MAX_METADATA_BYTES)
+    {
+        return Err(invalid(format!(
+            "metadata holds at most {MAX_METADATA} entries of {MAX_METADATA_BYTES} bytes each"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> {
+    let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    if env.len() > MAX_ENV_VARS || bytes > MAX_ENV_BYTES {
+        return Err(invalid(format!(
+            "envVars holds at most {MAX_ENV_VARS} variables and {MAX_ENV_BYTES} bytes"
+        )));
+    }
+    if let Some(bad) = env
+        .keys()
+        .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        .or_else(|| env.iter().find(|(_, v)| v.contains('\0')).map(|(k, _)| k))
+    {
+        return Err(invalid(format!(
+            "environment variable {bad:?} is malformed"
+        )));
+    }
+    Ok(())
+}
+
+/// The code that makes a new sandbox E2B's: `/home/user` its working directory, its
+/// `envVars` in `os.environ`.
+pub(super) fn set_up(env: &BTreeMap<String, String>) -> String {
+    let env = serde_json::to_string(env).expect("a map serializes");
+    format!(
+        "import os as _o, json as _j\n_o.makedirs({home}, exist_ok=True)\n_o.chdir({home})\n\
+         _o.environ.update(_j.loads({env}))\ndel _o, _j\n",
+        home = py_str(HOME),
+        env = py_str(&env),
+    )
+}
+
+/// The sandbox's access token: the key it was created with (the sandbox planes take it as
+/// `X-Access-Token`), `None` on a server without keys.
+fn access_token(door: &DoorState, headers: &HeaderMap) -> Option<String> {
+    door.app.keys.as_ref()?;
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// E2B's `Sandbox` (create, connect, resume).
+fn sandbox_body(id: &str, record: &Record, token: Option<String>) -> Value {
+    json!({
+        "templateID": record.template_id,
+        "sandboxID": id,
+        "clientID": "vivarium",
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": token,
+        "domain": Value::Null,
+    })
+}
+
+/// E2B's `SandboxDetail` / `ListedSandbox` of session `info`.
+fn detail(info: &SessionInfo, record: &Record, token: Option<String>) -> Value {
+    let state = match (info.state, info.resident) {
+        (SessionState::Ended, _) => "killed",
+        (_, false) => "paused",
+        (_, true) => "running",
+    };
+    json!({
+        "templateID": record.template_id,
+        "sandboxID": info.id,
+        "clientID": "vivarium",
+        "startedAt": info.created_at,
+        "endAt": info.expires_at,
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": token,
+        "cpuCount": 1,
+        "memoryMB": info.limits.memory_bytes >> 20,
+        "diskSizeMB": info.limits.disk_bytes >> 20,
+        "state": state,
+        "metadata": record.metadata,
+        "domain": Value::Null,
+    })
+}
+
+/// The door's record of sandbox `id`, or what its session says (a sandbox back after a
+/// restart, or a session opened elsewhere).
+fn record_of(door: &DoorState, info: &SessionInfo) -> Record {
+    door.sandboxes.get(&info.id).unwrap_or_else(|| Record {
+        template_id: match info.template {
+            Template::Scientific => "code-interpreter-v1".into(),
+            Template::Python => "base".into(),
+        },
+        ..Record::default()
+    })
+}
+
+async fn create(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    let body = body?;
+    let new: NewSandbox = serde_json::from_slice(&body)
+        .map_err(|e| invalid(format!("the body is not an E2B NewSandbox: {e}")))?;
+    if new.mcp.as_ref().is_some_and(|m| !m.is_null()) {
+        return Err(invalid(
+            "mcp: MCP servers inside a sandbox are not offered here (Vivarium is an MCP \
+             server itself: /mcp)"
+                .into(),
+        ));
+    }
+    if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
+        return Err(invalid(
+            "volumeMounts: volumes are not offered here; write files with sandbox.files".into(),
+        ));
+    }
+    let template = template_of(&new.template_id)?;
+    let deadline = deadline(new.timeout)?;
+    let metadata = new.metadata.unwrap_or_default();
+    check_metadata(&metadata)?;
+    let env = new.env_vars.unwrap_or_default();
+    check_env(&env)?;
+    let open = OpenSessionRequest {
+        limits: None,
+        template: Some(template),
+        leakage: None,
+        snapshot: None,
+        durable: false,
+        packages: Vec::new(),
+        // E2B's sandboxes reach the internet unless told not to; here the operator's
+        // `--egress-allow` is all a sandbox may reach, and `false` is none of it.
+        network: match new.allow_internet_access {
+            Some(false) => Some(NetworkRequest { allow: Vec::new() }),
+            _ => None,
+        },
+        secrets: BTreeMap::new(),
+    };
+    let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionOpen);
+    let opened = open_session_request(&door.app, open, bracket.record()).await;
+    bracket.close(outcome_of(&opened, 201));
+    let id = opened?.id;
+    let key = ctx.key_id.as_deref();
+    let made = async {
+        let session = door.app.runner.session(&id, key).await?;
+        session.set_deadline(deadline);
+        let done = turn(&door, &ctx, &id, set_up(&env), None).await?;
+        if done.report.status != crate::report::Status::Ok {
+            return Err(SupervisorError::Internal(format!(
+                "the sandbox's set-up failed: {}",
+                done.report.detail.unwrap_or_default()
+            ))
+            .into());
+        }
+        Ok::<_, crate::server::error::ApiError>(())
+    }
+    .await;
+    if let Err(e) = made {
+        let _ = door.app.runner.close_session(&id, key).await;
+        return Err(E2bError(e));
+    }
+    let record = Record {
+        template_id: new.template_id,
+        metadata,
+        env,
+        contexts: Vec::new(),
+    };
+    let body = sandbox_body(&id, &record, access_token(&door, &headers));
+    door.sandboxes.insert(&id, record);
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn list(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+) -> Json<Value> {
+    let listed: Vec<Value> = door
+        .app
+        .runner
+        .sessions(ctx.key_id.as_deref())
+        .iter()
+        .map(|info| detail(info, &record_of(&door, info), None))
+        .collect();
+    Json(Value::Array(listed))
+}
+
+async fn info(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, E2bError> {
+    let info = door
+        .app
+        .runner
+        .session_info(&id, ctx.key_id.as_deref())
+        .await?;
+    let record = record_of(&door, &info);
+    Ok(Json(detail(&info, &record, access_token(&door, &headers))))
+}
+
+async fn kill(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, E2bError> {
+    let key = ctx.key_id.as_deref();
+    let bracket = Bracket::open(&door.app, &ctx, Action::SessionClose).session(&id);
+    let closed = door.app.runner.close_session(&id, key).await;
+    bracket.close(outcome_of(&closed, 204));
+    closed?;
+    if let Some(record) = door.sandboxes.remove(&id) {
+        for context in record.contexts {
+            let _ = door.app.runner.close_session(&context, key).await;
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sets sandbox `id`'s deadline `secs` from now (waking it if it hibernated).
+async fn set_timeout(
+    door: &DoorState,
+    ctx: &RequestContext,
+    id: &str,
+    secs: Option<u64>,
+) -> Result<SystemTime, E2bError> {
+    let after = deadline(secs)?;
+    let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
+    Ok(session.set_deadline(after))
+}
+
+async fn timeout(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, E2bError> {
+    let t: Timeout = parse(body)?;
+    if t.timeout.is_none() {
+        return Err(invalid("timeout: required (seconds)".into()));
+    }
+    set_timeout(&door, &ctx, &id, t.timeout).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn refresh(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, E2bError> {
+    let t: Timeout = parse(body)?;
+    set_timeout(&door, &ctx, &id, t.duration.or(t.timeout)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Connect and resume: the sandbox, awake, with a new deadline. 200 when it was running,
+/// 201 when it woke.
+async fn wake(
+    door: DoorState,
+    ctx: RequestContext,
+    headers: HeaderMap,
+    id: String,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    let t: Timeout = parse(body)?;
+    let key = ctx.key_id.as_deref();
+    let was = door.app.runner.session_info(&id, key).await?;
+    set_timeout(&door, &ctx, &id, t.timeout).await?;
+    let info = door.app.runner.session_info(&id, key).await?;
+    let record = record_of(&door, &info);
+    let status = match was.resident {
+        true => StatusCode::OK,
+        false => StatusCode::CREATED,
+    };
+    let body = sandbox_body(&id, &record, access_token(&door, &headers));
+    Ok((status, Json(body)).into_response())
+}
+
+async fn connect(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    wake(door, ctx, headers, id, body).await
+}
+
+async fn resume(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    wake(door, ctx, headers, id, body).await
+}
+
+async fn pause(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    Path(id): Path<String>,
+) -> Result<Response, E2bError> {
+    let info = door
+        .app
+        .runner
+        .session_info(&id, ctx.key_id.as_deref())
+        .await?;
+    if !info.resident {
+        return Ok(super::plain(
+            StatusCode::CONFLICT,
+            format!("sandbox {id} is already paused"),
+        ));
+    }
+    let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&id);
+    let paused = door
+        .app
+        .runner
+        .pause_session(&id, ctx.key_id.as_deref())
+        .await;
+    bracket.close(outcome_of(&paused, 204));
+    paused?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn not_served() -> Response {
+    super::plain(
+        StatusCode::NOT_IMPLEMENTED,
+        "sandbox metrics and logs are not served by Vivarium's E2B door: the server's are \
+         GET /metrics (Prometheus) and its audit log"
+            .into(),
+    )
+}
+
+async fn unknown(req: axum::extract::Request) -> Response {
+    super::plain(
+        StatusCode::NOT_FOUND,
+        format!(
+            "{} {} is not part of the E2B control plane Vivarium serves (docs/api/e2b.md)",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}

@@ -1,0 +1,400 @@
+//! E2B's code interpreter (port 49999): `POST /execute` runs a cell in the sandbox's session
+//! (or one of its contexts) and streams it as NDJSON, one JSON object a line, as it happens:
+//! `stdout`/`stderr` (`text`, `timestamp` in Unix nanoseconds), each rich output and the
+//! final value as a `result` (`text`, `html`, `png`, `svg`, `is_main_result`), an `error`
+//! (`name`, `value`, `traceback`), `number_of_executions` and `end_of_execution`. A client
+//! that hangs up interrupts its cell. Contexts are sessions of their own, tied to the
+//! sandbox (`/contexts`).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::control::{check_env, invalid, set_up};
+use super::sandboxes::{MAX_CONTEXTS, Record};
+use super::{DoorState, E2bError, HOME, py_str, sandbox_of, turn};
+use crate::sandbox::output::StreamKind;
+use crate::server::api::types::{Cell, OpenSessionRequest, open_session_request};
+use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::error::{ApiError, OnWire};
+use crate::server::request_context::RequestContext;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::Action;
+use crate::supervisor::runner::TextSink;
+
+pub fn routes() -> axum::Router<DoorState> {
+    axum::Router::new()
+        .route("/execute", post(execute))
+        .route("/contexts", post(create_context).get(list_contexts))
+        .route("/contexts/{id}", delete(remove_context))
+        .route("/contexts/{id}/restart", post(restart_context))
+        .route("/health", get(|| async { StatusCode::OK }))
+        .fallback(|req: axum::extract::Request| async move {
+            super::plain(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{} {} is not part of the code interpreter Vivarium serves",
+                    req.method(),
+                    req.uri().path()
+                ),
+            )
+        })
+}
+
+#[derive(Debug, Deserialize)]
+struct ExecuteBody {
+    code: String,
+    #[serde(default)]
+    context_id: Option<String>,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    env_vars: Option<BTreeMap<String, String>>,
+}
+
+/// Only Python runs here.
+fn check_language(language: Option<&str>) -> Result<(), E2bError> {
+    match language {
+        None | Some("python" | "python3" | "") => Ok(()),
+        Some(other) => Err(invalid(format!(
+            "language {other:?} is not available: Vivarium runs Python only"
+        ))),
+    }
+}
+
+/// The session a cell or context request is for: the sandbox's own, or one of its
+/// contexts (another sandbox's context is not found).
+fn target(door: &DoorState, sandbox: &str, context: Option<&str>) -> Result<String, E2bError> {
+    match context {
+        None => Ok(sandbox.to_string()),
+        Some(c) if c == sandbox => Ok(c.to_string()),
+        Some(c) if door.sandboxes.has_context(sandbox, c) => Ok(c.to_string()),
+        // Another sandbox's context, or none: not found.
+        Some(c) => Err(E2bError(
+            SupervisorError::SessionNotFound(c.to_string()).into(),
+        )),
+    }
+}
+
+/// Now, as the code interpreter stamps its output (ISO 8601).
+fn now() -> String {
+    crate::supervisor::time::rfc3339_now()
+}
+
+/// One NDJSON line, ASCII only (a client that decodes each network chunk on its own, as
+/// the JS SDK does, would garble a character split between two).
+fn line(v: Value) -> Bytes {
+    let mut s = String::new();
+    for c in v.to_string().chars() {
+        if c.is_ascii() {
+            s.push(c);
+        } else {
+            // Only inside strings: JSON has no other place for it.
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                s.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    s.push('\n');
+    Bytes::from(s)
+}
+
+/// Restores what a cell's `env_vars` changed (they are the cell's only).
+const RESTORE_ENV: &str = "import os as _o\nfor _k, _v in _o.__dict__.pop('_vivarium_e2b_env', {}).items():\n    _o.environ.pop(_k, None) if _v is None else _o.environ.__setitem__(_k, _v)\ndel _o\n";
+
+/// Sets a cell's `env_vars`, keeping what they replace for [`RESTORE_ENV`].
+fn cell_env(env: &BTreeMap<String, String>) -> String {
+    let env = serde_json::to_string(env).expect("a map serializes");
+    format!(
+        "import os as _o, json as _j\n_e = _j.loads({env})\n\
+         _o._vivarium_e2b_env = {{_k: _o.environ.get(_k) for _k in _e}}\n\
+         _o.environ.update(_e)\ndel _o, _j, _e\n",
+        env = py_str(&env)
+    )
+}
+
+async fn execute(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    let sandbox = sandbox_of(&headers)?;
+    let body = body?;
+    let cell: ExecuteBody = serde_json::from_slice(&body)
+        .map_err(|e| invalid(format!("the body is not an execute request: {e}")))?;
+    check_language(cell.language.as_deref())?;
+    let env = cell.env_vars.unwrap_or_default();
+    check_env(&env)?;
+    let id = target(&door, &sandbox, cell.context_id.as_deref())?;
+    // Not found, another key's or ended: an HTTP error, before the stream begins.
+    door.app.runner.session(&id, ctx.key_id.as_deref()).await?;
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    tokio::spawn(run_cell(door, ctx, id, cell.code, env, tx));
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// Runs one cell and sends its lines; a client gone interrupts it. The channel is
+/// unbounded: the cell's live text is bounded by its output limit, the rest by the caps on
+/// rich outputs.
+async fn run_cell(
+    door: DoorState,
+    ctx: RequestContext,
+    id: String,
+    code: String,
+    env: BTreeMap<String, String>,
+    tx: mpsc::UnboundedSender<Bytes>,
+) {
+    let sink: TextSink = {
+        let tx = tx.clone();
+        std::sync::Arc::new(move |kind, text| {
+            let kind = match kind {
+                StreamKind::Stdout => "stdout",
+                StreamKind::Stderr => "stderr",
+            };
+            let _ = tx.send(line(
+                json!({"type": kind, "text": text, "timestamp": now()}),
+            ));
+        })
+    };
+    let work = async {
+        if !env.is_empty() {
+            turn(&door, &ctx, &id, cell_env(&env), None).await?;
+        }
+        let done = turn(&door, &ctx, &id, code, Some(sink)).await;
+        if !env.is_empty() {
+            let _ = turn(&door, &ctx, &id, RESTORE_ENV.to_string(), None).await;
+        }
+        done
+    };
+    let done = tokio::select! {
+        done = work => done,
+        _ = tx.closed() => {
+            // The client hung up: its cell stops (the session goes back to its state
+            // before it, as after any interrupted cell).
+            let _ = door.app.runner.interrupt_session(&id, ctx.key_id.as_deref());
+            return;
+        }
+    };
+    for l in cell_lines(done) {
+        if tx.send(l).is_err() {
+            return;
+        }
+    }
+}
+
+/// The lines after a cell's live text: its results, error, count and end.
+fn cell_lines(done: Result<crate::supervisor::runner::TurnDone, ApiError>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let done = match done {
+        Ok(done) => done,
+        Err(e) => {
+            // Refused before it ran (busy, over a quota): the cell's error, named by
+            // Vivarium's code.
+            out.push(line(json!({
+                "type": "error",
+                "name": e.code().as_str(),
+                "value": e.to_string(),
+                "traceback": format!("{}: {}", e.code().as_str(), e),
+            })));
+            out.push(line(json!({"type": "end_of_execution"})));
+            return out;
+        }
+    };
+    let cell = Cell::of(done);
+    for name in &cell.truncated {
+        out.push(line(json!({
+            "type": "stderr",
+            "text": format!("\n[{name} truncated at the output limit]\n"),
+            "timestamp": now(),
+        })));
+    }
+    for o in cell.displays {
+        let field = match o.mime.as_str() {
+            "image/png" => "png",
+            "image/svg+xml" => "svg",
+            "text/html" => "html",
+            _ => "text",
+        };
+        out.push(line(
+            json!({"type": "result", field: o.data, "is_main_result": false}),
+        ));
+    }
+    if let Some(main) = cell.main {
+        let mut r = json!({"type": "result", "text": main.text, "is_main_result": true});
+        if let Some(html) = main.html {
+            r["html"] = json!(html);
+        }
+        out.push(line(r));
+    }
+    if let Some(f) = cell.failure {
+        out.push(line(json!({
+            "type": "error",
+            "name": f.name,
+            "value": f.value,
+            "traceback": f.traceback.join("\n"),
+        })));
+    }
+    out.push(line(
+        json!({"type": "number_of_executions", "execution_count": cell.turn}),
+    ));
+    out.push(line(json!({"type": "end_of_execution"})));
+    out
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NewContext {
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+fn context_body(id: &str, cwd: &str) -> Value {
+    json!({"id": id, "language": "python", "cwd": cwd})
+}
+
+async fn create_context(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, E2bError> {
+    let sandbox = sandbox_of(&headers)?;
+    let body = body?;
+    let new: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
+        NewContext::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| invalid(format!("the body: {e}")))?
+    };
+    check_language(new.language.as_deref())?;
+    let cwd = new.cwd.unwrap_or_else(|| HOME.to_string());
+    if !cwd.starts_with('/') || cwd.contains('\0') || cwd.len() > 1024 {
+        return Err(invalid(format!("cwd {cwd:?} must be an absolute path")));
+    }
+    let key = ctx.key_id.as_deref();
+    let info = door.app.runner.session_info(&sandbox, key).await?;
+    let record = door.sandboxes.get(&sandbox).unwrap_or_default();
+    if record.contexts.len() >= MAX_CONTEXTS {
+        return Err(invalid(format!(
+            "this sandbox has {MAX_CONTEXTS} contexts already: remove one first"
+        )));
+    }
+    let open = OpenSessionRequest {
+        limits: None,
+        template: Some(info.template),
+        leakage: None,
+        snapshot: None,
+        durable: false,
+        packages: Vec::new(),
+        network: None,
+        secrets: BTreeMap::new(),
+    };
+    let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionOpen);
+    let opened = open_session_request(&door.app, open, bracket.record()).await;
+    bracket.close(outcome_of(&opened, 201));
+    let id = opened?.id;
+    let set = async {
+        let code = set_up(&record.env).replace(&py_str(HOME), &py_str(&cwd));
+        turn(&door, &ctx, &id, code, None).await
+    }
+    .await;
+    match set {
+        Ok(done) if done.report.status == crate::report::Status::Ok => {}
+        other => {
+            let _ = door.app.runner.close_session(&id, key).await;
+            let why = match other {
+                Err(e) => e.to_string(),
+                Ok(done) => done.report.error.map(|e| e.message).unwrap_or_default(),
+            };
+            return Err(invalid(format!(
+                "the context's cwd {cwd:?} could not be made: {why}"
+            )));
+        }
+    }
+    if !door.sandboxes.add_context(&sandbox, &id) {
+        let _ = door.app.runner.close_session(&id, key).await;
+        return Err(invalid(format!(
+            "this sandbox has {MAX_CONTEXTS} contexts already"
+        )));
+    }
+    Ok(Json(context_body(&id, &cwd)))
+}
+
+async fn list_contexts(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, E2bError> {
+    let sandbox = sandbox_of(&headers)?;
+    door.app
+        .runner
+        .session_info(&sandbox, ctx.key_id.as_deref())
+        .await?;
+    let record: Record = door.sandboxes.get(&sandbox).unwrap_or_default();
+    let contexts = std::iter::once(sandbox.as_str())
+        .chain(record.contexts.iter().map(String::as_str))
+        .map(|id| context_body(id, HOME))
+        .collect();
+    Ok(Json(Value::Array(contexts)))
+}
+
+async fn remove_context(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(context): Path<String>,
+) -> Result<StatusCode, E2bError> {
+    let sandbox = sandbox_of(&headers)?;
+    if context == sandbox {
+        return Err(invalid(
+            "the sandbox's default context cannot be removed (kill the sandbox)".into(),
+        ));
+    }
+    let id = target(&door, &sandbox, Some(&context))?;
+    let bracket = Bracket::open(&door.app, &ctx, Action::SessionClose).session(&id);
+    let closed = door
+        .app
+        .runner
+        .close_session(&id, ctx.key_id.as_deref())
+        .await;
+    bracket.close(outcome_of(&closed, 204));
+    door.sandboxes.remove_context(&sandbox, &id);
+    closed?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn restart_context(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(context): Path<String>,
+) -> Result<StatusCode, E2bError> {
+    let sandbox = sandbox_of(&headers)?;
+    let id = target(&door, &sandbox, Some(&context))?;
+    door.app
+        .runner
+        .restart_session(&id, ctx.key_id.as_deref())
+        .await?;
+    // A fresh interpreter: the sandbox's set-up again (its working directory, its env).
+    let env = door.sandboxes.get(&sandbox).unwrap_or_default().env;
+    turn(&door, &ctx, &id, set_up(&env), None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

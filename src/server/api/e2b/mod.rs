@@ -1,0 +1,203 @@
+//! E2B compatibility: the E2B SDKs (`e2b`, `e2b-code-interpreter`, `@e2b/code-interpreter`),
+//! unchanged, pointed at `http://HOST:PORT/e2b` with `E2B_API_URL` and `E2B_SANDBOX_URL`.
+//!
+//! An E2B sandbox is a Vivarium session: its limits, hibernation (pause), fork and tenancy
+//! apply, and its id is the session's. Everything the SDKs send arrives under `/e2b` and is
+//! routed by the `E2b-Sandbox-Port` header, as E2B's own edge routes it: none is the control
+//! plane ([`control`]: create, list, info, timeout, connect, pause, resume, kill), 49999 the
+//! code interpreter ([`interpreter`]: `/execute` streamed as NDJSON, contexts), 49983 envd
+//! ([`envd`]: `/files`, the Connect `filesystem.Filesystem` and `process.Process` services).
+//! A request to any other port is refused with 502, as E2B's edge refuses a port nothing
+//! listens on.
+//!
+//! Keys: the control plane takes the API key as E2B's `X-API-Key`, the sandbox planes as the
+//! sandbox's access token (`X-Access-Token`), which is that same key (`server/auth.rs`): a
+//! sandbox is its key's alone, as a session is.
+
+mod connect;
+mod control;
+mod envd;
+mod filesystem;
+mod interpreter;
+mod process;
+mod sandboxes;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tower::ServiceExt as _;
+
+use crate::check::Policy;
+use crate::limits::TurnLimitsRequest;
+use crate::server::AppState;
+use crate::server::bracket::{Bracket, turn_outcome};
+use crate::server::error::{ApiError, OnWire};
+use crate::server::request_context::RequestContext;
+use crate::supervisor::SupervisorError;
+use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use sandboxes::Sandboxes;
+
+/// What the door's handlers share: the server's state and the door's record of its
+/// sandboxes.
+pub struct Door {
+    app: AppState,
+    sandboxes: Sandboxes,
+}
+
+type DoorState = Arc<Door>;
+
+/// The header E2B's edge routes a sandbox request by.
+pub const PORT_HEADER: HeaderName = HeaderName::from_static("e2b-sandbox-port");
+/// The header naming the sandbox a sandbox-plane request is for.
+pub const SANDBOX_HEADER: HeaderName = HeaderName::from_static("e2b-sandbox-id");
+/// The code interpreter's port in an E2B sandbox.
+pub const INTERPRETER_PORT: u16 = 49999;
+/// envd's port in an E2B sandbox.
+pub const ENVD_PORT: u16 = 49983;
+/// The envd version the sandboxes say they run: the SDKs switch features on by it.
+pub const ENVD_VERSION: &str = "0.2.0";
+/// The working directory and home of an E2B sandbox, as in E2B's own.
+pub const HOME: &str = "/home/user";
+
+/// Which plane a request is for.
+enum Plane {
+    Control,
+    Interpreter,
+    Envd,
+}
+
+/// The router nested at `/e2b`: each request goes to its plane's router by its
+/// `E2b-Sandbox-Port` header.
+pub fn router(app: AppState) -> Router {
+    let door = Arc::new(Door {
+        app,
+        sandboxes: Sandboxes::default(),
+    });
+    let control = control::routes().with_state(door.clone());
+    let interpreter = interpreter::routes().with_state(door.clone());
+    let envd = envd::routes().with_state(door);
+    Router::new().fallback(move |req: Request| {
+        let plane = match req.headers().get(PORT_HEADER) {
+            None => Ok(Plane::Control),
+            Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<u16>().ok()) {
+                Some(INTERPRETER_PORT) => Ok(Plane::Interpreter),
+                Some(ENVD_PORT) => Ok(Plane::Envd),
+                other => Err(other),
+            },
+        };
+        let (control, interpreter, envd) = (control.clone(), interpreter.clone(), envd.clone());
+        async move {
+            let router = match plane {
+                Ok(Plane::Control) => control,
+                Ok(Plane::Interpreter) => interpreter,
+                Ok(Plane::Envd) => envd,
+                Err(port) => {
+                    let port = port.map_or("that".to_string(), |p| p.to_string());
+                    return plain(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "port {port} is not served in a Vivarium sandbox: only the code \
+                             interpreter ({INTERPRETER_PORT}) and envd ({ENVD_PORT}) are"
+                        ),
+                    );
+                }
+            };
+            match router.oneshot(req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            }
+        }
+    })
+}
+
+/// An error as the control plane and the code interpreter answer one: E2B's
+/// `{"code": status, "message": "…"}`, the message led by Vivarium's stable code.
+pub struct E2bError(pub ApiError);
+
+impl<E: Into<ApiError>> From<E> for E2bError {
+    fn from(e: E) -> Self {
+        E2bError(e.into())
+    }
+}
+
+impl IntoResponse for E2bError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let body = json!({
+            "code": status.as_u16(),
+            "message": format!("{}: {}", self.0.code().as_str(), self.0),
+        });
+        // Vivarium's own response (its status and Retry-After), with E2B's body.
+        let mut resp = self.0.into_response();
+        *resp.body_mut() = axum::body::Body::from(body.to_string());
+        resp
+    }
+}
+
+/// A plain-text refusal (what E2B's edge answers for a port nothing serves).
+fn plain(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": status.as_u16(), "message": message})),
+    )
+        .into_response()
+}
+
+/// The session a sandbox-plane request is for: its `E2b-Sandbox-Id` header.
+fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
+    headers
+        .get(SANDBOX_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            SupervisorError::InvalidRequest("the E2b-Sandbox-Id header names no sandbox".into())
+                .into()
+        })
+}
+
+/// Runs `code` in session `id` as a turn of the door's own (a sandbox's set-up, a cell's
+/// environment, a file operation, a command), audited as any turn; its output goes to
+/// `live` as it is written.
+async fn turn(
+    door: &Door,
+    ctx: &RequestContext,
+    id: &str,
+    code: String,
+    live: Option<TextSink>,
+) -> Result<TurnDone, ApiError> {
+    let (mut bracket, _) = Bracket::turn(&door.app, ctx, id);
+    bracket.record().set_code(&code);
+    let ran = async {
+        let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
+        let turn = SessionTurn {
+            code,
+            stdin: Vec::new(),
+            files: Vec::new(),
+            limits: TurnLimitsRequest::default(),
+            // As in a notebook, findings have nowhere to show; the sandbox is the boundary.
+            policy: Policy::Off,
+            leakage: None,
+            live,
+            input: None,
+            tools: None,
+            tool_asker: None,
+        };
+        door.app.runner.turn(&session, turn, bracket.record()).await
+    }
+    .await;
+    bracket.close(turn_outcome(&ran));
+    match ran? {
+        Turned::Ran(done) => Ok(*done),
+        Turned::Denied(_) => unreachable!("policy off"),
+    }
+}
+
+/// `s` as a Python string literal (JSON's escapes are Python's).
+fn py_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}

@@ -1,0 +1,74 @@
+//! What the E2B door keeps of its sandboxes beside their sessions: the template id and
+//! metadata they were created with, and the extra contexts (sessions) of each. In memory:
+//! a sandbox back after a restart is still its session, with its template's name and no
+//! metadata or contexts. Bounded: one entry per live session opened here (the sessions'
+//! own quotas bound them), [`MAX_CONTEXTS`] contexts each; entries whose session is gone
+//! are dropped as they are met.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use crate::sync::lock;
+
+/// Contexts one sandbox may have besides its own.
+pub const MAX_CONTEXTS: usize = 16;
+/// Metadata entries one sandbox may carry, and the bytes of each key and value.
+pub const MAX_METADATA: usize = 64;
+pub const MAX_METADATA_BYTES: usize = 1024;
+
+/// One sandbox's record.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    /// The `templateID` it was created with.
+    pub template_id: String,
+    pub metadata: BTreeMap<String, String>,
+    /// Its `envVars`, set again when its interpreter restarts.
+    pub env: BTreeMap<String, String>,
+    /// Session ids of its extra code contexts, oldest first.
+    pub contexts: Vec<String>,
+}
+
+/// Every sandbox the door created, by session id.
+#[derive(Default)]
+pub struct Sandboxes {
+    by_id: Mutex<HashMap<String, Record>>,
+}
+
+impl Sandboxes {
+    pub fn insert(&self, id: &str, record: Record) {
+        lock(&self.by_id).insert(id.to_string(), record);
+    }
+
+    pub fn get(&self, id: &str) -> Option<Record> {
+        lock(&self.by_id).get(id).cloned()
+    }
+
+    /// Forgets sandbox `id`; returns its record (its contexts to close).
+    pub fn remove(&self, id: &str) -> Option<Record> {
+        lock(&self.by_id).remove(id)
+    }
+
+    /// Adds context `context` to sandbox `id`; `false` when it has [`MAX_CONTEXTS`].
+    pub fn add_context(&self, id: &str, context: &str) -> bool {
+        let mut map = lock(&self.by_id);
+        let record = map.entry(id.to_string()).or_default();
+        if record.contexts.len() >= MAX_CONTEXTS {
+            return false;
+        }
+        record.contexts.push(context.to_string());
+        true
+    }
+
+    /// Whether `context` is one of sandbox `id`'s contexts.
+    pub fn has_context(&self, id: &str, context: &str) -> bool {
+        lock(&self.by_id)
+            .get(id)
+            .is_some_and(|r| r.contexts.iter().any(|c| c == context))
+    }
+
+    pub fn remove_context(&self, id: &str, context: &str) {
+        if let Some(r) = lock(&self.by_id).get_mut(id) {
+            r.contexts.retain(|c| c != context);
+        }
+    }
+}
