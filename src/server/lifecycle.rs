@@ -230,6 +230,15 @@ async fn serve_http(
         let _ = stop.wait_for(|s| *s).await;
         housekeeping::drain(runner, delay, grace).await;
     };
+    // Responses streamed a line or an event at a time (NDJSON, SSE, Connect) leave as they
+    // are written: with Nagle on, each small write after the first waited for the client's
+    // delayed ACK (40 ms a line, measured with the E2B SDKs).
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

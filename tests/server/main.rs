@@ -10,6 +10,7 @@ mod code_mode;
 mod default_template;
 mod egress;
 mod front_check;
+mod front_e2b;
 mod front_mcp;
 mod front_piston;
 mod front_stream;

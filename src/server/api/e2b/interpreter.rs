@@ -1,6 +1,6 @@
 //! E2B's code interpreter (port 49999): `POST /execute` runs a cell in the sandbox's session
 //! (or one of its contexts) and streams it as NDJSON, one JSON object a line, as it happens:
-//! `stdout`/`stderr` (`text`, `timestamp` in Unix nanoseconds), each rich output and the
+//! `stdout`/`stderr` (`text`, an ISO 8601 `timestamp`), each rich output and the
 //! final value as a `result` (`text`, `html`, `png`, `svg`, `is_main_result`), an `error`
 //! (`name`, `value`, `traceback`), `number_of_executions` and `end_of_execution`. A client
 //! that hangs up interrupts its cell. Contexts are sessions of their own, tied to the

@@ -59,7 +59,7 @@ pub const INTERPRETER_PORT: u16 = 49999;
 /// envd's port in an E2B sandbox.
 pub const ENVD_PORT: u16 = 49983;
 /// The envd version the sandboxes say they run: the SDKs switch features on by it.
-pub const ENVD_VERSION: &str = "0.2.0";
+pub const ENVD_VERSION: &str = "0.5.7";
 /// The working directory and home of an E2B sandbox, as in E2B's own.
 pub const HOME: &str = "/home/user";
 

@@ -1,0 +1,489 @@
+//! E2B compatibility (`/e2b`), tested with the real, unpatched E2B SDKs against a real server
+//! on 127.0.0.1, configured only as a user would (`E2B_API_KEY`, `E2B_API_URL`,
+//! `E2B_SANDBOX_URL`): the Python SDKs (`e2b` 2.63.0, `e2b-code-interpreter` 2.11.5, sync and
+//! async; `tests/fixtures/e2b_sdk.py`, in a venv under `target/e2b_venv`) and the JavaScript
+//! ones (`e2b` 2.51.0, `@e2b/code-interpreter` 2.8.0; `tests/front_e2b_js/run.mjs`, installed
+//! with `npm install --prefix tests/front_e2b_js`). The refusals, keys, a hung-up client and
+//! a sandbox's timeout are checked over plain HTTP. Without Python's venv, node or the
+//! registries the SDK tests skip with a message; under CI they fail instead.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::http_support::*;
+use serde_json::{Value, json};
+
+const KEY_A: &str = "e2b-key-alice-0123456789";
+const KEY_B: &str = "e2b-key-bob-0123456789ab";
+
+fn e2b_env(cmd: &mut Command, base: &str, key: &str) {
+    let url = format!("{base}/e2b");
+    cmd.env("E2B_API_KEY", key)
+        .env("E2B_API_URL", &url)
+        .env("E2B_SANDBOX_URL", &url)
+        .env_remove("E2B_DEBUG")
+        .env_remove("E2B_DOMAIN");
+}
+
+/// The timings line a scenario prints last.
+fn timings(stdout: &str) -> Value {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("JSON:"))
+        .expect("the scenario prints its timings");
+    serde_json::from_str(line).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_sync_and_async_run_the_scenario_unchanged() {
+    let Some(python) = venv_python(
+        "e2b_venv",
+        &["e2b==2.63.0", "e2b-code-interpreter==2.11.5"],
+        "e2b_code_interpreter",
+    ) else {
+        return;
+    };
+    let s = start("e2b-python", |_| {}).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2b_sdk.py");
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(python);
+        cmd.arg(script);
+        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python SDK scenario failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "ten cells",
+        "contexts",
+        "files",
+        "commands",
+        "kill",
+        "async:",
+    ] {
+        assert!(stdout.contains(step), "step {step} did not pass:\n{stdout}");
+    }
+    let t = timings(&stdout);
+    assert_eq!(t["run_code_ms"].as_array().unwrap().len(), 50);
+    // Every request was audited as the E2B door's.
+    let audit = s.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["door"] == "e2b" && l["action"] == "session_turn"),
+        "no E2B turn in the audit log"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["door"] == "e2b" && l["action"] == "session_pause")
+    );
+    s.stop().await;
+}
+
+/// `tests/front_e2b_js` with the SDKs installed, or None when they cannot be had.
+fn js_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/front_e2b_js");
+    let unavailable = |why: String| {
+        if in_ci() {
+            panic!("the E2B JS SDK is required in CI: {why}");
+        }
+        eprintln!("SKIPPED front_e2b js: {why}");
+        None
+    };
+    if dir
+        .join("node_modules/@e2b/code-interpreter/package.json")
+        .exists()
+    {
+        return Some(dir);
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return unavailable("node is not installed".into());
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .output();
+    match installed {
+        Ok(o) if o.status.success() => Some(dir),
+        Ok(o) => unavailable(format!(
+            "npm install failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => unavailable(format!("npm could not run: {e}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_sdks_run_the_scenario_unchanged() {
+    let Some(dir) = js_dir() else { return };
+    let s = start("e2b-js", |_| {}).await;
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new("node");
+        cmd.arg(dir.join("run.mjs"));
+        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the JS SDK scenario failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    timings(&stdout);
+    s.stop().await;
+}
+
+/// A request to the E2B door: `port` None is the control plane.
+fn e2b(
+    c: &reqwest::Client,
+    method: reqwest::Method,
+    base: &str,
+    path: &str,
+    port: Option<u16>,
+    sandbox: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let mut r = c.request(method, format!("{base}/e2b{path}"));
+    if let Some(p) = port {
+        r = r.header("E2b-Sandbox-Port", p.to_string());
+    }
+    if let Some(id) = sandbox {
+        r = r.header("E2b-Sandbox-Id", id);
+    }
+    r
+}
+
+async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_not_offered_is_refused_as_documented() {
+    use reqwest::Method as M;
+    let s = shared().await;
+    let (base, c) = (s.base.clone(), client());
+    let (st, v) = json_of(
+        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+            .json(&json!({"templateID": "code-interpreter-v1"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["sandboxID"].as_str().unwrap().to_string();
+    assert_eq!(v["envdVersion"], "0.5.7");
+    let cases: Vec<(M, &str, Option<u16>, Value, u16, &str)> = vec![
+        // A port nothing serves, as E2B's edge answers it.
+        (
+            M::GET,
+            "/health",
+            Some(8080),
+            json!(null),
+            502,
+            "not served",
+        ),
+        (
+            M::GET,
+            "/nope",
+            None,
+            json!(null),
+            404,
+            "not part of the E2B control plane",
+        ),
+        (
+            M::GET,
+            "/sandboxes/x/metrics",
+            None,
+            json!(null),
+            501,
+            "/metrics",
+        ),
+        (
+            M::POST,
+            "/v2/sandboxes",
+            None,
+            json!({"templateID": "my-own-template"}),
+            400,
+            "does not exist here",
+        ),
+        (
+            M::POST,
+            "/v2/sandboxes",
+            None,
+            json!({"templateID": "base", "mcp": {"x": {}}}),
+            400,
+            "mcp",
+        ),
+        (
+            M::POST,
+            "/v2/sandboxes",
+            None,
+            json!({"templateID": "base", "timeout": 0}),
+            400,
+            "at least 1 second",
+        ),
+        (
+            M::POST,
+            "/execute",
+            Some(49999),
+            json!({"code": "1", "language": "r"}),
+            400,
+            "Python only",
+        ),
+        (
+            M::POST,
+            "/execute",
+            Some(49999),
+            json!({"code": "1", "context_id": "s-00000000000000000000000000000000"}),
+            404,
+            "session_not_found",
+        ),
+        (M::GET, "/files", Some(49983), json!(null), 400, "path"),
+    ];
+    for (method, path, port, body, want, says) in cases {
+        let mut r = e2b(&c, method.clone(), &base, path, port, Some(&id));
+        if !body.is_null() {
+            r = r.json(&body);
+        }
+        let (st, v) = json_of(r).await;
+        assert_eq!(st, want, "{method} {path}: {v}");
+        assert_eq!(
+            v["code"],
+            json!(want),
+            "{method} {path}: E2B's error body: {v}"
+        );
+        assert!(
+            v["message"].as_str().unwrap_or_default().contains(says),
+            "{method} {path}: {v}"
+        );
+    }
+    // Connect: a service not served, with Connect's codes.
+    for (method, want, code) in [
+        ("filesystem.Filesystem/WatchDir", 501, "unimplemented"),
+        ("filesystem.Filesystem/CreateWatcher", 501, "unimplemented"),
+        ("process.Process/SendSignal", 404, "not_found"),
+        ("process.Process/StreamInput", 501, "unimplemented"),
+    ] {
+        let (st, v) = json_of(
+            e2b(
+                &c,
+                M::POST,
+                &base,
+                &format!("/{method}"),
+                Some(49983),
+                Some(&id),
+            )
+            .json(&json!({"path": "/home/user"})),
+        )
+        .await;
+        assert_eq!(
+            (st, v["code"].as_str()),
+            (want, Some(code)),
+            "{method}: {v}"
+        );
+    }
+    let (st, v) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            "/process.Process/List",
+            Some(49983),
+            Some(&id),
+        )
+        .json(&json!({})),
+    )
+    .await;
+    assert_eq!((st, v), (200, json!({"processes": []})));
+    let (st, _) = json_of(e2b(
+        &c,
+        M::DELETE,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    assert_eq!(st, 204);
+    let (st, v) = json_of(e2b(
+        &c,
+        M::DELETE,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    assert_eq!((st, v["code"].clone()), (404, json!(404)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_is_its_keys_alone() {
+    use reqwest::Method as M;
+    let keys = scratch_dir("e2b-keys").join("keys.txt");
+    std::fs::write(&keys, format!("alice:{KEY_A}\nbob:{KEY_B}\n")).unwrap();
+    let path = keys.clone();
+    let s = start("e2b-keys", move |a| a.api_keys_file = Some(path)).await;
+    let (base, c) = (s.base.clone(), client());
+    let create = || {
+        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None).json(&json!({"templateID": "base"}))
+    };
+    let (st, _) = json_of(create()).await;
+    assert_eq!(st, 401);
+    let (st, _) = json_of(create().header("X-API-Key", "wrong-wrong-wrong-wrong")).await;
+    assert_eq!(st, 401);
+    let (st, v) = json_of(create().header("X-API-Key", KEY_A)).await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["sandboxID"].as_str().unwrap().to_string();
+    // The access token the sandbox planes take is the key it was made with.
+    assert_eq!(v["envdAccessToken"], KEY_A);
+    let cell = |token: &str| {
+        e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
+            .header("X-Access-Token", token)
+            .json(&json!({"code": "40 + 2"}))
+    };
+    let (st, v) = json_of(cell(KEY_A)).await;
+    assert_eq!(st, 200);
+    assert!(v.as_str().unwrap().contains("\"text\":\"42\""), "{v}");
+    // Bob sees no such sandbox anywhere.
+    let (st, v) = json_of(cell(KEY_B)).await;
+    assert_eq!((st, v["code"].clone()), (404, json!(404)), "{v}");
+    let (st, _) = json_of(
+        e2b(&c, M::GET, &base, &format!("/sandboxes/{id}"), None, None).header("X-API-Key", KEY_B),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let (st, v) =
+        json_of(e2b(&c, M::GET, &base, "/v2/sandboxes", None, None).header("X-API-Key", KEY_B))
+            .await;
+    assert_eq!((st, v), (200, json!([])));
+    let (st, v) = json_of(
+        e2b(
+            &c,
+            M::GET,
+            &base,
+            "/files?path=a.txt",
+            Some(49983),
+            Some(&id),
+        )
+        .header("X-Access-Token", KEY_B),
+    )
+    .await;
+    assert_eq!(st, 404, "{v}");
+    let (st, _) = json_of(
+        e2b(
+            &c,
+            M::DELETE,
+            &base,
+            &format!("/sandboxes/{id}"),
+            None,
+            None,
+        )
+        .header("X-API-Key", KEY_B),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let (st, _) = json_of(
+        e2b(
+            &c,
+            M::DELETE,
+            &base,
+            &format!("/sandboxes/{id}"),
+            None,
+            None,
+        )
+        .header("X-API-Key", KEY_A),
+    )
+    .await;
+    assert_eq!(st, 204);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandbox() {
+    use reqwest::Method as M;
+    let s = start("e2b-life", |a| a.session_idle_secs = 10).await;
+    let (base, c) = (s.base.clone(), client());
+    let (_, v) = json_of(
+        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+            .json(&json!({"templateID": "base", "timeout": 60})),
+    )
+    .await;
+    let id = v["sandboxID"].as_str().unwrap().to_string();
+    // A cell that never ends, streamed; the client reads its first line and hangs up.
+    let r = e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
+        .json(&json!({"code": "print('started', flush=True)\nwhile True: pass"}))
+        .send()
+        .await
+        .unwrap();
+    let mut r = r;
+    let first = r.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("started"));
+    drop(r);
+    // The session is free again well before the cell's own timeout.
+    let since = Instant::now();
+    loop {
+        let (_, v) = json_of(
+            e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
+                .json(&json!({"code": "'free'"})),
+        )
+        .await;
+        if v.as_str().is_some_and(|t| t.contains("'free'")) {
+            break;
+        }
+        assert!(since.elapsed() < Duration::from_secs(10), "still busy: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A one-second timeout ends it, used or not.
+    let (st, _) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/sandboxes/{id}/timeout"),
+            None,
+            None,
+        )
+        .json(&json!({"timeout": 1})),
+    )
+    .await;
+    assert_eq!(st, 204);
+    let (_, v) = json_of(e2b(
+        &c,
+        M::GET,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    assert_eq!(v["state"], "running");
+    let since = Instant::now();
+    loop {
+        let (st, _) = json_of(e2b(&c, M::GET, &base, "/health", Some(49983), Some(&id))).await;
+        if st == 502 {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "the sandbox outlived its timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    s.stop().await;
+}
