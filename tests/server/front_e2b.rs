@@ -187,7 +187,9 @@ async fn what_is_not_offered_is_refused_as_documented() {
     assert_eq!(st, 201, "{v}");
     let id = v["sandboxID"].as_str().unwrap().to_string();
     assert_eq!(v["envdVersion"], "0.5.7");
-    let cases: Vec<(M, &str, Option<u16>, Value, u16, &str)> = vec![
+    // (method, path, port, body, status, what the message says)
+    type Case = (M, &'static str, Option<u16>, Value, u16, &'static str);
+    let cases: Vec<Case> = vec![
         // A port nothing serves, as E2B's edge answers it.
         (
             M::GET,
