@@ -6,6 +6,7 @@
 #[path = "../http_support/mod.rs"]
 mod http_support;
 
+mod client_python;
 mod code_mode;
 mod default_template;
 mod egress;

@@ -1,0 +1,458 @@
+"""The synchronous client: :class:`Client` and :class:`Session`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _ops
+from ._transport import JSON, Config, EventDecoder, HttpCall, Plan, ToolRound, decode, error_for
+from .errors import Timeout, TransportError, VivariumError
+from .results import (
+    CheckResult,
+    ExecutionResult,
+    FileEntry,
+    PackageList,
+    PackagePin,
+    ResultEvent,
+    SessionInfo,
+    SnapshotInfo,
+    StreamEvent,
+    TenantUsage,
+    ToolCallEvent,
+)
+from .tools import Tool, ToolsArg, answer_error, answer_result, call_tool, normalize_tools
+
+__all__ = ["Client", "Session", "EventStream"]
+
+T = TypeVar("T")
+OutputCallback = Callable[[str], None]
+
+
+class EventStream:
+    """The events of a streamed execution: iterate it (``for event in stream``); closing it
+    (``with``, ``close()``, or leaving the loop early and dropping it) hangs up, which
+    cancels the run. Once the :class:`ResultEvent` has passed, ``result`` holds it."""
+
+    def __init__(self, events: Iterator[StreamEvent]) -> None:
+        self._events = events
+        self.result: ExecutionResult | None = None
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        event = next(self._events)
+        if isinstance(event, ResultEvent):
+            self.result = event.result
+        return event
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Client:
+    """A synchronous client of a Vivarium server.
+
+    ``base_url`` defaults to ``$VIVARIUM_URL``, then ``http://127.0.0.1:8080``; ``api_key``
+    to ``$VIVARIUM_API_KEY`` (sent as ``Authorization: Bearer KEY``). ``timeout`` is the
+    HTTP timeout in seconds (``None``: none); a run whose ``limits.timeout_ms`` is longer
+    gets that much more. ``http_client`` is an ``httpx.Client`` to use (not closed here).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float | None = 60.0,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._config = Config.make(base_url, api_key, timeout)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client()
+
+    @property
+    def base_url(self) -> str:
+        return self._config.base_url
+
+    # Lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the HTTP connections (unless the ``httpx.Client`` was given)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"
+
+    # Driving plans --------------------------------------------------------------------
+
+    def _send(self, call: HttpCall) -> Any:
+        request = self._http.build_request(**self._config.request_args(call))
+        try:
+            response = self._http.send(request)
+        except httpx.TimeoutException as e:
+            raise Timeout(f"{call.method} {call.path}: {e}") from e
+        except httpx.TransportError as e:
+            raise TransportError(f"{call.method} {call.path}: {e}") from e
+        return decode(call, response.status_code, response.headers, response.content)
+
+    def _perform(self, effect: HttpCall | ToolRound) -> Any:
+        if isinstance(effect, ToolRound):
+            return [call_tool(effect.tools, c) for c in effect.calls]
+        return self._send(effect)
+
+    def _drive(self, plan: Plan[T]) -> T:
+        try:
+            effect = next(plan)
+            while True:
+                try:
+                    outcome = self._perform(effect)
+                except BaseException as e:
+                    effect = plan.throw(e)
+                else:
+                    effect = plan.send(outcome)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+        finally:
+            plan.close()
+
+    def _events(self, call: HttpCall) -> EventStream:
+        return EventStream(self._event_iter(call))
+
+    def _event_iter(self, call: HttpCall) -> Iterator[StreamEvent]:
+        request = self._http.build_request(**self._config.request_args(call))
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TimeoutException as e:
+            raise Timeout(f"{call.method} {call.path}: {e}") from e
+        except httpx.TransportError as e:
+            raise TransportError(f"{call.method} {call.path}: {e}") from e
+        try:
+            if response.status_code >= 400:
+                raise error_for(response.status_code, response.headers, response.read())
+            decoder = EventDecoder(response.headers.get("content-type"))
+            try:
+                for chunk in response.iter_bytes():
+                    for event in decoder.feed(chunk):
+                        if isinstance(event, VivariumError):
+                            raise event
+                        yield event
+                        if isinstance(event, ResultEvent):
+                            return
+            except httpx.TimeoutException as e:
+                raise Timeout(f"{call.method} {call.path}: {e}") from e
+            except httpx.TransportError as e:
+                raise TransportError(f"{call.method} {call.path}: {e}") from e
+            for event in decoder.close():
+                if isinstance(event, VivariumError):
+                    raise event
+                yield event
+        finally:
+            response.close()
+
+    # Executions -----------------------------------------------------------------------
+
+    def execute(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+        env: Mapping[str, str] | None = None,
+        limits: Mapping[str, int] | None = None,
+        template: str | None = None,
+        packages: Sequence[str] | None = None,
+        policy: str | None = None,
+        leakage: str | None = None,
+        network: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> ExecutionResult:
+        """Runs ``code`` in a fresh sandbox (``POST /v1/execute``). Every outcome of the
+        program is a result (``status``); a refused request raises :class:`VivariumError`.
+        ``files`` maps paths to bytes (or text); other request fields go in ``extra``."""
+        fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
+                      packages=packages, policy=policy, leakage=leakage, network=network,
+                      secrets=secrets, **extra)
+        return self._drive(_ops.execute(_ops.run_call(code, fields)))
+
+    def stream(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+        env: Mapping[str, str] | None = None,
+        limits: Mapping[str, int] | None = None,
+        template: str | None = None,
+        packages: Sequence[str] | None = None,
+        policy: str | None = None,
+        leakage: str | None = None,
+        network: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> EventStream:
+        """Runs ``code`` and yields its events as they happen: :class:`StdoutEvent`,
+        :class:`StderrEvent`, :class:`DroppedEvent`, :class:`ToolCallEvent` (with ``tools``;
+        answer with :meth:`submit_tool_result`), then :class:`ResultEvent`. A refusal (an
+        ``error`` event) is raised."""
+        fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
+                      packages=packages, policy=policy, leakage=leakage, network=network,
+                      secrets=secrets, **extra)
+        return self._events(_ops.run_call(code, fields, stream=True))
+
+    def check(self, code: str) -> CheckResult:
+        """Checks ``code`` without running it: syntax, and static findings."""
+        return self._drive(_ops.check(code))
+
+    def run(
+        self,
+        code: str,
+        tools: ToolsArg = None,
+        *,
+        session: str | Session | None = None,
+        tool_limits: Mapping[str, int] | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        **request_fields: Any,
+    ) -> ExecutionResult:
+        """Code mode: runs ``code`` with ``tools`` (callables, sync or async, or
+        :class:`Tool` s) that the program calls as ``tools.<name>(...)``, answering every call
+        until the final result. A tool that raises raises the same type (by name) and
+        message in the program. With ``on_stdout``/``on_stderr`` the run streams and output
+        reaches them as it is printed (a session turn cannot stream: they get its output
+        at the end). ``session`` runs it as a turn of that session."""
+        session_id = session if isinstance(session, str) or session is None else session.id
+        default_ms = None if isinstance(session, str) or session is None else session._turn_timeout_ms
+        registry = normalize_tools(tools)
+        fields: dict[str, Any] = dict(request_fields)
+        if registry:
+            fields["tools"] = list(registry.values())
+            fields["tool_limits"] = tool_limits
+        streamed = session_id is None and (on_stdout is not None or on_stderr is not None)
+        call = _ops.run_call(code, fields, session_id, default_ms, stream=streamed)
+        if streamed:
+            return self._run_streamed(call, registry, on_stdout, on_stderr)
+        result = self._drive(_ops.run(call, registry))
+        _ops.replay_output(result, on_stdout, on_stderr)
+        return result
+
+    def _run_streamed(
+        self,
+        call: HttpCall,
+        registry: Mapping[str, Tool],
+        on_stdout: OutputCallback | None,
+        on_stderr: OutputCallback | None,
+    ) -> ExecutionResult:
+        with self._events(call) as events:
+            for event in events:
+                if isinstance(event, ToolCallEvent):
+                    answer = call_tool(registry, event.call)
+                    self._drive(_ops.tool_result(event.execution_id, answer))
+                elif isinstance(event, ResultEvent):
+                    return event.result
+                else:
+                    _ops.deliver(event, on_stdout, on_stderr)
+        raise TransportError("the event stream ended without a result")
+
+    # Code mode, by hand ---------------------------------------------------------------
+
+    def resume(self, execution_id: str, answers: Sequence[JSON]) -> ExecutionResult:
+        """Answers pending calls of a suspended execution (``{"call_id", "result"}`` or
+        ``{"call_id", "error": {"type", "message"}}``); returns the next stop or the end."""
+        return self._drive(_ops.resume(execution_id, list(answers)))
+
+    def submit_tool_result(
+        self,
+        execution_id: str,
+        call_id: str,
+        result: Any = None,
+        *,
+        error: BaseException | Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Answers one call of a streamed execution; returns the call ids still waiting."""
+        if error is None:
+            answer = answer_result(call_id, result)
+        elif isinstance(error, BaseException):
+            answer = answer_error(call_id, error)
+        else:
+            answer = {"call_id": call_id, "error": dict(error)}
+        return self._drive(_ops.tool_result(execution_id, answer))
+
+    def cancel_execution(self, execution_id: str) -> None:
+        """Cancels a suspended execution (its program stops, its journal is deleted)."""
+        self._drive(_ops.cancel_execution(execution_id))
+
+    def fork_execution(self, execution_id: str) -> ExecutionResult:
+        """A new execution waiting on the same round (``status == "suspended"``)."""
+        return self._drive(_ops.fork_execution(execution_id))
+
+    # Sessions -------------------------------------------------------------------------
+
+    def open_session(
+        self,
+        *,
+        template: str | None = None,
+        limits: Mapping[str, int] | None = None,
+        packages: Sequence[str] | None = None,
+        durable: bool | None = None,
+        snapshot: str | SnapshotInfo | None = None,
+        leakage: str | None = None,
+        network: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> Session:
+        """Opens a session: a kept-alive interpreter (``POST /v1/sessions``). With
+        ``snapshot``, it starts from that snapshot (then leave out limits and template)."""
+        snap = snapshot.snapshot_id if isinstance(snapshot, SnapshotInfo) else snapshot
+        fields = dict(template=template, limits=limits, packages=packages, durable=durable,
+                      snapshot=snap, leakage=leakage, network=network, secrets=secrets, **extra)
+        return Session(self, self._drive(_ops.open_session(fields)))
+
+    def session(self, session_id: str) -> Session:
+        """The session ``session_id`` (no request is made)."""
+        return Session(self, session_id)
+
+    def restore(self, snapshot_id: str | SnapshotInfo, **opts: Any) -> Session:
+        """A new session from a snapshot: its variables, imports and files."""
+        return self.open_session(snapshot=snapshot_id, **opts)
+
+    # Snapshots, packages, usage --------------------------------------------------------
+
+    def list_snapshots(self) -> list[SnapshotInfo]:
+        return self._drive(_ops.list_snapshots())
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotInfo:
+        return self._drive(_ops.get_snapshot(snapshot_id))
+
+    def delete_snapshot(self, snapshot_id: str | SnapshotInfo) -> None:
+        sid = snapshot_id.snapshot_id if isinstance(snapshot_id, SnapshotInfo) else snapshot_id
+        self._drive(_ops.delete_snapshot(sid))
+
+    def packages(self) -> PackageList:
+        """What a sandbox can import besides the standard library, and the extra policy."""
+        return self._drive(_ops.packages())
+
+    def usage(self) -> TenantUsage:
+        """The caller's tenant's use of each quota."""
+        return self._drive(_ops.usage())
+
+    def health(self, *, ready: bool = True) -> JSON:
+        """``GET /readyz`` (or ``/healthz``); a server not ready raises ServiceUnavailable."""
+        return self._drive(_ops.health(ready))
+
+
+class Session:
+    """A session: a kept-alive interpreter whose variables, imports and files persist
+    between turns. A context manager that closes it."""
+
+    def __init__(self, client: Client, info: SessionInfo | str) -> None:
+        self._client = client
+        self.info_at_open: SessionInfo | None = info if isinstance(info, SessionInfo) else None
+        self.id: str = info.id if isinstance(info, SessionInfo) else info
+
+    @property
+    def _turn_timeout_ms(self) -> int | None:
+        if self.info_at_open is None:
+            return None
+        ms = self.info_at_open.limits.get("timeout_ms")
+        return ms if isinstance(ms, int) else None
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.close()
+        except VivariumError:
+            if exc is None:
+                raise
+
+    def execute(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+        limits: Mapping[str, int] | None = None,
+        policy: str | None = None,
+        leakage: str | None = None,
+        **extra: Any,
+    ) -> ExecutionResult:
+        """Runs a turn; ``result`` is its final expression's ``repr``. ``limits`` may lower
+        this turn's ``timeout_ms``, ``fuel``, ``output_bytes``."""
+        fields = dict(stdin=stdin, files=files, limits=limits, policy=policy, leakage=leakage,
+                      **extra)
+        call = _ops.run_call(code, fields, self.id, self._turn_timeout_ms)
+        return self._client._drive(_ops.execute(call))
+
+    def run(
+        self,
+        code: str,
+        tools: ToolsArg = None,
+        *,
+        tool_limits: Mapping[str, int] | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        **request_fields: Any,
+    ) -> ExecutionResult:
+        """Code mode in a turn of this session (see :meth:`Client.run`)."""
+        return self._client.run(code, tools, session=self, tool_limits=tool_limits,
+                                on_stdout=on_stdout, on_stderr=on_stderr, **request_fields)
+
+    def list_files(self) -> list[FileEntry]:
+        return self._client._drive(_ops.list_files(self.id))
+
+    def read_file(self, path: str) -> bytes:
+        return self._client._drive(_ops.read_file(self.id, path))
+
+    def write_file(self, path: str, data: bytes | str) -> FileEntry:
+        return self._client._drive(_ops.write_file(self.id, path, data))
+
+    def snapshot(self) -> SnapshotInfo:
+        """Stores the session's state; restore it with ``Client.restore``."""
+        return self._client._drive(_ops.snapshot(self.id))
+
+    def fork(self) -> Session:
+        """A new live session with this one's state; the two diverge from here."""
+        return Session(self._client, self._client._drive(_ops.fork_session(self.id)))
+
+    def add_packages(self, *specs: str) -> list[PackagePin]:
+        """Adds pure-Python packages between turns (state kept); returns every one it has."""
+        return self._client._drive(_ops.add_packages(self.id, list(specs)))
+
+    def info(self) -> SessionInfo:
+        return self._client._drive(_ops.session_info(self.id))
+
+    def close(self, *, missing_ok: bool = True) -> None:
+        """Closes the session (its files are gone). Already closed or expired is fine
+        unless ``missing_ok=False``."""
+        self._client._drive(_ops.close_session(self.id, missing_ok))
