@@ -64,7 +64,7 @@ fn each_adapter_drives_its_frameworks_real_package_through_vivarium() {
     let Some(python) = venv_python(
         "adapters_venv",
         &["-e", &spec],
-        "vivarium_client, fastmcp, smolagents, autogen, langchain_core, pydantic_ai",
+        "vivarium_client, fastmcp, smolagents, ag2, langchain_core, pydantic_ai",
     ) else {
         return;
     };
