@@ -24,6 +24,7 @@ use super::{DoorState, E2bError, ENVD_VERSION, HOME, py_str, turn};
 use crate::guest::{MAX_ENV_BYTES, MAX_ENV_VARS};
 use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
 use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
@@ -44,6 +45,7 @@ pub fn routes() -> axum::Router<DoorState> {
         .route("/v2/sandboxes/{id}/connect", post(connect))
         .route("/sandboxes/{id}/pause", post(pause))
         .route("/sandboxes/{id}/resume", post(resume))
+        .route("/sandboxes/{id}/fork", post(fork))
         .route("/sandboxes/{id}/metrics", get(not_served))
         .route("/sandboxes/metrics", get(not_served))
         .route("/sandboxes/{id}/logs", get(not_served))
@@ -76,9 +78,15 @@ struct NewSandbox {
     volume_mounts: Option<Vec<Value>>,
 }
 
-/// The body of timeout, connect and resume.
+/// Forks one fork request may ask for (E2B's own bound).
+const MAX_FORKS: u64 = 20;
+
+/// The body of timeout, connect, resume and fork.
 #[derive(Debug, Default, Deserialize)]
 struct Timeout {
+    /// `fork`'s: how many.
+    #[serde(default)]
+    count: Option<u64>,
     #[serde(default)]
     timeout: Option<u64>,
     /// `refreshes`' field.
@@ -452,6 +460,62 @@ async fn pause(
     bracket.close(outcome_of(&paused, 204));
     paused?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /sandboxes/{id}/fork`: `count` new sandboxes (1 by default) with the sandbox's
+/// state (`Runner::fork_session`: made in its worker, without the store), each with its own
+/// deadline; one result each, the sandbox or why it could not start. The source goes on.
+async fn fork(
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, E2bError> {
+    let t: Timeout = parse(body)?;
+    let count = t.count.unwrap_or(1);
+    if !(1..=MAX_FORKS).contains(&count) {
+        return Err(invalid(format!("count must be between 1 and {MAX_FORKS}")));
+    }
+    let after = deadline(t.timeout)?;
+    let key = ctx.key_id.as_deref();
+    let info = door.app.runner.session_info(&id, key).await?;
+    let source = record_of(&door, &info);
+    let token = access_token(&door, &headers);
+    let mut results = Vec::new();
+    for _ in 0..count {
+        let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionFork).session(&id);
+        let forked = door
+            .app
+            .runner
+            .fork_session(&id, key, bracket.record())
+            .await;
+        bracket.close(outcome_of(&forked, 201));
+        match forked {
+            Ok(session) => {
+                session.set_deadline(after);
+                let record = Record {
+                    contexts: Vec::new(),
+                    ..source.clone()
+                };
+                results.push(json!({"sandbox": sandbox_body(&session.id, &record, token.clone())}));
+                door.sandboxes.insert(&session.id, record);
+            }
+            // The first failure is the request's when nothing was forked yet (not found,
+            // another key's); later ones are that fork's.
+            Err(e @ SupervisorError::SessionNotFound(_)) if results.is_empty() => {
+                return Err(e.into());
+            }
+            Err(e) => {
+                let e = crate::server::error::ApiError::from(e);
+                results.push(json!({"error": {
+                    "code": e.status().as_u16(),
+                    "message": format!("{}: {e}", e.code().as_str()),
+                }}));
+            }
+        }
+    }
+    Ok((StatusCode::CREATED, Json(Value::Array(results))).into_response())
 }
 
 async fn not_served() -> Response {
