@@ -66,6 +66,7 @@ async fn the_python_sdks_sync_and_async_run_the_scenario_unchanged() {
         "contexts",
         "files",
         "commands",
+        "fork",
         "kill",
         "async:",
     ] {
