@@ -468,6 +468,12 @@ impl Runner {
         self.sessions.infos(key)
     }
 
+    /// Whether session `id` is open here, resident or hibernated (a door forgetting what it
+    /// kept of sessions that are gone).
+    pub fn has_session(&self, id: &str) -> bool {
+        self.sessions.get(id).is_ok() || self.sessions.is_hibernated(id)
+    }
+
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
     /// notebook's restart): variables, imports and files are gone; the id stays.
     pub async fn restart_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {

@@ -304,7 +304,8 @@ async fn create(
         contexts: Vec::new(),
     };
     let body = sandbox_body(&id, &record, access_token(&door, &headers));
-    door.sandboxes.insert(&id, record);
+    door.sandboxes
+        .insert(&id, record, |id| door.app.runner.has_session(id));
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -499,7 +500,8 @@ async fn fork(
                     ..source.clone()
                 };
                 results.push(json!({"sandbox": sandbox_body(&session.id, &record, token.clone())}));
-                door.sandboxes.insert(&session.id, record);
+                door.sandboxes
+                    .insert(&session.id, record, |id| door.app.runner.has_session(id));
             }
             // The first failure is the request's when nothing was forked yet (not found,
             // another key's); later ones are that fork's.

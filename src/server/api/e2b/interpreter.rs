@@ -193,7 +193,8 @@ async fn run_cell(
             return;
         }
     };
-    for l in cell_lines(done) {
+    let scrub = |m: String| door.app.runner.scrub_error_message(&m).unwrap_or(m);
+    for l in cell_lines(done, scrub) {
         if tx.send(l).is_err() {
             return;
         }
@@ -201,18 +202,23 @@ async fn run_cell(
 }
 
 /// The lines after a cell's live text: its results, error, count and end.
-fn cell_lines(done: Result<crate::supervisor::runner::TurnDone, ApiError>) -> Vec<Bytes> {
+/// An error's message goes through `scrub` (the leakage rules, as every error response's does).
+fn cell_lines(
+    done: Result<crate::supervisor::runner::TurnDone, ApiError>,
+    scrub: impl Fn(String) -> String,
+) -> Vec<Bytes> {
     let mut out = Vec::new();
     let done = match done {
         Ok(done) => done,
         Err(e) => {
             // Refused before it ran (busy, over a quota): the cell's error, named by
             // Vivarium's code.
+            let value = scrub(e.to_string());
             out.push(line(json!({
                 "type": "error",
                 "name": e.code().as_str(),
-                "value": e.to_string(),
-                "traceback": format!("{}: {}", e.code().as_str(), e),
+                "traceback": format!("{}: {value}", e.code().as_str()),
+                "value": value,
             })));
             out.push(line(json!({"type": "end_of_execution"})));
             return out;

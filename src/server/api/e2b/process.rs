@@ -366,9 +366,16 @@ async fn pip_install(
             (0, None)
         }
         Err(e) => {
-            let text = format!("ERROR: {}: {e}\n", e.code().as_str());
+            // Leaves as every error response does: through the leakage rules.
+            let message = e.to_string();
+            let message = door
+                .app
+                .runner
+                .scrub_error_message(&message)
+                .unwrap_or(message);
+            let text = format!("ERROR: {}: {message}\n", e.code().as_str());
             let _ = tx.send(data(StreamKind::Stderr, text.as_bytes()));
-            (1, Some(e.to_string()))
+            (1, Some(message))
         }
     }
 }
@@ -423,7 +430,13 @@ async fn python(
             }
         },
         Err(e) => {
-            let why = format!("{}: {e}", e.code().as_str());
+            let message = e.to_string();
+            let message = door
+                .app
+                .runner
+                .scrub_error_message(&message)
+                .unwrap_or(message);
+            let why = format!("{}: {message}", e.code().as_str());
             let _ = tx.send(data(
                 StreamKind::Stderr,
                 format!("vivarium: {why}\n").as_bytes(),

@@ -28,15 +28,37 @@ pub struct Record {
     pub contexts: Vec<String>,
 }
 
+/// Records kept before the first sweep of those whose session is gone.
+const FIRST_SWEEP: usize = 1024;
+
 /// Every sandbox the door created, by session id.
-#[derive(Default)]
 pub struct Sandboxes {
     by_id: Mutex<HashMap<String, Record>>,
+    /// The count at which the next insert sweeps: twice what the last sweep kept, so a
+    /// sweep's cost is spread over as many inserts.
+    next_sweep: Mutex<usize>,
+}
+
+impl Default for Sandboxes {
+    fn default() -> Self {
+        Sandboxes {
+            by_id: Mutex::default(),
+            next_sweep: Mutex::new(FIRST_SWEEP),
+        }
+    }
 }
 
 impl Sandboxes {
-    pub fn insert(&self, id: &str, record: Record) {
-        lock(&self.by_id).insert(id.to_string(), record);
+    /// Keeps `record` for sandbox `id`; now and then forgets the records of sessions that
+    /// are gone (expired, closed elsewhere), as `alive` says.
+    pub fn insert(&self, id: &str, record: Record, alive: impl Fn(&str) -> bool) {
+        let mut map = lock(&self.by_id);
+        map.insert(id.to_string(), record);
+        let mut next = lock(&self.next_sweep);
+        if map.len() >= *next {
+            map.retain(|id, _| alive(id));
+            *next = (map.len() * 2).max(FIRST_SWEEP);
+        }
     }
 
     pub fn get(&self, id: &str) -> Option<Record> {
@@ -70,5 +92,23 @@ impl Sandboxes {
         if let Some(r) = lock(&self.by_id).get_mut(id) {
             r.contexts.retain(|c| c != context);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_sessions_that_are_gone_are_swept() {
+        let s = Sandboxes::default();
+        for i in 0..FIRST_SWEEP {
+            s.insert(&format!("s-{i}"), Record::default(), |id| id == "s-7");
+        }
+        let kept = lock(&s.by_id).len();
+        assert_eq!(kept, 1, "only the live one is kept");
+        assert!(s.get("s-7").is_some() && s.get("s-8").is_none());
+        // The next sweep waits until the map holds FIRST_SWEEP again.
+        assert_eq!(*lock(&s.next_sweep), FIRST_SWEEP);
     }
 }
