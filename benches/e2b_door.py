@@ -5,14 +5,16 @@ on 127.0.0.1, every figure beside its baseline measured in the same run on the s
 - `sandbox.run_code("1 + 1")` (NDJSON streamed through the SDK, parsed into an Execution)
   beside a native session turn of the same snippet, `POST /v1/sessions/{id}/execute` with
   httpx (the library the SDK itself uses) on a kept-alive connection; the two interleaved,
-  call by call, so both see the same machine;
+  call by call, so both see the same machine. Both go through the HTTP transport the SDK
+  itself uses (`e2b.api.client_sync.get_transport`, pyqwest over HTTP/1.1), so the
+  difference is the door and the SDK's NDJSON parsing, not two HTTP libraries;
 - `Sandbox.create()` to the first `run_code` result beside the native `POST /v1/sessions`
   and its first turn (the sandbox's set-up turn included on the E2B side: it is what a user
   waits for).
 
 Warm-up excluded (WARMUP calls of each first); medians and p90.
 
-    target/e2b_venv/bin/python benches/e2b.py target/release/vivarium benches/results/e2b.json
+    target/e2b_venv/bin/python benches/e2b_door.py target/release/vivarium benches/results/e2b.json
 
 (`target/e2b_venv` is the venv `cargo test --test server front_e2b` makes.) Bounded:
 N run_code pairs (env E2B_N, default 300) and CREATES create pairs (default 30); under a
@@ -59,11 +61,14 @@ def main():
     server, base = start(binary)
     os.environ.update(E2B_API_KEY="bench", E2B_API_URL=f"{base}/e2b",
                       E2B_SANDBOX_URL=f"{base}/e2b")
+    from e2b import ConnectionConfig
+    from e2b.api.client_sync import get_transport
     from e2b_code_interpreter import Sandbox
 
     load_before = os.getloadavg()
     try:
-        http = httpx.Client(base_url=base, timeout=60)
+        transport = get_transport(ConnectionConfig(), http_version="1.1")
+        http = httpx.Client(base_url=base, timeout=60, transport=transport)
         sid = http.post("/v1/sessions", json={}).json()["id"]
         sbx = Sandbox.create()
         e2b, native = [], []
@@ -72,7 +77,7 @@ def main():
             assert sbx.run_code("1 + 1").text == "2"
             a = time.perf_counter() - t
             t = time.perf_counter()
-            r = http.post(f"/v1/sessions/{sid}/execute", json={"code": "1 + 1"}).json()
+            r = http.post(f"/v1/sessions/{sid}/execute", json={"code": "1 + 1", "policy": "off"}).json()
             b = time.perf_counter() - t
             assert r["result"] == "2", r
             if i >= WARMUP:
@@ -90,7 +95,8 @@ def main():
             s.kill()
             t = time.perf_counter()
             sid = http.post("/v1/sessions", json={}).json()["id"]
-            r = http.post(f"/v1/sessions/{sid}/execute", json={"code": "1 + 1"}).json()
+            r = http.post(f"/v1/sessions/{sid}/execute",
+                          json={"code": "1 + 1", "policy": "off"}).json()
             b = time.perf_counter() - t
             assert r["result"] == "2", r
             http.delete(f"/v1/sessions/{sid}")
