@@ -763,3 +763,50 @@ impl TestServer {
         Api::at(&self.base)
     }
 }
+
+/// The fixture package index (`tests/fixtures/package_index.py`: a PEP 503 simple index of
+/// wheels it makes from source it writes) on 127.0.0.1, killed on drop.
+pub struct PackageIndex {
+    child: std::process::Child,
+    pub dir: PathBuf,
+    pub url: String,
+}
+
+impl PackageIndex {
+    pub fn start(tag: &str) -> PackageIndex {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let dir = scratch_dir(&format!("index-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/package_index.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut port)
+            .unwrap();
+        let url = format!("http://127.0.0.1:{}/simple", port.trim());
+        PackageIndex { child, dir, url }
+    }
+
+    /// How many times `path` was fetched.
+    pub fn gets(&self, path: &str) -> usize {
+        std::fs::read_to_string(self.dir.join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == path)
+            .count()
+    }
+}
+
+impl Drop for PackageIndex {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

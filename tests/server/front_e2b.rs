@@ -490,3 +490,112 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
     }
     s.stop().await;
 }
+
+/// Runs `line` with `commands.run`'s call (`process.Process/Start`, Connect's streamed JSON):
+/// its stdout, stderr and exit status; checks the stream's framing as it goes (a start
+/// event first, an end event, the end-of-stream envelope last).
+async fn command(c: &reqwest::Client, base: &str, id: &str, line: &str) -> (i64, String, String) {
+    use base64::Engine as _;
+    let message =
+        json!({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", line]}, "stdin": false});
+    let payload = message.to_string().into_bytes();
+    let mut body = vec![0u8];
+    body.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    body.extend_from_slice(&payload);
+    let r = e2b(
+        c,
+        reqwest::Method::POST,
+        base,
+        "/process.Process/Start",
+        Some(49983),
+        Some(id),
+    )
+    .header("content-type", "application/connect+json")
+    .header("connect-protocol-version", "1")
+    .body(body)
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/connect+json");
+    let bytes = r.bytes().await.unwrap();
+    let (mut at, mut events) = (0, Vec::new());
+    let mut last_flags = 0;
+    while at < bytes.len() {
+        let flags = bytes[at];
+        let len = u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+        let v: Value = serde_json::from_slice(&bytes[at + 5..at + 5 + len]).unwrap();
+        at += 5 + len;
+        last_flags = flags;
+        if flags == 0 {
+            events.push(v);
+        } else {
+            assert_eq!(v, json!({}), "the stream ended with an error");
+        }
+    }
+    assert_eq!(last_flags, 2, "no end-of-stream envelope");
+    assert!(events[0]["event"]["start"]["pid"].is_u64(), "{events:?}");
+    let (mut out, mut err, mut code) = (String::new(), String::new(), None);
+    for e in &events {
+        let data = &e["event"]["data"];
+        for (field, into) in [("stdout", &mut out), ("stderr", &mut err)] {
+            if let Some(b) = data[field].as_str() {
+                let raw = base64::engine::general_purpose::STANDARD.decode(b).unwrap();
+                into.push_str(&String::from_utf8_lossy(&raw));
+            }
+        }
+        if let Some(c) = e["event"]["end"]["exitCode"].as_i64() {
+            code = Some(c);
+        }
+    }
+    (code.expect("an end event"), out, err)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_install_as_a_command_adds_a_package_to_the_sandbox() {
+    let index = PackageIndex::start("e2b-pip");
+    let (url, cache) = (index.url.clone(), scratch_dir("e2b-pip-cache"));
+    let s = start("e2b-pip", move |a| {
+        a.package_index = Some(url);
+        a.package_cache_dir = Some(cache);
+    })
+    .await;
+    let (base, c) = (s.base.clone(), client());
+    let (_, v) = json_of(
+        e2b(
+            &c,
+            reqwest::Method::POST,
+            &base,
+            "/v2/sandboxes",
+            None,
+            None,
+        )
+        .json(&json!({"templateID": "base"})),
+    )
+    .await;
+    let id = v["sandboxID"].as_str().unwrap().to_string();
+    let (code, out, err) = command(&c, &base, &id, "pip install -q vivtest-greet").await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("Successfully installed vivtest"), "{out}");
+    let (code, out, err) = command(
+        &c,
+        &base,
+        &id,
+        "python -c 'import vivtest_greet; print(vivtest_greet.hello())'",
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "hello from greet, base 1.0\n"),
+        "{err}"
+    );
+    // A package the index does not have: exit 1, and why on stderr.
+    let (code, _, err) = command(&c, &base, &id, "pip install vivtest-no-such-package").await;
+    assert_eq!(code, 1);
+    assert!(err.contains("package_not_found"), "{err}");
+    // Other shapes of pip are not offered.
+    let (code, _, err) = command(&c, &base, &id, "pip install -r requirements.txt").await;
+    assert_eq!(code, 127);
+    assert!(err.contains("not offered"), "{err}");
+    s.stop().await;
+}

@@ -3,56 +3,11 @@
 //! sdist, that it makes from source it writes). pip resolves on the host; nothing depends on
 //! a public index.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use crate::http_support::*;
 use serde_json::{Value, json};
-
-/// The fixture index, killed on drop.
-struct Index {
-    child: Child,
-    dir: PathBuf,
-    url: String,
-}
-
-impl Index {
-    fn start(tag: &str) -> Index {
-        use std::io::BufRead;
-        let dir = scratch_dir(&format!("index-{tag}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/package_index.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(&dir)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut port = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut port)
-            .unwrap();
-        let url = format!("http://127.0.0.1:{}/simple", port.trim());
-        Index { child, dir, url }
-    }
-
-    /// How many times `path` was fetched.
-    fn gets(&self, path: &str) -> usize {
-        std::fs::read_to_string(self.dir.join("requests.log"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| *l == path)
-            .count()
-    }
-}
-
-impl Drop for Index {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 async fn serve(
     tag: &str,
@@ -90,7 +45,7 @@ fn envs(cache: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_package_with_a_dependency_installs_once_for_twenty_first_requests() {
-    let index = Index::start("install");
+    let index = PackageIndex::start("install");
     let cache = scratch_dir("pkg-cache-install");
     let s = serve("pkg-install", &index.url, &cache, |_| {}).await;
     let c = client();
@@ -185,7 +140,7 @@ async fn a_package_with_a_dependency_installs_once_for_twenty_first_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_cannot_be_installed_is_refused_naming_the_package_and_nothing_runs() {
-    let index = Index::start("refuse");
+    let index = PackageIndex::start("refuse");
     let cache = scratch_dir("pkg-cache-refuse");
     let s = serve("pkg-refuse", &index.url, &cache, |a| {
         a.max_wheel_bytes = 200_000;
@@ -293,7 +248,7 @@ async fn what_cannot_be_installed_is_refused_naming_the_package_and_nothing_runs
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_keeps_its_packages_gets_more_between_turns_and_restores_with_them() {
-    let index = Index::start("session");
+    let index = PackageIndex::start("session");
     let cache = scratch_dir("pkg-cache-session");
     let s = serve("pkg-session", &index.url, &cache, |_| {}).await;
     let c = client();
@@ -388,7 +343,7 @@ async fn a_session_keeps_its_packages_gets_more_between_turns_and_restores_with_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_evicts_the_least_recently_used_set_past_its_cap() {
-    let index = Index::start("evict");
+    let index = PackageIndex::start("evict");
     let cache = scratch_dir("pkg-cache-evict");
     // Room for one small set at a time.
     let s = serve("pkg-evict", &index.url, &cache, |a| {
@@ -432,7 +387,7 @@ async fn the_cache_evicts_the_least_recently_used_set_past_its_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn packages_reach_mcp_and_the_command_line() {
-    let index = Index::start("fronts");
+    let index = PackageIndex::start("fronts");
     let cache = scratch_dir("pkg-cache-fronts");
     let s = serve("pkg-fronts", &index.url, &cache, |_| {}).await;
     // MCP: execute_python and open_session take `packages`.
