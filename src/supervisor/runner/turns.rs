@@ -55,6 +55,27 @@ pub struct SessionTurn {
     pub tool_asker: Option<crate::hostcalls::tools::ToolAsker>,
 }
 
+impl SessionTurn {
+    /// A turn of `code` alone, its output to `live`: no stdin, files, tools or `input()`
+    /// asker, the session's limits and leakage policy, and no pre-execution check (a
+    /// notebook's cell: the doors that speak one have nowhere to show findings; the sandbox
+    /// is the boundary).
+    pub fn cell(code: String, live: Option<TextSink>) -> SessionTurn {
+        SessionTurn {
+            code,
+            stdin: Vec::new(),
+            files: Vec::new(),
+            limits: TurnLimitsRequest::default(),
+            policy: Policy::Off,
+            leakage: None,
+            live,
+            input: None,
+            tools: None,
+            tool_asker: None,
+        }
+    }
+}
+
 /// A new session as a front door asks for it.
 pub struct Opening {
     /// Resolved.

@@ -20,9 +20,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
-use super::{DoorState, E2bError, ENVD_VERSION, HOME, py_str, turn};
+use super::{DoorState, E2bError, ENVD_VERSION, HOME, open_session, py_str, turn};
 use crate::guest::{MAX_ENV_BYTES, MAX_ENV_VARS};
-use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
+use crate::server::api::types::NetworkRequest;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
@@ -41,10 +41,10 @@ pub fn routes() -> axum::Router<DoorState> {
         .route("/sandboxes/{id}", get(info).delete(kill))
         .route("/sandboxes/{id}/timeout", post(timeout))
         .route("/sandboxes/{id}/refreshes", post(refresh))
-        .route("/sandboxes/{id}/connect", post(connect))
-        .route("/v2/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/connect", post(wake))
+        .route("/v2/sandboxes/{id}/connect", post(wake))
         .route("/sandboxes/{id}/pause", post(pause))
-        .route("/sandboxes/{id}/resume", post(resume))
+        .route("/sandboxes/{id}/resume", post(wake))
         .route("/sandboxes/{id}/fork", post(fork))
         .route("/sandboxes/{id}/metrics", get(not_served))
         .route("/sandboxes/metrics", get(not_served))
@@ -259,25 +259,13 @@ async fn create(
     check_metadata(&metadata)?;
     let env = new.env_vars.unwrap_or_default();
     check_env(&env)?;
-    let open = OpenSessionRequest {
-        limits: None,
-        template: Some(template),
-        leakage: None,
-        snapshot: None,
-        durable: false,
-        packages: Vec::new(),
-        // E2B's sandboxes reach the internet unless told not to; here the operator's
-        // `--egress-allow` is all a sandbox may reach, and `false` is none of it.
-        network: match new.allow_internet_access {
-            Some(false) => Some(NetworkRequest { allow: Vec::new() }),
-            _ => None,
-        },
-        secrets: BTreeMap::new(),
+    // E2B's sandboxes reach the internet unless told not to; here the operator's
+    // `--egress-allow` is all a sandbox may reach, and `false` is none of it.
+    let network = match new.allow_internet_access {
+        Some(false) => Some(NetworkRequest { allow: Vec::new() }),
+        _ => None,
     };
-    let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionOpen);
-    let opened = open_session_request(&door.app, open, bracket.record()).await;
-    bracket.close(outcome_of(&opened, 201));
-    let id = opened?.id;
+    let id = open_session(&door, &ctx, template, network).await?;
     let key = ctx.key_id.as_deref();
     let made = async {
         let session = door.app.runner.session(&id, key).await?;
@@ -396,10 +384,10 @@ async fn refresh(
 /// Connect and resume: the sandbox, awake, with a new deadline. 200 when it was running,
 /// 201 when it woke.
 async fn wake(
-    door: DoorState,
-    ctx: RequestContext,
+    State(door): State<DoorState>,
+    Extension(ctx): Extension<RequestContext>,
     headers: HeaderMap,
-    id: String,
+    Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, E2bError> {
     let t: Timeout = parse(body)?;
@@ -414,26 +402,6 @@ async fn wake(
     };
     let body = sandbox_body(&id, &record, access_token(&door, &headers));
     Ok((status, Json(body)).into_response())
-}
-
-async fn connect(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, E2bError> {
-    wake(door, ctx, headers, id, body).await
-}
-
-async fn resume(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, E2bError> {
-    wake(door, ctx, headers, id, body).await
 }
 
 async fn pause(

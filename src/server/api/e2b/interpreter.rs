@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 
 use super::control::{check_env, invalid, set_up};
 use super::sandboxes::{MAX_CONTEXTS, Record};
-use super::{DoorState, E2bError, HOME, py_str, sandbox_of, turn};
+use super::{DoorState, E2bError, HOME, open_session, py_str, sandbox_of, scrubbed, turn};
 use crate::sandbox::output::StreamKind;
-use crate::server::api::types::{Cell, OpenSessionRequest, open_session_request};
+use crate::server::api::types::Cell;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
@@ -193,7 +193,7 @@ async fn run_cell(
             return;
         }
     };
-    let scrub = |m: String| door.app.runner.scrub_error_message(&m).unwrap_or(m);
+    let scrub = |m: String| scrubbed(&door, m);
     for l in cell_lines(done, scrub) {
         if tx.send(l).is_err() {
             return;
@@ -303,20 +303,7 @@ async fn create_context(
             "this sandbox has {MAX_CONTEXTS} contexts already: remove one first"
         )));
     }
-    let open = OpenSessionRequest {
-        limits: None,
-        template: Some(info.template),
-        leakage: None,
-        snapshot: None,
-        durable: false,
-        packages: Vec::new(),
-        network: None,
-        secrets: BTreeMap::new(),
-    };
-    let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionOpen);
-    let opened = open_session_request(&door.app, open, bracket.record()).await;
-    bracket.close(outcome_of(&opened, 201));
-    let id = opened?.id;
+    let id = open_session(&door, &ctx, info.template, None).await?;
     let set = async {
         let code = set_up(&record.env).replace(&py_str(HOME), &py_str(&cwd));
         turn(&door, &ctx, &id, code, None).await

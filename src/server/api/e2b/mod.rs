@@ -31,13 +31,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tower::ServiceExt as _;
 
-use crate::check::Policy;
-use crate::limits::TurnLimitsRequest;
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, turn_outcome};
+use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
+use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
+use crate::supervisor::audit::Action;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use sandboxes::Sandboxes;
 
@@ -174,19 +174,7 @@ async fn turn(
     bracket.record().set_code(&code);
     let ran = async {
         let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
-        let turn = SessionTurn {
-            code,
-            stdin: Vec::new(),
-            files: Vec::new(),
-            limits: TurnLimitsRequest::default(),
-            // As in a notebook, findings have nowhere to show; the sandbox is the boundary.
-            policy: Policy::Off,
-            leakage: None,
-            live,
-            input: None,
-            tools: None,
-            tool_asker: None,
-        };
+        let turn = SessionTurn::cell(code, live);
         door.app.runner.turn(&session, turn, bracket.record()).await
     }
     .await;
@@ -195,6 +183,39 @@ async fn turn(
         Turned::Ran(done) => Ok(*done),
         Turned::Denied(_) => unreachable!("policy off"),
     }
+}
+
+/// Opens a session for the door (a sandbox, or one of its contexts), audited as any
+/// session's opening; its id.
+async fn open_session(
+    door: &Door,
+    ctx: &RequestContext,
+    template: crate::template::Template,
+    network: Option<NetworkRequest>,
+) -> Result<String, ApiError> {
+    let open = OpenSessionRequest {
+        limits: None,
+        template: Some(template),
+        leakage: None,
+        snapshot: None,
+        durable: false,
+        packages: Vec::new(),
+        network,
+        secrets: Default::default(),
+    };
+    let mut bracket = Bracket::open(&door.app, ctx, Action::SessionOpen);
+    let opened = open_session_request(&door.app, open, bracket.record()).await;
+    bracket.close(outcome_of(&opened, 201));
+    Ok(opened?.id)
+}
+
+/// An error's message as it may leave inside a stream: through the leakage rules, as every
+/// error response's does (`server/error_scrub.rs`).
+fn scrubbed(door: &Door, message: String) -> String {
+    door.app
+        .runner
+        .scrub_error_message(&message)
+        .unwrap_or(message)
 }
 
 /// `s` as a Python string literal (JSON's escapes are Python's).

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
-use super::{DoorState, py_str, sandbox_of, turn};
+use super::{DoorState, py_str, sandbox_of, scrubbed, turn};
 use crate::report::Status;
 use crate::sandbox::output::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -367,12 +367,7 @@ async fn pip_install(
         }
         Err(e) => {
             // Leaves as every error response does: through the leakage rules.
-            let message = e.to_string();
-            let message = door
-                .app
-                .runner
-                .scrub_error_message(&message)
-                .unwrap_or(message);
+            let message = scrubbed(door, e.to_string());
             let text = format!("ERROR: {}: {message}\n", e.code().as_str());
             let _ = tx.send(data(StreamKind::Stderr, text.as_bytes()));
             (1, Some(message))
@@ -430,12 +425,7 @@ async fn python(
             }
         },
         Err(e) => {
-            let message = e.to_string();
-            let message = door
-                .app
-                .runner
-                .scrub_error_message(&message)
-                .unwrap_or(message);
+            let message = scrubbed(door, e.to_string());
             let why = format!("{}: {message}", e.code().as_str());
             let _ = tx.send(data(
                 StreamKind::Stderr,

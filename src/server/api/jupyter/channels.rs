@@ -27,10 +27,8 @@ use super::messages::{
     kernel_info, status,
 };
 use super::queries;
-use crate::check::Policy;
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::Guard;
-use crate::limits::TurnLimitsRequest;
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
 use crate::server::api::types::{Cell, Failure};
@@ -640,23 +638,11 @@ impl Kernel {
                 json!({"code": &code, "execution_count": session.info().turns + 1}),
             )
             .await;
-            let turn = SessionTurn {
-                code,
-                stdin: Vec::new(),
-                files: Vec::new(),
-                limits: TurnLimitsRequest::default(),
-                // A notebook has nowhere to show findings; the sandbox is the boundary.
-                policy: Policy::Off,
-                leakage: None,
-                live: Some(streams.sink()),
-                // Only for a client that said it can answer (nbclient, for one, cannot).
-                input: match allow_stdin {
-                    true => Some(self.input_asker(&streams, &m.header, self.guard().await?)),
-                    false => None,
-                },
-                tools: None,
-                tool_asker: None,
-            };
+            let mut turn = SessionTurn::cell(code, Some(streams.sink()));
+            // Only for a client that said it can answer (nbclient, for one, cannot).
+            if allow_stdin {
+                turn.input = Some(self.input_asker(&streams, &m.header, self.guard().await?));
+            }
             self.state
                 .runner
                 .turn(&session, turn, bracket.record())
