@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -297,18 +297,99 @@ async fn create(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+/// `GET /v2/sandboxes`' query: E2B's filters and pages.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    /// `k=v&k2=v2`, url-encoded once more: sandboxes whose metadata holds every pair.
+    #[serde(default)]
+    metadata: Option<String>,
+    /// `running`, `paused` or both, comma-separated.
+    #[serde(default)]
+    state: Option<String>,
+    /// Only sandboxes of this `templateID`.
+    #[serde(default)]
+    template: Option<String>,
+    /// `asc` (oldest first, the default) or `desc`, by start.
+    #[serde(default)]
+    order: Option<String>,
+    /// Not offered: refused rather than ignored.
+    #[serde(default)]
+    started_after: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Where the page begins (the `X-Next-Token` of the page before).
+    #[serde(default)]
+    next_token: Option<String>,
+}
+
+/// The `metadata` filter's pairs.
+fn metadata_filter(q: &str) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}
+
 async fn list(
     State(door): State<DoorState>,
     Extension(ctx): Extension<RequestContext>,
-) -> Json<Value> {
-    let listed: Vec<Value> = door
-        .app
-        .runner
-        .sessions(ctx.key_id.as_deref())
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, E2bError> {
+    let Query(q) = query.map_err(|e| invalid(e.body_text()))?;
+    let wanted = metadata_filter(q.metadata.as_deref().unwrap_or_default());
+    let states: Vec<&str> = q
+        .state
+        .as_deref()
+        .map(|s| s.split(',').map(str::trim).collect())
+        .unwrap_or_default();
+    if q.started_after.is_some() {
+        return Err(invalid(
+            "startedAfter is not offered: filter by metadata, state or template".into(),
+        ));
+    }
+    let mut infos = door.app.runner.sessions(ctx.key_id.as_deref());
+    infos.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+    match q.order.as_deref() {
+        None | Some("asc") => {}
+        Some("desc") => infos.reverse(),
+        Some(other) => return Err(invalid(format!("order {other:?}: asc or desc"))),
+    }
+    let listed: Vec<Value> = infos
         .iter()
         .map(|info| detail(info, &record_of(&door, info), None))
+        .filter(|d| {
+            wanted
+                .iter()
+                .all(|(k, v)| d["metadata"][k].as_str() == Some(v.as_str()))
+                && (states.is_empty() || states.contains(&d["state"].as_str().unwrap_or("")))
+                && q.template.as_ref().is_none_or(|t| d["templateID"] == *t)
+        })
         .collect();
-    Json(Value::Array(listed))
+    let start = match q.next_token.as_deref() {
+        None | Some("") => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .map_err(|_| invalid(format!("nextToken {t:?} is not one this server gave")))?,
+    };
+    let limit = q.limit.unwrap_or(usize::MAX).max(1);
+    let page: Vec<Value> = listed.iter().skip(start).take(limit).cloned().collect();
+    let mut resp = Json(Value::Array(page)).into_response();
+    let next = start.saturating_add(limit);
+    if next < listed.len()
+        && let Ok(v) = axum::http::HeaderValue::from_str(&next.to_string())
+    {
+        resp.headers_mut().insert("x-next-token", v);
+    }
+    Ok(resp)
 }
 
 async fn info(
