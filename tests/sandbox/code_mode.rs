@@ -35,6 +35,17 @@ fn toolbox(limits: ToolLimits) -> Toolbox {
                 description: "A key's value.".into(),
                 parameters: json!({"type": "object", "properties": {"key": {"type": "string"}}}),
             },
+            // Its properties are not in alphabetical order: the signature must keep theirs.
+            ToolSpec {
+                name: "call_tool".into(),
+                description: "Calls another tool (FastMCP's shape).".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"tool_name": {"type": "string"}, "params": {"type": "object"}},
+                    "required": ["tool_name", "params"],
+                    "additionalProperties": false
+                }),
+            },
         ],
         limits,
     }
@@ -49,6 +60,7 @@ fn answer(call: &ToolCall) -> Value {
             let city = call.arguments["city"].as_str().unwrap_or("");
             json!({"call_id": id, "result": {"city": city, "temp": city.len()}})
         }
+        "call_tool" => json!({"call_id": id, "result": call.arguments}),
         _ => match call.arguments["key"].as_str() {
             Some("missing") => {
                 json!({"call_id": id, "error": {"type": "KeyError", "message": "missing"}})
@@ -59,6 +71,21 @@ fn answer(call: &ToolCall) -> Value {
             k => json!({"call_id": id, "result": k}),
         },
     }
+}
+
+#[test]
+fn a_tools_parameters_keep_the_order_its_schema_gives() {
+    let code = r#"
+import inspect
+print(list(inspect.signature(tools.call_tool).parameters))
+print(tools.call_tool("add", {"b": 2, "a": 1}))
+"#;
+    let (r, _) = run(code, ToolLimits::DEFAULT, Duration::ZERO, 30_000);
+    assert_eq!(r.status, Status::Ok, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "['tool_name', 'params']\n{'tool_name': 'add', 'params': {'b': 2, 'a': 1}}\n"
+    );
 }
 
 /// Runs `code` with the tools, answering each round after `delay`; the report and every
