@@ -114,12 +114,13 @@ fn session_opened(r: &OpenSessionResponse) -> CallToolResult {
 
 /// What a program's tool arguments share with the HTTP bodies: its files and the policy
 /// named (a wrong one is a tool error naming it). The tools build the HTTP doors' own request
-/// types from them (`ExecuteRequest`, `TurnRequest`), checked by the same code.
+/// types from them (`ExecuteRequest`, `TurnRequest`), checked by the same code. The tool
+/// error is boxed: it is the rare path, and a `CallToolResult` is large.
 fn program_parts(
     files: Vec<McpFile>,
     policy: Option<String>,
-) -> Result<(Vec<FileIn>, Policy), CallToolResult> {
-    let files = files_in(files).map_err(tool_error)?;
+) -> Result<(Vec<FileIn>, Policy), Box<CallToolResult>> {
+    let files = files_in(files).map_err(|e| Box::new(tool_error(e)))?;
     Ok((files, parse(policy)?))
 }
 
@@ -127,8 +128,10 @@ fn program_parts(
 /// JSON schema lists the names; a wrong one is a tool error naming it, as the HTTP API's 400.
 fn parse<T: std::str::FromStr<Err = String> + Default>(
     name: Option<String>,
-) -> Result<T, CallToolResult> {
-    name.map_or(Ok(T::default()), |n| n.parse().map_err(tool_error))
+) -> Result<T, Box<CallToolResult>> {
+    name.map_or(Ok(T::default()), |n| {
+        n.parse().map_err(|e| Box::new(tool_error(e)))
+    })
 }
 
 fn denied(findings: &[Finding]) -> CallToolResult {
@@ -170,7 +173,7 @@ impl VivariumMcp {
         }
         let (files, policy) = match program_parts(args.files, args.policy) {
             Ok(parts) => parts,
-            Err(e) => return Ok(e),
+            Err(e) => return Ok(*e),
         };
         let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
             Ok(template) => template,
@@ -274,7 +277,7 @@ impl VivariumMcp {
     ) -> Result<CallToolResult, McpError> {
         let (files, policy) = match program_parts(args.files, args.policy) {
             Ok(parts) => parts,
-            Err(e) => return Ok(e),
+            Err(e) => return Ok(*e),
         };
         let req = TurnRequest {
             code: args.code,
