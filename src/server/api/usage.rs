@@ -10,8 +10,10 @@ use crate::server::error::ErrorBody;
 use crate::server::request_context::RequestContext;
 use crate::supervisor::tenants::QuotaUse;
 
-/// What `GET /v1/usage` says.
+/// What `GET /v1/usage` says (named `TenantUsage` in the OpenAPI document: a run's `usage`
+/// is `Usage`).
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TenantUsage)]
 pub struct Usage {
     /// The tenant the caller's key belongs to (`default` without API keys).
     #[schema(example = "acme")]
