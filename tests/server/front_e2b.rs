@@ -475,6 +475,16 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Ended is not found, as E2B says (the SDKs' kill() is then false).
+    for method in [M::GET, M::DELETE] {
+        let path = format!("/sandboxes/{id}");
+        let (st, v) = json_of(e2b(&c, method.clone(), &base, &path, None, None)).await;
+        assert_eq!(
+            (st, v["code"].clone()),
+            (404, json!(404)),
+            "{method} {path}: {v}"
+        );
+    }
     s.stop().await;
 }
 

@@ -126,13 +126,19 @@ impl<E: Into<ApiError>> From<E> for E2bError {
 
 impl IntoResponse for E2bError {
     fn into_response(self) -> Response {
-        let status = self.0.status();
+        // An ended sandbox is not found, as E2B says of one (the SDKs' `kill()` is then
+        // `false`, `connect()` a NotFoundException); Vivarium's 410 is for its own API.
+        let status = match self.0.status() {
+            StatusCode::GONE => StatusCode::NOT_FOUND,
+            other => other,
+        };
         let body = json!({
             "code": status.as_u16(),
             "message": format!("{}: {}", self.0.code().as_str(), self.0),
         });
-        // Vivarium's own response (its status and Retry-After), with E2B's body.
+        // Vivarium's own response (its Retry-After), with E2B's status and body.
         let mut resp = self.0.into_response();
+        *resp.status_mut() = status;
         *resp.body_mut() = axum::body::Body::from(body.to_string());
         resp
     }
