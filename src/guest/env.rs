@@ -17,21 +17,44 @@ pub struct EnvError {
     pub why: String,
 }
 
-/// The guest's environment: the base the reference host gives, then the caller's on top.
-pub fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, EnvError> {
+/// Whether `extra`, a caller's variables, may be given to a guest: at most [`MAX_ENV_VARS`]
+/// and [`MAX_ENV_BYTES`], names non-empty without `=` or NUL, values without NUL.
+pub fn check_env<'a>(
+    extra: impl ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
+) -> Result<(), EnvError> {
     if extra.len() > MAX_ENV_VARS {
         return Err(EnvError {
             name: format!("{} variables", extra.len()),
             why: format!("too many variables (at most {MAX_ENV_VARS})"),
         });
     }
-    let total: usize = extra.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let total: usize = extra.clone().map(|(k, v)| k.len() + v.len()).sum();
     if total > MAX_ENV_BYTES {
         return Err(EnvError {
             name: format!("{total} bytes"),
             why: format!("environment larger than {} KiB", MAX_ENV_BYTES >> 10),
         });
     }
+    for (k, v) in extra {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(EnvError {
+                name: k.to_string(),
+                why: "names must be non-empty, without '=' or NUL".into(),
+            });
+        }
+        if v.contains('\0') {
+            return Err(EnvError {
+                name: k.to_string(),
+                why: "values must not contain NUL".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The guest's environment: the base the reference host gives, then the caller's on top.
+pub fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, EnvError> {
+    check_env(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     let mut env: std::collections::BTreeMap<String, String> = [
         ("TMPDIR", "/tmp"),
         ("HOME", HOME),
@@ -41,20 +64,6 @@ pub fn guest_env(extra: &[(String, String)]) -> Result<Vec<(String, String)>, En
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    for (k, v) in extra {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(EnvError {
-                name: k.clone(),
-                why: "names must be non-empty, without '=' or NUL".into(),
-            });
-        }
-        if v.contains('\0') {
-            return Err(EnvError {
-                name: k.clone(),
-                why: "values must not contain NUL".into(),
-            });
-        }
-        env.insert(k.clone(), v.clone());
-    }
+    env.extend(extra.iter().cloned());
     Ok(env.into_iter().collect())
 }

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-pub use env::{EnvError, MAX_ENV_BYTES, MAX_ENV_VARS, guest_env};
-pub use setup::{GuestSetup, SETUP_LIMITS, packages_on_path, secrets_env, setup_code};
+pub use env::{EnvError, check_env, guest_env};
+pub use setup::{GuestSetup, SETUP_LIMITS, env_literal, packages_on_path, secrets_env, setup_code};
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
     NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,

@@ -41,16 +41,24 @@ pub fn packages_on_path() -> String {
 /// placeholders in its environment. Every such turn runs it: a rolled-back turn may have
 /// undone it. (The HTTP clients were patched when the template was built.)
 pub fn secrets_env(env: &[(String, String)]) -> String {
-    format!("__import__('os').environ.update({})\n", env_literal(env))
+    format!(
+        "__import__('os').environ.update({})\n",
+        env_literal(pairs(env))
+    )
+}
+
+/// `env`'s pairs as `&str`s.
+fn pairs(env: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
 /// `env` as a Python dict literal: JSON objects of strings read the same as Python literals
 /// (serde_json escapes only `"`, `\` and control characters, each in a form Python reads the
 /// same way).
-fn env_literal(env: &[(String, String)]) -> String {
+pub fn env_literal<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let map: serde_json::Map<String, serde_json::Value> = env
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
         .collect();
     serde_json::Value::Object(map).to_string()
 }
@@ -59,7 +67,7 @@ fn env_literal(env: &[(String, String)]) -> String {
 /// and, when it has extra packages, [`PACKAGES_DIR`] on `sys.path` (last: a wheel cannot
 /// shadow the standard library or a built-in package).
 pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) -> String {
-    let env = env_literal(env);
+    let env = env_literal(pairs(env));
     // A JSON string reads the same as a Python string literal.
     let check = match &setup.check {
         Some(src) => serde_json::to_string(src).expect("a string serialises"),

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
 use super::{DoorState, E2bError, ENVD_VERSION, HOME, open_session, py_str, turn};
-use crate::guest::{MAX_ENV_BYTES, MAX_ENV_VARS};
+use crate::guest::env_literal;
 use crate::server::api::types::NetworkRequest;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
@@ -143,34 +143,20 @@ fn check_metadata(m: &BTreeMap<String, String>) -> Result<(), E2bError> {
     Ok(())
 }
 
+/// Environment variables as every door takes them (`guest::check_env`).
 pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> {
-    let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    if env.len() > MAX_ENV_VARS || bytes > MAX_ENV_BYTES {
-        return Err(invalid(format!(
-            "envVars holds at most {MAX_ENV_VARS} variables and {MAX_ENV_BYTES} bytes"
-        )));
-    }
-    if let Some(bad) = env
-        .keys()
-        .find(|k| k.is_empty() || k.contains(['=', '\0']))
-        .or_else(|| env.iter().find(|(_, v)| v.contains('\0')).map(|(k, _)| k))
-    {
-        return Err(invalid(format!(
-            "environment variable {bad:?} is malformed"
-        )));
-    }
-    Ok(())
+    crate::guest::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| invalid(e.to_string()))
 }
 
 /// The code that makes a new sandbox E2B's: `/home/user` its working directory, its
 /// `envVars` in `os.environ`.
 pub(super) fn set_up(env: &BTreeMap<String, String>) -> String {
-    let env = serde_json::to_string(env).expect("a map serializes");
     format!(
-        "import os as _o, json as _j\n_o.makedirs({home}, exist_ok=True)\n_o.chdir({home})\n\
-         _o.environ.update(_j.loads({env}))\ndel _o, _j\n",
+        "import os as _o\n_o.makedirs({home}, exist_ok=True)\n_o.chdir({home})\n\
+         _o.environ.update({env})\ndel _o\n",
         home = py_str(HOME),
-        env = py_str(&env),
+        env = env_literal(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
     )
 }
 

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use super::control::{check_env, invalid, set_up};
 use super::sandboxes::{MAX_CONTEXTS, Record};
 use super::{DoorState, E2bError, HOME, open_session, py_str, sandbox_of, scrubbed, turn};
+use crate::guest::env_literal;
 use crate::sandbox::output::StreamKind;
 use crate::server::api::types::Cell;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -93,6 +94,7 @@ fn now() -> String {
 /// One NDJSON line, ASCII only (a client that decodes each network chunk on its own, as
 /// the JS SDK does, would garble a character split between two).
 fn line(v: Value) -> Bytes {
+    use std::fmt::Write as _;
     let mut s = String::new();
     for c in v.to_string().chars() {
         if c.is_ascii() {
@@ -101,7 +103,7 @@ fn line(v: Value) -> Bytes {
             // Only inside strings: JSON has no other place for it.
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
-                s.push_str(&format!("\\u{u:04x}"));
+                let _ = write!(s, "\\u{u:04x}");
             }
         }
     }
@@ -114,12 +116,11 @@ const RESTORE_ENV: &str = "import os as _o\nfor _k, _v in _o.__dict__.pop('_viva
 
 /// Sets a cell's `env_vars`, keeping what they replace for [`RESTORE_ENV`].
 fn cell_env(env: &BTreeMap<String, String>) -> String {
-    let env = serde_json::to_string(env).expect("a map serializes");
     format!(
-        "import os as _o, json as _j\n_e = _j.loads({env})\n\
+        "import os as _o\n_e = {env}\n\
          _o._vivarium_e2b_env = {{_k: _o.environ.get(_k) for _k in _e}}\n\
-         _o.environ.update(_e)\ndel _o, _j, _e\n",
-        env = py_str(&env)
+         _o.environ.update(_e)\ndel _o, _e\n",
+        env = env_literal(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     )
 }
 
