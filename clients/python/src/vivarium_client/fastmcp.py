@@ -45,7 +45,8 @@ _PROGRAM = """\
 import ast as _vv_ast, json as _vv_json
 globals().update(_vv_json.loads({inputs!r}))
 def _vv_bind(function, params):
-    # Positional arguments in the host function's order (the guest's signatures sort them).
+    # Positional arguments in the host function's order (the guest's signature puts required
+    # parameters first).
     def bound(*args, **kwargs):
         if len(args) > len(params):
             raise TypeError(f"takes {{len(params)}} positional arguments but {{len(args)}} were given")

@@ -47,7 +47,8 @@ FINAL_ANSWER = "final_answer"
 _BIND_TOOLS = """\
 import json as _vv_json
 def _vv_bind(function, params):
-    # Positional arguments in the tool's order (the guest's signatures sort them).
+    # Positional arguments in the tool's order (the guest's signature puts required
+    # parameters first).
     def bound(*args, **kwargs):
         if len(args) > len(params):
             raise TypeError(f"takes {{len(params)}} positional arguments but {{len(args)}} were given")
