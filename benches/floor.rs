@@ -159,7 +159,14 @@ impl Layers<'_> {
             Layer::Session => {
                 let o = self
                     .host
-                    .session_turn(&mut self.session, TEMPLATE, code, vec![], &turn_limits())
+                    .session_turn(
+                        &mut self.session,
+                        TEMPLATE,
+                        code,
+                        vec![],
+                        &turn_limits(),
+                        None,
+                    )
                     .expect("alive");
                 assert!(matches!(o.report.status, Status::Ok | Status::Error));
             }

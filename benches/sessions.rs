@@ -73,7 +73,7 @@ fn turn_limits() -> TurnLimits {
 /// One session turn through `Vivarium::session_turn`, which must complete.
 fn answered(host: &Vivarium, interp: &mut Interpreter, code: &str) -> Option<String> {
     let o = host
-        .session_turn(interp, TEMPLATE, code, vec![], &turn_limits())
+        .session_turn(interp, TEMPLATE, code, vec![], &turn_limits(), None)
         .expect("the session is alive");
     assert_eq!(o.report.status, Status::Ok, "{code}: {}", o.report.stderr);
     o.result
@@ -529,11 +529,18 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
                 };
                 let t0 = Instant::now();
                 let stopped = host
-                    .session_turn(&mut interp, TEMPLATE, SPIN, vec![], &stop)
+                    .session_turn(&mut interp, TEMPLATE, SPIN, vec![], &stop, None)
                     .expect("alive");
                 let t1 = Instant::now();
                 let next = host
-                    .session_turn(&mut interp, TEMPLATE, "len(df)", vec![], &turn_limits())
+                    .session_turn(
+                        &mut interp,
+                        TEMPLATE,
+                        "len(df)",
+                        vec![],
+                        &turn_limits(),
+                        None,
+                    )
                     .expect("alive after the rollback");
                 let t2 = Instant::now();
                 // Dropped after the stopped instance `session_turn` deferred.

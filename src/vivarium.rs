@@ -680,8 +680,9 @@ impl Vivarium {
     /// or a trap stops leaves the instance untrustworthy: when the interpreter keeps a
     /// checkpoint, it is replaced by a fresh instance restored from it (its state before the
     /// turn, memory and files) and the outcome says `rolled_back`; otherwise, or when the
-    /// restore fails, it ends as before. After a completed turn the checkpoint is brought up
-    /// to date. Blocking; call on a guest thread.
+    /// restore fails, it ends as before. After a completed turn `undo` runs as a hidden turn
+    /// (what was set for this turn alone), then the checkpoint is brought up to date.
+    /// Blocking; call on a guest thread.
     pub fn session_turn(
         &self,
         interp: &mut Interpreter,
@@ -689,8 +690,16 @@ impl Vivarium {
         code: &str,
         stdin: Vec<u8>,
         limits: &TurnLimits,
+        undo: Option<&str>,
     ) -> Result<TurnOutcome, EndReason> {
         let mut outcome = interp.turn(code, stdin, limits)?;
+        // What a hidden turn set for this one alone is undone before the checkpoint is
+        // refreshed, so no rollback brings it back (a rolled-back turn goes back to before it).
+        if let (Some(undo), None) = (undo, &outcome.ended)
+            && interp.hidden_turn(undo).is_err()
+        {
+            outcome.ended = interp.ended().cloned();
+        }
         match &outcome.ended {
             None => interp.refresh_checkpoint(),
             Some(EndReason::Stopped(_)) => {

@@ -16,7 +16,10 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, check_env, guest_env};
-pub use setup::{GuestSetup, SETUP_LIMITS, env_literal, packages_on_path, secrets_env, setup_code};
+pub use setup::{
+    GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, secrets_env,
+    setup_code, turn_env,
+};
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
     NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,

@@ -47,6 +47,23 @@ pub fn secrets_env(env: &[(String, String)]) -> String {
     )
 }
 
+/// Sets a turn's own variables (a cell's `env_vars`), keeping what they replace for
+/// [`UNDO_TURN_ENV`]: a hidden turn before the caller's.
+pub fn turn_env(env: &[(String, String)]) -> String {
+    format!(
+        "import os as _o\n_e = {env}\n\
+         _o._vivarium_turn_env = {{_k: _o.environ.get(_k) for _k in _e}}\n\
+         _o.environ.update(_e)\ndel _o, _e\n",
+        env = env_literal(pairs(env))
+    )
+}
+
+/// Undoes what [`turn_env`] set: a hidden turn after the caller's.
+pub const UNDO_TURN_ENV: &str = "import os as _o\n\
+    for _k, _v in _o.__dict__.pop('_vivarium_turn_env', {}).items():\n    \
+    _o.environ.pop(_k, None) if _v is None else _o.environ.__setitem__(_k, _v)\n\
+    del _o\n";
+
 /// `env`'s pairs as `&str`s.
 fn pairs(env: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
     env.iter().map(|(k, v)| (k.as_str(), v.as_str()))

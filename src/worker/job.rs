@@ -101,6 +101,10 @@ pub struct TurnJob {
     /// `NAME=placeholder` of each secret of the session's.
     #[serde(default)]
     pub network_env: Vec<(String, String)>,
+    /// Variables of this turn alone (an E2B cell's `env_vars`): set before its code, undone
+    /// after it.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.

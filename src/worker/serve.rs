@@ -327,6 +327,16 @@ impl Worker {
             self.put_back(t.handle, interp);
             return Err(from_write(e, "the files", |i| format!("files[{i}].path")));
         }
+        // The turn's own variables (a hidden turn before the caller's; undone after it by
+        // `session_turn`).
+        if !t.env.is_empty()
+            && let Err(e) = interp.hidden_turn(&crate::guest::turn_env(&t.env))
+        {
+            self.put_back(t.handle, interp);
+            return Err(JobError::Internal(format!(
+                "setting the turn's variables: {e}"
+            )));
+        }
         // Network by exception: the secrets' placeholders in its environment (a hidden turn,
         // before the caller's), then the door.
         if let Some(network) = t.network {
@@ -350,9 +360,15 @@ impl Worker {
             }
             None => t.code,
         };
-        let turned =
-            self.host
-                .session_turn(&mut interp, template, &code, t.stdin.into_vec(), &t.limits);
+        let undo = (!t.env.is_empty()).then_some(crate::guest::UNDO_TURN_ENV);
+        let turned = self.host.session_turn(
+            &mut interp,
+            template,
+            &code,
+            t.stdin.into_vec(),
+            &t.limits,
+            undo,
+        );
         interp.stream_output(None);
         interp.answer_input_with(None);
         interp.offer_tools(None);

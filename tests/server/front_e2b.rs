@@ -415,9 +415,13 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
     )
     .await;
     let id = v["sandboxID"].as_str().unwrap().to_string();
-    // A cell that never ends, streamed; the client reads its first line and hangs up.
+    // A cell that never ends, with a variable of its own, streamed; the client reads its
+    // first line and hangs up.
     let r = e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
-        .json(&json!({"code": "print('started', flush=True)\nwhile True: pass"}))
+        .json(&json!({
+            "code": "print('started', flush=True)\nwhile True: pass",
+            "env_vars": {"VV_CELL": "set"},
+        }))
         .send()
         .await
         .unwrap();
@@ -425,15 +429,18 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
     let first = r.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("started"));
     drop(r);
-    // The session is free again well before the cell's own timeout.
+    // The session is free again well before the cell's own timeout, and the cell's
+    // variable is gone with it.
     let since = Instant::now();
     loop {
         let (_, v) = json_of(
             e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
-                .json(&json!({"code": "'free'"})),
+                .json(&json!({"code": "__import__('os').environ.get('VV_CELL', 'unset')"})),
         )
         .await;
-        if v.as_str().is_some_and(|t| t.contains("'free'")) {
+        let text = v.as_str().unwrap_or_default();
+        if !text.contains("session_busy") {
+            assert!(text.contains(r#""text":"'unset'""#), "{text}");
             break;
         }
         assert!(since.elapsed() < Duration::from_secs(10), "still busy: {v}");

@@ -846,6 +846,7 @@ impl TurnRequest {
             input: None,
             tools: toolbox(req.tools, req.tool_limits)?,
             tool_asker: None,
+            env: Vec::new(),
         })
     }
 }

@@ -160,6 +160,7 @@ fn turn_of(code: &str) -> SessionTurn {
         input: None,
         tools: None,
         tool_asker: None,
+        env: Vec::new(),
     }
 }
 

@@ -53,6 +53,10 @@ pub struct SessionTurn {
     pub tools: Option<crate::tools::Toolbox>,
     /// Answers their calls (`Runner::begin_turn_execution`).
     pub tool_asker: Option<crate::hostcalls::tools::ToolAsker>,
+    /// Variables of this turn alone (an E2B cell's `env_vars`, checked by
+    /// `guest::check_env`): set before its code and undone after it, in the same use of the
+    /// session, so no other turn sees them.
+    pub env: Vec<(String, String)>,
 }
 
 impl SessionTurn {
@@ -72,6 +76,7 @@ impl SessionTurn {
             input: None,
             tools: None,
             tool_asker: None,
+            env: Vec::new(),
         }
     }
 }
@@ -253,6 +258,7 @@ impl Runner {
             policy: check,
             tools,
             tool_asker,
+            env,
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
@@ -286,6 +292,7 @@ impl Runner {
                 .as_ref()
                 .map(|(_, _, g)| g.secrets.env())
                 .unwrap_or_default(),
+            env,
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),

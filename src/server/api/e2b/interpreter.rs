@@ -21,8 +21,7 @@ use tokio::sync::mpsc;
 
 use super::control::{check_env, invalid, set_up};
 use super::sandboxes::{MAX_CONTEXTS, Record};
-use super::{DoorState, E2bError, HOME, open_session, py_str, sandbox_of, scrubbed, turn};
-use crate::guest::env_literal;
+use super::{DoorState, E2bError, HOME, open_session, py_str, sandbox_of, scrubbed, turn, turn_in};
 use crate::sandbox::output::StreamKind;
 use crate::server::api::types::Cell;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -111,19 +110,6 @@ fn line(v: Value) -> Bytes {
     Bytes::from(s)
 }
 
-/// Restores what a cell's `env_vars` changed (they are the cell's only).
-const RESTORE_ENV: &str = "import os as _o\nfor _k, _v in _o.__dict__.pop('_vivarium_e2b_env', {}).items():\n    _o.environ.pop(_k, None) if _v is None else _o.environ.__setitem__(_k, _v)\ndel _o\n";
-
-/// Sets a cell's `env_vars`, keeping what they replace for [`RESTORE_ENV`].
-fn cell_env(env: &BTreeMap<String, String>) -> String {
-    format!(
-        "import os as _o\n_e = {env}\n\
-         _o._vivarium_e2b_env = {{_k: _o.environ.get(_k) for _k in _e}}\n\
-         _o.environ.update(_e)\ndel _o, _e\n",
-        env = env_literal(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    )
-}
-
 async fn execute(
     State(door): State<DoorState>,
     Extension(ctx): Extension<RequestContext>,
@@ -175,18 +161,10 @@ async fn run_cell(
             ));
         })
     };
-    let work = async {
-        if !env.is_empty() {
-            turn(&door, &ctx, &id, cell_env(&env), None).await?;
-        }
-        let done = turn(&door, &ctx, &id, code, Some(sink)).await;
-        if !env.is_empty() {
-            let _ = turn(&door, &ctx, &id, RESTORE_ENV.to_string(), None).await;
-        }
-        done
-    };
+    // The cell's `env_vars` are its own: set and undone around it in the same turn.
+    let env = env.into_iter().collect();
     let done = tokio::select! {
-        done = work => done,
+        done = turn_in(&door, &ctx, &id, code, Some(sink), env) => done,
         _ = tx.closed() => {
             // The client hung up: its cell stops (the session goes back to its state
             // before it, as after any interrupted cell).

@@ -176,11 +176,27 @@ async fn turn(
     code: String,
     live: Option<TextSink>,
 ) -> Result<TurnDone, ApiError> {
+    turn_in(door, ctx, id, code, live, Vec::new()).await
+}
+
+/// [`turn`] with variables of its own (a cell's `env_vars`, checked), set before the code
+/// and undone after it.
+async fn turn_in(
+    door: &Door,
+    ctx: &RequestContext,
+    id: &str,
+    code: String,
+    live: Option<TextSink>,
+    env: Vec<(String, String)>,
+) -> Result<TurnDone, ApiError> {
     let (mut bracket, _) = Bracket::turn(&door.app, ctx, id);
     bracket.record().set_code(&code);
     let ran = async {
         let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
-        let turn = SessionTurn::cell(code, live);
+        let turn = SessionTurn {
+            env,
+            ..SessionTurn::cell(code, live)
+        };
         door.app.runner.turn(&session, turn, bracket.record()).await
     }
     .await;
