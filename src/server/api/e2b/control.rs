@@ -342,7 +342,9 @@ async fn list(
             "startedAfter is not offered: filter by metadata, state or template".into(),
         ));
     }
+    // A context is a session but not a sandbox.
     let mut infos = door.app.runner.sessions(ctx.key_id.as_deref());
+    infos.retain(|info| !door.sandboxes.is_context(&info.id));
     infos.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
     match q.order.as_deref() {
         None | Some("asc") => {}
