@@ -466,8 +466,31 @@ async fn a_client_that_reads_nothing_is_dropped_once_its_outgoing_bound_is_full(
         );
         send(&mut ws, &req).await;
     }
-    // The cells fill the bound within seconds; the kernel then waits 10 s for the client.
-    tokio::time::sleep(Duration::from_secs(22)).await;
+    // Seven cells' output (56 MiB) is past the bound and what the sockets buffer; the
+    // kernel then waits 10 s for the client. How long the cells take depends on the machine
+    // (a fixed wait was too short on a slow one): the test waits until seven have run (if
+    // the kernel holds them back while it waits, they run once the client is dropped),
+    // then past the kernel's wait.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let info: Value = c
+            .get(format!("{}/v1/sessions/{sid}", s.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if info["turns"].as_u64().is_some_and(|n| n >= 7) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cells did not run: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(12)).await;
     let mut replies = 0;
     let mut closed = false;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
