@@ -21,7 +21,9 @@
 
 mod address;
 
+pub mod encoding;
 mod limits;
+pub mod mask;
 mod message;
 pub mod raw;
 mod rule;
@@ -31,7 +33,7 @@ pub use address::AddressRules;
 pub use limits::EgressLimits;
 pub use message::{EgressAnswer, EgressRequest, Refusal, Refused, Scheme};
 pub use rule::{AllowList, normalize_host, valid_host};
-pub use secret::{SecretSource, Secrets};
+pub use secret::{SecretSource, Secrets, TooLargeWithValues};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,9 +4,13 @@
 //! secret's hosts, and nowhere else; and puts the placeholder back in place of the value in
 //! every response before the guest reads it. The values never enter a worker.
 
+use std::sync::Arc;
+
+use aho_corasick::AhoCorasick;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
+use super::mask::{Masker, replace};
 use super::message::EgressRequest;
 use super::rule::{AllowList, RuleError};
 
@@ -71,9 +75,14 @@ pub enum SecretSource {
     Operator(String),
 }
 
-/// A run's secrets.
+/// A run's secrets, with what finds their placeholders in a request (built with them: 32
+/// patterns of ~40 bytes) and what finds their values in a response (built at its first use).
 #[derive(Debug, Clone, Default)]
-pub struct Secrets(Vec<Secret>);
+pub struct Secrets {
+    list: Vec<Secret>,
+    placeholders: Option<AhoCorasick>,
+    masker: Arc<Masker>,
+}
 
 /// What substituting a request did: the secrets put in, and those whose placeholder went to
 /// a host not theirs (sent as the placeholder; the audit line names them).
@@ -84,6 +93,11 @@ pub struct Substituted {
     /// Secrets whose placeholder was sent to another host.
     pub misdirected: Vec<String>,
 }
+
+/// A request that would be larger than its bound once the values were put in (a value may
+/// be 8 KiB, its placeholder ~40 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLargeWithValues;
 
 impl Secrets {
     /// The secrets `(name, value, hosts)`, each with a fresh placeholder.
@@ -123,17 +137,35 @@ impl Secrets {
                 placeholder,
             });
         }
-        Ok(Secrets(out))
+        // Placeholders are one length, random, and never overlap: any match kind finds them.
+        let placeholders = (!out.is_empty())
+            .then(|| AhoCorasick::new(out.iter().map(|s| &s.placeholder)).ok())
+            .flatten();
+        let masker = Masker::new(
+            out.iter()
+                .map(|s| {
+                    (
+                        s.value.clone().into_bytes(),
+                        s.placeholder.clone().into_bytes(),
+                    )
+                })
+                .collect(),
+        );
+        Ok(Secrets {
+            list: out,
+            placeholders,
+            masker: Arc::new(masker),
+        })
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.list.is_empty()
     }
 
     /// `NAME=placeholder` for each: laid over the guest's environment.
     pub fn env(&self) -> Vec<(String, String)> {
-        self.0
+        self.list
             .iter()
             .map(|s| (s.name.clone(), s.placeholder.clone()))
             .collect()
@@ -141,54 +173,79 @@ impl Secrets {
 
     /// `(secret:NAME, value)` for each: literal secrets of the leakage scan.
     pub fn literals(&self) -> Vec<(String, String)> {
-        self.0
+        self.list
             .iter()
             .map(|s| (format!("secret:{}", s.name), s.value.clone()))
             .collect()
     }
 
-    /// Puts each secret's value in place of its placeholder in `req`, when `req` goes to one
-    /// of the secret's hosts.
-    pub fn substitute(&self, req: &mut EgressRequest) -> Substituted {
-        let mut done = Substituted::default();
-        for s in &self.0 {
-            let p = s.placeholder.as_bytes();
-            let present = contains(req.target.as_bytes(), p)
-                || contains(&req.body, p)
-                || req.headers.iter().any(|(_, v)| {
-                    contains(v.as_bytes(), p) || basic(v).is_some_and(|d| contains(&d, p))
-                });
-            if !present {
-                continue;
-            }
-            if !s.hosts.permits(&req.host, req.port) {
-                done.misdirected.push(s.name.clone());
-                continue;
-            }
-            let v = s.value.as_bytes();
-            req.target = text(replace(req.target.as_bytes(), p, v));
-            req.body = replace(&req.body, p, v);
-            for (_, value) in req.headers.iter_mut() {
-                if let Some(decoded) = basic(value).filter(|d| contains(d, p)) {
-                    *value = format!("Basic {}", STANDARD.encode(replace(&decoded, p, v)));
-                } else {
-                    *value = text(replace(value.as_bytes(), p, v));
-                }
-            }
-            done.used.push(s.name.clone());
-        }
-        done
+    /// What puts each placeholder back in place of its value in a response: shared by every
+    /// clone, its automaton built once, at its first use.
+    pub fn masker(&self) -> Arc<Masker> {
+        self.masker.clone()
     }
 
-    /// `bytes` with every secret's value replaced by its placeholder.
-    pub fn mask(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut out = bytes.to_vec();
-        for s in &self.0 {
-            if contains(&out, s.value.as_bytes()) {
-                out = replace(&out, s.value.as_bytes(), s.placeholder.as_bytes());
+    /// Puts each secret's value in place of its placeholder in `req`, when `req` goes to one
+    /// of the secret's hosts: one pass over each part. Refused, and `req` left as it was,
+    /// when the request could then be larger than `limit` bytes.
+    pub fn substitute(
+        &self,
+        req: &mut EgressRequest,
+        limit: u64,
+    ) -> Result<Substituted, TooLargeWithValues> {
+        let mut done = Substituted::default();
+        let Some(ac) = &self.placeholders else {
+            return Ok(done);
+        };
+        // How many times each placeholder is present (one in a `Basic` credential counts
+        // twice: its value grows by 4/3 once encoded again).
+        let mut counts = vec![0u64; self.list.len()];
+        let mut found = |hay: &[u8], weight: u64| {
+            for m in ac.find_iter(hay) {
+                counts[m.pattern().as_usize()] += weight;
+            }
+        };
+        found(req.target.as_bytes(), 1);
+        found(&req.body, 1);
+        for (_, v) in &req.headers {
+            found(v.as_bytes(), 1);
+            if let Some(d) = basic(v) {
+                found(&d, 2);
             }
         }
-        out
+        let permitted: Vec<bool> = self
+            .list
+            .iter()
+            .zip(&counts)
+            .map(|(s, n)| *n > 0 && s.hosts.permits(&req.host, req.port))
+            .collect();
+        let mut grown = 0u64;
+        for (s, (n, ok)) in self.list.iter().zip(counts.iter().zip(&permitted)) {
+            if *ok {
+                done.used.push(s.name.clone());
+                grown = grown.saturating_add(n.saturating_mul(s.value.len() as u64));
+            } else if *n > 0 {
+                done.misdirected.push(s.name.clone());
+            }
+        }
+        if done.used.is_empty() {
+            return Ok(done);
+        }
+        // Bounded before anything is built.
+        if req.size().saturating_add(grown) > limit {
+            return Err(TooLargeWithValues);
+        }
+        let with = |i: usize| permitted[i].then(|| self.list[i].value.as_bytes());
+        req.target = text(replace(ac, req.target.as_bytes(), with));
+        req.body = replace(ac, &req.body, with);
+        for (_, value) in req.headers.iter_mut() {
+            if let Some(decoded) = basic(value).filter(|d| ac.is_match(d)) {
+                *value = format!("Basic {}", STANDARD.encode(replace(ac, &decoded, with)));
+            } else {
+                *value = text(replace(ac, value.as_bytes(), with));
+            }
+        }
+        Ok(done)
     }
 }
 
@@ -198,25 +255,6 @@ fn basic(value: &str) -> Option<Vec<u8>> {
         .strip_prefix("Basic ")
         .or_else(|| value.strip_prefix("basic "))?;
     STANDARD.decode(b64.trim()).ok()
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
-fn replace(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(hay.len());
-    let mut i = 0;
-    while i < hay.len() {
-        if hay[i..].starts_with(from) {
-            out.extend_from_slice(to);
-            i += from.len();
-        } else {
-            out.push(hay[i]);
-            i += 1;
-        }
-    }
-    out
 }
 
 fn text(bytes: Vec<u8>) -> String {
@@ -259,7 +297,7 @@ mod tests {
             &[("Authorization", &format!("Bearer {p}")), ("X-B", &basic)],
             &format!("{{\"t\":\"{p}\"}}"),
         );
-        let done = s.substitute(&mut r);
+        let done = s.substitute(&mut r, 1 << 20).unwrap();
         assert_eq!(done.used, vec!["TOKEN"]);
         assert_eq!(r.target, "/q?k=s3cr3t-value");
         assert_eq!(r.headers[0].1, "Bearer s3cr3t-value");
@@ -270,14 +308,42 @@ mod tests {
         assert_eq!(r.body, b"{\"t\":\"s3cr3t-value\"}");
 
         let mut elsewhere = req("evil.test", "/", &[("Authorization", &p)], "");
-        let done = s.substitute(&mut elsewhere);
+        let done = s.substitute(&mut elsewhere, 1 << 20).unwrap();
         assert_eq!(done.misdirected, vec!["TOKEN"]);
         assert_eq!(elsewhere.headers[0].1, p);
 
-        assert_eq!(
-            s.mask(b"echo: s3cr3t-value!"),
-            format!("echo: {p}!").into_bytes()
-        );
+        let mut room = |_| true;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut b = super::super::mask::Bounds::new(1000, deadline, &mut room);
+        let mut out = Vec::new();
+        s.masker()
+            .mask(b"echo: s3cr3t-value!", &mut out, &mut b)
+            .unwrap();
+        assert_eq!(out, format!("echo: {p}!").into_bytes());
+    }
+
+    #[test]
+    fn values_put_in_are_bounded_before_they_are_built() {
+        let value = "v".repeat(MAX_SECRET_BYTES);
+        let s = Secrets::new(vec![
+            ("BIG".into(), value.clone(), vec!["api.test".into()]),
+            (
+                "SMALL".into(),
+                "tiny-value".into(),
+                vec!["other.test".into()],
+            ),
+        ])
+        .unwrap();
+        let (big, small) = (s.env()[0].1.clone(), s.env()[1].1.clone());
+        // 100 placeholders of ~40 bytes: ~4 KB as written, ~800 KiB with the values in.
+        let body = format!("{big}{small}").repeat(100);
+        let mut r = req("api.test", "/", &[], &body);
+        assert_eq!(s.substitute(&mut r, 64 << 10), Err(TooLargeWithValues));
+        assert_eq!(r.body, body.as_bytes());
+        let done = s.substitute(&mut r, 1 << 20).unwrap();
+        assert_eq!(done.used, vec!["BIG"]);
+        assert_eq!(done.misdirected, vec!["SMALL"]);
+        assert_eq!(r.body, format!("{value}{small}").repeat(100).as_bytes());
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! One request, start to end: checked, secrets put in, performed, read within bounds,
-//! secrets masked, answered, audited.
+//! decoded and secrets masked within the same bounds (off the executor), answered, audited.
 
-use std::io::Read as _;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -10,7 +9,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use super::resolve::AddressRefused;
 use super::{Egress, RunEgress};
 use crate::budget::Charge;
-use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, raw};
+use crate::egress::encoding::{self, Coding, DecodeError};
+use crate::egress::mask::{Bounds, Masker, Overflow};
+use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, TooLargeWithValues, raw};
 use crate::supervisor::audit::{Audit, EgressLine};
 use crate::sync::lock;
 
@@ -46,27 +47,38 @@ impl Egress {
         };
         let outcome = match self.admit(run, &req) {
             Err(r) => Err(r),
-            Ok(left) => {
-                let done = run.secrets.substitute(&mut req);
-                line.secrets = done.used;
-                line.misdirected = done.misdirected;
-                line.bytes_sent = req.size();
-                let timeout = Duration::from_millis(run.network.limits.request_timeout_ms);
-                let total_binds = left < timeout;
-                let result = self.send(run, req, timeout.min(left)).await;
-                let spent = started.elapsed();
-                lock(&run.usage).spent += spent;
-                result.map_err(|r| match r.reason {
-                    Refused::RequestTimeout if total_binds => Refusal::new(
-                        Refused::TotalTime,
-                        format!(
-                            "the run's requests took {} ms in all",
-                            run.network.limits.total_ms
-                        ),
+            Ok(left) => match run
+                .secrets
+                .substitute(&mut req, run.network.limits.request_bytes)
+            {
+                Err(TooLargeWithValues) => Err(Refusal::new(
+                    Refused::RequestTooLarge,
+                    format!(
+                        "the request is larger than {} bytes with the secrets' values in it",
+                        run.network.limits.request_bytes
                     ),
-                    _ => r,
-                })
-            }
+                )),
+                Ok(done) => {
+                    line.secrets = done.used;
+                    line.misdirected = done.misdirected;
+                    line.bytes_sent = req.size();
+                    let timeout = Duration::from_millis(run.network.limits.request_timeout_ms);
+                    let total_binds = left < timeout;
+                    let result = self.send(run, req, timeout.min(left)).await;
+                    let spent = started.elapsed();
+                    lock(&run.usage).spent += spent;
+                    result.map_err(|r| match r.reason {
+                        Refused::RequestTimeout if total_binds => Refusal::new(
+                            Refused::TotalTime,
+                            format!(
+                                "the run's requests took {} ms in all",
+                                run.network.limits.total_ms
+                            ),
+                        ),
+                        _ => r,
+                    })
+                }
+            },
         };
         line.ms = started.elapsed().as_secs_f64() * 1e3;
         let mut held = None;
@@ -218,6 +230,7 @@ impl Egress {
             HeaderValue::from_static("identity"),
         );
         let limit = run.network.limits.response_bytes;
+        let deadline = Instant::now() + timeout;
         let request = self
             .client
             .request(method, url)
@@ -254,74 +267,132 @@ impl Egress {
                 held,
             })
         };
-        let mut got = tokio::time::timeout(timeout, work)
+        let got = tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| timed_out(timeout))??;
-        decode(&mut got, limit, !run.secrets.is_empty())?;
-        got.headers = got
-            .headers
-            .into_iter()
-            .map(|(k, v)| (k, run.secrets.mask(&v)))
-            .collect();
-        got.body = run.secrets.mask(&got.body);
-        Ok(got)
+        if run.secrets.is_empty() {
+            if head_bytes(&got.headers) + got.body.len() as u64 > limit {
+                return Err(too_large(limit));
+            }
+            return Ok(got);
+        }
+        // Decoding and masking are CPU work on bytes already read: off the executor, by the
+        // request's deadline (the work looks at the clock itself; the answer does not wait).
+        let masker = run.secrets.masker();
+        let job = tokio::task::spawn_blocking(move || rebuild(got, &masker, limit, deadline));
+        match tokio::time::timeout_at(deadline.into(), job).await {
+            Err(_) => Err(timed_out(timeout)),
+            Ok(Err(_)) => Err(Refusal::new(
+                Refused::UpstreamError,
+                "the response could not be checked for secrets",
+            )),
+            Ok(Ok(rebuilt)) => rebuilt.map_err(|stop| match stop {
+                Stop::Bound(o) => overflow(o, limit, timeout),
+                Stop::Refused(r) => r,
+            }),
+        }
     }
 }
 
-/// A compressed body (asked for `identity`, sent anyway) is decoded when the run has secrets,
-/// so a value in it is masked; an encoding the host cannot decode then is refused.
-fn decode(got: &mut Got, limit: u64, secrets: bool) -> Result<(), Refusal> {
-    let Some(i) = got
-        .headers
+/// Why a rebuild stopped: a bound, or a response that cannot be checked.
+enum Stop {
+    Bound(Overflow),
+    Refused(Refusal),
+}
+
+impl From<Overflow> for Stop {
+    fn from(o: Overflow) -> Self {
+        Stop::Bound(o)
+    }
+}
+
+/// The bytes of `headers` as the program reads them (`name: value` and a line break each).
+fn head_bytes(headers: &[(String, Vec<u8>)]) -> u64 {
+    headers
         .iter()
-        .position(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
-    else {
-        return Ok(());
-    };
-    if !secrets {
-        return Ok(());
-    }
-    let encoding = String::from_utf8_lossy(&got.headers[i].1)
-        .trim()
-        .to_ascii_lowercase();
-    let mut out = Vec::new();
-    let read = match encoding.as_str() {
-        "identity" => return Ok(()),
-        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&got.body[..])
-            .take(limit + 1)
-            .read_to_end(&mut out),
-        "deflate" => flate2::read::ZlibDecoder::new(&got.body[..])
-            .take(limit + 1)
-            .read_to_end(&mut out),
-        other => {
-            return Err(Refusal::new(
+        .map(|(k, v)| (k.len() + v.len() + 4) as u64)
+        .sum()
+}
+
+/// The response as the program reads it, for a run with secrets: every content coding
+/// undone, last applied first (one the host cannot decode is refused: a value in it could
+/// not be masked); then every value masked in header names, header values and the body.
+/// Each step is bounded by `limit` (the last by headers and body together: what the program
+/// receives, placeholders and all), charged to the memory budget before it allocates, and
+/// stopped at `deadline`; the step's input and its charge are let go when it is done.
+fn rebuild(got: Got, masker: &Masker, limit: u64, deadline: Instant) -> Result<Got, Stop> {
+    let Got {
+        status,
+        reason,
+        headers,
+        mut body,
+        mut held,
+    } = got;
+    let codings = encoding::codings(&headers);
+    let decoded = codings.iter().any(|c| *c != Coding::Identity);
+    for coding in codings.iter().rev().filter(|c| **c != Coding::Identity) {
+        let mut step = held.sibling();
+        let mut room = |n: u64| step.grow(n.saturating_mul(COPIES));
+        let out = encoding::decode(coding, &body, &mut Bounds::new(limit, deadline, &mut room));
+        body = out.map_err(|e| match e {
+            DecodeError::Bound(o) => Stop::Bound(o),
+            DecodeError::Unsupported(name) => Stop::Refused(Refusal::new(
                 Refused::UpstreamError,
-                format!("a response in {other:?} encoding cannot be checked for secrets"),
-            ));
+                format!("a response in {name:?} encoding cannot be checked for secrets"),
+            )),
+            DecodeError::Corrupt(why) => Stop::Refused(Refusal::new(
+                Refused::UpstreamError,
+                format!("the response did not decode: {why}"),
+            )),
+        })?;
+        held = step;
+    }
+    let mut step = held.sibling();
+    let mut room = |n: u64| step.grow(n.saturating_mul(COPIES));
+    let mut bounds = Bounds::new(limit, deadline, &mut room);
+    let mut masked = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        // The body is decoded: what said it was not goes.
+        if decoded && encoding::is_content_encoding(&name) {
+            continue;
         }
-    };
-    read.map_err(|e| {
-        Refusal::new(
+        let (mut n, mut v) = (Vec::new(), Vec::new());
+        masker.mask_name(name.as_bytes(), &mut n, &mut bounds)?;
+        masker.mask(&value, &mut v, &mut bounds)?;
+        bounds.count(4)?;
+        // A name is a token and a placeholder is letters, digits and `_`: still a token.
+        masked.push((String::from_utf8_lossy(&n).into_owned(), v));
+    }
+    let mut out = Vec::new();
+    masker.mask(&body, &mut out, &mut bounds)?;
+    drop(body);
+    Ok(Got {
+        status,
+        reason,
+        headers: masked,
+        body: out,
+        held: step,
+    })
+}
+
+fn overflow(o: Overflow, limit: u64, timeout: Duration) -> Refusal {
+    match o {
+        Overflow::TooLarge => too_large(limit),
+        Overflow::NoRoom => no_room(),
+        Overflow::TimedOut => timed_out(timeout),
+        Overflow::NoAutomaton => Refusal::new(
             Refused::UpstreamError,
-            format!("the response did not decode: {e}"),
-        )
-    })?;
-    if out.len() as u64 > limit {
-        return Err(too_large(limit));
+            "the response could not be checked for secrets",
+        ),
     }
-    let grown = (out.len() as u64).saturating_sub(got.body.len() as u64) * COPIES;
-    if !got.held.grow(grown) {
-        return Err(no_room());
-    }
-    got.headers.remove(i);
-    got.body = out;
-    Ok(())
 }
 
 fn too_large(limit: u64) -> Refusal {
     Refusal::new(
         Refused::ResponseTooLarge,
-        format!("the response's body is larger than {limit} bytes"),
+        format!(
+            "the response (headers and body, as the program reads them) is larger than {limit} bytes"
+        ),
     )
 }
 
