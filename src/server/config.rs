@@ -134,12 +134,10 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_SNAPSHOT_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
     pub snapshot_retention_secs: u64,
     /// Code mode: executions (running with tools, or suspended at a round of tool calls,
-    /// resident or kept as a journal) the server counts at most.
-    #[arg(
-        long,
-        env = "VIVARIUM_MAX_SUSPENDED_EXECUTIONS",
-        default_value_t = 1024
-    )]
+    /// resident or kept as a journal) the server counts at most. Each resident one waiting for
+    /// answers holds a thread of the supervisor's blocking pool (512), so the default stays
+    /// well under it.
+    #[arg(long, env = "VIVARIUM_MAX_SUSPENDED_EXECUTIONS", default_value_t = 256)]
     pub max_suspended_executions: usize,
     /// Code mode: such executions one tenant holds at most; past that, 429 `quota_exceeded`
     /// (quota `suspended_executions`) [default: 64 with API keys; without keys, the server's

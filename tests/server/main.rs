@@ -10,6 +10,7 @@ mod client_python;
 mod code_mode;
 mod default_template;
 mod egress;
+mod flag_defaults;
 mod front_check;
 mod front_e2b;
 mod front_mcp;
