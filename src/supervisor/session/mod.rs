@@ -404,13 +404,24 @@ impl Session {
     }
 
     /// Ends the session `after` from now, used or idle, instead of after its idle time (no
-    /// later than its lifetime allows); returns when it will end.
+    /// later than its lifetime allows: any `after`, however large, saturates there); returns
+    /// when it will end.
     pub fn set_deadline(&self, after: Duration) -> SystemTime {
-        self.set_deadline_at(Instant::now() + after);
+        let end = self.created + self.lifetime;
+        let at = Instant::now().checked_add(after).map_or(end, |at| at.min(end));
+        self.set_deadline_at(at);
         let left = self
             .expiry(&self.lock())
             .saturating_duration_since(Instant::now());
         SystemTime::now() + left
+    }
+
+    /// Time left before its deadline (no later than its lifetime), when it has one: a door
+    /// giving the sessions it opened for this one the same end.
+    pub fn deadline_in(&self) -> Option<Duration> {
+        let inner = self.lock();
+        inner.deadline?;
+        Some(self.expiry(&inner).saturating_duration_since(Instant::now()))
     }
 
     /// [`Session::set_deadline`] at an instant (a hibernated session's, as it wakes).

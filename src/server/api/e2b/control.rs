@@ -19,10 +19,11 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::network::{self, E2bNetwork};
 use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
-use super::{DoorState, E2bError, ENVD_VERSION, HOME, open_session, py_str, turn};
+use super::unclaimed::Unclaimed;
+use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str, turn};
 use crate::guest::env_literal;
-use crate::server::api::types::NetworkRequest;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
@@ -60,7 +61,7 @@ pub fn routes() -> axum::Router<DoorState> {
 struct NewSandbox {
     #[serde(rename = "templateID")]
     template_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "seconds")]
     timeout: Option<u64>,
     #[serde(default)]
     metadata: Option<BTreeMap<String, String>>,
@@ -72,6 +73,8 @@ struct NewSandbox {
         alias = "allowInternetAccess"
     )]
     allow_internet_access: Option<bool>,
+    #[serde(default)]
+    network: Option<E2bNetwork>,
     #[serde(default)]
     mcp: Option<Value>,
     #[serde(default)]
@@ -87,11 +90,30 @@ struct Timeout {
     /// `fork`'s: how many.
     #[serde(default)]
     count: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "seconds")]
     timeout: Option<u64>,
     /// `refreshes`' field.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "seconds")]
     duration: Option<u64>,
+}
+
+/// A timeout in seconds: a whole number, however large (it saturates at the session's
+/// lifetime, `Session::set_deadline`), also when written as a float (`1e300`); a negative
+/// or fractional one is refused, naming it.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(secs) = n.as_u64() {
+        return Ok(Some(secs));
+    }
+    match n.as_f64() {
+        // `as` saturates: 1e300 is u64::MAX seconds, as long as any.
+        Some(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as u64)),
+        _ => Err(serde::de::Error::custom(format!(
+            "a timeout is a whole number of seconds, at least 1: {n} is not"
+        ))),
+    }
 }
 
 fn parse<T: for<'a> Deserialize<'a> + Default>(
@@ -123,7 +145,8 @@ fn template_of(id: &str) -> Result<Template, E2bError> {
     }
 }
 
-/// The sandbox's deadline from a `timeout` in seconds (E2B's default when left out).
+/// The sandbox's deadline from a `timeout` in seconds (E2B's default when left out); any
+/// length, saturated at the session's lifetime where it is set.
 fn deadline(timeout: Option<u64>) -> Result<Duration, E2bError> {
     match timeout.unwrap_or(DEFAULT_TIMEOUT_SECS) {
         0 => Err(invalid("timeout must be at least 1 second".into())),
@@ -245,14 +268,11 @@ async fn create(
     check_metadata(&metadata)?;
     let env = new.env_vars.unwrap_or_default();
     check_env(&env)?;
-    // E2B's sandboxes reach the internet unless told not to; here the operator's
-    // `--egress-allow` is all a sandbox may reach, and `false` is none of it.
-    let network = match new.allow_internet_access {
-        Some(false) => Some(NetworkRequest { allow: Vec::new() }),
-        _ => None,
-    };
+    let network = network::requested(new.allow_internet_access, new.network)?;
     let id = open_session(&door, &ctx, template, network).await?;
     let key = ctx.key_id.as_deref();
+    let mut opened = Unclaimed::new(&door, key);
+    opened.push(&id);
     let made = async {
         let session = door.app.runner.session(&id, key).await?;
         session.set_deadline(deadline);
@@ -268,9 +288,10 @@ async fn create(
     }
     .await;
     if let Err(e) = made {
-        let _ = door.app.runner.close_session(&id, key).await;
+        opened.close().await;
         return Err(E2bError(e));
     }
+    opened.claim();
     let record = Record {
         template_id: new.template_id,
         metadata,
@@ -413,7 +434,8 @@ async fn kill(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Sets sandbox `id`'s deadline `secs` from now (waking it if it hibernated).
+/// Sets sandbox `id`'s deadline `secs` from now (waking it if it hibernated), and its
+/// contexts' to the same end.
 async fn set_timeout(
     door: &DoorState,
     ctx: &RequestContext,
@@ -421,8 +443,11 @@ async fn set_timeout(
     secs: Option<u64>,
 ) -> Result<SystemTime, E2bError> {
     let after = deadline(secs)?;
-    let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
-    Ok(session.set_deadline(after))
+    let key = ctx.key_id.as_deref();
+    let session = door.app.runner.session(id, key).await?;
+    let ends = session.set_deadline(after);
+    contexts_follow(door, key, &session).await;
+    Ok(ends)
 }
 
 async fn timeout(
@@ -521,6 +546,8 @@ async fn fork(
     let source = record_of(&door, &info);
     let token = access_token(&door, &headers);
     let mut results = Vec::new();
+    // Forks made are closed if the request ends before it answers.
+    let mut made = Unclaimed::new(&door, key);
     for _ in 0..count {
         let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionFork).session(&id);
         let forked = door
@@ -531,6 +558,7 @@ async fn fork(
         bracket.close(outcome_of(&forked, 201));
         match forked {
             Ok(session) => {
+                made.push(&session.id);
                 session.set_deadline(after);
                 let record = Record {
                     contexts: Vec::new(),
@@ -554,6 +582,7 @@ async fn fork(
             }
         }
     }
+    made.claim();
     Ok((StatusCode::CREATED, Json(Value::Array(results))).into_response())
 }
 

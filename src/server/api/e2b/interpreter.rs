@@ -20,8 +20,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::control::{check_env, invalid, set_up};
+use super::network;
 use super::sandboxes::{MAX_CONTEXTS, Record};
-use super::{DoorState, E2bError, HOME, open_session, py_str, sandbox_of, scrubbed, turn, turn_in};
+use super::unclaimed::Unclaimed;
+use super::{
+    DoorState, E2bError, HOME, contexts_follow, open_session, py_str, sandbox_of, scrubbed, turn,
+    turn_in,
+};
 use crate::sandbox::output::StreamKind;
 use crate::server::api::types::Cell;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -275,14 +280,18 @@ async fn create_context(
         return Err(invalid(format!("cwd {cwd:?} must be an absolute path")));
     }
     let key = ctx.key_id.as_deref();
-    let info = door.app.runner.session_info(&sandbox, key).await?;
+    let owner = door.app.runner.session(&sandbox, key).await?;
     let record = door.sandboxes.get(&sandbox).unwrap_or_default();
     if record.contexts.len() >= MAX_CONTEXTS {
         return Err(invalid(format!(
             "this sandbox has {MAX_CONTEXTS} contexts already: remove one first"
         )));
     }
-    let id = open_session(&door, &ctx, info.template, None).await?;
+    // The sandbox's network, whatever it is (none, the operator's, narrowed).
+    let network = network::of_session(&owner);
+    let id = open_session(&door, &ctx, owner.template, network).await?;
+    let mut opened = Unclaimed::new(&door, key);
+    opened.push(&id);
     let set = async {
         let code = set_up(&record.env).replace(&py_str(HOME), &py_str(&cwd));
         turn(&door, &ctx, &id, code, None).await
@@ -291,7 +300,7 @@ async fn create_context(
     match set {
         Ok(done) if done.report.status == crate::report::Status::Ok => {}
         other => {
-            let _ = door.app.runner.close_session(&id, key).await;
+            opened.close().await;
             let why = match other {
                 Err(e) => e.to_string(),
                 Ok(done) => done.report.error.map(|e| e.message).unwrap_or_default(),
@@ -302,11 +311,15 @@ async fn create_context(
         }
     }
     if !door.sandboxes.add_context(&sandbox, &id) {
-        let _ = door.app.runner.close_session(&id, key).await;
+        opened.close().await;
         return Err(invalid(format!(
             "this sandbox has {MAX_CONTEXTS} contexts already"
         )));
     }
+    opened.claim();
+    // Added first, then given the sandbox's deadline: a timeout set meanwhile reaches it
+    // one way or the other.
+    contexts_follow(&door, key, &owner).await;
     Ok(Json(context_body(&id, &cwd)))
 }
 

@@ -19,8 +19,10 @@ mod control;
 mod envd;
 mod filesystem;
 mod interpreter;
+mod network;
 mod process;
 mod sandboxes;
+mod unclaimed;
 
 use std::sync::Arc;
 
@@ -39,6 +41,7 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use crate::supervisor::session::Session;
 use sandboxes::Sandboxes;
 
 /// What the door's handlers share: the server's state and the door's record of its
@@ -229,6 +232,28 @@ async fn open_session(
     let opened = open_session_request(&door.app, open, bracket.record()).await;
     bracket.close(outcome_of(&opened, 201));
     Ok(opened?.id)
+}
+
+/// Gives sandbox `sandbox`'s contexts its deadline, when it has one: they end when it ends by
+/// time (its timeout, its lifetime), by the supervisor's own sweep, as it does, instead of
+/// at their own idle time. Called when a context is made and whenever the sandbox's
+/// timeout changes (a context that hibernated wakes to take it). A sandbox killed here
+/// closes its contexts itself (`control::kill`).
+async fn contexts_follow(door: &Door, key: Option<&str>, sandbox: &Session) {
+    let contexts = door
+        .sandboxes
+        .get(&sandbox.id)
+        .map(|r| r.contexts)
+        .unwrap_or_default();
+    for id in contexts {
+        // Read again for each: waking one may take a while.
+        let Some(left) = sandbox.deadline_in() else {
+            return;
+        };
+        if let Ok(context) = door.app.runner.session(&id, key).await {
+            context.set_deadline(left);
+        }
+    }
 }
 
 /// An error's message as it may leave inside a stream: through the leakage rules, as every

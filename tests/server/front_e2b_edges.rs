@@ -1,0 +1,478 @@
+//! The E2B door's edges over plain HTTP against a real server on 127.0.0.1: a sandbox's
+//! network setting reaches every session it opens (contexts, restarts, forks, a pause and
+//! resume), against a local upstream the server's `--egress-allow` permits; timeouts of
+//! any size saturate instead of failing, and a failed create leaves nothing running; a
+//! sandbox's contexts end with it when its timeout passes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::Method as M;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::http_support::*;
+
+/// A request to the E2B door: `port` None is the control plane.
+fn e2b(
+    c: &reqwest::Client,
+    method: M,
+    base: &str,
+    path: &str,
+    port: Option<u16>,
+    sandbox: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let mut r = c.request(method, format!("{base}/e2b{path}"));
+    if let Some(p) = port {
+        r = r.header("E2b-Sandbox-Port", p.to_string());
+    }
+    if let Some(id) = sandbox {
+        r = r.header("E2b-Sandbox-Id", id);
+    }
+    r
+}
+
+/// Its status and JSON body (a body that is not one JSON value as a string: NDJSON).
+async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v)
+}
+
+/// A plain HTTP upstream on 127.0.0.1 answering `reached` to everything, counting requests.
+async fn upstream() -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nreached",
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, hits)
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time as the server writes it
+/// (`2025-01-31T12:34:56.789Z`).
+fn epoch_secs(t: &Value) -> i64 {
+    let t = t.as_str().unwrap_or_else(|| panic!("not a time: {t}"));
+    let n = |r: std::ops::Range<usize>| t[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Creates a sandbox with `body` (its `templateID` `base` unless given); its id.
+async fn create(c: &reqwest::Client, base: &str, body: Value) -> String {
+    let mut body = body;
+    body.as_object_mut()
+        .unwrap()
+        .entry("templateID")
+        .or_insert(json!("base"));
+    let (st, v) = json_of(e2b(c, M::POST, base, "/v2/sandboxes", None, None).json(&body)).await;
+    assert_eq!(st, 201, "{v}");
+    v["sandboxID"].as_str().unwrap().to_string()
+}
+
+/// Runs `code` in sandbox `id` (in `context` when given); its stdout.
+async fn cell(
+    c: &reqwest::Client,
+    base: &str,
+    id: &str,
+    context: Option<&str>,
+    code: &str,
+) -> String {
+    let (st, v) = json_of(
+        e2b(c, M::POST, base, "/execute", Some(49999), Some(id))
+            .json(&json!({"code": code, "context_id": context})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let text = v.as_str().unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["type"] == "stdout")
+        .map(|l| l["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A new context of sandbox `id`; its id.
+async fn context(c: &reqwest::Client, base: &str, id: &str) -> String {
+    let (st, v) =
+        json_of(e2b(c, M::POST, base, "/contexts", Some(49999), Some(id)).json(&json!({}))).await;
+    assert_eq!(st, 200, "{v}");
+    v["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_sandbox_is_offline_in_its_contexts_restarts_forks_and_after_a_pause() {
+    let (port, hits) = upstream().await;
+    let s = start("e2b-offline", |a| {
+        a.egress_allow = "api.test".into();
+        a.egress_allow_private = "127.0.0.1".into();
+        a.egress_test_resolve = Some("api.test=127.0.0.1".into());
+    })
+    .await;
+    let (base, c) = (s.base.clone(), client());
+    let fetch = format!(
+        "import urllib.request\n\
+         try:\n    print(urllib.request.urlopen('http://api.test:{port}/', timeout=10).read().decode())\n\
+         except Exception as e:\n    print('refused', e)\n"
+    );
+    // Online: the sandbox and its context reach the upstream the operator allows.
+    let online = create(&c, &base, json!({})).await;
+    assert_eq!(cell(&c, &base, &online, None, &fetch).await, "reached\n");
+    let ctx = context(&c, &base, &online).await;
+    assert_eq!(
+        cell(&c, &base, &online, Some(&ctx), &fetch).await,
+        "reached\n"
+    );
+    let reached = hits.load(Ordering::SeqCst);
+    assert_eq!(reached, 2);
+    // Offline, by either of E2B's spellings: no session it opens reaches it.
+    let refused = |out: String, what: &str| {
+        assert!(
+            out.starts_with("refused"),
+            "{what} reached the network: {out}"
+        );
+    };
+    for body in [
+        json!({"allow_internet_access": false}),
+        json!({"allowInternetAccess": false}),
+        json!({"network": {"denyOut": ["0.0.0.0/0"]}}),
+    ] {
+        let id = create(&c, &base, body.clone()).await;
+        refused(cell(&c, &base, &id, None, &fetch).await, "the sandbox");
+        let ctx = context(&c, &base, &id).await;
+        refused(
+            cell(&c, &base, &id, Some(&ctx), &fetch).await,
+            "its context",
+        );
+        let path = format!("/contexts/{ctx}/restart");
+        let (st, v) = json_of(e2b(&c, M::POST, &base, &path, Some(49999), Some(&id))).await;
+        assert_eq!(st, 204, "{v}");
+        refused(
+            cell(&c, &base, &id, Some(&ctx), &fetch).await,
+            "its restarted context",
+        );
+        let (st, v) = json_of(
+            e2b(
+                &c,
+                M::POST,
+                &base,
+                &format!("/sandboxes/{id}/fork"),
+                None,
+                None,
+            )
+            .json(&json!({})),
+        )
+        .await;
+        assert_eq!(st, 201, "{v}");
+        let fork = v[0]["sandbox"]["sandboxID"].as_str().unwrap().to_string();
+        refused(cell(&c, &base, &fork, None, &fetch).await, "its fork");
+        let fork_ctx = context(&c, &base, &fork).await;
+        refused(
+            cell(&c, &base, &fork, Some(&fork_ctx), &fetch).await,
+            "its fork's context",
+        );
+        let (st, v) = json_of(e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/sandboxes/{id}/pause"),
+            None,
+            None,
+        ))
+        .await;
+        assert_eq!(st, 204, "{v}");
+        let (st, v) = json_of(
+            e2b(
+                &c,
+                M::POST,
+                &base,
+                &format!("/v2/sandboxes/{id}/connect"),
+                None,
+                None,
+            )
+            .json(&json!({"timeout": 60})),
+        )
+        .await;
+        assert_eq!(st, 201, "{v}");
+        refused(
+            cell(&c, &base, &id, None, &fetch).await,
+            "the resumed sandbox",
+        );
+        let ctx2 = context(&c, &base, &id).await;
+        refused(
+            cell(&c, &base, &id, Some(&ctx2), &fetch).await,
+            "a context of the resumed sandbox",
+        );
+    }
+    // Denied, but for what allowOut names: reached, by the sandbox and its contexts.
+    let id = create(
+        &c,
+        &base,
+        json!({"allow_internet_access": false, "network": {"allowOut": ["api.test"]}}),
+    )
+    .await;
+    let ctx = context(&c, &base, &id).await;
+    assert_eq!(cell(&c, &base, &id, Some(&ctx), &fetch).await, "reached\n");
+    assert_eq!(hits.load(Ordering::SeqCst), reached + 1);
+    // A deny list has no counterpart: refused, not ignored.
+    let (st, v) = json_of(
+        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+            .json(&json!({"templateID": "base", "network": {"denyOut": ["10.0.0.0/8"]}})),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("denyOut"), "{v}");
+    s.stop().await;
+}
+
+/// The sessions resident for the caller, as `/v1/usage` counts them.
+async fn resident(c: &reqwest::Client, base: &str) -> u64 {
+    let (st, u) = get(c, &format!("{base}/v1/usage")).await;
+    assert_eq!(st, 200, "{u}");
+    u["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["quota"] == "resident_sessions")
+        .and_then(|q| q["used"].as_u64())
+        .unwrap_or_else(|| panic!("no resident_sessions in {u}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_of_any_size_saturate_at_the_lifetime_and_bad_ones_are_400() {
+    let s = start("e2b-huge", |a| a.session_lifetime_secs = 3600).await;
+    let (base, c) = (s.base.clone(), client());
+    let lifetime_end = || now_secs() + 3600 + 5;
+    let end_at = |v: &Value| epoch_secs(&v["endAt"]);
+    let before = resident(&c, &base).await;
+    // Huge: whole seconds past any clock, written as an integer or a float.
+    let mut ids = Vec::new();
+    for huge in [json!(u64::MAX), json!(1e300), json!(1e19)] {
+        let (st, v) = json_of(
+            e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+                .json(&json!({"templateID": "base", "timeout": huge})),
+        )
+        .await;
+        assert_eq!(st, 201, "timeout {huge}: {v}");
+        let id = v["sandboxID"].as_str().unwrap().to_string();
+        let (_, info) = json_of(e2b(
+            &c,
+            M::GET,
+            &base,
+            &format!("/sandboxes/{id}"),
+            None,
+            None,
+        ))
+        .await;
+        assert!(end_at(&info) <= lifetime_end(), "{info}");
+        ids.push(id);
+    }
+    assert_eq!(resident(&c, &base).await, before + 3);
+    let id = ids[0].clone();
+    // Every call that takes a timeout.
+    let calls: Vec<(String, Value, u16)> = vec![
+        (
+            format!("/sandboxes/{id}/timeout"),
+            json!({"timeout": u64::MAX}),
+            204,
+        ),
+        (
+            format!("/sandboxes/{id}/refreshes"),
+            json!({"duration": u64::MAX}),
+            204,
+        ),
+        (
+            format!("/sandboxes/{id}/timeout"),
+            json!({"timeout": 1e300}),
+            204,
+        ),
+        (
+            format!("/v2/sandboxes/{id}/connect"),
+            json!({"timeout": u64::MAX}),
+            200,
+        ),
+        (
+            format!("/sandboxes/{id}/resume"),
+            json!({"timeout": u64::MAX}),
+            200,
+        ),
+    ];
+    for (path, body, want) in &calls {
+        let (st, v) = json_of(e2b(&c, M::POST, &base, path, None, None).json(body)).await;
+        assert_eq!(st, *want, "{path} {body}: {v}");
+    }
+    let (_, info) = json_of(e2b(
+        &c,
+        M::GET,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    assert!(end_at(&info) <= lifetime_end(), "{info}");
+    let (st, v) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/sandboxes/{id}/fork"),
+            None,
+            None,
+        )
+        .json(&json!({"timeout": u64::MAX})),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    assert!(v[0]["sandbox"]["sandboxID"].is_string(), "{v}");
+    assert_eq!(resident(&c, &base).await, before + 4);
+    // Negative, fractional, a string, zero: 400 naming the problem, on every call, and
+    // nothing opened.
+    for bad in [json!(-1), json!(1.5), json!(-1e300), json!("60"), json!(0)] {
+        let (st, v) = json_of(
+            e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+                .json(&json!({"templateID": "base", "timeout": bad})),
+        )
+        .await;
+        assert_eq!(
+            (st, v["code"].clone()),
+            (400, json!(400)),
+            "create {bad}: {v}"
+        );
+        assert!(
+            v["message"].as_str().unwrap().contains("second")
+                || v["message"].as_str().unwrap().contains("number"),
+            "create {bad}: {v}"
+        );
+        for (path, field) in [
+            (format!("/sandboxes/{id}/timeout"), "timeout"),
+            (format!("/sandboxes/{id}/refreshes"), "duration"),
+            (format!("/v2/sandboxes/{id}/connect"), "timeout"),
+            (format!("/sandboxes/{id}/fork"), "timeout"),
+        ] {
+            let (st, v) =
+                json_of(e2b(&c, M::POST, &base, &path, None, None).json(&json!({field: bad})))
+                    .await;
+            assert_eq!(st, 400, "{path} {bad}: {v}");
+        }
+    }
+    assert_eq!(resident(&c, &base).await, before + 4);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
+    // Sessions idle for 30 s before they expire: the contexts must go well before that.
+    let s = start("e2b-ctx-end", |a| a.session_idle_secs = 30).await;
+    let (base, c) = (s.base.clone(), client());
+    let id = create(&c, &base, json!({"timeout": 60})).await;
+    let first = context(&c, &base, &id).await;
+    // A longer timeout reaches the contexts there are, and the ones made after it.
+    let (st, _) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/sandboxes/{id}/timeout"),
+            None,
+            None,
+        )
+        .json(&json!({"timeout": 900})),
+    )
+    .await;
+    assert_eq!(st, 204);
+    let second = context(&c, &base, &id).await;
+    let (_, info) = json_of(e2b(
+        &c,
+        M::GET,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    let sandbox_end = epoch_secs(&info["endAt"]);
+    assert!(sandbox_end > now_secs() + 800, "{info}");
+    for ctx in [&first, &second] {
+        let (st, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+        assert_eq!(st, 200, "{v}");
+        let gap = (epoch_secs(&v["expires_at"]) - sandbox_end).abs();
+        assert!(gap <= 2, "context {ctx}: {v} vs {info}");
+    }
+    // Now a short one: the sandbox ends, and its contexts with it, long before their
+    // idle time.
+    let since = Instant::now();
+    let (st, _) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/sandboxes/{id}/timeout"),
+            None,
+            None,
+        )
+        .json(&json!({"timeout": 1})),
+    )
+    .await;
+    assert_eq!(st, 204);
+    let gone = |st: u16| st == 404 || st == 410;
+    loop {
+        let (st, _) = get(&c, &format!("{base}/v1/sessions/{id}")).await;
+        let mut all = gone(st);
+        for ctx in [&first, &second] {
+            let (st, _) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+            all &= gone(st);
+        }
+        if all {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(15),
+            "the sandbox or a context outlived the sandbox's timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (st, v) = json_of(
+        e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&first)).json(&json!({"code": "1"})),
+    )
+    .await;
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(resident(&c, &base).await, 0);
+    s.stop().await;
+}
