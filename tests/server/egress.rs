@@ -750,3 +750,210 @@ async fn a_response_is_charged_to_the_memory_budget_while_it_crosses() {
     assert!(lines(&v)[0].starts_with("ok 200 yyyy"), "{v}");
     s.stop().await;
 }
+
+/// A program that fetches each URL and prints `ok <status> <bytes> <first 60 bytes>` or
+/// `refused <reason>` (a `MemoryError` too, so a response larger than the guest's memory is
+/// a line, not a traceback).
+fn measure_each(urls: &[String]) -> String {
+    format!(
+        "import urllib.request, urllib.error\n\
+         for u in {urls:?}:\n\
+         \x20   try:\n\
+         \x20       r = urllib.request.urlopen(u, timeout=60)\n\
+         \x20       b = r.read()\n\
+         \x20       print('ok', r.status, len(b), b[:60].decode())\n\
+         \x20   except urllib.error.URLError as e:\n\
+         \x20       print('refused', getattr(e.reason, 'reason', e.reason))\n\
+         \x20   except MemoryError:\n\
+         \x20       print('memory_error')\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placeholders_count_against_the_response_limit_and_the_memory_budget() {
+    let up = Upstream::start("grow");
+    let s = serve("egress-grow", &up, "api.test", |a| {
+        a.memory_budget_bytes = Some(300 << 20);
+        a.egress_response_bytes = 32 << 20;
+    })
+    .await;
+    let secrets = json!({"ONE": {"value": "Q", "hosts": ["api.test"]}});
+    // A 1-byte value: each byte of these bodies becomes a ~40-byte placeholder.
+    let urls = vec![
+        // 1 MB read, 40 MB once masked: past the 32 MiB the program may receive.
+        up.http("api.test", "/huge?bytes=1000000&fill=Q"),
+        // 1000 bytes, 40 KB masked: within every bound.
+        up.http("api.test", "/huge?bytes=1000&fill=Q"),
+    ];
+    let v = execute(
+        &s,
+        json!({"code": measure_each(&urls), "template": "python",
+               "limits": {"memory_bytes": 64 << 20}, "secrets": secrets}),
+    )
+    .await;
+    let out = lines(&v);
+    assert_eq!(out.len(), 2, "{v}");
+    assert_eq!(out[0], "refused response_too_large", "{v}");
+    let second: Vec<&str> = out[1].split(' ').collect();
+    assert_eq!(&second[..2], ["ok", "200"], "{v}");
+    let n: usize = second[2].parse().unwrap();
+    assert!(n > 1000 * 30 && n < 1000 * 50, "{v}");
+    assert!(second[3].starts_with("VIVARIUM_SECRET_"), "{v}");
+    // A program holding 150 MiB leaves the budget ~100 MiB: 750 KB read is 30 MB masked,
+    // within the limit, but its copies are not within the budget: refused before they are
+    // made (read as it came, 3 MB was all that was charged).
+    let code = format!(
+        "hold = bytearray(150 << 20)
+{}",
+        measure_each(&[up.http("api.test", "/huge?bytes=750000&fill=Q")])
+    );
+    let v = execute(
+        &s,
+        json!({"code": code, "template": "python",
+               "limits": {"memory_bytes": 256 << 20}, "secrets": secrets}),
+    )
+    .await;
+    assert_eq!(lines(&v), vec!["refused server_busy"], "{v}");
+    // What was charged came back: the budget has room for the same again.
+    let v = execute(
+        &s,
+        json!({"code": measure_each(&urls[1..]), "template": "python",
+               "limits": {"memory_bytes": 64 << 20}, "secrets": secrets}),
+    )
+    .await;
+    assert!(lines(&v)[0].starts_with("ok 200 "), "{v}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_in_a_header_name_or_behind_stacked_encodings_is_masked_or_refused() {
+    let up = Upstream::start("stacked");
+    let s = serve("egress-stacked", &up, "api.test", |_| {}).await;
+    let value = "Tok-Name-4d5e6f7a8b";
+    // The program sends its placeholder; the value goes to api.test, which echoes it in a
+    // header's name, or in a body behind stacked codings. The program undoes any gzip or
+    // zlib the host left, as one reading the value would.
+    let code = format!(
+        "import os, json, gzip, zlib, urllib.request, urllib.error\n\
+         t = os.environ['TOKEN']\n\
+         r = urllib.request.urlopen({hdr:?} + t + '&value=1')\n\
+         print('names', ' '.join(k for k in r.headers.keys() if k.lower().startswith('x-')))\n\
+         for ce in ['ce=identity&ce=gzip', 'ce=gzip,%20gzip', 'ce=deflate&ce=GZIP', 'ce=identity&ce=br']:\n\
+         \x20   try:\n\
+         \x20       r = urllib.request.urlopen(urllib.request.Request({enc:?} + ce, headers={{'X-Token': t}}))\n\
+         \x20       b = r.read()\n\
+         \x20       for _ in range(4):\n\
+         \x20           if b[:2] == b'\\x1f\\x8b':\n\
+         \x20               b = gzip.decompress(b)\n\
+         \x20           elif b[:1] == b'\\x78':\n\
+         \x20               b = zlib.decompress(b)\n\
+         \x20       print(ce, 'ok', r.headers.get_all('Content-Encoding'), json.loads(b)['headers']['x-token'])\n\
+         \x20   except urllib.error.URLError as e:\n\
+         \x20       print(ce, 'refused', e.reason.reason, e.reason.message if hasattr(e.reason, 'message') else '')\n",
+        hdr = up.http("api.test", "/header?name=X-"),
+        enc = up.http("api.test", "/encoded?"),
+    );
+    let v = execute(
+        &s,
+        json!({"code": code, "template": "python",
+               "secrets": {"TOKEN": {"value": value, "hosts": ["api.test"]}}}),
+    )
+    .await;
+    assert_eq!(v["status"], "ok", "{v}");
+    let out = lines(&v);
+    // Names arrive lowercased: the value is searched for in any case.
+    let all = v.to_string().to_lowercase();
+    assert!(!all.contains(&value.to_lowercase()), "{v}");
+    let placeholder = {
+        let names = out[0].strip_prefix("names ").unwrap();
+        let at = names.find("VIVARIUM_SECRET_").expect("the name masked");
+        names[at..at + 40].to_string()
+    };
+    assert_eq!(out[0], format!("names x-{placeholder}"), "{v}");
+    // Every coding undone, last first, and the value masked; none left for the program.
+    for (i, ce) in [
+        "ce=identity&ce=gzip",
+        "ce=gzip,%20gzip",
+        "ce=deflate&ce=GZIP",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(out[i + 1], format!("{ce} ok None {placeholder}"), "{v}");
+    }
+    // A coding the host does not decode is refused, not passed on.
+    assert!(
+        out[4].starts_with("ce=identity&ce=br refused upstream_error"),
+        "{v}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_long_secrets_mask_a_large_body_in_one_pass_while_others_are_answered() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let up = Upstream::start("mask-cpu");
+    let s = serve("egress-mask-cpu", &up, "api.test", |_| {}).await;
+    // 32 values of 8 KiB alike but for their last 8 bytes, over a body of their common
+    // prefix's byte: a window-by-window search compares ~8 KiB at each byte, per value
+    // (minutes); one pass is linear in the body.
+    let prefix = "k".repeat((8 << 10) - 8);
+    let mut secrets = serde_json::Map::new();
+    for i in 0..32 {
+        secrets.insert(
+            format!("S{i}"),
+            json!({"value": format!("{prefix}{i:08}"), "hosts": ["api.test"]}),
+        );
+    }
+    let code = format!(
+        "import os, urllib.request\n\
+         r = urllib.request.urlopen({hdr:?} + os.environ['S7'])\n\
+         print(r.headers['X-Seven'] == os.environ['S7'])\n\
+         b = urllib.request.urlopen({huge:?}, timeout=60).read()\n\
+         print(len(b), b.count(b'k'))\n",
+        hdr = up.http("api.test", "/header?name=X-Seven&value="),
+        huge = up.http("api.test", "/huge?bytes=3900000&fill=k"),
+    );
+    // Another caller asks for /healthz all along.
+    let done = Arc::new(AtomicBool::new(false));
+    let health = {
+        let (done, url) = (done.clone(), s.url("/healthz"));
+        tokio::spawn(async move {
+            let c = client();
+            let (mut worst, mut n) = (Duration::ZERO, 0);
+            while !done.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let (st, _) = get(&c, &url).await;
+                assert_eq!(st, 200);
+                worst = worst.max(t.elapsed());
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (worst, n)
+        })
+    };
+    let started = Instant::now();
+    let v = tokio::time::timeout(
+        Duration::from_secs(90),
+        execute(
+            &s,
+            json!({"code": code, "template": "python", "secrets": secrets}),
+        ),
+    )
+    .await
+    .expect("the run ends: masking is linear in the body");
+    let took = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let (worst, n) = health.await.unwrap();
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(lines(&v), vec!["True", "3900000 3900000"], "{v}");
+    assert!(n > 0);
+    // Generous bounds for a loaded 2-core machine; the bench measures the goals.
+    assert!(
+        worst < Duration::from_secs(2),
+        "/healthz waited {worst:?} while masking ({took:?} in all)"
+    );
+    s.stop().await;
+}
