@@ -56,7 +56,7 @@ pub fn host_call(
         longest = longest.max(egress.max_request());
     }
     if len < shortest || len > longest {
-        return Ok(NO_HOST);
+        return super::tools::beyond_bounds(caller, req_ptr, len);
     }
     door(caller, req_ptr, len, out_ptr_ptr, out_len_ptr)
 }

@@ -20,6 +20,7 @@ use wasmtime::Caller;
 use super::reply::{HOST_FAULT, NO_HOST, write_reply};
 use super::state::{GuestState, Interrupted};
 pub use super::tool_door::{MAX_ROUND_BYTES, ToolAsker, ToolDoor};
+use crate::guest::TOOLS_TAG;
 use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits};
 
 /// How often a wait for answers looks at the cancel flag.
@@ -44,6 +45,9 @@ pub fn round(
     let Some(mem) = super::guest_memory::memory(caller) else {
         return Ok(HOST_FAULT);
     };
+    if request.len() > MAX_ROUND_BYTES {
+        return Err(round_too_large());
+    }
     let (data, state) = mem.data_and_store_mut(&mut *caller);
     let asked: Vec<Asked> = match serde_json::from_slice(&data[request]) {
         Ok(a) => a,
@@ -110,6 +114,35 @@ pub fn round(
         .collect();
     let bytes = serde_json::to_vec(&reply).unwrap_or_default();
     Ok(write_reply(caller, &bytes, out_ptr, out_len))
+}
+
+/// A request longer than the door takes (`door::host_call`): a round of tool calls, in a run
+/// given tools, past [`MAX_ROUND_BYTES`] ends the run as `tool_limit`, named (only its tag is
+/// read); anything else has no host, as every request out of bounds.
+pub fn beyond_bounds(
+    mut caller: Caller<'_, GuestState>,
+    req_ptr: i32,
+    len: usize,
+) -> wasmtime::Result<i32> {
+    if caller.data().tools.is_none() || len <= TOOLS_TAG.len() + MAX_ROUND_BYTES {
+        return Ok(NO_HOST);
+    }
+    let Some(mem) = super::guest_memory::memory(&mut caller) else {
+        return Ok(HOST_FAULT);
+    };
+    let data = mem.data(&caller);
+    let Some(whole) = super::guest_memory::range(data, req_ptr, len) else {
+        return Ok(NO_HOST);
+    };
+    if data[whole].starts_with(TOOLS_TAG) {
+        return Err(round_too_large());
+    }
+    Ok(NO_HOST)
+}
+
+/// The breach of a round past [`MAX_ROUND_BYTES`].
+fn round_too_large() -> wasmtime::Error {
+    Interrupted::Tool(ToolBreach::RoundBytes(MAX_ROUND_BYTES as u64)).into()
 }
 
 /// Waits for the round's answers within the limits; the breach (or a cancel) ends the run.

@@ -123,6 +123,13 @@ pub enum ToolBreach {
     /// A call's arguments were larger than `argument_bytes`.
     #[error("a tool call's arguments were larger than argument_bytes of {0}")]
     ArgumentBytes(u64),
+    /// One round of calls (their names and arguments together, as JSON) was larger than the
+    /// host takes at once, whatever the limits asked for.
+    #[error(
+        "a round of tool calls was larger than the {0} bytes the host takes at once (names \
+         and arguments of the calls made together, as JSON): make fewer calls at once"
+    )]
+    RoundBytes(u64),
 }
 
 impl ToolBreach {

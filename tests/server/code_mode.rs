@@ -722,3 +722,34 @@ async fn a_journal_left_by_a_restart_is_deleted_once_expired() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_past_the_hosts_bound_is_a_tool_limit() {
+    let api = shared().await;
+    // Seventy calls of 250 KB each, every one within `argument_bytes` (256 KiB), made at once:
+    // a round of 17.5 MB, past the 16 MiB the host takes at once.
+    let code = "import asyncio\nawait asyncio.gather(*(tools.aio.search(q='x' * 250_000) \
+                for i in range(70)))";
+    let body = json!({"code": code, "template": "python", "tools": tools()});
+    let (st, v) = post(&api.c, &api.url("/v1/execute"), &body).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "tool_limit", "{v}");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains("16777216 bytes"), "{detail}");
+    // Just under the bound, the same round leaves as one.
+    let code = "import asyncio\nawait asyncio.gather(*(tools.aio.search(q='x' * 250_000) \
+                for i in range(60)))";
+    let body = json!({"code": code, "template": "python", "tools": tools()});
+    let (st, v) = post(&api.c, &api.url("/v1/execute"), &body).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "suspended", "{v}");
+    assert_eq!(v["pending_calls"].as_array().unwrap().len(), 60);
+    let id = v["execution_id"].as_str().unwrap();
+    let r = api
+        .c
+        .delete(api.url(&format!("/v1/executions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}
