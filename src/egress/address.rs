@@ -37,8 +37,8 @@ const NOT_PUBLIC: &[&str] = &[
     "ff00::/8",
 ];
 
-/// Whether `ip` is on the public internet. An IPv4 address mapped or translated into IPv6 is
-/// judged as the IPv4 address it carries.
+/// Whether `ip` is on the public internet. An IPv4 address mapped, translated or compatible
+/// in IPv6 (see [`embedded_v4`]) is judged as the IPv4 address it carries.
 pub fn is_public(ip: IpAddr) -> bool {
     let ip = match ip {
         IpAddr::V6(v6) => match embedded_v4(v6) {
@@ -53,17 +53,21 @@ pub fn is_public(ip: IpAddr) -> bool {
         .any(|n| n.contains(&ip))
 }
 
-/// The IPv4 address in `::ffff:a.b.c.d` and `64:ff9b::a.b.c.d`.
+/// The IPv4 address an IPv6 address carries in its last 32 bits, where a translator on the
+/// way (SIIT, 464XLAT, NAT64) or the host's own stack may deliver it to that IPv4 address:
+/// mapped `::ffff:a.b.c.d` (`::ffff:0:0/96`), translated `::ffff:0:a.b.c.d`
+/// (`::ffff:0:0:0/96`), compatible `::a.b.c.d` (`::/96`, deprecated) and NAT64's
+/// `64:ff9b::a.b.c.d`. `::` and `::1` are in `::/96` but are IPv6's own unspecified and
+/// loopback addresses, judged (and allowed by an operator) as themselves.
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
-    if let Some(v4) = v6.to_ipv4_mapped() {
-        return Some(v4);
-    }
     let s = v6.segments();
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let o = v6.octets();
-        return Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
-    }
-    None
+    let carries = match s[..6] {
+        [0, 0, 0, 0, 0, 0xffff] | [0, 0, 0, 0, 0xffff, 0] | [0x64, 0xff9b, 0, 0, 0, 0] => true,
+        [0, 0, 0, 0, 0, 0] => !(v6.is_unspecified() || v6.is_loopback()),
+        _ => false,
+    };
+    let o = v6.octets();
+    carries.then(|| Ipv4Addr::new(o[12], o[13], o[14], o[15]))
 }
 
 /// The address rule of a server: public addresses, and these ranges besides.
@@ -131,6 +135,41 @@ mod tests {
         for a in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
             assert!(is_public(a.parse().unwrap()), "{a}");
         }
+    }
+
+    #[test]
+    fn ipv4_compatible_and_translated_addresses_are_judged_as_the_ipv4_they_carry() {
+        // `::/96` and `::ffff:0:0:0/96` reach the IPv4 address through a translator.
+        for a in [
+            "::127.0.0.2",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            "::ffff:0:127.0.0.2",
+            "::ffff:0:10.1.2.3",
+            "::ffff:0:169.254.169.254",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        for a in ["::93.184.216.34", "::ffff:0:1.1.1.1"] {
+            assert!(is_public(a.parse().unwrap()), "{a}");
+        }
+        // The operator's IPv4 ranges let them through as they do the IPv4 address itself.
+        let r = AddressRules::parse_csv("127.0.0.0/8").unwrap();
+        assert!(r.permits("::127.0.0.2".parse().unwrap()));
+        assert!(r.permits("::ffff:0:127.0.0.2".parse().unwrap()));
+        assert!(!r.permits("::10.0.0.1".parse().unwrap()));
+        // `::` and `::1` are themselves: not public, and allowed by their own ranges.
+        for a in ["::", "::1"] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        let r = AddressRules::parse_csv("::1").unwrap();
+        assert!(r.permits("::1".parse().unwrap()));
+        assert!(!r.permits("::".parse().unwrap()));
+        assert!(
+            !AddressRules::parse_csv("0.0.0.0/8")
+                .unwrap()
+                .permits("::1".parse().unwrap())
+        );
     }
 
     #[test]

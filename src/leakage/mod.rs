@@ -21,7 +21,7 @@ mod windows;
 use std::sync::Arc;
 
 pub use rules::RuleError;
-pub use scan::Scanner;
+pub use scan::{MIN_LITERAL_BYTES, Scanner};
 pub use stream::StreamFilter;
 
 use crate::report::{ErrorField, Leak, LeakPlace, LeakStream, PyError, Report};

@@ -10,6 +10,7 @@ mod client_python;
 mod code_mode;
 mod default_template;
 mod egress;
+mod egress_leaks;
 mod flag_defaults;
 mod front_check;
 mod front_e2b;

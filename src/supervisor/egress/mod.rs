@@ -13,6 +13,7 @@
 mod operator;
 mod perform;
 mod resolve;
+mod shown;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -140,13 +141,18 @@ impl Egress {
         })
     }
 
-    fn count(&self, tenant: &str, host: &str, outcome: &'static str) {
-        // Only a host name or an address is a label (`"` or a newline would forge a line).
-        let host = if crate::egress::valid_host(host) {
+    /// Counts a request of `run` to `host` (as shown: [`RunEgress::shown_host`]) and `port`
+    /// under `outcome`.
+    fn count(&self, run: &RunEgress, host: &str, port: u16, outcome: &'static str) {
+        // A label is no program's unchecked word: only a host name or an address (`"` or a
+        // newline would forge a line) that matched the run's allow list, and with no
+        // secret's value in it (a redacted host is no host name); any other counts as `-`.
+        let host = if crate::egress::valid_host(host) && run.network.permits(host, port) {
             host
         } else {
             "-"
         };
+        let tenant = run.tenant.as_str();
         let mut counts = lock(&self.counts);
         let key = (tenant.to_string(), host.to_string(), outcome);
         if counts.len() >= MAX_SERIES && !counts.contains_key(&key) {
@@ -179,6 +185,8 @@ impl Egress {
 pub struct RunEgress {
     network: Network,
     secrets: Secrets,
+    /// The secrets' values, looked for in every host the run names before it is shown.
+    scrub: shown::HostScrub,
     /// What a response is charged to while it crosses to the guest.
     budget: Arc<crate::budget::HostBudget>,
     /// The run's audit record as it started (request id, key, door, client).
@@ -194,11 +202,13 @@ struct Usage {
 }
 
 impl RunEgress {
-    /// The network of a run granted `network`, with `secrets`, audited as `record`'s, its
-    /// responses charged to `budget` while they cross to the guest.
+    /// The network of a run of `tenant` (its name, as every metric names it) granted
+    /// `network`, with `secrets`, audited as `record`'s, its responses charged to `budget`
+    /// while they cross to the guest.
     pub fn new(
         network: Network,
         secrets: Secrets,
+        tenant: &str,
         record: &AuditRecord,
         budget: Arc<crate::budget::HostBudget>,
     ) -> RunEgress {
@@ -216,9 +226,10 @@ impl RunEgress {
         };
         RunEgress {
             network,
+            scrub: shown::HostScrub::new(&secrets),
             secrets,
             budget,
-            tenant: record.key_id.clone().unwrap_or_else(|| "default".into()),
+            tenant: tenant.to_string(),
             record,
             usage: Mutex::new(Usage::default()),
         }
@@ -229,6 +240,13 @@ impl RunEgress {
         lock(&self.usage).report.clone()
     }
 
+    /// `host`, a request's, as the run's result, its audit line and its count may show it:
+    /// each of the run's secrets' values redacted, cut to a length.
+    fn shown_host(&self, host: &str) -> String {
+        self.scrub.shown(host)
+    }
+
+    /// Lists a refusal of a request to `host` (as shown: [`RunEgress::shown_host`]).
     fn refused(&self, host: &str, port: u16, reason: Refused) {
         let mut u = lock(&self.usage);
         u.report.refused += 1;
@@ -246,19 +264,46 @@ impl RunEgress {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_host_the_program_made_up_is_no_label() {
-        let egress = Egress::new(EgressSettings {
-            allow: AllowList::parse_csv("api.test").unwrap(),
+    fn run_of(tenant: &str, secrets: Secrets) -> RunEgress {
+        let allow = AllowList::parse_csv("api.test,*.wild.test").unwrap();
+        RunEgress::new(
+            Network {
+                server: allow,
+                narrowed: None,
+                limits: EgressLimits::default(),
+            },
+            secrets,
+            tenant,
+            &AuditRecord::internal(super::super::audit::Action::Egress),
+            crate::budget::HostBudget::unlimited(),
+        )
+    }
+
+    fn egress() -> Egress {
+        Egress::new(EgressSettings {
+            allow: AllowList::parse_csv("api.test,*.wild.test").unwrap(),
             ..EgressSettings::default()
         })
-        .unwrap();
-        egress.count("t", "api.test", "2xx");
-        egress.count("t", "x\"} 1\nvivarium_forged 9", "too_many_requests");
+        .unwrap()
+    }
+
+    #[test]
+    fn a_host_the_program_made_up_is_no_label() {
+        let egress = egress();
+        let run = run_of("t", Secrets::default());
+        egress.count(&run, "api.test", 443, "2xx");
+        egress.count(&run, "x\"} 1\nvivarium_forged 9", 443, "bad_request");
+        // A host name refused before the allow list was asked (past the run's count) is
+        // still the program's word.
+        egress.count(&run, "made-up.test", 443, "too_many_requests");
         let mut out = String::new();
         egress.render(&mut out);
         assert!(
-            out.contains("host=\"api.test\",outcome=\"2xx\"} 1"),
+            out.contains("tenant=\"t\",host=\"api.test\",outcome=\"2xx\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("host=\"-\",outcome=\"bad_request\"} 1"),
             "{out}"
         );
         assert!(
@@ -266,5 +311,44 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("vivarium_forged"), "{out}");
+        assert!(!out.contains("made-up"), "{out}");
+    }
+
+    #[test]
+    fn a_secret_spelt_into_a_host_is_shown_nowhere() {
+        let value = "Tok0A1b2C3d4e5";
+        let secrets = Secrets::new(vec![(
+            "TOKEN".into(),
+            value.into(),
+            vec!["api.test".into()],
+        )])
+        .unwrap();
+        let egress = egress();
+        let run = run_of("acme", secrets);
+        // Hosts arrive in lower case; the allow list's wildcard lets this one through.
+        let host = format!("{}.wild.test", value.to_ascii_lowercase());
+        let shown = run.shown_host(&host);
+        assert_eq!(shown, "[REDACTED:secret:TOKEN].wild.test");
+        run.refused(&shown, 443, Refused::AddressNotAllowed);
+        egress.count(&run, &shown, 443, "address_not_allowed");
+        let mut out = String::new();
+        egress.render(&mut out);
+        let listed = serde_json::to_string(&run.usage()).unwrap();
+        for text in [&out, &listed] {
+            assert!(
+                !text
+                    .to_ascii_lowercase()
+                    .contains(&value.to_ascii_lowercase()),
+                "{text}"
+            );
+        }
+        assert!(
+            listed.contains("[REDACTED:secret:TOKEN].wild.test"),
+            "{listed}"
+        );
+        assert!(
+            out.contains("tenant=\"acme\",host=\"-\",outcome=\"address_not_allowed\"} 1"),
+            "{out}"
+        );
     }
 }

@@ -40,7 +40,8 @@ impl Egress {
         let started = Instant::now();
         let mut line = EgressLine {
             method: req.method.chars().take(16).collect(),
-            host: req.host.chars().take(255).collect(),
+            // The program's word: shown with the run's secrets' values redacted.
+            host: run.shown_host(&req.host),
             port: req.port,
             scheme: req.scheme.as_str(),
             ..EgressLine::default()
@@ -98,7 +99,7 @@ impl Egress {
                     400..=499 => "4xx",
                     _ => "5xx",
                 };
-                self.count(&run.tenant, &line.host, outcome);
+                self.count(run, &line.host, line.port, outcome);
                 let bytes = raw::encode_response(got.status, &got.reason, &got.headers, &got.body);
                 held = Some(got.held);
                 EgressAnswer::Raw(base64::engine::general_purpose::STANDARD.encode(bytes))
@@ -106,12 +107,7 @@ impl Egress {
             Err(refusal) => {
                 line.refused = Some(refusal.reason);
                 run.refused(&line.host, line.port, refusal.reason);
-                // A host refused before it was checked is the program's word, not a label.
-                let label = match refusal.reason {
-                    Refused::BadRequest | Refused::HostNotAllowed => "-",
-                    _ => line.host.as_str(),
-                };
-                self.count(&run.tenant, label, refusal.reason.as_str());
+                self.count(run, &line.host, line.port, refusal.reason.as_str());
                 EgressAnswer::Refused(refusal)
             }
         };

@@ -417,6 +417,7 @@ impl Runner {
                 let run = Arc::new(RunEgress::new(
                     network.clone(),
                     secrets,
+                    tenant.id(),
                     record,
                     self.admission.budget().clone(),
                 ));

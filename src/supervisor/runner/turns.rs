@@ -269,6 +269,7 @@ impl Runner {
                 let run = Arc::new(RunEgress::new(
                     grant.network.clone(),
                     grant.secrets.clone(),
+                    session.tenant.id(),
                     record,
                     self.admission.budget().clone(),
                 ));
