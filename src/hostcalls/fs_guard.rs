@@ -16,9 +16,13 @@
 //!   and a write the budget has no room for fails with ENOSPC too.
 //! * `fd_close` of stdio, and `fd_renumber` onto or from it, are refused: a file renumbered onto fd 1 would write to
 //!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
+//! * `path_symlink` refuses (EPERM: Python's `PermissionError`) a link whose target is absolute
+//!   or climbs out of the sandbox: see [`symlink_leaves`].
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Component, Path};
+
+use cap_std::fs::Dir;
 
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as wasi, WasiSnapshotPreview1};
@@ -28,7 +32,7 @@ use wiggle::GuestMemory;
 use super::errno;
 use super::guest_memory::{memory, range, read_u32};
 use super::state::GuestState;
-use crate::guest::STDIO_FDS;
+use crate::guest::{HostDir, PREOPENS, STDIO_FDS};
 
 /// What one directory entry (file, folder, link) costs against the quota, so that floods of
 /// empty files or folders are bounded too.
@@ -243,6 +247,9 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          fd: i32,
          new: i32,
          new_len: i32| {
+            if symlink_leaves(&mut caller, (old, old_len), fd, (new, new_len)) {
+                return Ok(errno::PERM);
+            }
             entry_creating(&mut caller, |c| {
                 Ok(stock!(c, path_symlink(old, old_len, fd, new, new_len)))
             })
@@ -269,6 +276,111 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// Whether a link to `target` (a guest string), made as `link` (a guest string: a path below
+/// the directory descriptor `fd`), would lead out of the sandbox: `target` is absolute, or
+/// resolved lexically against the link's own directory it climbs (`..`) above the working
+/// directory. The host follows no link in a sandbox (every path it opens there goes through
+/// cap-std, which refuses to leave the directory), so this keeps a link the guest makes
+/// from naming a place outside for anything that would.
+///
+/// The link's directory is found for real (its path's own links resolved, by cap-std inside
+/// the working directory) when `fd` is the working directory's preopen, as it is for every
+/// path a program names; through any other directory descriptor, whose place the host does
+/// not know, the target may not climb above the link's own directory. A path that does not
+/// read (out of bounds, not UTF-8) is left to the stock call, which refuses it.
+///
+/// What this does not see: a link is checked as it is made; a later rename of it or of a
+/// folder above it, or a link made later that a target's path passes through, can change
+/// where it leads.
+fn symlink_leaves(
+    caller: &mut Caller<'_, GuestState>,
+    (target, target_len): (i32, i32),
+    fd: i32,
+    (link, link_len): (i32, i32),
+) -> bool {
+    let Some(mem) = memory(caller) else {
+        return false;
+    };
+    let data = mem.data(&*caller);
+    let text = |ptr: i32, len: i32| {
+        range(data, ptr, len as u32 as usize)
+            .and_then(|r| std::str::from_utf8(&data[r]).ok().map(str::to_string))
+    };
+    let (Some(target), Some(link)) = (text(target, target_len), text(link, link_len)) else {
+        return false;
+    };
+    if target.starts_with('/') {
+        return true;
+    }
+    let depth = if is_root_preopen(caller, fd) {
+        link_depth(&caller.data().fs.root, &link)
+    } else {
+        0
+    };
+    climbs_above(depth, &target)
+}
+
+/// How many folders below the working directory at `root` the link `link` (a path below
+/// it) lies, its path's links resolved inside `root`; 0 when that does not resolve (the
+/// stock call then fails, or the link is made at the top).
+fn link_depth(root: &Path, link: &str) -> usize {
+    let parent = match Path::new(link).parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => return 0,
+    };
+    Dir::open_ambient_dir(root, cap_std::ambient_authority())
+        .and_then(|d| d.canonicalize(parent))
+        .map(|p| {
+            p.components()
+                .filter(|c| matches!(c, Component::Normal(_)))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Whether `target`, read lexically from a directory `depth` folders below the top, climbs
+/// above the top.
+fn climbs_above(depth: usize, target: &str) -> bool {
+    let mut level = depth;
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if level == 0 => return true,
+            ".." => level -= 1,
+            _ => level += 1,
+        }
+    }
+    false
+}
+
+/// Whether the guest's descriptor `fd` is the preopen of the working directory: a guest
+/// may close that descriptor, or renumber another folder onto its number, so the number
+/// alone does not say. Asked of wasmtime-wasi (`fd_prestat_get`, `fd_prestat_dir_name`),
+/// with host bytes standing in for guest memory.
+fn is_root_preopen(caller: &mut Caller<'_, GuestState>, fd: i32) -> bool {
+    let root = PREOPENS
+        .iter()
+        .find(|p| p.host == HostDir::Root)
+        .expect("the preopen table has the working directory")
+        .guest_path;
+    // The prestat (8 bytes, 4-aligned), then the name: aligned as the calls check it.
+    let mut buf = vec![0u8; 16 + 8 + root.len()];
+    let at = buf.as_ptr().align_offset(8);
+    let wasi = &mut caller.data_mut().wasi;
+    wasi.set_hostcall_fuel(usize::MAX);
+    let mem = &mut GuestMemory::Unshared(&mut buf);
+    if wasi::fd_prestat_get(wasi, mem, fd, at as i32).ok() != Some(errno::SUCCESS) {
+        return false;
+    }
+    if read_u32(&buf, at + 4) as usize != root.len() {
+        return false;
+    }
+    let name_at = at + 8;
+    let mem = &mut GuestMemory::Unshared(&mut buf);
+    let rc = wasi::fd_prestat_dir_name(wasi, mem, fd, name_at as i32, root.len() as i32);
+    rc.ok() == Some(errno::SUCCESS) && &buf[name_at..name_at + root.len()] == root.as_bytes()
 }
 
 /// Runs a call that creates one directory entry, under the quota.
@@ -398,4 +510,55 @@ pub fn measure_dir(root: &Path) -> u64 {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_may_climb_only_as_high_as_its_link_lies() {
+        for (depth, target) in [
+            (0, "a/b"),
+            (0, "./a/../b"),
+            (0, "a/.."),
+            (1, "../x"),
+            (2, "../../etc"),
+            (2, "..//../a/b/../c"),
+        ] {
+            assert!(!climbs_above(depth, target), "{depth} {target}");
+        }
+        for (depth, target) in [
+            (0, ".."),
+            (0, "../../../etc"),
+            (0, "a/../../x"),
+            (1, "../../x"),
+            (2, "a/../../../../x"),
+        ] {
+            assert!(climbs_above(depth, target), "{depth} {target}");
+        }
+    }
+
+    #[test]
+    fn a_links_depth_is_its_folders_own_links_resolved() {
+        let root = std::env::temp_dir().join(format!(
+            "vivarium-fs-guard-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("here")).unwrap();
+        std::os::unix::fs::symlink("a/b", root.join("deep")).unwrap();
+        assert_eq!(link_depth(&root, "x"), 0);
+        assert_eq!(link_depth(&root, "a/x"), 1);
+        assert_eq!(link_depth(&root, "a/b/x"), 2);
+        assert_eq!(link_depth(&root, "a/b/../x"), 1);
+        // A folder that is a link counts where it leads, not as it is spelt.
+        assert_eq!(link_depth(&root, "here/here/x"), 0);
+        assert_eq!(link_depth(&root, "deep/x"), 2);
+        // Out of the directory, or missing: the top (the stock call then fails anyway).
+        assert_eq!(link_depth(&root, "../x"), 0);
+        assert_eq!(link_depth(&root, "missing/x"), 0);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -18,6 +18,7 @@ mod front_e2b_edges;
 mod front_mcp;
 mod front_piston;
 mod front_stream;
+mod guest_links;
 mod http_durable;
 mod http_execute;
 mod http_held_files;
