@@ -397,8 +397,8 @@ impl Snapshots {
             .map_err(|e| SupervisorError::Internal(format!("decoding a snapshot: {e}")))??)
     }
 
-    /// Stores a session's own snapshot under its id, replacing the previous one, within
-    /// `tenant`'s quota (only its growth is asked for).
+    /// Stores a session's own snapshot (or a code-mode journal) under its id, replacing the
+    /// previous one, within `tenant`'s quota (only its growth is asked for).
     pub async fn put_at(
         &self,
         id: &SnapshotId,
@@ -408,11 +408,18 @@ impl Snapshots {
         self.put_counted(id, bytes, tenant).await
     }
 
-    /// Removes a session's own snapshot, if there is one.
+    /// Removes a session's own snapshot (or a code-mode journal), if there is one; its bytes
+    /// come back to its tenant.
     pub async fn delete_own(&self, id: &SnapshotId) -> SupervisorResult<bool> {
         let gone = self.store.delete(id).await?;
         self.forget(id);
         Ok(gone)
+    }
+
+    /// The store itself, to read what is no snapshot (code mode's journals); writes and
+    /// deletions go through [`Snapshots::put_at`] and [`Snapshots::delete_own`], which count.
+    pub(in crate::supervisor) fn store(&self) -> &Arc<dyn SnapshotStore> {
+        &self.store
     }
 
     /// Whether the store holds anything under `id`.

@@ -31,7 +31,8 @@ pub enum Quota {
     ResidentSessions,
     /// Sessions written to the snapshot store, to come back on their next request.
     HibernatedSessions,
-    /// Bytes in the snapshot store: snapshots, hibernated sessions and durable sessions' own.
+    /// Bytes in the snapshot store: snapshots, hibernated sessions, durable sessions' own and
+    /// code mode's journals.
     SnapshotBytes,
     /// Open Jupyter kernel WebSockets.
     KernelSockets,
@@ -150,7 +151,8 @@ fn hint(q: Quota) -> &'static str {
         }
         Quota::HibernatedSessions => "; close some of your sessions",
         Quota::SnapshotBytes => {
-            "; delete snapshots (DELETE /v1/snapshots/{id}) or close hibernated sessions"
+            "; delete snapshots (DELETE /v1/snapshots/{id}), close hibernated sessions or \
+             cancel suspended executions (DELETE /v1/executions/{id})"
         }
         Quota::KernelSockets => "; close a kernel connection",
         Quota::KernelQueueBytes => "; wait for the cells queued on your kernels to run",

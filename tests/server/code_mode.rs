@@ -753,3 +753,139 @@ async fn a_round_past_the_hosts_bound_is_a_tool_limit() {
         .unwrap();
     assert_eq!(r.status(), 204);
 }
+
+/// `/v1/usage`'s `used` of `quota`.
+async fn used(c: &reqwest::Client, base: &str, quota: &str) -> u64 {
+    let (st, u) = get(c, &format!("{base}/v1/usage")).await;
+    assert_eq!(st, 200, "{u}");
+    u["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["quota"] == quota)
+        .and_then(|q| q["used"].as_u64())
+        .unwrap_or_else(|| panic!("no {quota} in {u}"))
+}
+
+/// Bytes of the files in `dir` (the snapshot store: here, only journals).
+fn stored_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journals_count_against_the_snapshot_quota() {
+    const KEY: &str = "journal-key-0123456789abcdef";
+    const QUOTA: u64 = 3 << 20;
+    let keys = scratch_dir("code-mode-journal-keys").join("keys.txt");
+    std::fs::write(
+        &keys,
+        format!("tenant small snapshot_bytes=3M\nme@small:{KEY}\n"),
+    )
+    .unwrap();
+    let s = start("code-mode-journal-quota", |args| {
+        args.api_keys_file = Some(keys);
+        args.suspended_ttl_secs = 12;
+        args.session_idle_secs = 5; // the sweep every 0.5 s
+    })
+    .await;
+    let store = s.scratch.with_extension("snapshots");
+    let c = client_with_key(KEY);
+    let base = s.base.clone();
+    // 700 KB of input file: each journal holds it, so each is a little more.
+    let body = json!({"code": "tools.search(q='x')", "template": "python", "tools": tools(),
+        "files": [{"path": "data.bin", "content": "A".repeat(933_332)}]});
+    let (st, v) = post(&c, &s.url("/v1/execute"), &body).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("suspended")), "{v}");
+    let first = v["execution_id"].as_str().unwrap().to_string();
+    let one = stored_bytes(&store);
+    assert!(one > 700_000, "the journal is {one} bytes");
+    assert_eq!(used(&c, &base, "snapshot_bytes").await, one);
+    // Forked until refused: the store never holds more than the quota, and usage says what
+    // it holds.
+    let mut forks = Vec::new();
+    let refusal = loop {
+        let (st, v) = post(
+            &c,
+            &s.url(&format!("/v1/executions/{first}/fork")),
+            &json!({}),
+        )
+        .await;
+        let held = stored_bytes(&store);
+        assert!(held <= QUOTA, "the store holds {held} bytes");
+        assert_eq!(used(&c, &base, "snapshot_bytes").await, held);
+        if st != 201 {
+            break (st, v);
+        }
+        forks.push(v["execution_id"].as_str().unwrap().to_string());
+        assert!(forks.len() < 10, "forks never refused");
+    };
+    assert_eq!(forks.len() as u64, QUOTA / one - 1, "{refusal:?}");
+    let (st, e) = refusal;
+    assert_eq!(
+        (st, error_code(&e)),
+        (409, "snapshot_quota_exceeded"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("snapshot_bytes quota"),
+        "{e}"
+    );
+    let executions = used(&c, &base, "suspended_executions").await;
+    assert_eq!(executions, 1 + forks.len() as u64);
+    // A new execution whose first journal does not fit is refused and holds nothing.
+    let (st, e) = post(&c, &s.url("/v1/execute"), &body).await;
+    assert_eq!(
+        (st, error_code(&e)),
+        (409, "snapshot_quota_exceeded"),
+        "{e}"
+    );
+    assert_eq!(used(&c, &base, "suspended_executions").await, executions);
+    assert_eq!(stored_bytes(&store), one * executions);
+    // A cancel gives its journal's bytes back, and a fork fits again.
+    let r = c
+        .delete(s.url(&format!("/v1/executions/{}", forks.pop().unwrap())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let held = stored_bytes(&store);
+    assert_eq!(held, one * (executions - 1));
+    assert_eq!(used(&c, &base, "snapshot_bytes").await, held);
+    let (st, v) = post(
+        &c,
+        &s.url(&format!("/v1/executions/{first}/fork")),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    // An answered execution's journal goes with it.
+    let (st, v) = post(
+        &c,
+        &s.url(&format!("/v1/executions/{first}/resume")),
+        &json!({"results": [{"call_id": "call_1", "result": []}]}),
+    )
+    .await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")), "{v}");
+    assert_eq!(
+        used(&c, &base, "snapshot_bytes").await,
+        stored_bytes(&store)
+    );
+    assert_eq!(stored_bytes(&store), one * (executions - 1));
+    // The others are never answered: they expire, and their bytes come back.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while used(&c, &base, "snapshot_bytes").await > 0 || stored_bytes(&store) > 0 {
+        assert!(std::time::Instant::now() < until, "never expired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(used(&c, &base, "suspended_executions").await, 0);
+    s.stop().await;
+}

@@ -5,7 +5,9 @@
 //!
 //! A suspended execution's journal is written before the response that says it is
 //! suspended leaves, so it survives the server's `kill -9`; bringing it back replays it
-//! (`journal.rs`). An execution that ends, is cancelled, or expires (`ttl` after its last
+//! (`journal.rs`). Journals are kept as snapshots are ([`Snapshots::put_at`]): each write
+//! reserved first in its tenant's `snapshot_bytes` quota (a rewrite asks only for its
+//! growth), the bytes given back when the journal is deleted. An execution that ends, is cancelled, or expires (`ttl` after its last
 //! suspension) is forgotten, its journal deleted.
 
 mod execution;
@@ -19,8 +21,9 @@ pub use execution::{Execution, Finished, Progress, Stop, shown};
 pub use journal::Journal;
 
 use super::error::{SupervisorError, SupervisorResult};
+use super::snapshots::Snapshots;
 use super::tenants::{Held, Quota, Tenant};
-use crate::snapshot::{SnapshotId, SnapshotStore};
+use crate::snapshot::SnapshotId;
 use crate::sync::lock;
 
 /// How long executions stay, and how many.
@@ -35,8 +38,9 @@ pub struct ExecutionSettings {
 }
 
 struct Entry {
-    /// Its place in its tenant's quota.
-    _held: Held,
+    /// Its place in its tenant's quota (and its tenant, whose `snapshot_bytes` its journal
+    /// counts against).
+    held: Held,
     owner: Option<String>,
     resident: Option<Arc<Execution>>,
     /// Its journal is in the store.
@@ -46,7 +50,8 @@ struct Entry {
 
 /// See the module documentation.
 pub struct Executions {
-    store: Arc<dyn SnapshotStore>,
+    /// The store the journals are kept in, and what each tenant keeps there.
+    snapshots: Snapshots,
     settings: ExecutionSettings,
     entries: Mutex<HashMap<String, Entry>>,
 }
@@ -58,10 +63,10 @@ fn now_secs() -> u64 {
 }
 
 impl Executions {
-    /// None yet, journals kept in `store`.
-    pub fn new(store: Arc<dyn SnapshotStore>, settings: ExecutionSettings) -> Self {
+    /// None yet, journals kept among `snapshots` (counted with them).
+    pub fn new(snapshots: Snapshots, settings: ExecutionSettings) -> Self {
         Executions {
-            store,
+            snapshots,
             settings,
             entries: Mutex::default(),
         }
@@ -129,7 +134,7 @@ impl Executions {
             });
         }
         Ok(Entry {
-            _held: tenant.take(Quota::SuspendedExecutions, 1)?,
+            held: tenant.take(Quota::SuspendedExecutions, 1)?,
             owner,
             resident,
             stored: false,
@@ -146,7 +151,9 @@ impl Executions {
             .flatten()
     }
 
-    /// Writes `journal` to the store (before a response says its execution is suspended).
+    /// Writes `journal` to the store (before a response says its execution is suspended),
+    /// within its tenant's `snapshot_bytes` quota, reserved before the write. An execution
+    /// forgotten meanwhile (cancelled, expired) keeps nothing.
     pub async fn keep(&self, journal: &Journal) -> SupervisorResult<()> {
         let bytes = journal.encode();
         if bytes.len() > journal::MAX_JOURNAL_BYTES {
@@ -156,13 +163,33 @@ impl Executions {
                 journal::MAX_JOURNAL_BYTES
             )));
         }
-        self.store
-            .put(&Journal::store_id(&journal.id), bytes)
-            .await
-            .map_err(|e| SupervisorError::SnapshotStore(e.to_string()))?;
-        if let Some(e) = lock(&self.entries).get_mut(&journal.id) {
-            e.stored = true;
-            e.expires_at = journal.expires_at;
+        let gone = || SupervisorError::ExecutionNotFound(journal.id.clone());
+        let tenant = lock(&self.entries)
+            .get(&journal.id)
+            .map(|e| e.held.tenant().clone())
+            .ok_or_else(gone)?;
+        let sid = Journal::store_id(&journal.id);
+        if let Err(e) = self.snapshots.put_at(&sid, bytes, &tenant).await {
+            // Its first journal refused (its tenant's `snapshot_bytes` full, a store error):
+            // nobody was told its id and nothing could bring it back, so it ends here
+            // rather than hold its places until it expires.
+            if !self.snapshots.exists(&sid).await.unwrap_or(true) {
+                self.forget(&journal.id).await;
+            }
+            return Err(e);
+        }
+        let kept = match lock(&self.entries).get_mut(&journal.id) {
+            Some(e) => {
+                e.stored = true;
+                e.expires_at = journal.expires_at;
+                true
+            }
+            None => false,
+        };
+        if !kept {
+            // Forgotten while it was written: its deletion may have come first.
+            let _ = self.snapshots.delete_own(&sid).await;
+            return Err(gone());
         }
         Ok(())
     }
@@ -173,7 +200,8 @@ impl Executions {
         let not_found = || SupervisorError::ExecutionNotFound(id.to_string());
         let sid = Journal::store_id(id);
         let bytes = self
-            .store
+            .snapshots
+            .store()
             .get(&sid)
             .await
             .map_err(|e| SupervisorError::SnapshotStore(e.to_string()))?
@@ -189,7 +217,8 @@ impl Executions {
         Ok(journal)
     }
 
-    /// Forgets execution `id`: stops its run, gives back its place, deletes its journal.
+    /// Forgets execution `id`: stops its run, gives back its place, deletes its journal (and
+    /// gives back its bytes).
     pub async fn forget(&self, id: &str) {
         let gone = lock(&self.entries).remove(id);
         if let Some(e) = &gone
@@ -197,7 +226,7 @@ impl Executions {
         {
             exec.stop_run(SupervisorError::ExecutionNotFound(id.to_string()));
         }
-        let _ = self.store.delete(&Journal::store_id(id)).await;
+        let _ = self.snapshots.delete_own(&Journal::store_id(id)).await;
     }
 
     /// Lets go of execution `id`'s program here, its journal kept in the store to bring it
@@ -240,11 +269,12 @@ impl Executions {
         // Journals nobody here counts (left by a restart): expired ones go.
         let mut orphans = 0;
         if let Some(ids) = not_snapshots {
+            let store = self.snapshots.store();
             for sid in ids {
-                if let Ok(Some(prefix)) = self.store.get_prefix(&sid, Journal::PREFIX_BYTES).await
+                if let Ok(Some(prefix)) = store.get_prefix(&sid, Journal::PREFIX_BYTES).await
                     && let Some(at) = Journal::expiry(&prefix)
                     && at < now
-                    && self.store.delete(&sid).await.unwrap_or(false)
+                    && self.snapshots.delete_own(&sid).await.unwrap_or(false)
                 {
                     orphans += 1;
                 }

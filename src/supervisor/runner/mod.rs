@@ -119,6 +119,7 @@ impl Runner {
             }
             None => (HostBudget::new(config.memory_budget_bytes), None),
         };
+        let kept = Snapshots::new(snapshots.clone(), config.snapshot_retention);
         Runner {
             host: OnceLock::new(),
             workers: OnceLock::new(),
@@ -146,8 +147,9 @@ impl Runner {
             cluster: config
                 .cluster_ttl
                 .map(|ttl| Arc::new(Cluster::new(config.node_id.clone(), snapshots.clone(), ttl))),
-            executions: super::executions::Executions::new(snapshots.clone(), config.executions),
-            snapshots: Snapshots::new(snapshots, config.snapshot_retention),
+            // Journals are counted with snapshots: one store, one ledger.
+            executions: super::executions::Executions::new(kept.clone(), config.executions),
+            snapshots: kept,
             resuming: Default::default(),
             draining: Default::default(),
             pressure: Default::default(),
