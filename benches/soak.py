@@ -2,7 +2,7 @@
 serve` on 127.0.0.1, sampling what the server holds every minute, then judging whether each
 figure stayed flat after warm-up.
 
-    target/soak_venv/bin/python benches/soak.py --minutes 60 --out benches/results/soak-DATE
+    target/soak_venv/bin/python benches/soak.py --minutes 60 --out benches/results/soak-<date>
 
 (`target/soak_venv`: a venv with `e2b==2.63.0 e2b-code-interpreter==2.11.5 matplotlib`, the
 E2B SDK versions `tests/server/front_e2b.rs` tests; the script says how to make it when it is
@@ -45,7 +45,7 @@ Judgement: over the samples from the end of warm-up (`--warmup`, default a quart
 run: 15 of 60 minutes) to the last, a least-squares line; growth is the line's rise over that
 window divided by its value at the window's start. A figure passes when the growth is under
 5 % or, for a figure near zero, under one unit of noise (one record, one descriptor or thread,
-1 MiB of memory or store). Both the fit's growth and last sample vs first are printed.
+1 MiB of memory, 0.25 MiB of store). Both the fit's growth and last sample vs first are printed.
 
 Outputs: OUT.csv (one row a sample), OUT.png (the plot), OUT.json (the verdicts, counts and
 settings), OUT.md (the table). Bounded: at most --minutes minutes of load and --max-requests
@@ -707,10 +707,10 @@ def sample(server_pid: int, host: str, port: int, store: str, started: float,
 JUDGED = [
     ("supervisor_rss_mib", 1), ("supervisor_fds", 1), ("supervisor_threads", 1),
     ("workers_rss_mib", 1), ("workers_fds", 1), ("workers_threads", 1),
-    ("store_mib", 1), ("store_files", 1),
+    ("store_mib", 0.25), ("store_files", 1),
     ("live_sessions", 1), ("hibernated_sessions", 1), ("pooled_instances", 1),
     ("sandbox_dirs", 1), ("memory_charged_mib", 1), ("mcp_sessions", 1), ("kernel_sockets", 1),
-    ("suspended_executions", 1), ("snapshot_quota_mib", 1), ("e2b_sandboxes", 1),
+    ("suspended_executions", 1), ("snapshot_quota_mib", 0.25), ("e2b_sandboxes", 1),
     ("metric_series", 1),
 ]
 
