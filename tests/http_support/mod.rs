@@ -2,7 +2,11 @@
 //! a runtime of its own, with a scratch dir of its own, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod clients;
 pub mod s3;
+
+#[allow(unused_imports)]
+pub use clients::{npm_prefix, venv_python};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -495,64 +499,6 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// The python of a venv under `target/<dir>` with `packages` installed from PyPI (made on
-/// first use, reused after), checked by importing `probe`. Without python3/pip or the
-/// registry: `None` and a SKIPPED line, except under CI (`CI=true`), where the test fails.
-pub fn venv_python(dir: &str, packages: &[&str], probe: &str) -> Option<PathBuf> {
-    use std::process::Command;
-    // Tests of one binary run at once: one makes the venv while the others wait for it.
-    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
-    let unavailable = |why: String| -> Option<PathBuf> {
-        if in_ci() {
-            panic!("{dir}: {why} (required in CI)");
-        }
-        eprintln!("SKIPPED ({dir}): {why}");
-        None
-    };
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(dir);
-    let python = venv.join("bin/python");
-    let importable = |p: &Path| {
-        Command::new(p)
-            .args(["-c", &format!("import {probe}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if importable(&python) {
-        return Some(python);
-    }
-    if !python.exists() {
-        match Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-        {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                return unavailable(format!(
-                    "python3 -m venv failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                ));
-            }
-            Err(e) => return unavailable(format!("python3 is not available: {e}")),
-        }
-    }
-    let pip = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet"])
-        .args(packages)
-        .output();
-    match pip {
-        Ok(o) if o.status.success() && importable(&python) => Some(python),
-        Ok(o) => unavailable(format!(
-            "pip install {packages:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        )),
-        Err(e) => unavailable(format!("pip could not run: {e}")),
-    }
-}
-
 /// The default server of this test binary: one `vivarium serve` with the default
 /// configuration, started by the first test that asks and kept until the process exits
 /// (its scratch, snapshots and audit log are removed then, as every [`scratch_dir`] is). For tests that only make
@@ -799,6 +745,17 @@ impl PackageIndex {
             .unwrap_or_default()
             .lines()
             .filter(|l| *l == path)
+            .count()
+    }
+
+    /// How many times `path` was fetched by a client whose User-Agent starts with `agent`
+    /// (pip's is `pip/`; the host's own downloader, `resolve.py`'s urllib, `Python-urllib/`).
+    pub fn gets_by(&self, path: &str, agent: &str) -> usize {
+        std::fs::read_to_string(self.dir.join("agents.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .filter(|(p, a)| *p == path && a.starts_with(agent))
             .count()
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 /// The venv's python with `mcp` importable, or None when it cannot be had.
 fn sdk_python() -> Option<PathBuf> {
-    venv_python("front_mcp_venv", &["mcp"], "mcp.client.streamable_http")
+    venv_python("front_mcp_venv")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

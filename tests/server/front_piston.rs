@@ -1,56 +1,19 @@
 //! Piston v2 compatibility, tested with the published Piston client `piston-client` (npm),
 //! driven by `tests/front_piston_client/run.mjs` against the real server on 127.0.0.1.
 //!
-//! The client package is installed on first use with `npm install --prefix
-//! tests/front_piston_client`. Without node/npm or the registry the test skips with a message;
-//! under CI (`CI=true`) it fails instead.
+//! The client package is installed on first use as `tests/clients.txt` says. Without node/npm
+//! or the registry the test skips with a message; under CI (`CI=true`) it fails instead.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::http_support::*;
 use serde_json::{Value, json};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// Skips (or, in CI, fails) with a reason.
-fn unavailable(why: &str) -> Option<PathBuf> {
-    if in_ci() {
-        panic!("the Piston client is required in CI: {why}");
-    }
-    eprintln!("SKIPPED front_piston: {why}");
-    None
-}
-
-/// The client directory with `piston-client` installed, or None when it cannot be had.
-fn client_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/front_piston_client");
-    if dir.join("node_modules/piston-client/index.js").exists() {
-        return Some(dir);
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return unavailable("node is not installed");
-    }
-    let installed = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir)
-        .arg("piston-client@1.0.2")
-        .output();
-    match installed {
-        Ok(o) if o.status.success() && dir.join("node_modules/piston-client").exists() => Some(dir),
-        Ok(o) => unavailable(&format!(
-            "`npm install piston-client` failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        )),
-        Err(e) => unavailable(&format!("npm could not run: {e}")),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piston_client_runs_python_unchanged() {
-    let Some(dir) = client_dir() else { return };
+    let Some(dir) = npm_prefix("tests/front_piston_client") else {
+        return;
+    };
     let s = shared().await;
     let base = s.base.clone();
     let out = tokio::task::spawn_blocking(move || {

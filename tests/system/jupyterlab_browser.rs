@@ -69,11 +69,7 @@ async fn jupyterlab_in_chromium_prints_plots_and_interrupts_on_a_vivarium_kernel
         eprintln!("SKIPPED: {why}");
         return;
     }
-    let Some(python) = venv_python(
-        "jupyterlab_venv",
-        &["jupyterlab", "selenium"],
-        "jupyterlab, selenium",
-    ) else {
+    let Some(python) = venv_python("jupyterlab_venv") else {
         return;
     };
     let s = start("jupyterlab-browser", |_| {}).await;
