@@ -435,6 +435,50 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
         let gap = (epoch_secs(&v["expires_at"]) - sandbox_end).abs();
         assert!(gap <= 2, "context {ctx}: {v} vs {info}");
     }
+    // Paused, its contexts sleep with it; connect wakes them with its new deadline.
+    let (st, v) = json_of(e2b(
+        &c,
+        M::POST,
+        &base,
+        &format!("/sandboxes/{id}/pause"),
+        None,
+        None,
+    ))
+    .await;
+    assert_eq!(st, 204, "{v}");
+    for ctx in [&first, &second] {
+        let (_, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+        assert_eq!(v["resident"], false, "context {ctx} stayed awake: {v}");
+    }
+    let (st, v) = json_of(
+        e2b(
+            &c,
+            M::POST,
+            &base,
+            &format!("/v2/sandboxes/{id}/connect"),
+            None,
+            None,
+        )
+        .json(&json!({"timeout": 600})),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let (_, info) = json_of(e2b(
+        &c,
+        M::GET,
+        &base,
+        &format!("/sandboxes/{id}"),
+        None,
+        None,
+    ))
+    .await;
+    let sandbox_end = epoch_secs(&info["endAt"]);
+    for ctx in [&first, &second] {
+        let (_, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+        assert_eq!(v["resident"], true, "context {ctx} still asleep: {v}");
+        let gap = (epoch_secs(&v["expires_at"]) - sandbox_end).abs();
+        assert!(gap <= 2, "context {ctx}: {v} vs {info}");
+    }
     // Now a short one: the sandbox ends, and its contexts with it, long before their
     // idle time.
     let since = Instant::now();

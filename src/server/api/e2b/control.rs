@@ -522,6 +522,18 @@ async fn pause(
         .await;
     bracket.close(outcome_of(&paused, 204));
     paused?;
+    // Its contexts sleep with it, as E2B's pause stops the whole machine (connect and
+    // resume wake them as they give them its deadline); one busy stays awake.
+    let contexts = door.sandboxes.get(&id).map(|r| r.contexts);
+    for context in contexts.unwrap_or_default() {
+        let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&context);
+        let paused = door
+            .app
+            .runner
+            .pause_session(&context, ctx.key_id.as_deref())
+            .await;
+        bracket.close(outcome_of(&paused, 204));
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
