@@ -75,8 +75,7 @@ async fn a_secret_spelt_into_a_host_leaves_in_no_result_audit_line_or_metric() {
         .await;
         assert_eq!(st, 200, "{v}");
         assert_eq!(
-            v["stdout"],
-            "address_not_allowed\nhost_not_allowed\naddress_not_allowed\n",
+            v["stdout"], "address_not_allowed\nhost_not_allowed\naddress_not_allowed\n",
             "{v}"
         );
         let refusals: Vec<&str> = v["network"]["refusals"]
@@ -94,7 +93,11 @@ async fn a_secret_spelt_into_a_host_leaves_in_no_result_audit_line_or_metric() {
             ],
             "leakage {leakage}: {v}"
         );
-        absent(value, &v.to_string(), &format!("the result (leakage {leakage})"));
+        absent(
+            value,
+            &v.to_string(),
+            &format!("the result (leakage {leakage})"),
+        );
     }
     let audit: Vec<Value> = s
         .audit()
@@ -106,7 +109,11 @@ async fn a_secret_spelt_into_a_host_leaves_in_no_result_audit_line_or_metric() {
         audit[0]["egress"]["host"], "[REDACTED:secret:TOKEN].leak.test",
         "{audit:?}"
     );
-    absent(value, &serde_json::to_string(&audit).unwrap(), "the audit log");
+    absent(
+        value,
+        &serde_json::to_string(&audit).unwrap(),
+        "the audit log",
+    );
     let everything = std::fs::read_to_string(&s.audit_log).unwrap();
     absent(value, &everything, "the audit log");
     let m = metrics_text(&s).await;
@@ -118,7 +125,10 @@ async fn a_secret_spelt_into_a_host_leaves_in_no_result_audit_line_or_metric() {
             "vivarium_egress_requests_total{{tenant=\"acme\",host=\"{host}\",outcome=\"{outcome}\"}} "
         )
     };
-    assert!(m.contains(&(series("-", "address_not_allowed") + "2")), "{m}");
+    assert!(
+        m.contains(&(series("-", "address_not_allowed") + "2")),
+        "{m}"
+    );
     assert!(m.contains(&(series("-", "host_not_allowed") + "2")), "{m}");
     assert!(
         m.contains(&(series("plain.leak.test", "address_not_allowed") + "2")),
@@ -131,7 +141,9 @@ async fn a_secret_spelt_into_a_host_leaves_in_no_result_audit_line_or_metric() {
 /// Asserts `value` is nowhere in `text`, in any case.
 fn absent(value: &str, text: &str, place: &str) {
     assert!(
-        !text.to_ascii_lowercase().contains(&value.to_ascii_lowercase()),
+        !text
+            .to_ascii_lowercase()
+            .contains(&value.to_ascii_lowercase()),
         "the value is in {place}: {text}"
     );
 }
@@ -160,8 +172,7 @@ async fn ipv4_compatible_and_translated_literals_are_judged_as_their_ipv4() {
     .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(
-        v["stdout"],
-        "address_not_allowed\naddress_not_allowed\naddress_not_allowed\n",
+        v["stdout"], "address_not_allowed\naddress_not_allowed\naddress_not_allowed\n",
         "{v}"
     );
     s.stop().await;
