@@ -865,6 +865,26 @@ impl Vivarium {
         Ok(env)
     }
 
+    /// What requests for the same set share (their specifiers normalised and sorted), once
+    /// `raw` is checked as [`Vivarium::check_packages`] does.
+    pub fn package_key(&self, raw: &[String]) -> Result<String, PackageError> {
+        self.packages.parse(raw).map(|specs| specs.key())
+    }
+
+    /// The environment of `raw` when the cache has it resolved and needs no compile started
+    /// (no pip, no wait, nothing to count against a tenant's package jobs); `None` otherwise.
+    pub fn cached_packages(&self, raw: &[String]) -> Result<Option<Arc<PackageEnv>>, PackageError> {
+        let specs = self.packages.parse(raw)?;
+        Ok(self.packages.cached(&specs)?.filter(|env| {
+            // One to compile goes the counted way, which hands the compile its place.
+            let compile = env.take_compile();
+            if compile {
+                env.offer_compile_again();
+            }
+            !compile
+        }))
+    }
+
     /// Compiles `env`'s modules to `.pyc` in a sandbox of the host's own (the only one that
     /// sees the folder writable; it runs `COMPILE_PACKAGES`, which reads the modules and runs
     /// none), in the background: the sandboxes of the meantime import from source; later

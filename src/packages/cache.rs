@@ -23,8 +23,9 @@ use crate::sync::lock;
 /// new release of a dependency then shows up).
 const MEMO_TTL: Duration = Duration::from_secs(600);
 
-/// Resolutions (pip processes, downloads, unpacking) running at once; more wait. Distinct
-/// package sets would otherwise start one pip each, outside every sandbox's budget.
+/// Resolutions (pip processes, downloads, unpacking) running at once; more wait, served in
+/// the order they came. Distinct package sets would otherwise start one pip each, outside
+/// every sandbox's budget.
 const MAX_BUILDS: usize = 4;
 
 /// One resolved set of packages, unpacked; a sandbox holding it keeps it from eviction.
@@ -118,9 +119,9 @@ pub struct Packages {
     memo: Mutex<HashMap<String, (String, Instant)>>,
     /// One lock per set of specifiers being resolved: the second request for it waits.
     flights: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-    /// Resolutions running now, at most [`MAX_BUILDS`].
-    building: Mutex<usize>,
-    /// Signalled when one ends.
+    /// Resolutions running now, at most [`MAX_BUILDS`], and the line waiting for one.
+    building: Mutex<Builds>,
+    /// Signalled when one ends, and when one starts (the next in line may start too).
     built: std::sync::Condvar,
     /// The `.pyc` compiles of new environments, bounded.
     compiles: Compiles,
@@ -147,7 +148,7 @@ impl Packages {
             envs: Mutex::default(),
             memo: Mutex::default(),
             flights: Mutex::default(),
-            building: Mutex::new(0),
+            building: Mutex::default(),
             built: std::sync::Condvar::new(),
             compiles: Compiles::default(),
         })
@@ -238,6 +239,29 @@ impl Packages {
         result
     }
 
+    /// The environment of `specs` (checked by [`Packages::parse`]) when a resolution of the
+    /// same specifiers is remembered and its set is on disk; `None` otherwise. Never runs
+    /// pip, never waits for another request's resolution.
+    pub fn cached(&self, specs: &PackageSpecs) -> Result<Option<Arc<PackageEnv>>, PackageError> {
+        if specs.is_empty() {
+            return Ok(Some(self.empty()));
+        }
+        self.check_allowed(specs.names.iter().map(String::as_str))?;
+        Ok(self.remembered(&specs.key()))
+    }
+
+    /// The environment specifiers `key` resolved to within [`MEMO_TTL`], if still on disk.
+    fn remembered(&self, key: &str) -> Option<Arc<PackageEnv>> {
+        let (env_key, at) = lock(&self.memo).get(key).cloned()?;
+        if at.elapsed() >= MEMO_TTL {
+            return None;
+        }
+        if env_key.is_empty() {
+            return Some(self.empty());
+        }
+        self.load(&env_key)
+    }
+
     /// The environment of exactly `pins` (a snapshot's): from the cache, or resolved again
     /// as `name==version` each and accepted only when the index serves the same wheels.
     pub fn get_pinned(
@@ -274,16 +298,8 @@ impl Packages {
         specs: &PackageSpecs,
         builtins: &[BuiltinPackage],
     ) -> Result<Arc<PackageEnv>, PackageError> {
-        let memo = lock(&self.memo).get(key).cloned();
-        if let Some((env_key, at)) = memo
-            && at.elapsed() < MEMO_TTL
-        {
-            if env_key.is_empty() {
-                return Ok(self.empty());
-            }
-            if let Some(env) = self.load(&env_key) {
-                return Ok(env);
-            }
+        if let Some(env) = self.remembered(key) {
+            return Ok(env);
         }
         let _slot = self.build_slot();
         let started = Instant::now();
@@ -400,13 +416,20 @@ impl Packages {
         })
     }
 
-    /// Waits for one of the [`MAX_BUILDS`] places; held until the returned guard drops.
+    /// Waits for one of the [`MAX_BUILDS`] places, after every resolution that asked before
+    /// (a tenant holds at most its `package_jobs` places in this line, so tenants take turns
+    /// in it); held until the returned guard drops.
     fn build_slot(&self) -> BuildSlot<'_> {
-        let mut n = lock(&self.building);
-        while *n >= MAX_BUILDS {
-            n = self.built.wait(n).unwrap_or_else(|p| p.into_inner());
+        let mut b = lock(&self.building);
+        let ticket = b.next;
+        b.next += 1;
+        while ticket != b.serving || b.running >= MAX_BUILDS {
+            b = self.built.wait(b).unwrap_or_else(|p| p.into_inner());
         }
-        *n += 1;
+        b.serving += 1;
+        b.running += 1;
+        drop(b);
+        self.built.notify_all();
         BuildSlot(self)
     }
 
@@ -551,13 +574,23 @@ fn folder_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The resolutions running, and the line for a place among them: tickets handed out in
+/// order (`next`), served in order (`serving`). A waiter never leaves the line (it blocks
+/// until served), so no ticket is skipped.
+#[derive(Default)]
+struct Builds {
+    running: usize,
+    next: u64,
+    serving: u64,
+}
+
 /// A place among the resolutions running; given back on drop.
 struct BuildSlot<'a>(&'a Packages);
 
 impl Drop for BuildSlot<'_> {
     fn drop(&mut self) {
-        *lock(&self.0.building) -= 1;
-        self.0.built.notify_one();
+        lock(&self.0.building).running -= 1;
+        self.0.built.notify_all();
     }
 }
 

@@ -217,7 +217,8 @@ pub struct ServeArgs {
     /// keys, no limit unless given].
     #[arg(long, env = "VIVARIUM_MAX_KERNEL_SOCKETS_PER_TENANT")]
     pub max_kernel_sockets_per_tenant: Option<u64>,
-    /// Package resolutions and `.pyc` compiles one tenant may have in flight; past it, 429
+    /// Package resolutions and `.pyc` compiles one tenant may have in flight; more wait in
+    /// order (at most `--queue-timeout-ms`), up to 8 times as many; past that, 429
     /// `quota_exceeded`.
     #[arg(
         long,

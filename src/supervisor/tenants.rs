@@ -157,7 +157,9 @@ fn hint(q: Quota) -> &'static str {
         Quota::KernelSockets => "; close a kernel connection",
         Quota::KernelQueueBytes => "; wait for the cells queued on your kernels to run",
         Quota::McpSessions => "; end an MCP session (DELETE /mcp) or let one expire",
-        Quota::PackageJobs => "; wait for your package installs to finish",
+        Quota::PackageJobs => {
+            "; your package installs in flight and the line waiting behind them are full: retry later"
+        }
         Quota::MemoryBytes => "; close or shrink your sessions, or wait for your runs",
         Quota::SuspendedExecutions => {
             "; answer or cancel your suspended executions (DELETE /v1/executions/{id})"

@@ -27,6 +27,7 @@ mod http_leakage;
 mod http_leakage_paths;
 mod http_package_index_hostile;
 mod http_package_install;
+mod http_package_queue;
 mod http_packages;
 mod http_production;
 mod http_rollback;

@@ -20,6 +20,7 @@ mod capture;
 mod code_mode;
 mod guard;
 mod live;
+mod packages;
 mod placement;
 mod turns;
 
@@ -44,12 +45,11 @@ use super::error::{SupervisorError, SupervisorResult};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::registry::Registry;
 use super::snapshots::Snapshots;
-use super::tenants::{Quota, Tenant, Tenants};
+use super::tenants::{Tenant, Tenants};
 use super::{LeakageConfig, Settings};
 use crate::budget::HostBudget;
 use crate::check::CheckResult;
 use crate::leakage::{Guard, LeakPolicy};
-use crate::packages::PackageEnv;
 use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
 use crate::worker::{Death, ExecuteJob, Failure, Job, JobError, PackageRef, Reply, Sinks, Workers};
@@ -95,6 +95,8 @@ pub struct Runner {
     stored_counted: AtomicBool,
     /// Code mode's executions, resident or kept as journals.
     executions: super::executions::Executions,
+    /// Tenants' package jobs: their places, the lines waiting, the resolutions in flight.
+    package_jobs: packages::PackageJobs,
 }
 
 impl Runner {
@@ -156,6 +158,7 @@ impl Runner {
             leaving: AtomicBool::new(false),
             tenants,
             stored_counted: AtomicBool::new(false),
+            package_jobs: packages::PackageJobs::new(config.queue_timeout),
         }
     }
 
@@ -478,33 +481,6 @@ impl Runner {
     ) -> SupervisorResult<super::admission::Ticket> {
         self.within_memory_share(tenant, || self.admission.admit(tenant, Some(need)))
             .await
-    }
-
-    /// The environment of the packages `raw` names (checked by the front door), resolved off
-    /// the executor (pip runs, and downloads on a first request); its wheels go on `record`.
-    /// Nothing is admitted until it is there: a failed resolution runs nothing. Counted
-    /// against the caller's tenant's `package_jobs` while it resolves, and while the `.pyc`
-    /// compile it started runs.
-    pub async fn packages(
-        &self,
-        raw: Vec<String>,
-        record: &mut AuditRecord,
-    ) -> SupervisorResult<Arc<PackageEnv>> {
-        let host = self.host()?;
-        if raw.is_empty() {
-            return Ok(host.no_packages());
-        }
-        let job = self
-            .tenant(record.key_id.as_deref())
-            .take(Quota::PackageJobs, 1)
-            .map_err(|q| self.admission.refuse(q))?;
-        // The place goes with the set's `.pyc` compile when this resolution starts one.
-        let env = tokio::task::spawn_blocking(move || host.packages_held(&raw, Box::new(job)))
-            .await
-            .map_err(|e| SupervisorError::Internal(format!("package resolution: {e}")))?
-            .map_err(SupervisorError::Package)?;
-        record.packages = env.pins.clone();
-        Ok(env)
     }
 
     /// Checks `code` in a fresh sandbox of its own, admitted like any execution of key
