@@ -520,3 +520,40 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
     assert_eq!(resident(&c, &base).await, 0);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_closes_a_sandboxs_contexts_also_when_it_was_closed_elsewhere() {
+    let s = start("e2b-ctx-kill", |_| {}).await;
+    let (base, c) = (s.base.clone(), client());
+    let kill = |id: &str| {
+        json_of(e2b(
+            &c,
+            M::DELETE,
+            &base,
+            &format!("/sandboxes/{id}"),
+            None,
+            None,
+        ))
+    };
+    // Killed here: it and its context.
+    let id = create(&c, &base, json!({})).await;
+    let ctx = context(&c, &base, &id).await;
+    assert_eq!(kill(&id).await.0, 204);
+    let (st, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+    assert_eq!(st, 404, "{v}");
+    // Closed through Vivarium's own API first: E2B's kill is then 404, and still takes
+    // the context with it.
+    let id = create(&c, &base, json!({})).await;
+    let ctx = context(&c, &base, &id).await;
+    let r = c
+        .delete(format!("{base}/v1/sessions/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(kill(&id).await.0, 404);
+    let (st, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(resident(&c, &base).await, 0);
+    s.stop().await;
+}

@@ -425,12 +425,16 @@ async fn kill(
     let bracket = Bracket::open(&door.app, &ctx, Action::SessionClose).session(&id);
     let closed = door.app.runner.close_session(&id, key).await;
     bracket.close(outcome_of(&closed, 204));
-    closed?;
-    if let Some(record) = door.sandboxes.remove(&id) {
-        for context in record.contexts {
-            let _ = door.app.runner.close_session(&context, key).await;
+    // Its contexts go with it, also when it was gone already (closed through `/v1`, ended):
+    // each is closed with the caller's key, so another key's kill closes none.
+    let contexts = door.sandboxes.get(&id).map(|r| r.contexts);
+    for context in contexts.unwrap_or_default() {
+        if door.app.runner.close_session(&context, key).await.is_ok() {
+            door.sandboxes.remove_context(&id, &context);
         }
     }
+    closed?;
+    door.sandboxes.remove(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
