@@ -11,7 +11,7 @@
 //! Literal secrets (values passed in `env`, the operator's literals) are found by a second
 //! Aho-Corasick automaton, per request, in [`Literals`].
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::personal;
 use super::rules::{self, Allowlist, Compiled, Rule, RuleError, Target, Validator};
@@ -310,9 +310,14 @@ impl Literals {
             .iter()
             .map(|v| v.as_bytes()[..v.len().min(MAX_CUT_BYTES)].to_vec())
             .collect();
+        // Past a few KiB of values (a run's secrets may be 32 of 8 KiB), the DFA the builder
+        // would pick takes seconds to build; a contiguous NFA is built in milliseconds and
+        // still searches in one pass.
+        let large = values.iter().map(|v| v.len()).sum::<usize>() > 16 << 10;
         let automaton = (!values.is_empty()).then(|| {
             AhoCorasickBuilder::new()
                 .match_kind(MatchKind::LeftmostLongest)
+                .kind(large.then_some(AhoCorasickKind::ContiguousNFA))
                 .build(&values)
                 .expect("literals are plain strings")
         });
