@@ -268,7 +268,8 @@ async fn create(
     check_metadata(&metadata)?;
     let env = new.env_vars.unwrap_or_default();
     check_env(&env)?;
-    let network = network::requested(new.allow_internet_access, new.network)?;
+    let network = network::requested(new.allow_internet_access, new.network)
+        .map_err(|e| invalid(e.to_string()))?;
     let id = open_session(&door, &ctx, template, network).await?;
     let key = ctx.key_id.as_deref();
     let mut opened = Unclaimed::new(&door, key);

@@ -16,8 +16,6 @@
 
 use serde::Deserialize;
 
-use super::E2bError;
-use super::control::invalid;
 use crate::egress::AllowList;
 use crate::server::api::types::NetworkRequest;
 use crate::supervisor::session::Session;
@@ -43,27 +41,33 @@ pub struct E2bNetwork {
     mask_request_host: Option<String>,
 }
 
+/// Why a sandbox's `network` is refused (a 400 naming the field).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error(
+        "network.denyOut {0:?}: only {ALL_TRAFFIC} (all traffic) is offered: a sandbox reaches \
+         only what the operator's --egress-allow names; deny all and name what it may still \
+         reach in allowOut"
+    )]
+    DenyList(String),
+    #[error(
+        "network.allowOut: {0} (host[:port] rules or IP addresses; CIDR ranges are not offered)"
+    )]
+    AllowRule(String),
+}
+
 /// The narrowing a new sandbox asks for: `None` is the operator's list as it is.
 pub fn requested(
     allow_internet_access: Option<bool>,
     network: Option<E2bNetwork>,
-) -> Result<Option<NetworkRequest>, E2bError> {
+) -> Result<Option<NetworkRequest>, Refused> {
     let network = network.unwrap_or_default();
     let deny = network.deny_out.unwrap_or_default();
     if let Some(other) = deny.iter().find(|d| d.trim() != ALL_TRAFFIC) {
-        return Err(invalid(format!(
-            "network.denyOut {other:?}: only {ALL_TRAFFIC} (all traffic) is offered: a sandbox \
-             reaches only what the operator's --egress-allow names; deny all and name what it \
-             may still reach in allowOut"
-        )));
+        return Err(Refused::DenyList(other.clone()));
     }
     let allow = network.allow_out.unwrap_or_default();
-    AllowList::parse(&allow).map_err(|e| {
-        invalid(format!(
-            "network.allowOut: {e} (host[:port] rules or IP addresses; CIDR ranges are not \
-             offered)"
-        ))
-    })?;
+    AllowList::parse(&allow).map_err(|e| Refused::AllowRule(e.to_string()))?;
     let denied = allow_internet_access == Some(false) || !deny.is_empty();
     // Without a denial, allowOut widens nothing (E2B's default is every address).
     Ok(denied.then_some(NetworkRequest { allow }))
@@ -88,7 +92,7 @@ mod tests {
         Some(serde_json::from_value(v).unwrap())
     }
 
-    fn allow(r: Result<Option<NetworkRequest>, E2bError>) -> Option<Vec<String>> {
+    fn allow(r: Result<Option<NetworkRequest>, Refused>) -> Option<Vec<String>> {
         r.ok().unwrap().map(|n| n.allow)
     }
 
