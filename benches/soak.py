@@ -36,7 +36,13 @@ seconds), then the sampler reads: the supervisor's and each worker's resident me
 disk (`--snapshot-dir`: hibernated sessions, snapshots, journals), and the door's in-memory
 records (`GET /metrics`: resident and hibernated sessions, pooled instances, sandbox
 directories, memory charged, each tenant's MCP sessions, kernel sockets and suspended
-executions, the number of metric series; and the E2B sandbox list of each key).
+executions, the number of metric series; and the E2B sandbox list of each key, which is the
+key's sessions, its standing pool among them, and leaves contexts out).
+
+Found on the way: the E2B Python SDK's context calls (`create_code_context`,
+`list_code_contexts`, `restart_code_context`, `remove_code_context`) send no access token,
+and a server with API keys answers them 401; the soak opens and removes its contexts over
+plain HTTP with the sandbox's token and runs its cells through the SDK.
 
 Every response status is counted, client side and in the server's
 `vivarium_http_responses_total`; any 5xx is a failure and printed.
@@ -45,7 +51,7 @@ Judgement: over the samples from the end of warm-up (`--warmup`, default a quart
 run: 15 of 60 minutes) to the last, a least-squares line; growth is the line's rise over that
 window divided by its value at the window's start. A figure passes when the growth is under
 5 % or, for a figure near zero, under one unit of noise (one record, one descriptor or thread,
-1 MiB of memory, 0.25 MiB of store). Both the fit's growth and last sample vs first are printed.
+1 MiB of memory, 10 KiB of store). `--rejudge` judges a finished run's OUT.csv again. Both the fit's growth and last sample vs first are printed.
 
 Outputs: OUT.csv (one row a sample), OUT.png (the plot), OUT.json (the verdicts, counts and
 settings), OUT.md (the table). Bounded: at most --minutes minutes of load and --max-requests
@@ -539,28 +545,30 @@ class Gate:
 
     def __init__(self, threads: int):
         self.cond = threading.Condition()
-        self.paused = False
+        self.paused = self.stopped = False
         self.waiting = 0
         self.threads = threads
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
+        """Waits while the load is paused; whether to go on (False once stopped)."""
         with self.cond:
-            if not self.paused:
-                return
-            self.waiting += 1
-            self.cond.notify_all()
-            while self.paused:
-                self.cond.wait()
-            self.waiting -= 1
+            if self.paused:
+                self.waiting += 1
+                self.cond.notify_all()
+                while self.paused:
+                    self.cond.wait()
+                self.waiting -= 1
+            return not self.stopped
 
     def pause(self, within: float) -> bool:
         with self.cond:
             self.paused = True
             return self.cond.wait_for(lambda: self.waiting >= self.threads, within)
 
-    def resume(self) -> None:
+    def resume(self, stop: bool = False) -> None:
         with self.cond:
             self.paused = False
+            self.stopped = stop
             self.cond.notify_all()
 
     def leave(self) -> None:
@@ -569,12 +577,13 @@ class Gate:
             self.cond.notify_all()
 
 
-def load(ctx: Ctx, gate: Gate, t: int, until: float, pause_s: float) -> None:
+def load(ctx: Ctx, gate: Gate, t: int, pause_s: float) -> None:
     ctx.local.n = 0
     i = t * 3  # threads start at different places of the cycle
     try:
-        while time.time() < until and not ctx.stats.exhausted():
-            gate.checkpoint()
+        # Until the sampler stops it after its last sample (taken paused, as every other: the
+        # threads' connections still open), or the request bound.
+        while gate.checkpoint() and not ctx.stats.exhausted():
             scenario = SCENARIOS[i % len(SCENARIOS)]
             ctx.local.n = i // len(SCENARIOS) * 7 + t
             try:
@@ -707,10 +716,10 @@ def sample(server_pid: int, host: str, port: int, store: str, started: float,
 JUDGED = [
     ("supervisor_rss_mib", 1), ("supervisor_fds", 1), ("supervisor_threads", 1),
     ("workers_rss_mib", 1), ("workers_fds", 1), ("workers_threads", 1),
-    ("store_mib", 0.25), ("store_files", 1),
+    ("store_mib", 0.01), ("store_files", 1),
     ("live_sessions", 1), ("hibernated_sessions", 1), ("pooled_instances", 1),
     ("sandbox_dirs", 1), ("memory_charged_mib", 1), ("mcp_sessions", 1), ("kernel_sockets", 1),
-    ("suspended_executions", 1), ("snapshot_quota_mib", 0.25), ("e2b_sandboxes", 1),
+    ("suspended_executions", 1), ("snapshot_quota_mib", 0.01), ("e2b_sandboxes", 1),
     ("metric_series", 1),
 ]
 
@@ -754,16 +763,19 @@ def plot(rows: list[dict], warmup: float, path: str, title: str) -> None:
     import matplotlib.pyplot as plt
     x = [r["minute"] for r in rows]
     panels = [
-        ("resident memory (MiB)", ["supervisor_rss_mib", "workers_rss_mib", "memory_charged_mib"]),
+        ("supervisor: resident memory (MiB)", ["supervisor_rss_mib"]),
+        ("workers: resident memory (MiB)", ["workers_rss_mib", "worker_rss_max_mib"]),
+        ("memory charged to the budget (MiB)", ["memory_charged_mib"]),
         ("open descriptors", ["supervisor_fds", "workers_fds"]),
         ("threads", ["supervisor_threads", "workers_threads"]),
-        ("snapshot store", ["store_mib", "store_files", "snapshot_quota_mib"]),
-        ("door records", ["live_sessions", "hibernated_sessions", "pooled_instances",
-                          "sandbox_dirs", "mcp_sessions", "kernel_sockets",
-                          "suspended_executions", "e2b_sandboxes"]),
-        ("metric series, load", ["metric_series", "load1"]),
+        ("snapshot store (MiB)", ["store_mib", "snapshot_quota_mib"]),
+        ("records", ["store_files", "live_sessions", "hibernated_sessions", "pooled_instances",
+                     "sandbox_dirs", "mcp_sessions", "kernel_sockets", "suspended_executions",
+                     "e2b_sandboxes"]),
+        ("metric series", ["metric_series"]),
+        ("load average (1 min), 2 cores", ["load1"]),
     ]
-    fig, axes = plt.subplots(3, 2, figsize=(13, 11), sharex=True)
+    fig, axes = plt.subplots(3, 3, figsize=(16, 11), sharex=True)
     for ax, (label, names) in zip(axes.flat, panels):
         for name in names:
             ax.plot(x, [r[name] if r[name] is not None else float("nan") for r in rows],
@@ -772,6 +784,8 @@ def plot(rows: list[dict], warmup: float, path: str, title: str) -> None:
         ax.set_title(label)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(0, lo), hi * 1.05 if hi > 0 else 1)
     for ax in axes[-1]:
         ax.set_xlabel("minute")
     fig.suptitle(title)
@@ -807,7 +821,11 @@ def main() -> None:
     p.add_argument("--max-requests", type=int, default=400_000)
     p.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "vivarium"))
     p.add_argument("--out", required=True, help="path prefix: OUT.csv, OUT.png, OUT.json, OUT.md")
+    p.add_argument("--rejudge", action="store_true",
+                   help="run nothing: judge OUT.csv again, rewriting OUT.json, OUT.md, OUT.png")
     a = p.parse_args()
+    if a.rejudge:
+        return rejudge(a.out, a.warmup)
     warmup = a.warmup if a.warmup is not None else a.minutes / 4
     try:
         import e2b_code_interpreter  # noqa: F401
@@ -847,7 +865,7 @@ def main() -> None:
     gate = Gate(a.threads)
     started = time.time()
     until = started + a.minutes * 60
-    threads = [threading.Thread(target=load, args=(ctx, gate, t, until, a.pause_ms / 1000),
+    threads = [threading.Thread(target=load, args=(ctx, gate, t, a.pause_ms / 1000),
                                 daemon=True) for t in range(a.threads)]
     rows = []
     csv_path = a.out + ".csv"
@@ -867,7 +885,7 @@ def main() -> None:
                 time.sleep(5)  # idle sessions hibernate (3 s), evictions land
                 row = sample(server.pid, host, port, store, started, stats, five_before)
                 row["quiet"] = quiet
-                gate.resume()
+                gate.resume(stop=final)
                 rows.append(row)
                 if writer is None:
                     writer = csv.DictWriter(f, fieldnames=list(row))
@@ -894,29 +912,37 @@ def main() -> None:
         up.kill()
         up.wait()
     panics = sum(1 for line in open(log, errors="replace") if "panic" in line)
-    verdicts = judge(rows, warmup)
     five_server = sum(v for k, v in final_metrics.items()
                       if k.startswith('vivarium_http_responses_total{code="5')) - five_before
-    five_client = sum(n for s, n in stats.statuses.items() if s >= 500)
-    passed = all(v["verdict"] == "PASS" for v in verdicts) and not five_server and not five_client
-    title = (f"vivarium soak: {rows[-1]['minute']:.0f} min, {stats.requests} requests, HEAD "
-             f"{commit}, 5xx {five_client}/{five_server:.0f} (client/server)")
-    plot(rows, warmup, a.out + ".png", title)
     summary = {
         "commit": commit, "binary": a.binary, "minutes": a.minutes, "interval_s": a.interval,
         "warmup_min": warmup, "threads": a.threads, "requests": stats.requests,
         "statuses": {str(k): v for k, v in sorted(stats.statuses.items())},
         "by_scenario": {f"{s} {st}": n for (s, st), n in sorted(stats.by_scenario.items())},
-        "client_5xx": five_client, "server_5xx": five_server,
-        "server_5xx_before_load": five_before,
+        "client_5xx": sum(n for s, n in stats.statuses.items() if s >= 500),
+        "server_5xx": five_server, "server_5xx_before_load": five_before,
         "server_responses": {k: v for k, v in final_metrics.items()
                              if k.startswith("vivarium_http_responses_total")},
         "failures": dict(stats.failures), "failure_examples": stats.failure_examples,
         "server_errors": stats.server_errors[:50], "server_log_panic_lines": panics,
-        "server_log": log, "verdicts": verdicts, "passed": passed,
-        "load_average_end": os.getloadavg(),
+        "server_log": log, "load_average_end": os.getloadavg(),
     }
-    with open(a.out + ".json", "w") as f:
+    passed = report(a.out, rows, warmup, summary)
+    shutil.rmtree(os.path.join(work, "snapshots"), ignore_errors=True)
+    sys.exit(0 if passed else 1)
+
+
+def report(out: str, rows: list[dict], warmup: float, summary: dict) -> bool:
+    """Judges `rows`, writes OUT.json (`summary` with the verdicts), OUT.md and OUT.png;
+    whether the soak passed."""
+    verdicts = judge(rows, warmup)
+    five_client, five_server = summary["client_5xx"], summary["server_5xx"]
+    passed = all(v["verdict"] == "PASS" for v in verdicts) and not five_server and not five_client
+    summary.update(verdicts=verdicts, passed=passed, warmup_min=warmup)
+    title = (f"vivarium soak: {rows[-1]['minute']:.0f} min, {summary['requests']} requests, HEAD "
+             f"{summary['commit']}, 5xx {five_client}/{five_server:.0f} (client/server)")
+    plot(rows, warmup, out + ".png", title)
+    with open(out + ".json", "w") as f:
         json.dump(summary, f, indent=2)
     lines = [
         f"Judged from minute {warmup:g} to {rows[-1]['minute']:.1f} ({len(rows)} samples in all): "
@@ -933,19 +959,29 @@ def main() -> None:
         lines.append(f"| {v['figure']} | {v['at_warmup']:g} | {v['last']:g} | {v['min']:g}–"
                      f"{v['max']:g} | {pct(v['fit_growth_pct'])} ({v['fit_end'] - v['fit_start']:+.2f}) "
                      f"| {pct(v['last_vs_warmup_pct'])} | {v['verdict']} |")
-    lines += ["", f"Requests: {stats.requests} (client side, E2B SDK calls not counted there); "
-              f"statuses {dict(sorted(stats.statuses.items()))}; 5xx: {five_client} client side, "
+    failures = summary["failures"]
+    lines += ["", f"Requests: {summary['requests']} (client side, E2B SDK calls not counted "
+              f"there); statuses {summary['statuses']}; 5xx: {five_client} client side, "
               f"{five_server:.0f} in the server's `vivarium_http_responses_total`; scenario "
-              f"failures: {sum(stats.failures.values())}; panic lines in the server's log: {panics}."]
-    with open(a.out + ".md", "w") as f:
+              f"failures: {sum(failures.values())}; panic lines in the server's log: "
+              f"{summary['server_log_panic_lines']}."]
+    with open(out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    for k, n in stats.failures.items():
-        print(f"failure x{n}: {stats.failure_examples[k][:600]}")
+    for k, n in failures.items():
+        print(f"failure x{n}: {summary['failure_examples'][k][:600]}")
     print("SOAK", "PASS" if passed else "FAIL", flush=True)
-    shutil.rmtree(os.path.join(work, "snapshots"), ignore_errors=True)
-    sys.exit(0 if passed else 1)
+    return passed
 
+
+def rejudge(out: str, warmup: float | None) -> None:
+    """Judges a finished soak again from OUT.csv and OUT.json (after a change to the rule)."""
+    with open(out + ".csv") as f:
+        rows = [{k: (None if v == "" else v == "True" if v in ("True", "False") else float(v))
+                 for k, v in r.items()} for r in csv.DictReader(f)]
+    with open(out + ".json") as f:
+        summary = json.load(f)
+    report(out, rows, warmup if warmup is not None else summary["warmup_min"], summary)
 
 if __name__ == "__main__":
     main()
