@@ -7,8 +7,6 @@
 //! `leakage` (as for everything else a run returns), and case aside: a host arrives in
 //! lower case.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-
 use crate::egress::Secrets;
 use crate::leakage::MIN_LITERAL_BYTES;
 
@@ -17,10 +15,8 @@ pub const SHOWN_HOST_CHARS: usize = 255;
 
 /// A run's secrets' values, looked for in the hosts it names.
 pub struct HostScrub {
-    /// `None`: the run has no value long enough to be a literal secret.
-    automaton: Option<AhoCorasick>,
-    /// The marker of each value, in the automaton's order.
-    markers: Vec<String>,
+    /// `(marker, value in lower case)` of each value long enough to be a literal secret.
+    values: Vec<(String, String)>,
     /// The longest value's length in bytes.
     longest: usize,
 }
@@ -28,48 +24,54 @@ pub struct HostScrub {
 impl HostScrub {
     /// The scrub of a run with `secrets`. Values shorter than [`MIN_LITERAL_BYTES`] are not
     /// looked for, as the leakage scan does not (a two-letter value would take every host
-    /// apart).
+    /// apart). Nothing is built here: a run that makes no request pays nothing.
     pub fn new(secrets: &Secrets) -> HostScrub {
-        let (markers, values): (Vec<String>, Vec<String>) = secrets
+        let values: Vec<(String, String)> = secrets
             .literals()
             .into_iter()
             .filter(|(_, v)| v.len() >= MIN_LITERAL_BYTES)
-            .map(|(rule, v)| (format!("[REDACTED:{rule}]"), v))
-            .unzip();
-        let longest = values.iter().map(String::len).max().unwrap_or(0);
-        let automaton = (!values.is_empty()).then(|| {
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(&values)
-                .expect("secret values are plain strings")
-        });
-        HostScrub {
-            automaton,
-            markers,
-            longest,
-        }
+            .map(|(rule, v)| (format!("[REDACTED:{rule}]"), v.to_ascii_lowercase()))
+            .collect();
+        let longest = values.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+        HostScrub { values, longest }
     }
 
     /// `host` as it may be shown: each secret's value in it replaced by its marker, then cut
     /// to [`SHOWN_HOST_CHARS`] characters (the cut comes after the search, so no part of a
-    /// value the search would have found is left at the end).
+    /// value the search would have found is left at the end). Each value is a linear search
+    /// (at most 32 of them) over at most `SHOWN_HOST_CHARS` and the longest value's length:
+    /// no automaton to build for a text this short.
     pub fn shown(&self, host: &str) -> String {
-        let Some(ac) = &self.automaton else {
+        if self.values.is_empty() {
             return host.chars().take(SHOWN_HOST_CHARS).collect();
-        };
+        }
         // A value that begins within what is shown ends within this many characters.
         let end = host
             .char_indices()
             .nth(SHOWN_HOST_CHARS + self.longest)
             .map_or(host.len(), |(i, _)| i);
         let head = &host[..end];
+        // ASCII lower case keeps every byte where it was: offsets hold in `head`.
+        let lower = head.to_ascii_lowercase();
+        // Every occurrence of every value; where they overlap, the leftmost, then longest.
+        let mut found: Vec<(usize, usize, usize)> = Vec::new();
+        for (i, (_, value)) in self.values.iter().enumerate() {
+            found.extend(
+                lower
+                    .match_indices(value.as_str())
+                    .map(|(at, m)| (at, at + m.len(), i)),
+            );
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut out = String::with_capacity(head.len());
         let mut at = 0;
-        for m in ac.find_iter(head) {
-            out.push_str(&head[at..m.start()]);
-            out.push_str(&self.markers[m.pattern().as_usize()]);
-            at = m.end();
+        for (start, stop, i) in found {
+            if start < at {
+                continue;
+            }
+            out.push_str(&head[at..start]);
+            out.push_str(&self.values[i].0);
+            at = stop;
         }
         out.push_str(&head[at..]);
         out.chars().take(SHOWN_HOST_CHARS).collect()
@@ -101,9 +103,31 @@ mod tests {
             s.shown("x-TOK0A1B2C3D4-tok0a1b2c3d4"),
             "x-[REDACTED:secret:TOKEN]-[REDACTED:secret:TOKEN]"
         );
+        // Overlapping values: the leftmost, then the longest.
+        let o = HostScrub::new(&secrets(&[("A", "abcdefgh"), ("B", "cdefghijkl")]));
+        assert_eq!(o.shown("xxabcdefghijkl"), "xx[REDACTED:secret:A]ijkl");
+        assert_eq!(o.shown("cdefghijklm"), "[REDACTED:secret:B]m");
         // Shorter than a literal secret: as the leakage scan, not looked for.
         assert_eq!(s.shown("1234.api.test"), "1234.api.test");
         assert_eq!(s.shown("api.test"), "api.test");
+    }
+
+    #[test]
+    fn the_most_secrets_of_the_longest_values_cost_nothing_to_set_up_and_little_to_search() {
+        // Values that repeat themselves, as a hostile caller may send them.
+        let items: Vec<(String, String)> = (0..32)
+            .map(|i| (format!("S{i}"), "ab".repeat(4096 - i)))
+            .collect();
+        let s = HostScrub::new(&secrets(
+            &items
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+        ));
+        let started = std::time::Instant::now();
+        let shown = s.shown(&"AB".repeat(10_000));
+        assert!(shown.starts_with("[REDACTED:secret:S0]"), "{shown}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]
