@@ -86,7 +86,6 @@ async fn the_python_sdks_sync_and_async_run_the_scenario_unchanged() {
     s.stop().await;
 }
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_javascript_sdks_run_the_scenario_unchanged() {
     let Some(dir) = npm_prefix("tests/front_e2b_js") else {

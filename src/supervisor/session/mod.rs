@@ -408,7 +408,9 @@ impl Session {
     /// when it will end.
     pub fn set_deadline(&self, after: Duration) -> SystemTime {
         let end = self.created + self.lifetime;
-        let at = Instant::now().checked_add(after).map_or(end, |at| at.min(end));
+        let at = Instant::now()
+            .checked_add(after)
+            .map_or(end, |at| at.min(end));
         self.set_deadline_at(at);
         let left = self
             .expiry(&self.lock())
@@ -421,7 +423,10 @@ impl Session {
     pub fn deadline_in(&self) -> Option<Duration> {
         let inner = self.lock();
         inner.deadline?;
-        Some(self.expiry(&inner).saturating_duration_since(Instant::now()))
+        Some(
+            self.expiry(&inner)
+                .saturating_duration_since(Instant::now()),
+        )
     }
 
     /// [`Session::set_deadline`] at an instant (a hibernated session's, as it wakes).
