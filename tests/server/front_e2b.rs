@@ -112,7 +112,7 @@ async fn the_javascript_sdks_run_the_scenario_unchanged() {
 }
 
 /// A request to the E2B door: `port` None is the control plane.
-fn e2b(
+pub(crate) fn e2b(
     c: &reqwest::Client,
     method: reqwest::Method,
     base: &str,
@@ -130,7 +130,8 @@ fn e2b(
     r
 }
 
-async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
+/// Its status and JSON body (a body that is not one JSON value as a string: NDJSON).
+pub(crate) async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
     let r = r.send().await.unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();

@@ -12,35 +12,8 @@ use reqwest::Method as M;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::front_e2b::{e2b, json_of};
 use crate::http_support::*;
-
-/// A request to the E2B door: `port` None is the control plane.
-fn e2b(
-    c: &reqwest::Client,
-    method: M,
-    base: &str,
-    path: &str,
-    port: Option<u16>,
-    sandbox: Option<&str>,
-) -> reqwest::RequestBuilder {
-    let mut r = c.request(method, format!("{base}/e2b{path}"));
-    if let Some(p) = port {
-        r = r.header("E2b-Sandbox-Port", p.to_string());
-    }
-    if let Some(id) = sandbox {
-        r = r.header("E2b-Sandbox-Id", id);
-    }
-    r
-}
-
-/// Its status and JSON body (a body that is not one JSON value as a string: NDJSON).
-async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, v)
-}
 
 /// A plain HTTP upstream on 127.0.0.1 answering `reached` to everything, counting requests.
 async fn upstream() -> (u16, Arc<AtomicUsize>) {
