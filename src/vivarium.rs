@@ -875,14 +875,11 @@ impl Vivarium {
     /// (no pip, no wait, nothing to count against a tenant's package jobs); `None` otherwise.
     pub fn cached_packages(&self, raw: &[String]) -> Result<Option<Arc<PackageEnv>>, PackageError> {
         let specs = self.packages.parse(raw)?;
-        Ok(self.packages.cached(&specs)?.filter(|env| {
-            // One to compile goes the counted way, which hands the compile its place.
-            let compile = env.take_compile();
-            if compile {
-                env.offer_compile_again();
-            }
-            !compile
-        }))
+        // One to compile goes the counted way, which hands the compile its place.
+        Ok(self
+            .packages
+            .cached(&specs)?
+            .filter(|env| !env.compile_pending()))
     }
 
     /// Compiles `env`'s modules to `.pyc` in a sandbox of the host's own (the only one that

@@ -73,6 +73,13 @@ impl PackageEnv {
             .swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
+    /// Whether its compile is still to be started (nothing taken: [`PackageEnv::take_compile`]
+    /// takes it).
+    pub fn compile_pending(&self) -> bool {
+        self.compile_pending
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Gives the job of compiling it back (its compile could not be queued): the next
     /// caller that gets it takes it.
     pub fn offer_compile_again(&self) {

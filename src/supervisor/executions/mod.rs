@@ -7,8 +7,9 @@
 //! suspended leaves, so it survives the server's `kill -9`; bringing it back replays it
 //! (`journal.rs`). Journals are kept as snapshots are ([`Snapshots::put_at`]): each write
 //! reserved first in its tenant's `snapshot_bytes` quota (a rewrite asks only for its
-//! growth), the bytes given back when the journal is deleted. An execution that ends, is cancelled, or expires (`ttl` after its last
-//! suspension) is forgotten, its journal deleted.
+//! growth), the bytes given back when the journal is deleted. An execution that ends, is
+//! cancelled, or expires (`ttl` after its last suspension) is forgotten, its journal
+//! deleted.
 
 mod execution;
 mod journal;

@@ -428,8 +428,7 @@ async fn kill(
     bracket.close(outcome_of(&closed, 204));
     // Its contexts go with it, also when it was gone already (closed through `/v1`, ended):
     // each is closed with the caller's key, so another key's kill closes none.
-    let contexts = door.sandboxes.get(&id).map(|r| r.contexts);
-    for context in contexts.unwrap_or_default() {
+    for context in door.sandboxes.contexts(&id) {
         if door.app.runner.close_session(&context, key).await.is_ok() {
             door.sandboxes.remove_context(&id, &context);
         }
@@ -529,8 +528,7 @@ async fn pause(
     paused?;
     // Its contexts sleep with it, as E2B's pause stops the whole machine (connect and
     // resume wake them as they give them its deadline); one busy stays awake.
-    let contexts = door.sandboxes.get(&id).map(|r| r.contexts);
-    for context in contexts.unwrap_or_default() {
+    for context in door.sandboxes.contexts(&id) {
         let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&context);
         let paused = door
             .app

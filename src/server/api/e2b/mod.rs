@@ -240,12 +240,7 @@ async fn open_session(
 /// timeout changes (a context that hibernated wakes to take it). A sandbox killed here
 /// closes its contexts itself (`control::kill`).
 async fn contexts_follow(door: &Door, key: Option<&str>, sandbox: &Session) {
-    let contexts = door
-        .sandboxes
-        .get(&sandbox.id)
-        .map(|r| r.contexts)
-        .unwrap_or_default();
-    for id in contexts {
+    for id in door.sandboxes.contexts(&sandbox.id) {
         // Read again for each: waking one may take a while.
         let Some(left) = sandbox.deadline_in() else {
             return;

@@ -87,6 +87,15 @@ impl Sandboxes {
         lock(&self.map).by_id.get(id).cloned()
     }
 
+    /// Sandbox `id`'s contexts (none when the door has no record of it).
+    pub fn contexts(&self, id: &str) -> Vec<String> {
+        lock(&self.map)
+            .by_id
+            .get(id)
+            .map(|r| r.contexts.clone())
+            .unwrap_or_default()
+    }
+
     /// Forgets sandbox `id`; returns its record (its contexts to close).
     pub fn remove(&self, id: &str) -> Option<Record> {
         lock(&self.map).forget(id)
