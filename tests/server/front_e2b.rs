@@ -130,6 +130,16 @@ pub(crate) fn e2b(
     r
 }
 
+/// A request to the E2B door's control plane.
+pub(crate) fn control(
+    c: &reqwest::Client,
+    method: reqwest::Method,
+    base: &str,
+    path: &str,
+) -> reqwest::RequestBuilder {
+    e2b(c, method, base, path, None, None)
+}
+
 /// Its status and JSON body (a body that is not one JSON value as a string: NDJSON).
 pub(crate) async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
     let r = r.send().await.unwrap();
@@ -147,7 +157,7 @@ async fn what_is_not_offered_is_refused_as_documented() {
     let s = shared().await;
     let (base, c) = (s.base.clone(), client());
     let (st, v) = json_of(
-        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+        control(&c, M::POST, &base, "/v2/sandboxes")
             .json(&json!({"templateID": "code-interpreter-v1"})),
     )
     .await;
@@ -279,25 +289,9 @@ async fn what_is_not_offered_is_refused_as_documented() {
     )
     .await;
     assert_eq!((st, v), (200, json!({"processes": []})));
-    let (st, _) = json_of(e2b(
-        &c,
-        M::DELETE,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (st, _) = json_of(control(&c, M::DELETE, &base, &format!("/sandboxes/{id}"))).await;
     assert_eq!(st, 204);
-    let (st, v) = json_of(e2b(
-        &c,
-        M::DELETE,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (st, v) = json_of(control(&c, M::DELETE, &base, &format!("/sandboxes/{id}"))).await;
     assert_eq!((st, v["code"].clone()), (404, json!(404)));
 }
 
@@ -309,9 +303,8 @@ async fn a_sandbox_is_its_keys_alone() {
     let path = keys.clone();
     let s = start("e2b-keys", move |a| a.api_keys_file = Some(path)).await;
     let (base, c) = (s.base.clone(), client());
-    let create = || {
-        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None).json(&json!({"templateID": "base"}))
-    };
+    let create =
+        || control(&c, M::POST, &base, "/v2/sandboxes").json(&json!({"templateID": "base"}));
     let (st, _) = json_of(create()).await;
     assert_eq!(st, 401);
     let (st, _) = json_of(create().header("X-API-Key", "wrong-wrong-wrong-wrong")).await;
@@ -332,14 +325,12 @@ async fn a_sandbox_is_its_keys_alone() {
     // Bob sees no such sandbox anywhere.
     let (st, v) = json_of(cell(KEY_B)).await;
     assert_eq!((st, v["code"].clone()), (404, json!(404)), "{v}");
-    let (st, _) = json_of(
-        e2b(&c, M::GET, &base, &format!("/sandboxes/{id}"), None, None).header("X-API-Key", KEY_B),
-    )
-    .await;
+    let (st, _) =
+        json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}")).header("X-API-Key", KEY_B))
+            .await;
     assert_eq!(st, 404);
     let (st, v) =
-        json_of(e2b(&c, M::GET, &base, "/v2/sandboxes", None, None).header("X-API-Key", KEY_B))
-            .await;
+        json_of(control(&c, M::GET, &base, "/v2/sandboxes").header("X-API-Key", KEY_B)).await;
     assert_eq!((st, v), (200, json!([])));
     let (st, v) = json_of(
         e2b(
@@ -355,15 +346,7 @@ async fn a_sandbox_is_its_keys_alone() {
     .await;
     assert_eq!(st, 404, "{v}");
     let kill = |key: &'static str| {
-        e2b(
-            &c,
-            M::DELETE,
-            &base,
-            &format!("/sandboxes/{id}"),
-            None,
-            None,
-        )
-        .header("X-API-Key", key)
+        control(&c, M::DELETE, &base, &format!("/sandboxes/{id}")).header("X-API-Key", key)
     };
     assert_eq!(json_of(kill(KEY_B)).await.0, 404);
     assert_eq!(json_of(kill(KEY_A)).await.0, 204);
@@ -376,7 +359,7 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
     let s = start("e2b-life", |a| a.session_idle_secs = 10).await;
     let (base, c) = (s.base.clone(), client());
     let (_, v) = json_of(
-        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+        control(&c, M::POST, &base, "/v2/sandboxes")
             .json(&json!({"templateID": "base", "timeout": 60})),
     )
     .await;
@@ -414,27 +397,12 @@ async fn a_client_that_hangs_up_interrupts_its_cell_and_a_timeout_ends_the_sandb
     }
     // A one-second timeout ends it, used or not.
     let (st, _) = json_of(
-        e2b(
-            &c,
-            M::POST,
-            &base,
-            &format!("/sandboxes/{id}/timeout"),
-            None,
-            None,
-        )
-        .json(&json!({"timeout": 1})),
+        control(&c, M::POST, &base, &format!("/sandboxes/{id}/timeout"))
+            .json(&json!({"timeout": 1})),
     )
     .await;
     assert_eq!(st, 204);
-    let (_, v) = json_of(e2b(
-        &c,
-        M::GET,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (_, v) = json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}"))).await;
     assert_eq!(v["state"], "running");
     let since = Instant::now();
     loop {
@@ -532,15 +500,8 @@ async fn pip_install_as_a_command_adds_a_package_to_the_sandbox() {
     .await;
     let (base, c) = (s.base.clone(), client());
     let (_, v) = json_of(
-        e2b(
-            &c,
-            reqwest::Method::POST,
-            &base,
-            "/v2/sandboxes",
-            None,
-            None,
-        )
-        .json(&json!({"templateID": "base"})),
+        control(&c, reqwest::Method::POST, &base, "/v2/sandboxes")
+            .json(&json!({"templateID": "base"})),
     )
     .await;
     let id = v["sandboxID"].as_str().unwrap().to_string();

@@ -12,7 +12,7 @@ use reqwest::Method as M;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::front_e2b::{e2b, json_of};
+use crate::front_e2b::{control, e2b, json_of};
 use crate::http_support::*;
 
 /// A plain HTTP upstream on 127.0.0.1 answering `reached` to everything, counting requests.
@@ -74,7 +74,7 @@ async fn create(c: &reqwest::Client, base: &str, body: Value) -> String {
         .unwrap()
         .entry("templateID")
         .or_insert(json!("base"));
-    let (st, v) = json_of(e2b(c, M::POST, base, "/v2/sandboxes", None, None).json(&body)).await;
+    let (st, v) = json_of(control(c, M::POST, base, "/v2/sandboxes").json(&body)).await;
     assert_eq!(st, 201, "{v}");
     v["sandboxID"].as_str().unwrap().to_string()
 }
@@ -160,18 +160,9 @@ async fn an_offline_sandbox_is_offline_in_its_contexts_restarts_forks_and_after_
             cell(&c, &base, &id, Some(&ctx), &fetch).await,
             "its restarted context",
         );
-        let (st, v) = json_of(
-            e2b(
-                &c,
-                M::POST,
-                &base,
-                &format!("/sandboxes/{id}/fork"),
-                None,
-                None,
-            )
-            .json(&json!({})),
-        )
-        .await;
+        let (st, v) =
+            json_of(control(&c, M::POST, &base, &format!("/sandboxes/{id}/fork")).json(&json!({})))
+                .await;
         assert_eq!(st, 201, "{v}");
         let fork = v[0]["sandbox"]["sandboxID"].as_str().unwrap().to_string();
         refused(cell(&c, &base, &fork, None, &fetch).await, "its fork");
@@ -180,26 +171,17 @@ async fn an_offline_sandbox_is_offline_in_its_contexts_restarts_forks_and_after_
             cell(&c, &base, &fork, Some(&fork_ctx), &fetch).await,
             "its fork's context",
         );
-        let (st, v) = json_of(e2b(
+        let (st, v) = json_of(control(
             &c,
             M::POST,
             &base,
             &format!("/sandboxes/{id}/pause"),
-            None,
-            None,
         ))
         .await;
         assert_eq!(st, 204, "{v}");
         let (st, v) = json_of(
-            e2b(
-                &c,
-                M::POST,
-                &base,
-                &format!("/v2/sandboxes/{id}/connect"),
-                None,
-                None,
-            )
-            .json(&json!({"timeout": 60})),
+            control(&c, M::POST, &base, &format!("/v2/sandboxes/{id}/connect"))
+                .json(&json!({"timeout": 60})),
         )
         .await;
         assert_eq!(st, 201, "{v}");
@@ -225,7 +207,7 @@ async fn an_offline_sandbox_is_offline_in_its_contexts_restarts_forks_and_after_
     assert_eq!(hits.load(Ordering::SeqCst), reached + 1);
     // A deny list has no counterpart: refused, not ignored.
     let (st, v) = json_of(
-        e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+        control(&c, M::POST, &base, "/v2/sandboxes")
             .json(&json!({"templateID": "base", "network": {"denyOut": ["10.0.0.0/8"]}})),
     )
     .await;
@@ -258,21 +240,13 @@ async fn timeouts_of_any_size_saturate_at_the_lifetime_and_bad_ones_are_400() {
     let mut ids = Vec::new();
     for huge in [json!(u64::MAX), json!(1e300), json!(1e19)] {
         let (st, v) = json_of(
-            e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+            control(&c, M::POST, &base, "/v2/sandboxes")
                 .json(&json!({"templateID": "base", "timeout": huge})),
         )
         .await;
         assert_eq!(st, 201, "timeout {huge}: {v}");
         let id = v["sandboxID"].as_str().unwrap().to_string();
-        let (_, info) = json_of(e2b(
-            &c,
-            M::GET,
-            &base,
-            &format!("/sandboxes/{id}"),
-            None,
-            None,
-        ))
-        .await;
+        let (_, info) = json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}"))).await;
         assert!(end_at(&info) <= lifetime_end(), "{info}");
         ids.push(id);
     }
@@ -307,29 +281,14 @@ async fn timeouts_of_any_size_saturate_at_the_lifetime_and_bad_ones_are_400() {
         ),
     ];
     for (path, body, want) in &calls {
-        let (st, v) = json_of(e2b(&c, M::POST, &base, path, None, None).json(body)).await;
+        let (st, v) = json_of(control(&c, M::POST, &base, path).json(body)).await;
         assert_eq!(st, *want, "{path} {body}: {v}");
     }
-    let (_, info) = json_of(e2b(
-        &c,
-        M::GET,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (_, info) = json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}"))).await;
     assert!(end_at(&info) <= lifetime_end(), "{info}");
     let (st, v) = json_of(
-        e2b(
-            &c,
-            M::POST,
-            &base,
-            &format!("/sandboxes/{id}/fork"),
-            None,
-            None,
-        )
-        .json(&json!({"timeout": u64::MAX})),
+        control(&c, M::POST, &base, &format!("/sandboxes/{id}/fork"))
+            .json(&json!({"timeout": u64::MAX})),
     )
     .await;
     assert_eq!(st, 201, "{v}");
@@ -339,7 +298,7 @@ async fn timeouts_of_any_size_saturate_at_the_lifetime_and_bad_ones_are_400() {
     // nothing opened.
     for bad in [json!(-1), json!(1.5), json!(-1e300), json!("60"), json!(0)] {
         let (st, v) = json_of(
-            e2b(&c, M::POST, &base, "/v2/sandboxes", None, None)
+            control(&c, M::POST, &base, "/v2/sandboxes")
                 .json(&json!({"templateID": "base", "timeout": bad})),
         )
         .await;
@@ -360,8 +319,7 @@ async fn timeouts_of_any_size_saturate_at_the_lifetime_and_bad_ones_are_400() {
             (format!("/sandboxes/{id}/fork"), "timeout"),
         ] {
             let (st, v) =
-                json_of(e2b(&c, M::POST, &base, &path, None, None).json(&json!({field: bad})))
-                    .await;
+                json_of(control(&c, M::POST, &base, &path).json(&json!({field: bad}))).await;
             assert_eq!(st, 400, "{path} {bad}: {v}");
         }
     }
@@ -378,28 +336,13 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
     let first = context(&c, &base, &id).await;
     // A longer timeout reaches the contexts there are, and the ones made after it.
     let (st, _) = json_of(
-        e2b(
-            &c,
-            M::POST,
-            &base,
-            &format!("/sandboxes/{id}/timeout"),
-            None,
-            None,
-        )
-        .json(&json!({"timeout": 900})),
+        control(&c, M::POST, &base, &format!("/sandboxes/{id}/timeout"))
+            .json(&json!({"timeout": 900})),
     )
     .await;
     assert_eq!(st, 204);
     let second = context(&c, &base, &id).await;
-    let (_, info) = json_of(e2b(
-        &c,
-        M::GET,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (_, info) = json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}"))).await;
     let sandbox_end = epoch_secs(&info["endAt"]);
     assert!(sandbox_end > now_secs() + 800, "{info}");
     for ctx in [&first, &second] {
@@ -409,13 +352,11 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
         assert!(gap <= 2, "context {ctx}: {v} vs {info}");
     }
     // Paused, its contexts sleep with it; connect wakes them with its new deadline.
-    let (st, v) = json_of(e2b(
+    let (st, v) = json_of(control(
         &c,
         M::POST,
         &base,
         &format!("/sandboxes/{id}/pause"),
-        None,
-        None,
     ))
     .await;
     assert_eq!(st, 204, "{v}");
@@ -424,27 +365,12 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
         assert_eq!(v["resident"], false, "context {ctx} stayed awake: {v}");
     }
     let (st, v) = json_of(
-        e2b(
-            &c,
-            M::POST,
-            &base,
-            &format!("/v2/sandboxes/{id}/connect"),
-            None,
-            None,
-        )
-        .json(&json!({"timeout": 600})),
+        control(&c, M::POST, &base, &format!("/v2/sandboxes/{id}/connect"))
+            .json(&json!({"timeout": 600})),
     )
     .await;
     assert_eq!(st, 201, "{v}");
-    let (_, info) = json_of(e2b(
-        &c,
-        M::GET,
-        &base,
-        &format!("/sandboxes/{id}"),
-        None,
-        None,
-    ))
-    .await;
+    let (_, info) = json_of(control(&c, M::GET, &base, &format!("/sandboxes/{id}"))).await;
     let sandbox_end = epoch_secs(&info["endAt"]);
     for ctx in [&first, &second] {
         let (_, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
@@ -456,15 +382,8 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
     // idle time.
     let since = Instant::now();
     let (st, _) = json_of(
-        e2b(
-            &c,
-            M::POST,
-            &base,
-            &format!("/sandboxes/{id}/timeout"),
-            None,
-            None,
-        )
-        .json(&json!({"timeout": 1})),
+        control(&c, M::POST, &base, &format!("/sandboxes/{id}/timeout"))
+            .json(&json!({"timeout": 1})),
     )
     .await;
     assert_eq!(st, 204);
@@ -498,16 +417,7 @@ async fn a_sandboxs_contexts_end_with_it_when_its_timeout_passes() {
 async fn kill_closes_a_sandboxs_contexts_also_when_it_was_closed_elsewhere() {
     let s = start("e2b-ctx-kill", |_| {}).await;
     let (base, c) = (s.base.clone(), client());
-    let kill = |id: &str| {
-        json_of(e2b(
-            &c,
-            M::DELETE,
-            &base,
-            &format!("/sandboxes/{id}"),
-            None,
-            None,
-        ))
-    };
+    let kill = |id: &str| json_of(control(&c, M::DELETE, &base, &format!("/sandboxes/{id}")));
     // Killed here: it and its context.
     let id = create(&c, &base, json!({})).await;
     let ctx = context(&c, &base, &id).await;

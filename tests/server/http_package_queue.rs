@@ -35,6 +35,26 @@ async fn serve(
     (s, cache)
 }
 
+/// `n` requests at once, each for a set of its own (`vivtest-extra>=0.{i}`: each its own
+/// resolution, all picking vivtest-extra 2.0), importing it: what [`execute`] gives each.
+async fn distinct_sets(
+    c: &reqwest::Client,
+    s: &TestServer,
+    n: usize,
+) -> Vec<(u16, Option<String>, Value)> {
+    let asks = (0..n).map(|i| async move {
+        let set = vec![format!("vivtest-extra>=0.{i}")];
+        execute(
+            c,
+            s,
+            &set,
+            "import vivtest_extra\nprint(vivtest_extra.VALUE)",
+        )
+        .await
+    });
+    futures_util::future::join_all(asks).await
+}
+
 /// Runs `code` with `packages`: the status, the Retry-After header, the body.
 async fn execute(
     c: &reqwest::Client,
@@ -121,21 +141,7 @@ async fn eight_first_requests_for_distinct_sets_wait_their_turn_past_package_job
     let (s, _cache) = serve("pkg-queue-distinct", &index, |_| {}).await;
     let c = client_with_key(ALICE);
     // Eight specifier sets, each its own resolution (they all pick vivtest-extra 2.0).
-    let asks = (0..8).map(|i| {
-        let c = c.clone();
-        let s = &s;
-        async move {
-            let set = vec![format!("vivtest-extra>=0.{i}")];
-            execute(
-                &c,
-                s,
-                &set,
-                "import vivtest_extra\nprint(vivtest_extra.VALUE)",
-            )
-            .await
-        }
-    });
-    for (st, _, v) in futures_util::future::join_all(asks).await {
+    for (st, _, v) in distinct_sets(&c, &s, 8).await {
         assert_eq!(st, 200, "{v}");
         assert_eq!(v["stdout"], "42\n", "{v}");
     }
@@ -168,21 +174,7 @@ async fn only_a_full_queue_is_refused_and_it_names_package_jobs() {
     };
     let rest = async {
         until_jobs(&c, &s, 1).await;
-        let asks = (0..14).map(|i| {
-            let c = c.clone();
-            let s = &s;
-            async move {
-                let set = vec![format!("vivtest-extra>=0.{i}")];
-                execute(
-                    &c,
-                    s,
-                    &set,
-                    "import vivtest_extra\nprint(vivtest_extra.VALUE)",
-                )
-                .await
-            }
-        });
-        futures_util::future::join_all(asks).await
+        distinct_sets(&c, &s, 14).await
     };
     let ((st, _, v), answers) = tokio::join!(slow, rest);
     assert_eq!(st, 200, "{v}");
