@@ -70,3 +70,84 @@ def begin(env, rich=False, line_buffered=False, check=None):
         _host.call(RESULT_TAG + verdict.encode("utf-8", "replace"))
     # This hidden turn does not count: the program is `<turn 1>` in tracebacks.
     _reactor._turns = 0
+
+
+# A session's turns and the source tracebacks show. CPython keeps every interactive
+# source it is given in `linecache._interactive_cache` (the reactor registers each turn
+# there, as the REPL does) and never drops one: a session's memory, and every snapshot and
+# hibernation image of it, grew by each turn's source for as long as the session lived
+# (benches/RESULTS.md, "Soak (issue 47)"). Kept here: the current turn's whole source (its
+# traceback), and the sources of the functions and classes earlier turns defined, newest
+# first, up to TRACEBACK_SOURCE_BYTES; a function defined further back shows its traceback
+# lines without their source, as one read from a deleted file does.
+TRACEBACK_SOURCE_BYTES = 1 << 20
+# What one cache entry costs beside its source (the key tuple and the entry).
+_ENTRY_BYTES = 200
+
+
+class _TurnSources:
+    def __init__(self, linecache):
+        self._linecache = linecache
+        self._register = linecache._register_code
+        self._make_key = linecache._make_key
+        # Per turn name, oldest first: (keys it registered, bytes charged).
+        self._turns = {}
+        self._bytes = 0
+        self._adopted = False
+
+    def _keys(self, code):
+        """The keys `_register_code` makes for `code` and the code objects inside it."""
+        keys, stack = [], [code]
+        while stack:
+            c = stack.pop()
+            keys.append(self._make_key(c))
+            stack.extend(k for k in c.co_consts if isinstance(k, type(code)))
+        return keys
+
+    def _drop(self, keys):
+        cache = self._linecache._interactive_cache
+        for key in keys:
+            cache.pop(key, None)
+
+    def __call__(self, code, string, name):
+        if not name.startswith("<turn "):
+            return self._register(code, string, name)
+        cache = self._linecache._interactive_cache
+        if not self._adopted:
+            # What the template's build turns registered: no sandbox's code is in them.
+            self._adopted = True
+            for key in [k for k in cache if str(k[0]).startswith("<turn ")]:
+                del cache[key]
+        if name not in self._turns:
+            # A new turn: the earlier ones' top-level code can never run again, and a turn
+            # that defined nothing keeps nothing.
+            for turn, (keys, charged) in list(self._turns.items()):
+                tops = [k for k in keys if k[1] == "<module>"]
+                self._drop(tops)
+                keys[:] = [k for k in keys if k[1] != "<module>"]
+                if not keys:
+                    del self._turns[turn]
+                    self._bytes -= charged
+        keys = self._keys(code)
+        kept, charged = self._turns.pop(name, ([], 0))
+        kept.extend(keys)
+        cost = len(string) + _ENTRY_BYTES * len(keys)
+        self._turns[name] = (kept, charged + cost)
+        self._bytes += cost
+        while self._bytes > TRACEBACK_SOURCE_BYTES and len(self._turns) > 1:
+            oldest = next(iter(self._turns))
+            old_keys, old_bytes = self._turns.pop(oldest)
+            self._drop(old_keys)
+            self._bytes -= old_bytes
+        return self._register(code, string, name)
+
+
+def _bound_turn_sources():
+    import linecache
+
+    register = getattr(linecache, "_register_code", None)
+    if register is not None and getattr(linecache, "_make_key", None) is not None:
+        linecache._register_code = _TurnSources(linecache)
+
+
+_bound_turn_sources()

@@ -29,6 +29,46 @@ async fn a_sessions_turns_are_numbered_from_1_in_tracebacks() {
     assert_eq!(v["error"]["line"], 2, "{v}");
 }
 
+/// A session keeps the source of what its turns defined (a traceback through a function from
+/// turn 1 shows its line after many turns), not of every turn: CPython's cache of interactive
+/// sources held every turn for the session's life, growing its memory and every image of it
+/// (the soak of issue 47). Sources past `TRACEBACK_SOURCE_BYTES` (1 MiB), oldest first, go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_the_sources_of_its_definitions_not_of_every_turn() {
+    let api = shared().await;
+    let id = api.session(&json!({"template": "python"})).await;
+    api.turn_ok(&id, "def f():\n    return 1 / 0  # from turn 1").await;
+    api.turn_ok(&id, "n = 0").await;
+    for _ in 0..60 {
+        api.turn_ok(&id, "n += 1").await;
+    }
+    let v = api.turn(&id, &json!({"code": "f()"})).await.expect(200);
+    let stderr = v["stderr"].as_str().unwrap();
+    assert!(stderr.contains("File \"<turn 1>\", line 2, in f"), "{v}");
+    assert!(stderr.contains("return 1 / 0  # from turn 1"), "{v}");
+    assert!(stderr.contains("File \"<turn 63>\", line 1"), "{v}");
+    let kept = "import linecache\n\
+                sorted({k[0] for k in linecache._interactive_cache if str(k[0]).startswith('<turn ')})";
+    let v = api.turn_ok(&id, kept).await;
+    assert_eq!(v["result"], json!("['<turn 1>', '<turn 64>']"), "{v}");
+
+    // Five definitions with 300 KB of source each: the oldest two are past the 1 MiB kept.
+    let pad = "#".repeat(300_000);
+    for i in 1..=5 {
+        api.turn_ok(&id, &format!("def g{i}():\n    return 1 / 0  # g{i}\n{pad}"))
+            .await;
+    }
+    for (i, shown) in [(1, false), (2, false), (3, true), (5, true)] {
+        let v = api
+            .turn(&id, &json!({"code": format!("g{i}()")}))
+            .await
+            .expect(200);
+        let stderr = v["stderr"].as_str().unwrap();
+        assert!(stderr.contains(&format!("line 2, in g{i}")), "{v}");
+        assert_eq!(stderr.contains(&format!("# g{i}")), shown, "g{i}: {v}");
+    }
+}
+
 /// `f` open for writing with 'x' flushed (position 1), `r` read from position 3, and `g`
 /// open with 'y' still in Python's buffer, with a closed descriptor (`t`'s) between `f` and
 /// `r`: after hibernation, a snapshot restored, a fork or a rollback, each goes on where it
