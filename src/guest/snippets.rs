@@ -4,7 +4,7 @@ use crate::limits::TurnLimits;
 
 /// The guest-side helpers every template carries, as `(module name, source)`: loaded at
 /// build time, so a sandbox pays nothing to have them (see `python-wasi/guest/`).
-pub const GUEST_HELPERS: [(&str, &str); 5] = [
+pub const GUEST_HELPERS: [(&str, &str); 10] = [
     (
         "vivarium_display",
         include_str!("../../python-wasi/guest/display.py"),
@@ -24,6 +24,25 @@ pub const GUEST_HELPERS: [(&str, &str); 5] = [
     (
         "vivarium_net",
         include_str!("../../python-wasi/guest/net.py"),
+    ),    (
+        "vivarium_shell",
+        include_str!("../../python-wasi/guest/shell.py"),
+    ),
+    (
+        "vivarium_shell_text",
+        include_str!("../../python-wasi/guest/shell_text.py"),
+    ),
+    (
+        "vivarium_shell_lang",
+        include_str!("../../python-wasi/guest/shell_lang.py"),
+    ),
+    (
+        "vivarium_shell_files",
+        include_str!("../../python-wasi/guest/shell_files.py"),
+    ),
+    (
+        "vivarium_ipy",
+        include_str!("../../python-wasi/guest/ipy.py"),
     ),
 ];
 
