@@ -15,6 +15,7 @@ mod flag_defaults;
 mod front_check;
 mod front_e2b;
 mod front_e2b_edges;
+mod front_e2b_shell;
 mod front_mcp;
 mod front_piston;
 mod front_stream;

@@ -172,12 +172,18 @@ pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> 
         .map_err(|e| invalid(e.to_string()))
 }
 
-/// The code that makes a new sandbox E2B's: `/home/user` its working directory, its
-/// `envVars` in `os.environ`.
+/// The code that makes a new sandbox E2B's: `/home/user` its working directory and `HOME`,
+/// its `envVars` in `os.environ`.
 pub(super) fn set_up(env: &BTreeMap<String, String>) -> String {
+    set_up_in(env, HOME)
+}
+
+/// [`set_up`] with another working directory (a code context's `cwd`).
+pub(super) fn set_up_in(env: &BTreeMap<String, String>, cwd: &str) -> String {
     format!(
-        "import os as _o\n_o.makedirs({home}, exist_ok=True)\n_o.chdir({home})\n\
-         _o.environ.update({env})\ndel _o\n",
+        "import os as _o\n_o.makedirs({cwd}, exist_ok=True)\n_o.chdir({cwd})\n\
+         _o.environ['HOME'] = {home}\n_o.environ.update({env})\ndel _o\n",
+        cwd = py_str(cwd),
         home = py_str(HOME),
         env = env_literal(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
     )

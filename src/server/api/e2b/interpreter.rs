@@ -19,13 +19,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::control::{check_env, invalid, set_up};
+use super::control::{check_env, invalid, set_up, set_up_in};
 use super::network;
 use super::sandboxes::{MAX_CONTEXTS, Record};
 use super::unclaimed::Unclaimed;
 use super::{
-    DoorState, E2bError, HOME, contexts_follow, open_session, py_str, sandbox_of, scrubbed, turn,
-    turn_in,
+    DoorState, E2bError, HOME, contexts_follow, open_session, sandbox_of, scrubbed, turn, turn_in,
 };
 use crate::sandbox::output::StreamKind;
 use crate::server::api::types::Cell;
@@ -293,7 +292,7 @@ async fn create_context(
     let mut opened = Unclaimed::new(&door, key);
     opened.push(&id);
     let set = async {
-        let code = set_up(&record.env).replace(&py_str(HOME), &py_str(&cwd));
+        let code = set_up_in(&record.env, &cwd);
         turn(&door, &ctx, &id, code, None).await
     }
     .await;

@@ -192,14 +192,27 @@ async fn turn_in(
     live: Option<TextSink>,
     env: Vec<(String, String)>,
 ) -> Result<TurnDone, ApiError> {
+    let audited = code.clone();
+    let turn = SessionTurn {
+        env,
+        ..SessionTurn::cell(code, live)
+    };
+    run_turn(door, ctx, id, &audited, turn).await
+}
+
+/// Runs `turn` in session `id`, audited as any turn, its `code_sha256` that of `audited`:
+/// the caller's own code (a command line, a cell), whatever the door wraps it in.
+async fn run_turn(
+    door: &Door,
+    ctx: &RequestContext,
+    id: &str,
+    audited: &str,
+    turn: SessionTurn,
+) -> Result<TurnDone, ApiError> {
     let (mut bracket, _) = Bracket::turn(&door.app, ctx, id);
-    bracket.record().set_code(&code);
+    bracket.record().set_code(audited);
     let ran = async {
         let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
-        let turn = SessionTurn {
-            env,
-            ..SessionTurn::cell(code, live)
-        };
         door.app.runner.turn(&session, turn, bracket.record()).await
     }
     .await;

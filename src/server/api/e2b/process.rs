@@ -1,17 +1,16 @@
-//! envd's `process.Process` service: `commands.run`. There is no shell and no other program
-//! in a Vivarium sandbox, so a command line is split as a shell would split it and only
-//! these run, in the sandbox's session (its files, its working directory; a module
-//! namespace of their own, as a new process would have):
+//! envd's `process.Process` service: `commands.run`. A command line runs through Vivarium's
+//! shell (`vivarium_shell`, in the guest: never a host process) in the sandbox's session,
+//! with E2B's semantics: each command starts afresh, as a new process would, in its `cwd`
+//! (relative to `/home/user`) or `/home/user`, with its `envs` over the sandbox's; a `cd`
+//! or `export` in one command does not carry to the next (the shell's `persist=False`; the
+//! variables are the turn's own, undone after it). Its output is streamed, its exit status
+//! bash's (127 for a command not found; 130 when interrupted, 137 when a limit stopped it).
+//! A command line that is only `pip install NAME…` (or `python -m pip install`) adds the
+//! packages to the session on the host (`POST /v1/sessions/{id}/packages`), as before.
 //!
-//! - `python FILE [ARGS]`, `python -c CODE [ARGS]`, `python -m MODULE [ARGS]` (also
-//!   `python3`, with `-u`/`-B` accepted): its output streamed, its exit status that of
-//!   `SystemExit` (1 for an uncaught exception, with its traceback);
-//! - `pip install NAME…` (and `python -m pip install`): the session's packages
-//!   (`POST /v1/sessions/{id}/packages`).
-//!
-//! Anything else ends at once with exit status 127 and a message saying why; so does
-//! shell syntax (pipes, redirections, `&&`). Commands run to their end: no background
-//! processes, so `List` is empty and signals, input and `Connect` find no process.
+//! A command is audited as a turn whose code is the command line (the caller's code), not
+//! the door's wrapper around it. Commands run to their end: no background processes, so
+//! `List` is empty and signals, input and `Connect` find no process.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -27,44 +26,26 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
-use super::{DoorState, py_str, sandbox_of, scrubbed, turn};
+use super::{DoorState, HOME, py_str, run_turn, sandbox_of, scrubbed};
 use crate::report::Status;
 use crate::sandbox::output::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire;
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
-use crate::supervisor::runner::TextSink;
+use crate::supervisor::runner::{SessionTurn, TextSink};
 
-/// The exit status of a command that is not offered (a shell's "command not found").
-const NOT_OFFERED: i32 = 127;
 /// A keepalive at least this often while a command runs (the SDKs ask for one every 50 s).
 const KEEPALIVE: Duration = Duration::from_secs(20);
 
 /// What a command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 enum Command {
-    /// `python -c CODE`, `python FILE`, `python -m MODULE`, with `sys.argv`.
-    Python {
-        kind: Run,
-        target: String,
-        argv: Vec<String>,
-    },
-    /// `pip install NAME…`.
+    /// Exactly `pip install NAME…`: the host adds the packages to the session.
     PipInstall(Vec<String>),
-    /// Anything else: exit 127 with this message.
-    NotOffered(String),
+    /// Anything else: the line, for the sandbox's shell.
+    Shell(String),
 }
-
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-enum Run {
-    Code,
-    File,
-    Module,
-}
-
-const OFFERED: &str = "a Vivarium sandbox runs `python FILE`, `python -c CODE`, `python -m \
-                       MODULE` and `pip install NAME`: there is no shell and no other program";
 
 /// The command line of a Start request: `bash -l -c LINE` (what the SDKs send) is LINE.
 fn command_line(cmd: &str, args: &[String]) -> String {
@@ -82,135 +63,63 @@ fn command_line(cmd: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// What `line` asks for.
+/// What `line` asks for: a line of plain words that is `pip install NAME…` (`pip3`,
+/// `python -m pip`; `-q`, `-U` allowed) is the host's; every other line is the shell's,
+/// which also answers a `pip` it cannot serve.
 fn parse(line: &str) -> Command {
+    let shell = || Command::Shell(line.to_string());
+    // Only plain words: no operator, redirection, expansion or comment anywhere.
+    if line.contains(|c: char| "|&;<>()$`*?[]{}~#\\\n".contains(c)) {
+        return shell();
+    }
     let Some(words) = shlex::split(line) else {
-        return Command::NotOffered(format!(
-            "vivarium: cannot parse the command line ({OFFERED})"
-        ));
+        return shell();
     };
-    const OPERATORS: [&str; 9] = ["|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1"];
-    if let Some(op) = words
-        .iter()
-        .find(|w| OPERATORS.contains(&w.as_str()) || w.starts_with('>') || w.ends_with(';'))
-    {
-        return Command::NotOffered(format!(
-            "vivarium: `{op}`: shell syntax is not offered ({OFFERED})"
-        ));
-    }
-    let Some(first) = words.first() else {
-        return Command::NotOffered(format!("vivarium: an empty command ({OFFERED})"));
-    };
-    let program = first.rsplit('/').next().unwrap_or(first);
-    let rest = &words[1..];
-    if matches!(program, "pip" | "pip3") {
-        return pip(rest);
-    }
-    if !(program == "python" || program.starts_with("python3")) {
-        return Command::NotOffered(format!("vivarium: {first}: command not found ({OFFERED})"));
-    }
-    let mut i = 0;
-    while rest.get(i).is_some_and(|w| w == "-u" || w == "-B") {
-        i += 1;
-    }
-    match rest.get(i).map(String::as_str) {
-        Some("-c") => match rest.get(i + 1) {
-            Some(code) => Command::Python {
-                kind: Run::Code,
-                target: code.clone(),
-                argv: std::iter::once("-c".to_string())
-                    .chain(rest[i + 2..].iter().cloned())
-                    .collect(),
-            },
-            None => Command::NotOffered("python: -c needs an argument".into()),
-        },
-        Some("-m") => match rest.get(i + 1).map(String::as_str) {
-            Some("pip") => pip(&rest[i + 2..]),
-            Some(module) => Command::Python {
-                kind: Run::Module,
-                target: module.to_string(),
-                argv: std::iter::once(module.to_string())
-                    .chain(rest[i + 2..].iter().cloned())
-                    .collect(),
-            },
-            None => Command::NotOffered("python: -m needs an argument".into()),
-        },
-        Some(file) if !file.starts_with('-') => Command::Python {
-            kind: Run::File,
-            target: file.to_string(),
-            argv: rest[i..].to_vec(),
-        },
-        Some(flag) => {
-            Command::NotOffered(format!("python: option {flag} is not offered ({OFFERED})"))
+    let rest = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["pip" | "pip3", "install", ..] => &words[2..],
+        [python, "-m", "pip", "install", ..]
+            if python == "python" || python.starts_with("python3") =>
+        {
+            &words[4..]
         }
-        None => Command::NotOffered(format!(
-            "python: an interactive interpreter is not offered: use run_code ({OFFERED})"
-        )),
-    }
-}
-
-/// `pip install NAME…` (`-q`, `-U` and `--quiet` accepted; nothing else of pip is).
-fn pip(words: &[String]) -> Command {
-    if words.first().map(String::as_str) != Some("install") {
-        return Command::NotOffered(format!(
-            "pip: only `pip install NAME…` is offered ({OFFERED})"
-        ));
-    }
+        _ => return shell(),
+    };
     let mut names = Vec::new();
-    for w in &words[1..] {
+    for w in rest {
         match w.as_str() {
             "-q" | "--quiet" | "-U" | "--upgrade" => {}
-            flag if flag.starts_with('-') => {
-                return Command::NotOffered(format!(
-                    "pip install: option {flag} is not offered; name the packages"
-                ));
-            }
+            flag if flag.starts_with('-') => return shell(),
             name => names.push(name.to_string()),
         }
     }
     if names.is_empty() {
-        return Command::NotOffered("pip install: name at least one package".into());
+        return shell();
     }
     Command::PipInstall(names)
 }
 
-/// Runs a Python command in the session: `sys.argv`, the environment and the working
-/// directory its own while it runs; its exit status is the turn's final value.
+/// Runs a command line through the shell in the session as a new process would: in `cwd`,
+/// nothing of its `cd` or `export` kept (`persist=False`); its exit status is the turn's
+/// final value. An `exit` the shell let through is a status, never the session's end.
 const RUNNER: &str = r#"
-def _vivarium_e2b_run(kind, target, argv, env, cwd):
-    import os, sys, runpy, traceback
-    saved = (sys.argv[:], os.getcwd(), {k: os.environ.get(k) for k in env})
-    sys.argv = argv
-    os.environ.update(env)
+def _vivarium_e2b_sh(line, cwd):
+    import os, sys
+    here = os.getcwd()
     status = 0
     try:
-        if cwd:
-            os.chdir(cwd)
-        if kind == 'code':
-            exec(compile(target, '<string>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})
-        elif kind == 'module':
-            runpy.run_module(target, run_name='__main__', alter_sys=True)
-        else:
-            runpy.run_path(target, run_name='__main__')
+        os.chdir(cwd)
+    except OSError as e:
+        sys.stderr.write(f"bash: line 1: cd: {cwd}: {e.strerror}\n")
+        return 1
+    try:
+        status = __import__('vivarium_shell').run(line, persist=False)
     except SystemExit as e:
-        if e.code is None:
-            status = 0
-        elif isinstance(e.code, int):
-            status = e.code
-        else:
-            print(e.code, file=sys.stderr)
-            status = 1
-    except Exception:
-        traceback.print_exc()
-        status = 1
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
-        sys.argv = saved[0]
-        for k, v in saved[2].items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        os.chdir(saved[1])
+        os.chdir(here)
         sys.stdout.flush()
         sys.stderr.flush()
-    return status
+    return (status or 0) & 0xFF if isinstance(status, int) else 1
 "#;
 
 static PIDS: AtomicU32 = AtomicU32::new(1000);
@@ -233,7 +142,7 @@ pub async fn call(
         .into_response(),
         other => ConnectError::new(
             Code::Unimplemented,
-            format!("process.Process/{other} is not served by Vivarium ({OFFERED})"),
+            format!("process.Process/{other} is not served by Vivarium: commands run to their end"),
         )
         .into_response(),
     }
@@ -268,17 +177,10 @@ async fn start(door: DoorState, ctx: RequestContext, headers: HeaderMap, body: B
                     .collect()
             })
             .unwrap_or_default();
-        let env: serde_json::Map<String, Value> =
-            process["envs"].as_object().cloned().unwrap_or_default();
-        if env.values().any(|v| !v.is_string()) {
-            return Err(ConnectError::new(
-                Code::InvalidArgument,
-                "envs: values must be strings",
-            ));
-        }
-        let cwd = process["cwd"].as_str().map(str::to_string);
+        let env = environment(&process["envs"])?;
+        let cwd = working_directory(process["cwd"].as_str())?;
         let id = sandbox_of(&headers).map_err(ConnectError::from)?;
-        Ok((id, command_line(&cmd, &args), Value::Object(env), cwd))
+        Ok((id, command_line(&cmd, &args), env, cwd))
     });
     let (id, line, env, cwd) = match parsed {
         Ok(p) => p,
@@ -292,11 +194,45 @@ async fn start(door: DoorState, ctx: RequestContext, headers: HeaderMap, body: B
     let _ = tx.send(envelope(
         &json!({"event": {"start": {"pid": PIDS.fetch_add(1, Ordering::Relaxed)}}}),
     ));
-    tokio::spawn(run(door, ctx, id, parse(&line), env, cwd, tx));
+    tokio::spawn(run(door, ctx, id, line, env, cwd, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
     });
     (stream_headers(), Body::from_stream(stream)).into_response()
+}
+
+/// A command's variables, its `envs` (checked as a cell's are), on top of the sandbox's
+/// (its `HOME` is `/home/user`, as E2B's user's is).
+fn environment(envs: &Value) -> Result<Vec<(String, String)>, ConnectError> {
+    let invalid = |why: String| ConnectError::new(Code::InvalidArgument, why);
+    let mut env = Vec::new();
+    if let Some(map) = envs.as_object() {
+        for (k, v) in map {
+            let v = v
+                .as_str()
+                .ok_or_else(|| invalid("envs: values must be strings".into()))?;
+            env.push((k.clone(), v.to_string()));
+        }
+    }
+    crate::guest::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| invalid(format!("envs: {e}")))?;
+    Ok(env)
+}
+
+/// Where a command starts: its `cwd` (relative to `/home/user`), or `/home/user`.
+fn working_directory(cwd: Option<&str>) -> Result<String, ConnectError> {
+    let cwd = match cwd.filter(|c| !c.is_empty()) {
+        None => return Ok(HOME.to_string()),
+        Some(c) if c.starts_with('/') => c.to_string(),
+        Some(c) => format!("{HOME}/{c}"),
+    };
+    if cwd.contains('\0') || cwd.len() > 4096 {
+        return Err(ConnectError::new(
+            Code::InvalidArgument,
+            "cwd: a path without NUL, at most 4096 bytes",
+        ));
+    }
+    Ok(cwd)
 }
 
 /// Runs the command and sends its events, keepalives while it runs, and the end of the
@@ -305,21 +241,15 @@ async fn run(
     door: DoorState,
     ctx: RequestContext,
     id: String,
-    command: Command,
-    env: Value,
-    cwd: Option<String>,
+    line: String,
+    env: Vec<(String, String)>,
+    cwd: String,
     tx: mpsc::UnboundedSender<Bytes>,
 ) {
     let work = async {
-        match command {
-            Command::NotOffered(why) => {
-                let _ = tx.send(data(StreamKind::Stderr, format!("{why}\n").as_bytes()));
-                (NOT_OFFERED, Some(why))
-            }
+        match parse(&line) {
             Command::PipInstall(names) => pip_install(&door, &ctx, &id, names, &tx).await,
-            Command::Python { kind, target, argv } => {
-                python(&door, &ctx, &id, kind, target, argv, env, cwd, &tx).await
-            }
+            Command::Shell(line) => shell(&door, &ctx, &id, line, env, cwd, &tx).await,
         }
     };
     let mut ticks = tokio::time::interval(KEEPALIVE);
@@ -375,16 +305,15 @@ async fn pip_install(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn python(
+/// Runs `line` through the shell in session `id` (see [`RUNNER`]), its output streamed to
+/// `tx`; its exit status, and why it did not end by itself.
+async fn shell(
     door: &DoorState,
     ctx: &RequestContext,
     id: &str,
-    kind: Run,
-    target: String,
-    argv: Vec<String>,
-    env: Value,
-    cwd: Option<String>,
+    line: String,
+    env: Vec<(String, String)>,
+    cwd: String,
     tx: &mpsc::UnboundedSender<Bytes>,
 ) -> (i32, Option<String>) {
     let sink: TextSink = {
@@ -393,25 +322,32 @@ async fn python(
             let _ = tx.send(data(kind, text.as_bytes()));
         })
     };
-    let kind = match kind {
-        Run::Code => "code",
-        Run::File => "file",
-        Run::Module => "module",
-    };
-    let argv = serde_json::to_string(&argv).expect("strings serialize");
     let code = format!(
-        "{RUNNER}(_vivarium_e2b_run({kind}, {target}, __import__('json').loads({argv}), \
-         __import__('json').loads({env}), {cwd}), globals().pop('_vivarium_e2b_run'))[0]\n",
-        kind = py_str(kind),
-        target = py_str(&target),
-        argv = py_str(&argv),
-        env = py_str(&env.to_string()),
-        cwd = cwd.as_deref().map_or("None".to_string(), py_str),
+        "{RUNNER}(_vivarium_e2b_sh({line}, {cwd}), globals().pop('_vivarium_e2b_sh'))[0]\n",
+        line = py_str(&line),
+        cwd = py_str(&cwd),
     );
-    match turn(door, ctx, id, code, Some(sink)).await {
+    let turn = SessionTurn {
+        env,
+        ..SessionTurn::cell(code, Some(sink))
+    };
+    match run_turn(door, ctx, id, &line, turn).await {
         Ok(done) => match (done.report.status, done.result) {
             (Status::Ok, Some(r)) => (r.trim().parse().unwrap_or(1), None),
             (Status::Cancelled, _) => (130, Some("interrupted".into())),
+            (Status::Error, _) => {
+                // The shell itself failed (it answers every error of a command): say so.
+                let why = done
+                    .report
+                    .error
+                    .map(|e| format!("{}: {}", e.kind, e.message))
+                    .unwrap_or_else(|| "the shell failed".into());
+                let _ = tx.send(data(
+                    StreamKind::Stderr,
+                    format!("vivarium: {why}\n").as_bytes(),
+                ));
+                (1, Some(why))
+            }
             (status, _) => {
                 let why = done
                     .report
@@ -440,36 +376,18 @@ async fn python(
 mod tests {
     use super::*;
 
-    fn python(kind: Run, target: &str, argv: &[&str]) -> Command {
-        Command::Python {
-            kind,
-            target: target.into(),
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-        }
+    fn pip(names: &[&str]) -> Command {
+        Command::PipInstall(names.iter().map(|s| s.to_string()).collect())
     }
 
     #[test]
-    fn command_lines_are_split_as_a_shell_would() {
-        assert_eq!(
-            parse("python -c \"print(1)\""),
-            python(Run::Code, "print(1)", &["-c"])
-        );
-        assert_eq!(
-            parse("python3 -u script.py a 'b c'"),
-            python(Run::File, "script.py", &["script.py", "a", "b c"])
-        );
-        assert_eq!(
-            parse("python -m json.tool x.json"),
-            python(Run::Module, "json.tool", &["json.tool", "x.json"])
-        );
+    fn a_plain_pip_install_is_the_hosts() {
         assert_eq!(
             parse("pip install -q tabulate six"),
-            Command::PipInstall(vec!["tabulate".into(), "six".into()])
+            pip(&["tabulate", "six"])
         );
-        assert_eq!(
-            parse("python -m pip install tabulate"),
-            Command::PipInstall(vec!["tabulate".into()])
-        );
+        assert_eq!(parse("python -m pip install tabulate"), pip(&["tabulate"]));
+        assert_eq!(parse("pip3 install 'plotly>=6'"), pip(&["plotly>=6"]));
         assert_eq!(
             command_line("/bin/bash", &["-l".into(), "-c".into(), "ls -la".into()]),
             "ls -la"
@@ -477,22 +395,44 @@ mod tests {
     }
 
     #[test]
-    fn everything_else_is_not_offered() {
+    fn everything_else_is_the_shells() {
         for line in [
             "ls -la",
             "python a.py | grep x",
-            "python a.py > out.txt",
-            "echo hi && python a.py",
-            "python",
-            "pip uninstall x",
+            "pip install x > log.txt",
+            "pip install x && python a.py",
+            "pip install $PKG",
             "pip install -r requirements.txt",
-            "curl http://example.com",
+            "pip uninstall x",
+            "pip install",
+            "FOO=1 pip install x",
+            "pip install x # comment",
             "python -c 'unclosed",
         ] {
-            assert!(
-                matches!(parse(line), Command::NotOffered(_)),
-                "{line} was offered"
-            );
+            assert_eq!(parse(line), Command::Shell(line.into()), "{line}");
         }
+    }
+
+    #[test]
+    fn a_command_starts_at_home_with_its_own_variables() {
+        assert_eq!(working_directory(None).unwrap(), HOME);
+        assert_eq!(working_directory(Some("")).unwrap(), HOME);
+        assert_eq!(working_directory(Some("/tmp")).unwrap(), "/tmp");
+        assert_eq!(
+            working_directory(Some("sub")).unwrap(),
+            format!("{HOME}/sub")
+        );
+        assert!(working_directory(Some("a\0b")).is_err());
+        let env = environment(&json!({"A": "1", "HOME": "/tmp"})).unwrap();
+        assert_eq!(
+            env,
+            vec![("A".into(), "1".into()), ("HOME".into(), "/tmp".into())]
+        );
+        assert_eq!(
+            environment(&Value::Null).unwrap(),
+            vec![("HOME".into(), HOME.into())]
+        );
+        assert!(environment(&json!({"A": 1})).is_err());
+        assert!(environment(&json!({"A=B": "1"})).is_err());
     }
 }
