@@ -41,5 +41,6 @@ mod http_workers;
 mod jupyter_bounded;
 mod jupyter_clients;
 mod jupyter_gateway;
+mod jupyter_magics;
 mod mcp_flood;
 mod wire_golden;

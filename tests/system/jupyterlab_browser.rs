@@ -1,7 +1,8 @@
 //! JupyterLab, unchanged, in headless Chromium on a Vivarium kernel: JupyterLab (from PyPI,
 //! in a venv under `target/jupyterlab_venv`) starts with `--gateway-url` pointing at a real
 //! Vivarium server on 127.0.0.1, and `tests/fixtures/jupyterlab_browser.py` drives the page
-//! with Selenium: a cell that prints, one that plots (the image is in the page), a
+//! with Selenium: a cell that prints and lists its files with `!ls`, one that plots after
+//! `%matplotlib inline` (the image is in the page), a
 //! `while True:` cell interrupted from the toolbar, and a cell after it that sees the state
 //! of the last completed cell. Screenshots land in `target/test-artifacts/jupyterlab/`.
 //!
@@ -46,8 +47,8 @@ fn notebook() -> serde_json::Value {
     };
     json!({
         "cells": [
-            cell("x = 42\nprint(\"hello from a Vivarium kernel\")"),
-            cell("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"),
+            cell("x = 42\nprint(\"hello from a Vivarium kernel\")\nopen(\"written_in_lab.txt\", \"w\").write(\"x\")\n!ls"),
+            cell("%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"),
             cell("while True:\n    pass"),
             cell("print(\"after the interrupt:\", x)"),
         ],
