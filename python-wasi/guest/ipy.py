@@ -675,8 +675,9 @@ class Shell:
         self._source = None
         self._filename = None
         self._code = set()
-        main = sys.modules.get("__main__")
-        self.user_ns_hidden = dict(vars(main)) if main is not None else {}
+        # IPython hides what it put in the namespace itself; here, what was there when
+        # the template loaded this module (nothing of the caller's).
+        self.user_ns_hidden = _HIDDEN
 
     # ---- the namespace
     @property
@@ -1217,7 +1218,8 @@ class Shell:
         status = _shell().run(cell, persist=False)
         _flush()
         if raise_error and status != 0:
-            raise CalledProcessError(status, cell)
+            # IPython's message names the cell as bytes: Command 'b'exit 2\n'' returned ...
+            raise CalledProcessError(status, cell.encode("utf-8", "replace"))
         return None
 
     def cell_writefile(self, line, cell):
@@ -1412,46 +1414,55 @@ def _doc(obj):
 
 
 def _pinfo(name, obj, detail):
+    """IPython's plain-text object information: a callable's Signature, Docstring, File and
+    Type; anything else's Type, String form, Length and Docstring; `??` adds the Source."""
     import inspect
 
     fields = []
-    try:
-        sig = str(inspect.signature(obj)) if callable(obj) else None
-    except (TypeError, ValueError):
-        sig = None
+    sig = None
+    if callable(obj):
+        try:
+            sig = str(inspect.signature(obj))
+        except (TypeError, ValueError):
+            sig = None
+    doc = inspect.getdoc(obj) or "<no docstring>"
     if sig is not None:
-        label = getattr(obj, "__name__", name) if not isinstance(obj, type) else name
+        label = getattr(obj, "__name__", name)
         fields.append(("Signature", f"{label}{sig}"))
+        fields.append(("Docstring", doc))
+        if detail:
+            try:
+                fields.append(("Source", inspect.getsource(obj)))
+            except (TypeError, OSError):
+                pass
+        try:
+            f = inspect.getfile(obj)
+            if not f.startswith("<"):
+                fields.append(("File", f))
+        except TypeError:
+            pass
+        fields.append(("Type", type(obj).__name__))
     else:
-        text = repr(obj) if not isinstance(obj, str) else obj
+        fields.append(("Type", type(obj).__name__))
+        try:
+            text = str(obj)
+        except Exception:
+            text = "<str() failed>"
         if len(text) > 200:
             text = text[:100] + "<...>" + text[-100:]
         fields.append(("String form", text))
-    if hasattr(obj, "__len__") and not isinstance(obj, type):
-        try:
-            fields.append(("Length", str(len(obj))))
-        except Exception:
-            pass
-    fields.append(("Docstring", inspect.getdoc(obj) or "<no docstring>"))
-    if detail:
-        try:
-            fields.append(("Source", inspect.getsource(obj)))
-        except (TypeError, OSError):
-            pass
-    try:
-        f = inspect.getfile(obj)
-        if not f.startswith("<"):
-            fields.append(("File", f))
-    except TypeError:
-        pass
-    fields.append(("Type", type(obj).__name__))
+        if hasattr(obj, "__len__") and not isinstance(obj, type):
+            try:
+                fields.append(("Length", str(len(obj))))
+            except Exception:
+                pass
+        fields.append(("Docstring", doc))
     width = max(len(k) for k, _ in fields) + 2
     for k, v in fields:
-        head = (k + ":").ljust(width)
         if "\n" in v:
-            print(f"{k}:\n{v}")
+            print(f"{k}:".ljust(width) + "\n" + v.rstrip("\n"))
         else:
-            print(head + v)
+            print(f"{k}:".ljust(width) + v)
 
 
 def _flush():
@@ -1516,6 +1527,10 @@ def _evaluate(code, scope):
 
 
 IPYTHON = None
+
+_main = sys.modules.get("__main__")
+_HIDDEN = dict(vars(_main)) if _main is not None else {}
+del _main
 
 
 def get_ipython():
