@@ -1213,9 +1213,26 @@ class Shell:
         return self._script(" ".join(words[1:]), cell)
 
     def _script(self, line, cell):
-        raise_error = "--no-raise-error" not in line.split()
+        words = line.split()
+        raise_error = "--no-raise-error" not in words
+        out_var = None
+        for opt in words:
+            if opt in ("--bg", "--proc", "--err") or opt.startswith(("--proc=", "--err=")):
+                raise UsageError(
+                    f"%%script {opt}: a sandbox runs no background process and keeps no "
+                    "separate stderr (use `2>&1` in the cell)"
+                )
+        if "--out" in words:
+            at = words.index("--out")
+            out_var = words[at + 1] if at + 1 < len(words) else None
+            if not out_var:
+                raise UsageError("%%script --out: a variable name is needed")
         _flush()
-        status = _shell().run(cell, persist=False)
+        if out_var is not None:
+            status, out = _shell().run_capture(cell)
+            self.user_ns[out_var] = out.decode("utf-8", "replace")
+        else:
+            status = _shell().run(cell, persist=False)
         _flush()
         if raise_error and status != 0:
             # IPython's message names the cell as bytes: Command 'b'exit 2\n'' returned ...
