@@ -1653,6 +1653,1868 @@ def _grep_prefix(g, name_pre, lnum, offset, sep):
 
 
 # ---------------------------------------------------------------------------------------------
+# sort
+# ---------------------------------------------------------------------------------------------
+
+_SORT_LONGS = {
+    "ignore-leading-blanks": ("b", 0),
+    "dictionary-order": ("d", 0),
+    "ignore-case": ("f", 0),
+    "general-numeric-sort": ("g", 0),
+    "ignore-nonprinting": ("i", 0),
+    "month-sort": ("M", 0),
+    "human-numeric-sort": ("h", 0),
+    "numeric-sort": ("n", 0),
+    "random-sort": ("R", 0),
+    "reverse": ("r", 0),
+    "version-sort": ("V", 0),
+    "sort": ("sort", 1),
+    "check": ("c", 2),
+    "merge": ("m", 0),
+    "key": ("k", 1),
+    "output": ("o", 1),
+    "stable": ("s", 0),
+    "field-separator": ("t", 1),
+    "unique": ("u", 0),
+    "zero-terminated": ("z", 0),
+    "buffer-size": ("S", 1),
+    "temporary-directory": ("T", 1),
+    "parallel": ("parallel", 1),
+    "random-source": ("random-source", 1),
+    "debug": ("debug", 0),
+    "files0-from": ("files0-from", 1),
+    "compress-program": ("compress-program", 1),
+}
+
+_ORDER_FLAGS = "bdfgiMhnRrV"
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    [b"JAN", b"FEB", b"MAR", b"APR", b"MAY", b"JUN", b"JUL", b"AUG", b"SEP", b"OCT", b"NOV", b"DEC"])}
+_NUM_RE = re.compile(rb"[ \t]*(-?)(\d*)(?:\.(\d*))?")
+_HUM_RE = re.compile(rb"[ \t]*(-?)(\d*)(?:\.(\d*))?([KMGTPEZYRQk]?)")
+_GNUM_RE = re.compile(
+    rb"[ \t\n\v\f\r]*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan))", re.I)
+_HUMAN_RANK = {b"": 0, b"k": 1, b"K": 1, b"M": 2, b"G": 3, b"T": 4, b"P": 5, b"E": 6, b"Z": 7,
+               b"Y": 8, b"R": 9, b"Q": 10}
+_NOT_DICT = bytes(c for c in range(256) if not (chr(c).isalnum() and c < 128 or c in (9, 32)))
+_NOT_PRINT = bytes(c for c in range(256) if not (0x20 <= c < 0x7F))
+
+
+class _SortKey:
+    __slots__ = ("sword", "schar", "eword", "echar", "skipsb", "skipeb", "flags")
+
+    def __init__(self):
+        self.sword = 0
+        self.schar = 0
+        self.eword = None
+        self.echar = 0
+        self.skipsb = False
+        self.skipeb = False
+        self.flags = ""
+
+
+class _Rev:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        return other.v < self.v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+
+def _num_value(b):
+    m = _NUM_RE.match(b)
+    ip, fp = m.group(2), m.group(3) or b""
+    if not ip and not fp:
+        return 0
+    if len(ip) + len(fp) <= 15:
+        v = float(ip + b"." + fp) if fp else int(ip)
+    else:
+        v = Decimal((ip or b"0").decode() + "." + (fp or b"0").decode())
+    return -v if m.group(1) else v
+
+
+def _human_value(b):
+    m = _HUM_RE.match(b)
+    ip, fp = m.group(2), m.group(3) or b""
+    if not ip and not fp:
+        return (0, 0, 0)
+    v = float((ip or b"0") + b"." + (fp or b"0"))
+    rank = _HUMAN_RANK.get(m.group(4), 0)
+    if m.group(1) and v:
+        return (-1, -rank, -v)
+    return (1 if v else 0, rank if v else 0, v)
+
+
+def _general_value(b):
+    m = _GNUM_RE.match(b)
+    if not m:
+        return (0, 0.0)
+    v = float(m.group(1))
+    if v != v:
+        return (1, 0.0)
+    return (2, v)
+
+
+def _version_key(b):
+    out = []
+    i = 0
+    n = len(b)
+    while i < n:
+        j = i
+        orders = []
+        while j < n and not (48 <= b[j] <= 57):
+            c = b[j]
+            if 65 <= c <= 90 or 97 <= c <= 122:
+                orders.append(c)
+            elif c == 126:
+                orders.append(-1)
+            else:
+                orders.append(c + 256)
+            j += 1
+        orders.append(0)
+        k = j
+        while k < n and 48 <= b[k] <= 57:
+            k += 1
+        out.append(tuple(orders))
+        out.append(int(b[j:k]) if k > j else 0)
+        i = k
+    return tuple(out)
+
+
+def _month_value(b):
+    return _MONTHS.get(b.lstrip(b" \t")[:3].upper(), 0)
+
+
+def _key_value(b, flags, salt):
+    """The comparable value of a key's text under its ordering flags."""
+    if "d" in flags:
+        b = b.translate(None, _NOT_DICT)
+    elif "i" in flags:
+        b = b.translate(None, _NOT_PRINT)
+    if "f" in flags:
+        b = b.upper()
+    if "n" in flags:
+        return _num_value(b)
+    if "h" in flags:
+        return _human_value(b)
+    if "g" in flags:
+        return _general_value(b)
+    if "M" in flags:
+        return _month_value(b)
+    if "V" in flags:
+        return _version_key(b)
+    if "R" in flags:
+        return hashlib.md5(salt + b).digest()
+    return b
+
+
+def _parse_keyspec(spec, global_flags):
+    key = _SortKey()
+    m = re.fullmatch(r"(\d+)(?:\.(\d+))?([%s]*)(?:,(\d+)(?:\.(\d+))?([%s]*))?" % (_ORDER_FLAGS, _ORDER_FLAGS), spec)
+    if not m:
+        bad = re.match(r"\d*", spec).group()
+        if not bad:
+            raise _Fatal(f"invalid number at field start: invalid count at start of '{spec}'", 2)
+        raise _Fatal(f"stray character in field spec: invalid field specification '{spec}'", 2)
+    f1 = int(m.group(1))
+    if f1 == 0:
+        raise _Fatal(f"field number is zero: invalid field specification '{spec}'", 2)
+    key.sword = f1 - 1
+    if m.group(2) is not None:
+        c1 = int(m.group(2))
+        if c1 == 0:
+            raise _Fatal(f"character offset is zero: invalid field specification '{spec}'", 2)
+        key.schar = c1 - 1
+    opts1 = m.group(3) or ""
+    opts2 = m.group(6) or ""
+    if m.group(4) is not None:
+        f2 = int(m.group(4))
+        if f2 == 0:
+            raise _Fatal(f"field number is zero: invalid field specification '{spec}'", 2)
+        key.eword = f2 - 1
+        key.echar = int(m.group(5)) if m.group(5) is not None else 0
+    allopts = opts1 + opts2
+    if allopts.replace("b", "") or "b" in allopts:
+        key.flags = allopts.replace("b", "")
+        key.skipsb = "b" in opts1
+        key.skipeb = "b" in opts2
+    if not allopts:
+        key.flags = global_flags.replace("b", "")
+        key.skipsb = key.skipeb = "b" in global_flags
+    return key
+
+
+def _is_blank(c):
+    return c == 32 or c == 9
+
+
+def _extract(line, key, tab):
+    n = len(line)
+    # begfield
+    ptr = 0
+    if tab is not None:
+        for _ in range(key.sword):
+            j = line.find(tab, ptr)
+            if j < 0:
+                ptr = n
+                break
+            ptr = j + 1
+    else:
+        for _ in range(key.sword):
+            while ptr < n and _is_blank(line[ptr]):
+                ptr += 1
+            while ptr < n and not _is_blank(line[ptr]):
+                ptr += 1
+    if key.skipsb:
+        while ptr < n and _is_blank(line[ptr]):
+            ptr += 1
+    beg = min(n, ptr + key.schar)
+    if key.eword is None:
+        return line[beg:]
+    # limfield
+    eword = key.eword
+    echar = key.echar
+    if echar == 0:
+        eword += 1
+    ptr = 0
+    if tab is not None:
+        while ptr < n and eword:
+            eword -= 1
+            j = line.find(tab, ptr)
+            ptr = n if j < 0 else j
+            if ptr < n and (eword or echar):
+                ptr += 1
+    else:
+        while ptr < n and eword:
+            eword -= 1
+            while ptr < n and _is_blank(line[ptr]):
+                ptr += 1
+            while ptr < n and not _is_blank(line[ptr]):
+                ptr += 1
+    if echar:
+        if key.skipeb:
+            while ptr < n and _is_blank(line[ptr]):
+                ptr += 1
+        ptr = min(n, ptr + echar)
+    if ptr <= beg:
+        return b""
+    return line[beg:ptr]
+
+
+def _read_records(ctx, name, files, eol, status_box, errfmt="{}: {}"):
+    chunks = []
+    for fname in files:
+        try:
+            f = _open(ctx, fname)
+        except OSError as e:
+            _err(ctx, name, errfmt.format(_s(fname), os.strerror(e.errno)))
+            status_box[0] = 2
+            return None
+        try:
+            chunks.append(_read_all(f))
+        except OSError as e:
+            _err(ctx, name, errfmt.format(_s(fname), os.strerror(e.errno)))
+            status_box[0] = 2
+            return None
+        finally:
+            _close(ctx, f)
+        if chunks[-1] and not chunks[-1].endswith(eol):
+            chunks[-1] += eol
+    data = b"".join(chunks)
+    recs = data.split(eol)
+    recs.pop()
+    return recs
+
+
+def _sort(ctx, argv):
+    opts, files = _getopt(argv, "bcCdfghik:mMno:rRsS:t:T:uVz", _SORT_LONGS)
+    gflags = ""
+    keys = []
+    keyspecs = []
+    check = None
+    output = None
+    stable = unique = False
+    tab = None
+    eol = b"\n"
+    for k, v in opts:
+        if len(k) == 1 and k in _ORDER_FLAGS:
+            gflags += k
+        elif k == "sort":
+            mp = {"general-numeric": "g", "human-numeric": "h", "month": "M", "numeric": "n",
+                  "random": "R", "version": "V"}
+            if v not in mp:
+                raise _Usage(f"invalid argument '{v}' for '--sort'")
+            gflags += mp[v]
+        elif k == "c":
+            check = "C" if v in ("quiet", "silent") else "c"
+        elif k == "C":
+            check = "C"
+        elif k == "k":
+            keyspecs.append(v)
+        elif k == "o":
+            output = v
+        elif k == "s":
+            stable = True
+        elif k == "u":
+            unique = True
+        elif k == "t":
+            tb = _b(v)
+            if tb == b"\\0":
+                tb = b"\0"
+            if len(tb) != 1:
+                if not tb:
+                    raise _Fatal("empty tab", 2)
+                raise _Fatal(f"multi-character tab '{v}'", 2)
+            if tab is not None and tb != tab:
+                raise _Fatal("incompatible tabs", 2)
+            tab = tb
+        elif k == "z":
+            eol = b"\0"
+        elif k == "files0-from":
+            raise _Fatal("--files0-from is not supported here", 2)
+    for spec in keyspecs:
+        keys.append(_parse_keyspec(spec, gflags))
+    reverse = "r" in gflags
+    files = files or ["-"]
+    if check and len(files) > 1:
+        raise _Usage(f"extra operand '{files[1]}' not allowed with -{check}")
+    box = [0]
+    lines = _read_records(ctx, "sort", files, eol, box, "cannot read: {}: {}")
+    if lines is None:
+        return box[0]
+    salt = os.urandom(8) if ("R" in gflags or any("R" in kk.flags for kk in keys)) else b""
+    if not keys:
+        kk = _SortKey()
+        kk.flags = gflags.replace("b", "")
+        kk.skipsb = "b" in gflags
+        if kk.flags.replace("r", "") or kk.skipsb:
+            keys = [kk]
+    simple = not keys
+    last_resort = not (stable or unique)
+
+    if simple:
+        keyfn = None
+    else:
+        specs = []
+        for kk in keys:
+            flags = kk.flags
+            whole = kk.sword == 0 and kk.schar == 0 and kk.eword is None and not kk.skipsb
+            wrap = ("r" in flags) != reverse
+            specs.append((kk, flags.replace("r", ""), whole, wrap))
+
+        def keyfn(line):
+            vals = []
+            for kk, flags, whole, wrap in specs:
+                t = line if whole else _extract(line, kk, tab)
+                if kk.skipsb and whole:
+                    t = t.lstrip(b" \t")
+                v = _key_value(t, flags, salt) if flags else t
+                vals.append(_Rev(v) if wrap else v)
+            if last_resort:
+                vals.append(line)
+            return tuple(vals)
+
+    if check:
+        prev = None
+        for i, line in enumerate(lines):
+            cur = keyfn(line) if keyfn else line
+            if prev is not None:
+                bad = (cur > prev if reverse else cur < prev) or (unique and cur == prev)
+                if bad:
+                    if check == "c":
+                        _err(ctx, "sort", f"{_s(files[0])}:{i + 1}: disorder: " + _s(line))
+                    return 1
+            prev = cur
+        return 0
+    if simple:
+        lines.sort(reverse=reverse)
+        if unique:
+            lines = [x for i, x in enumerate(lines) if i == 0 or x != lines[i - 1]]
+    else:
+        decorated = [(keyfn(x), x) for x in lines] if unique else None
+        if unique:
+            decorated.sort(key=lambda p: p[0], reverse=reverse)
+            out = []
+            prevk = None
+            for kv, x in decorated:
+                if not out or kv != prevk:
+                    out.append(x)
+                prevk = kv
+            lines = out
+        else:
+            lines.sort(key=keyfn, reverse=reverse)
+    if output is not None:
+        try:
+            with open(output, "wb") as f:
+                if lines:
+                    f.write(eol.join(lines) + eol)
+        except OSError as e:
+            raise _Fatal(f"open failed: {output}: {os.strerror(e.errno)}", 2)
+        return 0
+    for i in range(0, len(lines), 4096):
+        part = lines[i : i + 4096]
+        yield eol.join(part) + eol
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# uniq
+# ---------------------------------------------------------------------------------------------
+
+
+def _uniq(ctx, argv):
+    args = list(argv)
+    opts, ops = _getopt(
+        args,
+        "cdDf:is:uw:z",
+        {
+            "count": ("c", 0),
+            "repeated": ("d", 0),
+            "all-repeated": ("D", 2),
+            "skip-fields": ("f", 1),
+            "ignore-case": ("i", 0),
+            "skip-chars": ("s", 1),
+            "unique": ("u", 0),
+            "check-chars": ("w", 1),
+            "zero-terminated": ("z", 0),
+            "group": ("group", 2),
+        },
+    )
+    count = repeated = alldup = uniq_only = icase = False
+    skipf = skips = 0
+    width = None
+    eol = b"\n"
+    for k, v in opts:
+        if k == "c":
+            count = True
+        elif k == "d":
+            repeated = True
+        elif k == "D":
+            alldup = True
+        elif k == "u":
+            uniq_only = True
+        elif k == "i":
+            icase = True
+        elif k in ("f", "s", "w"):
+            if not re.fullmatch(r"\d+", v):
+                what = {"f": "number of fields to skip", "s": "number of bytes to skip",
+                        "w": "number of bytes to compare"}[k]
+                raise _Fatal(f"{v}: invalid {what}")
+            if k == "f":
+                skipf = int(v)
+            elif k == "s":
+                skips = int(v)
+            else:
+                width = int(v)
+        elif k == "z":
+            eol = b"\0"
+        elif k == "group":
+            raise _Fatal("--group is not supported here")
+    if len(ops) > 2:
+        raise _Usage(f"extra operand '{ops[2]}'")
+    if count and alldup:
+        raise _Usage("printing all duplicated lines and repeat counts is meaningless")
+    infile = ops[0] if ops else "-"
+    outfile = ops[1] if len(ops) > 1 else None
+    try:
+        f = _open(ctx, infile)
+    except OSError as e:
+        raise _Fatal(f"{_s(infile)}: {os.strerror(e.errno)}")
+    plain = not (skipf or skips or width is not None or icase)
+
+    def keyof(line):
+        t = line
+        if skipf:
+            p = 0
+            n = len(t)
+            for _ in range(skipf):
+                while p < n and t[p] in (32, 9):
+                    p += 1
+                while p < n and t[p] not in (32, 9):
+                    p += 1
+            t = t[p:]
+        if skips:
+            t = t[skips:]
+        if width is not None:
+            t = t[:width]
+        if icase:
+            t = t.lower()
+        return t
+
+    def records():
+        if eol == b"\n":
+            for line in f:
+                yield line[:-1] if line.endswith(b"\n") else line
+        else:
+            data = _read_all(f)
+            recs = data.split(eol)
+            if recs and recs[-1] == b"":
+                recs.pop()
+            yield from recs
+
+    def groups():
+        cur = None
+        curkey = None
+        members = []
+        for line in records():
+            k = line if plain else keyof(line)
+            if members and k == curkey:
+                members.append(line)
+                continue
+            if members:
+                yield members
+            members = [line]
+            curkey = k
+        if members:
+            yield members
+
+    def produce():
+        out = _Batch()
+        for members in groups():
+            n = len(members)
+            if repeated and n < 2 and not alldup:
+                continue
+            if uniq_only and n > 1:
+                continue
+            if alldup:
+                if n < 2 or uniq_only:
+                    continue
+                for m in members:
+                    out.add(m + eol)
+            elif count:
+                out.add(b"%7d " % n + members[0] + eol)
+            else:
+                out.add(members[0] + eol)
+            if out.size >= _OUT:
+                yield out.take()
+        if out.size:
+            yield out.take()
+
+    try:
+        if outfile is None:
+            yield from produce()
+        else:
+            try:
+                with open(outfile, "wb") as of:
+                    for chunk in produce():
+                        of.write(chunk)
+            except OSError as e:
+                raise _Fatal(f"{_s(outfile)}: {os.strerror(e.errno)}")
+    finally:
+        _close(ctx, f)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# cut
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_list(spec, fields):
+    ranges = []
+    for part in spec.split(","):
+        if part == "":
+            raise _Usage("fields are numbered from 1" if fields else "byte/character positions are numbered from 1")
+        m = re.fullmatch(r"(\d*)(-?)(\d*)", part)
+        if not m or (not m.group(1) and not m.group(3)):
+            if part == "-":
+                raise _Usage("invalid range with no endpoint: -")
+            kind = "field" if fields else "byte/character position"
+            raise _Usage(f"invalid {kind} value '{part}'" if fields else f"invalid byte/character position '{part}'")
+        lo = int(m.group(1)) if m.group(1) else 1
+        if m.group(2):
+            hi = int(m.group(3)) if m.group(3) else None
+        else:
+            hi = lo
+        if (m.group(1) and lo == 0) or (hi == 0):
+            raise _Usage("fields are numbered from 1" if fields else "byte/character positions are numbered from 1")
+        if hi is not None and hi < lo:
+            raise _Usage("invalid decreasing range")
+        ranges.append((lo, hi))
+    ranges.sort(key=lambda r: (r[0], r[1] if r[1] is not None else float("inf")))
+    merged = []
+    for lo, hi in ranges:
+        if merged:
+            plo, phi = merged[-1]
+            if phi is None or lo <= phi + 1:
+                if phi is not None and (hi is None or hi > phi):
+                    merged[-1] = (plo, hi)
+                continue
+        merged.append((lo, hi))
+    return merged
+
+
+def _complement(ranges):
+    out = []
+    nxt = 1
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        if hi is None:
+            return out
+        nxt = hi + 1
+    out.append((nxt, None))
+    return out
+
+
+def _cut(ctx, argv):
+    opts, files = _getopt(
+        argv,
+        "b:c:d:f:nsz",
+        {
+            "bytes": ("b", 1),
+            "characters": ("c", 1),
+            "delimiter": ("d", 1),
+            "fields": ("f", 1),
+            "only-delimited": ("s", 0),
+            "complement": ("complement", 0),
+            "output-delimiter": ("od", 1),
+            "zero-terminated": ("z", 0),
+        },
+    )
+    mode = spec = None
+    delim = None
+    only_delim = complement = False
+    outdelim = None
+    eol = b"\n"
+    for k, v in opts:
+        if k in ("b", "c", "f"):
+            if mode is not None:
+                raise _Usage("only one list may be specified")
+            mode, spec = k, v
+        elif k == "d":
+            delim = _b(v)
+        elif k == "s":
+            only_delim = True
+        elif k == "complement":
+            complement = True
+        elif k == "od":
+            outdelim = _b(v)
+        elif k == "z":
+            eol = b"\0"
+    if mode is None:
+        raise _Usage("you must specify a list of bytes, characters, or fields")
+    if delim is not None and mode != "f":
+        raise _Usage("an input delimiter may be specified only when operating on fields")
+    if only_delim and mode != "f":
+        raise _Usage("suppressing non-delimited lines makes sense\n\tonly when operating on fields")
+    if delim is None:
+        delim = b"\t"
+    elif len(delim) != 1:
+        if delim == b"":
+            delim = b"\0"
+        else:
+            raise _Usage("the delimiter must be a single character")
+    ranges = _parse_list(spec, mode == "f")
+    if complement:
+        ranges = _complement(ranges)
+    files = files or ["-"]
+    status = 0
+    if mode == "f":
+        od = delim if outdelim is None else outdelim
+        finite = [(lo, hi) for lo, hi in ranges if hi is not None]
+        open_from = next((lo for lo, hi in ranges if hi is None), None)
+        maxfin = max((hi for lo, hi in finite), default=0)
+        idx = []
+        for lo, hi in finite:
+            idx.extend(range(lo - 1, hi))
+        idx = sorted(set(idx))
+        single = idx[0] if len(idx) == 1 and open_from is None else None
+    for fname in files:
+        try:
+            f = _open(ctx, fname)
+        except OSError as e:
+            _oserr(ctx, "cut", fname, e)
+            status = 1
+            continue
+        try:
+            out = _Batch()
+            recs = f if eol == b"\n" else _split_keep(_read_all(f).replace(b"\0", b"\n"))
+            for line in recs:
+                body = line[:-1] if line.endswith(b"\n") else line
+                if mode == "f":
+                    if delim not in body:
+                        if only_delim:
+                            continue
+                        out.add(body + eol)
+                    else:
+                        parts = body.split(delim)
+                        if single is not None:
+                            sel = parts[single : single + 1]
+                        else:
+                            np = len(parts)
+                            sel = [parts[i] for i in idx if i < np]
+                            if open_from is not None:
+                                start = max(open_from - 1, maxfin if maxfin >= open_from else 0)
+                                sel.extend(parts[start:])
+                        out.add(od.join(sel) + eol)
+                else:
+                    pieces = []
+                    for lo, hi in ranges:
+                        if lo > len(body):
+                            break
+                        pieces.append(body[lo - 1 : hi])
+                    if outdelim is not None:
+                        out.add(outdelim.join(pieces) + eol)
+                    else:
+                        out.add(b"".join(pieces) + eol)
+                if out.size >= _OUT:
+                    yield out.take()
+            if out.size:
+                yield out.take()
+        except OSError as e:
+            _oserr(ctx, "cut", fname, e)
+            status = 1
+        finally:
+            _close(ctx, f)
+    return status
+
+
+# ---------------------------------------------------------------------------------------------
+# tr
+# ---------------------------------------------------------------------------------------------
+
+_TR_CLASSES = {
+    "alpha": bytes(c for c in range(256) if (65 <= c <= 90 or 97 <= c <= 122)),
+    "digit": b"0123456789",
+    "alnum": bytes(c for c in range(256) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122)),
+    "upper": bytes(range(65, 91)),
+    "lower": bytes(range(97, 123)),
+    "space": b"\t\n\v\f\r ",
+    "blank": b"\t ",
+    "punct": bytes(c for c in range(33, 127) if not chr(c).isalnum()),
+    "print": bytes(range(32, 127)),
+    "graph": bytes(range(33, 127)),
+    "cntrl": bytes(list(range(0, 32)) + [127]),
+    "xdigit": b"0123456789ABCDEFabcdef",
+}
+_TR_ESC = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92}
+
+
+def _tr_set(spec, is_set2=False, set1_len=0):
+    """Expands a tr SET into bytes; [c*n] repeats (SET2) with n empty meaning 'fill'."""
+    b = _b(spec)
+    toks = []  # list of ints, or ("fill", c) placeholder
+    i = 0
+    n = len(b)
+
+    def char_at(i):
+        c = b[i]
+        if c == 92 and i + 1 < n:
+            d = chr(b[i + 1])
+            if d in "01234567":
+                j = i + 1
+                v = 0
+                while j < n and j < i + 4 and chr(b[j]) in "01234567":
+                    nv = v * 8 + b[j] - 48
+                    if nv > 255:
+                        break
+                    v = nv
+                    j += 1
+                return v, j
+            if d in _TR_ESC:
+                return _TR_ESC[d], i + 2
+            return b[i + 1], i + 2
+        return c, i + 1
+
+    while i < n:
+        if b[i] == 91 and i + 1 < n and b[i + 1] in (58, 61):  # [: or [=
+            kind = b[i + 1]
+            end = b.find(bytes([kind, 93]), i + 2)
+            if end > 0:
+                name = b[i + 2 : end].decode("latin-1")
+                if kind == 58:
+                    if name not in _TR_CLASSES:
+                        raise _Fatal(f"invalid character class '{name}'")
+                    toks.extend(_TR_CLASSES[name])
+                else:
+                    toks.extend(b[i + 2 : end][:1])
+                i = end + 2
+                continue
+        if b[i] == 91 and not is_set2 and re.match(rb"\[\\?.\*\d*\]", b[i:]):
+            raise _Fatal("the [c*] repeat construct may not appear in string1")
+        if b[i] == 91 and is_set2:
+            # [c*n] or [c*]
+            c, j = char_at(i + 1) if i + 1 < n else (None, i)
+            if c is not None and j < n and b[j] == 42:
+                end = b.find(b"]", j + 1)
+                if end > 0 and re.fullmatch(rb"\d*", b[j + 1 : end]):
+                    cnt = b[j + 1 : end]
+                    if not cnt or int(cnt.decode(), 8 if cnt.startswith(b"0") else 10) == 0:
+                        toks.append(("fill", c))
+                    else:
+                        toks.extend([c] * int(cnt.decode(), 8 if cnt.startswith(b"0") else 10))
+                    i = end + 1
+                    continue
+        c, j = char_at(i)
+        if j < n and b[j] == 45 and j + 1 < n:  # range c-d
+            d, k = char_at(j + 1)
+            if d < c:
+                raise _Fatal(
+                    "range-endpoints of '%s-%s' are in reverse collating sequence order"
+                    % (_s(bytes([c])), _s(bytes([d]))))
+            toks.extend(range(c, d + 1))
+            i = k
+            continue
+        toks.append(c)
+        i = j
+    if is_set2:
+        fills = [t for t in toks if isinstance(t, tuple)]
+        if fills:
+            fixed = sum(1 for t in toks if not isinstance(t, tuple))
+            room = max(set1_len - fixed, 0)
+            out = []
+            for t in toks:
+                if isinstance(t, tuple):
+                    out.extend([t[1]] * room)
+                    room = 0
+                else:
+                    out.append(t)
+            toks = out
+    return bytes(toks)
+
+
+def _tr(ctx, argv):
+    opts, ops = _getopt(
+        argv,
+        "cCdst",
+        {
+            "complement": ("c", 0),
+            "delete": ("d", 0),
+            "squeeze-repeats": ("s", 0),
+            "truncate-set1": ("t", 0),
+        },
+    )
+    comp = delete = squeeze = trunc = False
+    for k, _ in opts:
+        if k in ("c", "C"):
+            comp = True
+        elif k == "d":
+            delete = True
+        elif k == "s":
+            squeeze = True
+        elif k == "t":
+            trunc = True
+    if not ops:
+        raise _Usage("missing operand")
+    need = 2 if (not delete and not squeeze) or (delete and squeeze) else 1
+    maxops = 2 if not delete or squeeze else 1
+    if len(ops) < need:
+        if need == 2 and delete:
+            raise _Usage(f"missing operand after '{ops[0]}'\nTwo strings must be given when both deleting and squeezing repeats.")
+        raise _Usage(f"missing operand after '{ops[0]}'\nTwo strings must be given when translating.")
+    if len(ops) > maxops:
+        extra = f"extra operand '{ops[maxops]}'"
+        if delete and not squeeze:
+            extra += "\nOnly one string may be given when deleting without squeezing repeats."
+        raise _Usage(extra)
+    set1 = _tr_set(ops[0])
+    if comp:
+        present = set(set1)
+        set1 = bytes(c for c in range(256) if c not in present)
+    set2 = _tr_set(ops[1], True, len(set1)) if len(ops) > 1 else None
+    table = None
+    delete_bytes = None
+    squeeze_set = None
+    if delete:
+        delete_bytes = set1
+        if squeeze:
+            squeeze_set = set2
+    elif set2 is not None:
+        if not set2:
+            if set1:
+                raise _Fatal("when not truncating set1, string2 must be non-empty")
+        if trunc:
+            set1 = set1[: len(set2)]
+        elif len(set2) < len(set1):
+            set2 = set2 + set2[-1:] * (len(set1) - len(set2))
+        mapping = list(range(256))
+        for a, b2 in zip(set1, set2):
+            mapping[a] = b2
+        table = bytes(mapping)
+        if squeeze:
+            squeeze_set = set2
+    else:
+        squeeze_set = set1
+    sq_rx = None
+    if squeeze_set:
+        cls = b"".join(re.escape(bytes([c])) for c in sorted(set(squeeze_set)))
+        sq_rx = re.compile(b"([" + cls + b"])\\1+")
+    last = -1
+    while True:
+        b = ctx.stdin.read(BLOCK)
+        if not b:
+            break
+        if delete_bytes is not None:
+            b = b.translate(None, delete_bytes)
+        if table is not None:
+            b = b.translate(table)
+        if sq_rx is not None and b:
+            b = sq_rx.sub(rb"\1", b)
+            if last >= 0 and b[0] == last and last in squeeze_set:
+                b = b.lstrip(bytes([last]))
+        if b:
+            last = b[-1]
+            yield b
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# paste, tee
+# ---------------------------------------------------------------------------------------------
+
+
+def _unescape_delims(text):
+    b = _b(text)
+    out = []
+    i = 0
+    while i < len(b):
+        c = b[i : i + 1]
+        if c == b"\\" and i + 1 < len(b):
+            d = b[i + 1 : i + 2]
+            out.append({b"n": b"\n", b"t": b"\t", b"\\": b"\\", b"0": b"", b"b": b"\b",
+                        b"f": b"\f", b"r": b"\r", b"v": b"\v"}.get(d, d))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return out
+
+
+def _paste(ctx, argv):
+    opts, files = _getopt(argv, "d:sz", {"delimiters": ("d", 1), "serial": ("s", 0),
+                                          "zero-terminated": ("z", 0)})
+    delims = [b"\t"]
+    serial = False
+    eol = b"\n"
+    for k, v in opts:
+        if k == "d":
+            if v.endswith("\\") and not v.endswith("\\\\"):
+                raise _Fatal(f"delimiter list ends with an unescaped backslash: {v}")
+            delims = _unescape_delims(v) or [b""]
+        elif k == "s":
+            serial = True
+        elif k == "z":
+            eol = b"\0"
+    files = files or ["-"]
+    handles = []
+    status = 0
+    for fname in files:
+        try:
+            handles.append(_open(ctx, fname))
+        except OSError as e:
+            for h in handles:
+                _close(ctx, h)
+            raise _Fatal(f"{_s(fname)}: {os.strerror(e.errno)}")
+    nd = len(delims)
+
+    def strip(line):
+        return line[:-1] if line.endswith(eol) else line
+
+    try:
+        if serial:
+            for h in handles:
+                data = _read_all(h)
+                if not data:
+                    continue
+                recs = data.split(eol)
+                if recs[-1] == b"":
+                    recs.pop()
+                out = [recs[0]] if recs else []
+                for i, r in enumerate(recs[1:]):
+                    out.append(delims[i % nd])
+                    out.append(r)
+                yield b"".join(out) + eol
+        else:
+            iters = [iter(h) if eol == b"\n" else iter(_split_keep(_read_all(h).replace(b"\0", b"\n"))) for h in handles]
+            # The same stdin named several times reads successive lines.
+            live = [True] * len(iters)
+            batch = _Batch()
+            while True:
+                parts = []
+                any_line = False
+                for i, it in enumerate(iters):
+                    line = None
+                    if live[i]:
+                        line = next(it, None)
+                        if line is None:
+                            live[i] = False
+                    if line is not None:
+                        any_line = True
+                        parts.append(strip(line))
+                    else:
+                        parts.append(b"")
+                if not any_line:
+                    break
+                out = [parts[0]]
+                for i in range(1, len(parts)):
+                    out.append(delims[(i - 1) % nd])
+                    out.append(parts[i])
+                if batch.add(b"".join(out) + eol):
+                    yield batch.take()
+            if batch.size:
+                yield batch.take()
+    finally:
+        for h in handles:
+            _close(ctx, h)
+    return status
+
+
+def _tee(ctx, argv):
+    opts, files = _getopt(argv, "aip", {"append": ("a", 0), "ignore-interrupts": ("i", 0),
+                                        "output-error": ("p", 2)})
+    append = any(k == "a" for k, _ in opts)
+    outs = []
+    status = 0
+    for fname in files:
+        if fname == "-":
+            continue
+        try:
+            outs.append(open(fname, "ab" if append else "wb"))
+        except OSError as e:
+            _oserr(ctx, "tee", fname, e)
+            status = 1
+    read = getattr(ctx.stdin, "read1", None) or ctx.stdin.read
+    try:
+        while True:
+            b = read(BLOCK)
+            if not b:
+                break
+            for f in outs:
+                f.write(b)
+                f.flush()
+            yield b
+    finally:
+        for f in outs:
+            f.close()
+    return status
+
+
+# ---------------------------------------------------------------------------------------------
+# seq
+# ---------------------------------------------------------------------------------------------
+
+_SEQ_NUM = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _seq_parse(text):
+    if not _SEQ_NUM.fullmatch(text):
+        if text.strip().lower() in ("inf", "+inf", "-inf", "infinity", "nan"):
+            return Decimal(text.strip()), 0, False
+        raise _Usage(f"invalid floating point argument: '{text}'")
+    t = text.strip()
+    is_int = re.fullmatch(r"[-+]?\d+", t) is not None
+    mant, _, exp = t.lower().partition("e")
+    frac = len(mant.partition(".")[2])
+    prec = max(frac - (int(exp) if exp else 0), 0)
+    return Decimal(t), prec, is_int
+
+
+def _seq(ctx, argv):
+    args = list(argv)
+    # Negative numbers are operands, not options: option parsing stops at the first operand.
+    i = 1
+    while i < len(args):
+        a = args[i]
+        if a == "--" or a == "-" or not a.startswith("-") or re.fullmatch(r"-(\d|\.\d).*", a):
+            break
+        if a.startswith("--"):
+            i += 1
+            if "=" not in a and any(x.startswith(a) for x in ("--format", "--separator")):
+                i += 1
+            continue
+        j = 1
+        while j < len(a) and a[j] not in "fs":
+            j += 1
+        i += 2 if j == len(a) - 1 else 1
+    opts, ops = _getopt(args[:i], "f:s:w",
+                        {"format": ("f", 1), "separator": ("s", 1), "equal-width": ("w", 0)})
+    rest = args[i:]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    ops = ops + rest
+    fmt = None
+    sep = b"\n"
+    width = False
+    for k, v in opts:
+        if k == "f":
+            fmt = v
+        elif k == "s":
+            sep = _b(v)
+        elif k == "w":
+            width = True
+    if not ops:
+        raise _Usage("missing operand")
+    if len(ops) > 3:
+        raise _Usage(f"extra operand '{ops[3]}'")
+    nums = [_seq_parse(x) for x in ops]
+    if len(nums) == 1:
+        first, inc, last = (Decimal(1), 0, True), (Decimal(1), 0, True), nums[0]
+    elif len(nums) == 2:
+        first, inc, last = nums[0], (Decimal(1), 0, True), nums[1]
+    else:
+        first, inc, last = nums
+    if inc[0] == 0:
+        raise _Usage(f"invalid Zero increment value: '{ops[1]}'")
+    if fmt is not None and width:
+        raise _Fatal("format string may not be specified when printing equal width strings")
+    if fmt is not None:
+        nconv = len(re.findall(r"%[-+ #0']*\d*(?:\.\d*)?[eEfFgGaA]", fmt.replace("%%", "")))
+        if nconv != 1:
+            if nconv == 0:
+                raise _Fatal(f"format '{fmt}' has no % directive")
+            raise _Fatal(f"format '{fmt}' has too many % directives")
+    a, step, z = first[0], inc[0], last[0]
+    all_int = first[2] and inc[2] and last[2] and fmt is None
+    if all_int:
+        a, step, z = int(a), int(step), int(z)
+        w = max(len(str(a)), len(str(z))) if width else 0
+        stop = z + (1 if step > 0 else -1)
+        started = False
+        chunk = 2000
+        cur = a
+        while (step > 0 and cur < stop) or (step < 0 and cur > stop):
+            end = cur + step * chunk
+            if step > 0:
+                end = min(end, stop)
+            else:
+                end = max(end, stop)
+            r = range(cur, end, step)
+            if not r:
+                break
+            if w:
+                body = sep.join(b"%0*d" % (w, x) for x in r)
+            else:
+                body = sep.join(map(b"%d".__mod__, r))
+            yield (sep if started else b"") + body
+            started = True
+            cur = r[-1] + step
+        if started:
+            yield b"\n"
+        return 0
+    prec = max(first[1], inc[1])
+    if fmt is not None:
+        def render(v):
+            return _b(fmt % float(v))
+    else:
+        def render(v):
+            return _b("%.*f" % (prec, v))
+    if width and fmt is None:
+        w = max(len(render(a)), len(render(z)))
+        base = render
+
+        def render(v):
+            t = base(v)
+            if len(t) < w:
+                neg = t.startswith(b"-")
+                t = (b"-" if neg else b"") + b"0" * (w - len(t)) + (t[1:] if neg else t)
+            return t
+    i = 0
+    out = []
+    started = False
+    prev_text = None
+    while True:
+        v = a + step * i
+        if (step > 0 and v > z) or (step < 0 and v < z):
+            break
+        t = render(v)
+        out.append(t)
+        prev_text = t
+        i += 1
+        if len(out) >= 1000:
+            yield (sep if started else b"") + sep.join(out)
+            started = True
+            out = []
+    if out:
+        yield (sep if started else b"") + sep.join(out)
+        started = True
+    if started:
+        yield b"\n"
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# xargs
+# ---------------------------------------------------------------------------------------------
+
+_XARGS_MAX = 131072 - 2048
+
+
+def _xargs_items(data, ctx):
+    """Splits xargs input the default way: blanks and newlines, quotes, backslashes."""
+    items = []
+    i = 0
+    n = len(data)
+    cur = []
+    have = False
+    while i < n:
+        c = data[i]
+        if c in (32, 9, 10, 11, 12, 13):
+            if have:
+                items.append(b"".join(cur))
+                cur = []
+                have = False
+            i += 1
+            continue
+        if c in (39, 34):
+            j = i + 1
+            while j < n and data[j] != c:
+                if data[j] == 10:
+                    break
+                j += 1
+            if j >= n or data[j] != c:
+                kind = "single" if c == 39 else "double"
+                raise _Fatal(f"unmatched {kind} quote; by default quotes are special to xargs "
+                             "unless you use the -0 option")
+            cur.append(data[i + 1 : j])
+            have = True
+            i = j + 1
+            continue
+        if c == 92 and i + 1 < n:
+            cur.append(data[i + 1 : i + 2])
+            have = True
+            i += 2
+            continue
+        cur.append(data[i : i + 1])
+        have = True
+        i += 1
+    if have:
+        items.append(b"".join(cur))
+    return items
+
+
+def _xargs(ctx, argv):
+    opts, cmd = _getopt(
+        argv,
+        "0a:d:E:e::I:i::L:l::n:oP:prs:tx",
+        {
+            "null": ("0", 0),
+            "arg-file": ("a", 1),
+            "delimiter": ("d", 1),
+            "eof": ("e", 2),
+            "replace": ("i", 2),
+            "max-lines": ("l", 2),
+            "max-args": ("n", 1),
+            "open-tty": ("o", 0),
+            "max-procs": ("P", 1),
+            "interactive": ("p", 0),
+            "no-run-if-empty": ("r", 0),
+            "max-chars": ("s", 1),
+            "verbose": ("t", 0),
+            "exit": ("x", 0),
+            "show-limits": ("show-limits", 0),
+            "process-slot-var": ("psv", 1),
+        },
+        permute=False,
+    )
+    delim = None
+    argfile = None
+    eof = None
+    repl = None
+    maxlines = None
+    maxargs = None
+    norun = trace = False
+    maxchars = _XARGS_MAX
+    for k, v in opts:
+        if k == "0":
+            delim = b"\0"
+        elif k == "a":
+            argfile = v
+        elif k == "d":
+            d = _unescape_delims(v)
+            if len(d) != 1 or len(d[0]) != 1:
+                raise _Fatal(f"invalid input delimiter specification {v}: the delimiter must be "
+                             "either a single character or an escape sequence starting with \\.")
+            delim = d[0]
+        elif k in ("E", "e"):
+            eof = _b(v) if v else None
+        elif k in ("I", "i"):
+            repl = v if v is not None else "{}"
+            maxlines = 1
+            maxargs = None
+        elif k in ("L", "l"):
+            try:
+                maxlines = int(v) if v is not None else 1
+            except ValueError:
+                raise _Fatal(f"invalid number \"{v}\" for -L option")
+            maxargs = None
+            repl = None
+        elif k == "n":
+            try:
+                maxargs = int(v)
+            except ValueError:
+                raise _Fatal(f"invalid number \"{v}\" for -n option")
+            if maxargs < 1:
+                raise _Fatal(f"value {v} for -n option should be >= 1")
+            maxlines = None if repl is None else maxlines
+        elif k == "r":
+            norun = True
+        elif k == "t":
+            trace = True
+        elif k == "s":
+            try:
+                maxchars = int(v)
+            except ValueError:
+                raise _Fatal(f"invalid number \"{v}\" for -s option")
+    cmd = cmd or ["echo"]
+    if argfile is not None:
+        try:
+            with open(argfile, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise _Fatal(f"Cannot open input file '{argfile}': {os.strerror(e.errno)}")
+    else:
+        data = _read_all(ctx.stdin)
+    # Items, grouped into "lines" for -L / -I.
+    if delim is not None:
+        items = data.split(delim)
+        if items and items[-1] == b"":
+            items.pop()
+        lines = [[x] for x in items]
+    elif repl is not None:
+        lines = []
+        for ln in data.split(b"\n"):
+            ln = ln.lstrip(b" \t")
+            if not ln:
+                continue
+            its = _xargs_items(ln, ctx)
+            lines.append([b" ".join(its)] if its else [])
+    else:
+        if maxlines is not None:
+            lines = []
+            pending = []
+            for ln in data.split(b"\n"):
+                its = _xargs_items(ln, ctx)
+                pending.extend(its)
+                if its and not ln.rstrip(b"\n").endswith((b" ", b"\t")):
+                    lines.append(pending)
+                    pending = []
+            if pending:
+                lines.append(pending)
+        else:
+            lines = [[x] for x in _xargs_items(data, ctx)]
+    if eof is not None:
+        cutoff = []
+        for ln in lines:
+            if eof in ln:
+                cutoff.append(ln[: ln.index(eof)])
+                break
+            cutoff.append(ln)
+        lines = [x for x in cutoff if x]
+    cmd_b = [_b(c) for c in cmd]
+    batches = []
+    if repl is not None:
+        rb = _b(repl)
+        for ln in lines:
+            arg = ln[0] if ln else b""
+            batches.append([c.replace(rb, arg) for c in cmd_b])
+    else:
+        base_len = sum(len(c) + 1 for c in cmd_b)
+        cur = []
+        cur_lines = 0
+        cur_len = base_len
+        for ln in lines:
+            for it in ln:
+                if cur and (maxargs is not None and len(cur) >= maxargs or cur_len + len(it) + 1 > maxchars):
+                    batches.append(cmd_b + cur)
+                    cur = []
+                    cur_lines = 0
+                    cur_len = base_len
+                cur.append(it)
+                cur_len += len(it) + 1
+            cur_lines += 1
+            if maxlines is not None and cur_lines >= maxlines:
+                batches.append(cmd_b + cur)
+                cur = []
+                cur_lines = 0
+                cur_len = base_len
+        if cur:
+            batches.append(cmd_b + cur)
+    if not batches and not norun and repl is None:
+        batches.append(list(cmd_b))
+    status = 0
+    for b in batches:
+        args = [_s(x) for x in b]
+        if trace:
+            ctx.stderr.write(b" ".join(b) + b"\n")
+        st, out = ctx.run(args, stdin=b"")
+        if out:
+            yield out
+        st = st or 0
+        if st == 255:
+            _err(ctx, "xargs", f"{args[0]}: exited with status 255; aborting")
+            return 124
+        if st in (126, 127):
+            return st
+        if st >= 128:
+            return 125
+        if st:
+            status = 123
+    return status
+
+
+# ---------------------------------------------------------------------------------------------
+# base64, checksums
+# ---------------------------------------------------------------------------------------------
+
+_B64_ALPHABET = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+
+
+def _base64(ctx, argv):
+    opts, files = _getopt(argv, "diw:", {"decode": ("d", 0), "ignore-garbage": ("i", 0),
+                                         "wrap": ("w", 1)})
+    decode = garbage = False
+    wrap = 76
+    for k, v in opts:
+        if k == "d":
+            decode = True
+        elif k == "i":
+            garbage = True
+        elif k == "w":
+            if not re.fullmatch(r"\d+", v):
+                raise _Fatal(f"invalid wrap size: '{v}'")
+            wrap = int(v)
+    if len(files) > 1:
+        raise _Usage(f"extra operand '{files[1]}'")
+    fname = files[0] if files else "-"
+    try:
+        f = _open(ctx, fname)
+    except OSError as e:
+        raise _Fatal(f"{_s(fname)}: {os.strerror(e.errno)}")
+    try:
+        if not decode:
+            carry = b""
+            col = 0
+            for b in _blocks(f, 3 * 4096 * 19):
+                data = carry + b
+                cut = len(data) - len(data) % 3
+                carry = data[cut:]
+                enc = binascii.b2a_base64(data[:cut], newline=False)
+                out, col = _wrap(enc, wrap, col)
+                yield out
+            enc = binascii.b2a_base64(carry, newline=False) if carry else b""
+            out, col = _wrap(enc, wrap, col)
+            if wrap and col:
+                out += b"\n"
+            elif not wrap and (out or enc):
+                pass
+            yield out
+            return 0
+        pending = b""
+        for b in _blocks(f):
+            b = b.replace(b"\n", b"")
+            if garbage:
+                b = re.sub(rb"[^A-Za-z0-9+/=]", b"", b)
+            data = pending + b
+            cut = len(data) - len(data) % 4
+            if b"=" in data[:cut]:
+                cut = len(data)  # padding: the end (or garbage after it)
+            chunk, pending = data[:cut], data[cut:]
+            if chunk:
+                ok = _B64_ALPHABET.fullmatch(chunk) and len(chunk) % 4 == 0
+                if not ok:
+                    good = _B64_ALPHABET.match(chunk).end()
+                    good -= good % 4
+                    yield binascii.a2b_base64(chunk[:good])
+                    raise _Fatal("invalid input")
+                yield binascii.a2b_base64(chunk)
+        if pending:
+            if not _B64_ALPHABET.fullmatch(pending):
+                raise _Fatal("invalid input")
+            padded = pending + b"=" * (-len(pending) % 4)
+            try:
+                yield binascii.a2b_base64(padded)
+            except binascii.Error:
+                raise _Fatal("invalid input")
+            raise _Fatal("invalid input")
+        return 0
+    finally:
+        _close(ctx, f)
+
+
+def _wrap(enc, wrap, col):
+    if not wrap or not enc:
+        return enc, col
+    out = []
+    i = 0
+    first = wrap - col
+    if first < len(enc):
+        out.append(enc[:first] + b"\n")
+        i = first
+        while i + wrap <= len(enc):
+            out.append(enc[i : i + wrap] + b"\n")
+            i += wrap
+        out.append(enc[i:])
+        col = len(enc) - i
+    else:
+        out.append(enc)
+        col += len(enc)
+        if col == wrap:
+            out.append(b"\n")
+            col = 0
+    return b"".join(out), col
+
+
+def _hash_file(ctx, algo, fname):
+    h = hashlib.new(algo)
+    f = _open(ctx, fname)
+    try:
+        for b in _blocks(f):
+            h.update(b)
+    finally:
+        _close(ctx, f)
+    return h.hexdigest().encode()
+
+
+def _escape_sum_name(name):
+    b = _b(name)
+    if b"\\" in b or b"\n" in b or b"\r" in b:
+        return True, b.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+    return False, b
+
+
+def _unescape_sum_name(b):
+    out = []
+    i = 0
+    while i < len(b):
+        if b[i] == 92 and i + 1 < len(b):
+            d = b[i + 1 : i + 2]
+            out.append({b"\\": b"\\", b"n": b"\n", b"r": b"\r"}.get(d, b"\\" + d))
+            i += 2
+        else:
+            out.append(b[i : i + 1])
+            i += 1
+    return b"".join(out)
+
+
+def _make_sum(algo, tagname):
+    hexlen = hashlib.new(algo).digest_size * 2
+
+    def summer(ctx, argv):
+        name = argv[0]
+        opts, files = _getopt(
+            argv,
+            "bctwz",
+            {
+                "binary": ("b", 0),
+                "check": ("c", 0),
+                "tag": ("tag", 0),
+                "text": ("t", 0),
+                "zero": ("z", 0),
+                "ignore-missing": ("ignore-missing", 0),
+                "quiet": ("quiet", 0),
+                "status": ("status", 0),
+                "strict": ("strict", 0),
+                "warn": ("w", 0),
+            },
+        )
+        binary = check = tag = zero = False
+        ignore_missing = quiet = status_only = strict = warn = False
+        for k, _ in opts:
+            if k == "b":
+                binary = True
+            elif k == "t":
+                binary = False
+            elif k == "c":
+                check = True
+            elif k == "tag":
+                tag = True
+            elif k == "z":
+                zero = True
+            elif k == "ignore-missing":
+                ignore_missing = True
+            elif k == "quiet":
+                quiet = True
+            elif k == "status":
+                status_only = True
+            elif k == "strict":
+                strict = True
+            elif k == "w":
+                warn = True
+        files = files or ["-"]
+        status = 0
+        if not check:
+            for fname in files:
+                try:
+                    digest = _hash_file(ctx, algo, fname)
+                except OSError as e:
+                    _oserr(ctx, name, fname, e)
+                    status = 1
+                    continue
+                esc, shown = _escape_sum_name(fname) if not zero else (False, _b(fname))
+                if tag:
+                    line = tagname.encode() + b" (" + shown + b") = " + digest
+                else:
+                    line = digest + (b" *" if binary else b"  ") + shown
+                yield (b"\\" if esc else b"") + line + (b"\0" if zero else b"\n")
+            return status
+        line_rx = re.compile(rb"(\\?)([0-9a-fA-F]{%d}) ([ *])(.+)" % hexlen)
+        tag_rx = re.compile(rb"(\\?)" + tagname.encode() + rb" \((.+)\) = ([0-9a-fA-F]{%d})" % hexlen)
+        for listname in files:
+            try:
+                f = _open(ctx, listname)
+                data = _read_all(f)
+                _close(ctx, f)
+            except OSError as e:
+                _oserr(ctx, name, listname, e)
+                status = 1
+                continue
+            shown_list = "standard input" if listname == "-" else _s(listname)
+            bad_format = mismatched = unreadable = ok_lines = 0
+            for lineno, ln in enumerate(data.split(b"\n")[: -1 if data.endswith(b"\n") else None], 1):
+                if ln.endswith(b"\r"):
+                    ln = ln[:-1]
+                if not ln or ln.startswith(b"#"):
+                    continue
+                m = line_rx.fullmatch(ln)
+                if m:
+                    esc, want, fname = m.group(1), m.group(2), m.group(4)
+                else:
+                    m = tag_rx.fullmatch(ln)
+                    if not m:
+                        bad_format += 1
+                        if warn:
+                            _err(ctx, name, f"{shown_list}: {lineno}: improperly formatted {tagname} checksum line")
+                        continue
+                    esc, fname, want = m.group(1), m.group(2), m.group(3)
+                if esc:
+                    fname = _unescape_sum_name(fname)
+                ok_lines += 1
+                try:
+                    got = _hash_file(ctx, algo, _s(fname))
+                except OSError as e:
+                    if ignore_missing and e.errno == 2:
+                        ok_lines -= 1
+                        continue
+                    _oserr(ctx, name, fname, e)
+                    unreadable += 1
+                    if not status_only:
+                        yield fname + b": FAILED open or read\n"
+                    continue
+                if got.lower() == want.lower():
+                    if not (quiet or status_only):
+                        yield fname + b": OK\n"
+                else:
+                    mismatched += 1
+                    if not status_only:
+                        yield fname + b": FAILED\n"
+            if ok_lines == 0:
+                _err(ctx, name, f"{shown_list}: no properly formatted checksum lines found")
+                status = 1
+                continue
+            if not status_only:
+                if bad_format:
+                    _err(ctx, name, "WARNING: %d line%s improperly formatted"
+                         % (bad_format, " is" if bad_format == 1 else "s are"))
+                if unreadable:
+                    _err(ctx, name, "WARNING: %d listed file%s could not be read"
+                         % (unreadable, "" if unreadable == 1 else "s"))
+                if mismatched:
+                    _err(ctx, name, "WARNING: %d computed checksum%s did NOT match"
+                         % (mismatched, "" if mismatched == 1 else "s"))
+            if mismatched or unreadable or (strict and bad_format):
+                status = 1
+        return status
+
+    summer.__name__ = algo + "sum"
+    return summer
+
+
+# ---------------------------------------------------------------------------------------------
+# cmp
+# ---------------------------------------------------------------------------------------------
+
+
+def _cmp_skip(text):
+    m = re.fullmatch(r"(\d+)([A-Za-z]*)", text)
+    if not m or m.group(2) not in _SUFFIXES:
+        return None
+    return int(m.group(1)) * _SUFFIXES[m.group(2)]
+
+
+def _cmp(ctx, argv):
+    opts, ops = _getopt(
+        argv,
+        "bi:ln:sv",
+        {
+            "print-bytes": ("b", 0),
+            "ignore-initial": ("i", 1),
+            "verbose": ("l", 0),
+            "bytes": ("n", 1),
+            "quiet": ("s", 0),
+            "silent": ("s", 0),
+            "version": ("v", 0),
+        },
+    )
+    pbytes = listall = silent = False
+    skip = [0, 0]
+    limit = None
+    for k, v in opts:
+        if k == "b":
+            pbytes = True
+        elif k == "l":
+            listall = True
+        elif k == "s":
+            silent = True
+        elif k == "i":
+            a, _, b = v.partition(":")
+            sa = _cmp_skip(a)
+            sb = _cmp_skip(b) if b else sa
+            if sa is None or sb is None:
+                raise _Fatal(f"invalid --ignore-initial value '{v}'", 2)
+            skip = [sa, sb]
+        elif k == "n":
+            limit = _cmp_skip(v)
+            if limit is None:
+                raise _Fatal(f"invalid --bytes value '{v}'", 2)
+        elif k == "v":
+            yield b"cmp (GNU diffutils) 3.8\n"
+            return 0
+    if listall and silent:
+        raise _Usage("options -l and -s are incompatible")
+    if not ops:
+        raise _Usage("missing operand after 'cmp'")
+    if len(ops) > 4:
+        raise _Usage(f"extra operand '{ops[4]}'")
+    a = ops[0]
+    b = ops[1] if len(ops) > 1 else "-"
+    for i, extra in enumerate(ops[2:4]):
+        val = _cmp_skip(extra)
+        if val is None:
+            raise _Fatal(f"invalid --ignore-initial value '{extra}'", 2)
+        skip[i] = val
+    handles = []
+    for fname in (a, b):
+        try:
+            handles.append(_open(ctx, fname))
+        except OSError as e:
+            for h in handles:
+                _close(ctx, h)
+            _oserr(ctx, "cmp", fname, e)
+            return 2
+    fa, fb = handles
+    try:
+        if a == b and fa is not ctx.stdin and skip[0] == skip[1]:
+            return 0
+        for f, n in zip(handles, skip):
+            while n > 0:
+                got = f.read(min(n, BLOCK))
+                if not got:
+                    break
+                n -= len(got)
+        offset = 0
+        line = 1
+        differ = False
+        width = None
+        while limit is None or offset < limit:
+            want = BLOCK if limit is None else min(BLOCK, limit - offset)
+            ba = _read_exact(fa, want)
+            bb = _read_exact(fb, want)
+            n = min(len(ba), len(bb))
+            if ba[:n] != bb[:n]:
+                if not listall:
+                    i = _first_diff(ba, bb, n)
+                    if silent:
+                        return 1
+                    line += ba.count(b"\n", 0, i)
+                    pos = offset + i + 1
+                    if pbytes:
+                        ca, cb = ba[i], bb[i]
+                        yield b"%s %s differ: byte %d, line %d is %3o %s %3o %s\n" % (
+                            _b(a), _b(b), pos, line, ca, _cmp_char(ca), cb, _cmp_char(cb))
+                    else:
+                        yield b"%s %s differ: char %d, line %d\n" % (_b(a), _b(b), pos, line)
+                    return 1
+                differ = True
+                if width is None:
+                    width = len(str(_cmp_width(fa, fb, skip, limit, ctx)))
+                out = []
+                for i in range(n):
+                    if ba[i] != bb[i]:
+                        if pbytes:
+                            out.append(b"%*d %3o %-4s %3o %s\n" % (
+                                width, offset + i + 1, ba[i], _cmp_char(ba[i]), bb[i], _cmp_char(bb[i])))
+                        else:
+                            out.append(b"%*d %3o %3o\n" % (width, offset + i + 1, ba[i], bb[i]))
+                yield b"".join(out)
+            line += ba.count(b"\n", 0, n)
+            offset += n
+            if len(ba) != len(bb):
+                short = a if len(ba) < len(bb) else b
+                if not silent:
+                    if offset == 0 and not listall:
+                        _err(ctx, "cmp", f"EOF on {_s(short)} which is empty")
+                    elif listall:
+                        _err(ctx, "cmp", f"EOF on {_s(short)} after byte {offset}")
+                    else:
+                        shown_line = line - (1 if ba[:n].endswith(b"\n") else 0)
+                        _err(ctx, "cmp", f"EOF on {_s(short)} after byte {offset}, line {shown_line}")
+                return 1
+            if not ba:
+                break
+        return 1 if differ else 0
+    finally:
+        for h in handles:
+            _close(ctx, h)
+
+
+def _read_exact(f, n):
+    out = f.read(n)
+    while out and len(out) < n:
+        more = f.read(n - len(out))
+        if not more:
+            break
+        out += more
+    return out
+
+
+def _first_diff(a, b, n):
+    lo, hi = 0, n
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        if a[lo:mid] != b[lo:mid]:
+            hi = mid
+        else:
+            lo = mid
+    for i in range(lo, hi):
+        if a[i] != b[i]:
+            return i
+    return hi
+
+
+def _cmp_char(c):
+    if c >= 128:
+        s = b"M-"
+        c -= 128
+    else:
+        s = b""
+    if c < 32:
+        return s + b"^" + bytes([c + 64])
+    if c == 127:
+        return s + b"^?"
+    return s + bytes([c])
+
+
+def _cmp_width(fa, fb, skip, limit, ctx):
+    sizes = []
+    for f, sk in zip((fa, fb), skip):
+        try:
+            st = os.fstat(f.fileno())
+            sizes.append(max(st.st_size - sk, 0) if _is_reg(st) else None)
+        except (OSError, AttributeError, ValueError):
+            sizes.append(None)
+    known = [x for x in sizes if x is not None]
+    m = min(known) if len(known) == 2 else (2**63 - 1)
+    if limit is not None:
+        m = min(m, limit)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
 # The registry
 # ---------------------------------------------------------------------------------------------
 
@@ -1662,4 +3524,17 @@ COMMANDS = {
     "tail": _command(_tail),
     "wc": _command(_wc),
     "grep": _command(_grep, 2),
+    "sort": _command(_sort, 2),
+    "uniq": _command(_uniq),
+    "cut": _command(_cut),
+    "tr": _command(_tr),
+    "paste": _command(_paste),
+    "tee": _command(_tee),
+    "seq": _command(_seq),
+    "xargs": _command(_xargs),
+    "base64": _command(_base64),
+    "cmp": _command(_cmp, 2),
 }
+for _algo, _tag in (("md5", "MD5"), ("sha1", "SHA1"), ("sha224", "SHA224"), ("sha256", "SHA256"),
+                    ("sha384", "SHA384"), ("sha512", "SHA512")):
+    COMMANDS[_algo + "sum"] = _command(_make_sum(_algo, _tag))
