@@ -12,7 +12,7 @@ use wasmtime::InstancePre;
 use crate::budget::HostBudget;
 use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
-use crate::guest::GuestSetup;
+use crate::guest::{GuestSetup, Language};
 use crate::hostcalls::egress::{EgressAsker, EgressDoor};
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::tools::{ToolAsker, ToolDoor};
@@ -268,6 +268,10 @@ pub struct Program {
     /// no network, the default). Secrets stay with whoever performs the requests.
     #[serde(default)]
     pub network: Option<crate::egress::Network>,
+    /// What `code` is written in: Python (the default; notebook syntax translated) or a
+    /// shell script, run by the guest's shell.
+    #[serde(default)]
+    pub language: Language,
 }
 
 /// One execution as the core runs it: the [`Program`] and what cannot be data, the live
@@ -521,6 +525,7 @@ impl Vivarium {
                     tools,
                     seed,
                     network,
+                    language,
                 },
             observer,
             packages,
@@ -528,7 +533,9 @@ impl Vivarium {
             egress,
             secrets: _,
         } = spec;
-        let check = (policy != Policy::Off).then(|| code.clone());
+        // A shell script has no Python to check: its findings are none.
+        let checked = policy != Policy::Off && language == Language::Python;
+        let check = checked.then(|| code.clone());
         let sandbox = self
             .prepare_with(
                 SandboxSpec {
@@ -558,6 +565,7 @@ impl Vivarium {
             })?;
         let findings = match policy {
             Policy::Off => None,
+            _ if !checked => Some(Vec::new()),
             Policy::Warn | Policy::Deny => {
                 let mut c = check::interpret(sandbox.check_verdict())?;
                 // A run granted network reaches its hosts: the checker's "the sandbox has no
@@ -580,8 +588,13 @@ impl Vivarium {
         if let (Some(network), Some(egress)) = (network, egress) {
             sandbox.offer_egress(EgressDoor::new(network, egress));
         }
-        let mut report = sandbox.run(&code);
-        self.hint_missing_module(&mut report);
+        let mut report = sandbox.run_as(&code, language);
+        match language {
+            Language::Python => self.hint_missing_module(&mut report),
+            // The shell prints its own messages, bash's; a Python traceback in them is a
+            // `python` command's output, not the run's error.
+            Language::Bash => report.error = None,
+        }
         Ok(Executed::Ran {
             report: Box::new(report),
             findings,
@@ -629,6 +642,7 @@ impl Vivarium {
                 tools: None,
                 seed: None,
                 network: None,
+                language: Language::Python,
             },
             observer: req.observer,
             packages: self.packages(&req.packages)?,
@@ -957,6 +971,33 @@ impl Vivarium {
     /// what a front door refuses before anything runs.
     pub fn check_packages(&self, raw: &[String]) -> Result<(), PackageError> {
         self.packages.parse(raw).map(drop)
+    }
+
+    /// The packages `code`'s `pip install` lines name ([`crate::guest::pip_requirements`])
+    /// that this host would add for it: none when it adds no packages (the guest's pip then
+    /// says it cannot install), and none built in (already importable: the guest's pip says
+    /// so). A front door adds them to the run's packages, or to the session's, before the
+    /// code runs, through the same resolution and quotas as named ones.
+    pub fn packages_named_by(&self, code: &str, language: Language) -> Vec<String> {
+        if !code.contains("pip") || self.packages.options().source == PackageSource::Off {
+            return Vec::new();
+        }
+        let mut named = crate::guest::pip_requirements(code, language);
+        if named.is_empty() {
+            return named;
+        }
+        let builtins: Vec<String> = self
+            .builtin_packages()
+            .iter()
+            .map(|p| crate::packages::normalize(&p.name))
+            .collect();
+        named.retain(|spec| {
+            let end = spec
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+                .unwrap_or(spec.len());
+            !builtins.contains(&crate::packages::normalize(&spec[..end]))
+        });
+        named
     }
 
     /// The package service's options (policy, bounds), for `GET /v1/packages`.

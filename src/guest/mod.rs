@@ -7,6 +7,7 @@
 //! and every template is rebuilt.
 
 mod env;
+mod language;
 pub mod queries;
 mod setup;
 mod snippets;
@@ -16,6 +17,7 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, check_env, guest_env};
+pub use language::{Language, guest_source, needs_notebook, pip_requirements};
 pub use setup::{
     GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, secrets_env,
     setup_code, turn_env,
@@ -23,7 +25,6 @@ pub use setup::{
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
     NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
-    with_tools,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.

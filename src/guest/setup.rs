@@ -85,19 +85,35 @@ pub fn env_literal<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>) -> Str
 /// shadow the standard library or a built-in package).
 pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) -> String {
     let env = env_literal(pairs(env));
-    // A JSON string reads the same as a Python string literal.
-    let check = match &setup.check {
-        Some(src) => serde_json::to_string(src).expect("a string serialises"),
-        None => "None".into(),
-    };
-    let py_bool = |b: bool| if b { "True" } else { "False" };
-    let path = if packages {
+    let mut path = if packages {
         packages_on_path()
     } else {
         String::new()
     };
+    // A JSON string reads the same as a Python string literal.
+    let check = match &setup.check {
+        // A notebook cell is checked as it will run: its magics and `!` lines translated
+        // (`vivarium_ipy.transform` keeps the lines where they were), or as it is if the
+        // translation fails (the run then reports that failure itself).
+        Some(src) if super::needs_notebook(src) => {
+            let src = serde_json::to_string(src).expect("a string serialises");
+            path.push_str(&format!(
+                "def __vivarium_cell(s):\n    try:\n        return __import__('vivarium_ipy').transform(s)\n    except BaseException:\n        return s\n\
+                 __vivarium_c = __vivarium_cell({src})\ndel __vivarium_cell\n"
+            ));
+            "__vivarium_c".to_string()
+        }
+        Some(src) => serde_json::to_string(src).expect("a string serialises"),
+        None => "None".into(),
+    };
+    let py_bool = |b: bool| if b { "True" } else { "False" };
+    let tail = if check == "__vivarium_c" {
+        "del __vivarium_c\n"
+    } else {
+        ""
+    };
     format!(
-        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n{tail}",
         py_bool(setup.rich),
         py_bool(setup.line_buffered)
     )

@@ -24,7 +24,8 @@ pub const GUEST_HELPERS: [(&str, &str); 10] = [
     (
         "vivarium_net",
         include_str!("../../python-wasi/guest/net.py"),
-    ),    (
+    ),
+    (
         "vivarium_shell",
         include_str!("../../python-wasi/guest/shell.py"),
     ),
@@ -51,19 +52,6 @@ pub const GUEST_HELPERS: [(&str, &str); 10] = [
 /// already patched, the others as they are imported. Without a grant the door refuses each
 /// request, which the guest raises as "network access is off for this run".
 pub const NETWORK_INSTALL: &str = "__import__('vivarium_net').install()\n";
-
-/// `code` as it runs when it was given `tools`: through `vivarium_tools.run`, which puts the
-/// tools on `tools` in `__main__` and allows top-level `await`; with `echo` (a session's
-/// turn) a final expression's value is the turn's result. `tools` is the JSON list of specs,
-/// each with its `python` name.
-pub fn with_tools(code: &str, tools: &str, echo: bool) -> String {
-    // A JSON string is a valid Python string literal; `tools` is JSON of strings, objects,
-    // lists, numbers, booleans and nulls, read as Python once those are its literals.
-    let code = serde_json::to_string(code).expect("a string serialises");
-    let tools = serde_json::to_string(tools).expect("a string serialises");
-    let echo = if echo { "True" } else { "False" };
-    format!("__import__('vivarium_tools').run({code}, __import__('json').loads({tools}), {echo})\n")
-}
 
 /// The part of the scientific template's init turn past the helpers: the stack assistants'
 /// code reaches for, imported and warmed. Imports happen inside a function so the user's

@@ -98,7 +98,7 @@ impl Interpreter {
     }
 
     /// Code mode: the tools the next turns' code may call (`None`: none). The turn's code
-    /// is then `guest::with_tools`' wrapping of the caller's.
+    /// is then `guest::guest_source`' wrapping of the caller's.
     pub fn offer_tools(&mut self, door: Option<crate::hostcalls::tools::ToolDoor>) {
         self.live.store.data_mut().tools = door;
     }

@@ -12,7 +12,7 @@ use super::workdir::ScratchRoot;
 use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
 use crate::engine::GuestEngine;
 use crate::guest::{
-    self, FLUSH_LIMITS, FLUSH_OPEN_FILES, SESSION_SETUP, SHOW_OPEN_FIGURES, guest_env,
+    self, FLUSH_LIMITS, FLUSH_OPEN_FILES, Language, SESSION_SETUP, SHOW_OPEN_FIGURES, guest_env,
 };
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::state::GuestState;
@@ -90,9 +90,15 @@ impl Sandbox {
 
     /// Runs `code` as a program, as `python -c` would, and reports. Files the code created or
     /// changed come back in the report.
-    pub fn run(mut self, code: &str) -> Report {
-        let program = match &self.tools {
-            Some(tools) => guest::with_tools(code, tools, false),
+    pub fn run(self, code: &str) -> Report {
+        self.run_as(code, Language::Python)
+    }
+
+    /// [`Sandbox::run`] of code in `language`: a shell script runs through the guest's shell,
+    /// a notebook cell through its translation (`guest::guest_source`).
+    pub fn run_as(mut self, code: &str, language: Language) -> Report {
+        let program = match guest::guest_source(code, language, self.tools.as_deref(), false) {
+            Some(program) => program,
             // `turn` echoes a final expression like the REPL; a program does not. A trailing
             // `pass` makes the last statement a non-expression without moving any line.
             None => format!("{code}\npass\n"),

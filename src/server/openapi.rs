@@ -43,7 +43,7 @@ impl Modify for BearerAuth {
 #[openapi(
     info(
         title = "Vivarium",
-        description = "Run untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits: one-shot executions with files in and out, and notebook-like sessions."
+        description = "Run untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits: one-shot executions with files in and out, and notebook-like sessions; notebook cells (magics, `!` lines) and shell scripts (`language: \"bash\"`) run by the sandbox's own interpreter."
     ),
     // The routes are registered once, in `server::keyed_routes` and `server::open_routes`,
     // and join this document in `document`; here only MCP's transport, which is a service
@@ -60,7 +60,7 @@ impl Modify for BearerAuth {
         crate::report::Status, crate::report::Truncated, crate::report::PyError,
         crate::report::Usage, Health, crate::report::RichOutput, CheckRequest,
         CheckResult, SyntaxCheck, SyntaxIssue, Finding, Severity, Policy, PolicyDeniedBody,
-        crate::template::Template, SnapshotInfo,
+        crate::template::Template, crate::guest::Language, SnapshotInfo,
         piston::PistonRequest, piston::PistonFile, piston::PistonResponse,
         piston::PistonStage, crate::server::api::usage::Usage,
         crate::supervisor::tenants::QuotaUse, crate::supervisor::tenants::Quota

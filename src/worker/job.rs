@@ -105,6 +105,10 @@ pub struct TurnJob {
     /// after it.
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// What `code` is written in (a shell script runs through the guest's shell, its `cd`
+    /// and `export` kept for the session's next turns).
+    #[serde(default)]
+    pub language: crate::guest::Language,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
 use crate::check::{CheckError, Policy};
+use crate::guest::Language;
 use crate::hostcalls::egress::{EgressAsker, EgressDoor};
 use crate::hostcalls::input::InputAsker;
 use crate::hostcalls::tools::{ToolAsker, ToolDoor};
@@ -296,6 +297,8 @@ impl Worker {
         // whatever it says, the session is untouched.
         let findings = match t.policy {
             Policy::Off => None,
+            // A shell script has no Python to check.
+            _ if t.language == Language::Bash => Some(Vec::new()),
             policy => {
                 let mut c = self.host.check(&t.code, cancel).map_err(from_check)?;
                 // A turn with network reaches its hosts (as in `Vivarium::run`).
@@ -313,7 +316,8 @@ impl Worker {
             Some(toolbox) => Some((
                 ToolDoor::new(toolbox, tools_asker_of(events.clone()))
                     .map_err(|e| JobError::InvalidRequest(e.to_string()))?,
-                crate::guest::with_tools(&t.code, &toolbox.guest_json(), true),
+                crate::guest::guest_source(&t.code, t.language, Some(&toolbox.guest_json()), true)
+                    .unwrap_or_default(),
             )),
             None => None,
         };
@@ -358,7 +362,7 @@ impl Worker {
                 interp.offer_tools(Some(door));
                 code
             }
-            None => t.code,
+            None => crate::guest::guest_source(&t.code, t.language, None, true).unwrap_or(t.code),
         };
         let undo = (!t.env.is_empty()).then_some(crate::guest::UNDO_TURN_ENV);
         let turned = self.host.session_turn(
@@ -374,7 +378,12 @@ impl Worker {
         interp.offer_tools(None);
         interp.offer_egress(None);
         match turned {
-            Ok(outcome) => {
+            Ok(mut outcome) => {
+                if t.language == Language::Bash {
+                    // The shell prints bash's messages; a traceback in them is a `python`
+                    // command's output, not the turn's error.
+                    outcome.report.error = None;
+                }
                 let image = if t.want_image && outcome.ended.is_none() {
                     interp.checkpoint_view().map(|v| Box::new(v.into_image()))
                 } else {

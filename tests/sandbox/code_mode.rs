@@ -121,6 +121,7 @@ fn run(code: &str, limits: ToolLimits, delay: Duration, timeout_ms: u64) -> (Rep
             tools: Some(toolbox(limits)),
             seed: None,
             network: None,
+            language: Default::default(),
         },
         observer: None,
         packages: host.no_packages(),

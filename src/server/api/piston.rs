@@ -341,6 +341,7 @@ async fn run(
             seed: None,
             // Piston's API has no field for network: none, as by default.
             network: None,
+            language: Default::default(),
         },
         observer: Some(observer),
         // Piston's API has no field for packages: a Piston run gets the built-in set.

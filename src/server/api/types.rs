@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::check::{Finding, Policy};
+use crate::guest::Language;
 use crate::leakage::{Guard, LeakPolicy};
 use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
@@ -56,9 +57,15 @@ pub struct FileIn {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
-    /// Python source, run as `python -c` would.
+    /// Python source, run as `python -c` would (or a shell script, with `language: "bash"`).
     #[schema(example = "print('hello')")]
     pub code: String,
+    /// What `code` is written in: `python` (the default; IPython's magics, `!cmd` and
+    /// `var = !cmd` lines are translated as a notebook does) or `bash` (`sh` is the same): a
+    /// POSIX shell script run by the sandbox's own shell, over its files, under the same
+    /// limits (see `docs/guides/shell.md`). Another value is a 400.
+    #[serde(default)]
+    pub language: Language,
     /// Text the program reads on stdin.
     #[serde(default)]
     pub stdin: Option<String>,
@@ -496,6 +503,11 @@ impl OpenSessionResponse {
 pub struct TurnRequest {
     #[schema(example = "x = 21\nx * 2")]
     pub code: String,
+    /// As for `/v1/execute`: `python` (the default) or `bash` (`sh`). A shell's `cd` and
+    /// `export` stay for the session's next turns, Python's included (`os.getcwd()`,
+    /// `os.environ`).
+    #[serde(default)]
+    pub language: Language,
     #[serde(default)]
     pub stdin: Option<String>,
     /// Written into the working directory before the code runs.
@@ -657,11 +669,19 @@ impl ExecuteRequest {
             .map_err(SupervisorError::from)?;
         record.limits = Some(limits);
         let files = decode_files(req.files, limits.disk_bytes)?;
-        host.check_packages(&req.packages)
+        // Packages its `pip install` lines name are given to it as if named in `packages`.
+        let mut packages = req.packages;
+        for named in host.packages_named_by(&req.code, req.language) {
+            if !packages.contains(&named) {
+                packages.push(named);
+            }
+        }
+        host.check_packages(&packages)
             .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
         let mut env: Vec<(String, String)> = req.env.into_iter().collect();
         let policy = state.runner.leak_policy(req.leakage)?;
         let tools = toolbox(req.tools, req.tool_limits)?;
+        no_tools_in_shell(req.language, &tools)?;
         // A program with tools is replayed after a restart, and its requests would not be:
         // it gets no network unless it asks, and then a clear refusal.
         if tools.is_some() && (req.network.is_some() || !req.secrets.is_empty()) {
@@ -697,6 +717,7 @@ impl ExecuteRequest {
                 tools,
                 seed: None,
                 network,
+                language: req.language,
             },
             observer: None,
             packages: host.no_packages(),
@@ -704,8 +725,18 @@ impl ExecuteRequest {
             egress: None,
             secrets,
         };
-        Ok((spec, guard, req.packages))
+        Ok((spec, guard, packages))
     }
+}
+
+/// A shell script has no `tools` (code mode is Python's): a 400 naming the field.
+fn no_tools_in_shell(language: Language, tools: &Option<crate::tools::Toolbox>) -> ApiResult<()> {
+    if language == Language::Bash && tools.is_some() {
+        return Err(ApiError::from(SupervisorError::InvalidRequest(
+            "tools: code mode runs Python; a program in language \"bash\" cannot have tools".into(),
+        )));
+    }
+    Ok(())
 }
 
 /// The toolbox of a request's `tools` and `tool_limits` (`None` without tools), each fault
@@ -835,6 +866,8 @@ impl TurnRequest {
     pub fn into_turn(self, record: &mut AuditRecord) -> ApiResult<SessionTurn> {
         let req = self;
         record.set_code(&req.code);
+        let tools = toolbox(req.tools, req.tool_limits)?;
+        no_tools_in_shell(req.language, &tools)?;
         Ok(SessionTurn {
             files: decode_files(req.files, u64::MAX)?,
             code: req.code,
@@ -844,9 +877,10 @@ impl TurnRequest {
             leakage: req.leakage,
             live: None,
             input: None,
-            tools: toolbox(req.tools, req.tool_limits)?,
+            tools,
             tool_asker: None,
             env: Vec::new(),
+            language: req.language,
         })
     }
 }
@@ -900,6 +934,15 @@ pub async fn run_turn(
 ) -> ApiResult<Turned> {
     let session = state.runner.session(id, key).await?;
     files_within(&turn.files, session.limits.disk_bytes)?;
+    // Packages its `pip install` lines name are added to the session first, as `POST
+    // /v1/sessions/{id}/packages` adds them (its state kept), so its pip finds them.
+    let named = state
+        .runner
+        .host()?
+        .packages_named_by(&turn.code, turn.language);
+    if !named.is_empty() {
+        state.runner.add_packages(id, key, named, record).await?;
+    }
     Ok(state.runner.turn(&session, turn, record).await?)
 }
 

@@ -143,6 +143,7 @@ mod tests {
                     limits: ToolLimits::DEFAULT,
                 }),
                 seed: Some([7; 32]),
+                language: crate::guest::Language::Python,
                 network: None,
             },
             packages: vec![],

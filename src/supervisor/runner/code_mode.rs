@@ -86,6 +86,7 @@ impl Runner {
             tools: turn.tools.clone(),
             seed: None,
             network: None,
+            language: turn.language,
         };
         let journal = Journal {
             id: id.to_string(),

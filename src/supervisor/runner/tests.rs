@@ -161,6 +161,7 @@ fn turn_of(code: &str) -> SessionTurn {
         tools: None,
         tool_asker: None,
         env: Vec::new(),
+        language: crate::guest::Language::Python,
     }
 }
 

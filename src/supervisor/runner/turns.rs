@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{LiveText, Runner, TextSink, failure, job_error, out_of_turn, withhold_if_denied};
 use crate::check::Policy;
+use crate::guest::Language;
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
@@ -57,6 +58,9 @@ pub struct SessionTurn {
     /// `guest::check_env`): set before its code and undone after it, in the same use of the
     /// session, so no other turn sees them.
     pub env: Vec<(String, String)>,
+    /// What `code` is written in: Python (notebook syntax translated) or a shell script,
+    /// whose `cd` and `export` stay for the session's next turns.
+    pub language: Language,
 }
 
 impl SessionTurn {
@@ -77,6 +81,7 @@ impl SessionTurn {
             tools: None,
             tool_asker: None,
             env: Vec::new(),
+            language: Language::Python,
         }
     }
 }
@@ -244,8 +249,9 @@ impl Runner {
         let session = &busy.session().clone();
         // A checked turn's check runs in the turn's own job, in a sandbox of its worker's:
         // admitted here with the turn.
-        let need = match t.policy {
-            Policy::Off => None,
+        // A shell script is not checked (nothing of Python to check).
+        let need = match (t.policy, t.language) {
+            (Policy::Off, _) | (_, Language::Bash) => None,
             _ => Some(self.checker_need().await?),
         };
         let ticket = self.admission.admit(&session.tenant, need).await?;
@@ -259,6 +265,7 @@ impl Runner {
             tools,
             tool_asker,
             env,
+            language,
             ..
         } = t;
         let live = live.map(|sink| LiveText::new(&guard, sink));
@@ -294,6 +301,7 @@ impl Runner {
                 .map(|(_, _, g)| g.secrets.env())
                 .unwrap_or_default(),
             env,
+            language,
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),
