@@ -1143,6 +1143,1495 @@ def _fn_regex(pat, icase=False, star_slash=True):
     return rx
 
 
+# ---------------------------------------------------------------------------------------
+# basename dirname realpath
+
+
+def _last_component(name):
+    base = 0
+    while base < len(name) and name[base] == "/":
+        base += 1
+    saw = False
+    for p in range(base, len(name)):
+        if name[p] == "/":
+            saw = True
+        elif saw:
+            base = p
+            saw = False
+    return base
+
+
+def _base_name(name):
+    if name and name.strip("/") == "":
+        return "/"
+    b = name[_last_component(name):]
+    return b.rstrip("/") if b.rstrip("/") else b
+
+
+def _dir_name(name):
+    prefix = 1 if name.startswith("/") else 0
+    length = _last_component(name)
+    while length > prefix and name[length - 1] == "/":
+        length -= 1
+    return name[:length] if length else "."
+
+
+def basename(ctx, argv):
+    longs = {"multiple": ("a", 0), "suffix": ("s", 1), "zero": ("z", 0), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "as:z", longs)
+    except _Usage as e:
+        return _usage(ctx, "basename", e)
+    multi, suffix, eol = False, None, b"\n"
+    for k, v in opts:
+        if k == "help":
+            yield _help("basename", "NAME [SUFFIX]\n  or:  basename OPTION... NAME...")
+            return 0
+        if k == "a":
+            multi = True
+        elif k == "s":
+            multi, suffix = True, v
+        elif k == "z":
+            eol = b"\0"
+    if not args:
+        return _usage(ctx, "basename", _Usage("missing operand"))
+    if not multi:
+        if len(args) > 2:
+            return _usage(ctx, "basename", _Usage(f"extra operand {_q(args[2])}"))
+        if len(args) == 2:
+            suffix = args[1]
+        args = args[:1]
+    out = []
+    for a in args:
+        b = _base_name(a)
+        if suffix and b != suffix and b.endswith(suffix):
+            b = b[: len(b) - len(suffix)]
+        out.append(_b(b) + eol)
+    yield b"".join(out)
+    return 0
+
+
+def dirname(ctx, argv):
+    try:
+        opts, args = _getopt(argv, "z", {"zero": ("z", 0), "help": ("help", 0)})
+    except _Usage as e:
+        return _usage(ctx, "dirname", e)
+    eol = b"\n"
+    for k, _v in opts:
+        if k == "help":
+            yield _help("dirname", "[OPTION] NAME...")
+            return 0
+        eol = b"\0"
+    if not args:
+        return _usage(ctx, "dirname", _Usage("missing operand"))
+    yield b"".join(_b(_dir_name(a)) + eol for a in args)
+    return 0
+
+
+class _CanonError(Exception):
+    def __init__(self, errno_):
+        Exception.__init__(self, errno_)
+        self.errno = errno_
+
+
+def _canon(path, mode="last", follow=True):
+    """canonicalize_filename_mode: mode 'all' (-e: everything exists), 'last' (all but the
+    last component), 'missing' (-m: nothing needs to exist)."""
+    import errno
+
+    if path == "":
+        raise _CanonError(errno.ENOENT)
+    if not path.startswith("/"):
+        cwd = os.getcwd()
+        path = cwd.rstrip("/") + "/" + path
+    todo = [c for c in path.split("/")][::-1]
+    parts = []
+    links = 0
+    while todo:
+        c = todo.pop()
+        if c in ("", "."):
+            continue
+        if c == "..":
+            if parts:
+                parts.pop()
+            continue
+        cur = "/" + "/".join(parts + [c])
+        rest = any(x not in ("", ".") for x in todo)
+        try:
+            lst = os.lstat(cur)
+        except OSError as e:
+            if mode == "missing":
+                parts.append(c)
+                continue
+            if mode == "last" and not rest and e.errno == errno.ENOENT:
+                parts.append(c)
+                continue
+            raise _CanonError(e.errno)
+        if follow and _st.S_ISLNK(lst.st_mode):
+            links += 1
+            if links > 40:
+                raise _CanonError(errno.ELOOP)
+            try:
+                t = os.readlink(cur)
+            except OSError as e:
+                raise _CanonError(e.errno)
+            if t.startswith("/"):
+                parts = []
+            todo.extend(t.split("/")[::-1])
+            continue
+        if not _st.S_ISDIR(lst.st_mode) and rest and mode != "missing":
+            raise _CanonError(errno.ENOTDIR)
+        parts.append(c)
+    return "/" + "/".join(parts)
+
+
+def realpath(ctx, argv):
+    longs = {
+        "canonicalize-existing": ("e", 0), "canonicalize-missing": ("m", 0),
+        "logical": ("L", 0), "physical": ("P", 0), "quiet": ("q", 0),
+        "relative-to": ("relto", 1), "relative-base": ("relbase", 1),
+        "strip": ("s", 0), "no-symlinks": ("s", 0), "zero": ("z", 0), "help": ("help", 0),
+    }
+    try:
+        opts, args = _getopt(argv, "emLPqsz", longs)
+    except _Usage as e:
+        return _usage(ctx, "realpath", e)
+    mode, follow, quiet, eol, relto, relbase, logical = "last", True, False, b"\n", None, None, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("realpath", "[OPTION]... FILE...")
+            return 0
+        if k == "e":
+            mode = "all"
+        elif k == "m":
+            mode = "missing"
+        elif k == "s":
+            follow = False
+        elif k == "L":
+            logical = True
+        elif k == "P":
+            logical = False
+        elif k == "q":
+            quiet = True
+        elif k == "z":
+            eol = b"\0"
+        elif k == "relto":
+            relto = v
+        elif k == "relbase":
+            relbase = v
+    if not args:
+        return _usage(ctx, "realpath", _Usage("missing operand"))
+
+    def canon(p):
+        if not follow or logical:
+            q = p if p.startswith("/") else os.getcwd().rstrip("/") + "/" + p
+            q = os.path.normpath(q)
+            if q.startswith("//"):
+                q = "/" + q.lstrip("/")
+            if follow:
+                return _canon(q, mode, True)
+            if mode != "missing":
+                _canon(q, mode, True)  # existence check only
+            return q
+        return _canon(p, mode, follow)
+
+    try:
+        rt = canon(relto) if relto is not None else None
+        rb = canon(relbase) if relbase is not None else None
+    except _CanonError as e:
+        _err(ctx, "realpath", f"{relto if relto is not None else relbase}: "
+             f"{os.strerror(e.errno)}")
+        return 1
+    if rt is None and rb is not None:
+        rt = rb
+    status = 0
+    out = []
+    for a in args:
+        try:
+            r = canon(a)
+        except _CanonError as e:
+            if not quiet:
+                _err(ctx, "realpath", f"{a}: {os.strerror(e.errno)}")
+            status = 1
+            continue
+        if rt is not None:
+            if rb is None or r == rb or r.startswith(rb.rstrip("/") + "/"):
+                r = os.path.relpath(r, rt)
+        out.append(_b(r) + eol)
+    yield b"".join(out)
+    return status
+
+
+# ---------------------------------------------------------------------------------------
+# mkdir rm touch ln
+
+
+def mkdir(ctx, argv):
+    longs = {"parents": ("p", 0), "verbose": ("v", 0), "mode": ("m", 1), "help": ("help", 0),
+             "context": ("Z", 2)}
+    try:
+        opts, args = _getopt(argv, "pvm:Z", longs)
+    except _Usage as e:
+        return _usage(ctx, "mkdir", e)
+    parents, verbose, mode = False, False, None
+    for k, v in opts:
+        if k == "help":
+            yield _help("mkdir", "[OPTION]... DIRECTORY...")
+            return 0
+        if k == "p":
+            parents = True
+        elif k == "v":
+            verbose = True
+        elif k == "m":
+            mode = _parse_mode(v, 0o777)
+            if mode is None:
+                _err(ctx, "mkdir", "invalid mode " + _q(v))
+                return 1
+    if not args:
+        return _usage(ctx, "mkdir", _Usage("missing operand"))
+    status = 0
+    out = []
+    for a in args:
+        if parents:
+            comps = []
+            p = a
+            while True:
+                comps.append(p)
+                d = _dir_name(p)
+                if d == p or d in (".", "/"):
+                    break
+                p = d
+            for p in reversed(comps):
+                try:
+                    os.mkdir(p, 0o777 if (mode is None or p != a) else mode)
+                    if mode is not None and p == a:
+                        _chmod_quiet(p, mode)
+                    if verbose:
+                        out.append(_b(f"mkdir: created directory {_q(p)}\n"))
+                except FileExistsError:
+                    if not os.path.isdir(p):
+                        why = "File exists" if p == a else "Not a directory"
+                        _err(ctx, "mkdir", f"cannot create directory {_q(p)}: {why}")
+                        status = 1
+                        break
+                except OSError as e:
+                    if os.path.isdir(p):
+                        continue
+                    _err(ctx, "mkdir", f"cannot create directory {_q(p)}: {_strerror(e)}")
+                    status = 1
+                    break
+        else:
+            try:
+                os.mkdir(a, 0o777 if mode is None else mode)
+                if mode is not None:
+                    _chmod_quiet(a, mode)
+                if verbose:
+                    out.append(_b(f"mkdir: created directory {_q(a)}\n"))
+            except OSError as e:
+                _err(ctx, "mkdir", f"cannot create directory {_q(a)}: {_strerror(e)}")
+                status = 1
+        if out:
+            yield b"".join(out)
+            out = []
+    return status
+
+
+def _chmod_quiet(p, mode):
+    try:
+        os.chmod(p, mode)
+    except OSError:
+        pass
+
+
+def _umask():
+    try:
+        m = os.umask(0o022)
+        os.umask(m)
+        return m
+    except (AttributeError, OSError):
+        return 0o022
+
+
+def _parse_mode(s, base):
+    """An octal mode or a symbolic one (u+x,go-w,a=r); None if invalid."""
+    if s and all(c in "01234567" for c in s):
+        return int(s, 8)
+    mode = base
+    for clause in s.split(","):
+        i = 0
+        who = 0
+        while i < len(clause) and clause[i] in "ugoa":
+            who |= {"u": 0o4700, "g": 0o2070, "o": 0o1007, "a": 0o7777}[clause[i]]
+            i += 1
+        if i >= len(clause):
+            return None
+        while i < len(clause):
+            op = clause[i]
+            if op not in "+-=":
+                return None
+            i += 1
+            bits = 0
+            while i < len(clause) and clause[i] in "rwxXst":
+                c = clause[i]
+                bits |= {"r": 0o444, "w": 0o222, "x": 0o111, "X": 0o111, "s": 0o6000,
+                         "t": 0o1000}[c]
+                i += 1
+            mask = who if who else (0o7777 & ~_umask())
+            bits &= mask
+            if op == "+":
+                mode |= bits
+            elif op == "-":
+                mode &= ~bits
+            else:
+                mode = (mode & ~(who or 0o7777)) | bits
+    return mode
+
+
+def rm(ctx, argv):
+    longs = {
+        "force": ("f", 0), "recursive": ("r", 0), "dir": ("d", 0), "verbose": ("v", 0),
+        "interactive": ("interactive", 2), "preserve-root": ("pr", 2),
+        "no-preserve-root": ("npr", 0), "one-file-system": ("ofs", 0), "help": ("help", 0),
+    }
+    try:
+        opts, args = _getopt(argv, "fiIrRdv", longs)
+    except _Usage as e:
+        return _usage(ctx, "rm", e)
+    force, recursive, dirs, verbose, interactive, preserve_root = (
+        False, False, False, False, None, True)
+    for k, v in opts:
+        if k == "help":
+            yield _help("rm", "[OPTION]... [FILE]...")
+            return 0
+        if k == "f":
+            force, interactive = True, None
+        elif k in ("r", "R"):
+            recursive = True
+        elif k == "d":
+            dirs = True
+        elif k == "v":
+            verbose = True
+        elif k == "i":
+            interactive, force = "always", False
+        elif k == "I":
+            interactive, force = "once", False
+        elif k == "interactive":
+            interactive = {"never": None, "no": None, "none": None, "once": "once"}.get(
+                v or "always", "always")
+        elif k == "npr":
+            preserve_root = False
+    if not args:
+        if force:
+            return 0
+        return _usage(ctx, "rm", _Usage("missing operand"))
+    status = 0
+
+    def ask(q):
+        ctx.stderr.write(_b(q))
+        line = ctx.stdin.readline()
+        return line[:1] in (b"y", b"Y")
+
+    if interactive == "once" and (recursive or len(args) > 3):
+        what = "recursively " if recursive else ""
+        n = len(args)
+        if not ask(f"rm: remove {n} argument{'s' if n != 1 else ''} {what}? "):
+            return 0
+        interactive = None
+
+    def remove(path, top):
+        nonlocal status
+        try:
+            lst = os.lstat(path)
+        except OSError as e:
+            if not (force and top):
+                _err(ctx, "rm", f"cannot remove {_q(path)}: {_strerror(e)}")
+                status = 1
+            return
+        if _st.S_ISDIR(lst.st_mode):
+            if not recursive:
+                if dirs:
+                    if interactive == "always" and not ask(
+                            f"rm: remove directory {_q(path)}? "):
+                        return
+                    try:
+                        os.rmdir(path)
+                        if verbose:
+                            yield _b(f"removed directory {_q(path)}\n")
+                    except OSError as e:
+                        _err(ctx, "rm", f"cannot remove {_q(path)}: {_strerror(e)}")
+                        status = 1
+                    return
+                _err(ctx, "rm", f"cannot remove {_q(path)}: Is a directory")
+                status = 1
+                return
+            if interactive == "always":
+                try:
+                    empty = not os.listdir(path)
+                except OSError:
+                    empty = False
+                if not empty and not ask(f"rm: descend into directory {_q(path)}? "):
+                    return
+            try:
+                names = [de.name for de in os.scandir(path)]
+            except OSError as e:
+                _err(ctx, "rm", f"cannot remove {_q(path)}: {_strerror(e)}")
+                status = 1
+                return
+            for n in names:
+                yield from remove(_concat(path, n), False)
+            if interactive == "always" and not ask(f"rm: remove directory {_q(path)}? "):
+                return
+            try:
+                os.rmdir(path)
+                if verbose:
+                    yield _b(f"removed directory {_q(path)}\n")
+            except OSError as e:
+                _err(ctx, "rm", f"cannot remove {_q(path)}: {_strerror(e)}")
+                status = 1
+            return
+        if interactive == "always":
+            kind = _ftype(lst.st_mode, lst.st_size)
+            if _st.S_ISREG(lst.st_mode):
+                kind = "regular empty file" if lst.st_size == 0 else "regular file"
+            if not ask(f"rm: remove {kind} {_q(path)}? "):
+                return
+        try:
+            os.unlink(path)
+            if verbose:
+                yield _b(f"removed {_q(path)}\n")
+        except OSError as e:
+            _err(ctx, "rm", f"cannot remove {_q(path)}: {_strerror(e)}")
+            status = 1
+
+    for a in args:
+        stripped = a.rstrip("/")
+        last = _base_name(a) if stripped else "/"
+        if recursive and stripped == "" and a.startswith("/") and preserve_root:
+            _err(ctx, "rm", "it is dangerous to operate recursively on '/'")
+            _err(ctx, "rm", "use --no-preserve-root to override this failsafe")
+            status = 1
+            continue
+        if last in (".", ".."):
+            _err(ctx, "rm", f"refusing to remove '.' or '..' directory: skipping {_q(a)}")
+            status = 1
+            continue
+        yield from remove(a, True)
+    return status
+
+
+def _parse_touch_stamp(s):
+    """touch -t [[CC]YY]MMDDhhmm[.ss] -> (Y, m, d, H, M, S) or None."""
+    sec = 0
+    if "." in s:
+        s, _, ss = s.partition(".")
+        if len(ss) != 2 or not ss.isdigit():
+            return None
+        sec = int(ss)
+    if not s.isdigit() or len(s) not in (8, 10, 12):
+        return None
+    import time as _time
+
+    if len(s) == 12:
+        year = int(s[:4])
+        s = s[4:]
+    elif len(s) == 10:
+        yy = int(s[:2])
+        year = 1900 + yy if yy >= 69 else 2000 + yy
+        s = s[2:]
+    else:
+        year = _time.localtime().tm_year
+    return (year, int(s[0:2]), int(s[2:4]), int(s[4:6]), int(s[6:8]), sec)
+
+
+def touch(ctx, argv):
+    longs = {"no-create": ("c", 0), "date": ("d", 1), "reference": ("r", 1), "time": ("time", 1),
+             "no-dereference": ("h", 0), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "acd:fhmr:t:", longs)
+    except _Usage as e:
+        return _usage(ctx, "touch", e)
+    import time as _time
+
+    create, which, when, nofollow = True, set(), None, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("touch", "[OPTION]... FILE...")
+            return 0
+        if k == "c":
+            create = False
+        elif k == "a":
+            which.add("a")
+        elif k == "m":
+            which.add("m")
+        elif k == "time":
+            which.add("a" if v in ("access", "atime", "use") else "m")
+        elif k == "h":
+            nofollow = True
+        elif k == "d":
+            t = _parse_date(v, ctx)
+            if t is None:
+                _err(ctx, "touch", f"invalid date format {_q(v)}")
+                return 1
+            when = (t, t)
+        elif k == "t":
+            p = _parse_touch_stamp(v)
+            if p is None:
+                _err(ctx, "touch", f"invalid date format {_q(v)}")
+                return 1
+            import datetime
+
+            tz = _tz_for(ctx)
+            d = datetime.datetime(*p, tzinfo=tz) if tz else datetime.datetime(*p).astimezone()
+            t = int(d.timestamp()) * 10**9
+            when = (t, t)
+        elif k == "r":
+            try:
+                rst = os.stat(v)
+            except OSError as e:
+                _err(ctx, "touch", f"failed to get attributes of {_q(v)}: {_strerror(e)}")
+                return 1
+            when = (_ns(rst, "a"), _ns(rst, "m"))
+    if not args:
+        return _usage(ctx, "touch", _Usage("missing file operand"))
+    if not which:
+        which = {"a", "m"}
+    status = 0
+    for a in args:
+        if a == "-":
+            continue
+        exists = os.path.lexists(a)
+        if not exists:
+            if not create or nofollow:
+                continue
+            try:
+                fd = os.open(a, os.O_WRONLY | os.O_CREAT, 0o666)
+                os.close(fd)
+            except OSError as e:
+                _err(ctx, "touch", f"cannot touch {_q(a)}: {_strerror(e)}")
+                status = 1
+                continue
+            if when is None:
+                continue
+        try:
+            now = _time.time_ns()
+            at, mt = when if when is not None else (now, now)
+            if which != {"a", "m"}:
+                cur = os.stat(a)
+                if "a" not in which:
+                    at = _ns(cur, "a")
+                if "m" not in which:
+                    mt = _ns(cur, "m")
+            if nofollow:
+                os.utime(a, ns=(at, mt), follow_symlinks=False)
+            else:
+                os.utime(a, ns=(at, mt))
+        except (OSError, NotImplementedError) as e:
+            _err(ctx, "touch", f"setting times of {_q(a)}: {_strerror(e)}")
+            status = 1
+    return status
+
+
+def _is_dir(p):
+    try:
+        return _st.S_ISDIR(os.stat(p).st_mode)
+    except OSError:
+        return False
+
+
+def ln(ctx, argv):
+    longs = {"symbolic": ("s", 0), "force": ("f", 0), "verbose": ("v", 0),
+             "no-dereference": ("n", 0), "relative": ("r", 0), "target-directory": ("t", 1),
+             "no-target-directory": ("T", 0), "logical": ("L", 0), "physical": ("P", 0),
+             "interactive": ("i", 0), "backup": ("backup", 2), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "sfvnrt:TLPibS:", longs)
+    except _Usage as e:
+        return _usage(ctx, "ln", e)
+    sym, force, verbose, nodir, rel, tdir, notdir = False, False, False, False, False, None, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("ln", "[OPTION]... [-T] TARGET LINK_NAME")
+            return 0
+        if k == "s":
+            sym = True
+        elif k == "f":
+            force = True
+        elif k == "v":
+            verbose = True
+        elif k == "n":
+            nodir = True
+        elif k == "r":
+            rel = True
+        elif k == "t":
+            tdir = v
+        elif k == "T":
+            notdir = True
+    if not args:
+        return _usage(ctx, "ln", _Usage("missing file operand"))
+    if tdir is not None:
+        pairs = [(a, _concat(tdir, _base_name(a))) for a in args]
+        if not _is_dir(tdir):
+            _err(ctx, "ln", f"target {_q(tdir)} is not a directory")
+            return 1
+    elif len(args) == 1:
+        pairs = [(args[0], _base_name(args[0]))]
+    else:
+        dest = args[-1]
+        isdir = _is_dir(dest) and not notdir and not (nodir and os.path.islink(dest))
+        if len(args) > 2 and not isdir:
+            if notdir:
+                return _usage(ctx, "ln", _Usage(f"extra operand {_q(args[2])}"))
+            _err(ctx, "ln", f"target {_q(dest)}: {_notdir_why(dest)}")
+            return 1
+        if isdir:
+            pairs = [(a, _concat(dest, _base_name(a))) for a in args[:-1]]
+        else:
+            pairs = [(args[0], dest)]
+    status = 0
+    out = []
+    for target, link in pairs:
+        if not sym:
+            try:
+                tst = os.stat(target)
+            except OSError as e:
+                _err(ctx, "ln", f"failed to access {_q(target)}: {_strerror(e)}")
+                status = 1
+                continue
+            if _st.S_ISDIR(tst.st_mode):
+                _err(ctx, "ln", f"{target}: hard link not allowed for directory")
+                status = 1
+                continue
+        t = target
+        if sym and rel:
+            t = os.path.relpath(_canon(target, "missing"),
+                                _canon(_dir_name(link), "missing"))
+        if os.path.lexists(link):
+            if force:
+                try:
+                    if not sym and os.path.samefile(target, link):
+                        _err(ctx, "ln", f"{_q(target)} and {_q(link)} are the same file")
+                        status = 1
+                        continue
+                except OSError:
+                    pass
+                try:
+                    if _st.S_ISDIR(os.lstat(link).st_mode):
+                        _err(ctx, "ln", f"{_q(link)}: cannot overwrite directory")
+                        status = 1
+                        continue
+                    os.unlink(link)
+                except OSError as e:
+                    _err(ctx, "ln", f"cannot remove {_q(link)}: {_strerror(e)}")
+                    status = 1
+                    continue
+        try:
+            if sym:
+                os.symlink(t, link)
+            else:
+                os.link(target, link)
+        except OSError as e:
+            what = "symbolic link" if sym else "hard link"
+            extra = "" if sym else f" => {_q(target)}"
+            msg = _strerror(e)
+            if not sym and _WASI and e.errno not in (17, 2, 20):
+                msg += " (the sandbox's filesystem has no hard links: use ln -s)"
+            _err(ctx, "ln", f"failed to create {what} {_q(link)}{extra}: {msg}")
+            status = 1
+            continue
+        if verbose:
+            out.append(_b(f"{_q(link)} {'->' if sym else '=>'} {_q(t)}\n"))
+    if out:
+        yield b"".join(out)
+    return status
+
+
+# ---------------------------------------------------------------------------------------
+# cp mv
+
+
+def _notdir_why(p):
+    return "Not a directory" if os.path.lexists(p) else "No such file or directory"
+
+
+def _same(a, b):
+    try:
+        x, y = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return x.st_ino == y.st_ino and x.st_dev == y.st_dev and x.st_ino != 0
+
+
+def _copy_data(src, dst, mode):
+    with open(src, "rb") as f:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode & 0o7777 or 0o666)
+        with os.fdopen(fd, "wb") as g:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                g.write(chunk)
+
+
+def _preserve(st, dst, follow=True):
+    try:
+        os.utime(dst, ns=(_ns(st, "a"), _ns(st, "m")), follow_symlinks=follow)
+    except (OSError, NotImplementedError):
+        pass
+    if follow:
+        _chmod_quiet(dst, _st.S_IMODE(st.st_mode))
+
+
+def _inside(src, dst):
+    try:
+        s = _canon(src, "missing")
+        d = _canon(dst, "missing")
+    except _CanonError:
+        return False
+    return d == s or d.startswith(s.rstrip("/") + "/")
+
+
+def cp(ctx, argv):
+    longs = {
+        "archive": ("a", 0), "recursive": ("r", 0), "force": ("f", 0), "no-clobber": ("n", 0),
+        "verbose": ("v", 0), "preserve": ("preserve", 2), "no-preserve": ("nopreserve", 1),
+        "target-directory": ("t", 1), "no-target-directory": ("T", 0), "update": ("u", 2),
+        "dereference": ("L", 0), "no-dereference": ("P", 0), "link": ("l", 0),
+        "symbolic-link": ("s", 0), "interactive": ("i", 0), "parents": ("parents", 0),
+        "remove-destination": ("rmdest", 0), "backup": ("backup", 2), "help": ("help", 0),
+        "one-file-system": ("x", 0), "sparse": ("sparse", 1), "reflink": ("reflink", 2),
+        "strip-trailing-slashes": ("sts", 0), "attributes-only": ("ao", 0),
+    }
+    try:
+        opts, args = _getopt(argv, "adfHilLnPprRst:TuvxbS:", longs)
+    except _Usage as e:
+        return _usage(ctx, "cp", e)
+    recursive, force, noclobber, verbose, preserve, tdir, notdir = (
+        False, False, False, False, False, None, False)
+    deref, update, hard, soft, interactive, parents, rmdest = (
+        None, False, False, False, False, False, False)
+    for k, v in opts:
+        if k == "help":
+            yield _help("cp", "[OPTION]... [-T] SOURCE DEST")
+            return 0
+        if k == "a":
+            recursive, preserve, deref = True, True, False
+        elif k in ("r", "R"):
+            recursive = True
+        elif k == "d":
+            deref = False
+        elif k == "f":
+            force = True
+        elif k == "n":
+            noclobber, interactive = True, False
+        elif k == "i":
+            interactive, noclobber = True, False
+        elif k == "v":
+            verbose = True
+        elif k == "p":
+            preserve = True
+        elif k == "preserve":
+            preserve = True
+        elif k == "nopreserve":
+            preserve = False
+        elif k == "t":
+            tdir = v
+        elif k == "T":
+            notdir = True
+        elif k == "u":
+            update = v != "all"
+        elif k in ("L", "H"):
+            deref = True
+        elif k == "P":
+            deref = False
+        elif k == "l":
+            hard = True
+        elif k == "s":
+            soft = True
+        elif k == "parents":
+            parents = True
+        elif k == "rmdest":
+            rmdest = True
+    if deref is None:
+        deref = not recursive
+    if not args:
+        return _usage(ctx, "cp", _Usage("missing file operand"))
+    if tdir is None and len(args) == 1:
+        return _usage(ctx, "cp", _Usage(
+            f"missing destination file operand after {_q(args[0])}"))
+    if tdir is not None:
+        dest, srcs = tdir, args
+        if not _is_dir(dest):
+            _err(ctx, "cp", f"target directory {_q(dest)}: "
+                 f"{'Not a directory' if os.path.exists(dest) else 'No such file or directory'}")
+            return 1
+        into = True
+    else:
+        dest, srcs = args[-1], args[:-1]
+        into = _is_dir(dest) and not notdir
+        if len(srcs) > 1 and not into:
+            if notdir:
+                return _usage(ctx, "cp", _Usage(f"extra operand {_q(args[2])}"))
+            _err(ctx, "cp", f"target {_q(dest)}: {_notdir_why(dest)}")
+            return 1
+    status = 0
+    created = set()
+    into_self = [False]
+    tops = ["", ""]
+
+    def fail(msg):
+        nonlocal status
+        _err(ctx, "cp", msg)
+        status = 1
+
+    def copy(src, dst, top):
+        # yields -v lines
+        try:
+            sst = os.stat(src) if (deref or (top and deref is None)) else os.lstat(src)
+        except OSError as e:
+            fail(f"cannot stat {_q(src)}: {_strerror(e)}")
+            return
+        try:
+            dlst = os.lstat(dst)
+        except OSError:
+            dlst = None
+        dst_exists = dlst is not None
+        if _st.S_ISDIR(sst.st_mode):
+            if not recursive:
+                fail(f"-r not specified; omitting directory {_q(src)}")
+                return
+            if (sst.st_dev, sst.st_ino) in created:
+                fail(f"cannot copy a directory, {_q(tops[0])}, into itself, {_q(tops[1])}")
+                into_self[0] = True
+                return
+            if dst_exists and not _st.S_ISDIR(os.stat(dst).st_mode if _st.S_ISLNK(
+                    dlst.st_mode) and os.path.exists(dst) else dlst.st_mode):
+                fail(f"cannot overwrite non-directory {_q(dst)} with directory {_q(src)}")
+                return
+            if not dst_exists:
+                try:
+                    os.mkdir(dst, (_st.S_IMODE(_perm(sst)) or 0o755) | 0o700)
+                except OSError as e:
+                    fail(f"cannot create directory {_q(dst)}: {_strerror(e)}")
+                    return
+                try:
+                    nst = os.stat(dst)
+                    if nst.st_ino:
+                        created.add((nst.st_dev, nst.st_ino))
+                except OSError:
+                    pass
+                if verbose:
+                    yield _b(f"{_q(src)} -> {_q(dst)}\n")
+            try:
+                # GNU cp reads a directory whole and copies in inode order (savedir)
+                names = [de.name for de in sorted(os.scandir(src), key=lambda de: de.inode())]
+            except OSError as e:
+                fail(f"cannot access {_q(src)}: {_strerror(e)}")
+                return
+            for n in names:
+                yield from copy(_concat(src, n), _concat(dst, n), False)
+                if into_self[0]:
+                    break
+            if preserve:
+                _preserve(sst, dst)
+            return
+        if dst_exists:
+            if _same(src, dst) and not (not deref and _st.S_ISLNK(sst.st_mode)):
+                fail(f"{_q(src)} and {_q(dst)} are the same file")
+                return
+            if _st.S_ISDIR(dlst.st_mode):
+                fail(f"cannot overwrite directory {_q(dst)} with non-directory")
+                return
+            if noclobber:
+                return
+            if interactive:
+                ctx.stderr.write(_b(f"cp: overwrite {_q(dst)}? "))
+                if ctx.stdin.readline()[:1] not in (b"y", b"Y"):
+                    return
+            if update:
+                try:
+                    if _ns(os.stat(dst), "m") >= _ns(sst, "m"):
+                        return
+                except OSError:
+                    pass
+            if rmdest or hard or soft or _st.S_ISLNK(sst.st_mode) or _st.S_ISLNK(dlst.st_mode):
+                try:
+                    os.unlink(dst)
+                except OSError:
+                    pass
+        try:
+            if soft:
+                os.symlink(src, dst)
+            elif hard:
+                os.link(src, dst)
+            elif _st.S_ISLNK(sst.st_mode):
+                os.symlink(os.readlink(src), dst)
+                if preserve:
+                    _preserve(sst, dst, follow=False)
+            else:
+                try:
+                    _copy_data(src, dst, _perm(sst) if not dst_exists else 0o666)
+                except PermissionError:
+                    if not force:
+                        raise
+                    os.unlink(dst)
+                    _copy_data(src, dst, _perm(sst))
+                if preserve:
+                    _preserve(sst, dst)
+        except IsADirectoryError as e:
+            fail(f"cannot create regular file {_q(dst)}: {_strerror(e)}")
+            return
+        except OSError as e:
+            if e.filename == src or (e.filename is None and not os.path.exists(src)):
+                fail(f"cannot open {_q(src)} for reading: {_strerror(e)}")
+            elif _st.S_ISLNK(sst.st_mode) or soft:
+                fail(f"cannot create symbolic link {_q(dst)}: {_strerror(e)}")
+            elif hard:
+                fail(f"cannot create hard link {_q(dst)} to {_q(src)}: {_strerror(e)}")
+            else:
+                fail(f"cannot create regular file {_q(dst)}: {_strerror(e)}")
+            return
+        if verbose:
+            yield _b(f"{_q(src)} -> {_q(dst)}\n")
+
+    for src in srcs:
+        if into:
+            if parents:
+                dst = _concat(dest, src.lstrip("/"))
+                d = _dir_name(dst)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                except OSError as e:
+                    fail(f"cannot make directory {_q(d)}: {_strerror(e)}")
+                    continue
+            else:
+                dst = _concat(dest, _base_name(src))
+        else:
+            dst = dest
+            if dest.endswith("/") and not os.path.isdir(dest):
+                if not os.path.lexists(src):
+                    fail(f"cannot stat {_q(src)}: No such file or directory")
+                    continue
+                if not _is_dir(src):
+                    fail(f"cannot create regular file {_q(dest)}: Not a directory")
+                    continue
+        tops[:] = [src, dst]
+        into_self[0] = False
+        created.clear()
+        yield from copy(src, dst, True)
+    return status
+
+
+def mv(ctx, argv):
+    longs = {"force": ("f", 0), "no-clobber": ("n", 0), "verbose": ("v", 0),
+             "target-directory": ("t", 1), "no-target-directory": ("T", 0), "update": ("u", 2),
+             "interactive": ("i", 0), "backup": ("backup", 2), "help": ("help", 0),
+             "strip-trailing-slashes": ("sts", 0)}
+    try:
+        opts, args = _getopt(argv, "fnvt:TuibS:", longs)
+    except _Usage as e:
+        return _usage(ctx, "mv", e)
+    noclobber, verbose, tdir, notdir, update, interactive = False, False, None, False, False, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("mv", "[OPTION]... [-T] SOURCE DEST")
+            return 0
+        if k == "f":
+            noclobber = interactive = False
+        elif k == "n":
+            noclobber, interactive = True, False
+        elif k == "i":
+            interactive, noclobber = True, False
+        elif k == "v":
+            verbose = True
+        elif k == "t":
+            tdir = v
+        elif k == "T":
+            notdir = True
+        elif k == "u":
+            update = True
+    if not args:
+        return _usage(ctx, "mv", _Usage("missing file operand"))
+    if tdir is None and len(args) == 1:
+        return _usage(ctx, "mv", _Usage(
+            f"missing destination file operand after {_q(args[0])}"))
+    if tdir is not None:
+        dest, srcs, into = tdir, args, True
+        if not _is_dir(dest):
+            _err(ctx, "mv", f"target directory {_q(dest)}: "
+                 f"{'Not a directory' if os.path.exists(dest) else 'No such file or directory'}")
+            return 1
+    else:
+        dest, srcs = args[-1], args[:-1]
+        into = _is_dir(dest) and not notdir
+        if len(srcs) > 1 and not into:
+            if notdir:
+                return _usage(ctx, "mv", _Usage(f"extra operand {_q(args[2])}"))
+            _err(ctx, "mv", f"target {_q(dest)}: {_notdir_why(dest)}")
+            return 1
+    status = 0
+    out = []
+    for src in srcs:
+        dst = _concat(dest, _base_name(src)) if into else dest
+        try:
+            sst = os.lstat(src)
+        except OSError as e:
+            _err(ctx, "mv", f"cannot stat {_q(src)}: {_strerror(e)}")
+            status = 1
+            continue
+        try:
+            dlst = os.lstat(dst)
+        except OSError:
+            dlst = None
+        if dlst is not None:
+            if (sst.st_ino == dlst.st_ino and sst.st_dev == dlst.st_dev and sst.st_ino) or (
+                    _canon(src, "missing") == _canon(dst, "missing")):
+                _err(ctx, "mv", f"{_q(src)} and {_q(dst)} are the same file")
+                status = 1
+                continue
+            if noclobber:
+                continue
+            if interactive:
+                ctx.stderr.write(_b(f"mv: overwrite {_q(dst)}? "))
+                if ctx.stdin.readline()[:1] not in (b"y", b"Y"):
+                    continue
+            if update and _ns(dlst, "m") >= _ns(sst, "m"):
+                continue
+            if _st.S_ISDIR(dlst.st_mode) and not _st.S_ISDIR(sst.st_mode):
+                _err(ctx, "mv", f"cannot overwrite directory {_q(dst)} with non-directory")
+                status = 1
+                continue
+            if _st.S_ISDIR(sst.st_mode) and not _st.S_ISDIR(dlst.st_mode):
+                _err(ctx, "mv", f"cannot overwrite non-directory {_q(dst)} with directory "
+                     f"{_q(src)}")
+                status = 1
+                continue
+        if _st.S_ISDIR(sst.st_mode) and _inside(src, dst):
+            _err(ctx, "mv", f"cannot move {_q(src)} to a subdirectory of itself, {_q(dst)}")
+            status = 1
+            continue
+        try:
+            os.replace(src, dst)
+        except OSError as e:
+            if e.errno == 18:  # EXDEV: copy, then remove
+                try:
+                    import shutil
+
+                    shutil.move(src, dst)
+                except OSError as e2:
+                    _err(ctx, "mv", f"cannot move {_q(src)} to {_q(dst)}: {_strerror(e2)}")
+                    status = 1
+                    continue
+            else:
+                _err(ctx, "mv", f"cannot move {_q(src)} to {_q(dst)}: {_strerror(e)}")
+                status = 1
+                continue
+        if verbose:
+            out.append(_b(f"renamed {_q(src)} -> {_q(dst)}\n"))
+    if out:
+        yield b"".join(out)
+    return status
+
+
+# ---------------------------------------------------------------------------------------
+# date
+
+_MON = {m[:3].lower(): i + 1 for i, m in enumerate(_MONTHS)}
+_UNITS = {
+    "sec": 1, "second": 1, "min": 60, "minute": 60, "hour": 3600, "day": 86400,
+    "week": 604800, "fortnight": 1209600, "month": "month", "year": "year",
+}
+_TZNAMES = {"utc": 0, "gmt": 0, "z": 0, "ut": 0, "est": -5, "edt": -4, "cst": -6, "cdt": -5,
+            "mst": -7, "mdt": -6, "pst": -8, "pdt": -7, "cet": 1, "cest": 2, "bst": 1,
+            "jst": 9, "ist": None}
+
+
+def _parse_date(text, ctx=None, utc=False, now_ns=None):
+    """A subset of GNU date's -d: @EPOCH, ISO 8601 dates and times (with T, fractions, Z or
+    offsets), `Mon DD [YYYY]`, `DD Mon YYYY`, HH:MM[:SS], now/today/yesterday/tomorrow,
+    `N unit[s] [ago]`, `+N unit`, `next/last unit`, weekday names. Returns ns or None."""
+    import datetime
+    import re
+    import time as _time
+
+    if now_ns is None:
+        now_ns = _time.time_ns()
+    tz = _tz_for(ctx, utc)
+    s = text.strip()
+    if s.startswith("@"):
+        try:
+            v = s[1:].strip()
+            if "." in v or "," in v:
+                a, _, b = v.replace(",", ".").partition(".")
+                neg = a.startswith("-")
+                ns = int(a or "0") * 10**9 + (-1 if neg else 1) * int((b + "0" * 9)[:9])
+                return ns
+            return int(v) * 10**9
+        except ValueError:
+            return None
+    low = s.lower()
+    nowd = _when(now_ns, tz).d
+    date = None  # (Y, m, d)
+    tod = None  # (H, M, S, ns)
+    offset = None  # seconds east
+    rel_s = 0
+    rel_m = 0
+    rel_days = 0
+    wday = None
+    toks = re.findall(r"[+-]?\d+(?:[.,]\d+)?|[a-z]+\.?|[:/,+-]|\S", low)
+    # whole-string ISO forms first
+    m = re.match(
+        r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[t ]+(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+        r"\s*(z|utc|gmt|[+-]\d{2}:?\d{2}|[+-]\d{2})?\s*(.*)$", low)
+    rest = low
+    if m:
+        date = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        if m.group(4):
+            frac = (m.group(7) or "") + "000000000"
+            tod = (int(m.group(4)), int(m.group(5)), int(m.group(6) or 0), int(frac[:9]))
+        if m.group(8):
+            z = m.group(8)
+            if z in ("z", "utc", "gmt"):
+                offset = 0
+            else:
+                sign = -1 if z[0] == "-" else 1
+                digits = z[1:].replace(":", "")
+                offset = sign * (int(digits[:2]) * 3600 + (int(digits[2:4] or 0) * 60))
+        rest = m.group(9)
+        toks = re.findall(r"[+-]?\d+(?:[.,]\d+)?|[a-z]+\.?|[:/,]|\S", rest)
+    i = 0
+    days = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    pending_num = None
+    while i < len(toks):
+        t = toks[i].rstrip(".")
+        nxt = toks[i + 1].rstrip(".") if i + 1 < len(toks) else None
+        if t in ("now",):
+            i += 1
+            continue
+        if t == "today":
+            i += 1
+            continue
+        if t == "yesterday":
+            rel_days -= 1
+            i += 1
+            continue
+        if t == "tomorrow":
+            rel_days += 1
+            i += 1
+            continue
+        if t in ("at", "and", ","):
+            i += 1
+            continue
+        if t == "ago":
+            rel_s, rel_m, rel_days = -rel_s, -rel_m, -rel_days
+            i += 1
+            continue
+        if t in ("next", "last", "this") and nxt is not None:
+            n = {"next": 1, "last": -1, "this": 0}[t]
+            u = nxt.rstrip("s") if nxt not in days else nxt
+            if u in _UNITS:
+                unit = _UNITS[u]
+                if unit == "month":
+                    rel_m += n
+                elif unit == "year":
+                    rel_m += 12 * n
+                elif unit == 86400:
+                    rel_days += n
+                elif unit in (604800, 1209600):
+                    rel_days += n * unit // 86400
+                else:
+                    rel_s += n * unit
+                i += 2
+                continue
+            if nxt[:3] in [d[:3] for d in days]:
+                wday = ([d[:3] for d in days].index(nxt[:3]), n)
+                i += 2
+                continue
+            return None
+        if t[:3] in [d[:3] for d in days] and t.rstrip(",") in days + [d[:3] for d in days] + [
+                "tues", "wednes", "thur", "thurs"]:
+            if wday is None:
+                wday = ([d[:3] for d in days].index(t[:3]), 0)
+            i += 1
+            continue
+        if re.fullmatch(r"[+-]?\d+", t) and nxt is not None and (
+                nxt.rstrip("s") in _UNITS or nxt in _UNITS):
+            n = int(t)
+            u = nxt.rstrip("s") if nxt.rstrip("s") in _UNITS else nxt
+            unit = _UNITS[u]
+            if unit == "month":
+                rel_m += n
+            elif unit == "year":
+                rel_m += 12 * n
+            elif unit in (86400, 604800, 1209600):
+                rel_days += n * unit // 86400
+            else:
+                rel_s += n * unit
+            i += 2
+            continue
+        if t.rstrip("s") in _UNITS:
+            unit = _UNITS[t.rstrip("s")]
+            if unit == "month":
+                rel_m += 1
+            elif unit == "year":
+                rel_m += 12
+            elif unit in (86400, 604800, 1209600):
+                rel_days += unit // 86400
+            else:
+                rel_s += unit
+            i += 1
+            continue
+        # HH:MM[:SS[.frac]] [am|pm]
+        if re.fullmatch(r"\d{1,2}", t) and nxt == ":":
+            j = i
+            parts = [t]
+            j += 1
+            while j + 1 < len(toks) and toks[j] == ":" and re.fullmatch(
+                    r"\d{1,2}(?:[.,]\d+)?", toks[j + 1]):
+                parts.append(toks[j + 1])
+                j += 2
+            if len(parts) < 2:
+                return None
+            hh, mm = int(parts[0]), int(parts[1])
+            sec, ns = 0, 0
+            if len(parts) > 2:
+                a, _, b = parts[2].replace(",", ".").partition(".")
+                sec, ns = int(a), int((b + "0" * 9)[:9])
+            if j < len(toks) and toks[j] in ("am", "pm", "a.m.", "p.m."):
+                if hh == 12:
+                    hh = 0
+                if toks[j].startswith("p"):
+                    hh += 12
+                j += 1
+            tod = (hh, mm, sec, ns)
+            i = j
+            continue
+        if re.fullmatch(r"[+-]\d{2}:?\d{2}", t) and tod is not None and offset is None:
+            digits = t[1:].replace(":", "")
+            offset = (-1 if t[0] == "-" else 1) * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+            i += 1
+            continue
+        if t in ("+", "-") and nxt and re.fullmatch(r"\d{2}:?\d{2}", nxt) and tod is not None:
+            digits = nxt.replace(":", "")
+            offset = (-1 if t == "-" else 1) * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+            i += 2
+            continue
+        if t in _TZNAMES and _TZNAMES[t] is not None:
+            offset = _TZNAMES[t] * 3600
+            i += 1
+            continue
+        if t[:3] in _MON and (t in _MON or t[:3] + t[3:] in [x.lower() for x in _MONTHS]
+                              or t == "sept"):
+            mon = _MON[t[:3]]
+            day = None
+            year = None
+            j = i + 1
+            if j < len(toks) and re.fullmatch(r"\d{1,2}", toks[j]):
+                day = int(toks[j])
+                j += 1
+                if j < len(toks) and toks[j] == ",":
+                    j += 1
+                if j < len(toks) and re.fullmatch(r"\d{4}", toks[j]):
+                    year = int(toks[j])
+                    j += 1
+            if pending_num is not None and day is None:
+                day = pending_num
+                if j < len(toks) and re.fullmatch(r"\d{4}", toks[j]):
+                    year = int(toks[j])
+                    j += 1
+                pending_num = None
+            date = (year or nowd.year, mon, day or 1)
+            i = j
+            continue
+        if re.fullmatch(r"\d{4}", t) and date is not None and tod is not None:
+            date = (int(t), date[1], date[2])
+            i += 1
+            continue
+        if re.fullmatch(r"\d{1,2}", t) and nxt and nxt[:3] in _MON:
+            pending_num = int(t)
+            i += 1
+            continue
+        m2 = re.fullmatch(r"(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?", "".join(toks[i:i + 5]))
+        if re.fullmatch(r"\d{1,2}", t) and nxt == "/":
+            seg = [t]
+            j = i + 1
+            while j + 1 < len(toks) and toks[j] == "/" and toks[j + 1].isdigit():
+                seg.append(toks[j + 1])
+                j += 2
+            if len(seg) >= 2:
+                y = int(seg[2]) if len(seg) > 2 else nowd.year
+                if len(seg) > 2 and len(seg[2]) == 2:
+                    y += 2000 if y < 69 else 1900
+                date = (y, int(seg[0]), int(seg[1]))
+                i = j
+                continue
+        del m2
+        if re.fullmatch(r"\d{8}", t):
+            date = (int(t[:4]), int(t[4:6]), int(t[6:]))
+            i += 1
+            continue
+        if re.fullmatch(r"\d{4}", t) and date is None:
+            # a bare 4-digit number: HHMM time of day, as GNU reads it
+            tod = (int(t[:2]), int(t[2:]), 0, 0)
+            i += 1
+            continue
+        return None
+    if pending_num is not None:
+        return None
+    try:
+        if date is None:
+            y, mo, d = nowd.year, nowd.month, nowd.day
+            if tod is None and not (rel_s or rel_m or rel_days or wday) and low.strip() not in (
+                    "", "now", "today", "yesterday", "tomorrow"):
+                pass
+        else:
+            y, mo, d = date
+        if tod is None:
+            if date is None and wday is None and low.strip() not in ("today",):
+                hh, mi, ss, ns = nowd.hour, nowd.minute, nowd.second, now_ns % 10**9
+            else:
+                hh, mi, ss, ns = 0, 0, 0, 0
+            if date is None and wday is None and low.strip() == "today":
+                hh, mi, ss, ns = nowd.hour, nowd.minute, nowd.second, now_ns % 10**9
+        else:
+            hh, mi, ss, ns = tod
+        if rel_m:
+            total = y * 12 + (mo - 1) + rel_m
+            y, mo = divmod(total, 12)
+            mo += 1
+        if offset is not None:
+            zone = datetime.timezone(datetime.timedelta(seconds=offset))
+            dt = datetime.datetime(y, mo, d, hh, mi, ss, tzinfo=zone)
+        elif tz is not None:
+            dt = datetime.datetime(y, mo, d, hh, mi, ss, tzinfo=tz)
+        else:
+            dt = datetime.datetime(y, mo, d, hh, mi, ss).astimezone()
+        if wday is not None:
+            wd, n = wday
+            delta = (wd - dt.weekday()) % 7
+            if n > 0 and delta == 0:
+                delta = 7
+            if n < 0:
+                delta = delta - 7 if delta else -7
+            dt = dt + datetime.timedelta(days=delta + 7 * max(n - 1, 0))
+        dt = dt + datetime.timedelta(days=rel_days)
+        return (int(dt.timestamp()) + rel_s) * 10**9 + ns
+    except (ValueError, OverflowError):
+        return None
+
+
+def date(ctx, argv):
+    longs = {
+        "utc": ("u", 0), "universal": ("u", 0), "date": ("d", 1), "reference": ("r", 1),
+        "iso-8601": ("I", 2), "rfc-email": ("R", 0), "rfc-2822": ("R", 0),
+        "rfc-3339": ("rfc3339", 1), "set": ("s", 1), "file": ("f", 1), "debug": ("debug", 0),
+        "help": ("help", 0), "version": ("version", 0), "resolution": ("resolution", 0),
+    }
+    argv2 = [argv[0]]
+    # -I takes an optional argument glued to it
+    for a in argv[1:]:
+        if a.startswith("-I") and len(a) > 2 and not a.startswith("--"):
+            argv2.append("--iso-8601=" + a[2:])
+        else:
+            argv2.append(a)
+    try:
+        opts, args = _getopt(argv2, "ud:r:IRs:f:", longs)
+    except _Usage as e:
+        return _usage(ctx, "date", e)
+    import time as _time
+
+    utc, when, fmt, files = False, None, None, None
+    dstr = None
+    ref = None
+    for k, v in opts:
+        if k == "help":
+            yield _help("date", "[OPTION]... [+FORMAT]")
+            return 0
+        if k == "version":
+            yield b"date (GNU coreutils) 9.1\n"
+            return 0
+        if k == "u":
+            utc = True
+        elif k == "d":
+            dstr = v
+        elif k == "r":
+            ref = v
+        elif k == "I":
+            spec = v or "date"
+            choices = ["date", "hours", "minutes", "seconds", "ns"]
+            match = [c for c in choices if c.startswith(spec)]
+            if not match:
+                _err(ctx, "date", f"invalid argument {_q(spec)} for '--iso-8601'")
+                return 1
+            fmt = {"date": "%Y-%m-%d", "hours": "%Y-%m-%dT%H%:z",
+                   "minutes": "%Y-%m-%dT%H:%M%:z", "seconds": "%Y-%m-%dT%H:%M:%S%:z",
+                   "ns": "%Y-%m-%dT%H:%M:%S,%N%:z"}[match[0]]
+        elif k == "R":
+            fmt = "%a, %d %b %Y %H:%M:%S %z"
+        elif k == "rfc3339":
+            choices = ["date", "seconds", "ns"]
+            match = [c for c in choices if c.startswith(v)]
+            if not match:
+                _err(ctx, "date", f"invalid argument {_q(v)} for '--rfc-3339'")
+                return 1
+            fmt = {"date": "%Y-%m-%d", "seconds": "%Y-%m-%d %H:%M:%S%:z",
+                   "ns": "%Y-%m-%d %H:%M:%S.%N%:z"}[match[0]]
+        elif k == "s":
+            _err(ctx, "date", "cannot set date: Operation not permitted")
+            return 1
+        elif k == "f":
+            files = v
+        elif k == "resolution":
+            yield b"0.000000001\n"
+            return 0
+    for a in args:
+        if a.startswith("+"):
+            if fmt is not None and len(args) == 1:
+                _err(ctx, "date", "multiple output formats specified")
+                return 1
+            fmt = a[1:]
+        else:
+            if len(args) > 1 or dstr is not None:
+                return _usage(ctx, "date", _Usage(f"extra operand {_q(a)}"))
+            _err(ctx, "date", "cannot set date: Operation not permitted")
+            return 1
+    if fmt is None:
+        fmt = "%a %b %e %H:%M:%S %Z %Y"
+    tz = _tz_for(ctx, utc)
+    if files is not None:
+        try:
+            data = ctx.stdin.read() if files == "-" else open(files, "rb").read()
+        except OSError as e:
+            _err(ctx, "date", f"{files}: {_strerror(e)}")
+            return 1
+        status = 0
+        out = []
+        for line in data.decode("utf-8", "surrogateescape").splitlines():
+            t = _parse_date(line, ctx, utc)
+            if t is None:
+                _err(ctx, "date", f"invalid date {_q(line)}")
+                status = 1
+                continue
+            out.append(_b(_strftime(fmt, _when(t, tz)) + "\n"))
+        yield b"".join(out)
+        return status
+    if ref is not None:
+        try:
+            t = _ns(os.stat(ref), "m")
+        except OSError as e:
+            _err(ctx, "date", f"{ref}: {_strerror(e)}")
+            return 1
+    elif dstr is not None:
+        t = _parse_date(dstr, ctx, utc)
+        if t is None:
+            _err(ctx, "date", f"invalid date {_q(dstr)}")
+            return 1
+    else:
+        t = _time.time_ns()
+    yield _b(_strftime(fmt, _when(t, tz)) + "\n")
+    return 0
+
+
 COMMANDS = {
-    "ls": ls,
+    "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
+    "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
 }
