@@ -661,9 +661,6 @@ SILENT = {
     "doctest_mode",
 }
 
-_LINE_HELP = {}
-
-
 class Shell:
     """The object `get_ipython()` returns: IPython's InteractiveShell, as far as a cell in a
     sandbox needs it."""
@@ -777,7 +774,14 @@ class Shell:
         self.user_ns.update(variables)
 
     def run_cell(self, raw_cell, store_history=False, silent=False, shell_futures=True):
-        return self._run_body(raw_cell, 0, echo=not silent)
+        """Runs `raw_cell` (IPython syntax allowed) in the namespace, as its own source
+        `<ipython-run-cell>`; the value of a final expression is displayed and returned."""
+        saved = self._source, self._filename, self._offset
+        self._source, self._filename, self._offset = raw_cell, "<ipython-run-cell>", 0
+        try:
+            return self._run_body(raw_cell, 0, echo=not silent)
+        finally:
+            self._source, self._filename, self._offset = saved
 
     # ---- running a body (a cell magic's cell, `%time`'s statement) in the user's namespace
     def _compile(self, source, offset, echo):
@@ -989,7 +993,10 @@ class Shell:
             took = None
         if not repeat_given and took is not None and took > 0:
             repeat = max(1, min(repeat, int(TIMEIT_BUDGET / took)))
-        runs = timer.repeat(repeat, number)
+        if not repeat_given and took is not None and took >= TIMEIT_BUDGET:
+            runs = [took]  # one run already took the budget: it is the measurement
+        else:
+            runs = timer.repeat(repeat, number)
         best = min(runs) / number
         worst = max(runs) / number
         result = TimeitResult(number, repeat, best, worst, runs, tc, precision)
@@ -1417,7 +1424,7 @@ def _installed(name):
 def _registry_has(sh, name):
     if sh is None:
         return False
-    for attr in ("REGISTRY", "registry", "_registry", "COMMANDS"):
+    for attr in ("BUILTINS", "COMMANDS", "REGISTRY"):
         reg = getattr(sh, attr, None)
         if isinstance(reg, dict) and name in reg:
             return True

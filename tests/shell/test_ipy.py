@@ -263,7 +263,9 @@ class Magics(unittest.TestCase):
             c.run("%timeit -n 5 -r 3 sum(range(10))\n")
             self.assertRegex(
                 c.stdout(),
-                r"^[0-9.]+ (?:s|ms|\u03bcs|ns) \xb1 [0-9.]+ (?:s|ms|\u03bcs|ns) per loop "
+                r"^(?:The slowest run took [0-9.]+ times longer than the fastest\. This could "
+                r"mean that an intermediate result is being cached\.\n)?"
+                r"[0-9.]+ (?:s|ms|\u03bcs|ns) \xb1 [0-9.]+ (?:s|ms|\u03bcs|ns) per loop "
                 r"\(mean \xb1 std\. dev\. of 3 runs, 5 loops each\)\n$",
             )
             c.run("r = %timeit -o -q -n 1 -r 1 pass\n")
@@ -493,6 +495,16 @@ class Commands(unittest.TestCase):
             open("z.txt", "w").close()
             c.run("%ls\n")
             self.assertEqual(c.stdout(), "z.txt\n")
+
+    def test_pip_goes_to_the_shells_pip(self):
+        with Cell() as c:
+            c.run("%pip install unittest 'json>=0'\n")
+            self.assertEqual(
+                c.stdout(),
+                "Requirement already satisfied: unittest\nRequirement already satisfied: json>=0\n",
+            )
+            c.run("%pip install h8_not_a_package\n")
+            self.assertIn("h8_not_a_package", c.stderr())
 
     def test_capture_holds_the_shells_output(self):
         with Cell() as c:
