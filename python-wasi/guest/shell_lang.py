@@ -290,6 +290,7 @@ def _sub_all(rx, s, template_fn, start_count=1, only=None):
     done = False
     n = len(s)
     copied = 0
+    replaced = 0
     while pos <= n:
         m = rx.search(s, pos)
         if m is None:
@@ -302,6 +303,7 @@ def _sub_all(rx, s, template_fn, start_count=1, only=None):
             continue
         count += 1
         if count >= start_count and (only is None or count == only):
+            replaced += 1
             out.append(s[copied:st])
             out.append(template_fn(m))
             copied = en
@@ -313,9 +315,9 @@ def _sub_all(rx, s, template_fn, start_count=1, only=None):
         if st == en and st >= n:
             break
     if not done:
-        return s, False
+        return s, 0
     out.append(s[copied:])
-    return b"".join(out), True
+    return b"".join(out), replaced
 
 
 # ---------------------------------------------------------------------------------------
@@ -1476,4 +1478,2153 @@ def _read_script_file(ctx, name):
     return text
 
 
-COMMANDS = {"sed": sed}
+
+# ---------------------------------------------------------------------------------------
+# awk: a tokenizer and a recursive-descent parser that compile the program to Python
+# source (one function per BEGIN / record / END part and per awk function), run by exec.
+#
+# Values at run time are float (numbers) or bytes (strings; a string that looks like a
+# number compares as a number, the way awk's "strnum" input values do).
+
+
+class AwkError(Exception):
+    def __init__(self, msg, status=2):
+        Exception.__init__(self, msg)
+        self.status = status
+
+
+class _AwkNext(Exception):
+    pass
+
+
+class _AwkNextFile(Exception):
+    pass
+
+
+class _AwkExit(Exception):
+    def __init__(self, status):
+        Exception.__init__(self)
+        self.status = status
+
+
+_A_KEYWORDS = {
+    "BEGIN", "END", "function", "func", "if", "else", "while", "for", "do", "break",
+    "continue", "next", "nextfile", "exit", "return", "delete", "in", "getline", "print",
+    "printf",
+}
+_A_BUILTINS = {
+    "length", "substr", "index", "split", "sub", "gsub", "match", "sprintf", "sin", "cos",
+    "atan2", "exp", "log", "sqrt", "int", "rand", "srand", "tolower", "toupper", "system",
+    "close", "fflush",
+}
+_A_SPECIAL = {
+    "NR", "FNR", "NF", "FS", "OFS", "ORS", "RS", "FILENAME", "SUBSEP", "RSTART", "RLENGTH",
+    "CONVFMT", "OFMT",
+}
+_A_OPS = [
+    "**=", "+=", "-=", "*=", "/=", "%=", "^=", "**", "==", "<=", ">=", "!=", "++", "--",
+    "&&", "||", ">>", "!~", "{", "}", "(", ")", "[", "]", ";", ",", "+", "-", "*", "/",
+    "%", "^", "!", ">", "<", "|", "?", ":", "~", "$", "=",
+]
+_A_TOKEN_RX = re.compile(
+    r"""
+    (?P<ws>[ \t\r]+|\\\r?\n|\#[^\n]*)
+  | (?P<nl>\n)
+  | (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\*\*=|\+=|-=|\*=|/=|%=|\^=|\*\*|==|<=|>=|!=|\+\+|--|&&|\|\||>>|!~|[{}()\[\];,+\-*/%^!><|?:~$=])
+""",
+    re.X | re.S,
+)
+_A_OPERAND_END = {"num", "str", "ere", "name", "builtin", "func"}
+
+_A_STR_ESC = {
+    "n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "/": "/", "a": "\a", "b": "\b",
+    "f": "\f", "v": "\v",
+}
+
+
+def _awk_unescape(body):
+    """Processes an awk string literal's escapes (latin-1 str in, str out)."""
+    if "\\" not in body:
+        return body
+    out = []
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c != "\\" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        d = body[i + 1]
+        if d in _A_STR_ESC:
+            out.append(_A_STR_ESC[d])
+            i += 2
+        elif d in "01234567":
+            j = i + 1
+            while j < n and j < i + 4 and body[j] in "01234567":
+                j += 1
+            out.append(chr(int(body[i + 1 : j], 8) & 255))
+            i = j
+        elif d == "\n":
+            i += 2
+        else:
+            out.append("\\" + d)
+            i += 2
+    return "".join(out)
+
+
+def _awk_tokenize(src):
+    toks = []  # (kind, value, line)
+    i = 0
+    n = len(src)
+    line = 1
+    prev = None
+    while i < n:
+        c = src[i]
+        if c == "/" and (prev is None or (prev[0] not in _A_OPERAND_END and prev[1] not in (")", "]", "$", "++", "--"))):
+            j = i + 1
+            in_br = False
+            while j < n:
+                d = src[j]
+                if d == "\\" and j + 1 < n:
+                    j += 2
+                    continue
+                if d == "\n":
+                    raise AwkError(f"line {line}: runaway regular expression /{src[i + 1 : j]} ...")
+                if in_br:
+                    if d == "]" and j > br_start:
+                        in_br = False
+                elif d == "[":
+                    in_br = True
+                    br_start = j + 1
+                    if j + 1 < n and src[j + 1] == "^":
+                        br_start += 1
+                elif d == "/":
+                    break
+                j += 1
+            else:
+                raise AwkError(f"line {line}: runaway regular expression /{src[i + 1 : j]} ...")
+            prev = ("ere", src[i + 1 : j], line)
+            toks.append(prev)
+            i = j + 1
+            continue
+        m = _A_TOKEN_RX.match(src, i)
+        if m is None:
+            raise AwkError(f"line {line}: syntax error at or near {c}")
+        kind = m.lastgroup
+        text = m.group(kind)
+        i = m.end()
+        if kind == "ws":
+            line += text.count("\n")
+            continue
+        if kind == "nl":
+            prev = ("nl", "\n", line)
+            toks.append(prev)
+            line += 1
+            continue
+        if kind == "str":
+            prev = ("str", _awk_unescape(text[1:-1]), line)
+        elif kind == "num":
+            prev = ("num", float(text), line)
+        elif kind == "name":
+            if text in _A_KEYWORDS:
+                prev = ("kw", "function" if text == "func" else text, line)
+            elif text in _A_BUILTINS:
+                prev = ("builtin", text, line)
+            elif i < n and src[i] == "(":
+                prev = ("func", text, line)
+            else:
+                prev = ("name", text, line)
+        else:
+            prev = ("op", text, line)
+        toks.append(prev)
+    toks.append(("eof", "", line))
+    return toks
+
+
+class _AwkCompiler:
+    def __init__(self, src):
+        self.toks = _awk_tokenize(src)
+        self.p = 0
+        self.consts = {}  # python name -> value
+        self.nconst = 0
+        self.globals_used = set()
+        self.arrays = set()  # global names used as arrays
+        self.funcs = {}  # name -> dict(params, body lines, arrays)
+        self.calls = []  # (callee, argindex, scope function or None, name)
+        self.func = None  # the function being compiled (dict) or None
+        self.tmp = 0
+        self.loop = 0
+        self.begin = []
+        self.end = []
+        self.main = []
+        self.nrange = 0
+        self.lines = None
+        self.ind = 1
+        self.uses_getline_var = False
+
+    # --- tokens
+    def tok(self):
+        return self.toks[self.p]
+
+    def peek(self, k=1):
+        return self.toks[min(self.p + k, len(self.toks) - 1)]
+
+    def adv(self):
+        t = self.toks[self.p]
+        self.p += 1
+        return t
+
+    def is_op(self, v):
+        t = self.toks[self.p]
+        return t[0] == "op" and t[1] == v
+
+    def is_kw(self, v):
+        t = self.toks[self.p]
+        return t[0] == "kw" and t[1] == v
+
+    def err(self, t=None):
+        t = t or self.tok()
+        near = {"nl": "end of line", "eof": "end of file"}.get(t[0], str(t[1]) if t[0] != "num" else "%g" % t[1])
+        raise AwkError(f"line {t[2]}: syntax error at or near {near}")
+
+    def expect(self, v):
+        if not self.is_op(v):
+            self.err()
+        self.p += 1
+
+    def opt_nl(self):
+        while self.toks[self.p][0] == "nl":
+            self.p += 1
+
+    def skip_terms(self):
+        while self.toks[self.p][0] == "nl" or self.is_op(";"):
+            self.p += 1
+
+    def const(self, value, prefix="_c"):
+        self.nconst += 1
+        name = f"{prefix}{self.nconst}"
+        self.consts[name] = value
+        return name
+
+    def regex_const(self, text):
+        try:
+            rx = compile_regex(text.encode("latin-1"), True, awk=True)
+        except RegexError as e:
+            raise AwkError(f"regular expression compile failed ({e}): {text}")
+        return self.const(rx, "_rx")
+
+    def newtmp(self):
+        self.tmp += 1
+        return f"_t{self.tmp}"
+
+    # --- emission
+    def emit(self, line):
+        self.lines.append("    " * self.ind + line)
+
+    # --- program
+    def compile(self):
+        self.skip_terms()
+        while self.tok()[0] != "eof":
+            self.item()
+            self.skip_terms()
+        return self.assemble()
+
+    def item(self):
+        t = self.tok()
+        if t[0] == "kw" and t[1] == "function":
+            self.function()
+            return
+        if t[0] == "kw" and t[1] in ("BEGIN", "END"):
+            self.adv()
+            self.opt_nl()
+            if not self.is_op("{"):
+                self.err()
+            self.lines = self.begin if t[1] == "BEGIN" else self.end
+            self.ind = 1
+            self.block()
+            return
+        self.lines = self.main
+        self.ind = 1
+        if self.is_op("{"):
+            self.emit("if True:")
+            self.ind += 1
+            self.block()
+            return
+        c1, t1 = self.expr()
+        if self.is_op(","):
+            self.adv()
+            self.opt_nl()
+            c2, t2 = self.expr()
+            self.nrange += 1
+            flag = f"_rng{self.nrange}"
+            self.globals_used.add(flag)
+            self.emit(f"if {flag}:")
+            self.emit(f"    _m = True")
+            self.emit(f"    if {self.to_bool(c2, t2)}: {flag} = False")
+            self.emit(f"elif {self.to_bool(c1, t1)}:")
+            self.emit(f"    _m = True")
+            self.emit(f"    if not {self.to_bool(c2, t2)}: {flag} = True")
+            self.emit("else: _m = False")
+            self.emit("if _m:")
+        else:
+            self.emit(f"if {self.to_bool(c1, t1)}:")
+        self.ind += 1
+        if self.is_op("{"):
+            self.block()
+        else:
+            self.emit("_w(R.rec + R.ORS)")
+        self.ind -= 1
+
+    def function(self):
+        self.adv()
+        t = self.adv()
+        if t[0] not in ("func", "name"):
+            self.err(t)
+        name = t[1]
+        if name in self.funcs:
+            raise AwkError(f"line {t[2]}: function {name} redefined")
+        self.expect("(")
+        params = []
+        self.opt_nl()
+        while not self.is_op(")"):
+            pt = self.adv()
+            if pt[0] != "name":
+                self.err(pt)
+            params.append(pt[1])
+            self.opt_nl()
+            if self.is_op(","):
+                self.adv()
+                self.opt_nl()
+        self.adv()
+        self.opt_nl()
+        f = {"name": name, "params": params, "arrays": set(), "lines": []}
+        self.funcs[name] = f
+        self.func = f
+        self.lines = f["lines"]
+        self.ind = 1
+        self.block()
+        self.func = None
+
+    def block(self):
+        self.expect("{")
+        start = len(self.lines)
+        self.skip_terms()
+        while not self.is_op("}"):
+            if self.tok()[0] == "eof":
+                self.err()
+            self.stmt()
+            self.skip_terms()
+        self.adv()
+        if len(self.lines) == start:
+            self.emit("pass")
+
+    def simple_end(self):
+        t = self.tok()
+        if t[0] in ("nl", "eof") or (t[0] == "op" and t[1] in (";", "}")):
+            if t[0] == "nl" or t[1] == ";":
+                self.adv()
+            return
+        self.err()
+
+    def body(self):
+        """A statement as the body of if / while / for (indented)."""
+        self.ind += 1
+        n = len(self.lines)
+        self.opt_nl()
+        if self.is_op(";"):
+            self.adv()
+        else:
+            self.stmt()
+        if len(self.lines) == n:
+            self.emit("pass")
+        self.ind -= 1
+
+    def stmt(self):
+        t = self.tok()
+        if t[0] == "op" and t[1] == "{":
+            self.block()
+            return
+        if t[0] == "op" and t[1] == ";":
+            self.adv()
+            return
+        if t[0] == "kw":
+            k = t[1]
+            if k == "if":
+                self.adv()
+                self.expect("(")
+                c, ty = self.expr()
+                self.expect(")")
+                self.emit(f"if {self.to_bool(c, ty)}:")
+                self.body()
+                save = self.p
+                self.skip_terms()
+                if self.is_kw("else"):
+                    self.adv()
+                    self.opt_nl()
+                    if self.is_kw("if"):
+                        self.emit("else:")
+                        self.ind += 1
+                        self.stmt()
+                        self.ind -= 1
+                    else:
+                        self.emit("else:")
+                        self.body()
+                else:
+                    self.p = save
+                return
+            if k == "while":
+                self.adv()
+                self.expect("(")
+                c, ty = self.expr()
+                self.expect(")")
+                if self.is_op(";"):
+                    self.adv()
+                    self.emit(f"while {self.to_bool(c, ty)}: pass")
+                    return
+                self.emit(f"while {self.to_bool(c, ty)}:")
+                self.body()
+                return
+            if k == "do":
+                self.adv()
+                self.emit("while True:")
+                self.body()
+                self.skip_terms()
+                if not self.is_kw("while"):
+                    self.err()
+                self.adv()
+                self.expect("(")
+                c, ty = self.expr()
+                self.expect(")")
+                self.emit(f"    if not {self.to_bool(c, ty)}: break")
+                self.simple_end()
+                return
+            if k == "for":
+                self.adv()
+                self.expect("(")
+                if (
+                    self.tok()[0] == "name"
+                    and self.peek()[0:2] == ("kw", "in")
+                    and self.peek(2)[0] == "name"
+                    and self.peek(3)[0:2] == ("op", ")")
+                ):
+                    var = self.adv()[1]
+                    self.adv()
+                    arr = self.array_ref(self.adv()[1])
+                    self.adv()
+                    tmp = self.newtmp()
+                    self.emit(f"for {tmp} in list({arr}):")
+                    self.emit("    " + self.assign(("var", var), tmp, "s")[0])
+                    self.body()
+                    return
+                if not self.is_op(";"):
+                    self.simple_stmt_expr()
+                self.expect(";")
+                self.opt_nl()
+                cond = "True"
+                if not self.is_op(";"):
+                    c, ty = self.expr()
+                    cond = self.to_bool(c, ty)
+                self.expect(";")
+                self.opt_nl()
+                incr = None
+                if not self.is_op(")"):
+                    incr = self.expr()[0]
+                self.expect(")")
+                # awk's continue runs the increment: a try/finally would run it on break too,
+                # so the loop is `while` with the increment before each test after the first
+                first = self.newtmp()
+                self.emit(f"{first} = True")
+                self.emit("while True:")
+                self.ind += 1
+                self.emit(f"if not {first}:")
+                self.emit(f"    {incr or 'pass'}")
+                self.emit(f"{first} = False")
+                self.emit(f"if not {cond}: break")
+                self.ind -= 1
+                self.body()
+                return
+            if k == "break" or k == "continue":
+                self.adv()
+                self.emit(k)
+                self.simple_end()
+                return
+            if k == "next":
+                self.adv()
+                self.emit("raise _Next")
+                self.simple_end()
+                return
+            if k == "nextfile":
+                self.adv()
+                self.emit("raise _NextFile")
+                self.simple_end()
+                return
+            if k == "exit":
+                self.adv()
+                t2 = self.tok()
+                if t2[0] in ("nl", "eof") or (t2[0] == "op" and t2[1] in (";", "}")):
+                    self.emit("raise _Exit(None)")
+                else:
+                    c, ty = self.expr()
+                    self.emit(f"raise _Exit({self.to_num(c, ty)})")
+                self.simple_end()
+                return
+            if k == "return":
+                self.adv()
+                if self.func is None:
+                    raise AwkError(f"line {t[2]}: return outside function body")
+                t2 = self.tok()
+                if t2[0] in ("nl", "eof") or (t2[0] == "op" and t2[1] in (";", "}")):
+                    self.emit('return b""')
+                else:
+                    c, ty = self.expr()
+                    self.emit(f"return {self.to_val(c, ty)}")
+                self.simple_end()
+                return
+            if k == "delete":
+                self.adv()
+                nt = self.adv()
+                if nt[0] != "name":
+                    self.err(nt)
+                arr = self.array_ref(nt[1])
+                if self.is_op("["):
+                    key = self.subscript()
+                    self.emit(f"{arr}.pop({key}, None)")
+                else:
+                    self.emit(f"{arr}.clear()")
+                self.simple_end()
+                return
+            if k == "print" or k == "printf":
+                self.print_stmt(k)
+                self.simple_end()
+                return
+        self.simple_stmt_expr()
+        self.simple_end()
+
+    def simple_stmt_expr(self):
+        c, ty = self.expr()
+        self.emit(c)
+
+    def print_stmt(self, k):
+        self.adv()
+        args = []
+        t = self.tok()
+        ends = t[0] in ("nl", "eof") or (t[0] == "op" and t[1] in (";", "}", ">", ">>", "|"))
+        if not ends:
+            c, ty = self.expr(no_gt=True)
+            if ty == "g":
+                args = c
+            else:
+                args = [(c, ty)]
+                while self.is_op(","):
+                    self.adv()
+                    self.opt_nl()
+                    args.append(self.expr(no_gt=True))
+        if k == "print":
+            if not args:
+                data = "R.rec + R.ORS"
+            elif len(args) == 1:
+                data = f"{self.to_out(*args[0])} + R.ORS"
+            else:
+                data = "R.OFS.join((" + ", ".join(self.to_out(*a) for a in args) + ",)) + R.ORS"
+        else:
+            if not args:
+                self.err()
+            fmt = self.to_str(*args[0])
+            rest = ", ".join(self.to_val(*a) for a in args[1:])
+            data = f"_sprintf({fmt}, ({rest}{',' if rest else ''}))"
+        if self.is_op(">") or self.is_op(">>") or self.is_op("|"):
+            mode = self.adv()[1]
+            c, ty = self.concat_expr(no_gt=True)
+            self.emit(f"R.redirect({mode!r}, {self.to_str(c, ty)}, {data})")
+        else:
+            self.emit(f"_w({data})")
+
+    # --- names
+    def var_ref(self, name):
+        """The Python name of a scalar variable."""
+        f = self.func
+        if f is not None and name in f["params"]:
+            return "l_" + name
+        if name in self.funcs and False:
+            pass
+        self.globals_used.add("g_" + name)
+        return "g_" + name
+
+    def array_ref(self, name):
+        if name in _A_SPECIAL:
+            raise AwkError(f"can't use scalar {name} as array")
+        f = self.func
+        if f is not None and name in f["params"]:
+            f["arrays"].add(name)
+            return "l_" + name
+        if name in ("ENVIRON", "ARGV"):
+            return "R." + name
+        self.arrays.add(name)
+        self.globals_used.add("g_" + name)
+        return "g_" + name
+
+    # --- conversions of (code, type): n float, s bytes, x either, c Python bool, r regex
+    def to_num(self, c, t):
+        if t == "n":
+            return c
+        if t == "c":
+            return f"(1.0 if {c} else 0.0)"
+        if t == "r":
+            return f"(1.0 if {c}.search(R.rec) else 0.0)"
+        if t == "g":
+            self.err()
+        return f"_n({c})"
+
+    def to_str(self, c, t):
+        if t == "s":
+            return c
+        if t == "c":
+            return f"(b'1' if {c} else b'0')"
+        if t == "r":
+            return f"(b'1' if {c}.search(R.rec) else b'0')"
+        if t == "g":
+            self.err()
+        return f"_s({c})"
+
+    def to_out(self, c, t):
+        if t == "s":
+            return c
+        if t in ("c", "r"):
+            return self.to_str(c, t)
+        return f"_o({c})"
+
+    def to_bool(self, c, t):
+        if t == "c":
+            return c
+        if t == "n":
+            return f"({c} != 0.0)"
+        if t == "s":
+            return f"(len({c}) > 0)"
+        if t == "r":
+            return f"({c}.search(R.rec) is not None)"
+        if t == "g":
+            self.err()
+        return f"_b({c})"
+
+    def to_val(self, c, t):
+        if t == "c" or t == "r":
+            return self.to_num(c, t)
+        if t == "g":
+            self.err()
+        return c
+
+    def to_regex(self, c, t):
+        if t == "r":
+            return c
+        return f"_dre({self.to_str(c, t)})"
+
+    # --- lvalues: ("var", name) ("elem", arrcode, keycode) ("field", idxcode)
+    def assign(self, lv, val, vt):
+        """Code assigning val (already a value expression of type vt) to lv; returns (code, type)."""
+        kind = lv[0]
+        v = self.to_val(val, vt)
+        if kind == "var":
+            name = lv[1]
+            if name in _A_SPECIAL:
+                return f"R.setv({name!r}, {v})", "x"
+            return f"({self.var_ref(name)} := {v})", vt if vt in ("n", "s") else "x"
+        if kind == "elem":
+            return f"_aset({lv[1]}, {lv[2]}, {v})", "x"
+        return f"R.setf({lv[1]}, {v})", "x"
+
+    def lv_get(self, lv):
+        kind = lv[0]
+        if kind == "var":
+            name = lv[1]
+            if name == "NF":
+                return "R.getNF()", "n"
+            if name in _A_SPECIAL:
+                return f"R.{name}", "x"
+            return self.var_ref(name), "x"
+        if kind == "elem":
+            return f"{lv[1]}.setdefault({lv[2]}, b'')", "x"
+        return f"R.f({lv[1]})", "x"
+
+    def compound(self, lv, op, val, vt):
+        """lv op= val."""
+        v = self.to_num(val, vt)
+        kind = lv[0]
+        if kind == "var" and lv[1] not in _A_SPECIAL:
+            ref = self.var_ref(lv[1])
+            return f"({ref} := {self.arith(op, f'_n({ref})', v)})", "n"
+        if kind == "var":
+            return f"R.vcomp({lv[1]!r}, {op!r}, {v})", "n"
+        if kind == "elem":
+            return f"_acomp({lv[1]}, {lv[2]}, {op!r}, {v})", "n"
+        return f"R.fcomp({lv[1]}, {op!r}, {v})", "n"
+
+    def incdec(self, lv, delta, post):
+        kind = lv[0]
+        if kind == "var" and lv[1] not in _A_SPECIAL:
+            ref = self.var_ref(lv[1])
+            if post:
+                return f"(({ref} := _n({ref}) + {delta}) - {delta})", "n"
+            return f"({ref} := _n({ref}) + {delta})", "n"
+        if kind == "var":
+            return f"R.vinc({lv[1]!r}, {delta}, {post})", "n"
+        if kind == "elem":
+            return f"_ainc({lv[1]}, {lv[2]}, {delta}, {post})", "n"
+        return f"R.finc({lv[1]}, {delta}, {post})", "n"
+
+    @staticmethod
+    def arith(op, a, b):
+        if op in "+-*":
+            return f"({a} {op} {b})"
+        if op == "/":
+            return f"_div({a}, {b})"
+        if op == "%":
+            return f"_mod({a}, {b})"
+        return f"_pow({a}, {b})"
+
+    # --- expressions
+    def expr(self, no_gt=False, no_in=False):
+        return self.ternary(no_gt, no_in)
+
+    def ternary(self, no_gt, no_in):
+        start = self.p
+        lv = self.try_lvalue()
+        if lv is not None:
+            t = self.tok()
+            if t[0] == "op" and t[1] in ("=", "+=", "-=", "*=", "/=", "%=", "^=", "**="):
+                self.adv()
+                self.opt_nl()
+                c, ty = self.ternary(no_gt, no_in)
+                if t[1] == "=":
+                    return self.assign(lv, c, ty)
+                op = t[1][:-1]
+                return self.compound(lv, "^" if op == "**" else op, c, ty)
+            self.p = start
+        c, ty = self.or_expr(no_gt, no_in)
+        if self.is_op("?"):
+            self.adv()
+            self.opt_nl()
+            a, at = self.ternary(no_gt, no_in)
+            self.opt_nl()
+            self.expect(":")
+            self.opt_nl()
+            b, bt = self.ternary(no_gt, no_in)
+            rt = at if at == bt and at in ("n", "s") else "x"
+            return f"({self.to_val(a, at)} if {self.to_bool(c, ty)} else {self.to_val(b, bt)})", rt
+        return c, ty
+
+    def try_lvalue(self):
+        """Parses an lvalue if one starts here (NAME, NAME[...], $primary); else None and
+        the position unchanged."""
+        t = self.tok()
+        if t[0] == "name":
+            self.adv()
+            if self.is_op("["):
+                arr = self.array_ref(t[1])
+                key = self.subscript()
+                return ("elem", arr, key)
+            return ("var", t[1])
+        if t[0] == "op" and t[1] == "$":
+            save = self.p
+            self.adv()
+            c, ty = self.incdec_expr(no_post=True)
+            return ("field", self.field_index(c, ty))
+        return None
+
+    def field_index(self, c, ty):
+        if ty == "n" and re.fullmatch(r"\d+\.0", c):
+            return str(int(float(c)))
+        return f"_fi({self.to_num(c, ty)})"
+
+    def subscript(self):
+        self.expect("[")
+        parts = [self.expr()]
+        while self.is_op(","):
+            self.adv()
+            self.opt_nl()
+            parts.append(self.expr())
+        self.expect("]")
+        if len(parts) == 1:
+            c, ty = parts[0]
+            if ty == "s" and c.startswith("b"):
+                return c
+            if ty == "n" and re.fullmatch(r"-?\d+\.0", c):
+                return repr(str(int(float(c))).encode())
+            return f"_k({self.to_val(c, ty)})"
+        return "R.SUBSEP.join((" + ", ".join(f"_k({self.to_val(c, ty)})" for c, ty in parts) + ",))"
+
+    def or_expr(self, no_gt, no_in):
+        c, ty = self.and_expr(no_gt, no_in)
+        while self.is_op("||"):
+            self.adv()
+            self.opt_nl()
+            c2, t2 = self.and_expr(no_gt, no_in)
+            c, ty = f"({self.to_bool(c, ty)} or {self.to_bool(c2, t2)})", "c"
+        return c, ty
+
+    def and_expr(self, no_gt, no_in):
+        c, ty = self.in_expr(no_gt, no_in)
+        while self.is_op("&&"):
+            self.adv()
+            self.opt_nl()
+            c2, t2 = self.in_expr(no_gt, no_in)
+            c, ty = f"({self.to_bool(c, ty)} and {self.to_bool(c2, t2)})", "c"
+        return c, ty
+
+    def in_expr(self, no_gt, no_in):
+        c, ty = self.match_expr(no_gt, no_in)
+        while not no_in and self.is_kw("in"):
+            self.adv()
+            nt = self.adv()
+            if nt[0] != "name":
+                self.err(nt)
+            arr = self.array_ref(nt[1])
+            c, ty = f"(_k({self.to_val(c, ty)}) in {arr})", "c"
+        return c, ty
+
+    def match_expr(self, no_gt, no_in):
+        c, ty = self.comparison(no_gt, no_in)
+        while self.is_op("~") or self.is_op("!~"):
+            neg = self.adv()[1] == "!~"
+            r, rt = self.comparison(no_gt, no_in)
+            rx = self.to_regex(r, rt)
+            c, ty = f"({rx}.search({self.to_str(c, ty)}) {'is' if neg else 'is not'} None)", "c"
+        return c, ty
+
+    def comparison(self, no_gt, no_in):
+        c, ty = self.concat_expr(no_gt, no_in)
+        while True:
+            t = self.tok()
+            if t[0] != "op":
+                break
+            op = t[1]
+            if op == "|" and self.peek()[0:2] == ("kw", "getline"):
+                self.adv()
+                self.adv()
+                lv = self.try_lvalue_simple()
+                c, ty = self.getline_code("cmd", self.to_str(c, ty), lv), "n"
+                continue
+            if op not in ("<", "<=", "==", "!=", ">", ">=") or (no_gt and op == ">"):
+                break
+            self.adv()
+            c2, t2 = self.concat_expr(no_gt, no_in)
+            pyop = op
+            if ty == "n" and t2 == "n":
+                c = f"({c} {pyop} {c2})"
+            elif ty in ("n", "c") and t2 in ("n", "c"):
+                c = f"({self.to_num(c, ty)} {pyop} {self.to_num(c2, t2)})"
+            elif ty == "s" or t2 == "s" or ty == "r" or t2 == "r":
+                c = f"({self.to_str(c, ty)} {pyop} {self.to_str(c2, t2)})"
+            else:
+                c = f"(_cmp({self.to_val(c, ty)}, {self.to_val(c2, t2)}) {pyop} 0)"
+            ty = "c"
+        return c, ty
+
+    def starts_operand(self):
+        t = self.tok()
+        k = t[0]
+        if k in ("num", "str", "ere", "name", "func", "builtin"):
+            return True
+        if k == "op":
+            return t[1] in ("$", "(", "!", "-", "+", "++", "--")
+        if k == "kw":
+            return t[1] == "getline"
+        return False
+
+    def concat_expr(self, no_gt=False, no_in=False):
+        c, ty = self.additive(no_gt, no_in)
+        parts = None
+        while True:
+            t = self.tok()
+            if t[0] == "op" and t[1] in ("-", "+", "!"):
+                break
+            if t[0] == "kw" and t[1] == "in":
+                break
+            if not self.starts_operand():
+                break
+            if parts is None:
+                parts = [self.to_str(c, ty)]
+            c2, t2 = self.additive(no_gt, no_in)
+            parts.append(self.to_str(c2, t2))
+        if parts is not None:
+            return "b''.join((" + ", ".join(parts) + ",))", "s"
+        return c, ty
+
+    def additive(self, no_gt, no_in):
+        c, ty = self.multiplicative(no_gt, no_in)
+        while self.is_op("+") or self.is_op("-"):
+            op = self.adv()[1]
+            c2, t2 = self.multiplicative(no_gt, no_in)
+            c, ty = f"({self.to_num(c, ty)} {op} {self.to_num(c2, t2)})", "n"
+        return c, ty
+
+    def multiplicative(self, no_gt, no_in):
+        c, ty = self.unary(no_gt, no_in)
+        while self.is_op("*") or self.is_op("/") or self.is_op("%"):
+            op = self.adv()[1]
+            c2, t2 = self.unary(no_gt, no_in)
+            c, ty = self.arith(op, self.to_num(c, ty), self.to_num(c2, t2)), "n"
+        return c, ty
+
+    def unary(self, no_gt, no_in):
+        t = self.tok()
+        if t[0] == "op":
+            if t[1] == "!":
+                self.adv()
+                c, ty = self.unary(no_gt, no_in)
+                return f"(not {self.to_bool(c, ty)})", "c"
+            if t[1] == "-":
+                self.adv()
+                c, ty = self.unary(no_gt, no_in)
+                return f"(-{self.to_num(c, ty)})", "n"
+            if t[1] == "+":
+                self.adv()
+                c, ty = self.unary(no_gt, no_in)
+                return self.to_num(c, ty), "n"
+        return self.power()
+
+    def power(self):
+        c, ty = self.incdec_expr()
+        if self.is_op("^") or self.is_op("**"):
+            self.adv()
+            # right associative, and the exponent may carry a unary minus
+            t = self.tok()
+            if t[0] == "op" and t[1] in ("-", "+", "!"):
+                c2, t2 = self.unary(False, False)
+            else:
+                c2, t2 = self.power()
+            return f"_pow({self.to_num(c, ty)}, {self.to_num(c2, t2)})", "n"
+        return c, ty
+
+    def incdec_expr(self, no_post=False):
+        t = self.tok()
+        if t[0] == "op" and t[1] in ("++", "--"):
+            self.adv()
+            lv = self.try_lvalue()
+            if lv is None:
+                self.err()
+            return self.incdec(lv, "1.0" if t[1] == "++" else "-1.0", False)
+        start = self.p
+        lv = self.try_lvalue()
+        if lv is not None:
+            if not no_post and (self.is_op("++") or self.is_op("--")):
+                op = self.adv()[1]
+                return self.incdec(lv, "1.0" if op == "++" else "-1.0", True)
+            return self.lv_get(lv)
+        return self.primary()
+
+    def try_lvalue_simple(self):
+        """The optional variable after getline: NAME, NAME[..] or $expr."""
+        t = self.tok()
+        if t[0] == "name" or (t[0] == "op" and t[1] == "$"):
+            return self.try_lvalue()
+        return None
+
+    def getline_code(self, kind, src, lv):
+        tmp = self.newtmp()
+        if lv is None:
+            return f"R.getline_rec({kind!r}, {src})"
+        assign = self.assign(lv, tmp, "x")[0]
+        return f"(({assign}, 1.0)[1] if ({tmp} := R.getline_raw({kind!r}, {src})).__class__ is bytes else {tmp})"
+
+    def primary(self):
+        t = self.adv()
+        k = t[0]
+        if k == "num":
+            return repr(float(t[1])), "n"
+        if k == "str":
+            return repr(t[1].encode("latin-1")), "s"
+        if k == "ere":
+            return self.regex_const(t[1]), "r"
+        if k == "op":
+            if t[1] == "(":
+                self.opt_nl()
+                c, ty = self.expr()
+                self.opt_nl()
+                if self.is_op(","):
+                    items = [(c, ty)]
+                    while self.is_op(","):
+                        self.adv()
+                        self.opt_nl()
+                        items.append(self.expr())
+                    self.opt_nl()
+                    self.expect(")")
+                    if self.is_kw("in"):
+                        self.adv()
+                        nt = self.adv()
+                        if nt[0] != "name":
+                            self.err(nt)
+                        arr = self.array_ref(nt[1])
+                        key = "R.SUBSEP.join((" + ", ".join(f"_k({self.to_val(a, b)})" for a, b in items) + ",))"
+                        return f"({key} in {arr})", "c"
+                    return items, "g"
+                self.expect(")")
+                if ty == "g":
+                    self.err()
+                return c, ty
+            if t[1] == "-":
+                c, ty = self.unary(False, False)
+                return f"(-{self.to_num(c, ty)})", "n"
+            if t[1] == "+":
+                c, ty = self.unary(False, False)
+                return self.to_num(c, ty), "n"
+            if t[1] == "!":
+                c, ty = self.unary(False, False)
+                return f"(not {self.to_bool(c, ty)})", "c"
+            self.err(t)
+        if k == "kw" and t[1] == "getline":
+            lv = self.try_lvalue_simple()
+            if self.is_op("<"):
+                self.adv()
+                c, ty = self.incdec_expr()
+                return self.getline_code("file", self.to_str(c, ty), lv), "n"
+            return self.getline_code("main", "None", lv), "n"
+        if k == "func":
+            return self.call_user(t)
+        if k == "builtin":
+            return self.call_builtin(t)
+        self.p -= 1
+        self.err(t)
+
+    def args(self):
+        self.expect("(")
+        self.opt_nl()
+        out = []
+        while not self.is_op(")"):
+            out.append(self.expr())
+            self.opt_nl()
+            if self.is_op(","):
+                self.adv()
+                self.opt_nl()
+            elif not self.is_op(")"):
+                self.err()
+        self.adv()
+        return out
+
+    def call_user(self, t):
+        name = t[1]
+        self.expect("(")
+        self.opt_nl()
+        codes = []
+        while not self.is_op(")"):
+            at = self.tok()
+            if at[0] == "name" and self.peek()[0] == "op" and self.peek()[1] in (",", ")"):
+                self.adv()
+                # a bare name: an array or a scalar, decided when all functions are known
+                ref = self.bare_name_ref(at[1])
+                self.calls.append((name, len(codes), self.func["name"] if self.func else None, at[1]))
+                codes.append(ref)
+            else:
+                c, ty = self.expr()
+                codes.append(self.to_val(c, ty))
+            self.opt_nl()
+            if self.is_op(","):
+                self.adv()
+                self.opt_nl()
+            elif not self.is_op(")"):
+                self.err()
+        self.adv()
+        return f"_call_{name}(" + ", ".join(codes) + ")", "x"
+
+    def bare_name_ref(self, name):
+        if name in _A_SPECIAL:
+            return self.lv_get(("var", name))[0]
+        if name in ("ENVIRON", "ARGV"):
+            return "R." + name
+        f = self.func
+        if f is not None and name in f["params"]:
+            return "l_" + name
+        self.globals_used.add("g_" + name)
+        return "g_" + name
+
+    def call_builtin(self, t):
+        name = t[1]
+        if name == "length":
+            if not self.is_op("("):
+                return "float(len(R.rec))", "n"
+            self.expect("(")
+            if self.is_op(")"):
+                self.adv()
+                return "float(len(R.rec))", "n"
+            at = self.tok()
+            if at[0] == "name" and self.peek()[0:2] == ("op", ")"):
+                self.adv()
+                self.adv()
+                ref = self.bare_name_ref(at[1])
+                return f"_len({ref})", "n"
+            c, ty = self.expr()
+            self.expect(")")
+            return f"float(len({self.to_str(c, ty)}))", "n"
+        if name in ("split",):
+            self.expect("(")
+            s = self.to_str(*self.expr())
+            self.expect(",")
+            self.opt_nl()
+            nt = self.adv()
+            if nt[0] != "name":
+                self.err(nt)
+            arr = self.array_ref(nt[1])
+            sep = "None"
+            if self.is_op(","):
+                self.adv()
+                self.opt_nl()
+                c, ty = self.expr()
+                sep = c if ty == "r" else self.to_str(c, ty)
+            self.expect(")")
+            return f"R.split({s}, {arr}, {sep})", "n"
+        if name in ("sub", "gsub"):
+            self.expect("(")
+            self.opt_nl()
+            r = self.to_regex(*self.expr())
+            self.expect(",")
+            self.opt_nl()
+            rep = self.to_str(*self.expr())
+            self.opt_nl()
+            if self.is_op(","):
+                self.adv()
+                self.opt_nl()
+                lv = self.try_lvalue()
+                if lv is None:
+                    c, ty = self.expr()
+                    target, lv = self.to_str(c, ty), None
+                else:
+                    target = self.to_str(*self.lv_get(lv))
+            else:
+                lv = ("field", "0")
+                target = "R.rec"
+            self.opt_nl()
+            self.expect(")")
+            tmp = self.newtmp()
+            glob = name == "gsub"
+            if lv is None:
+                return f"_sub({r}, {rep}, {target}, {glob})[1]", "n"
+            assign = self.assign(lv, f"{tmp}[0]", "s")[0]
+            return f"(({assign}, {tmp}[1])[1] if ({tmp} := _sub({r}, {rep}, {target}, {glob}))[1] else 0.0)", "n"
+        if name == "match":
+            args = self.args()
+            if len(args) not in (2, 3):
+                self.err(t)
+            arr = "None"
+            if len(args) == 3:
+                arr = args[2][0]
+            return f"R.match({self.to_str(*args[0])}, {self.to_regex(*args[1])}, {arr})", "n"
+        if name == "getline":
+            self.err(t)
+        args = self.args() if self.is_op("(") else []
+        n = len(args)
+        if name == "substr":
+            if n not in (2, 3):
+                self.err(t)
+            return f"_substr({self.to_str(*args[0])}, {', '.join(self.to_num(*a) for a in args[1:])})", "s"
+        if name == "index":
+            if n != 2:
+                self.err(t)
+            return f"float({self.to_str(*args[0])}.find({self.to_str(*args[1])}) + 1)", "n"
+        if name == "sprintf":
+            if n < 1:
+                self.err(t)
+            rest = ", ".join(self.to_val(*a) for a in args[1:])
+            return f"_sprintf({self.to_str(*args[0])}, ({rest}{',' if rest else ''}))", "s"
+        if name in ("tolower", "toupper"):
+            if n != 1:
+                self.err(t)
+            return f"{self.to_str(*args[0])}.{name[2:]}()", "s"
+        if name == "int":
+            return f"_int({self.to_num(*args[0])})", "n"
+        if name in ("sin", "cos", "exp", "log", "sqrt"):
+            if n != 1:
+                self.err(t)
+            return f"_math_{name}({self.to_num(*args[0])})", "n"
+        if name == "atan2":
+            if n != 2:
+                self.err(t)
+            return f"math.atan2({self.to_num(*args[0])}, {self.to_num(*args[1])})", "n"
+        if name == "rand":
+            return "R.rand()", "n"
+        if name == "srand":
+            return f"R.srand({self.to_num(*args[0]) if args else 'None'})", "n"
+        if name == "system":
+            if n != 1:
+                self.err(t)
+            return f"R.system({self.to_str(*args[0])})", "n"
+        if name == "close":
+            if n < 1:
+                self.err(t)
+            return f"R.close({self.to_str(*args[0])})", "n"
+        if name == "fflush":
+            return "0.0", "n"
+        self.err(t)
+
+    # --- the Python module
+    def assemble(self):
+        # a bare name passed where the callee takes an array is an array
+        changed = True
+        while changed:
+            changed = False
+            for callee, idx, scope, name in self.calls:
+                f = self.funcs.get(callee)
+                if f is None:
+                    raise AwkError(f"function {callee} never defined")
+                if idx < len(f["params"]) and f["params"][idx] in f["arrays"]:
+                    if scope is not None and name in self.funcs[scope]["params"]:
+                        if name not in self.funcs[scope]["arrays"]:
+                            self.funcs[scope]["arrays"].add(name)
+                            changed = True
+                    elif name not in self.arrays and name not in ("ENVIRON", "ARGV"):
+                        self.arrays.add(name)
+                        changed = True
+        for callee, idx, scope, name in self.calls:
+            f = self.funcs[callee]
+            if idx >= len(f["params"]):
+                raise AwkError(f"function {callee} called with more arguments than declared")
+        out = []
+        gl = sorted(self.globals_used)
+        gdecl = ("    global " + ", ".join(gl)) if gl else "    pass"
+        for name in gl:
+            base = name[2:] if name.startswith("g_") else None
+            if base is not None and base in self.arrays:
+                out.append(f"{name} = {{}}")
+            elif base is not None:
+                out.append(f"{name} = b''")
+            else:
+                out.append(f"{name} = False")
+        for fname, f in self.funcs.items():
+            params = ", ".join(f"l_{p}=None" for p in f["params"])
+            out.append(f"def _call_{fname}({params}):")
+            out.append(gdecl)
+            for p in f["params"]:
+                init = "{}" if p in f["arrays"] else "b''"
+                out.append(f"    if l_{p} is None: l_{p} = {init}")
+            out.extend(f["lines"])
+            out.append("    return b''")
+        for part, lines in (("_begin", self.begin), ("_main", self.main), ("_end", self.end)):
+            if not lines:
+                out.append(f"{part} = None")
+                continue
+            out.append(f"def {part}():")
+            out.append(gdecl)
+            out.extend(lines)
+        return "\n".join(out) + "\n"
+
+
+_A_NUM_PREFIX = re.compile(rb"[ \t\n\r\f\v]*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+_A_WS_FIND = re.compile(rb"[^ \t\n]+").findall
+
+
+def _atonum(x):
+    if not x:
+        return 0.0
+    try:
+        v = float(x)
+        if v - v == 0.0 and b"_" not in x:
+            return v
+    except ValueError:
+        pass
+    m = _A_NUM_PREFIX.match(x)
+    return float(m.group(1)) if m else 0.0
+
+
+def _strnum(x):
+    """The number a string stands for when it looks numeric (awk's strnum), else None."""
+    if not x:
+        return 0.0
+    try:
+        v = float(x)
+    except ValueError:
+        return None
+    if v - v != 0.0 or b"_" in x:
+        return None
+    return v
+
+
+def _n(x):
+    return x if x.__class__ is float else _atonum(x)
+
+
+def _b(x):
+    if x.__class__ is float:
+        return x != 0.0
+    if not x:
+        return False
+    v = _strnum(x)
+    return v is None or v != 0.0
+
+
+def _div(a, b):
+    if b == 0.0:
+        raise AwkError("division by zero")
+    return a / b
+
+
+def _mod(a, b):
+    if b == 0.0:
+        raise AwkError("division by zero in %")
+    return math.fmod(a, b)
+
+
+def _pow(a, b):
+    try:
+        return float(a**b) if not (a < 0 and b != int(b)) else float("nan")
+    except OverflowError:
+        return float("inf")
+    except ZeroDivisionError:
+        return float("inf")
+
+
+def _int(x):
+    if x - x != 0.0:
+        return x
+    return float(int(x))
+
+
+def _fi(x):
+    if x - x != 0.0:
+        raise AwkError("trying to access out of range field")
+    i = int(x)
+    if i < 0:
+        raise AwkError(f"trying to access out of range field {i}")
+    return i
+
+
+def _aset(arr, key, v):
+    arr[key] = v
+    return v
+
+
+def _arith(op, a, b):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return _div(a, b)
+    if op == "%":
+        return _mod(a, b)
+    return _pow(a, b)
+
+
+def _acomp(arr, key, op, v):
+    new = _arith(op, _n(arr.get(key, b"")), v)
+    arr[key] = new
+    return new
+
+
+def _ainc(arr, key, delta, post):
+    cur = _n(arr.get(key, b""))
+    arr[key] = cur + delta
+    return cur if post else cur + delta
+
+
+def _len(x):
+    if x.__class__ is dict:
+        return float(len(x))
+    if x.__class__ is float:
+        x = _A_STATE_S(x)
+    return float(len(x))
+
+
+def _substr(s, m, n=None):
+    if m - m != 0.0:
+        return b""
+    start = math.floor(m + 0.5)
+    if n is None:
+        return s[max(start, 1) - 1 :]
+    if n != n:
+        return b""
+    if n == float("inf"):
+        end = len(s) + 1
+    else:
+        end = start + math.floor(n + 0.5)
+    start = max(start, 1)
+    if end <= start:
+        return b""
+    return s[start - 1 : end - 1]
+
+
+def _math_sin(x):
+    return math.sin(x) if x - x == 0.0 else float("nan")
+
+
+def _math_cos(x):
+    return math.cos(x) if x - x == 0.0 else float("nan")
+
+
+def _math_exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return float("inf")
+
+
+def _math_log(x):
+    if x < 0 or x != x:
+        return float("nan")
+    if x == 0:
+        return float("-inf")
+    return math.log(x)
+
+
+def _math_sqrt(x):
+    if x < 0 or x != x:
+        return float("nan")
+    return math.sqrt(x)
+
+
+_A_FMT_RX = re.compile(rb"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d*))?(.)", re.S)
+_A_FMT_CACHE = {}
+
+
+def _fmt_parse(fmt):
+    parts = _A_FMT_CACHE.get(fmt)
+    if parts is not None:
+        return parts
+    parts = []
+    pos = 0
+    for m in _A_FMT_RX.finditer(fmt):
+        if m.start() > pos:
+            parts.append(fmt[pos : m.start()])
+        flags, width, prec, conv = m.groups()
+        if conv == b"%":
+            parts.append(b"%")
+        elif conv not in b"cdiouxXeEfFgGs" or len(conv) != 1:
+            parts.append(m.group(0))
+        else:
+            parts.append((flags, width, prec, conv))
+        pos = m.end()
+    if pos < len(fmt):
+        parts.append(fmt[pos:])
+    if len(_A_FMT_CACHE) > 200:
+        _A_FMT_CACHE.clear()
+    _A_FMT_CACHE[fmt] = parts
+    return parts
+
+
+def _make_sprintf(to_s):
+    def _sprintf(fmt, args):
+        out = []
+        ai = 0
+        nargs = len(args)
+        for part in _fmt_parse(fmt):
+            if part.__class__ is bytes:
+                out.append(part)
+                continue
+            flags, width, prec, conv = part
+            if width == b"*":
+                w = int(_n(args[ai])) if ai < nargs else 0
+                ai += 1
+                if w < 0:
+                    flags += b"-"
+                    w = -w
+                width = b"%d" % w
+            if prec == b"*":
+                pr = int(_n(args[ai])) if ai < nargs else 0
+                ai += 1
+                prec = b"%d" % pr if pr >= 0 else None
+            arg = args[ai] if ai < nargs else b""
+            ai += 1
+            spec = b"%" + flags + (width or b"") + (b"." + prec if prec is not None else b"")
+            if conv in b"diouxX":
+                v = _n(arg)
+                if v - v != 0.0:
+                    out.append((spec + b"s") % (b"%g" % v if v == v else b"nan"))
+                    continue
+                iv = int(v)
+                c = conv
+                if c in b"iu":
+                    c = b"d"
+                if c == b"o" and b"#" in flags:
+                    body = b"0%o" % iv if iv else b"0"
+                    out.append((spec.replace(b"#", b"") + b"s") % body)
+                    continue
+                out.append((spec + c) % iv)
+            elif conv in b"eEfFgG":
+                out.append((spec + conv) % _n(arg))
+            elif conv == b"c":
+                if arg.__class__ is float:
+                    ch = bytes((int(arg) & 255,))
+                else:
+                    ch = arg[:1]
+                out.append((spec.split(b".")[0] + b"s") % ch)
+            else:
+                out.append((spec + b"s") % to_s(arg))
+        return b"".join(out)
+
+    return _sprintf
+
+
+_A_REPL_CACHE = {}
+
+
+def _awk_repl(rep):
+    """An awk sub/gsub replacement: & is the match, \\& a literal &, \\\\ a backslash."""
+    fn = _A_REPL_CACHE.get(rep)
+    if fn is not None:
+        return fn
+    if b"\\" not in rep and b"&" not in rep:
+        fn = lambda m: rep  # noqa: E731
+    else:
+        parts = []
+        lit = bytearray()
+        i = 0
+        n = len(rep)
+        while i < n:
+            c = rep[i]
+            if c == 92 and i + 1 < n and rep[i + 1] in (38, 92):
+                lit.append(rep[i + 1])
+                i += 2
+                continue
+            if c == 38:
+                if lit:
+                    parts.append(bytes(lit))
+                    lit = bytearray()
+                parts.append(0)
+                i += 1
+                continue
+            lit.append(c)
+            i += 1
+        if lit:
+            parts.append(bytes(lit))
+        tpl = tuple(parts)
+        fn = lambda m: b"".join(p if p.__class__ is bytes else m.group(0) for p in tpl)  # noqa: E731
+    if len(_A_REPL_CACHE) > 200:
+        _A_REPL_CACHE.clear()
+    _A_REPL_CACHE[rep] = fn
+    return fn
+
+
+def _sub(rx, rep, target, glob):
+    fn = _awk_repl(rep)
+    if glob:
+        new, count = _sub_all(rx, target, fn)
+        return new, float(count)
+    m = rx.search(target)
+    if m is None:
+        return target, 0.0
+    return target[: m.start()] + fn(m) + target[m.end() :], 1.0
+
+
+def _dre(s):
+    try:
+        return compile_regex(s, True, awk=True)
+    except RegexError as e:
+        raise AwkError(f"regular expression compile failed ({e}): {s.decode('latin-1')}")
+
+
+def _make_splitter(fs, paragraph=False):
+    if fs == b" ":
+        return lambda r: _A_WS_FIND(r)
+    if paragraph:
+        rx = _dre(b"(" + (re.escape(fs) if len(fs) == 1 else fs) + b")|\n")
+        return lambda r: _rx_split(rx, r)
+    if fs == b"":
+        return lambda r: [r[i : i + 1] for i in range(len(r))]
+    if len(fs) == 1 and fs != b"\\":
+        return lambda r: r.split(fs) if r else []
+    rx = _dre(fs)
+    return lambda r: _rx_split(rx, r)
+
+
+def _rx_split(rx, r):
+    if not r:
+        return []
+    out = []
+    pos = 0
+    for m in rx.finditer(r):
+        st, en = m.span()
+        if st == en:
+            continue
+        out.append(r[pos:st])
+        pos = en
+    out.append(r[pos:])
+    return out
+
+
+def _A_STATE_S(x):
+    # replaced per run (CONVFMT lives in the run's state); default for module-level helpers
+    if x.is_integer() and abs(x) < 1e30:
+        return b"%d" % x
+    return b"%.6g" % x
+
+
+class _AwkRuntime:
+    def __init__(self, ctx, out):
+        self.ctx = ctx
+        self.w = out.append
+        self.rec = b""
+        self.flds = None
+        self.NR = 0.0
+        self.FNR = 0.0
+        self.FS = b" "
+        self.OFS = b" "
+        self.ORS = b"\n"
+        self.RS = b"\n"
+        self.FILENAME = b""
+        self.SUBSEP = b"\x1c"
+        self.RSTART = 0.0
+        self.RLENGTH = -1.0
+        self.CONVFMT = b"%.6g"
+        self.OFMT = b"%.6g"
+        self.splitter = _make_splitter(b" ")
+        self.ENVIRON = {}
+        self.ARGV = {}
+        self.ARGC = 0.0
+        self.files = {}
+        self.pipes = {}
+        self.readers = {}
+        self.rng = random.Random(0)
+        self.seed = 0.0
+        self.main_iter = None
+        self.ns = None
+
+    # --- conversions with this run's formats
+    def tos(self, x):
+        if x.__class__ is bytes:
+            return x
+        if x.is_integer() and abs(x) < 1e30:
+            return b"%d" % x
+        return self.CONVFMT % x
+
+    def too(self, x):
+        if x.__class__ is bytes:
+            return x
+        if x.is_integer() and abs(x) < 1e30:
+            return b"%d" % x
+        return self.OFMT % x
+
+    # --- records and fields
+    def set_rec(self, data):
+        self.rec = data
+        self.flds = None
+
+    def split_rec(self):
+        self.flds = fl = self.splitter(self.rec)
+        return fl
+
+    def f(self, i):
+        if i == 0:
+            return self.rec
+        fl = self.flds
+        if fl is None:
+            fl = self.split_rec()
+        return fl[i - 1] if i <= len(fl) else b""
+
+    def setf(self, i, v):
+        s = self.tos(v)
+        if i == 0:
+            self.set_rec(s)
+            return v
+        fl = self.flds
+        if fl is None:
+            fl = self.split_rec()
+        if i > len(fl):
+            fl.extend([b""] * (i - len(fl)))
+        fl[i - 1] = s
+        self.rec = self.OFS.join(fl)
+        return v
+
+    def getNF(self):
+        fl = self.flds
+        if fl is None:
+            fl = self.split_rec()
+        return float(len(fl))
+
+    def setNF(self, v):
+        n = int(_n(v))
+        if n < 0:
+            raise AwkError("NF set to negative value")
+        fl = self.flds
+        if fl is None:
+            fl = self.split_rec()
+        if n < len(fl):
+            del fl[n:]
+        else:
+            fl.extend([b""] * (n - len(fl)))
+        self.rec = self.OFS.join(fl)
+
+    def fcomp(self, i, op, v):
+        new = _arith(op, _n(self.f(i)), v)
+        self.setf(i, new)
+        return new
+
+    def finc(self, i, delta, post):
+        cur = _n(self.f(i))
+        self.setf(i, cur + delta)
+        return cur if post else cur + delta
+
+    # --- special variables
+    def setv(self, name, v):
+        if name == "NF":
+            self.setNF(v)
+            return v
+        if name in ("NR", "FNR", "RSTART", "RLENGTH"):
+            setattr(self, name, _n(v))
+            return v
+        s = self.tos(v)
+        if name == "FS" or (name == "RS" and (s == b"") != (self.RS == b"")):
+            if self.flds is None:
+                self.split_rec()
+            setattr(self, name, s)
+            self.splitter = _make_splitter(self.FS, self.RS == b"")
+            return v
+        setattr(self, name, s)
+        return v
+
+    def getv(self, name):
+        return self.getNF() if name == "NF" else getattr(self, name)
+
+    def vcomp(self, name, op, v):
+        new = _arith(op, _n(self.getv(name)), v)
+        self.setv(name, new)
+        return new
+
+    def vinc(self, name, delta, post):
+        cur = _n(self.getv(name))
+        self.setv(name, cur + delta)
+        return cur if post else cur + delta
+
+    # --- builtins
+    def split(self, s, arr, sep):
+        arr.clear()
+        if sep is None:
+            parts = self.splitter(s) if self.RS != b"" else _make_splitter(self.FS)(s)
+        elif sep.__class__ is bytes:
+            parts = _make_splitter(sep)(s)
+        else:
+            parts = _rx_split(sep, s)
+        for i, p in enumerate(parts, 1):
+            arr[b"%d" % i] = p
+        return float(len(parts))
+
+    def match(self, s, rx, arr):
+        m = rx.search(s)
+        if arr is not None:
+            arr.clear()
+        if m is None:
+            self.RSTART = 0.0
+            self.RLENGTH = -1.0
+            return 0.0
+        self.RSTART = float(m.start() + 1)
+        self.RLENGTH = float(m.end() - m.start())
+        if arr is not None:
+            arr[b"0"] = m.group(0)
+            for i in range(1, (rx.groups or 0) + 1):
+                g = m.group(i)
+                if g is not None:
+                    arr[b"%d" % i] = g
+        return self.RSTART
+
+    def rand(self):
+        return self.rng.random()
+
+    def srand(self, seed):
+        prev = self.seed
+        self.seed = float(int(time.time())) if seed is None else seed
+        self.rng.seed(self.seed)
+        return prev
+
+    def run_cmd(self, cmd, stdin=b""):
+        run = getattr(self.ctx, "run", None)
+        if run is None:
+            self.ctx.stderr.write(b"awk: running commands is not available here\n")
+            return 127, b""
+        return run(["sh", "-c", cmd.decode("utf-8", "surrogateescape")], stdin=stdin)
+
+    def system(self, cmd):
+        self.flush_pipes()
+        status, out = self.run_cmd(cmd)
+        if out:
+            self.w(out)
+        return float(status)
+
+    def redirect(self, mode, target, data):
+        if mode == "|":
+            self.pipes.setdefault(target, []).append(data)
+            return
+        if target in (b"/dev/stdout", b"-"):
+            self.w(data)
+            return
+        if target == b"/dev/stderr":
+            self.ctx.stderr.write(data)
+            return
+        f = self.files.get(target)
+        if f is None:
+            try:
+                f = self.files[target] = open(target, "ab" if mode == ">>" else "wb")
+            except OSError as e:
+                raise AwkError(f"can't redirect to `{target.decode('utf-8', 'surrogateescape')}' ({_strerror(e)})")
+        f.write(data)
+
+    def flush_pipes(self):
+        for cmd in list(self.pipes):
+            self.close(cmd)
+
+    def close(self, name):
+        status = -1.0
+        f = self.files.pop(name, None)
+        if f is not None:
+            f.close()
+            status = 0.0
+        if name in self.pipes:
+            data = b"".join(self.pipes.pop(name))
+            st, out = self.run_cmd(name, data)
+            if out:
+                self.w(out)
+            status = float(st)
+        r = self.readers.pop(name, None)
+        if r is not None:
+            status = 0.0
+        return status
+
+    def close_all(self):
+        self.flush_pipes()
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
+
+    # --- input
+    def read_records(self, f):
+        """Records of one input (a binary reader), split by the current RS."""
+        rs = self.RS
+        if rs == b"\n":
+            for line in f:
+                yield line[:-1] if line.endswith(b"\n") else line
+            return
+        if rs == b"":
+            acc = []
+            for line in f:
+                if line == b"\n":
+                    if acc:
+                        yield b"\n".join(acc)
+                        acc = []
+                    continue
+                acc.append(line[:-1] if line.endswith(b"\n") else line)
+            if acc:
+                yield b"\n".join(acc)
+            return
+        if len(rs) == 1:
+            buf = b""
+            while True:
+                chunk = f.read(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                parts = buf.split(rs)
+                buf = parts.pop()
+                yield from parts
+            if buf:
+                yield buf
+            return
+        data = f.read()
+        rx = _dre(rs)
+        pos = 0
+        for m in rx.finditer(data):
+            if m.end() == m.start():
+                continue
+            yield data[pos : m.start()]
+            pos = m.end()
+        if pos < len(data):
+            yield data[pos:]
+
+    def assign_operand(self, arg):
+        name, _, val = arg.partition("=")
+        v = _awk_unescape(val.encode("utf-8", "surrogateescape").decode("latin-1")).encode("latin-1")
+        if name in _A_SPECIAL:
+            self.setv(name, v)
+        else:
+            self.ns["g_" + name] = v
+
+    def inputs(self):
+        """All main-input records, with NR / FNR / FILENAME kept."""
+        i = 1
+        used = False
+        while i < int(self.ARGC):
+            arg = self.ARGV.get(b"%d" % i, b"")
+            i += 1
+            if not arg:
+                continue
+            sarg = arg.decode("utf-8", "surrogateescape")
+            if re.match(r"[A-Za-z_][A-Za-z0-9_]*=", sarg):
+                self.assign_operand(sarg)
+                continue
+            used = True
+            self.FILENAME = arg
+            self.FNR = 0.0
+            if sarg == "-" or sarg == "/dev/stdin":
+                yield from self.read_records(self.ctx.stdin)
+                continue
+            try:
+                f = open(sarg, "rb")
+            except OSError as e:
+                raise AwkError(f"cannot open \"{sarg}\" ({_strerror(e)})")
+            try:
+                if os.path.isdir(sarg):
+                    self.ctx.stderr.write(f"awk: warning: command line argument `{sarg}' is a directory: skipped\n".encode())
+                    continue
+                yield from self.read_records(f)
+            finally:
+                f.close()
+        if not used:
+            yield from self.read_records(self.ctx.stdin)
+
+    def next_main(self):
+        if self.main_iter is None:
+            self.main_iter = self.inputs()
+        for rec in self.main_iter:
+            self.NR += 1.0
+            self.FNR += 1.0
+            return rec
+        return None
+
+    def getline_raw(self, kind, src):
+        if kind == "main":
+            rec = self.next_main()
+            return 0.0 if rec is None else rec
+        it = self.readers.get(src)
+        if it is None:
+            if kind == "file":
+                if src in (b"-", b"/dev/stdin"):
+                    it = self.read_records(self.ctx.stdin)
+                else:
+                    try:
+                        f = open(src, "rb")
+                    except OSError:
+                        return -1.0
+                    it = self.read_records(f)
+            else:
+                self.flush_pipes()
+                st, out = self.run_cmd(src)
+                import io
+
+                it = self.read_records(io.BytesIO(out))
+            self.readers[src] = it
+        for rec in it:
+            if kind == "cmd":
+                self.NR += 1.0
+            return rec
+        return 0.0
+
+    def getline_rec(self, kind, src):
+        r = self.getline_raw(kind, src)
+        if r.__class__ is bytes:
+            self.set_rec(r)
+            if kind == "file":
+                pass
+            return 1.0
+        return r
+
+
+_AWK_USAGE = b"""Usage: awk [-F fs][-v var=value][prog | -f progfile][file ...]
+"""
+
+
+def awk(ctx, argv):
+    args = argv[1:]
+    fs = None
+    assigns = []
+    progfiles = []
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a == "--":
+            k += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break
+        k += 1
+        if a.startswith("--"):
+            if a in ("--version", "-W"):
+                yield b"awk (Vivarium guest shell; POSIX awk)\n"
+                return 0
+            ctx.stderr.write(f"awk: not an option: {a}\n".encode())
+            return 2
+        o = a[1]
+        val = a[2:]
+        if o in "Fvf":
+            if not val:
+                if k >= len(args):
+                    ctx.stderr.write(f"awk: option requires an argument -- {o}\n".encode() + _AWK_USAGE)
+                    return 2
+                val = args[k]
+                k += 1
+            if o == "F":
+                fs = val
+            elif o == "v":
+                if "=" not in val or not re.match(r"[A-Za-z_][A-Za-z0-9_]*=", val):
+                    ctx.stderr.write(f"awk: improper assignment: -v {val}\n".encode())
+                    return 2
+                assigns.append(val)
+            else:
+                progfiles.append(val)
+        elif o == "W":
+            if not val and k < len(args):
+                val = args[k]
+                k += 1
+            if val.startswith("v"):
+                yield b"awk (Vivarium guest shell; POSIX awk)\n"
+                return 0
+        else:
+            ctx.stderr.write(f"awk: not an option: {a}\n".encode())
+            return 2
+    operands = args[k:]
+    if progfiles:
+        src_parts = []
+        for pf in progfiles:
+            try:
+                if pf == "-":
+                    src_parts.append(ctx.stdin.read())
+                else:
+                    with open(pf, "rb") as f:
+                        src_parts.append(f.read())
+            except OSError as e:
+                ctx.stderr.write(f"awk: couldn't open file {pf}: {_strerror(e)}\n".encode())
+                return 2
+        src = b"\n".join(src_parts).decode("latin-1")
+    else:
+        if not operands:
+            ctx.stderr.write(_AWK_USAGE)
+            return 2
+        src = operands.pop(0).encode("utf-8", "surrogateescape").decode("latin-1")
+    out = []
+    R = _AwkRuntime(ctx, out)
+    try:
+        comp = _AwkCompiler(src)
+        code = comp.compile()
+        ns = dict(comp.consts)
+        ns.update(
+            R=R, _w=out.append, _n=_n, _s=R.tos, _o=R.too, _b=_b, _k=R.tos, _cmp=None,
+            _div=_div, _mod=_mod, _pow=_pow, _fi=_fi, _aset=_aset, _acomp=_acomp,
+            _ainc=_ainc, _len=_len, _sub=_sub, _substr=_substr, _sprintf=_make_sprintf(R.tos),
+            _int=_int, _math_sin=_math_sin, _math_cos=_math_cos, _math_exp=_math_exp,
+            _math_log=_math_log, _math_sqrt=_math_sqrt, math=math, _dre=_dre,
+            _Next=_AwkNext, _NextFile=_AwkNextFile, _Exit=_AwkExit,
+        )
+        ns["_cmp"] = _make_cmp(R.tos)
+        exec(compile(code, "<awk>", "exec"), ns)
+    except AwkError as e:
+        ctx.stderr.write(f"awk: {e}\n".encode("utf-8", "surrogateescape"))
+        return 2
+    except (SyntaxError, RecursionError) as e:
+        ctx.stderr.write(f"awk: syntax error in program ({e})\n".encode())
+        return 2
+    R.ns = ns
+    for key, val in (ctx.env or {}).items():
+        R.ENVIRON[key.encode("utf-8", "surrogateescape")] = val.encode("utf-8", "surrogateescape")
+    R.ARGV[b"0"] = b"awk"
+    for i, a in enumerate(operands, 1):
+        R.ARGV[b"%d" % i] = a.encode("utf-8", "surrogateescape")
+    R.ARGC = float(len(operands) + 1)
+    status = 0
+    try:
+        if fs is not None:
+            if fs == "t":
+                fs = "\t"
+            R.setv("FS", _awk_unescape(fs.encode("utf-8", "surrogateescape").decode("latin-1")).encode("latin-1"))
+        for a in assigns:
+            R.assign_operand(a)
+        begin, main, end = ns["_begin"], ns["_main"], ns["_end"]
+        exiting = False
+        if begin is not None:
+            try:
+                begin()
+            except _AwkExit as e:
+                exiting = True
+                if e.status is not None:
+                    status = int(e.status) & 255
+            except (_AwkNext, _AwkNextFile):
+                raise AwkError("next used in BEGIN")
+            if out:
+                yield b"".join(out)
+                out.clear()
+        if not exiting and (main is not None or end is not None):
+            nxt = R.next_main
+            if main is None:
+                last = None
+                while True:
+                    rec = nxt()
+                    if rec is None:
+                        break
+                    last = rec
+                if last is not None:
+                    R.set_rec(last)
+            else:
+                try:
+                    while True:
+                        rec = nxt()
+                        if rec is None:
+                            break
+                        R.rec = rec
+                        R.flds = None
+                        try:
+                            main()
+                        except _AwkNext:
+                            pass
+                        except _AwkNextFile:
+                            R.main_iter = None if False else R.main_iter
+                            fn = R.FILENAME
+                            while R.FILENAME == fn:
+                                if nxt() is None:
+                                    break
+                        if len(out) > 256:
+                            yield b"".join(out)
+                            out.clear()
+                except _AwkExit as e:
+                    exiting = True
+                    if e.status is not None:
+                        status = int(e.status) & 255
+        if end is not None:
+            try:
+                end()
+            except _AwkExit as e:
+                if e.status is not None:
+                    status = int(e.status) & 255
+        R.close_all()
+        if out:
+            yield b"".join(out)
+            out.clear()
+        return status
+    except AwkError as e:
+        if out:
+            yield b"".join(out)
+        ctx.stderr.write(f"awk: {e}\n".encode("utf-8", "surrogateescape"))
+        return 2
+    except RecursionError:
+        if out:
+            yield b"".join(out)
+        ctx.stderr.write(b"awk: function call nesting too deep\n")
+        return 2
+    finally:
+        for f in R.files.values():
+            f.close()
+
+
+def _make_cmp(to_s):
+    def _cmp(a, b):
+        if a.__class__ is float:
+            if b.__class__ is float:
+                return (a > b) - (a < b)
+            nb = _strnum(b)
+            if nb is not None:
+                return (a > nb) - (a < nb)
+            a = to_s(a)
+        elif b.__class__ is float:
+            na = _strnum(a)
+            if na is not None:
+                return (na > b) - (na < b)
+            b = to_s(b)
+        else:
+            na = _strnum(a)
+            if na is not None:
+                nb = _strnum(b)
+                if nb is not None:
+                    return (na > nb) - (na < nb)
+        return (a > b) - (a < b)
+
+    return _cmp
+
+
+COMMANDS = {"sed": sed, "awk": awk}
