@@ -2631,7 +2631,836 @@ def date(ctx, argv):
     return 0
 
 
+# ---------------------------------------------------------------------------------------
+# find
+
+
+class _FindError(Exception):
+    pass
+
+
+class _Quit(Exception):
+    pass
+
+
+class _FEnt:
+    __slots__ = ("path", "depth", "lst", "_st", "follow", "prune", "start")
+
+    def __init__(self, path, depth, lst, follow, start):
+        self.path = path
+        self.depth = depth
+        self.lst = lst
+        self._st = None
+        self.follow = follow
+        self.prune = False
+        self.start = start
+
+    @property
+    def st(self):
+        """stat as find sees it: lstat unless -L (then the target's, if any)."""
+        if self.follow and _st.S_ISLNK(self.lst.st_mode):
+            if self._st is None:
+                try:
+                    self._st = os.stat(self.path)
+                except OSError:
+                    self._st = self.lst
+            return self._st
+        return self.lst
+
+    @property
+    def name(self):
+        if self.depth == 0:
+            p = self.path
+            if p.strip("/") == "":
+                return "/" if p else p
+            return _base_name(p)
+        return self.path[self.path.rfind("/") + 1:]
+
+
+def _find_num(s, pred):
+    """[+-]N -> (cmp, N): cmp is 1 for more than, -1 for less than, 0 for exactly."""
+    c = 0
+    if s.startswith("+"):
+        c, s = 1, s[1:]
+    elif s.startswith("-"):
+        c, s = -1, s[1:]
+    if not s.isdigit():
+        raise _FindError(f"invalid argument {_q(('+' if c == 1 else '-' if c else '') + s)} "
+                         f"to {_q(pred)}")
+    return c, int(s)
+
+
+def _cmpn(c, n, v):
+    return v > n if c == 1 else v < n if c == -1 else v == n
+
+
+def _type_char(m):
+    if _st.S_ISREG(m):
+        return "f"
+    if _st.S_ISDIR(m):
+        return "d"
+    if _st.S_ISLNK(m):
+        return "l"
+    if _st.S_ISFIFO(m):
+        return "p"
+    if _st.S_ISSOCK(m):
+        return "s"
+    if _st.S_ISCHR(m):
+        return "c"
+    if _st.S_ISBLK(m):
+        return "b"
+    return "U"
+
+
+def _emacs_regex(r):
+    """findutils' default regex type (emacs) to Python re."""
+    out = []
+    i = 0
+    while i < len(r):
+        c = r[i]
+        if c == "\\" and i + 1 < len(r):
+            n = r[i + 1]
+            if n in "()|{}":
+                out.append(n)
+            elif n in "`":
+                out.append("\\A")
+            elif n == "'":
+                out.append("\\Z")
+            else:
+                out.append("\\" + n)
+            i += 2
+            continue
+        if c in "(){}|":
+            out.append("\\" + c)
+        elif c == "[":
+            j = r.find("]", i + 2 if r[i + 1:i + 2] in ("]", "^") else i + 1)
+            if j == -1:
+                out.append("\\[")
+            else:
+                cls = r[i:j + 1]
+                for name, rng in _CLASSES.items():
+                    cls = cls.replace("[:%s:]" % name, rng)
+                out.append(cls.replace("\\", "\\\\") if "\\" in cls else cls)
+                i = j + 1
+                continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def find(ctx, argv):
+    import time as _time
+
+    args = argv[1:]
+    follow = False
+    cmdfollow = False
+    i = 0
+    while i < len(args) and args[i] in ("-H", "-L", "-P", "-O0", "-O1", "-O2", "-O3", "-D"):
+        if args[i] == "-L":
+            follow = True
+        elif args[i] == "-H":
+            cmdfollow = True
+        elif args[i] == "-P":
+            follow = cmdfollow = False
+        elif args[i] == "-D":
+            i += 1
+        i += 1
+    starts = []
+    while i < len(args) and not (args[i].startswith("-") and len(args[i]) > 1) and args[i] not in (
+            "(", "!", ")", ","):
+        starts.append(args[i])
+        i += 1
+    toks = args[i:]
+    if toks[:1] in (["--help"], ["-help"]):
+        yield _help("find", "[-H] [-L] [-P] [-Olevel] [-D debugopts] [path...] [expression]")
+        return 0
+    if toks[:1] in (["--version"], ["-version"]):
+        yield b"find (GNU findutils) 4.9.0\n"
+        return 0
+    if not starts:
+        starts = ["."]
+    now = _time.time()
+    tz = _tz_for(ctx)
+    st = {"maxdepth": None, "mindepth": 0, "depth": False, "status": 0, "has_action": False,
+          "out": [], "batches": [], "daystart": False}
+    pos = [0]
+    nonopt_seen = [None]
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def take(pred):
+        if pos[0] >= len(toks):
+            raise _FindError(f"missing argument to `{pred}'")
+        v = toks[pos[0]]
+        pos[0] += 1
+        return v
+
+    def emit(b):
+        st["out"].append(b)
+
+    def run_cmd(cmd, e_or_paths):
+        try:
+            status, out = ctx.run(cmd)
+        except Exception as ex:  # a command that cannot run
+            _err(ctx, "find", f"{_q(cmd[0])}: {ex}")
+            return 1
+        if out:
+            emit(out)
+        return status
+
+    def primary(t):
+        ntests = ("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename",
+                  "-type", "-xtype", "-size", "-empty", "-newer", "-mtime", "-mmin",
+                  "-atime", "-amin", "-ctime", "-cmin", "-regex", "-iregex", "-perm",
+                  "-user", "-group", "-uid", "-gid", "-links", "-inum", "-samefile",
+                  "-readable", "-writable", "-executable", "-nouser", "-nogroup",
+                  "-lname", "-ilname", "-true", "-false", "-used", "-anewer", "-cnewer",
+                  "-newermt", "-print", "-print0", "-printf", "-exec", "-execdir", "-ok",
+                  "-okdir", "-delete", "-prune", "-quit", "-ls", "-fprint", "-fls")
+        if t in ("-maxdepth", "-mindepth"):
+            v = take(t)
+            if not v.isdigit():
+                raise _FindError(f"Expected a positive decimal integer argument to {t}, "
+                                 f"but got {_q(v)}")
+            st[t[1:]] = int(v)
+            return lambda e: True
+        if t in ("-depth", "-d"):
+            st["depth"] = True
+            return lambda e: True
+        if t in ("-xdev", "-mount", "-noleaf", "-ignore_readdir_race",
+                 "-noignore_readdir_race", "-nowarn", "-warn", "-daystart"):
+            if t == "-daystart":
+                st["daystart"] = True
+            return lambda e: True
+        if t == "-follow":
+            nonlocal follow
+            follow = True
+            return lambda e: True
+        if t == "-regextype":
+            take(t)
+            return lambda e: True
+        if t not in ntests:
+            if t.startswith("-"):
+                raise _FindError(f"unknown predicate `{t}'")
+            raise _FindError(f"paths must precede expression: `{t}'")
+        if nonopt_seen[0] is None:
+            nonopt_seen[0] = t
+        if t in ("-name", "-iname"):
+            pat = take(t)
+            rx = _fn_regex(pat, icase=t == "-iname")
+            return lambda e: rx.match(e.name) is not None
+        if t in ("-path", "-ipath", "-wholename", "-iwholename"):
+            pat = take(t)
+            rx = _fn_regex(pat, icase=t.startswith("-i"))
+            return lambda e: rx.match(e.path) is not None
+        if t in ("-lname", "-ilname"):
+            pat = take(t)
+            rx = _fn_regex(pat, icase=t == "-ilname")
+
+            def lname(e):
+                if not _st.S_ISLNK(e.lst.st_mode):
+                    return False
+                try:
+                    return rx.match(os.readlink(e.path)) is not None
+                except OSError:
+                    return False
+            return lname
+        if t in ("-regex", "-iregex"):
+            import re
+
+            pat = take(t)
+            try:
+                rx = re.compile(_emacs_regex(pat), re.I if t == "-iregex" else 0)
+            except re.error as ex:
+                raise _FindError(f"Invalid regular expression {_q(pat)}: {ex}")
+            return lambda e: rx.fullmatch(e.path) is not None
+        if t in ("-type", "-xtype"):
+            v = take(t)
+            kinds = set(v.split(","))
+            for k in kinds:
+                if k not in set("fdlpscbD"):
+                    if len(k) != 1:
+                        raise _FindError(f"Must separate multiple arguments to {t} using: ','")
+                    raise _FindError(f"Unknown argument to {t}: {k}")
+            if t == "-type":
+                return lambda e: _type_char(e.st.st_mode) in kinds
+
+            def xtype(e):
+                if _st.S_ISLNK(e.lst.st_mode) and not follow:
+                    try:
+                        return _type_char(os.stat(e.path).st_mode) in kinds
+                    except OSError:
+                        return "l" in kinds
+                if follow and _st.S_ISLNK(e.lst.st_mode):
+                    return "l" in kinds
+                return _type_char(e.st.st_mode) in kinds
+            return xtype
+        if t == "-size":
+            v = take(t)
+            unit = 512
+            if v and v[-1] in "cwbkMG":
+                unit = {"c": 1, "w": 2, "b": 512, "k": 1024, "M": 1 << 20, "G": 1 << 30}[v[-1]]
+                v = v[:-1]
+            c, n = _find_num(v, "-size")
+            return lambda e: _cmpn(c, n, -(-e.st.st_size // unit))
+        if t == "-empty":
+            def empty(e):
+                m = e.st.st_mode
+                if _st.S_ISREG(m):
+                    return e.st.st_size == 0
+                if _st.S_ISDIR(m):
+                    try:
+                        with os.scandir(e.path) as it:
+                            for _x in it:
+                                return False
+                        return True
+                    except OSError:
+                        return False
+                return False
+            return empty
+        if t in ("-newer", "-anewer", "-cnewer"):
+            ref = take(t)
+            try:
+                rst = os.stat(ref) if (follow or True) else os.lstat(ref)
+            except OSError as ex:
+                raise _FindError(f"{_q(ref)}: {_strerror(ex)}")
+            rt = _ns(rst, "m")
+            which = {"-newer": "m", "-anewer": "a", "-cnewer": "c"}[t]
+            return lambda e: _ns(e.st, which) > rt
+        if t == "-newermt":
+            v = take(t)
+            rt = _parse_date(v, ctx)
+            if rt is None:
+                raise _FindError(f"I cannot figure out how to interpret {_q(v)} as a date or "
+                                 f"time")
+            return lambda e: _ns(e.st, "m") > rt
+        if t in ("-mtime", "-atime", "-ctime", "-mmin", "-amin", "-cmin"):
+            v = take(t)
+            c, n = _find_num(v, t)
+            which = t[1]
+            per = 86400 if t.endswith("time") else 60
+
+            def age(e):
+                base = now
+                if st["daystart"]:
+                    lt = _time.localtime(now)
+                    base = now - (lt.tm_hour * 3600 + lt.tm_min * 60 + lt.tm_sec) + 86400
+                d = (base - _ns(e.st, which) / 1e9) / per
+                import math
+
+                if per == 60 and c == 0:
+                    return math.floor(d) == n if d >= 0 else False
+                return _cmpn(c, n, math.floor(d))
+            return age
+        if t == "-used":
+            v = take(t)
+            c, n = _find_num(v, t)
+            return lambda e: _cmpn(c, n, int((_ns(e.st, "a") - _ns(e.st, "c")) / 86400e9))
+        if t == "-perm":
+            v = take(t)
+            kind = ""
+            if v[:1] in "-/+":
+                kind, v = v[0], v[1:]
+            mode = _parse_mode(v, 0)
+            if mode is None:
+                raise _FindError(f"invalid mode {_q(v)}")
+
+            def perm(e):
+                m = _st.S_IMODE(_perm(e.st))
+                if kind == "-":
+                    return m & mode == mode
+                if kind in "/+" and kind:
+                    return mode == 0 or bool(m & mode)
+                return m == mode
+            return perm
+        if t in ("-user", "-group", "-uid", "-gid"):
+            v = take(t)
+            attr = "st_uid" if t in ("-user", "-uid") else "st_gid"
+            if v.isdigit():
+                n = int(v)
+            elif t == "-user" and _pwd is not None:
+                try:
+                    n = _pwd.getpwnam(v).pw_uid
+                except KeyError:
+                    raise _FindError(f"{_q(v)} is not the name of a known user")
+            elif t == "-group" and _grp is not None:
+                try:
+                    n = _grp.getgrnam(v).gr_gid
+                except KeyError:
+                    raise _FindError(f"{_q(v)} is not the name of an existing group")
+            elif v == "root":
+                n = 0
+            else:
+                raise _FindError(f"{_q(v)} is not the name of a known user")
+            return lambda e: getattr(e.st, attr) == n
+        if t in ("-nouser", "-nogroup"):
+            return lambda e: (_user(e.st.st_uid) if t == "-nouser" else _group(
+                e.st.st_gid)) is None
+        if t in ("-links", "-inum"):
+            c, n = _find_num(take(t), t)
+            attr = "st_nlink" if t == "-links" else "st_ino"
+            return lambda e: _cmpn(c, n, getattr(e.st, attr))
+        if t == "-samefile":
+            ref = take(t)
+            try:
+                rst = os.stat(ref)
+            except OSError as ex:
+                raise _FindError(f"{_q(ref)}: {_strerror(ex)}")
+            return lambda e: (e.st.st_ino, e.st.st_dev) == (rst.st_ino, rst.st_dev)
+        if t in ("-readable", "-writable", "-executable"):
+            flag = {"-readable": os.R_OK, "-writable": os.W_OK, "-executable": os.X_OK}[t]
+            return lambda e: os.access(e.path, flag)
+        if t == "-true":
+            return lambda e: True
+        if t == "-false":
+            return lambda e: False
+        # actions
+        st["has_action"] = st["has_action"] or t not in ("-prune", "-quit")
+        if t == "-print":
+            return lambda e: emit(_b(e.path) + b"\n") or True
+        if t == "-print0":
+            return lambda e: emit(_b(e.path) + b"\0") or True
+        if t in ("-fprint", "-fls"):
+            take(t)
+            raise _FindError(f"{t} is not supported in the sandbox's shell; use -print with a "
+                             f"redirection")
+        if t == "-ls":
+            def ls_(e):
+                s2 = e.st
+                u = _user(s2.st_uid) or str(s2.st_uid)
+                g = _group(s2.st_gid) or str(s2.st_gid)
+                w = _when(_ns(s2, "m"), tz)
+                nowns = int(now * 1e9)
+                recent = nowns - 15778476 * 10**9 < _ns(s2, "m") <= nowns
+                ts = _strftime("%b %e %H:%M" if recent else "%b %e  %Y", w)
+                name = e.path
+                if _st.S_ISLNK(s2.st_mode):
+                    try:
+                        name += " -> " + os.readlink(e.path)
+                    except OSError:
+                        pass
+                emit(_b("%9d %6d %s %3d %-8s %-8s %8d %s %s\n" % (
+                    s2.st_ino, -(-_blocks(s2) // 2), _st.filemode(_perm(s2)), s2.st_nlink,
+                    u, g, s2.st_size, ts, name)))
+                return True
+            return ls_
+        if t == "-printf":
+            fmt = take(t)
+            return lambda e: emit(_b(_find_printf(fmt, e, tz))) or True
+        if t == "-prune":
+            def prune(e):
+                if not st["depth"]:
+                    e.prune = True
+                return True
+            return prune
+        if t == "-quit":
+            def quit_(e):
+                raise _Quit()
+            return quit_
+        if t == "-delete":
+            st["depth"] = True
+
+            def delete(e):
+                if e.path in (".",) or e.depth == 0 and e.name in (".", ".."):
+                    return True
+                try:
+                    if _st.S_ISDIR(e.lst.st_mode):
+                        os.rmdir(e.path)
+                    else:
+                        os.unlink(e.path)
+                    return True
+                except OSError as ex:
+                    _err(ctx, "find", f"cannot delete {_q(e.path)}: {_strerror(ex)}")
+                    st["status"] = 1
+                    return False
+            return delete
+        if t in ("-exec", "-execdir", "-ok", "-okdir"):
+            cmd = []
+            plus = False
+            while True:
+                if pos[0] >= len(toks):
+                    raise _FindError(f"missing argument to `{t}'")
+                a = toks[pos[0]]
+                pos[0] += 1
+                if a == ";":
+                    break
+                if a == "+" and cmd and cmd[-1] == "{}":
+                    plus = True
+                    cmd.pop()
+                    break
+                cmd.append(a)
+            if not cmd:
+                raise _FindError(f"missing argument to `{t}'")
+            indir = t in ("-execdir", "-okdir")
+            if plus:
+                if any("{}" in a for a in cmd):
+                    raise _FindError("Only one instance of {} is supported with -exec%s ... +"
+                                     % ("dir" if indir else ""))
+                batch = {"cmd": cmd, "paths": [], "indir": indir}
+                st["batches"].append(batch)
+
+                def execplus(e):
+                    p = e.path
+                    if indir:
+                        p = "./" + e.name
+                    batch["paths"].append((p, _dir_name(e.path) if indir else None))
+                    if len(batch["paths"]) >= 5000:
+                        flush(batch)
+                    return True
+                return execplus
+
+            def execone(e):
+                p = e.path
+                if indir:
+                    p = "./" + e.name
+                argv2 = [a.replace("{}", p) for a in cmd]
+                if t in ("-ok", "-okdir"):
+                    ctx.stderr.write(_b(f"< {' '.join(argv2)} ... {e.path} > ? "))
+                    if ctx.stdin.readline()[:1] not in (b"y", b"Y"):
+                        return False
+                if indir:
+                    here = os.getcwd()
+                    try:
+                        os.chdir(_dir_name(e.path))
+                        return run_cmd(argv2, e) == 0
+                    finally:
+                        os.chdir(here)
+                return run_cmd(argv2, e) == 0
+            return execone
+        raise _FindError(f"unknown predicate {_q(t)}")
+
+    def flush(batch):
+        if not batch["paths"]:
+            return
+        groups = {}
+        for p, d in batch["paths"]:
+            groups.setdefault(d, []).append(p)
+        batch["paths"] = []
+        for d, paths in groups.items():
+            if d is not None:
+                here = os.getcwd()
+                os.chdir(d)
+            try:
+                if run_cmd(batch["cmd"] + paths, None) != 0:
+                    st["status"] = 1
+            finally:
+                if d is not None:
+                    os.chdir(here)
+
+    def parse_expr():
+        left = parse_or()
+        while peek() == ",":
+            pos[0] += 1
+            if peek() is None:
+                raise _FindError("invalid expression; you have used a binary operator ',' "
+                                 "with nothing after it.")
+            right = parse_or()
+            left = (lambda a, b: lambda e: (a(e), b(e))[1])(left, right)
+        return left
+
+    def parse_or():
+        left = parse_and()
+        while peek() in ("-o", "-or"):
+            op = toks[pos[0]]
+            pos[0] += 1
+            if peek() is None:
+                raise _FindError(f"expected an expression after {_q(op)}")
+            if peek() in (")", "-o", "-or", "-a", "-and", ","):
+                raise _FindError(f"invalid expression; you have used a binary operator "
+                                 f"{_q(op)} with nothing after it.")
+            right = parse_and()
+            left = (lambda a, b: lambda e: a(e) or b(e))(left, right)
+        return left
+
+    def parse_and():
+        left = parse_not()
+        while True:
+            t = peek()
+            if t in ("-a", "-and"):
+                pos[0] += 1
+                if peek() in (None, ")", "-o", "-or", "-a", "-and", ","):
+                    raise _FindError(f"invalid expression; you have used a binary operator "
+                                     f"{_q(t)} with nothing after it.")
+            elif t is None or t in (")", "-o", "-or", ","):
+                return left
+            right = parse_not()
+            left = (lambda a, b: lambda e: a(e) and b(e))(left, right)
+
+    def parse_not():
+        t = peek()
+        if t in ("!", "-not"):
+            pos[0] += 1
+            if peek() is None:
+                raise _FindError(f"invalid expression; you have used a unary operator {_q(t)} "
+                                 f"with nothing after it.")
+            inner = parse_not()
+            return lambda e: not inner(e)
+        if t == "(":
+            pos[0] += 1
+            if peek() == ")":
+                raise _FindError("invalid expression; empty parentheses are not allowed.")
+            inner = parse_expr()
+            if peek() != ")":
+                raise _FindError("invalid expression; I was expecting to find a ')' somewhere "
+                                 "but did not see one.")
+            pos[0] += 1
+            return inner
+        if t in ("-o", "-or", "-a", "-and", ","):
+            raise _FindError(f"invalid expression; you have used a binary operator {_q(t)} "
+                             f"with nothing before it.")
+        if t == ")":
+            raise _FindError("invalid expression; you have too many ')'")
+        pos[0] += 1
+        return primary(t)
+
+    try:
+        expr = parse_expr() if toks else (lambda e: True)
+        if pos[0] < len(toks):
+            if toks[pos[0]] == ")":
+                raise _FindError("invalid expression; you have too many ')'")
+            raise _FindError(f"paths must precede expression: `{toks[pos[0]]}'")
+    except _FindError as ex:
+        _err(ctx, "find", str(ex))
+        return 1
+    if not st["has_action"]:
+        inner = expr
+
+        def expr(e):
+            if inner(e):
+                emit(_b(e.path) + b"\n")
+            return True
+    maxd, mind, depthfirst = st["maxdepth"], st["mindepth"], st["depth"]
+    seen_dirs = []
+
+    def visit(path, depth, lst, start):
+        e = _FEnt(path, depth, lst, follow, start)
+        isdir = _st.S_ISDIR(e.st.st_mode)
+        if not depthfirst and depth >= mind:
+            expr(e)
+            if st["out"]:
+                yield b"".join(st["out"])
+                st["out"].clear()
+        if isdir and not e.prune and (maxd is None or depth < maxd):
+            key = (e.st.st_dev, e.st.st_ino)
+            if follow and key in seen_dirs and e.st.st_ino:
+                _err(ctx, "find", f"File system loop detected; {_q(path)} is part of the same "
+                     f"file system loop as {_q(start)}.")
+                st["status"] = 1
+            else:
+                seen_dirs.append(key)
+                try:
+                    with os.scandir(path) as it:
+                        names = [d.name for d in it]
+                except OSError as ex:
+                    names = None
+                    _err(ctx, "find", f"{_q(path)}: {_strerror(ex)}")
+                    st["status"] = 1
+                if names:
+                    for n in names:
+                        child = _concat(path, n)
+                        try:
+                            clst = os.lstat(child)
+                        except OSError as ex:
+                            _err(ctx, "find", f"{_q(child)}: {_strerror(ex)}")
+                            st["status"] = 1
+                            continue
+                        yield from visit(child, depth + 1, clst, start)
+                seen_dirs.pop()
+        if depthfirst and depth >= mind:
+            expr(e)
+            if st["out"]:
+                yield b"".join(st["out"])
+                st["out"].clear()
+
+    try:
+        for s in starts:
+            try:
+                lst = os.stat(s) if (follow or cmdfollow) else os.lstat(s)
+            except OSError as ex:
+                if follow or cmdfollow:
+                    try:
+                        lst = os.lstat(s)
+                    except OSError:
+                        lst = None
+                else:
+                    lst = None
+                if lst is None:
+                    _err(ctx, "find", f"{_q(s)}: {_strerror(ex)}")
+                    st["status"] = 1
+                    continue
+            yield from visit(s, 0, lst, s)
+    except _Quit:
+        pass
+    finally:
+        pass
+    if st["out"]:
+        yield b"".join(st["out"])
+        st["out"].clear()
+    for b in st["batches"]:
+        flush(b)
+    if st["out"]:
+        yield b"".join(st["out"])
+        st["out"].clear()
+    return st["status"]
+
+
+def _find_printf(fmt, e, tz):
+    out = []
+    i = 0
+    n = len(fmt)
+    while i < n:
+        c = fmt[i]
+        if c == "\\" and i + 1 < n:
+            k = fmt[i + 1]
+            esc = {"n": "\n", "t": "\t", "0": "\0", "\\": "\\", "a": "\a", "b": "\b",
+                   "f": "\f", "r": "\r", "v": "\v"}
+            if k in esc:
+                out.append(esc[k])
+                i += 2
+                continue
+            if k == "c":
+                break
+            if k in "01234567":
+                j = i + 1
+                while j < n and j < i + 4 and fmt[j] in "01234567":
+                    j += 1
+                out.append(chr(int(fmt[i + 1:j], 8)))
+                i = j
+                continue
+            out.append("\\" + k)
+            i += 2
+            continue
+        if c != "%" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        j = i + 1
+        flags = ""
+        while j < n and fmt[j] in "-+ #0":
+            flags += fmt[j]
+            j += 1
+        width = ""
+        while j < n and fmt[j].isdigit():
+            width += fmt[j]
+            j += 1
+        prec = None
+        if j < n and fmt[j] == ".":
+            j += 1
+            p = ""
+            while j < n and fmt[j].isdigit():
+                p += fmt[j]
+                j += 1
+            prec = p
+        if j >= n:
+            break
+        k = fmt[j]
+        i = j + 1
+        s2 = e.st
+        v = None
+        isnum = False
+        if k == "%":
+            out.append("%")
+            continue
+        if k == "p":
+            v = e.path
+        elif k == "f":
+            v = e.name
+        elif k == "h":
+            p = e.path
+            if e.depth == 0:
+                v = _dir_name(p) if "/" in p.rstrip("/") else "."
+            else:
+                v = p[: p.rfind("/")] or "/"
+        elif k == "P":
+            v = e.path[len(e.start):].lstrip("/") if e.depth else ""
+        elif k == "H":
+            v = e.start
+        elif k == "d":
+            v, isnum = e.depth, True
+        elif k == "s":
+            v, isnum = s2.st_size, True
+        elif k == "b":
+            v, isnum = _blocks(s2), True
+        elif k == "k":
+            v, isnum = -(-_blocks(s2) // 2), True
+        elif k == "m":
+            v = "%o" % _st.S_IMODE(_perm(s2))
+            if "#" in flags:
+                v = "0" + v
+        elif k == "M":
+            v = _st.filemode(_perm(s2))
+        elif k == "y":
+            v = _type_char(e.lst.st_mode)
+        elif k == "Y":
+            if _st.S_ISLNK(e.lst.st_mode):
+                try:
+                    v = _type_char(os.stat(e.path).st_mode)
+                except OSError:
+                    v = "N"
+            else:
+                v = _type_char(s2.st_mode)
+        elif k == "l":
+            v = ""
+            if _st.S_ISLNK(e.lst.st_mode):
+                try:
+                    v = os.readlink(e.path)
+                except OSError:
+                    v = ""
+        elif k == "i":
+            v, isnum = s2.st_ino, True
+        elif k == "n":
+            v, isnum = s2.st_nlink, True
+        elif k == "u":
+            v = _user(s2.st_uid) or str(s2.st_uid)
+        elif k == "g":
+            v = _group(s2.st_gid) or str(s2.st_gid)
+        elif k == "U":
+            v, isnum = s2.st_uid, True
+        elif k == "G":
+            v, isnum = s2.st_gid, True
+        elif k == "D":
+            v, isnum = s2.st_dev, True
+        elif k == "F":
+            v = "ext4" if not _WASI else "wasi"
+        elif k == "S":
+            bs = _blocks(s2) * 512
+            v = "%g" % (bs / s2.st_size if s2.st_size else 1.0)
+        elif k in "acAtTC":
+            which = {"a": "a", "A": "a", "t": "m", "T": "m", "c": "c", "C": "c"}[k]
+            w = _when(_ns(s2, which), tz)
+            if k in "act":
+                v = _strftime("%a %b %e %H:%M:%S.%N0 %Y", w)
+                v = _strftime("%a %b %e %H:%M:%S", w) + ".%09d0 " % w.ns + str(w.d.year)
+            else:
+                if i >= n:
+                    break
+                sub = fmt[i]
+                i += 1
+                if sub == "@":
+                    v = "%d.%09d0" % (w.sec, w.ns)
+                elif sub == "+":
+                    v = _strftime("%Y-%m-%d+%H:%M:%S", w) + ".%09d0" % w.ns
+                elif sub == "S":
+                    v = _strftime("%S", w) + ".%09d0" % w.ns
+                elif sub == "T":
+                    v = _strftime("%H:%M:%S", w) + ".%09d0" % w.ns
+                else:
+                    v = _strftime("%" + sub, w)
+        else:
+            out.append("%" + k)
+            continue
+        spec = "%" + flags + width + ("." + prec if prec is not None else "")
+        if isnum:
+            out.append((spec + "d") % v)
+        else:
+            out.append((spec + "s") % v)
+    return "".join(out)
+
+
 COMMANDS = {
     "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
     "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
+    "find": find,
 }
