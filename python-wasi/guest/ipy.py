@@ -10,8 +10,10 @@ The host's API (what it calls, and nothing else is promised):
 - `transform(source) -> str`: the cell as Python, line for line: the call that replaces a
   magic or `!` line stays on that line (a line continued with backslashes leaves blank
   lines behind), so every other line keeps its number. IPython's `get_ipython()` is spelt
-  `_vivarium_ipy_()` (a builtin `run` installs) so a user's own `get_ipython` clashes with
-  nothing.
+  `_vivarium_ipy_()` so a user's own `get_ipython` clashes with nothing; `transform`
+  installs it (and `get_ipython`) as builtins, so its result runs wherever it is compiled
+  (code mode: `vivarium_tools.run(vivarium_ipy.transform(SOURCE), ...)`), and remembers
+  the cell as the current one (a cell magic's body keeps its line numbers in tracebacks).
 - `run(source, echo=False)`: what the host runs for a cell that needs the transform
   (`__import__('vivarium_ipy').run(SOURCE, ECHO)`): transforms it, compiles it as
   `<turn N>` (N is the guest's turn count, as every turn's file name) with top-level
@@ -378,8 +380,8 @@ def _split(source):
     return _dedent(source.splitlines(keepends=True))
 
 
-def transform(source):
-    """`source` as Python, line for line (see the module's docstring)."""
+def _transform(source):
+    """`source` as Python, line for line: the translation alone."""
     lines = _split(source)
     at = _cell_magic_at(lines)
     if at is not None:
@@ -672,9 +674,21 @@ class Shell:
         self._source = None
         self._filename = None
         self._code = set()
+        self._via_tools = False
         # IPython hides what it put in the namespace itself; here, what was there when
         # the template loaded this module (nothing of the caller's).
         self.user_ns_hidden = _HIDDEN
+
+    def _turn_file(self):
+        """The file name the current turn's code has (`<turn N>`)."""
+        if self._filename:
+            return self._filename
+        try:
+            import _reactor
+
+            return f"<turn {_reactor._turns}>"
+        except ImportError:
+            return "<ipython-cell>"
 
     # ---- the namespace
     @property
@@ -732,7 +746,7 @@ class Shell:
             return cmd
 
     def transform_cell(self, cell):
-        return transform(cell)
+        return _transform(cell)
 
     def show_usage(self):
         print(
@@ -787,7 +801,7 @@ class Shell:
     def _compile(self, source, offset, echo):
         """Compiles `source` (already Python) as the current turn's code; line numbers are
         shifted by `offset` (the lines of the original cell above it)."""
-        filename = self._filename or "<ipython-input>"
+        filename = self._turn_file()
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         text = "\n" * offset + source
         try:
@@ -814,7 +828,7 @@ class Shell:
         at = _cell_magic_at(lines)
         if at is not None:
             self._offset = offset + at + 1
-        python = "".join(lines) if at is None and not needs_transform(source) else transform(source)
+        python = "".join(lines) if at is None and not needs_transform(source) else _transform(source)
         body, tail = self._compile(python, offset, echo)
         scope = self.user_ns
         _evaluate(body, scope)
@@ -906,9 +920,9 @@ class Shell:
         if line.strip() and cell is not None:
             raise UsageError("Can't use statement directly after '%%time'!")
         source = cell if cell is not None else line
-        python = transform(source) if needs_transform(source) else source
+        python = _transform(source) if needs_transform(source) else source
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        filename = self._filename if cell is not None else "<timed exec>"
+        filename = self._turn_file() if cell is not None else "<timed exec>"
         pad = "\n" * (offset or 0)
         try:
             tree = compile(pad + python, filename, "exec", flags | ast.PyCF_ONLY_AST)
@@ -974,10 +988,10 @@ class Shell:
         if "c" in opts:
             timer_fn = time.process_time
         if cell is None:
-            setup, body = "pass", transform(stmt) if needs_transform(stmt) else stmt
+            setup, body = "pass", _transform(stmt) if needs_transform(stmt) else stmt
         else:
-            setup = transform(stmt) if needs_transform(stmt) else (stmt or "pass")
-            body = transform(cell) if needs_transform(cell) else cell
+            setup = _transform(stmt) if needs_transform(stmt) else (stmt or "pass")
+            body = _transform(cell) if needs_transform(cell) else cell
         compile(setup, "<magic-timeit-setup>", "exec")
         compile(body, "<magic-timeit-stmt>", "exec")
         t0 = time.perf_counter()
@@ -1580,8 +1594,10 @@ def trim(tb):
     shell = IPYTHON
     code = shell._code if shell is not None else ()
     t = tb
-    while t is not None and t.tb_frame.f_code not in code:
-        t = t.tb_next
+    if shell is None or not shell._via_tools:
+        while t is not None and t.tb_frame.f_code not in code:
+            t = t.tb_next
+    # (Through code mode, vivarium_tools' own hook finds where the caller's code starts.)
     if t is None:
         return None
     kept = []
@@ -1616,27 +1632,56 @@ def _trimming(hook):
     return excepthook
 
 
+def _builtins():
+    builtins.get_ipython = get_ipython
+    setattr(builtins, SHELL_NAME, get_ipython)
+
+
 def install():
     """`get_ipython` and the transformed code's name as builtins; the traceback hook."""
     shell = get_ipython()
-    builtins.get_ipython = get_ipython
-    setattr(builtins, SHELL_NAME, get_ipython)
+    _builtins()
     if not getattr(sys.excepthook, "_vivarium_ipy", False):
         sys.excepthook = _trimming(sys.excepthook)
     return shell
 
 
+def _prepare(shell, source):
+    """The cell being run: its original text for tracebacks, where a cell magic's body
+    starts, and the turn's file name (known when the cell's code runs)."""
+    shell._filename = None
+    shell._via_tools = False
+    shell._source = source
+    shell._code = set()
+    at = _cell_magic_at(_split(source))
+    shell._offset = 0 if at is None else at + 1
+
+
+def transform(source):
+    """`source` as Python, line for line (see the module's docstring). The code it gives
+    needs this module's builtins, which are installed here (code mode runs it through
+    `vivarium_tools.run`); the cell is remembered as the current one, for the line numbers
+    of a cell magic's body."""
+    shell = install()
+    _prepare(shell, source)
+    shell._via_tools = True
+    python = _transform(source)
+    # Whoever compiles the result as this turn's code makes the same code objects (file,
+    # name and first line): the caller's original lines are registered for them now.
+    filename = shell._turn_file()
+    if getattr(linecache, "_register_code", None) is not None:
+        try:
+            code = compile(python, filename, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        except Exception:
+            pass
+        else:
+            _register(code, source, filename)
+    return python
+
+
 def run(source, echo=False):
     """Runs a notebook cell in `__main__` as the current turn (see the module docstring)."""
     shell = install()
-    try:
-        import _reactor
-
-        filename = f"<turn {_reactor._turns}>"
-    except ImportError:
-        filename = "<ipython-cell>"
-    shell._filename = filename
-    shell._source = source
-    shell._code = set()
-    shell._offset = 0
+    _prepare(shell, source)
+    shell._filename = shell._turn_file()
     shell._execute(source, 0, echo=echo)
