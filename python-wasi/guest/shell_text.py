@@ -3515,6 +3515,798 @@ def _cmp_width(fa, fb, skip, limit, ctx):
 
 
 # ---------------------------------------------------------------------------------------------
+# diff: GNU diff's algorithm (Myers' O(ND) with a middle snake, the discarding of lines
+# without matches, and the shifting of change boundaries), so that hunks come out where GNU
+# diff puts them; normal, unified (-u) and brief (-q) output, directories (-r).
+# ---------------------------------------------------------------------------------------------
+
+
+def _floor_log2(n):
+    return n.bit_length() - 1
+
+
+def _diag(xv, yv, xoff, xlim, yoff, ylim, minimal, fd, bd, off, too_expensive):
+    """Finds the midpoint of the shortest edit script of xv[xoff:xlim] / yv[yoff:ylim].
+    Returns (xmid, ymid, lo_minimal, hi_minimal)."""
+    dmin = xoff - ylim
+    dmax = xlim - yoff
+    fmid = xoff - yoff
+    bmid = xlim - ylim
+    fmin = fmax = fmid
+    bmin = bmax = bmid
+    odd = (fmid - bmid) & 1
+    big = 1 << 62
+    fd[fmid + off] = xoff
+    bd[bmid + off] = xlim
+    c = 0
+    while True:
+        c += 1
+        if fmin > dmin:
+            fmin -= 1
+            fd[fmin - 1 + off] = -1
+        else:
+            fmin += 1
+        if fmax < dmax:
+            fmax += 1
+            fd[fmax + 1 + off] = -1
+        else:
+            fmax -= 1
+        for d in range(fmax, fmin - 1, -2):
+            tlo = fd[d - 1 + off]
+            thi = fd[d + 1 + off]
+            x = thi if tlo < thi else tlo + 1
+            y = x - d
+            while x < xlim and y < ylim and xv[x] == yv[y]:
+                x += 1
+                y += 1
+            fd[d + off] = x
+            if odd and bmin <= d <= bmax and bd[d + off] <= x:
+                return x, y, True, True
+        if bmin > dmin:
+            bmin -= 1
+            bd[bmin - 1 + off] = big
+        else:
+            bmin += 1
+        if bmax < dmax:
+            bmax += 1
+            bd[bmax + 1 + off] = big
+        else:
+            bmax -= 1
+        for d in range(bmax, bmin - 1, -2):
+            tlo = bd[d - 1 + off]
+            thi = bd[d + 1 + off]
+            x = tlo if tlo < thi else thi - 1
+            y = x - d
+            while xoff < x and yoff < y and xv[x - 1] == yv[y - 1]:
+                x -= 1
+                y -= 1
+            bd[d + off] = x
+            if not odd and fmin <= d <= fmax and x <= fd[d + off]:
+                return x, y, True, True
+        if minimal or c < too_expensive:
+            continue
+        # Too expensive: report halfway between the best results so far.
+        fxybest = -1
+        fxbest = 0
+        for d in range(fmax, fmin - 1, -2):
+            x = min(fd[d + off], xlim)
+            y = x - d
+            if ylim < y:
+                x = ylim + d
+                y = ylim
+            if fxybest < x + y:
+                fxybest = x + y
+                fxbest = x
+        bxybest = big
+        bxbest = 0
+        for d in range(bmax, bmin - 1, -2):
+            x = max(xoff, bd[d + off])
+            y = x - d
+            if y < yoff:
+                x = yoff + d
+                y = yoff
+            if x + y < bxybest:
+                bxybest = x + y
+                bxbest = x
+        if (xlim + ylim) - bxybest < fxybest - (xoff + yoff):
+            return fxbest, fxybest - fxbest, True, False
+        return bxbest, bxybest - bxbest, False, True
+
+
+def _compareseq(xv, yv, minimal, note_del, note_ins):
+    nx, ny = len(xv), len(yv)
+    diags = nx + ny + 3
+    fd = [0] * (diags + 2)
+    bd = [0] * (diags + 2)
+    off = ny + 1
+    too_expensive = max(4096, 1 << ((_floor_log2(diags) >> 1) + 1))
+    stack = [(0, nx, 0, ny, minimal)]
+    while stack:
+        xoff, xlim, yoff, ylim, mini = stack.pop()
+        while xoff < xlim and yoff < ylim and xv[xoff] == yv[yoff]:
+            xoff += 1
+            yoff += 1
+        while xoff < xlim and yoff < ylim and xv[xlim - 1] == yv[ylim - 1]:
+            xlim -= 1
+            ylim -= 1
+        if xoff == xlim:
+            for y in range(yoff, ylim):
+                note_ins(y)
+        elif yoff == ylim:
+            for x in range(xoff, xlim):
+                note_del(x)
+        else:
+            xmid, ymid, lo_min, hi_min = _diag(xv, yv, xoff, xlim, yoff, ylim, mini, fd, bd, off,
+                                               too_expensive)
+            stack.append((xmid, xlim, ymid, ylim, hi_min))
+            stack.append((xoff, xmid, yoff, ymid, lo_min))
+
+
+def _discard_confusing(eqs, minimal):
+    """Which lines of each file take no part in the comparison (GNU's discard_confusing_lines):
+    lines without any match in the other file, and runs of lines with very many matches."""
+    counts = [{}, {}]
+    for f in (0, 1):
+        cf = counts[f]
+        for e in eqs[f]:
+            cf[e] = cf.get(e, 0) + 1
+    discarded = []
+    for f in (0, 1):
+        end = len(eqs[f])
+        other = counts[1 - f]
+        many = 5
+        if end >= 64:
+            many <<= (_floor_log2(end) >> 1) - 3
+        dis = bytearray(end)
+        for i, e in enumerate(eqs[f]):
+            nm = other.get(e, 0)
+            if nm == 0:
+                dis[i] = 1
+            elif nm > many:
+                dis[i] = 2
+        discarded.append(dis)
+    for f in (0, 1):
+        dis = discarded[f]
+        end = len(dis)
+        i = 0
+        while i < end:
+            if dis[i] == 2:
+                dis[i] = 0
+            elif dis[i] != 0:
+                provisional = 0
+                j = i
+                while j < end:
+                    if dis[j] == 0:
+                        break
+                    if dis[j] == 2:
+                        provisional += 1
+                    j += 1
+                while j > i and dis[j - 1] == 2:
+                    j -= 1
+                    dis[j] = 0
+                    provisional -= 1
+                length = j - i
+                if (length >> 2) < provisional:
+                    while j > i:
+                        j -= 1
+                        if dis[j] == 2:
+                            dis[j] = 0
+                else:
+                    minimum = 2 if length < 4 else (1 << ((_floor_log2(length) >> 1) - 1)) + 1
+                    consec = 0
+                    j = 0
+                    while j < length:
+                        if dis[i + j] != 2:
+                            consec = 0
+                        else:
+                            consec += 1
+                            if minimum == consec:
+                                j -= consec
+                            elif minimum < consec:
+                                dis[i + j] = 0
+                        j += 1
+                    consec = 0
+                    for j in range(length):
+                        if j >= 8 and dis[i + j] == 1:
+                            break
+                        if dis[i + j] == 2:
+                            consec = 0
+                            dis[i + j] = 0
+                        elif dis[i + j] == 0:
+                            consec = 0
+                        else:
+                            consec += 1
+                        if consec == 3:
+                            break
+                    i += length - 1
+                    consec = 0
+                    for j in range(length):
+                        if j >= 8 and dis[i - j] == 1:
+                            break
+                        if dis[i - j] == 2:
+                            consec = 0
+                            dis[i - j] = 0
+                        elif dis[i - j] == 0:
+                            consec = 0
+                        else:
+                            consec += 1
+                        if consec == 3:
+                            break
+            i += 1
+    if minimal:
+        return [bytearray(len(eqs[0])), bytearray(len(eqs[1]))]
+    return discarded
+
+
+def _shift_boundaries(eqs, changed):
+    """Slides runs of changes over identical lines to merge them (GNU's shift_boundaries).
+    changed[f] has a False sentinel at the end, which index -1 also reaches."""
+    for f in (0, 1):
+        ch = changed[f]
+        oc = changed[1 - f]
+        eq = eqs[f]
+        i = j = 0
+        i_end = len(eq)
+        while True:
+            while i < i_end and not ch[i]:
+                while oc[j]:
+                    j += 1
+                j += 1
+                i += 1
+            if i == i_end:
+                break
+            start = i
+            i += 1
+            while ch[i]:
+                i += 1
+            while oc[j]:
+                j += 1
+            while True:
+                runlength = i - start
+                while start and eq[start - 1] == eq[i - 1]:
+                    start -= 1
+                    ch[start] = True
+                    i -= 1
+                    ch[i] = False
+                    while ch[start - 1]:
+                        start -= 1
+                    j -= 1
+                    while oc[j]:
+                        j -= 1
+                corresponding = i if oc[j - 1] else i_end
+                while i != i_end and eq[start] == eq[i]:
+                    ch[start] = False
+                    start += 1
+                    ch[i] = True
+                    i += 1
+                    while ch[i]:
+                        i += 1
+                    j += 1
+                    while oc[j]:
+                        corresponding = i
+                        j += 1
+                if runlength == i - start:
+                    break
+            while corresponding < i:
+                start -= 1
+                ch[start] = True
+                i -= 1
+                ch[i] = False
+                j -= 1
+                while oc[j]:
+                    j -= 1
+
+
+def _diff_script(a, b, keyfn, horizon, minimal):
+    """The edit script between line lists a and b: [(line0, line1, deleted, inserted)]."""
+    n0, n1 = len(a), len(b)
+    p = 0
+    lim = min(n0, n1)
+    while p < lim and a[p] == b[p]:
+        p += 1
+    p = max(p - horizon, 0)
+    sfx = 0
+    slim = lim - p
+    while sfx < slim and a[n0 - 1 - sfx] == b[n1 - 1 - sfx]:
+        sfx += 1
+    sfx = max(sfx - horizon, 0)
+    ma = a[p : n0 - sfx]
+    mb = b[p : n1 - sfx]
+    classes = {}
+    eqs = []
+    for lines in (ma, mb):
+        e = []
+        for ln in lines:
+            k = keyfn(ln) if keyfn else ln
+            c = classes.get(k)
+            if c is None:
+                c = classes[k] = len(classes) + 1
+            e.append(c)
+        eqs.append(e)
+    changed = [[False] * (len(ma) + 1), [False] * (len(mb) + 1)]
+    dis = _discard_confusing(eqs, minimal)
+    real = []
+    und = []
+    for f in (0, 1):
+        r = []
+        u = []
+        for i, e in enumerate(eqs[f]):
+            if dis[f][i]:
+                changed[f][i] = True
+            else:
+                r.append(i)
+                u.append(e)
+        real.append(r)
+        und.append(u)
+    ch0, ch1 = changed
+    r0, r1 = real
+
+    def note_del(x):
+        ch0[r0[x]] = True
+
+    def note_ins(y):
+        ch1[r1[y]] = True
+
+    _compareseq(und[0], und[1], minimal, note_del, note_ins)
+    _shift_boundaries(eqs, changed)
+    script = []
+    i0 = i1 = 0
+    l0, l1 = len(ma), len(mb)
+    while i0 < l0 or i1 < l1:
+        if ch0[i0] or ch1[i1]:
+            s0, s1 = i0, i1
+            while ch0[i0]:
+                i0 += 1
+            while ch1[i1]:
+                i1 += 1
+            script.append((s0 + p, s1 + p, i0 - s0, i1 - s1))
+        i0 += 1
+        i1 += 1
+    return script
+
+
+def _nl(line):
+    if line.endswith(b"\n"):
+        return line
+    return line + b"\n\\ No newline at end of file\n"
+
+
+def _range(a, b):
+    """GNU's normal-format range of 1-based lines a..b."""
+    return b"%d,%d" % (a, b) if a < b else b"%d" % b
+
+
+def _normal_output(script, a, b):
+    out = []
+    for l0, l1, d, ins in script:
+        if d and ins:
+            out.append(_range(l0 + 1, l0 + d) + b"c" + _range(l1 + 1, l1 + ins) + b"\n")
+        elif d:
+            out.append(_range(l0 + 1, l0 + d) + b"d" + b"%d" % l1 + b"\n")
+        else:
+            out.append(b"%d" % l0 + b"a" + _range(l1 + 1, l1 + ins) + b"\n")
+        for k in range(l0, l0 + d):
+            out.append(b"< " + _nl(a[k]))
+        if d and ins:
+            out.append(b"---\n")
+        for k in range(l1, l1 + ins):
+            out.append(b"> " + _nl(b[k]))
+    return b"".join(out)
+
+
+def _uni_range(first, last):
+    ta, tb = first + 1, last + 1
+    if tb < ta:
+        return b"%d,0" % tb
+    if tb == ta:
+        return b"%d" % tb
+    return b"%d,%d" % (ta, tb - ta + 1)
+
+
+def _hunks(script, context):
+    hunks = []
+    cur = []
+    for ch in script:
+        if cur:
+            prev = cur[-1]
+            if ch[0] - (prev[0] + prev[2]) < 2 * context + 1:
+                cur.append(ch)
+                continue
+            hunks.append(cur)
+        cur = [ch]
+    if cur:
+        hunks.append(cur)
+    return hunks
+
+
+def _unified_output(script, a, b, context):
+    out = []
+    n0, n1 = len(a), len(b)
+    for hunk in _hunks(script, context):
+        f0 = max(hunk[0][0] - context, 0)
+        f1 = max(hunk[0][1] - context, 0)
+        last = hunk[-1]
+        e0 = min(last[0] + last[2] - 1 + context, n0 - 1)
+        e1 = min(last[1] + last[3] - 1 + context, n1 - 1)
+        out.append(b"@@ -" + _uni_range(f0, e0) + b" +" + _uni_range(f1, e1) + b" @@\n")
+        i = f0
+        for l0, l1, d, ins in hunk:
+            while i < l0:
+                out.append(b" " + _nl(a[i]))
+                i += 1
+            for k in range(l0, l0 + d):
+                out.append(b"-" + _nl(a[k]))
+            for k in range(l1, l1 + ins):
+                out.append(b"+" + _nl(b[k]))
+            i = l0 + d
+        while i <= e0:
+            out.append(b" " + _nl(a[i]))
+            i += 1
+    return b"".join(out)
+
+
+def _ctx_range(first, last):
+    ta, tb = first + 1, last + 1
+    if tb <= ta:
+        return b"%d" % tb if tb == ta else b"%d" % tb
+    return b"%d,%d" % (ta, tb)
+
+
+def _context_output(script, a, b, context):
+    out = []
+    n0, n1 = len(a), len(b)
+    for hunk in _hunks(script, context):
+        f0 = max(hunk[0][0] - context, 0)
+        f1 = max(hunk[0][1] - context, 0)
+        last = hunk[-1]
+        e0 = min(last[0] + last[2] - 1 + context, n0 - 1)
+        e1 = min(last[1] + last[3] - 1 + context, n1 - 1)
+        out.append(b"***************\n")
+        out.append(b"*** " + _ctx_range(f0, e0) + b" ****\n")
+        if any(d for _, _, d, _ in hunk):
+            marks = {}
+            for l0, l1, d, ins in hunk:
+                for k in range(l0, l0 + d):
+                    marks[k] = b"! " if ins else b"- "
+            for k in range(f0, e0 + 1):
+                out.append(marks.get(k, b"  ") + _nl(a[k]))
+        out.append(b"--- " + _ctx_range(f1, e1) + b" ----\n")
+        if any(ins for _, _, _, ins in hunk):
+            marks = {}
+            for l0, l1, d, ins in hunk:
+                for k in range(l1, l1 + ins):
+                    marks[k] = b"! " if d else b"+ "
+            for k in range(f1, e1 + 1):
+                out.append(marks.get(k, b"  ") + _nl(b[k]))
+    return b"".join(out)
+
+
+def _mtime_label(path, st, style="u"):
+    if st is None:
+        t = time.time()
+        sec, ns = int(t), int((t % 1) * 1e9)
+    else:
+        sec, ns = divmod(st.st_mtime_ns, 10**9)
+    lt = time.localtime(sec)
+    if style == "c":
+        return _b(time.strftime("%a %b %e %H:%M:%S %Y", lt))
+    return _b(time.strftime("%Y-%m-%d %H:%M:%S", lt) + ".%09d " % ns + time.strftime("%z", lt))
+
+
+class _DiffOpts:
+    pass
+
+
+def _diff_read(ctx, path):
+    if path == "-":
+        return _read_all(ctx.stdin)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _diff_files(ctx, o, pa, pb, la, lb, sta, stb, header):
+    """Compares two files; yields output; returns 0/1/2."""
+    try:
+        da = b"" if sta is False else _diff_read(ctx, pa)
+        db = b"" if stb is False else _diff_read(ctx, pb)
+    except OSError as e:
+        _oserr(ctx, "diff", e.filename or pa, e)
+        return 2
+    if da == db:
+        if o.report_same:
+            yield b"Files %s and %s are identical\n" % (_b(la), _b(lb))
+        return 0
+    if not o.text and (b"\0" in da[:32768] or b"\0" in db[:32768]):
+        if header:
+            yield header
+        if o.brief:
+            yield b"Files %s and %s differ\n" % (_b(la), _b(lb))
+        else:
+            yield b"Binary files %s and %s differ\n" % (_b(la), _b(lb))
+        return 1
+    if o.strip_cr:
+        da = da.replace(b"\r\n", b"\n")
+        db = db.replace(b"\r\n", b"\n")
+    a = _split_keep(da)
+    b = _split_keep(db)
+    horizon = o.context if o.style in ("u", "c") else 0
+    script = _diff_script(a, b, o.keyfn, horizon, o.minimal)
+    if o.ignore_blank and script:
+        script = [c for c in script if any(x.strip() for x in a[c[0] : c[0] + c[2]])
+                  or any(x.strip() for x in b[c[1] : c[1] + c[3]])]
+    if not script:
+        if o.report_same:
+            yield b"Files %s and %s are identical\n" % (_b(la), _b(lb))
+        return 0
+    if o.brief:
+        yield b"Files %s and %s differ\n" % (_b(la), _b(lb))
+        return 1
+    if header:
+        yield header
+    if o.style == "u":
+        ta = _b(o.labels[0]) if o.labels[0] is not None else _b(la) + b"\t" + _mtime_label(pa, sta or None)
+        tb = _b(o.labels[1]) if o.labels[1] is not None else _b(lb) + b"\t" + _mtime_label(pb, stb or None)
+        if sta is False:
+            ta = _b(la) + b"\t" + _epoch_label()
+        if stb is False:
+            tb = _b(lb) + b"\t" + _epoch_label()
+        yield b"--- " + ta + b"\n+++ " + tb + b"\n"
+        yield _unified_output(script, a, b, o.context)
+    elif o.style == "c":
+        ta = _b(o.labels[0]) if o.labels[0] is not None else _b(la) + b"\t" + _mtime_label(pa, sta or None, "c")
+        tb = _b(o.labels[1]) if o.labels[1] is not None else _b(lb) + b"\t" + _mtime_label(pb, stb or None, "c")
+        yield b"*** " + ta + b"\n--- " + tb + b"\n"
+        yield _context_output(script, a, b, o.context)
+    else:
+        yield _normal_output(script, a, b)
+    return 1
+
+
+def _epoch_label():
+    lt = time.localtime(0)
+    return _b(time.strftime("%Y-%m-%d %H:%M:%S", lt) + ".000000000 " + time.strftime("%z", lt))
+
+
+def _stat(path):
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _isdir(st):
+    return st is not None and (st.st_mode & 0o170000) == 0o040000
+
+
+def _join(d, name):
+    return d + name if d.endswith("/") else d + "/" + name
+
+
+def _diff_dirs(ctx, o, da, db):
+    try:
+        na = set(os.listdir(da))
+        nb = set(os.listdir(db))
+    except OSError as e:
+        _oserr(ctx, "diff", e.filename or da, e)
+        return 2
+    status = 0
+    for name in sorted(na | nb, key=os.fsencode):
+        if o.excludes and any(fnmatch.fnmatchcase(name, g) for g in o.excludes):
+            continue
+        pa, pb = _join(da, name), _join(db, name)
+        if name not in nb or name not in na:
+            if o.new_file:
+                sta = _stat(pa) if name in na else False
+                stb = _stat(pb) if name in nb else False
+                if _isdir(sta) or _isdir(stb):
+                    if o.recursive:
+                        # a whole directory on one side: compare against nothing
+                        st = yield from _diff_dirs_missing(ctx, o, pa, pb, sta is False)
+                        status = max(status, st)
+                    else:
+                        yield b"Only in %s: %s\n" % (_b(da if name in na else db), _b(name))
+                        status = max(status, 1)
+                    continue
+                hdr = b"diff " + _b(o.switches) + b" " + _b(pa) + b" " + _b(pb) + b"\n"
+                st = yield from _diff_files(ctx, o, pa, pb, pa, pb, sta, stb, hdr)
+                status = max(status, st)
+                continue
+            yield b"Only in %s: %s\n" % (_b(da if name in na else db), _b(name))
+            status = max(status, 1)
+            continue
+        sta, stb = _stat(pa), _stat(pb)
+        if _isdir(sta) and _isdir(stb):
+            if o.recursive:
+                st = yield from _diff_dirs(ctx, o, pa, pb)
+                status = max(status, st)
+            else:
+                yield b"Common subdirectories: %s and %s\n" % (_b(pa), _b(pb))
+            continue
+        if _isdir(sta) != _isdir(stb):
+            kind = lambda st: b"directory" if _isdir(st) else b"regular file"  # noqa: E731
+            yield b"File %s is a %s while file %s is a %s\n" % (_b(pa), kind(sta), _b(pb), kind(stb))
+            status = max(status, 1)
+            continue
+        hdr = b"diff " + _b(o.switches) + b" " + _b(pa) + b" " + _b(pb) + b"\n" if o.switches else \
+            b"diff " + _b(pa) + b" " + _b(pb) + b"\n"
+        st = yield from _diff_files(ctx, o, pa, pb, pa, pb, sta, stb, hdr)
+        status = max(status, st)
+    return status
+
+
+def _diff_dirs_missing(ctx, o, pa, pb, a_missing):
+    present = pb if a_missing else pa
+    status = 0
+    for name in sorted(os.listdir(present), key=os.fsencode):
+        qa, qb = _join(pa, name), _join(pb, name)
+        st = _stat(_join(present, name))
+        if _isdir(st):
+            s2 = yield from _diff_dirs_missing(ctx, o, qa, qb, a_missing)
+        else:
+            hdr = b"diff " + _b(o.switches) + b" " + _b(qa) + b" " + _b(qb) + b"\n"
+            s2 = yield from _diff_files(ctx, o, qa, qb, qa, qb,
+                                        False if a_missing else st, st if a_missing else False, hdr)
+        status = max(status, s2)
+    return status
+
+
+def _diff(ctx, argv):
+    opts, ops = _getopt(
+        argv,
+        "abBcC:dEiNqrsStTuU:wx:yZ",
+        {
+            "text": ("a", 0),
+            "ignore-space-change": ("b", 0),
+            "ignore-blank-lines": ("B", 0),
+            "context": ("C", 2),
+            "minimal": ("d", 0),
+            "ignore-tab-expansion": ("E", 0),
+            "ignore-case": ("i", 0),
+            "new-file": ("N", 0),
+            "brief": ("q", 0),
+            "recursive": ("r", 0),
+            "report-identical-files": ("s", 0),
+            "unified": ("U", 2),
+            "ignore-all-space": ("w", 0),
+            "exclude": ("x", 1),
+            "label": ("label", 1),
+            "strip-trailing-cr": ("strip-trailing-cr", 0),
+            "ignore-trailing-space": ("Z", 0),
+            "color": ("color", 2),
+            "no-dereference": ("no-dereference", 0),
+            "normal": ("normal", 0),
+            "side-by-side": ("y", 0),
+            "expand-tabs": ("t", 0),
+            "initial-tab": ("T", 0),
+            "speed-large-files": ("H", 0),
+            "unidirectional-new-file": ("N", 0),
+        },
+    )
+    o = _DiffOpts()
+    o.style = "n"
+    o.context = 3
+    o.brief = o.report_same = o.recursive = o.new_file = o.text = False
+    o.minimal = o.ignore_blank = o.strip_cr = False
+    o.labels = [None, None]
+    o.excludes = []
+    icase = allspace = spacechange = trailing = False
+    nlabels = 0
+    for k, v in opts:
+        if k == "u":
+            o.style = "u"
+        elif k == "U":
+            o.style = "u"
+            if v is not None:
+                if not re.fullmatch(r"\d+", v):
+                    raise _Fatal(f"invalid context length '{v}'", 2)
+                o.context = int(v)
+        elif k == "c":
+            o.style = "c"
+        elif k == "C":
+            o.style = "c"
+            if v is not None:
+                if not re.fullmatch(r"\d+", v):
+                    raise _Fatal(f"invalid context length '{v}'", 2)
+                o.context = int(v)
+        elif k == "normal":
+            o.style = "n"
+        elif k == "q":
+            o.brief = True
+        elif k == "s":
+            o.report_same = True
+        elif k == "r":
+            o.recursive = True
+        elif k == "N":
+            o.new_file = True
+        elif k == "a":
+            o.text = True
+        elif k == "d":
+            o.minimal = True
+        elif k == "i":
+            icase = True
+        elif k == "w":
+            allspace = True
+        elif k == "b":
+            spacechange = True
+        elif k == "Z":
+            trailing = True
+        elif k == "B":
+            o.ignore_blank = True
+        elif k == "x":
+            o.excludes.append(v)
+        elif k == "label":
+            if nlabels < 2:
+                o.labels[nlabels] = v
+            nlabels += 1
+        elif k == "strip-trailing-cr":
+            o.strip_cr = True
+        elif k == "y":
+            raise _Fatal("side-by-side output (-y) is not supported here", 2)
+    # The options as given, for the "diff OPTIONS a/x b/x" lines of directory comparisons.
+    raw = list(argv[1:])
+    for op in ops:
+        if op in raw:
+            raw.remove(op)
+    if "--" in raw:
+        raw.remove("--")
+    o.switches = " ".join(raw)
+    if icase or allspace or spacechange or trailing:
+        ws = re.compile(rb"[ \t\v\f\r]+")
+
+        def keyfn(line):
+            body = line[:-1] if line.endswith(b"\n") else line
+            nl = line[len(body):]
+            if allspace:
+                body = ws.sub(b"", body)
+            elif spacechange:
+                body = ws.sub(b" ", body).rstrip(b" ")
+            elif trailing:
+                body = body.rstrip(b" \t\v\f\r")
+            if icase:
+                body = body.lower()
+            return body + nl
+
+        o.keyfn = keyfn
+    else:
+        o.keyfn = None
+    if len(ops) < 2:
+        if not ops:
+            raise _Usage("missing operand after 'diff'")
+        raise _Usage(f"missing operand after '{ops[-1]}'")
+    if len(ops) > 2:
+        raise _Usage(f"extra operand '{ops[2]}'")
+    a, b = ops
+    sta = None if a == "-" else _stat(a)
+    stb = None if b == "-" else _stat(b)
+    if a != "-" and sta is None and not (o.new_file and stb is not None):
+        _err(ctx, "diff", f"{a}: No such file or directory")
+        return 2
+    if b != "-" and stb is None and not (o.new_file and sta is not None):
+        _err(ctx, "diff", f"{b}: No such file or directory")
+        return 2
+    if _isdir(sta) and _isdir(stb):
+        status = yield from _diff_dirs(ctx, o, a, b)
+        return status
+    if _isdir(sta) and b != "-":
+        a = _join(a, os.path.basename(b))
+        sta = _stat(a)
+    elif _isdir(stb) and a != "-":
+        b = _join(b, os.path.basename(a))
+        stb = _stat(b)
+    elif (_isdir(sta) or _isdir(stb)):
+        raise _Fatal("cannot compare '-' to a directory", 2)
+    for path, st in ((a, sta), (b, stb)):
+        if path != "-" and st is None and not o.new_file:
+            _err(ctx, "diff", f"{path}: No such file or directory")
+            return 2
+    if o.new_file:
+        sta = False if (a != "-" and sta is None) else sta
+        stb = False if (b != "-" and stb is None) else stb
+    status = yield from _diff_files(ctx, o, a, b, a, b, sta, stb, None)
+    return status
+
+
+# ---------------------------------------------------------------------------------------------
 # The registry
 # ---------------------------------------------------------------------------------------------
 
@@ -3534,6 +4326,7 @@ COMMANDS = {
     "xargs": _command(_xargs),
     "base64": _command(_base64),
     "cmp": _command(_cmp, 2),
+    "diff": _command(_diff, 2),
 }
 for _algo, _tag in (("md5", "MD5"), ("sha1", "SHA1"), ("sha224", "SHA224"), ("sha256", "SHA256"),
                     ("sha384", "SHA384"), ("sha512", "SHA512")):
