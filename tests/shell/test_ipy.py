@@ -583,6 +583,69 @@ def compare_guest(vivarium):
             bad += 1
             print(f"DIFFERS: {cell!r}\n  guest: {needs} {guest!r}\n  host:  {mine!r}")
     print(f"{len(cells) - bad}/{len(cells)} cells translate in the guest's 3.15 as on the host")
+    return (1 if bad else 0) | run_in_guest(vivarium)
+
+
+# Cells run in the guest by vivarium_ipy.run (and, `tools`, by code mode's
+# vivarium_tools.run(vivarium_ipy.transform(cell))), with the guest shell: (how, cell, what
+# its stdout must be, what its stderr must end with).
+GUEST_CELLS = [
+    ("run", "print('a')\n!echo hi | tr a-z A-Z\nfiles = !ls *.py\nprint(files)\n",
+     "a\nHI\n['ipy.py', 'main.py', 'shell.py', 'shell_files.py', 'shell_lang.py', 'shell_text.py']\n", ""),
+    ("run", "!exit 3\nprint(_exit_code)\nname = 'w'\n!echo $name {1+1}\n", "3\nw 2\n", ""),
+    ("run", "%cd /tmp\n!pwd\n%env ZZ=1\n!echo $ZZ\n", "/tmp\n/tmp\nenv: ZZ=1\n1\n", ""),
+    ("run", "%%bash\nfor i in 1 2; do echo $i; done\n", "1\n2\n", ""),
+    ("run", "x = 1\n\n%foo bar\n", "",
+     'File "<turn 1>", line 3, in <module>\n    %foo bar\nUsageError: Line magic function `%foo` not found.\n'),
+    ("run", "%%time\nx = 1\n1/0\n", None,
+     'line 1, in <module>\n    %%time\n  File "<turn 1>", line 3, in <module>\n    1/0\n    ~^~\n'
+     "ZeroDivisionError: division by zero\n"),
+    ("run", "x = 1\n%pwd\nx = = 2\n", "", '  File "<turn 1>", line 3\n    x = = 2\n        ^\nSyntaxError: invalid syntax\n'),
+    ("run", "import asyncio\n%matplotlib inline\nawait asyncio.sleep(0)\nprint(6 * 7)\n", "42\n", ""),
+    ("tools", "x = !echo hi\nprint(x)\n%env A=1\n", "['hi']\nenv: A=1\n", ""),
+    ("tools", "def f():\n    return 1/0\n!echo a\nf()\n", "a\n",
+     '  File "<turn 1>", line 2, in f\n    return 1/0\n           ~^~\nZeroDivisionError: division by zero\n'),
+]
+
+GUEST_RUNNER = r"""
+import sys, types
+for name, f in [("vivarium_shell_text", "shell_text.py"), ("vivarium_shell_lang", "shell_lang.py"),
+                ("vivarium_shell_files", "shell_files.py"), ("vivarium_shell", "shell.py"),
+                ("vivarium_ipy", "ipy.py")]:
+    m = types.ModuleType(name); m.__file__ = '<' + name + '>'
+    sys.modules[name] = m
+    exec(compile(open(f).read(), m.__file__, 'exec'), m.__dict__)
+how, cell = open('how.txt').read(), open('cell.txt').read()
+if how == 'tools':
+    import vivarium_tools
+    vivarium_tools.run(m.transform(cell), [], False)
+else:
+    m.run(cell, False)
+"""
+
+
+def run_in_guest(vivarium):
+    guest = os.path.join(HERE, "..", "..", "python-wasi", "guest")
+    bad = 0
+    for how, cell, want_out, want_err in GUEST_CELLS:
+        with tempfile.TemporaryDirectory() as d:
+            for name, text in (("main.py", GUEST_RUNNER), ("cell.txt", cell), ("how.txt", how)):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            files = []
+            for name in ("shell_text", "shell_lang", "shell_files", "shell", "ipy"):
+                files += ["--file", f"{name}.py={os.path.join(guest, name + '.py')}"]
+            for name in ("cell.txt", "how.txt", "main.py"):
+                files += ["--file", f"{name}={os.path.join(d, name)}"]
+            got = subprocess.run(
+                [vivarium, "run", *files, os.path.join(d, "main.py")],
+                capture_output=True, text=True, cwd=d,
+            )
+        ok = (want_out is None or got.stdout == want_out) and got.stderr.endswith(want_err)
+        if not ok:
+            bad += 1
+            print(f"DIFFERS ({how}): {cell!r}\n  stdout: {got.stdout!r}\n  stderr: {got.stderr!r}")
+    print(f"{len(GUEST_CELLS) - bad}/{len(GUEST_CELLS)} cells run in the guest as expected")
     return 1 if bad else 0
 
 
@@ -590,5 +653,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--compare-ipython":
         sys.exit(compare_ipython(sys.argv[2]))
     if len(sys.argv) == 3 and sys.argv[1] == "--compare-guest":
-        sys.exit(compare_guest(sys.argv[2]))
+        sys.exit(compare_guest(os.path.abspath(sys.argv[2])))
     unittest.main()
