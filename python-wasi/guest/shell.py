@@ -297,8 +297,9 @@ def drain_to(gen, writer):
         return e.value
 
 
-def collect(gen, chan=None, limit=None):
-    out = []
+def collect(gen, chan=None, limit=None, out=None):
+    if out is None:
+        out = []
     size = 0
     send = gen.send
     try:
@@ -668,7 +669,7 @@ class Lexer:
                 add(("q", src[i + 1 : j]))
                 i = j + 1
                 continue
-            if c == '"' and not dq:
+            if c == '"' and (not dq or mode in ("dqbrace", "dqpat")):
                 sub, j = self.scan(i + 1, "dq")
                 if j >= n or src[j] != '"':
                     raise self.err('unexpected EOF while looking for matching `"\'', eof=True)
@@ -792,6 +793,10 @@ class Lexer:
                     return j + 1
         indirect = False
         if src.startswith("!", i) and i + 1 < n and src[i + 1] not in "}":
+            m = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)([*@])\}").match(src, i + 1)
+            if m:
+                add(("v", "!" + m.group(1) + m.group(2), "names", None, dq))
+                return m.end()
             indirect = True
             i += 1
         m = _BRACE_PARAM_RE.match(src, i)
@@ -854,6 +859,7 @@ class Lexer:
         return name, j
 
 
+_DECL = frozenset(["local", "declare", "typeset", "readonly", "export"])
 _REDIR_OPS = frozenset(["<", ">", ">>", ">|", "<>", "<&", ">&", "&>", "&>>", "<<", "<<-", "<<<"])
 
 
@@ -1134,6 +1140,13 @@ class Parser:
                         if t2 != ("O", ")"):
                             raise self.syntax(t2)
                         return self.func_body(w.raw, line)
+                elif words[0].raw in _DECL and w.raw.endswith("=") and lex.peek() == ("O", "(") and \
+                        lex.tokpos == lex.pos - 1 and _ASSIGN_RE.fullmatch(w.raw):
+                    start = lex.tokpos
+                    lex.next()
+                    self.array_literal()
+                    raw = w.raw + lex.src[start : lex.pos]
+                    w = Word(raw, [("q", raw)])
                 words.append(w)
             elif kind == "I" or (kind == "O" and t[1] in _REDIR_OPS):
                 self.redirects(redirs)
@@ -2111,6 +2124,7 @@ class Shell:
         self.registry = None
         self.readonly = set()
         self.cmdsub_status = None
+        self.traps = {}
         self.import_env()
         v = self.vars
         v.setdefault("IFS", " \t\n")
@@ -2240,7 +2254,7 @@ class Shell:
 
     def arith(self, text):
         text = text.strip()
-        if text.isdigit():
+        if text.isdigit() and (text[0] != "0" or len(text) == 1):
             return int(text)
         try:
             return Arith(self, text).run()
@@ -2303,6 +2317,13 @@ class Shell:
         """A parameter's value: str, None (unset), or a list (for @, * and arrays[@])."""
         c = name[0]
         if c == "!":
+            if name.endswith("[@]") or name.endswith("[*]"):
+                v = self.get_var(name[1:-3])
+                if isinstance(v, list):
+                    return [str(i) for i, x in enumerate(v) if x is not None]
+                if isinstance(v, dict):
+                    return list(v)
+                return [] if v is None else ["0"]
             ref = self.param(name[1:], io, quoted)
             if isinstance(ref, list):
                 return ref
@@ -2344,6 +2365,12 @@ class Shell:
             if v is None and self.opts.get("u") and name not in ("@", "*") and not name.startswith("!"):
                 raise ShellError("%s: unbound variable" % name, 127)
             self.emit_value(name, v, out, quoted)
+            return
+        if op == "names":
+            prefix = name[1:-1]
+            names = sorted(set(k for k in self.vars if k.startswith(prefix) and not k.startswith("__")) |
+                           set(k for sc in self.locals for k in sc if k.startswith(prefix)), key=s2b)
+            self.emit_value(name[-1], names, out, quoted)
             return
         if op == "len":
             v = self.param(name, io, quoted)
@@ -2391,6 +2418,23 @@ class Shell:
             return
         if v is None and self.opts.get("u"):
             raise ShellError("%s: unbound variable" % name, 127)
+        if op == ":" and isinstance(v, list):
+            off_s, len_s = arg
+            off = self.arith(self.expand_str(_word_of(off_s), io)) if off_s.strip() else 0
+            items = v
+            if name in ("@", "*"):
+                items = [self.arg0] + v
+            if off < 0:
+                off = max(0, len(v) + off) + (1 if name in ("@", "*") else 0)
+            if len_s is None:
+                vals = items[off:]
+            else:
+                ln = self.arith(self.expand_str(_word_of(len_s), io)) if len_s.strip() else 0
+                if ln < 0:
+                    raise ShellError("%s: substring expression < 0" % len_s, 1)
+                vals = items[off : off + ln]
+            self.emit_value(name, vals, out, quoted)
+            return
         if isinstance(v, list):
             vals = [self.op_value(x, op, arg, io) for x in v]
             self.emit_value(name, vals, out, quoted)
@@ -2487,7 +2531,9 @@ class Shell:
             return "".join(f(ch) if pattern_match(pat, ch) else ch for ch in v)
         if op == "@":
             if arg == "Q":
-                return shell_quote(v)
+                if any(c < " " or c == "\x7f" for c in v):
+                    return shell_quote(v)
+                return "'" + v.replace("'", "'\\''") + "'"
             if arg == "U":
                 return v.upper()
             if arg == "L":
@@ -2558,20 +2604,21 @@ class Shell:
         sio = IO({0: io.fds.get(0), 1: chan, 2: io.fds.get(2)}, chan)
         errexit = self.opts.get("e")
         self.opts["e"] = False
+        got = []
         try:
-            status, out = collect(self.exec_node(node, sio), chan, CMDSUB_MAX)
+            status, out = collect(self.exec_node(node, sio), chan, CMDSUB_MAX, got)
         except ShellExit as e:
-            status, out = e.status, b"".join(chan.pending)
+            status, out = e.status, b"".join(got) + chan.take()
         except (LoopBreak, LoopContinue):
-            status, out = 0, b""
+            status, out = 0, b"".join(got) + chan.take()
         except FuncReturn as e:
-            status, out = e.status, b""
+            status, out = e.status, b"".join(got) + chan.take()
         except ShellError as e:
             if "output too large" in e.msg:
                 self.restore(st)
                 raise
             self.err(sio, e.msg)
-            status, out = e.status, b""
+            status, out = e.status, b"".join(got) + chan.take()
         finally:
             self.restore(st)
             self.opts["e"] = errexit
@@ -3155,8 +3202,7 @@ class Shell:
         if limit <= 0 or limit > FUNCNEST_DEFAULT:
             limit = FUNCNEST_DEFAULT
         if self.funcnest >= limit:
-            self.err(io, "%s: maximum function nesting level exceeded (%d)" % (argv[0], limit))
-            return 1
+            raise ShellError("%s: maximum function nesting level exceeded (%d)" % (argv[0], limit), 1)
         saved_pos = self.pos
         self.pos = argv[1:]
         self.locals.append({})
@@ -3182,19 +3228,40 @@ class Shell:
 
     def exec_subshell(self, node, io):
         st = self.save()
-        saved = (self.cond_depth, self.funcnest)
+        saved = (self.cond_depth, self.funcnest, self.traps)
+        self.traps = {}
         try:
             if node.redirs:
-                return (yield from self.with_redirs(node, io, lambda nio: self.exec_list(node.body, nio)))
-            return (yield from self.exec_list(node.body, io))
+                status = yield from self.with_redirs(node, io, lambda nio: self.exec_list(node.body, nio))
+            else:
+                status = yield from self.exec_list(node.body, io)
         except ShellExit as e:
-            return e.status
+            status = e.status
         except ShellError as e:
             self.err(io, e.msg)
-            return e.status
+            status = e.status
+        try:
+            status = yield from self.exit_trap(status, io)
         finally:
             self.restore(st)
-            self.cond_depth, self.funcnest = saved
+            self.cond_depth, self.funcnest, self.traps = saved
+        return status
+
+    def exit_trap(self, status, io):
+        """Runs the EXIT trap if one is set; returns the status (exit in the trap changes it)."""
+        action = self.traps.pop("EXIT", None)
+        if not action:
+            return status
+        self.last_status = status
+        try:
+            yield from self.run_source(action, io)
+        except ShellExit as e:
+            status = e.status
+        except ShellError as e:
+            self.err(io, e.msg)
+        except (FuncReturn, LoopBreak, LoopContinue):
+            pass
+        return status
 
     def exec_if(self, node, io):
         if node.redirs:
@@ -3495,6 +3562,21 @@ def _ifs_regex(ifs):
 def _word_of(text):
     parts, _ = Lexer(text).scan(0, "hd")
     return Word(text, parts)
+
+
+_Q_SPECIAL = re.compile(r"([ \t'\"\\|&;()<>!{}*?\[\]^$`,])")
+
+
+def printf_q(s):
+    """bash's printf %q: backslashes, or $'..' when there are control characters."""
+    if not s:
+        return "''"
+    if any(c < " " or c == "\x7f" for c in s):
+        return shell_quote(s)
+    s = _Q_SPECIAL.sub(r"\\\1", s)
+    if s[0] in "#~":
+        s = "\\" + s
+    return s
 
 
 _SAFE_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+\Z")
@@ -3956,7 +4038,7 @@ def printf_format(ctx, fmt, args):
                     stop = True
                     break
             elif conv == "q":
-                out.append((spec.split(".")[0] + "s") % shell_quote(arg if arg is not None else ""))
+                out.append((spec.split(".")[0] + "s") % printf_q(arg if arg is not None else ""))
         if stop:
             return "".join(out), errors[0]
         out.append(fmt[pos:])
@@ -4913,11 +4995,39 @@ def b_noop(ctx, argv):
     return 0
 
 
-@builtin("exec", "trap", "kill", "wait", "jobs", "fg", "bg", "coproc")
+@builtin("trap")
+def b_trap(ctx, argv):
+    """EXIT runs when the script (or subshell) ends; signal traps are accepted and never fire,
+    nothing in the sandbox sending signals to the shell."""
+    sh = ctx.shell
+    args = argv[1:]
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args or args[0] in ("-p", "-l"):
+        if not args or args[0] == "-p":
+            for k, v in sorted(sh.traps.items()):
+                yield s2b("trap -- %s %s\n" % (shell_quote(v), k))
+        return 0
+    if len(args) == 1:
+        action, sigs = "-", args
+    else:
+        action, sigs = args[0], args[1:]
+    for sig in sigs:
+        name = sig.upper()
+        if name.startswith("SIG"):
+            name = name[3:]
+        if name in ("0", "EXIT"):
+            name = "EXIT"
+        if action == "-":
+            sh.traps.pop(name, None)
+        else:
+            sh.traps[name] = action
+    return 0
+
+
+@builtin("exec", "kill", "wait", "jobs", "fg", "bg", "coproc")
 def b_refused(ctx, argv):
     if argv[0] == "exec" and len(argv) == 1:
-        return 0
-    if argv[0] == "trap" and (len(argv) == 1 or argv[1] in ("-l", "-p")):
         return 0
     if argv[0] == "wait" and len(argv) == 1:
         return 0
@@ -5019,6 +5129,7 @@ def b_getopts(ctx, argv):
             return 0
         sh.set_var(name, c)
     else:
+        sh.unset_var("OPTARG")
         sh.set_var(name, c)
     sh.set_var("OPTIND", str(optind))
     sh._optsub, sh._optlast = sub, optind
@@ -5547,14 +5658,15 @@ def _run(source, persist, capture):
     io = IO({0: Reader(b""), 1: chan, 2: err_w}, chan)
     sh.cond_depth = sh.loop_depth = sh.funcnest = 0
     sh.locals = []
-    limit = None
-    if sys.version_info >= (3, 12):
-        limit = sys.getrecursionlimit()
-        if limit < 20000:
-            sys.setrecursionlimit(20000)
+    limit = sys.getrecursionlimit()
+    want = 20000 if sys.version_info >= (3, 12) else 12000
+    if limit < want:
+        sys.setrecursionlimit(want)
+    else:
+        limit = None
     status = 0
     try:
-        gen = merge(sh.run_source(source, io), chan)
+        gen = merge(_program(sh, source, io), chan)
         try:
             if capture:
                 for chunk in gen:
@@ -5578,8 +5690,9 @@ def _run(source, persist, capture):
         except (LoopBreak, LoopContinue):
             status = 0
         except RecursionError:
-            err_w.write(b"bash: maximum recursion depth exceeded\n")
-            status = 2
+            err_w.write(s2b("bash: line %d: maximum recursion depth exceeded (functions nested too deeply "
+                            "for the sandbox's stack)\n" % sh.lineno))
+            status = 1
         except Exception as e:
             if os.environ.get("VIVARIUM_SHELL_DEBUG"):
                 import traceback
@@ -5606,6 +5719,23 @@ def _run(source, persist, capture):
         err_w.flush()
     sh.last_status = status
     return status, b"".join(chunks)
+
+
+def _program(sh, source, io):
+    try:
+        status = yield from sh.run_source(source, io)
+    except ShellExit as e:
+        status = e.status
+    except ShellError as e:
+        sh.err(io, e.msg)
+        status = e.status
+    except FuncReturn as e:
+        status = e.status
+    except (LoopBreak, LoopContinue):
+        status = 0
+    status = yield from sh.exit_trap(status, io)
+    sh.last_status = status
+    return status
 
 
 def run(source, *, persist=True):

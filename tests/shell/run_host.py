@@ -15,6 +15,8 @@ import importlib.util
 import os
 import sys
 
+sys.dont_write_bytecode = True
+
 GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python-wasi", "guest")
 MODULES = [
     ("vivarium_shell_text", "shell_text.py"),
