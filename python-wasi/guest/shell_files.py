@@ -3459,8 +3459,1090 @@ def _find_printf(fmt, e, tz):
     return "".join(out)
 
 
+# ---------------------------------------------------------------------------------------
+# stat du df
+
+
+def _mount_point(path):
+    if _WASI:
+        return "/"
+    try:
+        p = _canon(path, "missing")
+        dev = os.stat(p).st_dev
+    except (OSError, _CanonError):
+        return "?"
+    while p != "/":
+        parent = _dir_name(p)
+        try:
+            if os.stat(parent).st_dev != dev:
+                return p
+        except OSError:
+            return p
+        p = parent
+    return "/"
+
+
+def _fsid(v):
+    return ((v & 0xFFFFFFFF) << 32) | (v >> 32)
+
+
+def _fs_info(path):
+    """(source, type, mount, bsize, frsize, blocks, bfree, bavail, files, ffree, namemax);
+    None fields are unknown."""
+    if hasattr(os, "statvfs") and not _WASI:
+        v = os.statvfs(path)
+        mount = _mount_point(path)
+        source, fstype = "-", "-"
+        try:
+            with open("/proc/self/mounts") as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3 and parts[1].replace("\\040", " ") == mount:
+                        source, fstype = parts[0], parts[2]
+        except OSError:
+            pass
+        return (source, fstype, mount, v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree,
+                v.f_bavail, v.f_files, v.f_ffree, v.f_namemax, "%x" % _fsid(getattr(v, "f_fsid", 0)))
+    used = 0
+    files = 0
+    for root in ("/tmp",):
+        for dp, dn, fn in os.walk(root):
+            files += len(dn) + len(fn)
+            for n in fn:
+                try:
+                    used += -(-os.lstat(dp + "/" + n).st_size // 4096)
+                except OSError:
+                    pass
+    limit = None
+    try:
+        limit = int(os.environ.get("VIVARIUM_DISK_LIMIT", "")) // 4096
+    except ValueError:
+        limit = None
+    if limit is not None:
+        return ("sandbox", "wasi", "/", 4096, 4096, limit, max(limit - used, 0),
+                max(limit - used, 0), None, None, 255, "0")
+    return ("sandbox", "wasi", "/", 4096, 4096, None, None, None, None, None, 255, "0")
+
+
+def _stat_fmt(fmt, path, st, fs=None, tz=None, deref=False):
+    out = []
+    i = 0
+    n = len(fmt)
+    while i < n:
+        c = fmt[i]
+        if c != "%" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        j = i + 1
+        flags = ""
+        while j < n and fmt[j] in "-+ #0'I":
+            flags += fmt[j]
+            j += 1
+        width = ""
+        while j < n and fmt[j].isdigit():
+            width += fmt[j]
+            j += 1
+        prec = None
+        if j < n and fmt[j] == ".":
+            j += 1
+            p = ""
+            while j < n and fmt[j].isdigit():
+                p += fmt[j]
+                j += 1
+            prec = p or "0"
+        hl = ""
+        if j < n and fmt[j] in "HL" and j + 1 < n and fmt[j + 1] in "dr":
+            hl = fmt[j]
+            j += 1
+        if j >= n:
+            out.append(fmt[i:])
+            break
+        k = fmt[j]
+        i = j + 1
+        v, kind = _stat_dir(k, hl, path, st, fs, tz, deref, flags)
+        if v is None:
+            out.append("%" + flags + width + k if k != "%" else "%")
+            continue
+        fl = flags.replace("'", "").replace("I", "")
+        if kind == "d":
+            if prec is not None:
+                spec = "%" + fl + width + "." + prec + "d"
+            else:
+                spec = "%" + fl + width + "d"
+            out.append(spec % v)
+        elif kind == "o":
+            txt = ("0%o" % v) if "#" in fl and v else "%o" % v
+            fl2 = fl.replace("#", "")
+            out.append(txt.rjust(int(width), "0") if "0" in fl2 and width else
+                       txt.ljust(int(width)) if "-" in fl2 and width else
+                       txt.rjust(int(width or 0)))
+        elif kind == "x":
+            out.append(("%" + fl + width + "x") % v)
+        elif kind == "t":  # a time with nanoseconds: the precision picks digits
+            sec, ns = v
+            if prec is not None:
+                p = int(prec)
+                txt = str(sec) + ("." + ("%09d" % ns)[:p] if p else "")
+            else:
+                txt = str(sec)
+            out.append(("%" + fl.replace("0", "") + width + "s") % txt if "0" not in fl
+                       else txt.rjust(int(width or 0), "0"))
+        else:
+            spec = "%" + fl.replace("0", "") + width + ("." + prec if prec is not None else "")
+            out.append((spec + "s") % v)
+    return "".join(out)
+
+
+def _stat_dir(k, hl, path, st, fs, tz, deref, flags):
+    if fs is not None:
+        src, ftype, mount, bsize, frsize, blocks, bfree, bavail, files, ffree, namemax = fs[:11]
+        m = {"n": (path, "s"), "i": (fs[11] if len(fs) > 11 else "0", "s"), "l": (namemax, "d"), "t": (0xEF53, "x"),
+             "T": ("ext2/ext3" if ftype in ("ext2", "ext3", "ext4") else ftype, "s"),
+             "b": (blocks if blocks is not None else 0, "d"),
+             "f": (bfree if bfree is not None else 0, "d"),
+             "a": (bavail if bavail is not None else 0, "d"), "s": (bsize, "d"),
+             "S": (frsize, "d"), "c": (files or 0, "d"), "d": (ffree or 0, "d"),
+             "%": ("%", "s")}
+        return m.get(k, (None, None))
+    mode = _perm(st)
+    if k == "%":
+        return "%", "s"
+    if k == "n":
+        return path, "s"
+    if k in "N\x01":
+        qf = _q if k == "N" else _shq
+        q = qf(path)
+        if _st.S_ISLNK(st.st_mode) and not deref:
+            try:
+                q += " -> " + qf(os.readlink(path))
+            except OSError:
+                pass
+        return q, "s"
+    if k == "s":
+        return st.st_size, "d"
+    if k == "b":
+        return _blocks(st), "d"
+    if k == "B":
+        return 512, "d"
+    if k == "o":
+        return _blksize(st), "d"
+    if k == "F":
+        return _ftype(st.st_mode, st.st_size), "s"
+    if k == "a":
+        return _st.S_IMODE(mode), "o"
+    if k == "A":
+        return _st.filemode(mode), "s"
+    if k == "f":
+        return mode, "x"
+    if k == "h":
+        return st.st_nlink, "d"
+    if k == "i":
+        return st.st_ino, "d"
+    if k == "u":
+        return st.st_uid, "d"
+    if k == "U":
+        return _user(st.st_uid) or "UNKNOWN", "s"
+    if k == "g":
+        return st.st_gid, "d"
+    if k == "G":
+        return _group(st.st_gid) or "UNKNOWN", "s"
+    if k == "d":
+        if hl == "H":
+            return os.major(st.st_dev), "d"
+        if hl == "L":
+            return os.minor(st.st_dev), "d"
+        return st.st_dev, "d"
+    if k == "D":
+        return st.st_dev, "x"
+    if k == "r":
+        rdev = getattr(st, "st_rdev", 0)
+        if hl == "H":
+            return os.major(rdev), "d"
+        if hl == "L":
+            return os.minor(rdev), "d"
+        return rdev, "d"
+    if k == "R":
+        return getattr(st, "st_rdev", 0), "x"
+    if k == "t":
+        return os.major(getattr(st, "st_rdev", 0)), "x"
+    if k == "T":
+        return os.minor(getattr(st, "st_rdev", 0)), "x"
+    if k == "m":
+        return _mount_point(path), "s"
+    if k == "C":
+        if not _WASI:
+            _stat_dir.ctx_fail = path
+        return "?", "s"
+    if k in "xyzw":
+        if k == "w":
+            bt = getattr(st, "st_birthtime_ns", None)
+            if bt is None:
+                return "-", "s"
+            return _strftime("%Y-%m-%d %H:%M:%S.%N %z", _when(bt, tz)), "s"
+        which = {"x": "a", "y": "m", "z": "c"}[k]
+        return _strftime("%Y-%m-%d %H:%M:%S.%N %z", _when(_ns(st, which), tz)), "s"
+    if k in "XYZW":
+        if k == "W":
+            bt = getattr(st, "st_birthtime_ns", None)
+            if bt is None:
+                return (0, 0), "t"
+            return divmod(bt, 10**9), "t"
+        which = {"X": "a", "Y": "m", "Z": "c"}[k]
+        return divmod(_ns(st, which), 10**9), "t"
+    return None, None
+
+
+def _unescape_printf(s):
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            k = s[i + 1]
+            esc = {"n": "\n", "t": "\t", "\\": "\\", "a": "\a", "b": "\b", "f": "\f",
+                   "r": "\r", "v": "\v", '"': '"', "e": "\x1b"}
+            if k in esc:
+                out.append(esc[k])
+                i += 2
+                continue
+            if k in "01234567":
+                j = i + 1
+                while j < len(s) and j < i + 4 and s[j] in "01234567":
+                    j += 1
+                out.append(chr(int(s[i + 1:j], 8)))
+                i = j
+                continue
+            if k == "x":
+                j = i + 2
+                while j < len(s) and j < i + 4 and s[j] in "0123456789abcdefABCDEF":
+                    j += 1
+                if j > i + 2:
+                    out.append(chr(int(s[i + 2:j], 16)))
+                    i = j
+                    continue
+            out.append(c)
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_STAT_DEFAULT = (
+    "  File: %\x01\n  Size: %-10s\tBlocks: %-10b IO Block: %-6o %F\n"
+    "Device: %Hd,%Ld\tInode: %-11i Links: %h\n"
+    "Access: (%04a/%10.10A)  Uid: (%5u/%8U)   Gid: (%5g/%8G)\n"
+    "Access: %x\nModify: %y\nChange: %z\n Birth: %w\n"
+)
+_STAT_DEV = (
+    "  File: %\x01\n  Size: %-10s\tBlocks: %-10b IO Block: %-6o %F\n"
+    "Device: %Hd,%Ld\tInode: %-11i Links: %-5h Device type: %Hr,%Lr\n"
+    "Access: (%04a/%10.10A)  Uid: (%5u/%8U)   Gid: (%5g/%8G)\n"
+    "Access: %x\nModify: %y\nChange: %z\n Birth: %w\n"
+)
+_STAT_FS = (
+    "  File: \"%n\"\n    ID: %-8i Namelen: %-7l Type: %T\n"
+    "Block size: %-10s Fundamental block size: %S\n"
+    "Blocks: Total: %-10b Free: %-10f Available: %a\n"
+    "Inodes: Total: %-10c Free: %d\n"
+)
+
+
+def stat(ctx, argv):
+    longs = {"dereference": ("L", 0), "file-system": ("f", 0), "format": ("c", 1),
+             "printf": ("printf", 1), "terse": ("t", 0), "cached": ("cached", 1),
+             "help": ("help", 0), "version": ("version", 0)}
+    try:
+        opts, args = _getopt(argv, "Lfc:t", longs)
+    except _Usage as e:
+        return _usage(ctx, "stat", e)
+    deref, fsmode, fmt, terse = False, False, None, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("stat", "[OPTION]... FILE...")
+            return 0
+        if k == "version":
+            yield b"stat (GNU coreutils) 9.1\n"
+            return 0
+        if k == "L":
+            deref = True
+        elif k == "f":
+            fsmode = True
+        elif k == "c":
+            fmt = v + "\n"
+        elif k == "printf":
+            fmt = _unescape_printf(v)
+        elif k == "t":
+            terse = True
+    if not args:
+        return _usage(ctx, "stat", _Usage("missing operand"))
+    tz = _tz_for(ctx)
+    status = 0
+    for a in args:
+        try:
+            if fsmode:
+                fs = _fs_info(a)
+                os.stat(a)
+                f = fmt or ("%n %i %l %t %s %S %b %f %a %c %d\n" if terse else _STAT_FS)
+                yield _b(_stat_fmt(f, a, None, fs, tz))
+                continue
+            st = os.stat(a) if deref else os.lstat(a)
+        except OSError as e:
+            if fsmode:
+                _err(ctx, "stat", f"cannot read file system information for {_q(a)}: "
+                     f"{_strerror(e)}")
+            else:
+                _err(ctx, "stat", f"cannot statx {_q(a)}: {_strerror(e)}")
+            status = 1
+            continue
+        if fmt is not None:
+            f = fmt
+        elif terse:
+            f = "%n %s %b %f %u %g %D %i %h %t %T %X %Y %Z %W %o\n"
+        elif _st.S_ISCHR(st.st_mode) or _st.S_ISBLK(st.st_mode):
+            f = _STAT_DEV
+        else:
+            f = _STAT_DEFAULT
+        _stat_dir.ctx_fail = None
+        yield _b(_stat_fmt(f, a, st, None, tz, deref))
+        if _stat_dir.ctx_fail is not None:
+            # as GNU stat on a Linux host without SELinux
+            _err(ctx, "stat", f"failed to get security context of {_q(a)}: No data available")
+            status = 1
+    return status
+
+
+def du(ctx, argv):
+    longs = {"all": ("a", 0), "summarize": ("s", 0), "human-readable": ("h", 0),
+             "si": ("si", 0), "total": ("c", 0), "max-depth": ("d", 1), "bytes": ("b", 0),
+             "apparent-size": ("A", 0), "block-size": ("B", 1), "dereference": ("L", 0),
+             "count-links": ("l", 0), "separate-dirs": ("S", 0), "null": ("0", 0),
+             "one-file-system": ("x", 0), "exclude": ("exclude", 1), "threshold": ("t", 1),
+             "inodes": ("inodes", 0), "time": ("time", 2), "help": ("help", 0),
+             "dereference-args": ("D", 0), "no-dereference": ("P", 0)}
+    try:
+        opts, args = _getopt(argv, "ab0chsd:B:kmLlSxt:DHP", longs)
+    except _Usage as e:
+        return _usage(ctx, "du", e)
+    all_, summ, human, si, total, maxd = False, False, False, False, False, None
+    apparent, bsize, deref, count_links, sep, eol = False, 1024, False, False, False, b"\n"
+    excludes, threshold, deref_args = [], None, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("du", "[OPTION]... [FILE]...")
+            return 0
+        if k == "a":
+            all_ = True
+        elif k == "s":
+            summ = True
+        elif k == "h":
+            human, si = True, False
+        elif k == "si":
+            human, si = True, True
+        elif k == "c":
+            total = True
+        elif k == "d":
+            if not v.isdigit():
+                _err(ctx, "du", f"invalid maximum depth {_q(v)}")
+                return 1
+            maxd = int(v)
+        elif k == "b":
+            apparent, bsize, human = True, 1, False
+        elif k == "A":
+            apparent = True
+        elif k == "B":
+            try:
+                bsize = _parse_size(v)
+            except ValueError:
+                _err(ctx, "du", f"invalid -B argument {_q(v)}")
+                return 1
+            human = False
+        elif k == "k":
+            bsize, human = 1024, False
+        elif k == "m":
+            bsize, human = 1 << 20, False
+        elif k == "L":
+            deref = True
+        elif k in ("D", "H"):
+            deref_args = True
+        elif k == "P":
+            deref = False
+        elif k == "l":
+            count_links = True
+        elif k == "S":
+            sep = True
+        elif k == "0":
+            eol = b"\0"
+        elif k == "exclude":
+            excludes.append(_fn_regex(v))
+        elif k == "t":
+            try:
+                threshold = int(v[1:] if v.startswith("-") else v) * (-1 if v.startswith(
+                    "-") else 1)
+            except ValueError:
+                _err(ctx, "du", f"invalid --threshold argument {_q(v)}")
+                return 1
+    if summ and all_:
+        _err(ctx, "du", "cannot both summarize and show all entries")
+        _err(ctx, "du", "Try 'du --help' for more information.")
+        return 1
+    if summ:
+        if maxd is not None and maxd != 0:
+            _err(ctx, "du", f"warning: summarizing conflicts with --max-depth={maxd}")
+            _err(ctx, "du", "Try 'du --help' for more information.")
+            return 1
+        maxd = 0
+    seen = set()
+    status = 0
+
+    def size_of(st):
+        if apparent:
+            return st.st_size
+        return _blocks(st) * 512
+
+    def fmt(nbytes):
+        if human:
+            return _human(nbytes, si)
+        return str(-(-nbytes // bsize))
+
+    def show(nbytes, path):
+        if threshold is not None:
+            if (threshold >= 0 and nbytes < threshold) or (threshold < 0 and nbytes > -threshold):
+                return b""
+        return _b(fmt(nbytes) + "\t" + path) + eol
+
+    def walk(path, depth, top):
+        """Returns (bytes for the parent's total, is a directory)."""
+        nonlocal status
+        try:
+            lst = os.stat(path) if (deref or (top and deref_args)) else os.lstat(path)
+        except OSError as e:
+            _err(ctx, "du", f"cannot access {_q(path)}: {_strerror(e)}")
+            status = 1
+            return 0, False
+        key = (lst.st_dev, lst.st_ino)
+        if not count_links and (lst.st_nlink > 1 or _st.S_ISDIR(lst.st_mode)) and lst.st_ino:
+            if key in seen:
+                return 0, False
+            seen.add(key)
+        own = size_of(lst)
+        if not _st.S_ISDIR(lst.st_mode):
+            if top or (all_ and (maxd is None or depth <= maxd)):
+                out.append(show(own, path))
+            return own, False
+        try:
+            with os.scandir(path) as it:
+                names = [d.name for d in it]
+        except OSError as e:
+            _err(ctx, "du", f"cannot read directory {_q(path)}: {_strerror(e)}")
+            status = 1
+            names = []
+        sub = 0
+        for nm in names:
+            if excludes and any(rx.match(nm) for rx in excludes):
+                continue
+            sz, isdir = walk(_concat(path, nm), depth + 1, False)
+            if not (sep and isdir):
+                sub += sz
+        if maxd is None or depth <= maxd:
+            out.append(show(own + sub, path))
+        return own + sub, True
+
+    out = []
+
+    grand = 0
+    for a in args or ["."]:
+        grand += walk(a, 0, True)[0]
+        if out:
+            yield b"".join(out)
+            out.clear()
+    if total:
+        yield show(grand, "total")
+    return status
+
+
+def df(ctx, argv):
+    longs = {"human-readable": ("h", 0), "si": ("H", 0), "print-type": ("T", 0),
+             "all": ("a", 0), "local": ("l", 0), "inodes": ("i", 0), "portability": ("P", 0),
+             "block-size": ("B", 1), "total": ("total", 0), "output": ("output", 2),
+             "type": ("t", 1), "exclude-type": ("x", 1), "sync": ("sync", 0),
+             "no-sync": ("nosync", 0), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "ahHiklmPTt:x:B:v", longs)
+    except _Usage as e:
+        return _usage(ctx, "df", e)
+    human, si, showtype, inodes, bsize, posix, total = False, False, False, False, 1024, False, False
+    for k, v in opts:
+        if k == "help":
+            yield _help("df", "[OPTION]... [FILE]...")
+            return 0
+        if k == "h":
+            human, si = True, False
+        elif k == "H":
+            human, si = True, True
+        elif k == "T":
+            showtype = True
+        elif k == "i":
+            inodes = True
+        elif k == "k":
+            bsize = 1024
+        elif k == "m":
+            bsize = 1 << 20
+        elif k == "B":
+            try:
+                bsize = _parse_size(v)
+            except ValueError:
+                _err(ctx, "df", f"invalid -B argument {_q(v)}")
+                return 1
+        elif k == "P":
+            posix = True
+        elif k == "total":
+            total = True
+    rows = []
+    status = 0
+    seen = set()
+    for a in args or ["/"] if _WASI else (args or ["."]):
+        try:
+            os.stat(a)
+            fs = _fs_info(a)
+        except OSError as e:
+            _err(ctx, "df", f"{a}: {_strerror(e)}")
+            status = 1
+            continue
+        if not args and fs[2] in seen:
+            continue
+        seen.add(fs[2])
+        rows.append(fs)
+    if not rows:
+        return status or 1
+
+    def num(blocks, frsize):
+        if blocks is None:
+            return "-"
+        nbytes = blocks * frsize
+        if human:
+            return _human(nbytes, si)
+        return str(-(-nbytes // bsize))
+
+    if human:
+        head = ["Filesystem", "Size", "Used", "Avail", "Use%", "Mounted on"]
+    elif inodes:
+        head = ["Filesystem", "Inodes", "IUsed", "IFree", "IUse%", "Mounted on"]
+    else:
+        if bsize % (1 << 20) == 0:
+            bh = "%dM-blocks" % (bsize >> 20)
+        elif bsize % 1024 == 0:
+            bh = "%dK-blocks" % (bsize >> 10) if not (posix and bsize == 1024) else "1024-blocks"
+        else:
+            bh = "%dB-blocks" % bsize if bsize != 1 else "1B-blocks"
+        head = ["Filesystem", bh, "Used", "Available", "Capacity" if posix else "Use%",
+                "Mounted on"]
+    if showtype:
+        head.insert(1, "Type")
+    table = [head]
+    tot = [0, 0, 0]
+    for src, ftype, mount, bs, frsize, blocks, bfree, bavail, files, ffree, nm in (
+            r[:11] for r in rows):
+        if inodes:
+            used = files - ffree if files is not None and ffree is not None else None
+            cells = [str(files) if files is not None else "-",
+                     str(used) if used is not None else "-",
+                     str(ffree) if ffree is not None else "-"]
+            u, av = used, ffree
+        else:
+            if blocks is None:
+                used_b = None
+                used = None
+            else:
+                used = blocks - bfree
+            cells = [num(blocks, frsize), num(used, frsize), num(bavail, frsize)]
+            u, av = used, bavail
+            if blocks is not None:
+                tot[0] += blocks * frsize
+                tot[1] += used * frsize
+                tot[2] += bavail * frsize
+        if u is None or av is None or (u + av) == 0:
+            pct = "-"
+        else:
+            pct = "%d%%" % -(-u * 100 // (u + av))
+        row = [src] + cells + [pct, mount]
+        if showtype:
+            row.insert(1, ftype)
+        table.append(row)
+    if total and not inodes:
+        u, av = tot[1], tot[2]
+        row = ["total", num(tot[0], 1), num(u, 1), num(av, 1),
+               "%d%%" % -(-u * 100 // (u + av)) if u + av else "-", "-"]
+        if showtype:
+            row.insert(1, "-")
+        table.append(row)
+    mins = [14] + ([4] if showtype else []) + [5, 5, 5, 4, 0]
+    widths = [max([mins[c]] + [len(r[c]) for r in table]) for c in range(len(head))]
+    lines = []
+    for r in table:
+        cells = []
+        for c, v in enumerate(r):
+            if c == len(r) - 1:
+                cells.append(v)
+            elif c == 0 or (showtype and c == 1):
+                cells.append(v.ljust(widths[c]))
+            else:
+                cells.append(v.rjust(widths[c]))
+        lines.append(" ".join(cells))
+    yield _b("\n".join(lines) + "\n")
+    return status
+
+
+# ---------------------------------------------------------------------------------------
+# file: a small magic table after file(1) 5.44
+
+_GZ_OS = {0: "FAT filesystem (MS-DOS, OS/2, NT)", 1: "Amiga", 2: "VMS", 3: "Unix",
+          5: "Atari", 6: "HPFS filesystem (OS/2, NT)", 7: "Macintosh", 10: "Tops/20",
+          11: "NTFS filesystem (NT)", 13: "Acorn RISCOS"}
+_ELF_MACH = {3: "Intel 80386", 8: "MIPS", 20: "PowerPC", 21: "64-bit PowerPC", 40: "ARM",
+             62: "x86-64", 183: "ARM aarch64", 243: "UCB RISC-V", 0xF7: "eBPF"}
+_TEXT_BYTES = frozenset(list(range(7, 14)) + [27] + list(range(32, 127)))
+
+
+def _text_encoding(data):
+    """('ASCII'|'UTF-8'|'UTF-8 BOM'|'UTF-16LE'|'UTF-16BE'|'ISO-8859'|'Non-ISO'|None)."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            data[2:].decode("utf-16-le" if data[:2] == b"\xff\xfe" else "utf-16-be")
+            return "UTF-16LE" if data[:2] == b"\xff\xfe" else "UTF-16BE"
+        except UnicodeDecodeError:
+            pass
+    if all(b in _TEXT_BYTES for b in data):
+        return "ASCII"
+    if data[:3] == b"\xef\xbb\xbf":
+        enc = "UTF-8 BOM"
+        body = data[3:]
+    else:
+        enc = "UTF-8"
+        body = data
+    try:
+        txt = body.decode("utf-8")
+        if all(ord(c) >= 128 or ord(c) in _TEXT_BYTES for c in txt):
+            return enc
+    except UnicodeDecodeError as e:
+        # a sequence cut at the end of the sample is still UTF-8
+        if e.start >= len(body) - 3 and len(body) >= 4096:
+            try:
+                body[: e.start].decode("utf-8")
+                return enc
+            except UnicodeDecodeError:
+                pass
+    if all(b in _TEXT_BYTES or b >= 0xA0 for b in data):
+        return "ISO-8859"
+    if all(b in _TEXT_BYTES or b >= 0x80 for b in data):
+        return "Non-ISO extended-ASCII"
+    return None
+
+
+def _magic(data, size, path=None):
+    """(description, mime) for file contents, or None to fall back to text/data."""
+    import struct
+
+    d = data
+    if d.startswith(b"\x89PNG\r\n\x1a\n") and len(d) >= 29:
+        w, h, depth, color, _c, _f, inter = struct.unpack(">IIBBBBB", d[16:29])
+        kinds = {0: "grayscale", 2: "/color RGB", 3: "colormap", 4: "gray+alpha",
+                 6: "/color RGBA"}
+        k = kinds.get(color, "")
+        k = ("%d-bit%s" % (depth, k)) if k.startswith("/") else "%d-bit %s" % (depth, k)
+        return ("PNG image data, %d x %d, %s, %s" % (
+            w, h, k, "interlaced" if inter else "non-interlaced"), "image/png")
+    if d[:6] in (b"GIF87a", b"GIF89a") and len(d) >= 10:
+        w, h = struct.unpack("<HH", d[6:10])
+        return ("GIF image data, version %s, %d x %d" % (d[3:6].decode(), w, h), "image/gif")
+    if d[:3] == b"\xff\xd8\xff":
+        parts = ["JPEG image data"]
+        if d[6:11] == b"JFIF\x00" and len(d) >= 18:
+            seglen = struct.unpack(">H", d[4:6])[0]
+            units = d[13]
+            dx, dy = struct.unpack(">HH", d[14:18])
+            parts.append("JFIF standard %d.%02d" % (d[11], d[12]))
+            parts.append({0: "aspect ratio", 1: "resolution (DPI)",
+                          2: "resolution (DPCM)"}.get(units, "aspect ratio"))
+            parts.append("density %dx%d" % (dx, dy))
+            parts.append("segment length %d" % seglen)
+        elif d[6:10] == b"Exif":
+            parts.append("Exif standard: [TIFF image data]")
+        i = 2
+        while i + 9 < len(d):
+            if d[i] != 0xFF:
+                break
+            marker = d[i + 1]
+            ln = struct.unpack(">H", d[i + 2:i + 4])[0]
+            if marker in (0xC0, 0xC1, 0xC2):
+                prec = d[i + 4]
+                h, w = struct.unpack(">HH", d[i + 5:i + 9])
+                comps = d[i + 9] if i + 9 < len(d) else 0
+                parts.append({0xC0: "baseline", 0xC1: "extended sequential",
+                              0xC2: "progressive"}[marker])
+                parts.append("precision %d" % prec)
+                parts.append("%dx%d" % (w, h))
+                parts.append("components %d" % comps)
+                break
+            i += 2 + ln
+        return (", ".join(parts), "image/jpeg")
+    if d[:2] == b"\x1f\x8b":
+        parts = ["gzip compressed data"]
+        flags = d[3] if len(d) > 3 else 0
+        mtime = struct.unpack("<I", d[4:8])[0] if len(d) >= 8 else 0
+        xfl = d[8] if len(d) > 8 else 0
+        osb = d[9] if len(d) > 9 else 255
+        if flags & 8:
+            j = 10
+            if flags & 4 and len(d) >= 12:
+                j += 2 + struct.unpack("<H", d[10:12])[0]
+            end = d.find(b"\0", j)
+            if end != -1:
+                parts.append('was "%s"' % _s(d[j:end]))
+        if mtime:
+            parts.append("last modified: " + _strftime("%a %b %e %H:%M:%S %Y",
+                                                       _when(mtime * 10**9, None)))
+        if xfl == 2:
+            parts.append("max compression")
+        elif xfl == 4:
+            parts.append("max speed")
+        if osb in _GZ_OS:
+            parts.append("from " + _GZ_OS[osb])
+        if path is not None and size >= 18:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(size - 4)
+                    parts.append("original size modulo 2^32 %d" % struct.unpack(
+                        "<I", f.read(4))[0])
+            except OSError:
+                pass
+        return (", ".join(parts), "application/gzip")
+    if d[:4] == b"PK\x05\x06":
+        return ("Zip archive data (empty)", "application/zip")
+    if d[:4] == b"PK\x03\x04" and len(d) >= 30:
+        ver = struct.unpack("<H", d[4:6])[0]
+        method = struct.unpack("<H", d[8:10])[0]
+        nlen = struct.unpack("<H", d[26:28])[0]
+        name = d[30:30 + nlen]
+        if name == b"mimetype":
+            mt = d[30 + nlen + struct.unpack("<H", d[28:30])[0]:][:60]
+            if mt.startswith(b"application/vnd.oasis.opendocument.text"):
+                return ("OpenDocument Text", "application/vnd.oasis.opendocument.text")
+        if name == b"[Content_Types].xml" or name.startswith((b"word/", b"xl/", b"ppt/")):
+            return ("Microsoft OOXML", "application/octet-stream")
+        if name == b"META-INF/MANIFEST.MF" or name == b"META-INF/":
+            return ("Java archive data (JAR)", "application/java-archive")
+        mname = {0: "store", 8: "deflate", 12: "bzip2", 14: "lzma", 93: "zstd",
+                 95: "xz"}.get(method, "%d" % method)
+        return ("Zip archive data, at least v%d.%d to extract, compression method=%s" % (
+            ver // 10, ver % 10, mname), "application/zip")
+    if len(d) >= 263 and d[257:265] == b"ustar  \x00":
+        return ("POSIX tar archive (GNU)", "application/x-tar")
+    if len(d) >= 263 and d[257:263] == b"ustar\x00":
+        return ("POSIX tar archive", "application/x-tar")
+    if d.startswith(b"%PDF-"):
+        ver = d[5:8].decode("ascii", "replace")
+        return ("PDF document, version %s" % ver, "application/pdf")
+    if d[:3] == b"BZh" and len(d) > 3 and 0x31 <= d[3] <= 0x39:
+        return ("bzip2 compressed data, block size = %d00k" % (d[3] - 0x30),
+                "application/x-bzip2")
+    if d[:6] == b"\xfd7zXZ\x00":
+        ck = {0: "none", 1: "CRC32", 4: "CRC64", 10: "SHA-256"}.get(d[7] & 15 if len(
+            d) > 7 else 0, "unknown")
+        return ("XZ compressed data, checksum %s" % ck, "application/x-xz")
+    if d[:4] == b"\x28\xb5\x2f\xfd":
+        return ("Zstandard compressed data (v0.8+), Dictionary ID: None", "application/zstd")
+    if d[:6] == b"7z\xbc\xaf\x27\x1c":
+        return ("7-zip archive data, version %d.%d" % (d[6], d[7]), "application/x-7z-compressed")
+    if d[:4] == b"\x00asm" and len(d) >= 8:
+        v = struct.unpack("<I", d[4:8])[0]
+        return ("WebAssembly (wasm) binary module version 0x%x%s" % (
+            v, " (MVP)" if v == 1 else ""), "application/wasm")
+    if d[:16] == b"SQLite format 3\x00" and len(d) >= 100:
+        ver, = struct.unpack(">I", d[96:100])
+        counter, pages = struct.unpack(">II", d[24:32])
+        cookie, schema = struct.unpack(">II", d[40:48])
+        enc, = struct.unpack(">I", d[56:60])
+        valid, = struct.unpack(">I", d[92:96])
+        encs = {1: "UTF-8", 2: "UTF-16 little endian", 3: "UTF-16 big endian"}
+        return ("SQLite 3.x database, last written using SQLite version %d, file counter %d, "
+                "database pages %d, cookie 0x%x, schema %d, %s, version-valid-for %d" % (
+                    ver, counter, pages, cookie, schema, encs.get(enc, "unknown"), valid),
+                "application/vnd.sqlite3")
+    if d[:6] == b"\x93NUMPY" and len(d) >= 10:
+        return ("NumPy data file, version %d.%d" % (d[6], d[7]), "application/octet-stream")
+    if d[:4] == b"RIFF" and d[8:12] == b"WEBP":
+        return ("RIFF (little-endian) data, Web/P image", "image/webp")
+    if d[:4] == b"RIFF" and d[8:12] == b"WAVE":
+        return ("RIFF (little-endian) data, WAVE audio", "audio/x-wav")
+    if d[:2] == b"BM" and len(d) >= 26:
+        return ("PC bitmap", "image/bmp")
+    if d[:4] == b"\x7fELF" and len(d) >= 20:
+        cls = {1: "32-bit", 2: "64-bit"}.get(d[4], "invalid class")
+        le = d[5] == 1
+        e = "<" if le else ">"
+        etype, mach = struct.unpack(e + "HH", d[16:20])
+        interp = b"PT_INTERP"
+        kind = {1: "relocatable", 2: "executable", 3: "shared object", 4: "core file"}.get(
+            etype, "unknown")
+        has_interp = b"/ld-linux" in d[:4096] or b"/ld-musl" in d[:4096]
+        del interp
+        if etype == 3 and has_interp:
+            kind = "pie executable"
+        osabi = {0: "SYSV", 3: "GNU/Linux"}.get(d[7], "SYSV")
+        parts = ["ELF %s %s %s" % (cls, "LSB" if le else "MSB", kind),
+                 _ELF_MACH.get(mach, "*unknown arch 0x%x*" % mach),
+                 "version %d (%s)" % (d[6], osabi)]
+        if etype in (2, 3):
+            parts.append("dynamically linked" if has_interp or etype == 3 else "statically linked")
+        mime = {1: "application/x-object", 2: "application/x-executable",
+                3: "application/x-pie-executable" if has_interp else "application/x-sharedlib",
+                4: "application/x-coredump"}.get(etype, "application/octet-stream")
+        return (", ".join(parts), mime)
+    return None
+
+
+def _describe_text(data, enc):
+    """file's text analysis: (description, mime)."""
+    import re
+
+    charset = {"ASCII": "us-ascii", "UTF-8": "utf-8", "UTF-8 BOM": "utf-8",
+               "UTF-16LE": "utf-16le", "UTF-16BE": "utf-16be", "ISO-8859": "iso-8859-1",
+               "Non-ISO": "unknown-8bit", "Non-ISO extended-ASCII": "unknown-8bit"}[enc]
+    encname = {"ASCII": "ASCII", "UTF-8": "Unicode text, UTF-8",
+               "UTF-8 BOM": "Unicode text, UTF-8 (with BOM)",
+               "UTF-16LE": "Unicode text, UTF-16, little-endian",
+               "UTF-16BE": "Unicode text, UTF-16, big-endian", "ISO-8859": "ISO-8859",
+               "Non-ISO extended-ASCII": "Non-ISO extended-ASCII"}[enc]
+    body = data
+    if enc.startswith("UTF-16"):
+        body = data[2:].decode("utf-16-le" if enc == "UTF-16LE" else "utf-16-be").encode(
+            "utf-8", "replace")
+    # line terminators and lengths
+    crlf = body.count(b"\r\n")
+    cr = body.count(b"\r") - crlf
+    lf = body.count(b"\n") - crlf
+    terms = []
+    if crlf:
+        terms.append("CRLF")
+    if cr:
+        terms.append("CR")
+    if lf:
+        terms.append("LF")
+    notes = []
+    longest = max((len(x) for x in re.split(rb"\r\n|\r|\n", body)), default=0)
+    if longest > 300:
+        notes.append("with very long lines (%d)" % longest)
+    if not terms:
+        notes.append("with no line terminators")
+    elif terms != ["LF"]:
+        notes.append("with %s line terminators" % ", ".join(terms))
+    if b"\x1b" in body:
+        notes.append("with escape sequences")
+    if re.search(rb"[^\b]\x08[^\b]", body):
+        notes.append("with overstriking")
+    tail = "".join(", " + n for n in notes)
+    head = body.lstrip(b"\xef\xbb\xbf")
+    if head.startswith(b"#!"):
+        line = head.split(b"\n", 1)[0][2:].strip()
+        words = line.split()
+        interp = words[0].rsplit(b"/", 1)[-1] if words else b""
+        if interp == b"env" and len(words) > 1:
+            rest = [w for w in words[1:] if not w.startswith(b"-")]
+            interp = rest[0] if rest else b""
+        interp = _s(interp)
+        mime = "text/x-shellscript"
+        if interp == "sh":
+            kind = "POSIX shell script"
+        elif interp == "bash":
+            kind = "Bourne-Again shell script"
+        elif interp in ("zsh",):
+            kind = "Paul Falstad's zsh script"
+        elif interp.startswith("python"):
+            kind, mime = "Python script", "text/x-script.python"
+        elif interp.startswith("perl"):
+            kind, mime = "Perl script", "text/x-perl"
+        elif interp.startswith("ruby"):
+            kind, mime = "Ruby script", "text/x-ruby"
+        elif interp == "node":
+            return ("Node.js script executable, %s text%s" % (encname, tail),
+                    "application/javascript")
+        elif interp in ("awk", "gawk"):
+            kind, mime = "awk or perl script", "text/x-awk"
+        else:
+            kind = "a %s script" % _s(line.split()[0]) if line else "a script"
+            mime = "text/plain"
+        return ("%s, %s text executable%s" % (kind, encname, tail), mime)
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        import json
+
+        try:
+            json.loads(body.decode("utf-8"))
+            return ("JSON text data", "application/json")
+        except (ValueError, UnicodeDecodeError):
+            pass
+    low = stripped[:1024].lower()
+    if low.startswith(b"<?xml"):
+        if b"<svg" in low:
+            return ("SVG Scalable Vector Graphics image", "image/svg+xml")
+        m = re.match(rb'<\?xml\s+version\s*=\s*["\']([0-9.]+)', low)
+        return ("XML %s document, %s text%s" % (_s(m.group(1)) if m else "1.0", encname, tail),
+                "text/xml")
+    if low.startswith(b"<svg"):
+        return ("SVG Scalable Vector Graphics image", "image/svg+xml")
+    if low.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<script",
+                       b"<table", b"<h1", b"<!--")) and (b"<html" in low or not low.startswith(
+                           b"<!--")):
+        return ("HTML document, %s text%s" % (encname, tail), "text/html")
+    if re.search(rb"^#include\s*[<\"]", head[:4096], re.M):
+        return ("C source, %s text%s" % (encname, tail), "text/x-c")
+    return ("%s text%s" % (encname, tail), "text/plain")
+
+
+def file(ctx, argv):
+    longs = {"brief": ("b", 0), "mime": ("i", 0), "mime-type": ("mimetype", 0),
+             "mime-encoding": ("mimeenc", 0), "dereference": ("L", 0),
+             "no-dereference": ("h", 0), "no-pad": ("N", 0), "separator": ("F", 1),
+             "files-from": ("f", 1), "print0": ("0", 0), "help": ("help", 0),
+             "version": ("v", 0), "keep-going": ("k", 0), "raw": ("r", 0),
+             "uncompress": ("z", 0), "special-files": ("s", 0)}
+    try:
+        opts, args = _getopt(argv, "bihLNF:f:0vkrzsE", longs)
+    except _Usage as e:
+        ctx.stderr.write(_b(f"file: {e.msg}\nUsage: file [-bcdEhikLlNnprsSvzZ0] [--apple] "
+                            "[--extension] [--mime-encoding]\n"))
+        return 1
+    brief, mime, deref, pad, sep, eol = False, None, False, True, ":", b"\n"
+    for k, v in opts:
+        if k == "help":
+            yield _help("file", "[OPTION...] [FILE...]")
+            return 0
+        if k == "v":
+            yield b"file-5.44\nmagic file from /etc/magic:/usr/share/misc/magic\n"
+            return 0
+        if k == "b":
+            brief = True
+        elif k == "i":
+            mime = "full"
+        elif k == "mimetype":
+            mime = "type"
+        elif k == "mimeenc":
+            mime = "enc"
+        elif k == "L":
+            deref = True
+        elif k == "h":
+            deref = False
+        elif k == "N":
+            pad = False
+        elif k == "F":
+            sep = v
+        elif k == "f":
+            try:
+                src = ctx.stdin.read() if v == "-" else open(v, "rb").read()
+            except OSError as e:
+                _err(ctx, "file", f"Cannot open `{v}' ({_strerror(e)})")
+                return 1
+            args.extend(_s(x) for x in src.splitlines() if x)
+        elif k == "0":
+            eol = b"\0"
+    if not args:
+        ctx.stderr.write(b"Usage: file [-bcdEhikLlNnprsSvzZ0] [--apple] [--extension] "
+                         b"[--mime-encoding]\n            [--mime-type] [-e <testname>] "
+                         b"[-F <separator>] [-f <namefile>]\n            [-m <magicfiles>] "
+                         b"[-P <parameter=value>] [--exclude-do <testname>]\n"
+                         b"            file ...\n       file -C [-m <magicfiles>]\n"
+                         b"       file [--help]\n")
+        return 1
+    names = ["/dev/stdin" if a == "-" else a for a in args]
+    width = max(len(n) for n in names) + len(sep) if pad else 0
+
+    def one(a):
+        if a == "-":
+            data = ctx.stdin.read(1 << 16)
+            return classify_data(data, len(data), None)
+        try:
+            lst = os.lstat(a)
+        except OSError as e:
+            return (f"cannot open `{a}' ({_strerror(e)})", "cannot open")
+        st = lst
+        if _st.S_ISLNK(lst.st_mode):
+            try:
+                t = os.readlink(a)
+            except OSError:
+                t = "?"
+            try:
+                tst = os.stat(a)
+            except OSError:
+                return ("broken symbolic link to %s" % t, "inode/symlink")
+            if not deref:
+                return ("symbolic link to %s" % t, "inode/symlink")
+            st = tst
+        m = st.st_mode
+        if _st.S_ISDIR(m):
+            return ("directory", "inode/directory")
+        if _st.S_ISFIFO(m):
+            return ("fifo (named pipe)", "inode/fifo")
+        if _st.S_ISSOCK(m):
+            return ("socket", "inode/socket")
+        if _st.S_ISCHR(m):
+            return ("character special (%d/%d)" % (os.major(st.st_rdev), os.minor(st.st_rdev)),
+                    "inode/chardevice")
+        if _st.S_ISBLK(m):
+            return ("block special (%d/%d)" % (os.major(st.st_rdev), os.minor(st.st_rdev)),
+                    "inode/blockdevice")
+        try:
+            with open(a, "rb") as f:
+                data = f.read(1 << 16)
+        except OSError as e:
+            return (f"cannot open `{a}' ({_strerror(e)})", "cannot open")
+        return classify_data(data, st.st_size, a)
+
+    def classify_data(data, size, path):
+        if not data:
+            return ("empty", "inode/x-empty")
+        r = _magic(data, size, path)
+        if r is not None:
+            return r
+        enc = _text_encoding(data)
+        if enc is not None:
+            return _describe_text(data, enc)
+        return ("data", "application/octet-stream")
+
+    out = []
+    for a, nm in zip(args, names):
+        desc, mt = one(a)
+        if mime is not None:
+            if mt == "cannot open":
+                pass
+            else:
+                charset = "binary"
+                if not mt.startswith("inode/") and a != "-":
+                    try:
+                        with open(a, "rb") as f:
+                            enc = _text_encoding(f.read(1 << 16))
+                        charset = {"ASCII": "us-ascii", "UTF-8": "utf-8", "UTF-8 BOM": "utf-8",
+                                   "UTF-16LE": "utf-16le", "UTF-16BE": "utf-16be",
+                                   "ISO-8859": "iso-8859-1", None: "binary"}.get(
+                                       enc, "unknown-8bit")
+                    except OSError:
+                        pass
+                full = mt if mt == "inode/symlink" else f"{mt}; charset={charset}"
+                desc = {"full": full, "type": mt, "enc": charset}[mime]
+        if brief:
+            out.append(_b(desc) + eol)
+        else:
+            head = nm + sep
+            if pad:
+                head = head.ljust(width)
+            out.append(_b(head + " " + desc) + eol)
+    yield b"".join(out)
+    return 0
+
+
 COMMANDS = {
     "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
     "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
-    "find": find,
+    "find": find, "stat": stat, "du": du, "df": df, "file": file,
 }
