@@ -3627,4 +3627,659 @@ def _make_cmp(to_s):
     return _cmp
 
 
-COMMANDS = {"sed": sed, "awk": awk}
+
+# ---------------------------------------------------------------------------------------
+# curl and wget over urllib.request (in the sandbox it goes through the host's egress door,
+# under the run's network policy and secrets)
+
+
+class _CurlFail(Exception):
+    def __init__(self, code, msg):
+        Exception.__init__(self, msg)
+        self.code = code
+        self.msg = msg
+
+
+def _net_error(e, host, port):
+    """(curl exit code, message) for an exception raised by urlopen."""
+    import socket
+
+    reason = getattr(e, "reason", e)
+    if isinstance(reason, str):
+        return 7, f"Failed to connect to {host} port {port} after 0 ms: {reason}"
+    why = getattr(reason, "reason", None)
+    if isinstance(why, str):  # the sandbox's egress refusal (vivarium_net.NetworkError)
+        msg = getattr(reason, "message", "") or why
+        if why in ("request_timeout", "total_time"):
+            return 28, f"Operation timed out: {msg}"
+        if why == "address_not_allowed" and "resolve" in msg:
+            return 6, f"Could not resolve host: {host}"
+        if why == "tls_error":
+            return 60, f"SSL certificate problem: {msg}"
+        if why == "response_too_large":
+            return 63, f"Exceeded the maximum allowed file size: {msg}"
+        if why == "request_too_large":
+            return 55, f"Failed sending data to the peer: {msg}"
+        return 7, f"Failed to connect to {host} port {port} after 0 ms: {msg} ({why})"
+    if isinstance(reason, socket.gaierror):
+        return 6, f"Could not resolve host: {host}"
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return 28, "Operation timed out"
+    if isinstance(reason, ConnectionRefusedError):
+        return 7, f"Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server"
+    if isinstance(reason, ConnectionError):
+        return 56, f"Recv failure: {reason}"
+    name = type(reason).__name__
+    if "SSL" in name or "Certificate" in name:
+        return 60, f"SSL certificate problem: {reason}"
+    return 7, f"Failed to connect to {host} port {port} after 0 ms: {reason}"
+
+
+def _http_request(url, method, headers, data, follow, timeout, insecure, max_redirs=50):
+    """Performs a request; returns (response, effective url, redirects followed). HTTP
+    error statuses come back as responses (HTTPError is one)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, hdrs, newurl):
+            return None
+
+    handlers = [NoRedirect()]
+    if insecure and url.startswith("https:"):
+        try:
+            import ssl
+
+            handlers.append(urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))
+        except Exception:
+            pass
+    opener = urllib.request.build_opener(*handlers)
+    redirects = 0
+    while True:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise _CurlFail(1, f'Protocol "{parts.scheme}" not supported or disabled in libcurl')
+        if not parts.hostname:
+            raise _CurlFail(3, "URL using bad/illegal format or missing URL")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        req = urllib.request.Request(url, data=data, method=method)
+        for k, v in headers:
+            req.add_header(k, v)
+        try:
+            resp = opener.open(req, timeout=timeout)
+        except urllib.error.HTTPError as e:
+            resp = e
+        except urllib.error.URLError as e:
+            raise _CurlFail(*_net_error(e, parts.hostname, port))
+        except OSError as e:
+            raise _CurlFail(*_net_error(e, parts.hostname, port))
+        code = resp.status if getattr(resp, "status", None) is not None else resp.code
+        if follow and code in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
+            if redirects >= max_redirs:
+                raise _CurlFail(47, f"Maximum ({max_redirs}) redirects followed")
+            url = urllib.parse.urljoin(url, resp.headers["Location"])
+            resp.close()
+            redirects += 1
+            if code in (301, 302, 303) and method not in ("GET", "HEAD"):
+                if code == 303 or method == "POST":
+                    method = "GET"
+                    data = None
+            continue
+        return resp, url, redirects
+
+
+def _status_line(resp):
+    version = {10: "HTTP/1.0", 11: "HTTP/1.1"}.get(getattr(resp, "version", 11), "HTTP/1.1")
+    code = resp.status if getattr(resp, "status", None) is not None else resp.code
+    reason = getattr(resp, "reason", "") or ""
+    head = f"{version} {code} {reason}".rstrip() + "\r\n"
+    for k, v in resp.headers.items():
+        head += f"{k}: {v}\r\n"
+    return (head + "\r\n").encode("latin-1", "replace")
+
+
+def _write_out(fmt, info):
+    out = []
+    i = 0
+    n = len(fmt)
+    while i < n:
+        c = fmt[i]
+        if c == "%" and fmt.startswith("%{", i):
+            j = fmt.find("}", i)
+            if j > 0:
+                name = fmt[i + 2 : j]
+                if name.startswith("header{"):
+                    out.append(str(info.get("headers", {}).get(name[7:], "")))
+                else:
+                    out.append(str(info.get(name, "")))
+                i = j + 1
+                continue
+        if c == "%" and fmt.startswith("%%", i):
+            out.append("%")
+            i += 2
+            continue
+        if c == "\\" and i + 1 < n and fmt[i + 1] in "nrt\\":
+            out.append({"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}[fmt[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out).encode("utf-8", "surrogateescape")
+
+
+_CURL_ARG_OPTS = {
+    "o": "output", "X": "request", "H": "header", "d": "data", "u": "user", "A": "user-agent",
+    "e": "referer", "m": "max-time", "w": "write-out", "T": "upload-file", "b": "cookie",
+    "F": "form", "r": "range", "x": "proxy", "c": "cookie-jar", "K": "config",
+}
+_CURL_FLAG_OPTS = {
+    "s": "silent", "S": "show-error", "f": "fail", "L": "location", "O": "remote-name",
+    "i": "include", "I": "head", "k": "insecure", "v": "verbose", "G": "get", "N": "no-buffer",
+    "q": "disable", "#": "progress-bar", "g": "globoff", "4": "ipv4", "6": "ipv6",
+    "Z": "parallel", "J": "remote-header-name", "R": "remote-time", "n": "netrc",
+}
+_CURL_LONG_ARG = {
+    "output", "request", "header", "data", "data-raw", "data-binary", "data-ascii",
+    "data-urlencode", "json", "user", "user-agent", "referer", "max-time", "connect-timeout",
+    "write-out", "upload-file", "cookie", "form", "range", "proxy", "url", "retry",
+    "retry-delay", "retry-max-time", "max-redirs", "cookie-jar", "config", "output-dir",
+    "form-string", "limit-rate", "max-filesize", "resolve", "cacert", "cert", "key",
+    "oauth2-bearer", "speed-time", "speed-limit", "expect100-timeout",
+}
+
+
+def curl(ctx, argv):
+    import base64
+    import urllib.parse
+
+    opts = {"header": [], "data": [], "url": [], "output": []}
+    flags = set()
+    args = argv[1:]
+    k = 0
+    only_urls = False
+
+    def fail_usage(msg, code=2):
+        ctx.stderr.write(f"curl: {msg}\ncurl: try 'curl --help' or 'curl --manual' for more information\n".encode())
+        return code
+
+    def take(name, val):
+        if name in ("header",):
+            opts["header"].append(val)
+        elif name in ("data", "data-ascii"):
+            opts["data"].append(("data", val))
+        elif name in ("data-raw", "data-binary", "data-urlencode", "json"):
+            opts["data"].append((name, val))
+        elif name == "url":
+            opts["url"].append(val)
+        elif name == "output":
+            opts["output"].append(val)
+        else:
+            opts[name] = val
+
+    while k < len(args):
+        a = args[k]
+        k += 1
+        if only_urls or not a.startswith("-") or a == "-":
+            opts["url"].append(a)
+            continue
+        if a == "--":
+            only_urls = True
+            continue
+        if a.startswith("--"):
+            name, eq, val = a[2:].partition("=")
+            if name.startswith("no-"):
+                flags.discard(name[3:])
+                continue
+            if name in _CURL_LONG_ARG:
+                if not eq:
+                    if k >= len(args):
+                        return fail_usage(f"option {a}: requires parameter")
+                    val = args[k]
+                    k += 1
+                take(name, val)
+            elif name in _CURL_FLAG_OPTS.values() or name in (
+                "compressed", "fail-with-body", "http1.1", "http2", "tlsv1.2", "ssl-reqd",
+                "create-dirs", "remote-name-all", "fail-early", "path-as-is", "raw", "tcp-nodelay",
+                "show-error", "silent", "location-trusted", "post301", "post302", "no-progress-meter",
+            ):
+                flags.add({"progress-bar": "progress-bar"}.get(name, name))
+            elif name == "help":
+                yield b"Usage: curl [options...] <url>\n -d, --data <data>   HTTP POST data\n -f, --fail  Fail fast with no output on HTTP errors\n -H, --header <header/@file> Pass custom header(s) to server\n -i, --include  Include protocol response headers in the output\n -o, --output <file> Write to file instead of stdout\n -O, --remote-name  Write output to a file named as the remote file\n -s, --silent  Silent mode\n -L, --location  Follow redirects\n -X, --request <method> Specify request method to use\n"
+                return 0
+            elif name == "version":
+                yield b"curl 8.5.0 (Vivarium guest shell; urllib.request through the sandbox's egress door)\n"
+                return 0
+            else:
+                return fail_usage(f"option {a}: is unknown")
+            continue
+        j = 1
+        while j < len(a):
+            o = a[j]
+            j += 1
+            if o in _CURL_ARG_OPTS:
+                val = a[j:]
+                if not val:
+                    if k >= len(args):
+                        return fail_usage(f"option -{o}: requires parameter")
+                    val = args[k]
+                    k += 1
+                j = len(a)
+                take(_CURL_ARG_OPTS[o], val)
+            elif o in _CURL_FLAG_OPTS:
+                flags.add(_CURL_FLAG_OPTS[o])
+            else:
+                return fail_usage(f"option -{o}: is unknown")
+    if not opts["url"]:
+        return fail_usage("no URL specified!")
+    silent = "silent" in flags
+    show_err = "show-error" in flags or not silent
+
+    def report(code, msg):
+        if show_err:
+            ctx.stderr.write(f"curl: ({code}) {msg}\n".encode("utf-8", "surrogateescape"))
+        return code
+
+    # the request body
+    body = None
+    form_data = False
+    json_data = False
+    pieces = []
+    for kind, val in opts["data"]:
+        if kind == "data-urlencode":
+            name, eq, v = val.partition("=")
+            if v.startswith("@") and not eq:
+                pass
+            if eq:
+                if v and name == "" :
+                    pieces.append(urllib.parse.quote_plus(v).encode())
+                else:
+                    pieces.append(name.encode() + b"=" + urllib.parse.quote_plus(v).encode())
+            else:
+                pieces.append(urllib.parse.quote_plus(name).encode())
+            form_data = True
+            continue
+        raw = val.encode("utf-8", "surrogateescape")
+        if kind != "data-raw" and raw.startswith(b"@"):
+            fname = raw[1:].decode("utf-8", "surrogateescape")
+            try:
+                if fname == "-":
+                    raw = ctx.stdin.read()
+                else:
+                    with open(fname, "rb") as f:
+                        raw = f.read()
+            except OSError:
+                ctx.stderr.write(f"Warning: Couldn't read data from file \"{fname}\", this makes an empty POST.\n".encode())
+                raw = b""
+            if kind == "data":
+                raw = raw.replace(b"\r", b"").replace(b"\n", b"")
+        if kind == "json":
+            json_data = True
+        else:
+            form_data = True
+        pieces.append(raw)
+    if pieces:
+        body = (b"" if json_data and not form_data else b"&").join(pieces) if not json_data else b"".join(pieces)
+    upload = opts.get("upload-file")
+    if upload is not None:
+        try:
+            if upload == "-":
+                body = ctx.stdin.read()
+            else:
+                with open(upload, "rb") as f:
+                    body = f.read()
+        except OSError as e:
+            return report(26, f"Failed to open/read local data from file/application")
+    headers = []
+    have = set()
+    for h in opts["header"]:
+        if h.startswith("@"):
+            continue
+        name, _, value = h.partition(":")
+        value = value.strip()
+        if not value and h.rstrip().endswith(";"):
+            name = name.rstrip().rstrip(";")
+        elif not value:
+            have.add(name.strip().lower())  # "X-Foo:" removes a header curl would send
+            continue
+        headers.append((name.strip(), value))
+        have.add(name.strip().lower())
+    if "user-agent" not in have:
+        headers.append(("User-Agent", opts.get("user-agent", "curl/8.5.0")))
+    if "accept" not in have:
+        headers.append(("Accept", "application/json" if json_data else "*/*"))
+    if "user" in opts:
+        headers.append(("Authorization", "Basic " + base64.b64encode(opts["user"].encode()).decode()))
+    if "oauth2-bearer" in opts:
+        headers.append(("Authorization", "Bearer " + opts["oauth2-bearer"]))
+    if "referer" in opts:
+        headers.append(("Referer", opts["referer"]))
+    if "cookie" in opts and "=" in opts["cookie"]:
+        headers.append(("Cookie", opts["cookie"]))
+    if "range" in opts:
+        headers.append(("Range", "bytes=" + opts["range"]))
+    if "compressed" in flags:
+        headers.append(("Accept-Encoding", "gzip, deflate"))
+    method = opts.get("request")
+    if body is not None and "content-type" not in have and "get" not in flags:
+        if json_data:
+            headers.append(("Content-Type", "application/json"))
+        elif upload is None:
+            headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+    if "head" in flags:
+        method = method or "HEAD"
+    timeout = None
+    for t in ("max-time", "connect-timeout"):
+        if t in opts:
+            try:
+                timeout = float(opts[t])
+            except ValueError:
+                return fail_usage(f"option --{t}: expected a proper numerical parameter")
+    status = 0
+    outputs = list(opts["output"])
+    for url in opts["url"]:
+        if "://" not in url:
+            url = "http://" + url
+        data = body
+        m = method
+        if "get" in flags and body is not None:
+            url += ("&" if "?" in url else "?") + body.decode("latin-1")
+            data = None
+        if m is None:
+            m = "PUT" if upload is not None else ("POST" if data is not None else "GET")
+        target = outputs.pop(0) if outputs else None
+        if target is None and "remote-name" in flags:
+            path = urllib.parse.urlsplit(url).path
+            target = urllib.parse.unquote(path.rsplit("/", 1)[-1])
+            if not target:
+                status = report(23, "Remote file name has no length!")
+                continue
+        info = {"http_code": "000", "response_code": "000", "url_effective": url, "size_download": 0,
+                "num_redirects": 0, "content_type": "", "time_total": "0.000000", "exitcode": 0,
+                "redirect_url": "", "method": m, "size_header": 0, "scheme": url.split(":", 1)[0].upper()}
+        t0 = time.time()
+        out_file = None
+        try:
+            try:
+                resp, eff, nred = _http_request(url, m, headers, data, "location" in flags, timeout, "insecure" in flags)
+            except _CurlFail as e:
+                info["exitcode"] = e.code
+                status = report(e.code, e.msg)
+                if "write-out" in opts:
+                    yield _write_out(opts["write-out"], info)
+                continue
+            code = resp.status if getattr(resp, "status", None) is not None else resp.code
+            info.update(http_code="%03d" % code, response_code="%03d" % code, url_effective=eff,
+                        num_redirects=nred, content_type=resp.headers.get("Content-Type", "") or "",
+                        headers={k.lower(): v for k, v in resp.headers.items()},
+                        redirect_url=resp.headers.get("Location", "") if code in (301, 302, 303, 307, 308) else "")
+            failed = code >= 400 and ("fail" in flags or "fail-with-body" in flags)
+            if failed and "fail-with-body" not in flags:
+                resp.close()
+                info["exitcode"] = 22
+                status = report(22, f"The requested URL returned error: {code}")
+                if "write-out" in opts:
+                    yield _write_out(opts["write-out"], info)
+                continue
+            head = _status_line(resp)
+            info["size_header"] = len(head)
+            if target is not None and target != "-":
+                try:
+                    out_file = open(target, "wb")
+                except OSError as e:
+                    resp.close()
+                    status = report(23, f"Failure writing output to destination ({target}: {_strerror(e)})")
+                    continue
+
+            def emit(chunk):
+                if out_file is not None:
+                    out_file.write(chunk)
+                    return None
+                return chunk
+
+            if "include" in flags or "head" in flags:
+                c = emit(head)
+                if c:
+                    yield c
+            size = 0
+            gz = None
+            if "compressed" in flags and (resp.headers.get("Content-Encoding") or "").lower() in ("gzip", "deflate", "x-gzip"):
+                import zlib
+
+                gz = zlib.decompressobj(47)
+            if m != "HEAD" and "head" not in flags:
+                while True:
+                    try:
+                        chunk = resp.read(65536)
+                    except (OSError, ValueError) as e:
+                        info["exitcode"] = 56
+                        status = report(56, f"Failure when receiving data from the peer ({e})")
+                        break
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if gz is not None:
+                        chunk = gz.decompress(chunk)
+                    c = emit(chunk)
+                    if c:
+                        yield c
+                if gz is not None:
+                    c = emit(gz.flush())
+                    if c:
+                        yield c
+            resp.close()
+            info["size_download"] = size
+            info["time_total"] = "%.6f" % (time.time() - t0)
+            if failed:
+                info["exitcode"] = 22
+                status = report(22, f"The requested URL returned error: {code}")
+        finally:
+            if out_file is not None:
+                out_file.close()
+        if "write-out" in opts:
+            yield _write_out(opts["write-out"], info)
+    return status
+
+
+def wget(ctx, argv):
+    import urllib.parse
+
+    quiet = False
+    out_name = None
+    urls = []
+    headers = []
+    method = None
+    body = None
+    continue_ = False
+    out_dir = None
+    to_log = None
+    args = argv[1:]
+    k = 0
+    while k < len(args):
+        a = args[k]
+        k += 1
+        if not a.startswith("-") or a == "-":
+            urls.append(a)
+            continue
+        if a.startswith("--"):
+            name, eq, val = a[2:].partition("=")
+            needs = name in ("output-document", "header", "user-agent", "post-data", "post-file",
+                             "method", "body-data", "directory-prefix", "timeout", "tries",
+                             "output-file", "append-output", "wait")
+            if needs and not eq:
+                if k >= len(args):
+                    ctx.stderr.write(f"wget: option '--{name}' requires an argument\n".encode())
+                    return 2
+                val = args[k]
+                k += 1
+            if name == "quiet":
+                quiet = True
+            elif name == "output-document":
+                out_name = val
+            elif name == "header":
+                n_, _, v_ = val.partition(":")
+                headers.append((n_.strip(), v_.strip()))
+            elif name == "user-agent":
+                headers.append(("User-Agent", val))
+            elif name == "post-data":
+                body, method = val.encode("utf-8", "surrogateescape"), method or "POST"
+            elif name == "post-file":
+                try:
+                    with open(val, "rb") as f:
+                        body, method = f.read(), method or "POST"
+                except OSError as e:
+                    ctx.stderr.write(f"wget: {val}: {_strerror(e)}\n".encode())
+                    return 1
+            elif name == "body-data":
+                body = val.encode("utf-8", "surrogateescape")
+            elif name == "method":
+                method = val.upper()
+            elif name == "directory-prefix":
+                out_dir = val
+            elif name in ("output-file", "append-output"):
+                to_log = val
+            elif name == "continue":
+                continue_ = True
+            elif name in ("timeout", "tries", "wait", "no-verbose", "no-check-certificate",
+                          "show-progress", "no-clobber", "progress", "server-response",
+                          "content-disposition", "https-only", "verbose", "no-cache"):
+                pass
+            elif name == "help":
+                yield b"GNU Wget 1.21.3 (Vivarium guest shell), a non-interactive network retriever.\nUsage: wget [OPTION]... [URL]...\n"
+                return 0
+            elif name == "version":
+                yield b"GNU Wget 1.21.3 (Vivarium guest shell; urllib.request through the sandbox's egress door)\n"
+                return 0
+            else:
+                ctx.stderr.write(f"wget: unrecognized option '{a}'\nUsage: wget [OPTION]... [URL]...\n\nTry `wget --help' for more options.\n".encode())
+                return 2
+            continue
+        j = 1
+        while j < len(a):
+            o = a[j]
+            j += 1
+            if o in "OUPTtao":
+                val = a[j:]
+                if not val:
+                    if k >= len(args):
+                        ctx.stderr.write(f"wget: option requires an argument -- '{o}'\n".encode())
+                        return 2
+                    val = args[k]
+                    k += 1
+                j = len(a)
+                if o == "O":
+                    out_name = val
+                elif o == "U":
+                    headers.append(("User-Agent", val))
+                elif o == "P":
+                    out_dir = val
+                elif o in "oa":
+                    to_log = val
+            elif o == "q":
+                quiet = True
+            elif o in "nvcNSrkpmxb":
+                if o == "c":
+                    continue_ = True
+            else:
+                ctx.stderr.write(f"wget: invalid option -- '{o}'\nUsage: wget [OPTION]... [URL]...\n\nTry `wget --help' for more options.\n".encode())
+                return 2
+    if not urls:
+        ctx.stderr.write(b"wget: missing URL\nUsage: wget [OPTION]... [URL]...\n\nTry `wget --help' for more options.\n")
+        return 1
+    if not any(h[0].lower() == "user-agent" for h in headers):
+        headers.append(("User-Agent", "Wget/1.21.3"))
+    headers.append(("Accept", "*/*"))
+    if body is not None and not any(h[0].lower() == "content-type" for h in headers):
+        headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+    log = ctx.stderr.write if not quiet and to_log is None else (lambda b: None)
+    status = 0
+    shared_out = None
+    try:
+        for url in urls:
+            if "://" not in url:
+                url = "http://" + url
+            stamp = time.strftime("--%Y-%m-%d %H:%M:%S--  ")
+            log(f"{stamp}{url}\n".encode())
+            try:
+                resp, eff, nred = _http_request(url, method or ("POST" if body is not None else "GET"), headers, body, True, 900.0, False, 20)
+            except _CurlFail as e:
+                host = urllib.parse.urlsplit(url).hostname or url
+                if e.code == 6:
+                    ctx.stderr.write(f"wget: unable to resolve host address '{host}'\n".encode())
+                    status = 4
+                else:
+                    if not quiet:
+                        ctx.stderr.write(f"failed: {e.msg}.\n".encode())
+                    status = 4 if e.code != 1 else 1
+                continue
+            code = resp.status if getattr(resp, "status", None) is not None else resp.code
+            reason = getattr(resp, "reason", "") or ""
+            log(f"HTTP request sent, awaiting response... {code} {reason}\n".encode())
+            if code >= 400:
+                resp.close()
+                ctx.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ERROR {code}: {reason}.\n\n".encode()) if not quiet else None
+                status = 8
+                continue
+            length = resp.headers.get("Content-Length")
+            ctype = resp.headers.get("Content-Type", "")
+            log(f"Length: {length or 'unspecified'} [{ctype}]\n".encode())
+            if out_name == "-":
+                while True:
+                    chunk = resp.read(65536)
+                    if not chunk:
+                        break
+                    yield chunk
+                resp.close()
+                continue
+            if out_name is not None:
+                name = out_name
+                if shared_out is None:
+                    try:
+                        shared_out = open(name, "wb")
+                    except OSError as e:
+                        resp.close()
+                        ctx.stderr.write(f"wget: {name}: {_strerror(e)}\n".encode())
+                        return 3
+                f = shared_out
+            else:
+                path = urllib.parse.urlsplit(eff).path
+                base = urllib.parse.unquote(path.rsplit("/", 1)[-1]) or "index.html"
+                name = os.path.join(out_dir, base) if out_dir else base
+                if not continue_ and os.path.exists(name):
+                    i = 1
+                    while os.path.exists(f"{name}.{i}"):
+                        i += 1
+                    name = f"{name}.{i}"
+                try:
+                    if out_dir:
+                        os.makedirs(out_dir, exist_ok=True)
+                    f = open(name, "wb")
+                except OSError as e:
+                    resp.close()
+                    ctx.stderr.write(f"wget: {name}: {_strerror(e)}\n".encode())
+                    status = 3
+                    continue
+            log(f"Saving to: \u2018{name}\u2019\n\n".encode())
+            size = 0
+            try:
+                while True:
+                    chunk = resp.read(65536)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    f.write(chunk)
+            except OSError as e:
+                status = 4
+                ctx.stderr.write(f"wget: read error: {e}\n".encode())
+            finally:
+                resp.close()
+                if f is not shared_out:
+                    f.close()
+            log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} - \u2018{name}\u2019 saved [{size}]\n\n".encode())
+    finally:
+        if shared_out is not None:
+            shared_out.close()
+    return status
+
+
+COMMANDS = {"sed": sed, "awk": awk, "curl": curl, "wget": wget}
