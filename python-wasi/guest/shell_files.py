@@ -4528,7 +4528,7 @@ def file(ctx, argv):
                                        enc, "unknown-8bit")
                     except OSError:
                         pass
-                full = mt if mt == "inode/symlink" else f"{mt}; charset={charset}"
+                full = mt if desc.startswith("broken ") else f"{mt}; charset={charset}"
                 desc = {"full": full, "type": mt, "enc": charset}[mime]
         if brief:
             out.append(_b(desc) + eol)
@@ -4541,8 +4541,360 @@ def file(ctx, argv):
     return 0
 
 
+# ---------------------------------------------------------------------------------------
+# gzip gunzip zcat
+
+_GZ_SUFFIXES = (".gz", "-gz", ".z", "-z", "_z", ".Z", ".tgz", ".taz")
+
+
+class _GzFormatError(Exception):
+    pass
+
+
+def _gz_header(name, mtime, level):
+    import struct
+
+    flags = 8 if name is not None else 0
+    xfl = 2 if level == 9 else 4 if level == 1 else 0
+    h = b"\x1f\x8b\x08" + bytes([flags]) + struct.pack("<I", int(mtime) & 0xFFFFFFFF)
+    h += bytes([xfl, 3])
+    if name is not None:
+        h += _b(name) + b"\0"
+    return h
+
+
+def _gz_compress_iter(chunks, name, mtime, level):
+    """Yields a gzip member (GNU gzip's header: name, mtime, OS Unix) around raw deflate."""
+    import struct
+    import zlib
+
+    yield _gz_header(name, mtime, level)
+    c = zlib.compressobj(level, zlib.DEFLATED, -15, 8)
+    crc = 0
+    size = 0
+    for chunk in chunks:
+        crc = zlib.crc32(chunk, crc)
+        size += len(chunk)
+        out = c.compress(chunk)
+        if out:
+            yield out
+    yield c.flush() + struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF)
+
+
+def _gz_decompress_iter(chunks, warn):
+    """Yields decompressed data of every member; raises _GzFormatError on a bad start;
+    calls warn() on trailing garbage."""
+    import zlib
+
+    buf = b""
+    it = iter(chunks)
+    first = True
+    d = None
+    for chunk in it:
+        buf += chunk
+        while buf:
+            if d is None:
+                if len(buf) < 2:
+                    break
+                if buf[:2] != b"\x1f\x8b":
+                    if first:
+                        raise _GzFormatError("not in gzip format")
+                    if buf.strip(b"\0"):
+                        warn()
+                    buf = b""
+                    for _ in it:
+                        pass
+                    return
+                d = zlib.decompressobj(16 + 15)
+                first = False
+            try:
+                out = d.decompress(buf)
+            except zlib.error as e:
+                raise _GzFormatError("invalid compressed data--format violated" if "header"
+                                     not in str(e) else "not in gzip format")
+            buf = b""
+            if out:
+                yield out
+            if d.eof:
+                buf = d.unused_data
+                d = None
+            else:
+                break
+    if d is not None and not d.eof:
+        if first:
+            raise _GzFormatError("unexpected end of file")
+        raise _GzFormatError("unexpected end of file")
+    if first:
+        raise _GzFormatError("unexpected end of file")
+
+
+def _read_chunks(f, n=1 << 16):
+    while True:
+        b = f.read(n)
+        if not b:
+            return
+        yield b
+
+
+def gzip(ctx, argv, _name="gzip"):
+    longs = {"stdout": ("c", 0), "to-stdout": ("c", 0), "decompress": ("d", 0),
+             "uncompress": ("d", 0), "force": ("f", 0), "keep": ("k", 0), "list": ("l", 0),
+             "no-name": ("n", 0), "name": ("N", 0), "quiet": ("q", 0), "recursive": ("r", 0),
+             "suffix": ("S", 1), "test": ("t", 0), "verbose": ("v", 0), "fast": ("1", 0),
+             "best": ("9", 0), "help": ("h", 0), "version": ("V", 0), "license": ("L", 0),
+             "rsyncable": ("rsyncable", 0), "synchronous": ("sync", 0)}
+    try:
+        opts, args = _getopt(argv, "cdfhklLnNqrS:tvV", longs, numeric=True)
+    except _Usage as e:
+        return _usage(ctx, "gzip", e)
+    tostdout = decomp = force = keep = listing = recursive = test = verbose = quiet = False
+    level, suffix, save_name = 6, ".gz", True
+    if _name == "gunzip":
+        decomp = True
+    elif _name == "zcat":
+        decomp = tostdout = True
+    for k, v in opts:
+        if k == "h":
+            yield _help(_name, "[OPTION]... [FILE]...")
+            return 0
+        if k == "V":
+            yield b"gzip 1.12\n"
+            return 0
+        if k == "c":
+            tostdout = True
+        elif k == "d":
+            decomp = True
+        elif k == "f":
+            force = True
+        elif k == "k":
+            keep = True
+        elif k == "l":
+            listing = True
+        elif k == "n":
+            save_name = False
+        elif k == "N":
+            save_name = True
+        elif k == "q":
+            quiet = True
+        elif k == "r":
+            recursive = True
+        elif k == "S":
+            suffix = v
+        elif k == "t":
+            test = decomp = True
+        elif k == "v":
+            verbose = True
+        elif k == "1":
+            level = 1
+        elif k == "9":
+            level = 9
+        elif k == "#":
+            level = int(v[-1]) or 1
+    status = 0
+
+    def warn(msg):
+        nonlocal status
+        if not quiet:
+            _err(ctx, "gzip", msg)
+        status = max(status, 2)
+
+    def error(msg):
+        nonlocal status
+        _err(ctx, "gzip", msg)
+        status = 1
+
+    def strip_suffix(name):
+        for sfx in (suffix,) + _GZ_SUFFIXES:
+            if name.endswith(sfx) and len(name) > len(sfx):
+                base = name[: -len(sfx)]
+                if sfx in (".tgz", ".taz"):
+                    base += ".tar"
+                return base
+        return None
+
+    if listing:
+        rows = []
+        tot_c = tot_u = 0
+        last_hdr = 0
+        out = [b"         compressed        uncompressed  ratio uncompressed_name\n"]
+        for a in args or ["-"]:
+            try:
+                data = ctx.stdin.read() if a == "-" else open(a, "rb").read()
+            except OSError as e:
+                error(f"{a}: {_strerror(e)}")
+                continue
+            if data[:2] != b"\x1f\x8b" or len(data) < 18:
+                error(f"{a}: not in gzip format")
+                continue
+            import struct
+
+            flags = data[3]
+            j = 10
+            if flags & 4:
+                j += 2 + struct.unpack("<H", data[10:12])[0]
+            if flags & 8:
+                j = data.index(b"\0", j) + 1
+            if flags & 16:
+                j = data.index(b"\0", j) + 1
+            if flags & 2:
+                j += 2
+            hdr = j + 8
+            comp = len(data)
+            unc = struct.unpack("<I", data[-4:])[0]
+            name = "stdout" if a == "-" else (strip_suffix(a) or a)
+            ratio = 0.0 if unc == 0 else 100.0 * (unc - (comp - hdr)) / unc
+            out.append(_b("%19d %19d %5.1f%% %s\n" % (comp, unc, ratio, name)))
+            rows.append(a)
+            tot_c += comp
+            tot_u += unc
+            last_hdr = hdr
+        if len(rows) > 1:
+            ratio = 0.0 if tot_u == 0 else 100.0 * (tot_u - (tot_c - last_hdr)) / tot_u
+            out.append(_b("%19d %19d %5.1f%% (totals)\n" % (tot_c, tot_u, ratio)))
+        if rows:
+            yield b"".join(out)
+        return status
+
+    def expand(paths):
+        for a in paths:
+            if recursive and a != "-" and _is_dir(a) and not os.path.islink(a):
+                try:
+                    names = [de.name for de in os.scandir(a)]
+                except OSError as e:
+                    error(f"{a}: {_strerror(e)}")
+                    continue
+                yield from expand([_concat(a, n) for n in names])
+            else:
+                yield a
+
+    for a in expand(args or ["-"]):
+        if a == "-":
+            src = ctx.stdin
+            if decomp:
+                try:
+                    gen = _gz_decompress_iter(_read_chunks(src), lambda: warn(
+                        "stdin: decompression OK, trailing garbage ignored"))
+                    for chunk in gen:
+                        if not test:
+                            yield chunk
+                except _GzFormatError as e:
+                    error(f"stdin: {e}")
+            else:
+                yield from _gz_compress_iter(_read_chunks(src), None, 0, level)
+            continue
+        try:
+            lst = os.lstat(a)
+            st = os.stat(a)
+        except OSError as e:
+            error(f"{a}: {_strerror(e)}")
+            continue
+        if _st.S_ISDIR(st.st_mode):
+            warn(f"{a} is a directory -- ignored")
+            continue
+        if _st.S_ISLNK(lst.st_mode) and not force and not tostdout:
+            warn(f"{a}: Too many levels of symbolic links")
+            continue
+        if not _st.S_ISREG(st.st_mode) and not force:
+            warn(f"{a} is not a directory or a regular file - ignored")
+            continue
+        if decomp:
+            outname = strip_suffix(a)
+            if outname is None and not (tostdout or test):
+                warn(f"{a}: unknown suffix -- ignored")
+                continue
+        else:
+            if any(a.endswith(x) for x in (suffix,) + _GZ_SUFFIXES) and not (tostdout and force):
+                if not quiet:  # a warning GNU gzip does not count in its status
+                    _err(ctx, "gzip", f"{a} already has {suffix} suffix -- unchanged")
+                continue
+            outname = a + suffix
+        if tostdout or test:
+            try:
+                with open(a, "rb") as f:
+                    if decomp:
+                        for chunk in _gz_decompress_iter(_read_chunks(f), lambda: warn(
+                                f"{a}: decompression OK, trailing garbage ignored")):
+                            if not test:
+                                yield chunk
+                    else:
+                        yield from _gz_compress_iter(
+                            _read_chunks(f), _base_name(a) if save_name else None,
+                            st.st_mtime if save_name else 0, level)
+            except _GzFormatError as e:
+                error(f"{a}: {e}")
+            except OSError as e:
+                error(f"{a}: {_strerror(e)}")
+            continue
+        if os.path.lexists(outname):
+            if not force:
+                warn(f"{outname} already exists;\tnot overwritten")
+                continue
+            try:
+                os.unlink(outname)
+            except OSError:
+                pass
+        try:
+            with open(a, "rb") as f:
+                fd = os.open(outname, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                             _st.S_IMODE(st.st_mode) or 0o644)
+                try:
+                    with os.fdopen(fd, "wb") as g:
+                        if decomp:
+                            for chunk in _gz_decompress_iter(_read_chunks(f), lambda: warn(
+                                    f"{a}: decompression OK, trailing garbage ignored")):
+                                g.write(chunk)
+                        else:
+                            for chunk in _gz_compress_iter(
+                                    _read_chunks(f), _base_name(a) if save_name else None,
+                                    st.st_mtime if save_name else 0, level):
+                                g.write(chunk)
+                except _GzFormatError as e:
+                    os.unlink(outname)
+                    error(f"{a}: {e}")
+                    continue
+                except BaseException:
+                    try:
+                        os.unlink(outname)
+                    except OSError:
+                        pass
+                    raise
+        except OSError as e:
+            error(f"{a}: {_strerror(e)}")
+            continue
+        try:
+            os.utime(outname, ns=(_ns(st, "a"), _ns(st, "m")))
+        except (OSError, NotImplementedError):
+            pass
+        if verbose:
+            try:
+                insz, outsz = st.st_size, os.stat(outname).st_size
+                if decomp:
+                    insz, outsz = outsz, insz
+                ratio = 0.0 if insz == 0 else 100.0 * (insz - outsz) / insz
+                ctx.stderr.write(_b(f"{a}:\t{ratio:5.1f}% -- replaced with {outname}\n"
+                                    if not keep else f"{a}:\t{ratio:5.1f}% -- created "
+                                    f"{outname}\n"))
+            except OSError:
+                pass
+        if not keep:
+            try:
+                os.unlink(a)
+            except OSError as e:
+                error(f"{a}: {_strerror(e)}")
+    return status
+
+
+def gunzip(ctx, argv):
+    return (yield from gzip(ctx, argv, "gunzip"))
+
+
+def zcat(ctx, argv):
+    return (yield from gzip(ctx, argv, "zcat"))
+
+
 COMMANDS = {
     "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
     "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
-    "find": find, "stat": stat, "du": du, "df": df, "file": file,
+    "find": find, "stat": stat, "du": du, "df": df, "file": file, "gzip": gzip,
+    "gunzip": gunzip, "zcat": zcat,
 }
