@@ -4892,9 +4892,526 @@ def zcat(ctx, argv):
     return (yield from gzip(ctx, argv, "zcat"))
 
 
+# ---------------------------------------------------------------------------------------
+# tar
+
+_TAR_ARGOPTS = set("fCTXbNgKLV")
+
+
+def _tar_mode_str(ti):
+    import tarfile
+
+    if ti.type in (tarfile.DIRTYPE,):
+        c = "d"
+    elif ti.type == tarfile.SYMTYPE:
+        c = "l"
+    elif ti.type == tarfile.LNKTYPE:
+        c = "h"
+    elif ti.type == tarfile.CHRTYPE:
+        c = "c"
+    elif ti.type == tarfile.BLKTYPE:
+        c = "b"
+    elif ti.type == tarfile.FIFOTYPE:
+        c = "p"
+    else:
+        c = "-"
+    return c + _st.filemode(ti.mode | _st.S_IFREG)[1:]
+
+
+def tar(ctx, argv):
+    import io
+    import tarfile
+
+    args = list(argv[1:])
+    # old-style bundle: `tar czf out.tgz dir`
+    if args and not args[0].startswith("-"):
+        bundle = args.pop(0)
+        new = []
+        rest = args
+        for c in bundle:
+            if c in _TAR_ARGOPTS:
+                if not rest:
+                    _err(ctx, "tar", f"Old option '{c}' requires an argument.")
+                    ctx.stderr.write(b"Try 'tar --help' or 'tar --usage' for more information.\n")
+                    return 2
+                new += ["-" + c, rest[0]]
+                rest = rest[1:]
+            else:
+                new.append("-" + c)
+        args = new + rest
+    longs = {
+        "create": ("c", 0), "extract": ("x", 0), "get": ("x", 0), "list": ("t", 0),
+        "append": ("r", 0), "update": ("u", 0), "file": ("f", 1), "gzip": ("z", 0),
+        "gunzip": ("z", 0), "ungzip": ("z", 0), "bzip2": ("j", 0), "xz": ("J", 0),
+        "auto-compress": ("a", 0), "verbose": ("v", 0), "directory": ("C", 1),
+        "to-stdout": ("O", 0), "exclude": ("exclude", 1), "strip-components": ("strip", 1),
+        "keep-old-files": ("k", 0), "skip-old-files": ("skipold", 0), "overwrite": ("overwrite", 0),
+        "preserve-permissions": ("p", 0), "same-permissions": ("p", 0),
+        "dereference": ("h", 0), "absolute-names": ("P", 0), "files-from": ("T", 1),
+        "exclude-from": ("X", 1), "no-same-owner": ("nso", 0), "same-owner": ("so", 0),
+        "touch": ("m", 0), "wildcards": ("wildcards", 0), "no-wildcards": ("nowildcards", 0),
+        "numeric-owner": ("numeric", 0), "owner": ("owner", 1), "group": ("group", 1),
+        "mode": ("modeopt", 1), "mtime": ("mtime", 1), "sort": ("sort", 1),
+        "format": ("H", 1), "help": ("help", 0), "version": ("version", 0),
+        "totals": ("totals", 2), "no-recursion": ("norec", 0), "recursion": ("rec", 0),
+        "one-file-system": ("ofs", 0), "anchored": ("anchored", 0),
+        "warning": ("warning", 1), "delete": ("delete", 0), "test-label": ("testlabel", 0),
+        "concatenate": ("A", 0), "catenate": ("A", 0), "show-transformed-names": ("stn", 0),
+        "zstd": ("zstd", 0), "lzma": ("lzma", 0),
+    }
+    try:
+        opts, operands = _getopt([argv[0]] + args, "cxtruAf:zjJavC:OkpPhT:X:mH:b:oSwWl", longs)
+    except _Usage as e:
+        _err(ctx, "tar", e.msg)
+        ctx.stderr.write(b"Try 'tar --help' or 'tar --usage' for more information.\n")
+        return 2
+    mode = None
+    archive = None
+    comp = None
+    verbose = 0
+    tostdout = keep = skipold = deref = absolute = touch_ = numeric = False
+    norec = False
+    strip = 0
+    excludes = []
+    seq = []  # ("C", dir) and ("F", name) in command-line order, for -c
+    sort = "none"
+    for k, v in opts:
+        if k == "help":
+            yield _help("tar", "[OPTION...] [FILE]...")
+            return 0
+        if k == "version":
+            yield b"tar (GNU tar) 1.34\n"
+            return 0
+        if k in ("c", "x", "t", "r", "u", "A", "delete", "testlabel"):
+            if mode is not None and mode != k:
+                _err(ctx, "tar", "You may not specify more than one '-Acdtrux', '--delete' or "
+                     " '--test-label' option")
+                ctx.stderr.write(b"Try 'tar --help' or 'tar --usage' for more information.\n")
+                return 2
+            mode = k
+        elif k == "f":
+            archive = v
+        elif k == "z":
+            comp = "gz"
+        elif k == "j":
+            comp = "bz2"
+        elif k == "J":
+            comp = "xz"
+        elif k == "a":
+            comp = comp or "auto"
+        elif k == "v":
+            verbose += 1
+        elif k == "C":
+            seq.append(("C", v))
+        elif k == "O":
+            tostdout = True
+        elif k == "exclude":
+            excludes.append(v)
+        elif k == "X":
+            try:
+                with open(v, "rb") as f:
+                    excludes.extend(_s(x) for x in f.read().splitlines() if x)
+            except OSError as e:
+                _err(ctx, "tar", f"{v}: Cannot open: {_strerror(e)}")
+                return 2
+        elif k == "T":
+            try:
+                data = ctx.stdin.read() if v == "-" else open(v, "rb").read()
+            except OSError as e:
+                _err(ctx, "tar", f"{v}: Cannot open: {_strerror(e)}")
+                return 2
+            for x in data.splitlines():
+                if x:
+                    seq.append(("F", _s(x)))
+        elif k == "strip":
+            try:
+                strip = int(v)
+            except ValueError:
+                _err(ctx, "tar", f"Invalid number of elements: {_q(v)}")
+                return 2
+        elif k == "k":
+            keep = True
+        elif k == "skipold":
+            skipold = True
+        elif k == "overwrite":
+            keep = skipold = False
+        elif k == "h":
+            deref = True
+        elif k == "P":
+            absolute = True
+        elif k == "m":
+            touch_ = True
+        elif k == "numeric":
+            numeric = True
+        elif k == "norec":
+            norec = True
+        elif k == "sort":
+            sort = v
+        elif k in ("zstd", "lzma"):
+            _err(ctx, "tar", f"--{k} is not available in the sandbox")
+            return 2
+    for o in operands:
+        seq.append(("F", o))
+    if mode is None:
+        _err(ctx, "tar", "You must specify one of the '-Acdtrux', '--delete' or '--test-label' "
+             "options")
+        ctx.stderr.write(b"Try 'tar --help' or 'tar --usage' for more information.\n")
+        return 2
+    if mode in ("A", "delete", "testlabel", "u"):
+        _err(ctx, "tar", "this operation is not supported by the sandbox's tar "
+             "(use -c, -x, -t or -r)")
+        return 2
+    if archive is None:
+        archive = os.environ.get("TAPE", "-")
+    status = 0
+    ex_rx = [_fn_regex(p) for p in excludes]
+
+    def excluded(name):
+        n = name.rstrip("/")
+        parts = n.split("/")
+        for rx in ex_rx:
+            if rx.match(n) or any(rx.match(p) for p in parts) or any(
+                    rx.match("/".join(parts[i:])) for i in range(len(parts))):
+                return True
+        return False
+
+    vout = ctx.stderr if archive == "-" and mode in ("c", "r") else None
+    tz = _tz_for(ctx)
+    lines = []
+
+    def say(text):
+        if vout is not None:
+            vout.write(_b(text))
+        else:
+            lines.append(_b(text))
+
+    def verbose_line(ti, name=None):
+        name = name if name is not None else ti.name + ("/" if ti.isdir() and not ti.name.endswith(
+            "/") else "")
+        if verbose < 2 and mode != "t":
+            return name + "\n"
+        if verbose < 1:
+            return name + "\n"
+        user = (ti.uname or str(ti.uid)) if not numeric else str(ti.uid)
+        group = (ti.gname or str(ti.gid)) if not numeric else str(ti.gid)
+        if ti.ischr() or ti.isblk():
+            size = "%d,%d" % (ti.devmajor, ti.devminor)
+        else:
+            size = str(ti.size)
+        pad = len(user) + 1 + len(group) + 1 + len(size)
+        if pad > tar_ugs[0]:
+            tar_ugs[0] = pad
+        when = _strftime("%Y-%m-%d %H:%M", _when(int(ti.mtime) * 10**9, tz))
+        tail = ""
+        if ti.issym():
+            tail = " -> " + ti.linkname
+        elif ti.islnk():
+            tail = " link to " + ti.linkname
+        return "%s %s/%s %*s %s %s%s\n" % (_tar_mode_str(ti), user, group,
+                                          tar_ugs[0] - pad + len(size), size, when, name, tail)
+
+    tar_ugs = [19]
+
+    def open_read():
+        if archive == "-":
+            data = ctx.stdin.read()
+        else:
+            with open(archive, "rb") as f:
+                data = f.read()
+        if data[:2] == b"\x1f\x8b":
+            import gzip as _gz
+
+            data = _gz.decompress(data)
+        elif data[:3] == b"BZh":
+            import bz2
+
+            data = bz2.decompress(data)
+        elif data[:6] == b"\xfd7zXZ\x00":
+            import lzma
+
+            data = lzma.decompress(data)
+        return tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+
+    if mode in ("t", "x"):
+        try:
+            tf = open_read()
+        except OSError as e:
+            _err(ctx, "tar", f"{archive}: Cannot open: {_strerror(e)}")
+            _err(ctx, "tar", "Error is not recoverable: exiting now")
+            return 2
+        except (tarfile.TarError, EOFError, ValueError) as e:
+            _err(ctx, "tar", "This does not look like a tar archive")
+            _err(ctx, "tar", "Exiting with failure status due to previous errors")
+            return 2
+        wanted = [o for t, o in seq if t == "F"]
+        found = set()
+        dest = "."
+        for t, o in seq:
+            if t == "C":
+                dest = o if o.startswith("/") or dest == "." else _concat(dest, o)
+        if mode == "x" and dest != "." and not _is_dir(dest):
+            _err(ctx, "tar", f"{dest}: Cannot open: No such file or directory")
+            _err(ctx, "tar", "Error is not recoverable: exiting now")
+            return 2
+        warned_abs = False
+        dir_times = []
+        with tf:
+            for ti in tf:
+                name = ti.name
+                shown = name + ("/" if ti.isdir() and not name.endswith("/") else "")
+                if wanted:
+                    hit = None
+                    for w in wanted:
+                        ws = w.rstrip("/")
+                        if name.rstrip("/") == ws or name.startswith(ws + "/") or (
+                                "*" in w or "?" in w or "[" in w) and _fn_regex(w).match(
+                                    name.rstrip("/")):
+                            hit = w
+                    if hit is None:
+                        continue
+                    found.add(hit)
+                if excluded(name):
+                    continue
+                if mode == "t":
+                    lines.append(_b(verbose_line(ti, shown) if verbose else shown + "\n"))
+                    if len(lines) > 64:
+                        yield b"".join(lines)
+                        lines.clear()
+                    continue
+                # extract
+                rel = name
+                if rel.startswith("/") and not absolute:
+                    if not warned_abs:
+                        _err(ctx, "tar", "Removing leading `/' from member names")
+                        warned_abs = True
+                    rel = rel.lstrip("/")
+                parts = [p for p in rel.split("/") if p not in ("", ".")]
+                if ".." in parts and not absolute:
+                    _err(ctx, "tar", f"{name}: Member name contains '..'")
+                    status = 2
+                    continue
+                if strip:
+                    if len(parts) <= strip:
+                        continue
+                    parts = parts[strip:]
+                if not parts:
+                    continue
+                rel = "/".join(parts)
+                target = rel if dest == "." else _concat(dest, rel)
+                if verbose:
+                    say(verbose_line(ti, shown) if verbose > 1 else shown + "\n")
+                if tostdout:
+                    if ti.isreg():
+                        f = tf.extractfile(ti)
+                        for chunk in _read_chunks(f):
+                            yield chunk
+                    continue
+                try:
+                    parent = _dir_name(target)
+                    if parent not in (".", "/") and not os.path.isdir(parent):
+                        os.makedirs(parent, exist_ok=True)
+                    if ti.isdir():
+                        if not os.path.isdir(target):
+                            if os.path.lexists(target):
+                                os.unlink(target)
+                            os.mkdir(target, 0o700)
+                        dir_times.append((target, ti))
+                        continue
+                    if os.path.lexists(target):
+                        if keep:
+                            _err(ctx, "tar", f"{rel}: Cannot open: File exists")
+                            status = 2
+                            continue
+                        if skipold:
+                            continue
+                        if os.path.isdir(target) and not os.path.islink(target):
+                            try:
+                                os.rmdir(target)
+                            except OSError:
+                                pass
+                        else:
+                            os.unlink(target)
+                    if ti.issym():
+                        os.symlink(ti.linkname, target)
+                        continue
+                    if ti.islnk():
+                        lp = [p for p in ti.linkname.lstrip("/").split("/") if p not in (
+                            "", ".")][strip:]
+                        src = "/".join(lp)
+                        src = src if dest == "." else _concat(dest, src)
+                        os.link(src, target)
+                        continue
+                    if not ti.isreg():
+                        _err(ctx, "tar", f"{rel}: Cannot create special file: Operation not "
+                             f"permitted")
+                        status = 2
+                        continue
+                    f = tf.extractfile(ti)
+                    with open(target, "wb") as g:
+                        for chunk in _read_chunks(f):
+                            g.write(chunk)
+                    _chmod_quiet(target, ti.mode & 0o7777 & ~_umask())
+                    if not touch_:
+                        os.utime(target, (ti.mtime, ti.mtime))
+                except OSError as e:
+                    _err(ctx, "tar", f"{rel}: Cannot open: {_strerror(e)}")
+                    status = 2
+            for target, ti in reversed(dir_times):
+                _chmod_quiet(target, (ti.mode & 0o7777 & ~_umask()) | 0o700)
+                if not touch_:
+                    try:
+                        os.utime(target, (ti.mtime, ti.mtime))
+                    except OSError:
+                        pass
+        for w in wanted:
+            if w not in found:
+                _err(ctx, "tar", f"{w}: Not found in archive")
+                status = 2
+        if lines:
+            yield b"".join(lines)
+            lines.clear()
+        if status:
+            _err(ctx, "tar", "Exiting with failure status due to previous errors")
+        return status
+
+    # create / append
+    if not any(t == "F" for t, _ in seq):
+        _err(ctx, "tar", "Cowardly refusing to create an empty archive")
+        ctx.stderr.write(b"Try 'tar --help' or 'tar --usage' for more information.\n")
+        return 2
+    if comp == "auto":
+        comp = None
+        for sfx, c in ((".tar.gz", "gz"), (".tgz", "gz"), (".taz", "gz"), (".tar.bz2", "bz2"),
+                       (".tbz", "bz2"), (".tbz2", "bz2"), (".tar.xz", "xz"), (".txz", "xz")):
+            if archive.endswith(sfx):
+                comp = c
+    buf = io.BytesIO()
+    if mode == "r":
+        if comp is not None:
+            _err(ctx, "tar", "Cannot update compressed archives")
+            return 2
+        if archive != "-" and os.path.exists(archive):
+            with open(archive, "rb") as f:
+                buf.write(f.read())
+            # find the end of the last member: tarfile appends there
+            buf.seek(0)
+            tfm = tarfile.open(fileobj=buf, mode="a", format=tarfile.GNU_FORMAT)
+        else:
+            tfm = tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT)
+    else:
+        tfm = tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT)
+    warned_abs = False
+    seen_inodes = {}
+    cwd = "."
+
+    def add(path, arcname):
+        nonlocal status
+        if excluded(arcname):
+            return
+        try:
+            ti = tfm.gettarinfo(path, arcname)
+            if deref and ti.issym():
+                ti = tfm.gettarinfo(os.path.realpath(path), arcname)
+        except OSError as e:
+            _err(ctx, "tar", f"{arcname}: Cannot stat: {_strerror(e)}")
+            status = 2
+            return
+        if ti is None:
+            _err(ctx, "tar", f"{arcname}: socket ignored")
+            return
+        if _WASI:
+            ti.mode = _st.S_IMODE(_perm(os.lstat(path))) if not ti.mode & 0o777 else ti.mode
+        try:
+            lst = os.lstat(path)
+            if ti.isreg() and lst.st_nlink > 1 and lst.st_ino:
+                key = (lst.st_dev, lst.st_ino)
+                if key in seen_inodes:
+                    ti.type = tarfile.LNKTYPE
+                    ti.linkname = seen_inodes[key]
+                    ti.size = 0
+                else:
+                    seen_inodes[key] = ti.name
+        except OSError:
+            pass
+        if verbose:
+            say(verbose_line(ti) if verbose > 1 else ti.name + ("/" if ti.isdir() else "") + "\n")
+        try:
+            if ti.isreg():
+                with open(path, "rb") as f:
+                    tfm.addfile(ti, f)
+            else:
+                tfm.addfile(ti)
+        except OSError as e:
+            _err(ctx, "tar", f"{arcname}: Cannot open: {_strerror(e)}")
+            status = 2
+            return
+        if ti.isdir() and not norec:
+            try:
+                names = [de.name for de in os.scandir(path)]
+            except OSError as e:
+                _err(ctx, "tar", f"{arcname}: Cannot open: {_strerror(e)}")
+                status = 2
+                return
+            if sort == "name":
+                names.sort(key=_b)
+            for n in names:
+                add(_concat(path, n), _concat(arcname, n))
+
+    for t, o in seq:
+        if t == "C":
+            cwd = o if o.startswith("/") or cwd == "." else _concat(cwd, o)
+            if not _is_dir(cwd):
+                _err(ctx, "tar", f"{o}: Cannot open: No such file or directory")
+                _err(ctx, "tar", "Error is not recoverable: exiting now")
+                return 2
+            continue
+        path = o if (cwd == "." or o.startswith("/")) else _concat(cwd, o)
+        arc = o
+        if arc.startswith("/") and not absolute:
+            if not warned_abs:
+                _err(ctx, "tar", "Removing leading `/' from member names")
+                warned_abs = True
+            arc = arc.lstrip("/") or "."
+        if not os.path.lexists(path):
+            _err(ctx, "tar", f"{o}: Cannot stat: No such file or directory")
+            status = 2
+            continue
+        add(path, arc.rstrip("/") if arc not in ("/",) and arc.rstrip("/") else arc)
+        if lines and vout is None:
+            yield b"".join(lines)
+            lines.clear()
+    tfm.close()
+    data = buf.getvalue()
+    if comp == "gz":
+        data = b"".join(_gz_compress_iter([data], None, 0, 6))
+    elif comp == "bz2":
+        import bz2
+
+        data = bz2.compress(data)
+    elif comp == "xz":
+        import lzma
+
+        data = lzma.compress(data)
+    if archive == "-":
+        yield data
+    else:
+        try:
+            with open(archive, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            _err(ctx, "tar", f"{archive}: Cannot open: {_strerror(e)}")
+            _err(ctx, "tar", "Error is not recoverable: exiting now")
+            return 2
+    if lines:
+        yield b"".join(lines)
+    if status:
+        _err(ctx, "tar", "Exiting with failure status due to previous errors")
+    return status
+
+
 COMMANDS = {
     "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
     "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
     "find": find, "stat": stat, "du": du, "df": df, "file": file, "gzip": gzip,
-    "gunzip": gunzip, "zcat": zcat,
+    "gunzip": gunzip, "zcat": zcat, "tar": tar,
 }
