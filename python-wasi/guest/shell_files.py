@@ -5409,9 +5409,581 @@ def tar(ctx, argv):
     return status
 
 
+# ---------------------------------------------------------------------------------------
+# zip unzip (Info-ZIP's output formats)
+
+
+def _zip_percent(n, m):
+    if n > 0xFFFFFF:
+        n = (n + 0x80) >> 8
+        m = (m + 0x80) >> 8
+    return (1 + (200 * (n - m) // n)) // 2 if n > m else 0
+
+
+def zip_(ctx, argv):
+    import zipfile
+    import zlib
+
+    longs = {"recurse-paths": ("r", 0), "quiet": ("q", 0), "junk-paths": ("j", 0),
+             "delete": ("d", 0), "move": ("m", 0), "exclude": ("x", 0), "include": ("i", 0),
+             "update": ("u", 0), "freshen": ("f", 0), "symlinks": ("y", 0),
+             "no-dir-entries": ("D", 0), "test": ("T", 0), "verbose": ("v", 0),
+             "help": ("h", 0), "names-stdin": ("@", 0), "encrypt": ("e", 0)}
+    args = argv[1:]
+    # zip's -x/-i take the rest of the words up to the next option, as Info-ZIP does
+    pats_x, pats_i, words = [], [], []
+    i = 0
+    cur = None
+    while i < len(args):
+        a = args[i]
+        if a in ("-x", "--exclude"):
+            cur = pats_x
+        elif a in ("-i", "--include"):
+            cur = pats_i
+        elif a.startswith("-") and len(a) > 1 and cur is not None:
+            cur = None
+            words.append(a)
+        elif cur is not None:
+            cur.append(a)
+        else:
+            words.append(a)
+        i += 1
+    try:
+        opts, operands = _getopt([argv[0]] + words, "rRqjdmufyDTvhe@0123456789", longs)
+    except _Usage as e:
+        ctx.stderr.write(_b(f"\nzip error: Invalid command arguments ({e.msg})\n"))
+        return 16
+    recurse = quiet = junk = delete = move = update = freshen = symlinks = nodirs = False
+    level = 6
+    names_stdin = False
+    for k, _v in opts:
+        if k == "h":
+            yield _help("zip", "[-options] [-b path] [-t mmddyyyy] [-n suffixes] [zipfile list] "
+                        "[-xi list]")
+            return 0
+        if k in ("r", "R"):
+            recurse = True
+        elif k == "q":
+            quiet = True
+        elif k == "j":
+            junk = True
+        elif k == "d":
+            delete = True
+        elif k == "m":
+            move = True
+        elif k == "u":
+            update = True
+        elif k == "f":
+            freshen = True
+        elif k == "y":
+            symlinks = True
+        elif k == "D":
+            nodirs = True
+        elif k == "@":
+            names_stdin = True
+        elif k == "e":
+            ctx.stderr.write(b"\nzip error: Invalid command arguments (encryption is not "
+                             b"supported in the sandbox)\n")
+            return 16
+        elif k.isdigit():
+            level = int(k)
+    if not operands:
+        ctx.stderr.write(b"\nzip error: Invalid command arguments (nothing to select from)\n")
+        return 16
+    archive = operands[0]
+    files = operands[1:]
+    if names_stdin:
+        files += [_s(x) for x in ctx.stdin.read().splitlines() if x]
+    base = _base_name(archive)
+    if archive != "-" and "." not in base:
+        archive += ".zip"
+    existing = []
+    if archive != "-" and os.path.exists(archive):
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                for zi in zf.infolist():
+                    existing.append([zi, zf.read(zi)])
+        except (zipfile.BadZipFile, OSError) as e:
+            ctx.stderr.write(_b(f"\nzip error: Zip file structure invalid ({archive})\n"))
+            return 3
+    xrx = [_fn_regex(p) for p in pats_x]
+    irx = [_fn_regex(p) for p in pats_i]
+    out = []
+    status = 0
+
+    def excluded(name):
+        if any(rx.match(name) for rx in xrx):
+            return True
+        if irx and not any(rx.match(name) for rx in irx):
+            return True
+        return False
+
+    if delete:
+        keep = []
+        deleted = False
+        for zi, data in existing:
+            if any(_fn_regex(p).match(zi.filename) for p in files):
+                if not quiet:
+                    out.append(_b(f"deleting: {zi.filename}\n"))
+                deleted = True
+            else:
+                keep.append([zi, data])
+        if not deleted:
+            yield b"".join(out) + _b(f"\nzip error: Nothing to do! ({archive})\n")
+            return 12
+        existing = keep
+        entries = []
+    else:
+        entries = []  # (arcname, path)
+        seen = set()
+
+        def collect(path, arc):
+            try:
+                lst = os.lstat(path)
+            except OSError:
+                return
+            isdir = _st.S_ISDIR(lst.st_mode) or (not symlinks and _is_dir(path))
+            if isdir:
+                name = arc.rstrip("/") + "/"
+                if not nodirs and not junk and not excluded(name) and name not in seen:
+                    entries.append((name, path, lst))
+                    seen.add(name)
+                if recurse:
+                    try:
+                        names = [de.name for de in os.scandir(path)]
+                    except OSError:
+                        return
+                    for n in names:
+                        collect(_concat(path, n), _concat(arc.rstrip("/"), n) if arc not in (
+                            ".", "./") else n)
+                return
+            name = _base_name(arc) if junk else arc
+            if excluded(name) or name in seen:
+                return
+            seen.add(name)
+            entries.append((name, path, lst))
+
+        for f in files:
+            if not os.path.lexists(f):
+                if any(c in f for c in "*?["):
+                    import glob as _glob
+
+                    matches = sorted(_glob.glob(f))
+                    if matches:
+                        for m in matches:
+                            collect(m, m)
+                        continue
+                # Info-ZIP writes its warnings to stdout
+                yield _b(f"\tzip warning: name not matched: {f}\n")
+                continue
+            arc = f
+            while arc.startswith("./"):
+                arc = arc[2:]
+            arc = arc.lstrip("/")
+            if arc in ("", "."):
+                if recurse:
+                    try:
+                        for de in os.scandir(f):
+                            collect(_concat(f, de.name), de.name)
+                    except OSError:
+                        pass
+                continue
+            collect(f, arc)
+        if not entries and not (update or freshen):
+            yield _b(f"\nzip error: Nothing to do! ({archive})\n")
+            return 12
+    # build the new archive
+    import io
+
+    index = {zi.filename: n for n, (zi, _d) in enumerate(existing)}
+    new_items = list(existing)
+    added_paths = []
+    for name, path, lst in entries:
+        old = index.get(name)
+        try:
+            st = lst if symlinks else os.stat(path)
+        except OSError:
+            st = lst
+        if freshen and old is None:
+            continue
+        if (update or freshen) and old is not None:
+            import datetime
+
+            zt = datetime.datetime(*existing[old][0].date_time).timestamp()
+            if st.st_mtime <= zt + 1:
+                continue
+        zi = zipfile.ZipInfo.from_file(path, name, strict_timestamps=False) if not (
+            symlinks and _st.S_ISLNK(lst.st_mode)) else None
+        if zi is None:
+            import time as _time
+
+            zi = zipfile.ZipInfo(name, _time.localtime(lst.st_mtime)[:6])
+            zi.external_attr = (_perm(lst) & 0xFFFF) << 16
+            data = _b(os.readlink(path))
+        elif name.endswith("/"):
+            data = b""
+            zi.external_attr = ((_perm(st) & 0xFFFF) << 16) | 0x10
+        else:
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                ctx.stderr.write(_b(f"\tzip warning: could not open for reading: {path}\n"))
+                status = 18
+                continue
+            zi.external_attr = (_perm(st) & 0xFFFF) << 16
+        zi.create_system = 3
+        zi.create_version = 30
+        method = zipfile.ZIP_STORED
+        comp_len = len(data)
+        if data and level > 0 and not name.endswith("/"):
+            c = zlib.compressobj(level, zlib.DEFLATED, -15)
+            comp = c.compress(data) + c.flush()
+            if len(comp) < len(data):
+                method = zipfile.ZIP_DEFLATED
+                comp_len = len(comp)
+        zi.compress_type = method
+        zi.extract_version = 20 if method == zipfile.ZIP_DEFLATED else 10
+        zi._compresslevel = level
+        verb = "updating" if old is not None else "  adding"
+        if not quiet:
+            what = "deflated %d%%" % _zip_percent(len(data), comp_len) if (
+                method == zipfile.ZIP_DEFLATED) else "stored 0%"
+            out.append(_b(f"{verb}: {name} ({what})\n"))
+        if old is not None:
+            new_items[old] = [zi, data]
+        else:
+            new_items.append([zi, data])
+        added_paths.append(path)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for zi, data in new_items:
+            zf.writestr(zi, data, compress_type=zi.compress_type,
+                        compresslevel=getattr(zi, "_compresslevel", None) or 6)
+    if archive == "-":
+        yield buf.getvalue()
+        if out:
+            ctx.stderr.write(b"".join(out))
+    else:
+        try:
+            with open(archive, "wb") as f:
+                f.write(buf.getvalue())
+        except OSError as e:
+            ctx.stderr.write(_b(f"\nzip I/O error: {_strerror(e)}\n\nzip error: Could not create "
+                                f"output file ({archive})\n"))
+            return 15
+        if out:
+            yield b"".join(out)
+    if move:
+        for p in reversed(added_paths):
+            try:
+                if _is_dir(p) and not os.path.islink(p):
+                    os.rmdir(p)
+                else:
+                    os.unlink(p)
+            except OSError:
+                pass
+    return status
+
+
+def unzip(ctx, argv):
+    import zipfile
+
+    args = argv[1:]
+    xpats = []
+    words = []
+    i = 0
+    while i < len(args):
+        if args[i] == "-x":
+            i += 1
+            while i < len(args) and not args[i].startswith("-"):
+                xpats.append(args[i])
+                i += 1
+            continue
+        words.append(args[i])
+        i += 1
+    try:
+        opts, operands = _getopt([argv[0]] + words, "lvtpoqnjd:CLZfuaXhcz", {})
+    except _Usage as e:
+        _err(ctx, "unzip", e.msg)
+        return 10
+    listing = verbose_list = test = pipe = overwrite = never = junk = False
+    quiet = 0
+    dest = None
+    for k, v in opts:
+        if k == "l":
+            listing = True
+        elif k == "v":
+            verbose_list = True
+        elif k == "t":
+            test = True
+        elif k in ("p", "c"):
+            pipe = True
+        elif k == "o":
+            overwrite, never = True, False
+        elif k == "n":
+            never, overwrite = True, False
+        elif k == "q":
+            quiet += 1
+        elif k == "j":
+            junk = True
+        elif k == "d":
+            dest = v
+        elif k == "h":
+            yield b"UnZip 6.00 of 20 April 2009, by Debian. Original by Info-ZIP.\n"
+            return 0
+    if not operands:
+        yield (b"UnZip 6.00 of 20 April 2009, by Debian. Original by Info-ZIP.\n\n"
+               b"Usage: unzip [-Z] [-opts[modifiers]] file[.zip] [list] [-x xlist] "
+               b"[-d exdir]\n")
+        return 0
+    archive = operands[0]
+    members = operands[1:]
+    if len(members) >= 2 and members[-2] == "-d":
+        dest = members[-1]
+        members = members[:-2]
+    path = archive
+    if not os.path.isfile(path):
+        for cand in (archive + ".zip", archive + ".ZIP"):
+            if os.path.isfile(cand):
+                path = cand
+                break
+        else:
+            _err(ctx, "unzip", f" cannot find or open {archive}, {archive}.zip or "
+                 f"{archive}.ZIP.")
+            return 9
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        if not quiet:
+            yield _b(f"Archive:  {path}\n")
+        ctx.stderr.write(
+            b"  End-of-central-directory signature not found.  Either this file is not\n"
+            b"  a zipfile, or it constitutes one disk of a multi-part archive.  In the\n"
+            b"  latter case the central directory and zipfile comment will be found on\n"
+            b"  the last disk(s) of this archive.\n")
+        _err(ctx, "unzip", f" cannot find zipfile directory in one of {archive} or\n"
+             f"        {archive}.zip, and cannot find {archive}.ZIP, period.")
+        return 9
+    status = 0
+    mrx = [_fn_regex(m) for m in members]
+    xrx = [_fn_regex(m) for m in xpats]
+    matched = set()
+
+    def selected(name):
+        if xrx and any(rx.match(name) for rx in xrx):
+            return False
+        if not mrx:
+            return True
+        ok = False
+        for m, rx in zip(members, mrx):
+            if rx.match(name):
+                matched.add(m)
+                ok = True
+        return ok
+
+    import time as _time
+
+    def dt(zi):
+        y, mo, d, h, mi, _s2 = zi.date_time
+        return "%04d-%02d-%02d %02d:%02d" % (y, mo, d, h, mi)
+
+    with zf:
+        infos = [zi for zi in zf.infolist() if selected(zi.filename)]
+        if listing or verbose_list:
+            out = [] if quiet else [_b(f"Archive:  {path}\n")]
+            tot = ctot = 0
+            if verbose_list:
+                out.append(b" Length   Method    Size  Cmpr    Date    Time   CRC-32   Name\n"
+                           b"--------  ------  ------- ---- ---------- ----- --------  ----\n")
+                for zi in infos:
+                    meth = "Stored" if zi.compress_type == 0 else "Defl:N" if (
+                        zi.compress_type == 8) else "Unk:%03d" % zi.compress_type
+                    pct = ((1000 * (zi.file_size - zi.compress_size) // zi.file_size) + 5) // 10 \
+                        if zi.file_size else 0
+                    out.append(_b("%8d  %-6s %8d %3d%% %s %08x  %s\n" % (
+                        zi.file_size, meth, zi.compress_size, pct, dt(zi), zi.CRC, zi.filename)))
+                    tot += zi.file_size
+                    ctot += zi.compress_size
+                pct = ((1000 * (tot - ctot) // tot) + 5) // 10 if tot else 0
+                n = len(infos)
+                out.append(_b("--------          -------  ---                            -------\n"
+                              "%8d         %8d %3d%%                            %d file%s\n" % (
+                                  tot, ctot, pct, n, "" if n == 1 else "s")))
+            else:
+                out.append(b"  Length      Date    Time    Name\n"
+                           b"---------  ---------- -----   ----\n")
+                for zi in infos:
+                    out.append(_b("%9d  %s   %s\n" % (zi.file_size, dt(zi), zi.filename)))
+                    tot += zi.file_size
+                n = len(infos)
+                out.append(_b("---------                     -------\n"
+                              "%9d                     %d file%s\n" % (
+                                  tot, n, "" if n == 1 else "s")))
+            yield b"".join(out)
+            for m in members:
+                if m not in matched:
+                    _err(ctx, "caution", f"filename not matched:  {m}")
+                    status = 11
+            return status
+        if test:
+            out = [] if quiet else [_b(f"Archive:  {path}\n")]
+            bad = 0
+            for zi in infos:
+                try:
+                    zf.read(zi)
+                    ok = "OK"
+                except Exception:
+                    ok = "bad CRC"
+                    bad += 1
+                if quiet == 0:
+                    out.append(_b("    testing: %s   %s\n" % (zi.filename.ljust(22), ok)))
+            if bad:
+                out.append(_b(f"At least one error was detected in {path}.\n"))
+                status = 2
+            elif quiet < 2:
+                out.append(_b(f"No errors detected in compressed data of {path}.\n"))
+            yield b"".join(out)
+            return status
+        if pipe:
+            for zi in infos:
+                if not zi.is_dir():
+                    with zf.open(zi) as f:
+                        for chunk in _read_chunks(f):
+                            yield chunk
+            return 0
+        if not quiet:
+            yield _b(f"Archive:  {path}\n")
+        if dest is not None and not os.path.isdir(dest):
+            try:
+                os.makedirs(dest)
+                if not quiet:
+                    pass
+            except OSError as e:
+                _err(ctx, "checkdir", f"cannot create extraction directory: {dest}\n"
+                     f"           {_strerror(e)}")
+                return 3
+        answer_all = None
+        deferred = []
+        dirs = []
+        for zi in infos:
+            name = zi.filename.replace("\\", "/")
+            parts = name.split("/")
+            clean = [p for p in parts if p not in ("", ".", "..")]
+            if parts and (parts[0] == "" or ".." in parts):
+                if ".." in parts:
+                    ctx.stderr.write(_b(f"warning:  skipped \"../\" path component(s) in "
+                                        f"{name}\n"))
+            if junk:
+                if zi.is_dir():
+                    continue
+                clean = clean[-1:]
+            rel = "/".join(clean) + ("/" if zi.is_dir() and clean else "")
+            if not clean:
+                continue
+            target = rel if dest is None else _concat(dest, rel)
+            mode = zi.external_attr >> 16
+            is_link = zi.create_system == 3 and _st.S_ISLNK(mode)
+            if zi.is_dir():
+                if not os.path.isdir(target):
+                    try:
+                        os.makedirs(target, exist_ok=True)
+                    except OSError as e:
+                        _err(ctx, "checkdir error", f" cannot create {target}\n"
+                             f"                 {_strerror(e)}")
+                        status = 50
+                        continue
+                    if quiet == 0:
+                        yield _b(f"   creating: {target}\n")
+                dirs.append((target, zi))
+                continue
+            if os.path.lexists(target):
+                if never:
+                    continue
+                if not overwrite and answer_all is None:
+                    ctx.stderr.write(_b(f"replace {target}? [y]es, [n]o, [A]ll, [N]one, "
+                                        f"[r]ename: "))
+                    line = ctx.stdin.readline()
+                    if not line:
+                        ctx.stderr.write(b" NULL\n(EOF or read error, treating as \"[N]one\" "
+                                         b"...)\n")
+                        answer_all = "N"
+                        status = max(status, 1)
+                        continue
+                    c = line[:1]
+                    if c == b"A":
+                        answer_all = "A"
+                    elif c == b"N":
+                        answer_all = "N"
+                        continue
+                    elif c not in (b"y", b"Y"):
+                        continue
+                elif answer_all == "N" and not overwrite:
+                    continue
+                try:
+                    if os.path.isdir(target) and not os.path.islink(target):
+                        continue
+                    os.unlink(target)
+                except OSError:
+                    pass
+            parent = _dir_name(target)
+            if parent not in (".", "/") and not os.path.isdir(parent):
+                try:
+                    os.makedirs(parent, exist_ok=True)
+                except OSError as e:
+                    _err(ctx, "checkdir error", f" cannot create {parent}")
+                    status = 50
+                    continue
+            try:
+                if is_link:
+                    link_to = _s(zf.read(zi))
+                    if quiet == 0:
+                        yield _b("    linking: %s  -> %s \n" % (target.ljust(22), link_to))
+                    deferred.append((target, link_to))
+                    continue
+                verb = " extracting" if zi.compress_type == 0 else "  inflating"
+                if quiet == 0:
+                    yield _b("%s: %s  \n" % (verb, target.ljust(22)))
+                with zf.open(zi) as f, open(target, "wb") as g:
+                    for chunk in _read_chunks(f):
+                        g.write(chunk)
+                if zi.create_system == 3 and mode & 0o777:
+                    _chmod_quiet(target, mode & 0o777)
+                try:
+                    t = _time.mktime(zi.date_time + (0, 0, -1))
+                    os.utime(target, (t, t))
+                except (OSError, OverflowError, ValueError):
+                    pass
+            except (OSError, zipfile.BadZipFile) as e:
+                _err(ctx, "error", f" cannot create {target}\n        {_strerror(e)}")
+                status = max(status, 50 if isinstance(e, OSError) else 2)
+        if deferred:
+            if quiet == 0:
+                yield b"finishing deferred symbolic links:\n"
+            for target, link_to in deferred:
+                try:
+                    os.symlink(link_to, target)
+                    if quiet == 0:
+                        yield _b("  %s -> %s\n" % (target.ljust(22), link_to))
+                except OSError as e:
+                    _err(ctx, "error", f" cannot create symbolic link {target}: {_strerror(e)}")
+                    status = max(status, 50)
+        for target, zi in reversed(dirs):
+            try:
+                t = _time.mktime(zi.date_time + (0, 0, -1))
+                os.utime(target, (t, t))
+            except (OSError, OverflowError, ValueError):
+                pass
+    for m in members:
+        if m not in matched:
+            ctx.stderr.write(_b(f"caution: filename not matched:  {m}\n"))
+            status = 11
+    return status
+
+
 COMMANDS = {
-    "ls": ls, "basename": basename, "dirname": dirname, "realpath": realpath,
-    "mkdir": mkdir, "rm": rm, "touch": touch, "ln": ln, "cp": cp, "mv": mv, "date": date,
-    "find": find, "stat": stat, "du": du, "df": df, "file": file, "gzip": gzip,
-    "gunzip": gunzip, "zcat": zcat, "tar": tar,
+    "ls": ls, "find": find, "stat": stat, "du": du, "df": df, "mkdir": mkdir, "rm": rm,
+    "cp": cp, "mv": mv, "touch": touch, "ln": ln, "basename": basename, "dirname": dirname,
+    "realpath": realpath, "file": file, "gzip": gzip, "gunzip": gunzip, "zcat": zcat,
+    "tar": tar, "zip": zip_, "unzip": unzip, "date": date,
 }
