@@ -180,6 +180,7 @@ class AsyncClient:
         template: str | None = None,
         packages: Sequence[str] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
@@ -187,8 +188,8 @@ class AsyncClient:
     ) -> ExecutionResult:
         """See :meth:`Client.execute`."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
-                      packages=packages, policy=policy, leakage=leakage, network=network,
-                      secrets=secrets, **extra)
+                      packages=packages, policy=policy, language=language, leakage=leakage,
+                      network=network, secrets=secrets, **extra)
         return await self._drive(_ops.execute(_ops.run_call(code, fields)))
 
     def stream(
@@ -202,6 +203,7 @@ class AsyncClient:
         template: str | None = None,
         packages: Sequence[str] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
@@ -209,8 +211,8 @@ class AsyncClient:
     ) -> AsyncEventStream:
         """See :meth:`Client.stream`; iterate with ``async for``."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
-                      packages=packages, policy=policy, leakage=leakage, network=network,
-                      secrets=secrets, **extra)
+                      packages=packages, policy=policy, language=language, leakage=leakage,
+                      network=network, secrets=secrets, **extra)
         return self._events(_ops.run_call(code, fields, stream=True))
 
     async def check(self, code: str) -> CheckResult:
@@ -394,11 +396,12 @@ class AsyncSession:
         files: Mapping[str, bytes | str] | None = None,
         limits: Mapping[str, int] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         **extra: Any,
     ) -> ExecutionResult:
-        fields = dict(stdin=stdin, files=files, limits=limits, policy=policy, leakage=leakage,
-                      **extra)
+        fields = dict(stdin=stdin, files=files, limits=limits, policy=policy, language=language,
+                      leakage=leakage, **extra)
         call = _ops.run_call(code, fields, self.id, self._turn_timeout_ms)
         return await self._client._drive(_ops.execute(call))
 

@@ -183,6 +183,7 @@ class Client:
         template: str | None = None,
         packages: Sequence[str] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
@@ -190,10 +191,11 @@ class Client:
     ) -> ExecutionResult:
         """Runs ``code`` in a fresh sandbox (``POST /v1/execute``). Every outcome of the
         program is a result (``status``); a refused request raises :class:`VivariumError`.
-        ``files`` maps paths to bytes (or text); other request fields go in ``extra``."""
+        ``files`` maps paths to bytes (or text); ``language`` is ``"python"`` (the default) or
+        ``"bash"``; other request fields go in ``extra``."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
-                      packages=packages, policy=policy, leakage=leakage, network=network,
-                      secrets=secrets, **extra)
+                      packages=packages, policy=policy, language=language, leakage=leakage,
+                      network=network, secrets=secrets, **extra)
         return self._drive(_ops.execute(_ops.run_call(code, fields)))
 
     def stream(
@@ -207,6 +209,7 @@ class Client:
         template: str | None = None,
         packages: Sequence[str] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
@@ -217,8 +220,8 @@ class Client:
         answer with :meth:`submit_tool_result`), then :class:`ResultEvent`. A refusal (an
         ``error`` event) is raised."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
-                      packages=packages, policy=policy, leakage=leakage, network=network,
-                      secrets=secrets, **extra)
+                      packages=packages, policy=policy, language=language, leakage=leakage,
+                      network=network, secrets=secrets, **extra)
         return self._events(_ops.run_call(code, fields, stream=True))
 
     def check(self, code: str) -> CheckResult:
@@ -404,13 +407,14 @@ class Session:
         files: Mapping[str, bytes | str] | None = None,
         limits: Mapping[str, int] | None = None,
         policy: str | None = None,
+        language: str | None = None,
         leakage: str | None = None,
         **extra: Any,
     ) -> ExecutionResult:
         """Runs a turn; ``result`` is its final expression's ``repr``. ``limits`` may lower
         this turn's ``timeout_ms``, ``fuel``, ``output_bytes``."""
-        fields = dict(stdin=stdin, files=files, limits=limits, policy=policy, leakage=leakage,
-                      **extra)
+        fields = dict(stdin=stdin, files=files, limits=limits, policy=policy, language=language,
+                      leakage=leakage, **extra)
         call = _ops.run_call(code, fields, self.id, self._turn_timeout_ms)
         return self._client._drive(_ops.execute(call))
 
