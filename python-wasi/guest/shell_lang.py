@@ -1886,11 +1886,13 @@ class _AwkCompiler:
                     self.emit(f"while {self.to_bool(c, ty)}: pass")
                     return
                 self.emit(f"while {self.to_bool(c, ty)}:")
+                self.emit("    if len(_out) > 256: yield")
                 self.body()
                 return
             if k == "do":
                 self.adv()
                 self.emit("while True:")
+                self.emit("    if len(_out) > 256: yield")
                 self.body()
                 self.skip_terms()
                 if not self.is_kw("while"):
@@ -1917,7 +1919,8 @@ class _AwkCompiler:
                     self.adv()
                     tmp = self.newtmp()
                     self.emit(f"for {tmp} in list({arr}):")
-                    self.emit("    " + self.assign(("var", var), tmp, "s")[0])
+                    self.emit("    if len(_out) > 256: yield")
+                    self.emit("    " + self.assign(("var", var), tmp, "x")[0])
                     self.body()
                     return
                 if not self.is_op(";"):
@@ -1940,6 +1943,7 @@ class _AwkCompiler:
                 self.emit(f"{first} = True")
                 self.emit("while True:")
                 self.ind += 1
+                self.emit("if len(_out) > 256: yield")
                 self.emit(f"if not {first}:")
                 self.emit(f"    {incr or 'pass'}")
                 self.emit(f"{first} = False")
@@ -1981,7 +1985,7 @@ class _AwkCompiler:
                     self.emit('return b""')
                 else:
                     c, ty = self.expr()
-                    self.emit(f"return {self.to_val(c, ty)}")
+                    self.emit(f"return {self.stored(c, ty)}")
                 self.simple_end()
                 return
             if k == "delete":
@@ -2123,10 +2127,17 @@ class _AwkCompiler:
         return f"_dre({self.to_str(c, t)})"
 
     # --- lvalues: ("var", name) ("elem", arrcode, keycode) ("field", idxcode)
+    def stored(self, c, t):
+        """A value to store (variable, element, argument, return value): a string
+        expression's value keeps its string type."""
+        if t == "s":
+            return f"_S({c})"
+        return self.to_val(c, t)
+
     def assign(self, lv, val, vt):
         """Code assigning val (already a value expression of type vt) to lv; returns (code, type)."""
         kind = lv[0]
-        v = self.to_val(val, vt)
+        v = self.stored(val, vt) if kind != "field" else self.to_val(val, vt)
         if kind == "var":
             name = lv[1]
             if name in _A_SPECIAL:
@@ -2519,7 +2530,7 @@ class _AwkCompiler:
                 codes.append(ref)
             else:
                 c, ty = self.expr()
-                codes.append(self.to_val(c, ty))
+                codes.append(self.stored(c, ty))
             self.opt_nl()
             if self.is_op(","):
                 self.adv()
@@ -2527,7 +2538,7 @@ class _AwkCompiler:
             elif not self.is_op(")"):
                 self.err()
         self.adv()
-        return f"_call_{name}(" + ", ".join(codes) + ")", "x"
+        return f"(yield from _call_{name}(" + ", ".join(codes) + "))", "x"
 
     def bare_name_ref(self, name):
         if name in _A_SPECIAL:
@@ -2695,6 +2706,7 @@ class _AwkCompiler:
             params = ", ".join(f"l_{p}=None" for p in f["params"])
             out.append(f"def _call_{fname}({params}):")
             out.append(gdecl)
+            out.append("    if False: yield")
             for p in f["params"]:
                 init = "{}" if p in f["arrays"] else "b''"
                 out.append(f"    if l_{p} is None: l_{p} = {init}")
@@ -2706,6 +2718,7 @@ class _AwkCompiler:
                 continue
             out.append(f"def {part}():")
             out.append(gdecl)
+            out.append("    if False: yield")
             out.extend(lines)
         return "\n".join(out) + "\n"
 
@@ -2744,11 +2757,20 @@ def _n(x):
     return x if x.__class__ is float else _atonum(x)
 
 
+class _AStr(bytes):
+    """A string value that is only a string (from a constant or a concatenation): it
+    compares as a string even when it looks like a number, as awk's string values do."""
+
+    __slots__ = ()
+
+
 def _b(x):
     if x.__class__ is float:
         return x != 0.0
     if not x:
         return False
+    if x.__class__ is _AStr:
+        return True
     v = _strnum(x)
     return v is None or v != 0.0
 
@@ -3083,14 +3105,14 @@ class _AwkRuntime:
 
     # --- conversions with this run's formats
     def tos(self, x):
-        if x.__class__ is bytes:
+        if x.__class__ is not float:
             return x
         if x.is_integer() and abs(x) < 1e30:
             return b"%d" % x
         return self.CONVFMT % x
 
     def too(self, x):
-        if x.__class__ is bytes:
+        if x.__class__ is not float:
             return x
         if x.is_integer() and abs(x) < 1e30:
             return b"%d" % x
@@ -3115,6 +3137,8 @@ class _AwkRuntime:
 
     def setf(self, i, v):
         s = self.tos(v)
+        if s.__class__ is _AStr:
+            s = bytes(s)
         if i == 0:
             self.set_rec(s)
             return v
@@ -3192,7 +3216,7 @@ class _AwkRuntime:
         arr.clear()
         if sep is None:
             parts = self.splitter(s) if self.RS != b"" else _make_splitter(self.FS)(s)
-        elif sep.__class__ is bytes:
+        elif isinstance(sep, bytes):
             parts = _make_splitter(sep)(s)
         else:
             parts = _rx_split(sep, s)
@@ -3281,7 +3305,11 @@ class _AwkRuntime:
         return status
 
     def close_all(self):
-        self.flush_pipes()
+        if self.pipes:
+            pending = self.w.__self__[:]
+            del self.w.__self__[:]
+            self.flush_pipes()
+            self.w.__self__.extend(pending)
         for f in self.files.values():
             f.close()
         self.files.clear()
@@ -3496,12 +3524,12 @@ def awk(ctx, argv):
         code = comp.compile()
         ns = dict(comp.consts)
         ns.update(
-            R=R, _w=out.append, _n=_n, _s=R.tos, _o=R.too, _b=_b, _k=R.tos, _cmp=None,
+            R=R, _w=out.append, _out=out, _n=_n, _s=R.tos, _o=R.too, _b=_b, _k=R.tos, _cmp=None,
             _div=_div, _mod=_mod, _pow=_pow, _fi=_fi, _aset=_aset, _acomp=_acomp,
             _ainc=_ainc, _len=_len, _sub=_sub, _substr=_substr, _sprintf=_make_sprintf(R.tos),
             _int=_int, _math_sin=_math_sin, _math_cos=_math_cos, _math_exp=_math_exp,
             _math_log=_math_log, _math_sqrt=_math_sqrt, math=math, _dre=_dre,
-            _Next=_AwkNext, _NextFile=_AwkNextFile, _Exit=_AwkExit,
+            _Next=_AwkNext, _NextFile=_AwkNextFile, _Exit=_AwkExit, _S=_AStr,
         )
         ns["_cmp"] = _make_cmp(R.tos)
         exec(compile(code, "<awk>", "exec"), ns)
@@ -3530,7 +3558,9 @@ def awk(ctx, argv):
         exiting = False
         if begin is not None:
             try:
-                begin()
+                for _ in begin():
+                    yield b"".join(out)
+                    out.clear()
             except _AwkExit as e:
                 exiting = True
                 if e.status is not None:
@@ -3560,7 +3590,9 @@ def awk(ctx, argv):
                         R.rec = rec
                         R.flds = None
                         try:
-                            main()
+                            for _ in main():
+                                yield b"".join(out)
+                                out.clear()
                         except _AwkNext:
                             pass
                         except _AwkNextFile:
@@ -3578,7 +3610,9 @@ def awk(ctx, argv):
                         status = int(e.status) & 255
         if end is not None:
             try:
-                end()
+                for _ in end():
+                    yield b"".join(out)
+                    out.clear()
             except _AwkExit as e:
                 if e.status is not None:
                     status = int(e.status) & 255
@@ -3604,6 +3638,9 @@ def awk(ctx, argv):
 
 def _make_cmp(to_s):
     def _cmp(a, b):
+        if a.__class__ is _AStr or b.__class__ is _AStr:
+            a, b = to_s(a), to_s(b)
+            return (a > b) - (a < b)
         if a.__class__ is float:
             if b.__class__ is float:
                 return (a > b) - (a < b)
