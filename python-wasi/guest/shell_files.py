@@ -238,6 +238,14 @@ def _group(gid):
     return _names[k]
 
 
+def _major(dev):
+    return ((dev >> 8) & 0xFFF) | ((dev >> 32) & ~0xFFF)
+
+
+def _minor(dev):
+    return (dev & 0xFF) | ((dev >> 12) & ~0xFF)
+
+
 def _ftype(m, size=None):
     if _st.S_ISREG(m):
         return "regular empty file" if size == 0 else "regular file"
@@ -846,7 +854,7 @@ def ls(ctx, argv):
                 ow = (u, False) if u is not None else (str(st.st_uid), True)
                 gr = (g, False) if g is not None else (str(st.st_gid), True)
             if _st.S_ISCHR(st.st_mode) or _st.S_ISBLK(st.st_mode):
-                sz = "%d, %d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+                sz = "%d, %d" % (_major(st.st_rdev), _minor(st.st_rdev))
             else:
                 sz = _human(st.st_size, si) if human else str(st.st_size)
             rows.append((e, str(st.st_ino), blocks_str(st), mode, nl, ow, gr, sz,
@@ -3505,7 +3513,15 @@ def _fs_info(path):
                 v.f_bavail, v.f_files, v.f_ffree, v.f_namemax, "%x" % _fsid(getattr(v, "f_fsid", 0)))
     used = 0
     files = 0
-    for root in ("/tmp",):
+    roots = ["/" + n for n in sorted(os.listdir("/")) if n != "usr"] if os.path.isdir("/") else []
+    for root in roots:
+        if not os.path.isdir(root) or os.path.islink(root):
+            try:
+                used += -(-os.lstat(root).st_size // 4096)
+                files += 1
+            except OSError:
+                pass
+            continue
         for dp, dn, fn in os.walk(root):
             files += len(dn) + len(fn)
             for n in fn:
@@ -3521,7 +3537,7 @@ def _fs_info(path):
     if limit is not None:
         return ("sandbox", "wasi", "/", 4096, 4096, limit, max(limit - used, 0),
                 max(limit - used, 0), None, None, 255, "0")
-    return ("sandbox", "wasi", "/", 4096, 4096, None, None, None, None, None, 255, "0")
+    return ("sandbox", "wasi", "/", 4096, 4096, None, None, None, None, None, 255, "0", used)
 
 
 def _stat_fmt(fmt, path, st, fs=None, tz=None, deref=False):
@@ -3649,25 +3665,25 @@ def _stat_dir(k, hl, path, st, fs, tz, deref, flags):
         return _group(st.st_gid) or "UNKNOWN", "s"
     if k == "d":
         if hl == "H":
-            return os.major(st.st_dev), "d"
+            return _major(st.st_dev), "d"
         if hl == "L":
-            return os.minor(st.st_dev), "d"
+            return _minor(st.st_dev), "d"
         return st.st_dev, "d"
     if k == "D":
         return st.st_dev, "x"
     if k == "r":
         rdev = getattr(st, "st_rdev", 0)
         if hl == "H":
-            return os.major(rdev), "d"
+            return _major(rdev), "d"
         if hl == "L":
-            return os.minor(rdev), "d"
+            return _minor(rdev), "d"
         return rdev, "d"
     if k == "R":
         return getattr(st, "st_rdev", 0), "x"
     if k == "t":
-        return os.major(getattr(st, "st_rdev", 0)), "x"
+        return _major(getattr(st, "st_rdev", 0)), "x"
     if k == "T":
-        return os.minor(getattr(st, "st_rdev", 0)), "x"
+        return _minor(getattr(st, "st_rdev", 0)), "x"
     if k == "m":
         return _mount_point(path), "s"
     if k == "C":
@@ -4042,8 +4058,8 @@ def df(ctx, argv):
         head.insert(1, "Type")
     table = [head]
     tot = [0, 0, 0]
-    for src, ftype, mount, bs, frsize, blocks, bfree, bavail, files, ffree, nm in (
-            r[:11] for r in rows):
+    for r in rows:
+        src, ftype, mount, bs, frsize, blocks, bfree, bavail, files, ffree, nm = r[:11]
         if inodes:
             used = files - ffree if files is not None and ffree is not None else None
             cells = [str(files) if files is not None else "-",
@@ -4052,8 +4068,9 @@ def df(ctx, argv):
             u, av = used, ffree
         else:
             if blocks is None:
-                used_b = None
                 used = None
+                if len(r) > 12:
+                    used = r[12]
             else:
                 used = blocks - bfree
             cells = [num(blocks, frsize), num(used, frsize), num(bavail, frsize)]
@@ -4303,6 +4320,65 @@ def _magic(data, size, path=None):
     return None
 
 
+def _looks_python(b):
+    """file 5.44's Magdir/python tests for scripts without #!."""
+    import re
+
+    head = b[:8192]
+    if re.search(rb"^from[ \t\f\r\n]+[\w.]+[ \t\f\r\n]+import.*$", head, re.M):
+        return True
+    if re.search(rb"^import [_A-Za-z]+ as [A-Za-z][ \t\f\r\v]*$", head, re.M):
+        return True
+    i = head.find(b"def __init__")
+    if i != -1 and b"self" in head[i + 12:i + 12 + 64]:
+        return True
+    i = head.find(b"if __name__")
+    if i != -1 and (b"'__main__'" in head[i + 11:i + 11 + 64 + 10] or
+                    b'"__main__"' in head[i + 11:i + 11 + 64 + 10]):
+        return True
+    i = head.find(b"try:")
+    if i != -1:
+        rest = head[i + 4:]
+        if re.search(rb"^[ \t]*except.*:[ \t]*$", rest, re.M) or b"finally:" in rest:
+            return True
+    if re.search(rb"^[ \t]*def [_a-zA-Z]\w*\(([_a-zA-Z]\w*(, ?[_a-zA-Z]\w*)*)?\):", head, re.M):
+        return True
+    return False
+
+
+def _looks_csv(b):
+    """file 5.44's is_csv: the first lines (up to 10) have the same, non-zero number of
+    commas outside quotes."""
+    nf = tf = nl = 0
+    i, n = 0, min(len(b), 1 << 16)
+    while i < n:
+        c = b[i]
+        i += 1
+        if c == 0x22:
+            while i < n:
+                if b[i] == 0x22:
+                    if i + 1 < n and b[i + 1] == 0x22:
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                i += 1
+        elif c == 0x2C:
+            nf += 1
+        elif c == 0x0A:
+            nl += 1
+            if nl == 10:
+                return tf != 0 and tf == nf
+            if tf == 0:
+                if nf == 0:
+                    return False
+                tf = nf
+            elif tf != nf:
+                return False
+            nf = 0
+    return bool(tf) and nl > 2
+
+
 def _describe_text(data, enc):
     """file's text analysis: (description, mime)."""
     import re
@@ -4374,6 +4450,8 @@ def _describe_text(data, enc):
             kind = "a %s script" % _s(line.split()[0]) if line else "a script"
             mime = "text/plain"
         return ("%s, %s text executable%s" % (kind, encname, tail), mime)
+    if _looks_python(head):
+        return ("Python script, %s text executable%s" % (encname, tail), "text/x-script.python")
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"["):
         import json
@@ -4383,6 +4461,8 @@ def _describe_text(data, enc):
             return ("JSON text data", "application/json")
         except (ValueError, UnicodeDecodeError):
             pass
+    if _looks_csv(body):
+        return ("CSV text", "text/csv")
     low = stripped[:1024].lower()
     if low.startswith(b"<?xml"):
         if b"<svg" in low:
@@ -4487,10 +4567,10 @@ def file(ctx, argv):
         if _st.S_ISSOCK(m):
             return ("socket", "inode/socket")
         if _st.S_ISCHR(m):
-            return ("character special (%d/%d)" % (os.major(st.st_rdev), os.minor(st.st_rdev)),
+            return ("character special (%d/%d)" % (_major(st.st_rdev), _minor(st.st_rdev)),
                     "inode/chardevice")
         if _st.S_ISBLK(m):
-            return ("block special (%d/%d)" % (os.major(st.st_rdev), os.minor(st.st_rdev)),
+            return ("block special (%d/%d)" % (_major(st.st_rdev), _minor(st.st_rdev)),
                     "inode/blockdevice")
         try:
             with open(a, "rb") as f:
@@ -5981,9 +6061,372 @@ def unzip(ctx, argv):
     return status
 
 
+# ---------------------------------------------------------------------------------------
+# readlink rmdir unlink chmod mktemp truncate (file commands agents reach for as well)
+
+
+def readlink(ctx, argv):
+    longs = {"canonicalize": ("f", 0), "canonicalize-existing": ("e", 0),
+             "canonicalize-missing": ("m", 0), "no-newline": ("n", 0), "quiet": ("q", 0),
+             "silent": ("s", 0), "verbose": ("v", 0), "zero": ("z", 0), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "femnqsvz", longs)
+    except _Usage as e:
+        return _usage(ctx, "readlink", e)
+    mode, nonl, verbose, eol = None, False, False, b"\n"
+    for k, _v in opts:
+        if k == "help":
+            yield _help("readlink", "[OPTION]... FILE...")
+            return 0
+        if k == "f":
+            mode = "last"
+        elif k == "e":
+            mode = "all"
+        elif k == "m":
+            mode = "missing"
+        elif k == "n":
+            nonl = True
+        elif k in ("q", "s"):
+            verbose = False
+        elif k == "v":
+            verbose = True
+        elif k == "z":
+            eol = b"\0"
+    if not args:
+        return _usage(ctx, "readlink", _Usage("missing operand"))
+    if nonl and len(args) > 1:
+        _err(ctx, "readlink", "ignoring --no-newline with multiple arguments")
+        nonl = False
+    status = 0
+    out = []
+    for a in args:
+        try:
+            if mode is None:
+                r = os.readlink(a)
+            else:
+                r = _canon(a, mode)
+        except (OSError, _CanonError) as e:
+            if verbose:
+                _err(ctx, "readlink", f"{a}: {os.strerror(e.errno)}")
+            status = 1
+            continue
+        out.append(_b(r) + (b"" if nonl else eol))
+    yield b"".join(out)
+    return status
+
+
+def rmdir(ctx, argv):
+    longs = {"parents": ("p", 0), "verbose": ("v", 0), "help": ("help", 0),
+             "ignore-fail-on-non-empty": ("ignore", 0)}
+    try:
+        opts, args = _getopt(argv, "pv", longs)
+    except _Usage as e:
+        return _usage(ctx, "rmdir", e)
+    parents = verbose = ignore = False
+    for k, _v in opts:
+        if k == "help":
+            yield _help("rmdir", "[OPTION]... DIRECTORY...")
+            return 0
+        if k == "p":
+            parents = True
+        elif k == "v":
+            verbose = True
+        elif k == "ignore":
+            ignore = True
+    if not args:
+        return _usage(ctx, "rmdir", _Usage("missing operand"))
+    status = 0
+    out = []
+    for a in args:
+        p = a
+        while True:
+            if verbose:
+                out.append(_b(f"rmdir: removing directory, {_q(p)}\n"))
+            try:
+                os.rmdir(p)
+            except OSError as e:
+                if not (ignore and e.errno in (39, 66, 55)):
+                    _err(ctx, "rmdir", f"failed to remove {_q(p)}: {_strerror(e)}")
+                    status = 1
+                break
+            if not parents:
+                break
+            p = _dir_name(p.rstrip("/"))
+            if p in (".", "/") or p.rstrip("/") == "":
+                break
+    if out:
+        yield b"".join(out)
+    return status
+
+
+def unlink(ctx, argv):
+    try:
+        _opts, args = _getopt(argv, "", {"help": ("help", 0)})
+    except _Usage as e:
+        return _usage(ctx, "unlink", e)
+    if not args:
+        return _usage(ctx, "unlink", _Usage("missing operand"))
+    if len(args) > 1:
+        return _usage(ctx, "unlink", _Usage(f"extra operand {_q(args[1])}"))
+    try:
+        os.unlink(args[0])
+    except OSError as e:
+        _err(ctx, "unlink", f"cannot unlink {_q(args[0])}: {_strerror(e)}")
+        return 1
+    return 0
+
+
+def chmod(ctx, argv):
+    """chmod validates and applies modes; in the sandbox (WASI) files carry no permission
+    bits, so the call succeeds and changes nothing (ls -l keeps showing 0644/0755)."""
+    args = argv[1:]
+    # a mode such as -w or -x looks like an option: GNU takes it as the mode
+    opts_words, rest = [], []
+    mode_s = None
+    recursive = verbose = changes = quiet = False
+    ref = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest.extend(args[i + 1:])
+            break
+        if a in ("-R", "--recursive"):
+            recursive = True
+        elif a in ("-v", "--verbose"):
+            verbose = True
+        elif a in ("-c", "--changes"):
+            changes = True
+        elif a in ("-f", "--silent", "--quiet"):
+            quiet = True
+        elif a.startswith("--reference="):
+            ref = a.split("=", 1)[1]
+        elif a == "--help":
+            yield _help("chmod", "[OPTION]... MODE[,MODE]... FILE...")
+            return 0
+        elif a.startswith("-") and len(a) > 1 and mode_s is None and ref is None and all(
+                c in "rwxXst" for c in a[1:]):
+            mode_s = a
+        elif a.startswith("-") and len(a) > 1 and not a[1:].isdigit():
+            bad = a[1]
+            if a.startswith("--"):
+                return _usage(ctx, "chmod", _Usage(f"unrecognized option '{a}'"))
+            return _usage(ctx, "chmod", _Usage(f"invalid option -- '{bad}'"))
+        else:
+            rest.append(a)
+        i += 1
+    del opts_words
+    if ref is None and mode_s is None:
+        if not rest:
+            return _usage(ctx, "chmod", _Usage("missing operand"))
+        mode_s = rest.pop(0)
+    if not rest:
+        return _usage(ctx, "chmod", _Usage(f"missing operand after {_q(mode_s or ref)}"))
+    if ref is not None:
+        try:
+            refmode = _st.S_IMODE(_perm(os.stat(ref)))
+        except OSError as e:
+            _err(ctx, "chmod", f"failed to get attributes of {_q(ref)}: {_strerror(e)}")
+            return 1
+    elif _parse_mode(mode_s, 0o644) is None:
+        _err(ctx, "chmod", f"invalid mode: {_q(mode_s)}")
+        ctx.stderr.write(b"Try 'chmod --help' for more information.\n")
+        return 1
+    status = 0
+    out = []
+
+    def apply(p):
+        nonlocal status
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            if not quiet:
+                _err(ctx, "chmod", f"cannot access {_q(p)}: {_strerror(e)}")
+            status = 1
+            return
+        old = _st.S_IMODE(_perm(st))
+        new = refmode if ref is not None else _parse_mode(mode_s, old)
+        if _st.S_ISDIR(st.st_mode) and ref is None and "X" in mode_s:
+            new = _parse_mode(mode_s.replace("X", "x"), old)
+        try:
+            os.chmod(p, new)
+        except OSError as e:
+            if not quiet:
+                _err(ctx, "chmod", f"changing permissions of {_q(p)}: {_strerror(e)}")
+            status = 1
+            return
+        if verbose or (changes and new != old):
+            o = _st.filemode(old | _st.S_IFREG)[1:]
+            nw = _st.filemode(new | _st.S_IFREG)[1:]
+            if new != old:
+                out.append(_b(f"mode of {_q(p)} changed from {old:04o} ({o}) to "
+                              f"{new:04o} ({nw})\n"))
+            else:
+                out.append(_b(f"mode of {_q(p)} retained as {old:04o} ({o})\n"))
+        if recursive and _st.S_ISDIR(st.st_mode) and not os.path.islink(p):
+            try:
+                names = [de.name for de in os.scandir(p)]
+            except OSError:
+                names = []
+            for n in names:
+                c = _concat(p, n)
+                if not os.path.islink(c):
+                    apply(c)
+
+    for a in rest:
+        apply(a)
+        if out:
+            yield b"".join(out)
+            out.clear()
+    return status
+
+
+def mktemp(ctx, argv):
+    import random
+
+    longs = {"directory": ("d", 0), "dry-run": ("u", 0), "quiet": ("q", 0),
+             "tmpdir": ("p", 2), "suffix": ("suffix", 1), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "duqp:t", longs)
+    except _Usage as e:
+        return _usage(ctx, "mktemp", e)
+    isdir = dry = quiet = use_t = False
+    tmpdir = None
+    suffix = ""
+    for k, v in opts:
+        if k == "help":
+            yield _help("mktemp", "[OPTION]... [TEMPLATE]")
+            return 0
+        if k == "d":
+            isdir = True
+        elif k == "u":
+            dry = True
+        elif k == "q":
+            quiet = True
+        elif k == "p":
+            tmpdir = v if v else (ctx.env.get("TMPDIR") or "/tmp")
+        elif k == "t":
+            use_t = True
+        elif k == "suffix":
+            suffix = v
+    if len(args) > 1:
+        return _usage(ctx, "mktemp", _Usage(f"too many templates"))
+    template = args[0] if args else "tmp.XXXXXXXXXX"
+    if not args or use_t:
+        if tmpdir is None:
+            tmpdir = ctx.env.get("TMPDIR") or "/tmp"
+    if "/" in template and (use_t or (tmpdir is not None and args)):
+        if use_t:
+            _err(ctx, "mktemp", f"invalid template, {_q(template)}, contains directory "
+                 f"separator")
+            return 1
+    if not suffix:
+        j = len(template)
+        while j > 0 and template[j - 1] == "X":
+            j -= 1
+        if j == len(template) and "X" in template:
+            k = template.rfind("X")
+            suffix = template[k + 1:]
+            template = template[:k + 1]
+    n = len(template) - len(template.rstrip("X"))
+    if n < 3:
+        if not quiet:
+            _err(ctx, "mktemp", f"too few X's in template {_q(template + suffix)}")
+        return 1
+    base = template[:-n]
+    chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    rnd = random.SystemRandom() if hasattr(os, "urandom") else random
+    for _attempt in range(100):
+        name = base + "".join(rnd.choice(chars) for _ in range(n)) + suffix
+        path = _concat(tmpdir, name) if tmpdir is not None else name
+        if dry:
+            if not os.path.lexists(path):
+                yield _b(path) + b"\n"
+                return 0
+            continue
+        try:
+            if isdir:
+                os.mkdir(path, 0o700)
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.close(fd)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            if not quiet:
+                what = "directory" if isdir else "file"
+                _err(ctx, "mktemp", f"failed to create {what} via template {_q(path[:len(path) - n - len(suffix)] + 'X' * n + suffix)}: {_strerror(e)}")
+            return 1
+        yield _b(path) + b"\n"
+        return 0
+    if not quiet:
+        _err(ctx, "mktemp", "failed to create file: File exists")
+    return 1
+
+
+def truncate(ctx, argv):
+    longs = {"no-create": ("c", 0), "size": ("s", 1), "reference": ("r", 1),
+             "io-blocks": ("o", 0), "help": ("help", 0)}
+    try:
+        opts, args = _getopt(argv, "cs:r:o", longs)
+    except _Usage as e:
+        return _usage(ctx, "truncate", e)
+    create, size_s, ref = True, None, None
+    for k, v in opts:
+        if k == "help":
+            yield _help("truncate", "OPTION... FILE...")
+            return 0
+        if k == "c":
+            create = False
+        elif k == "s":
+            size_s = v
+        elif k == "r":
+            ref = v
+    if size_s is None and ref is None:
+        return _usage(ctx, "truncate", _Usage("you must specify either '--size' or "
+                                              "'--reference'"))
+    if not args:
+        return _usage(ctx, "truncate", _Usage("missing file operand"))
+    op, num = "=", 0
+    if size_s is not None:
+        t = size_s
+        if t[:1] in "+-<>/%":
+            op, t = t[0], t[1:]
+        try:
+            num = _parse_size(t)
+        except ValueError:
+            _err(ctx, "truncate", f"invalid number: {_q(size_s)}")
+            return 1
+    if ref is not None:
+        try:
+            refsize = os.stat(ref).st_size
+        except OSError as e:
+            _err(ctx, "truncate", f"cannot stat {_q(ref)}: {_strerror(e)}")
+            return 1
+        if size_s is None:
+            op, num = "=", refsize
+    status = 0
+    for a in args:
+        try:
+            if not os.path.exists(a):
+                if not create:
+                    continue
+                open(a, "ab").close()
+            cur = os.stat(a).st_size
+            new = {"=": num, "+": cur + num, "-": max(cur - num, 0), "<": min(cur, num),
+                   ">": max(cur, num), "/": (cur // num) * num if num else cur,
+                   "%": -(-cur // num) * num if num else cur}[op]
+            os.truncate(a, new)
+        except OSError as e:
+            _err(ctx, "truncate", f"cannot open {_q(a)} for writing: {_strerror(e)}")
+            status = 1
+    return status
+
+
 COMMANDS = {
     "ls": ls, "find": find, "stat": stat, "du": du, "df": df, "mkdir": mkdir, "rm": rm,
     "cp": cp, "mv": mv, "touch": touch, "ln": ln, "basename": basename, "dirname": dirname,
     "realpath": realpath, "file": file, "gzip": gzip, "gunzip": gunzip, "zcat": zcat,
-    "tar": tar, "zip": zip_, "unzip": unzip, "date": date,
+    "tar": tar, "zip": zip_, "unzip": unzip, "date": date, "readlink": readlink,
+    "rmdir": rmdir, "unlink": unlink, "chmod": chmod, "mktemp": mktemp, "truncate": truncate,
 }
