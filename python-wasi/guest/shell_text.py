@@ -2963,64 +2963,72 @@ def _xargs(ctx, argv):
     cmd = cmd or ["echo"]
     if argfile is not None:
         try:
-            with open(argfile, "rb") as f:
-                data = f.read()
+            src = open(argfile, "rb")
         except OSError as e:
             raise _Fatal(f"Cannot open input file '{argfile}': {os.strerror(e.errno)}")
     else:
-        data = _read_all(ctx.stdin)
-    # Items, grouped into "lines" for -L / -I.
-    if delim is not None:
-        items = data.split(delim)
-        if items and items[-1] == b"":
-            items.pop()
-        lines = [[x] for x in items]
-    elif repl is not None:
-        lines = []
-        for ln in data.split(b"\n"):
-            ln = ln.lstrip(b" \t")
-            if not ln:
+        src = ctx.stdin
+    cmd_b = [_b(c) for c in cmd]
+    rb = _b(repl) if repl is not None else None
+
+    def units():
+        """The input, lazily: one list of items per input line (per item with -0/-d)."""
+        if delim is not None:
+            carry = b""
+            while True:
+                blk = src.read(BLOCK)
+                if not blk:
+                    break
+                parts = (carry + blk).split(delim)
+                carry = parts.pop()
+                for x in parts:
+                    yield [x]
+            if carry:
+                yield [carry]
+            return
+        pending = []
+        for ln in src:
+            if repl is not None:
+                ln = ln.lstrip(b" \t")
+                its = _xargs_items(ln, ctx)
+                if its:
+                    yield [b" ".join(its)]
                 continue
             its = _xargs_items(ln, ctx)
-            lines.append([b" ".join(its)] if its else [])
-    else:
-        if maxlines is not None:
-            lines = []
-            pending = []
-            for ln in data.split(b"\n"):
-                its = _xargs_items(ln, ctx)
-                pending.extend(its)
-                if its and not ln.rstrip(b"\n").endswith((b" ", b"\t")):
-                    lines.append(pending)
-                    pending = []
-            if pending:
-                lines.append(pending)
-        else:
-            lines = [[x] for x in _xargs_items(data, ctx)]
-    if eof is not None:
-        cutoff = []
-        for ln in lines:
-            if eof in ln:
-                cutoff.append(ln[: ln.index(eof)])
-                break
-            cutoff.append(ln)
-        lines = [x for x in cutoff if x]
-    cmd_b = [_b(c) for c in cmd]
-    batches = []
-    if repl is not None:
-        rb = _b(repl)
-        for ln in lines:
-            arg = ln[0] if ln else b""
-            batches.append([c.replace(rb, arg) for c in cmd_b])
-    else:
+            if eof is not None and eof in its:
+                its = its[: its.index(eof)]
+                if its:
+                    pending.extend(its)
+                if pending:
+                    yield pending
+                return
+            if maxlines is None:
+                if its:
+                    yield its
+                continue
+            pending.extend(its)
+            body = ln.rstrip(b"\n")
+            if its and not body.endswith((b" ", b"\t")):
+                yield pending
+                pending = []
+        if pending:
+            yield pending
+
+    def batches():
+        if repl is not None:
+            for ln in units():
+                arg = ln[0] if ln else b""
+                yield [c.replace(rb, arg) for c in cmd_b]
+            return
         base_len = sum(len(c) + 1 for c in cmd_b)
         cur = []
         cur_lines = 0
         cur_len = base_len
-        for ln in lines:
+        for ln in units():
             for it in ln:
-                if cur and (maxargs is not None and len(cur) >= maxargs or cur_len + len(it) + 1 > maxchars):
-                    batches.append(cmd_b + cur)
+                if cur and (maxargs is not None and len(cur) >= maxargs
+                            or cur_len + len(it) + 1 > maxchars):
+                    yield cmd_b + cur
                     cur = []
                     cur_lines = 0
                     cur_len = base_len
@@ -3028,32 +3036,48 @@ def _xargs(ctx, argv):
                 cur_len += len(it) + 1
             cur_lines += 1
             if maxlines is not None and cur_lines >= maxlines:
-                batches.append(cmd_b + cur)
+                yield cmd_b + cur
                 cur = []
                 cur_lines = 0
                 cur_len = base_len
         if cur:
-            batches.append(cmd_b + cur)
-    if not batches and not norun and repl is None:
-        batches.append(list(cmd_b))
+            yield cmd_b + cur
+
     status = 0
-    for b in batches:
-        args = [_s(x) for x in b]
-        if trace:
-            ctx.stderr.write(b" ".join(b) + b"\n")
-        st, out = ctx.run(args, stdin=b"")
-        if out:
-            yield out
-        st = st or 0
-        if st == 255:
-            _err(ctx, "xargs", f"{args[0]}: exited with status 255; aborting")
-            return 124
-        if st in (126, 127):
-            return st
-        if st >= 128:
-            return 125
-        if st:
-            status = 123
+    ran = False
+    try:
+        for b in batches():
+            ran = True
+            args = [_s(x) for x in b]
+            if trace:
+                ctx.stderr.write(b" ".join(b) + b"\n")
+            st, out = ctx.run(args, stdin=b"")
+            if out:
+                yield out
+            st = st or 0
+            if st == 255:
+                _err(ctx, "xargs", f"{args[0]}: exited with status 255; aborting")
+                return 124
+            if st in (126, 127):
+                return st
+            if st >= 128:
+                return 125
+            if st:
+                status = 123
+        if not ran and not norun and repl is None:
+            st, out = ctx.run([_s(x) for x in cmd_b], stdin=b"")
+            if out:
+                yield out
+            st = st or 0
+            if st in (126, 127):
+                return st
+            if st == 255:
+                return 124
+            if st:
+                status = 123
+    finally:
+        if src is not ctx.stdin:
+            src.close()
     return status
 
 

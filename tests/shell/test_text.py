@@ -1,124 +1,17 @@
 #!/usr/bin/env python3
 """Direct checks of vivarium_shell_text against the machine's GNU tools (issue 49, H2).
 
-Runs each case of CASES in a temporary fixture directory twice: with `LC_ALL=C bash -c` and
-with a minimal pipeline runner over the module's COMMANDS (no vivarium_shell needed), and
-compares stdout and exit status. `python3 tests/shell/test_text.py [substring]`."""
+Runs each line of text_cases.txt in a temporary fixture directory twice: with `LC_ALL=C bash -c`
+and with the guest shell under the host's python3 (run_host.py), and compares stdout and exit
+status byte for byte. `python3 tests/shell/test_text.py [substring]`; exit 1 on a mismatch."""
 
-import importlib.util
-import io
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location(
-    "vivarium_shell_text", os.path.join(HERE, "..", "..", "python-wasi", "guest", "shell_text.py")
-)
-T = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(T)
-
-
-class Reader:
-    def __init__(self, gen):
-        self.gen = gen
-        self.buf = b""
-        self.eof = False
-
-    def _fill(self):
-        if self.eof:
-            return False
-        try:
-            self.buf += next(self.gen)
-            return True
-        except StopIteration:
-            self.eof = True
-            return False
-
-    def read(self, n=-1):
-        if n is None or n < 0:
-            while self._fill():
-                pass
-            out, self.buf = self.buf, b""
-            return out
-        while len(self.buf) < n and self._fill():
-            pass
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def readline(self):
-        while b"\n" not in self.buf and self._fill():
-            pass
-        i = self.buf.find(b"\n")
-        if i < 0:
-            out, self.buf = self.buf, b""
-        else:
-            out, self.buf = self.buf[: i + 1], self.buf[i + 1 :]
-        return out
-
-    def __iter__(self):
-        while True:
-            line = self.readline()
-            if not line:
-                return
-            yield line
-
-    def readlines(self):
-        return list(self)
-
-    def close(self):
-        pass
-
-
-class Ctx:
-    def __init__(self, stdin, stderr):
-        self.stdin = stdin
-        self.stderr = stderr
-        self.env = dict(os.environ)
-        self.cwd = os.getcwd()
-
-    def run(self, argv, stdin=b""):
-        if argv[0] == "echo":
-            return 0, (" ".join(argv[1:]) + "\n").encode()
-        fn = T.COMMANDS.get(argv[0])
-        if fn is None:
-            self.stderr.write(f"{argv[0]}: command not found\n".encode())
-            return 127, b""
-        r = Reader(iter([stdin]) if isinstance(stdin, bytes) else iter(()))
-        out = []
-        gen = fn(Ctx(r, self.stderr), argv)
-        try:
-            while True:
-                out.append(next(gen))
-        except StopIteration as e:
-            return e.value or 0, b"".join(out)
-
-
-def _gen_status(gen, box):
-    box.append((yield from gen))
-
-
-def run_pipeline(src, stdin=b""):
-    stages = [shlex.split(p) for p in src.split(" | ")]
-    err = io.BytesIO()
-    upstream = iter([stdin])
-    statuses = []
-    for argv in stages:
-        redirect_in = None
-        if "<" in argv:
-            i = argv.index("<")
-            redirect_in = argv[i + 1]
-            del argv[i : i + 2]
-        if redirect_in:
-            upstream = iter([open(redirect_in, "rb").read()])
-        ctx = Ctx(Reader(upstream), err)
-        box = []
-        statuses.append(box)
-        upstream = _gen_status(T.COMMANDS[argv[0]](ctx, argv), box)
-    out = b"".join(upstream)
-    return out, (statuses[-1][0] or 0), err.getvalue()
+RUN_HOST = os.path.join(HERE, "run_host.py")
 
 
 def fixture(d):
@@ -161,14 +54,11 @@ def main():
             if only and only not in case:
                 continue
             n += 1
-            env = dict(os.environ, LC_ALL="C")
-            p = subprocess.run(["bash", "-c", case], capture_output=True, env=env)
-            try:
-                out, st, err = run_pipeline(case)
-            except Exception as e:  # a crash is a mismatch
-                import traceback
-
-                out, st, err = b"", -1, traceback.format_exc().encode()
+            env = dict(os.environ, LC_ALL="C", TZ="UTC")
+            p = subprocess.run(["bash", "-c", case], capture_output=True, env=env, timeout=60)
+            q = subprocess.run([sys.executable, RUN_HOST, "-c", case], capture_output=True, env=env,
+                               timeout=60)
+            out, st, err = q.stdout, q.returncode, q.stderr
             if out != p.stdout or st != p.returncode:
                 bad += 1
                 print(f"FAIL {case}\n  bash: {p.returncode} {p.stdout[:400]!r}\n  ours: {st} {out[:400]!r}")
