@@ -130,6 +130,27 @@ def _bracket(p, i, awk):
 _PY_SPECIAL = set(".^$*+?{}[]\\|()")
 
 
+def _gnu_char_escape(p, i):
+    """GNU sed's \\xHH, \\oNNN, \\dNNN and \\cX at p[i] (the letter after the backslash):
+    (the character, the index after it) or None."""
+    d = p[i]
+    if d == "x":
+        m = re.match(r"[0-9A-Fa-f]{1,2}", p[i + 1 : i + 3])
+        if m:
+            return chr(int(m.group(0), 16)), i + 1 + m.end()
+    elif d == "o":
+        m = re.match(r"[0-7]{1,3}", p[i + 1 : i + 4])
+        if m:
+            return chr(int(m.group(0), 8) & 255), i + 1 + m.end()
+    elif d == "d":
+        m = re.match(r"[0-9]{3}", p[i + 1 : i + 4])
+        if m:
+            return chr(int(m.group(0)) & 255), i + 4
+    elif d == "c" and i + 1 < len(p):
+        return chr(ord(p[i + 1].upper()) ^ 0x40), i + 2
+    return None
+
+
 def posix_to_python(p, ere, awk=False, multiline=False):
     """Translates a POSIX (GNU-flavoured) BRE or ERE, as a latin-1 str, to a Python pattern."""
     out = []
@@ -162,7 +183,11 @@ def posix_to_python(p, ere, awk=False, multiline=False):
                 else:
                     out.append(d)
                 continue
-            if d == "n":
+            num = None if awk else _gnu_char_escape(p, i - 1)
+            if num is not None:
+                ch, i = num
+                out.append(re.escape(ch))
+            elif d == "n":
                 out.append("\\n")
             elif d == "t":
                 out.append("\\t")
@@ -517,6 +542,8 @@ class _SedParser:
             out.append(c)
             i += 1
         self.i = i
+        if not out:
+            return b""
         return ("".join(out) + "\n").encode("latin-1")
 
     def wfile(self, name):
@@ -636,6 +663,11 @@ class _SedParser:
                 self.end_of_cmd()
             elif c in "=dDgGhHnNpPxzF":
                 self.end_of_cmd()
+            elif c == "v":
+                self.read_label()
+                if self.peek() == ";":
+                    self.i += 1
+                continue
             elif c == "e":
                 self.err("the `e' command is not supported in the sandbox")
             else:
@@ -734,6 +766,11 @@ def _parse_replacement(rep):
         c = rep[i]
         if c == "\\" and i + 1 < n:
             d = rep[i + 1]
+            num = _gnu_char_escape(rep, i + 1)
+            if num is not None:
+                lit.append(num[0])
+                i = num[1]
+                continue
             i += 2
             if d.isdigit():
                 if lit:
@@ -1050,7 +1087,7 @@ class _SedRun:
                 if f:
                     line = f.readline()
                     if line:
-                        self.write(line if line.endswith(b"\n") else line + b"\n")
+                        self.write(line)
         self.append = []
 
     def wwrite(self, name, data):
