@@ -6204,8 +6204,8 @@ def chmod(ctx, argv):
         elif a == "--help":
             yield _help("chmod", "[OPTION]... MODE[,MODE]... FILE...")
             return 0
-        elif a.startswith("-") and len(a) > 1 and mode_s is None and ref is None and all(
-                c in "rwxXst" for c in a[1:]):
+        elif a.startswith("-") and len(a) > 1 and mode_s is None and ref is None and (
+                a[1] in "rwxXst" and _parse_mode(a, 0) is not None):
             mode_s = a
         elif a.startswith("-") and len(a) > 1 and not a[1:].isdigit():
             bad = a[1]
