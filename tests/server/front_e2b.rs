@@ -222,7 +222,7 @@ async fn what_is_not_offered_is_refused_as_documented() {
             Some(49999),
             json!({"code": "1", "language": "r"}),
             400,
-            "Python only",
+            "is not available",
         ),
         (
             M::POST,

@@ -303,7 +303,7 @@ async fn create(
         template_id: new.template_id,
         metadata,
         env,
-        contexts: Vec::new(),
+        ..Record::default()
     };
     let body = sandbox_body(&id, &record, access_token(&door, &headers));
     door.sandboxes
@@ -583,6 +583,7 @@ async fn fork(
                 session.set_deadline(after);
                 let record = Record {
                     contexts: Vec::new(),
+                    bash_contexts: Vec::new(),
                     ..source.clone()
                 };
                 results.push(json!({"sandbox": sandbox_body(&session.id, &record, token.clone())}));

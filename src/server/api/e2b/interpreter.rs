@@ -4,7 +4,9 @@
 //! final value as a `result` (`text`, `html`, `png`, `svg`, `is_main_result`), an `error`
 //! (`name`, `value`, `traceback`), `number_of_executions` and `end_of_execution`. A client
 //! that hangs up interrupts its cell. Contexts are sessions of their own, tied to the
-//! sandbox (`/contexts`).
+//! sandbox (`/contexts`). A cell is Python (notebook syntax translated), or with `language`
+//! `bash` (`sh`) a script for the sandbox's shell, whose `cd` and `export` stay in its
+//! session; a context made for bash runs its cells so.
 
 use std::collections::BTreeMap;
 
@@ -24,16 +26,17 @@ use super::network;
 use super::sandboxes::{MAX_CONTEXTS, Record};
 use super::unclaimed::Unclaimed;
 use super::{
-    DoorState, E2bError, HOME, contexts_follow, open_session, sandbox_of, scrubbed, turn, turn_in,
+    DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed, turn,
 };
+use crate::guest::Language;
 use crate::sandbox::output::StreamKind;
-use crate::server::api::types::Cell;
+use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::runner::TextSink;
+use crate::supervisor::runner::{SessionTurn, TextSink};
 
 pub fn routes() -> axum::Router<DoorState> {
     axum::Router::new()
@@ -65,12 +68,14 @@ struct ExecuteBody {
     env_vars: Option<BTreeMap<String, String>>,
 }
 
-/// Only Python runs here.
-fn check_language(language: Option<&str>) -> Result<(), E2bError> {
+/// The language a cell or context names: Python (the default) or bash; nothing else runs.
+fn check_language(language: Option<&str>) -> Result<Option<Language>, E2bError> {
     match language {
-        None | Some("python" | "python3" | "") => Ok(()),
+        None | Some("") => Ok(None),
+        Some("python" | "python3") => Ok(Some(Language::Python)),
+        Some("bash" | "sh") => Ok(Some(Language::Bash)),
         Some(other) => Err(invalid(format!(
-            "language {other:?} is not available: Vivarium runs Python only"
+            "language {other:?} is not available: Vivarium runs Python and bash (sh)"
         ))),
     }
 }
@@ -124,14 +129,20 @@ async fn execute(
     let body = body?;
     let cell: ExecuteBody = serde_json::from_slice(&body)
         .map_err(|e| invalid(format!("the body is not an execute request: {e}")))?;
-    check_language(cell.language.as_deref())?;
+    let language = check_language(cell.language.as_deref())?;
     let env = cell.env_vars.unwrap_or_default();
     check_env(&env)?;
     let id = target(&door, &sandbox, cell.context_id.as_deref())?;
+    // A context made for bash runs its cells as shell unless told otherwise.
+    let language = language.unwrap_or(if door.sandboxes.is_bash(&sandbox, &id) {
+        Language::Bash
+    } else {
+        Language::Python
+    });
     // Not found, another key's or ended: an HTTP error, before the stream begins.
     door.app.runner.session(&id, ctx.key_id.as_deref()).await?;
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
-    tokio::spawn(run_cell(door, ctx, id, cell.code, env, tx));
+    tokio::spawn(run_cell(door, ctx, id, cell.code, language, env, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
     });
@@ -150,6 +161,7 @@ async fn run_cell(
     ctx: RequestContext,
     id: String,
     code: String,
+    language: Language,
     env: BTreeMap<String, String>,
     tx: mpsc::UnboundedSender<Bytes>,
 ) {
@@ -167,8 +179,14 @@ async fn run_cell(
     };
     // The cell's `env_vars` are its own: set and undone around it in the same turn.
     let env = env.into_iter().collect();
+    let audited = code.clone();
+    let turn = SessionTurn {
+        env,
+        language,
+        ..SessionTurn::cell(code, Some(sink))
+    };
     let done = tokio::select! {
-        done = turn_in(&door, &ctx, &id, code, Some(sink), env) => done,
+        done = run_turn(&door, &ctx, &id, Some((&audited, language)), turn) => done,
         _ = tx.closed() => {
             // The client hung up: its cell stops (the session goes back to its state
             // before it, as after any interrupted cell).
@@ -177,7 +195,7 @@ async fn run_cell(
         }
     };
     let scrub = |m: String| scrubbed(&door, m);
-    for l in cell_lines(done, scrub) {
+    for l in cell_lines(done, language, scrub) {
         if tx.send(l).is_err() {
             return;
         }
@@ -188,6 +206,7 @@ async fn run_cell(
 /// An error's message goes through `scrub` (the leakage rules, as every error response's does).
 fn cell_lines(
     done: Result<crate::supervisor::runner::TurnDone, ApiError>,
+    language: Language,
     scrub: impl Fn(String) -> String,
 ) -> Vec<Bytes> {
     let mut out = Vec::new();
@@ -207,7 +226,20 @@ fn cell_lines(
             return out;
         }
     };
-    let cell = Cell::of(done);
+    // A shell cell that ended by itself with a status other than 0: that status is its
+    // error (a limit or an interrupt is named as for Python).
+    let exited = match (language, done.report.status, done.report.exit_code) {
+        (Language::Bash, crate::report::Status::Error, Some(code)) if code != 0 => Some(code),
+        _ => None,
+    };
+    let mut cell = Cell::of(done);
+    if let Some(code) = exited {
+        cell.failure = Some(Failure {
+            name: "ExitStatus".into(),
+            value: code.to_string(),
+            traceback: vec![format!("exit status {code}")],
+        });
+    }
     for name in &cell.truncated {
         out.push(line(json!({
             "type": "stderr",
@@ -256,8 +288,8 @@ struct NewContext {
     cwd: Option<String>,
 }
 
-fn context_body(id: &str, cwd: &str) -> Value {
-    json!({"id": id, "language": "python", "cwd": cwd})
+fn context_body(id: &str, cwd: &str, language: Language) -> Value {
+    json!({"id": id, "language": language.as_str(), "cwd": cwd})
 }
 
 async fn create_context(
@@ -273,7 +305,7 @@ async fn create_context(
     } else {
         serde_json::from_slice(&body).map_err(|e| invalid(format!("the body: {e}")))?
     };
-    check_language(new.language.as_deref())?;
+    let language = check_language(new.language.as_deref())?.unwrap_or_default();
     let cwd = new.cwd.unwrap_or_else(|| HOME.to_string());
     if !cwd.starts_with('/') || cwd.contains('\0') || cwd.len() > 1024 {
         return Err(invalid(format!("cwd {cwd:?} must be an absolute path")));
@@ -309,7 +341,10 @@ async fn create_context(
             )));
         }
     }
-    if !door.sandboxes.add_context(&sandbox, &id) {
+    if !door
+        .sandboxes
+        .add_context(&sandbox, &id, language == Language::Bash)
+    {
         opened.close().await;
         return Err(invalid(format!(
             "this sandbox has {MAX_CONTEXTS} contexts already"
@@ -319,7 +354,7 @@ async fn create_context(
     // Added first, then given the sandbox's deadline: a timeout set meanwhile reaches it
     // one way or the other.
     contexts_follow(&door, key, &owner).await;
-    Ok(Json(context_body(&id, &cwd)))
+    Ok(Json(context_body(&id, &cwd, language)))
 }
 
 async fn list_contexts(
@@ -335,7 +370,14 @@ async fn list_contexts(
     let record: Record = door.sandboxes.get(&sandbox).unwrap_or_default();
     let contexts = std::iter::once(sandbox.as_str())
         .chain(record.contexts.iter().map(String::as_str))
-        .map(|id| context_body(id, HOME))
+        .map(|id| {
+            let language = if record.bash_contexts.iter().any(|c| c == id) {
+                Language::Bash
+            } else {
+                Language::Python
+            };
+            context_body(id, HOME, language)
+        })
         .collect();
     Ok(Json(Value::Array(contexts)))
 }

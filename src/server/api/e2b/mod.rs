@@ -33,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tower::ServiceExt as _;
 
+use crate::guest::Language;
 use crate::server::AppState;
 use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
@@ -169,9 +170,8 @@ fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
         })
 }
 
-/// Runs `code` in session `id` as a turn of the door's own (a sandbox's set-up, a cell's
-/// environment, a file operation, a command), audited as any turn; its output goes to
-/// `live` as it is written.
+/// Runs `code` in session `id` as a turn of the door's own (a sandbox's set-up, a file
+/// operation), audited as any turn; its output goes to `live` as it is written.
 async fn turn(
     door: &Door,
     ctx: &RequestContext,
@@ -179,40 +179,37 @@ async fn turn(
     code: String,
     live: Option<TextSink>,
 ) -> Result<TurnDone, ApiError> {
-    turn_in(door, ctx, id, code, live, Vec::new()).await
+    run_turn(door, ctx, id, None, SessionTurn::cell(code, live)).await
 }
 
-/// [`turn`] with variables of its own (a cell's `env_vars`, checked), set before the code
-/// and undone after it.
-async fn turn_in(
-    door: &Door,
-    ctx: &RequestContext,
-    id: &str,
-    code: String,
-    live: Option<TextSink>,
-    env: Vec<(String, String)>,
-) -> Result<TurnDone, ApiError> {
-    let audited = code.clone();
-    let turn = SessionTurn {
-        env,
-        ..SessionTurn::cell(code, live)
-    };
-    run_turn(door, ctx, id, &audited, turn).await
-}
-
-/// Runs `turn` in session `id`, audited as any turn, its `code_sha256` that of `audited`:
-/// the caller's own code (a command line, a cell), whatever the door wraps it in.
+/// Runs `turn` in session `id`, audited as any turn. `caller` is what the caller sent, when
+/// the turn runs it (a cell, a command line) rather than code of the door's own: the audit's
+/// `code_sha256` is its, whatever the door wraps it in, and the packages its `pip install`
+/// lines name are added to the session first (as the `/v1` turn adds them), so its pip
+/// finds them.
 async fn run_turn(
     door: &Door,
     ctx: &RequestContext,
     id: &str,
-    audited: &str,
+    caller: Option<(&str, Language)>,
     turn: SessionTurn,
 ) -> Result<TurnDone, ApiError> {
     let (mut bracket, _) = Bracket::turn(&door.app, ctx, id);
-    bracket.record().set_code(audited);
+    bracket
+        .record()
+        .set_code(caller.map_or(turn.code.as_str(), |(code, _)| code));
     let ran = async {
-        let session = door.app.runner.session(id, ctx.key_id.as_deref()).await?;
+        let key = ctx.key_id.as_deref();
+        if let Some((code, language)) = caller {
+            let named = door.app.runner.host()?.packages_named_by(code, language);
+            if !named.is_empty() {
+                door.app
+                    .runner
+                    .add_packages(id, key, named, bracket.record())
+                    .await?;
+            }
+        }
+        let session = door.app.runner.session(id, key).await?;
         door.app.runner.turn(&session, turn, bracket.record()).await
     }
     .await;

@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
 use super::{DoorState, HOME, py_str, run_turn, sandbox_of, scrubbed};
+use crate::guest::Language;
 use crate::report::Status;
 use crate::sandbox::output::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -331,7 +332,7 @@ async fn shell(
         env,
         ..SessionTurn::cell(code, Some(sink))
     };
-    match run_turn(door, ctx, id, &line, turn).await {
+    match run_turn(door, ctx, id, Some((&line, Language::Bash)), turn).await {
         Ok(done) => match (done.report.status, done.result) {
             (Status::Ok, Some(r)) => (r.trim().parse().unwrap_or(1), None),
             (Status::Cancelled, _) => (130, Some("interrupted".into())),
@@ -387,7 +388,7 @@ mod tests {
             pip(&["tabulate", "six"])
         );
         assert_eq!(parse("python -m pip install tabulate"), pip(&["tabulate"]));
-        assert_eq!(parse("pip3 install 'plotly>=6'"), pip(&["plotly>=6"]));
+        assert_eq!(parse("pip3 install 'six==1.16'"), pip(&["six==1.16"]));
         assert_eq!(
             command_line("/bin/bash", &["-l".into(), "-c".into(), "ls -la".into()]),
             "ls -la"
@@ -407,6 +408,7 @@ mod tests {
             "pip install",
             "FOO=1 pip install x",
             "pip install x # comment",
+            "pip install 'plotly>=6'",
             "python -c 'unclosed",
         ] {
             assert_eq!(parse(line), Command::Shell(line.into()), "{line}");
@@ -428,10 +430,7 @@ mod tests {
             env,
             vec![("A".into(), "1".into()), ("HOME".into(), "/tmp".into())]
         );
-        assert_eq!(
-            environment(&Value::Null).unwrap(),
-            vec![("HOME".into(), HOME.into())]
-        );
+        assert_eq!(environment(&Value::Null).unwrap(), vec![]);
         assert!(environment(&json!({"A": 1})).is_err());
         assert!(environment(&json!({"A=B": "1"})).is_err());
     }

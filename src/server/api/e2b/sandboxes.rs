@@ -26,6 +26,8 @@ pub struct Record {
     pub env: BTreeMap<String, String>,
     /// Session ids of its extra code contexts, oldest first.
     pub contexts: Vec<String>,
+    /// Those of its contexts made for bash (`language: "bash"`): their cells are shell.
+    pub bash_contexts: Vec<String>,
 }
 
 /// Records kept before the first sweep of those whose session is gone.
@@ -106,8 +108,9 @@ impl Sandboxes {
         lock(&self.map).contexts.contains(id)
     }
 
-    /// Adds context `context` to sandbox `id`; `false` when it has [`MAX_CONTEXTS`].
-    pub fn add_context(&self, id: &str, context: &str) -> bool {
+    /// Adds context `context` to sandbox `id` (a bash one when `bash`); `false` when it has
+    /// [`MAX_CONTEXTS`].
+    pub fn add_context(&self, id: &str, context: &str, bash: bool) -> bool {
         let mut guard = lock(&self.map);
         let map = &mut *guard;
         let record = map.by_id.entry(id.to_string()).or_default();
@@ -115,6 +118,9 @@ impl Sandboxes {
             return false;
         }
         record.contexts.push(context.to_string());
+        if bash {
+            record.bash_contexts.push(context.to_string());
+        }
         map.contexts.insert(context.to_string());
         true
     }
@@ -127,11 +133,20 @@ impl Sandboxes {
             .is_some_and(|r| r.contexts.iter().any(|c| c == context))
     }
 
+    /// Whether `context`, one of sandbox `id`'s contexts, was made for bash.
+    pub fn is_bash(&self, id: &str, context: &str) -> bool {
+        lock(&self.map)
+            .by_id
+            .get(id)
+            .is_some_and(|r| r.bash_contexts.iter().any(|c| c == context))
+    }
+
     pub fn remove_context(&self, id: &str, context: &str) {
         let mut guard = lock(&self.map);
         let map = &mut *guard;
         if let Some(r) = map.by_id.get_mut(id) {
             r.contexts.retain(|c| c != context);
+            r.bash_contexts.retain(|c| c != context);
             map.contexts.remove(context);
         }
     }
