@@ -103,6 +103,28 @@ pub struct RunInSessionArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCommandArgs {
+    /// A shell command line or script (POSIX shell as bash runs it: pipelines, `;` `&&`
+    /// `||`, redirections, here-documents, quoting, variables, `$(…)`, globbing, `if`/`for`/
+    /// `while`/`case`, functions), e.g. `ls -la | grep csv` or `python3 train.py > log.txt
+    /// 2>&1; tail -5 log.txt`. Commands: coreutils-style file and text tools (ls cat head
+    /// tail wc grep find sort uniq cut tr sed awk xargs tee mkdir rm cp mv …), `python`/
+    /// `python3`, `pip install`, `curl`/`wget` (through the egress policy); no background
+    /// jobs (`&`) and no other programs.
+    pub command: String,
+    /// Run it in this open session (the id `open_session` returned): its files, and a
+    /// working directory and exported variables that persist from one command to the next,
+    /// as in a terminal, shared with its Python turns. Without it, the command runs in a
+    /// fresh sandbox that is discarded after.
+    #[serde(default)]
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: Option<String>,
+    /// Wall-clock deadline in milliseconds (the server's default when left out).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct CloseSessionArgs {
     /// The id `open_session` returned.
     #[schemars(extend("x-mcp-header" = SESSION_HEADER))]

@@ -3,7 +3,8 @@
 //!
 //! Tools: `execute_python` (code, optional files, stdin, limits, policy; returns the output as
 //! text and every PNG the run produced — files and `plt.show()`/`display()` outputs — as image
-//! content), `check_python` (the pre-execution check), `open_session`, `run_in_session`,
+//! content), `run_command` (a shell command line, in a fresh sandbox or an open session's
+//! terminal), `check_python` (the pre-execution check), `open_session`, `run_in_session`,
 //! `close_session` (a kept-alive interpreter), and `snapshot_session`, `fork_session` (a
 //! session as data: stored, restored with `open_session {snapshot}`, or copied live).
 //!
@@ -48,7 +49,8 @@ use super::types::{
     open_session_request, turn_request,
 };
 use crate::check::{Finding, Policy, Severity};
-use crate::limits::LimitsRequest;
+use crate::guest::Language;
+use crate::limits::{LimitsRequest, TurnLimitsRequest};
 use crate::report::Status;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, run_outcome, turn_outcome};
@@ -293,41 +295,103 @@ impl VivariumMcp {
         bracket.close(turn_outcome(&result));
         Ok(match result {
             Ok(Turned::Ran(done)) => {
-                let t = TurnResponse::new(&turn_id, &args.session_id, *done);
-                let mut extra = vec![format!("turn: {}", t.turn)];
-                if let Some(r) = &t.result {
-                    extra.push(format!("result: {r}"));
-                }
-                if let Some(end) = &t.ended {
-                    extra.push(format!("session ended: {}", end.message));
-                }
-                if t.rolled_back {
-                    extra.push(
-                        "rolled back: the session is at its state before this turn".to_string(),
-                    );
-                }
-                let turn = RunTurn {
-                    turn: t.turn,
-                    result: t.result.clone(),
-                    rolled_back: t.rolled_back,
-                    ended: t.ended.as_ref().map(|e| e.message.clone()),
-                };
-                let mut result = render_result(
-                    &t.report,
-                    &extra,
-                    Some(turn),
-                    FilesOf::Session(&args.session_id),
-                );
-                // The session's files, as links its client can read (`resources/read`).
-                if t.ended.is_none()
-                    && let Ok(listing) = self.state.runner.list_files(&args.session_id, key).await
-                {
-                    result
-                        .content
-                        .extend(session_file_links(&args.session_id, &listing.files));
-                }
-                result
+                self.turn_result(&turn_id, &args.session_id, key, *done)
+                    .await
             }
+            Ok(Turned::Denied(findings)) => denied(&findings),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    /// A session turn's result as `run_in_session` and `run_command` return it.
+    async fn turn_result(
+        &self,
+        turn_id: &str,
+        session_id: &str,
+        key: Option<&str>,
+        done: crate::supervisor::runner::TurnDone,
+    ) -> CallToolResult {
+        let t = TurnResponse::new(turn_id, session_id, done);
+        let mut extra = vec![format!("turn: {}", t.turn)];
+        if let Some(r) = &t.result {
+            extra.push(format!("result: {r}"));
+        }
+        if let Some(end) = &t.ended {
+            extra.push(format!("session ended: {}", end.message));
+        }
+        if t.rolled_back {
+            extra.push("rolled back: the session is at its state before this turn".to_string());
+        }
+        let turn = RunTurn {
+            turn: t.turn,
+            result: t.result.clone(),
+            rolled_back: t.rolled_back,
+            ended: t.ended.as_ref().map(|e| e.message.clone()),
+        };
+        let mut result = render_result(&t.report, &extra, Some(turn), FilesOf::Session(session_id));
+        // The session's files, as links its client can read (`resources/read`).
+        if t.ended.is_none()
+            && let Ok(listing) = self.state.runner.list_files(session_id, key).await
+        {
+            result
+                .content
+                .extend(session_file_links(session_id, &listing.files));
+        }
+        result
+    }
+
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RunResult>(),
+        description = "Run a shell command line in the sandbox (a POSIX shell that runs inside it, over its own files: pipelines, redirections, &&/||, variables, globbing, loops; ls, cat, grep, find, sed, awk, sort, head, wc, mkdir, cp, mv, rm and the other coreutils-style tools, python/python3, pip install, curl/wget under the egress policy; no background jobs or other programs). With `session_id`, it runs in that open session, where the working directory and exported variables persist from one command to the next as in a terminal, beside the session's Python state and files; without, in a fresh sandbox. Returns stdout, stderr and the exit status (bash's: 127 for a command not found), as execute_python does."
+    )]
+    async fn run_command(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<RunCommandArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let Some(session_id) = args.session_id else {
+            let req = ExecuteRequest {
+                code: args.command,
+                language: Language::Bash,
+                limits: args.timeout_ms.map(|t| LimitsRequest {
+                    timeout_ms: Some(t),
+                    ..LimitsRequest::default()
+                }),
+                policy: Policy::Off,
+                ..ExecuteRequest::default()
+            };
+            let state = &self.state;
+            let (mut bracket, id) = Bracket::run(state, &ctx);
+            let result = execute_request(state, req, bracket.record()).await;
+            bracket.close(run_outcome(&result));
+            return Ok(match result {
+                Ok(Executed::Ran { report, findings }) => render_result(
+                    &ExecuteResponse::new(&id, *report, findings).result,
+                    &[],
+                    None,
+                    FilesOf::Execution(&id),
+                ),
+                Ok(Executed::Denied(findings)) => denied(&findings),
+                Err(e) => self.api_error(e),
+            });
+        };
+        let req = TurnRequest {
+            code: args.command,
+            language: Language::Bash,
+            limits: args.timeout_ms.map(|t| TurnLimitsRequest {
+                timeout_ms: Some(t),
+                ..TurnLimitsRequest::default()
+            }),
+            policy: Policy::Off,
+            ..TurnRequest::default()
+        };
+        let key = ctx.key_id.as_deref();
+        let (mut bracket, turn_id) = Bracket::turn(&self.state, &ctx, &session_id);
+        let result = turn_request(&self.state, &session_id, key, req, bracket.record()).await;
+        bracket.close(turn_outcome(&result));
+        Ok(match result {
+            Ok(Turned::Ran(done)) => self.turn_result(&turn_id, &session_id, key, *done).await,
             Ok(Turned::Denied(findings)) => denied(&findings),
             Err(e) => self.api_error(e),
         })
@@ -462,7 +526,8 @@ impl ServerHandler for VivariumMcp {
         .with_server_info(Implementation::new("vivarium", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Vivarium runs untrusted Python 3.15 in a WebAssembly sandbox. Call \
-                 execute_python for one-off code (plots come back as images), check_python to \
+                 execute_python for one-off code (plots come back as images), run_command for \
+                 a shell command line (alone, or in a session's terminal), check_python to \
                  validate code without running it, and open_session/run_in_session/\
                  close_session to keep state between runs; snapshot_session saves a \
                  session's state to restore later (open_session with `snapshot`), and \
