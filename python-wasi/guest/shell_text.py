@@ -1082,12 +1082,20 @@ def _posix_to_py(p, extended, group_offset=0):
     return "".join(out), groups
 
 
-def _compile_posix(patterns, extended=False, fixed=False, icase=False, word=False, line=False):
-    """One compiled bytes regex matching any of the patterns (str, GNU syntax)."""
+def _compile_posix(patterns, extended=False, fixed=False, icase=False, word=False, line=False,
+                   perl=False):
+    """One compiled bytes regex matching any of the patterns (str, GNU syntax; with perl,
+    Python's own syntax, close to PCRE, with `\\K` as a group named K)."""
     pieces = []
     offset = 0
     for p in patterns:
-        if fixed:
+        if perl:
+            m = re.search(r"(?<!\\)((?:\\\\)*)\\K", p) if len(patterns) == 1 else None
+            if m:
+                p = "(?:" + p[: m.start()] + m.group(1) + ")(?P<K>" + p[m.end():] + ")"
+            py = p
+            ng = 0
+        elif fixed:
             py = re.escape(p)
             ng = 0
         else:
@@ -1192,7 +1200,7 @@ def _grep(ctx, argv):
     includes, excludes, exclude_dirs = [], [], []
     for k, v in opts:
         if k in "EFGP" and len(k) == 1:
-            mode = "E" if k == "P" else k
+            mode = k
         elif k == "e":
             patterns = (patterns or []) + v.split("\n")
         elif k == "f":
@@ -1295,7 +1303,7 @@ def _grep(ctx, argv):
             raise _Usage("")
         patterns = ops.pop(0).split("\n")
     try:
-        rx = _compile_posix(patterns, mode == "E", mode == "F", icase, word, line)
+        rx = _compile_posix(patterns, mode == "E", mode == "F", icase, word, line, mode == "P")
     except _RegexError as e:
         raise _Fatal(str(e), 2)
     files = ops
@@ -1439,8 +1447,9 @@ def _grep_path(g, path, shown):
         f.close()
 
 
-def _grep_records(f, eol):
-    """Yields (chunk, binary) with chunk made of whole records (the last may lack `eol`)."""
+def _grep_records(f, eol, nul_lines=False):
+    """Yields (chunk, binary) with chunk made of whole records (the last may lack `eol`).
+    With nul_lines, NULs of binary data end lines too, as GNU grep treats them."""
     carry = b""
     binary = False
     while True:
@@ -1455,8 +1464,13 @@ def _grep_records(f, eol):
             carry = data
             continue
         carry = data[cut + 1 :]
-        yield data[: cut + 1], binary
+        chunk = data[: cut + 1]
+        if binary and nul_lines:
+            chunk = chunk.replace(b"\0", b"\n")
+        yield chunk, binary
     if carry:
+        if binary and nul_lines:
+            carry = carry.replace(b"\0", b"\n")
         yield carry, binary
 
 
@@ -1487,7 +1501,8 @@ def _grep_file(g, f, name):
     before = deque(maxlen=g.before) if g.before else None
     after_left = 0
     last_out = 0  # line number of the last line printed, 0 = none in this file
-    for chunk, binary in _grep_records(f, eol):
+    kgroup = "K" in g.rx.groupindex
+    for chunk, binary in _grep_records(f, eol, g.binary_mode == "binary"):
         if binary and g.binary_mode == "without-match":
             return
         suppress = binary and g.binary_mode == "binary"
@@ -1537,15 +1552,16 @@ def _grep_file(g, f, name):
                     pre += b"%d:" % lnum
                 if g.only:
                     for mm in g.rx.finditer(lineb):
-                        if mm.end() == mm.start():
+                        ms = mm.start("K") if kgroup else mm.start()
+                        if mm.end() == ms:
                             continue
-                        p2 = pre + (b"%d:" % (off + s + mm.start()) if g.boffset else b"")
-                        if out.add(p2 + mm.group() + b"\n"):
+                        p2 = pre + (b"%d:" % (off + s + ms) if g.boffset else b"")
+                        if out.add(p2 + lineb[ms : mm.end()] + eol):
                             yield out.take()
                 else:
                     if g.boffset:
                         pre += b"%d:" % (off + s)
-                    if out.add(pre + lineb + b"\n"):
+                    if out.add(pre + lineb + eol):
                         yield out.take()
                 if maxc > 0 and nmatch >= maxc:
                     stop = True
@@ -1588,7 +1604,7 @@ def _grep_file(g, f, name):
                     if last_out and before[0][0] > last_out + 1 or not last_out and g.printed_any:
                         out.add(b"--\n")
                     for bl, bo, bline in before if not g.only else ():
-                        out.add(_grep_prefix(g, prefix_name_ctx, bl, bo, b"-") + bline + b"\n")
+                        out.add(_grep_prefix(g, prefix_name_ctx, bl, bo, b"-") + bline + eol)
                     last_out = before[-1][0]
                     before.clear()
                 if ctxmode and (last_out and lnum > last_out + 1 or not last_out and g.printed_any):
@@ -1596,12 +1612,13 @@ def _grep_file(g, f, name):
                 if g.only:
                     if not g.invert:
                         for mm in g.rx.finditer(lineb):
-                            if mm.end() == mm.start():
+                            ms = mm.start("K") if kgroup else mm.start()
+                            if mm.end() == ms:
                                 continue
-                            out.add(_grep_prefix(g, prefix_name, lnum, off + s + mm.start(), sep_m)
-                                    + mm.group() + b"\n")
+                            out.add(_grep_prefix(g, prefix_name, lnum, off + s + ms, sep_m)
+                                    + lineb[ms : mm.end()] + eol)
                 else:
-                    out.add(_grep_prefix(g, prefix_name, lnum, off + s, sep_m) + lineb + b"\n")
+                    out.add(_grep_prefix(g, prefix_name, lnum, off + s, sep_m) + lineb + eol)
                 g.printed_any = True
                 last_out = lnum
                 after_left = g.after
@@ -1611,7 +1628,7 @@ def _grep_file(g, f, name):
                 if after_left > 0:
                     after_left -= 1
                     if not g.only:
-                        out.add(_grep_prefix(g, prefix_name_ctx, lnum, off + s, b"-") + lineb + b"\n")
+                        out.add(_grep_prefix(g, prefix_name_ctx, lnum, off + s, b"-") + lineb + eol)
                     last_out = lnum
                     g.printed_any = True
                 elif maxc > 0 and nmatch >= maxc:

@@ -47,22 +47,21 @@ def main():
     only = sys.argv[1] if len(sys.argv) > 1 else None
     bad = 0
     n = 0
-    with tempfile.TemporaryDirectory() as d:
-        fixture(d)
-        os.chdir(d)
-        for case in CASES:
-            if only and only not in case:
-                continue
-            n += 1
-            env = dict(os.environ, LC_ALL="C", TZ="UTC")
-            p = subprocess.run(["bash", "-c", case], capture_output=True, env=env, timeout=60)
-            q = subprocess.run([sys.executable, RUN_HOST, "-c", case], capture_output=True, env=env,
-                               timeout=60)
-            out, st, err = q.stdout, q.returncode, q.stderr
-            if out != p.stdout or st != p.returncode:
-                bad += 1
-                print(f"FAIL {case}\n  bash: {p.returncode} {p.stdout[:400]!r}\n  ours: {st} {out[:400]!r}")
-                print(f"  bash err: {p.stderr[:200]!r}\n  our err: {err[:600]!r}")
+    for case in CASES:
+        if only and only not in case:
+            continue
+        n += 1
+        env = dict(os.environ, LC_ALL="C", TZ="UTC")
+        results = []
+        for argv in (["bash", "-c", case], [sys.executable, RUN_HOST, "-c", case]):
+            with tempfile.TemporaryDirectory() as d:
+                fixture(d)
+                results.append(subprocess.run(argv, capture_output=True, env=env, timeout=60, cwd=d))
+        p, q = results
+        if q.stdout != p.stdout or q.returncode != p.returncode:
+            bad += 1
+            print(f"FAIL {case}\n  bash: {p.returncode} {p.stdout[:400]!r}\n  ours: {q.returncode} {q.stdout[:400]!r}")
+            print(f"  bash err: {p.stderr[:200]!r}\n  our err: {q.stderr[:600]!r}")
     print(f"{n - bad}/{n} match")
     return 1 if bad else 0
 
