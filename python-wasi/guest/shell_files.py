@@ -8,14 +8,17 @@ their output formats, messages and exit statuses.
 Every command is a generator: it yields stdout as bytes and returns its exit status.
 
 What the sandbox (WASI) changes, and what these commands do about it:
-- There are no permission bits (st_mode holds the file type only, chmod does nothing): ls -l,
-  stat and tar show 0644 for files, 0755 for directories and 0777 for links, as a fresh
-  Linux tree would have with umask 022.
+- There are no permission bits (st_mode holds the file type only, the host's chmod does
+  nothing): ls -l, stat, find -perm, tar and zip show 0644 for files, 0755 for directories
+  and 0777 for links, as a fresh Linux tree would have with umask 022, unless chmod (mkdir -m,
+  cp -p, tar x, unzip) set a mode in this sandbox: that is remembered by file identity for
+  the interpreter's life (a session's turns, its snapshots and forks).
 - There is no st_blocks (always 0): sizes in blocks (ls -s, ls -l's `total`, du, stat %b,
   find %b/%k) are estimated as ext4/tmpfs would allocate them: a file takes its size rounded
   up to 4 KiB, a directory 4 KiB, a symbolic link nothing.
-- There are no users or groups (no pwd/grp modules, every file belongs to uid 0): owners and
-  groups show as numbers, right-aligned as GNU ls shows ids it cannot name.
+- There are no users or groups (no pwd/grp modules, every file belongs to uid 0): uid and
+  gid 0 are named root, as on every Linux; any other id shows as a number, right-aligned as
+  GNU ls shows ids it cannot name.
 - df has no statvfs to ask: it reports one filesystem, `sandbox`, mounted on `/`, whose use
   is the sum of the sizes of the files under / and whose size is the sandbox's disk quota
   when the environment names it (VIVARIUM_DISK_LIMIT, bytes), else the use itself.
@@ -175,10 +178,30 @@ def _help(name, text):
     return _b(f"Usage: {name} {text}\n(Vivarium's guest shell: see docs/guides/shell.md)\n")
 
 
+# WASI keeps no permission bits: the modes chmod (and mkdir -m, cp -p, tar, unzip) set are
+# remembered here, by file identity, for the life of the sandbox's interpreter (a session's
+# turns, its snapshots and forks), so `chmod +x f; ls -l f` shows what was asked.
+_MODES = {}
+
+
+def _set_mode(p, mode, follow=True):
+    os.chmod(p, mode) if follow else os.chmod(p, mode, follow_symlinks=False)
+    if _WASI:
+        try:
+            st = os.stat(p) if follow else os.lstat(p)
+        except OSError:
+            return
+        if st.st_ino:
+            _MODES[(st.st_dev, st.st_ino)] = (_st.S_IFMT(st.st_mode), mode & 0o7777)
+
+
 def _perm(st):
     """st_mode with permission bits filled in where WASI has none."""
     m = st.st_mode
     if _WASI and _st.S_IMODE(m) == 0:
+        known = _MODES.get((st.st_dev, st.st_ino))
+        if known is not None and known[0] == _st.S_IFMT(m):
+            return m | known[1]
         if _st.S_ISDIR(m):
             m |= 0o755
         elif _st.S_ISLNK(m):
@@ -215,7 +238,8 @@ _names = {}
 def _user(uid):
     k = ("u", uid)
     if k not in _names:
-        n = None
+        # without a user database (WASI) uid 0 is still root, as on every Linux
+        n = "root" if uid == 0 and _pwd is None else None
         if _pwd is not None:
             try:
                 n = _pwd.getpwuid(uid).pw_name
@@ -228,7 +252,7 @@ def _user(uid):
 def _group(gid):
     k = ("g", gid)
     if k not in _names:
-        n = None
+        n = "root" if gid == 0 and _grp is None else None
         if _grp is not None:
             try:
                 n = _grp.getgrgid(gid).gr_name
@@ -1446,7 +1470,7 @@ def mkdir(ctx, argv):
 
 def _chmod_quiet(p, mode):
     try:
-        os.chmod(p, mode)
+        _set_mode(p, mode)
     except OSError:
         pass
 
@@ -1886,7 +1910,7 @@ def _preserve(st, dst, follow=True):
     except (OSError, NotImplementedError):
         pass
     if follow:
-        _chmod_quiet(dst, _st.S_IMODE(st.st_mode))
+        _chmod_quiet(dst, _st.S_IMODE(_perm(st)))
 
 
 def _inside(src, dst):
@@ -2083,6 +2107,10 @@ def cp(ctx, argv):
                         raise
                     os.unlink(dst)
                     _copy_data(src, dst, _perm(sst))
+                    dst_exists = False
+                if _WASI and not dst_exists and not preserve:
+                    # what the O_CREAT mode would have given, remembered (WASI drops it)
+                    _chmod_quiet(dst, _st.S_IMODE(_perm(sst)) & ~_umask())
                 if preserve:
                     _preserve(sst, dst)
         except IsADirectoryError as e:
@@ -5400,7 +5428,12 @@ def tar(ctx, argv):
             _err(ctx, "tar", f"{arcname}: socket ignored")
             return
         if _WASI:
-            ti.mode = _st.S_IMODE(_perm(os.lstat(path))) if not ti.mode & 0o777 else ti.mode
+            ti.mode = _st.S_IMODE(_perm(os.lstat(path) if not deref else os.stat(path))) if (
+                not ti.mode & 0o777) else ti.mode
+            if not ti.uname:
+                ti.uname = _user(ti.uid) or ""
+            if not ti.gname:
+                ti.gname = _group(ti.gid) or ""
         try:
             lst = os.lstat(path)
             if ti.isreg() and lst.st_nlink > 1 and lst.st_ino:
@@ -6249,7 +6282,7 @@ def chmod(ctx, argv):
         if _st.S_ISDIR(st.st_mode) and ref is None and "X" in mode_s:
             new = _parse_mode(mode_s.replace("X", "x"), old)
         try:
-            os.chmod(p, new)
+            _set_mode(p, new)
         except OSError as e:
             if not quiet:
                 _err(ctx, "chmod", f"changing permissions of {_q(p)}: {_strerror(e)}")

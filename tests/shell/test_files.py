@@ -7,6 +7,11 @@ the guest shell under the host's python3 (run_host.py). Compared byte for byte: 
 exit status, and the tree the command leaves behind (names, types, sizes, link targets,
 permission bits and the contents of files; archives only by name, their bytes hold times and
 another deflate). `python3 tests/shell/test_files.py [substring...]`; exit 1 on a mismatch.
+
+`--guest BINARY` runs the shell side inside the real runtime instead (`BINARY run`, one
+sandbox for all cases, the guest modules of this working tree loaded under their guest
+names): what differs there is the sandbox's own filesystem (no permission bits, no owners,
+directory sizes), and is reported, not failed.
 """
 
 import hashlib
@@ -367,7 +372,9 @@ def fixture(d):
     os.utime(d, (OLD, OLD))
 
 
-def tree(d):
+def tree(d, modes=None):
+    if modes is None:
+        modes = sys.platform != "wasi"  # the sandbox has no permission bits
     out = []
     for root, dirs, files in os.walk(d):
         dirs.sort()
@@ -378,7 +385,7 @@ def tree(d):
             if os.path.islink(p):
                 out.append(f"{rel} -> {os.readlink(p)}")
             elif os.path.isdir(p):
-                out.append(f"{rel}/ {st.st_mode & 0o7777:o}")
+                out.append(f"{rel}/ {st.st_mode & 0o7777:o}" if modes else f"{rel}/")
             elif n.endswith(ARCHIVES):
                 out.append(f"{rel} (archive)")
             elif rel.startswith("tmp"):
@@ -386,11 +393,12 @@ def tree(d):
             else:
                 with open(p, "rb") as f:
                     h = hashlib.md5(f.read()).hexdigest()[:12]
-                out.append(f"{rel} {st.st_size} {st.st_mode & 0o7777:o} {h}")
+                out.append(f"{rel} {st.st_size} {st.st_mode & 0o7777:o} {h}" if modes else
+                           f"{rel} {st.st_size} {h}")
     return "\n".join(out)
 
 
-def run(case, shell, base):
+def run(case, shell, base, modes=True):
     w = os.path.join(base, "w")
     if os.path.lexists(w):
         shutil.rmtree(w)
@@ -400,11 +408,69 @@ def run(case, shell, base):
     argv = ["bash", "-c", case] if shell == "bash" else [sys.executable, RUN_HOST, "-c", case]
     p = subprocess.run(argv, cwd=w, capture_output=True, env=env, stdin=subprocess.DEVNULL,
                        timeout=60)
-    return p.stdout, p.returncode, tree(w), p.stderr
+    return p.stdout, p.returncode, tree(w, modes), p.stderr
+
+
+GUEST_MAIN = r"""
+import hashlib, importlib.util, json, os, shutil, sys
+for name, f in [("vivarium_shell_text", "shell_text.py"), ("vivarium_shell_lang", "shell_lang.py"),
+                ("vivarium_shell_files", "shell_files.py"), ("vivarium_shell", "shell.py")]:
+    spec = importlib.util.spec_from_file_location(name, "/guest/" + f)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[name] = m
+    spec.loader.exec_module(m)
+sh = sys.modules["vivarium_shell"]
+cases = json.load(open("/guest/cases.json"))
+results = []
+for case in cases:
+    w = "/tmp/w"
+    os.chdir("/")
+    if os.path.lexists(w):
+        shutil.rmtree(w)
+    os.makedirs(w)
+    fixture(w)
+    os.chdir(w)
+    os.environ.update(LC_ALL="C", TZ="UTC", HOME=w)
+    status, out = sh.run_capture(case)
+    os.chdir("/")
+    results.append([out.decode("utf-8", "surrogateescape"), status, tree(w)])
+print("@@RESULTS@@" + json.dumps(results))
+"""
+
+
+def guest(cases, binary):
+    import inspect
+    import json
+
+    guest_dir = os.path.normpath(os.path.join(HERE, "..", "..", "python-wasi", "guest"))
+    with tempfile.TemporaryDirectory() as t:
+        with open(os.path.join(t, "cases.json"), "w") as f:
+            json.dump(cases, f)
+        prog = ("ARCHIVES = %r\nOLD = %d\n" % (ARCHIVES, OLD) + inspect.getsource(fixture)
+                + inspect.getsource(tree) + GUEST_MAIN)
+        with open(os.path.join(t, "main.py"), "w") as f:
+            f.write("import hashlib, os, sys\n" + prog)
+        argv = [binary, "run", "--timeout-ms", "600000", "--file", "guest/cases.json=" +
+                os.path.join(t, "cases.json")]
+        for f in ("shell.py", "shell_text.py", "shell_lang.py", "shell_files.py"):
+            argv += ["--file", f"guest/{f}=" + os.path.join(guest_dir, f)]
+        argv.append(os.path.join(t, "main.py"))
+        p = subprocess.run(argv, capture_output=True, timeout=900)
+    text = p.stdout.decode("utf-8", "surrogateescape")
+    if "@@RESULTS@@" not in text:
+        sys.stderr.write(text[-2000:] + p.stderr.decode("utf-8", "replace")[-2000:])
+        raise SystemExit(2)
+    res = json.loads(text.split("@@RESULTS@@", 1)[1])
+    return [(o.encode("utf-8", "surrogateescape"), st, tr, b"") for o, st, tr in res]
 
 
 def main():
     only = sys.argv[1:]
+    binary = None
+    if "--guest" in only:
+        i = only.index("--guest")
+        binary = only[i + 1]
+        only = only[:i] + only[i + 2:]
     cases = [c for c in CASES.split("\n") if c.strip() and not c.startswith("#")]
     if only:
         cases = [c for c in cases if any(o in c for o in only)]
@@ -416,8 +482,23 @@ def main():
 
     bad = 0
     jobs = int(os.environ.get("JOBS", "4"))
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        results = list(pool.map(both, cases))
+    if binary is None:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            results = list(pool.map(both, cases))
+    else:
+        def bash_at(case):
+            base = "/tmp"
+            d = tempfile.mkdtemp()
+            try:
+                a = run(case, "bash", d, modes=False)
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+            # the guest's fixture lives at /tmp/w
+            return (a[0].replace(os.path.join(d, "w").encode(), b"/tmp/w"), a[1], a[2], a[3])
+
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            host = list(pool.map(bash_at, cases))
+        results = list(zip(host, guest(cases, binary)))
     import difflib
 
     for case, (a, b) in zip(cases, results):
@@ -439,8 +520,8 @@ def main():
                     print("  " + line)
             if b[3]:
                 print("  shell stderr: " + b[3].decode("utf-8", "replace")[-400:])
-    print(f"{len(cases) - bad}/{len(cases)} cases match")
-    return 1 if bad else 0
+    print(f"{len(cases) - bad}/{len(cases)} cases match" + (" (in the guest)" if binary else ""))
+    return 1 if bad and binary is None else 0
 
 
 if __name__ == "__main__":
