@@ -2125,6 +2125,7 @@ class Shell:
         self.readonly = set()
         self.cmdsub_status = None
         self.traps = {}
+        self.env_log = []
         self.import_env()
         v = self.vars
         v.setdefault("IFS", " \t\n")
@@ -2173,7 +2174,9 @@ class Shell:
             value = value.get("0", "")
         if value is None:
             return
-        if os.environ.get(name) != value:
+        old = os.environ.get(name)
+        if old != value:
+            self.env_log.append((name, old))
             os.environ[name] = value
             self.env_changes += 1
 
@@ -2187,9 +2190,14 @@ class Shell:
         self.vars.pop(name, None)
         if name in self.exported:
             self.exported.discard(name)
-            if name in os.environ:
-                del os.environ[name]
-                self.env_changes += 1
+            self._delenv(name)
+
+    def _delenv(self, name):
+        old = os.environ.get(name)
+        if old is not None:
+            self.env_log.append((name, old))
+            del os.environ[name]
+            self.env_changes += 1
 
     def export(self, name, value=None):
         if value is not None:
@@ -2266,19 +2274,21 @@ class Shell:
     # --- state for subshells
     def save(self):
         return (dict(self.vars), [dict(s) for s in self.locals], dict(self.functions), list(self.pos),
-                set(self.exported), dict(self.opts), os.getcwd(), self.env_changes, dict(os.environ),
+                set(self.exported), dict(self.opts), os.getcwd(), self.env_changes, len(self.env_log),
                 self.loop_depth, set(self.readonly))
 
     def restore(self, st):
         (self.vars, self.locals, self.functions, self.pos, self.exported, self.opts, cwd, changes,
-         env, self.loop_depth, self.readonly) = st
+         logged, self.loop_depth, self.readonly) = st
         if self.env_changes != changes:
+            # undo the shell's own changes of os.environ since the save, newest first
+            log = self.env_log
             cur = os.environ
-            for k in list(cur):
-                if k not in env:
-                    del cur[k]
-            for k, v in env.items():
-                if cur.get(k) != v:
+            while len(log) > logged:
+                k, v = log.pop()
+                if v is None:
+                    cur.pop(k, None)
+                else:
                     cur[k] = v
             self.env_changes += 1
         try:
@@ -3069,9 +3079,7 @@ class Shell:
                         self.set_var(name, old)
                         if not exp:
                             self.exported.discard(name)
-                            if name in os.environ:
-                                del os.environ[name]
-                                self.env_changes += 1
+                            self._delenv(name)
 
     def do_assign(self, name, w, append, sub, io):
         if sub == "()":
@@ -4163,9 +4171,7 @@ def b_export(ctx, argv):
         elif _NAME_RE.fullmatch(a):
             if unexport:
                 sh.exported.discard(a)
-                if a in os.environ:
-                    del os.environ[a]
-                    sh.env_changes += 1
+                sh._delenv(a)
             else:
                 sh.export(a)
         else:
@@ -5358,7 +5364,7 @@ def b_python(ctx, argv):
         if main.__file__ is None:
             del main.__file__
     saved = (sys.modules.get("__main__"), sys.argv, sys.stdin, sys.stdout, sys.stderr, list(sys.path))
-    out_buf = _io.BytesIO()
+    out_buf = _KeepOpenBytesIO()
     err_w = _StreamToWriter(ctx.stderr)
     out_text = _io.TextIOWrapper(out_buf, encoding="utf-8", errors="backslashreplace", write_through=True)
     err_text = _io.TextIOWrapper(err_w, encoding="utf-8", errors="backslashreplace", write_through=True,
@@ -5483,6 +5489,13 @@ def _mk_raw():
         def __init__(self, w):
             self.w = w
 
+        def close(self):
+            pass
+
+        @property
+        def closed(self):
+            return False
+
         def writable(self):
             return True
 
@@ -5490,10 +5503,17 @@ def _mk_raw():
             self.w.write(bytes(b))
             return len(b)
 
-    return StdinRawIO, WriterRawIO
+    class KeepOpenBytesIO(_io.BytesIO):
+        """sys.stdout's buffer inside `python`: a script closing sys.stdout (json.tool does)
+        must not lose what it wrote."""
+
+        def close(self):
+            pass
+
+    return StdinRawIO, WriterRawIO, KeepOpenBytesIO
 
 
-_StdinRawIO, _WriterRawIO = _mk_raw()
+_StdinRawIO, _WriterRawIO, _KeepOpenBytesIO = _mk_raw()
 _StreamToWriter = _WriterRawIO  # noqa: F811 (a RawIOBase is what TextIOWrapper wants)
 
 _PIP_MSG = ("ERROR: pip install %s: packages are installed by the host before the run; ask for them with "
@@ -5658,6 +5678,7 @@ def _run(source, persist, capture):
     io = IO({0: Reader(b""), 1: chan, 2: err_w}, chan)
     sh.cond_depth = sh.loop_depth = sh.funcnest = 0
     sh.locals = []
+    sh.env_log = []
     limit = sys.getrecursionlimit()
     want = 20000 if sys.version_info >= (3, 12) else 12000
     if limit < want:

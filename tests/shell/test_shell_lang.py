@@ -4,6 +4,9 @@ temporary directory with the same fixture files, under bash (LC_ALL=C) and under
 vivarium_shell in this process (host python3); stdout and the exit status must match.
 
     python3 tests/shell/test_shell_lang.py [-v] [-k SUBSTRING]
+    python3 tests/shell/test_shell_lang.py --guest target/debug/vivarium [-k SUBSTRING]
+        # the same cases through the guest's CPython 3.15 (`vivarium run`, one sandbox for
+        # all, the guest modules copied in from python-wasi/guest/)
 
 Exits 1 when a case differs. Cases are one line each; a line ending in a backslash, or a
 here-document, continues on the next lines. Mostly the shell's own language and builtins
@@ -11,6 +14,7 @@ here-document, continues on the next lines. Mostly the shell's own language and 
 """
 
 import io
+import json
 import os
 import re
 import shutil
@@ -322,8 +326,99 @@ def run_ours(shell, script, cwd):
     return status, out, data
 
 
+GUEST_MAIN = r'''
+import importlib.util, io, json, os, sys, time
+for name, file in [("vivarium_shell_text", "shell_text.py"), ("vivarium_shell_lang", "shell_lang.py"),
+                   ("vivarium_shell_files", "shell_files.py"), ("vivarium_shell", "shell.py")]:
+    spec = importlib.util.spec_from_file_location(name, file)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+shell = sys.modules["vivarium_shell"]
+cases = json.load(open("cases.json"))
+fixture = json.load(open("fixture.json"))
+top = os.getcwd()
+results = []
+real_out, real_err = sys.stdout, sys.stderr
+t0 = time.perf_counter()
+for i, case in enumerate(cases):
+    d = os.path.join(top, "case%d" % i)
+    for rel, text in fixture.items():
+        p = os.path.join(d, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+    os.chdir(d)
+    env = dict(os.environ)
+    os.environ["HOME"] = d
+    os.environ["PWD"] = d
+    os.environ["LC_ALL"] = "C"
+    err = io.BytesIO()
+    sys.stderr = io.TextIOWrapper(err, write_through=True)
+    try:
+        status, out = shell.run_capture(case, persist=False)
+    finally:
+        sys.stderr.flush()
+        sys.stderr.detach()
+        sys.stderr = real_err
+        os.chdir(top)
+        os.environ.clear()
+        os.environ.update(env)
+    results.append([status, out.decode("latin-1").replace(d, "DIR").replace(os.path.basename(d), "DIR"),
+                    err.getvalue().decode("latin-1")])
+print(json.dumps({"results": results, "seconds": time.perf_counter() - t0}))
+'''
+
+
+def run_guest(vivarium, cases, verbose):
+    guest = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                          "python-wasi", "guest"))
+    d = tempfile.mkdtemp(prefix="shguest")
+    try:
+        with open(os.path.join(d, "main.py"), "w") as f:
+            f.write(GUEST_MAIN)
+        with open(os.path.join(d, "cases.json"), "w") as f:
+            json.dump(cases, f)
+        with open(os.path.join(d, "fixture.json"), "w") as f:
+            json.dump(FIXTURE, f)
+        cmd = [vivarium, "run", "--timeout-ms", "600000", "--fuel", "100000000000000",
+               "--output-bytes", str(64 << 20), "--file", "cases.json=" + os.path.join(d, "cases.json"),
+               "--file", "fixture.json=" + os.path.join(d, "fixture.json")]
+        for name in ("shell.py", "shell_text.py", "shell_lang.py", "shell_files.py"):
+            cmd += ["--file", "%s=%s" % (name, os.path.join(guest, name))]
+        cmd.append(os.path.join(d, "main.py"))
+        p = subprocess.run(cmd, capture_output=True, timeout=900)
+        if p.returncode != 0:
+            print(p.stdout.decode(errors="replace")[-3000:], p.stderr.decode(errors="replace")[-3000:])
+            return 1
+        data = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    bad = 0
+    for case, (status, out, err) in zip(cases, data["results"]):
+        d1 = tempfile.mkdtemp(prefix="shlang")
+        try:
+            make_fixture(d1)
+            want = run_bash(case, d1)
+        finally:
+            shutil.rmtree(d1, ignore_errors=True)
+        w = (want[0], want[1].replace(d1.encode(), b"DIR").replace(os.path.basename(d1).encode(), b"DIR"))
+        g = (status, out.encode("latin-1"))
+        if w != g:
+            bad += 1
+            print("MISMATCH (guest): %s\n  bash: %r\n  ours: %r" % (case, w, g))
+            if verbose:
+                print("  bash err: %r\n  ours err: %r" % (want[2], err))
+    print("%d cases in the guest, %d differ; the guest ran them in %.2f s" % (len(cases), bad, data["seconds"]))
+    return 1 if bad else 0
+
+
 def main(argv):
     verbose = "-v" in argv
+    if "--guest" in argv:
+        only = argv[argv.index("-k") + 1] if "-k" in argv else None
+        cases = [c for c in split_cases(CASES) if not only or only in c]
+        return run_guest(argv[argv.index("--guest") + 1], cases, verbose)
     only = argv[argv.index("-k") + 1] if "-k" in argv else None
     shell = run_host.load()
     cases = split_cases(CASES)
