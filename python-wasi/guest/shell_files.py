@@ -936,8 +936,6 @@ def ls(ctx, argv):
             files.append(e)
     files = sortkey_list(files)
     dirs = sortkey_list(dirs)
-    if gdf:
-        pass
     first = True
     if files:
         yield render(files, False, dirs if long_ else ())
@@ -2009,6 +2007,7 @@ def cp(ctx, argv):
     created = set()
     into_self = [False]
     tops = ["", ""]
+    active = set()
 
     def fail(msg):
         nonlocal status
@@ -2035,6 +2034,9 @@ def cp(ctx, argv):
                 fail(f"cannot copy a directory, {_q(tops[0])}, into itself, {_q(tops[1])}")
                 into_self[0] = True
                 return
+            if (sst.st_dev, sst.st_ino) in active and sst.st_ino:
+                fail(f"cannot copy {_q(src)}: a link back to a directory being copied")
+                return
             if dst_exists and not _st.S_ISDIR(os.stat(dst).st_mode if _st.S_ISLNK(
                     dlst.st_mode) and os.path.exists(dst) else dlst.st_mode):
                 fail(f"cannot overwrite non-directory {_q(dst)} with directory {_q(src)}")
@@ -2059,10 +2061,12 @@ def cp(ctx, argv):
             except OSError as e:
                 fail(f"cannot access {_q(src)}: {_strerror(e)}")
                 return
+            active.add((sst.st_dev, sst.st_ino))
             for n in names:
                 yield from copy(_concat(src, n), _concat(dst, n), False)
                 if into_self[0]:
                     break
+            active.discard((sst.st_dev, sst.st_ino))
             if preserve:
                 _preserve(sst, dst)
             return
@@ -2486,7 +2490,6 @@ def _parse_date(text, ctx=None, utc=False, now_ns=None):
             pending_num = int(t)
             i += 1
             continue
-        m2 = re.fullmatch(r"(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?", "".join(toks[i:i + 5]))
         if re.fullmatch(r"\d{1,2}", t) and nxt == "/":
             seg = [t]
             j = i + 1
@@ -2500,7 +2503,6 @@ def _parse_date(text, ctx=None, utc=False, now_ns=None):
                 date = (y, int(seg[0]), int(seg[1]))
                 i = j
                 continue
-        del m2
         if re.fullmatch(r"\d{8}", t):
             date = (int(t[:4]), int(t[4:6]), int(t[6:]))
             i += 1
@@ -2575,7 +2577,7 @@ def date(ctx, argv):
         return _usage(ctx, "date", e)
     import time as _time
 
-    utc, when, fmt, files = False, None, None, None
+    utc, fmt, files = False, None, None
     dstr = None
     ref = None
     for k, v in opts:
@@ -2959,7 +2961,7 @@ def find(ctx, argv):
         if t in ("-newer", "-anewer", "-cnewer"):
             ref = take(t)
             try:
-                rst = os.stat(ref) if (follow or True) else os.lstat(ref)
+                rst = os.stat(ref)
             except OSError as ex:
                 raise _FindError(f"{_q(ref)}: {_strerror(ex)}")
             rt = _ns(rst, "m")
@@ -3939,6 +3941,7 @@ def du(ctx, argv):
         maxd = 0
     seen = set()
     status = 0
+    hash_all = len(args) > 1 or deref  # as GNU du: every inode once over several operands
 
     def size_of(st):
         if apparent:
@@ -3966,7 +3969,8 @@ def du(ctx, argv):
             status = 1
             return 0, False
         key = (lst.st_dev, lst.st_ino)
-        if not count_links and (lst.st_nlink > 1 or _st.S_ISDIR(lst.st_mode)) and lst.st_ino:
+        if not count_links and (hash_all or lst.st_nlink > 1 or _st.S_ISDIR(
+                lst.st_mode)) and lst.st_ino:
             if key in seen:
                 return 0, False
             seen.add(key)
@@ -4328,11 +4332,9 @@ def _magic(data, size, path=None):
         le = d[5] == 1
         e = "<" if le else ">"
         etype, mach = struct.unpack(e + "HH", d[16:20])
-        interp = b"PT_INTERP"
         kind = {1: "relocatable", 2: "executable", 3: "shared object", 4: "core file"}.get(
             etype, "unknown")
         has_interp = b"/ld-linux" in d[:4096] or b"/ld-musl" in d[:4096]
-        del interp
         if etype == 3 and has_interp:
             kind = "pie executable"
         osabi = {0: "SYSV", 3: "GNU/Linux"}.get(d[7], "SYSV")
@@ -4411,9 +4413,6 @@ def _describe_text(data, enc):
     """file's text analysis: (description, mime)."""
     import re
 
-    charset = {"ASCII": "us-ascii", "UTF-8": "utf-8", "UTF-8 BOM": "utf-8",
-               "UTF-16LE": "utf-16le", "UTF-16BE": "utf-16be", "ISO-8859": "iso-8859-1",
-               "Non-ISO": "unknown-8bit", "Non-ISO extended-ASCII": "unknown-8bit"}[enc]
     encname = {"ASCII": "ASCII", "UTF-8": "Unicode text, UTF-8",
                "UTF-8 BOM": "Unicode text, UTF-8 (with BOM)",
                "UTF-16LE": "Unicode text, UTF-16, little-endian",
@@ -5410,6 +5409,7 @@ def tar(ctx, argv):
         tfm = tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT)
     warned_abs = False
     seen_inodes = {}
+    active = set()
     cwd = "."
 
     def add(path, arcname):
@@ -5460,6 +5460,15 @@ def tar(ctx, argv):
             return
         if ti.isdir() and not norec:
             try:
+                dst_ = os.stat(path)
+                key = (dst_.st_dev, dst_.st_ino)
+            except OSError:
+                key = None
+            if key is not None and key in active and dst_.st_ino:
+                _err(ctx, "tar", f"{arcname}: File system loop detected")
+                status = 2
+                return
+            try:
                 names = [de.name for de in os.scandir(path)]
             except OSError as e:
                 _err(ctx, "tar", f"{arcname}: Cannot open: {_strerror(e)}")
@@ -5467,8 +5476,10 @@ def tar(ctx, argv):
                 return
             if sort == "name":
                 names.sort(key=_b)
+            active.add(key)
             for n in names:
                 add(_concat(path, n), _concat(arcname, n))
+            active.discard(key)
 
     for t, o in seq:
         if t == "C":
@@ -5649,6 +5660,7 @@ def zip_(ctx, argv):
     else:
         entries = []  # (arcname, path)
         seen = set()
+        active = set()
 
         def collect(path, arc):
             try:
@@ -5664,11 +5676,17 @@ def zip_(ctx, argv):
                 if recurse:
                     try:
                         names = [de.name for de in os.scandir(path)]
+                        dst_ = os.stat(path)
+                        key = (dst_.st_dev, dst_.st_ino)
                     except OSError:
                         return
+                    if key in active and dst_.st_ino:
+                        return  # a link back to a directory being added
+                    active.add(key)
                     for n in names:
                         collect(_concat(path, n), _concat(arc.rstrip("/"), n) if arc not in (
                             ".", "./") else n)
+                    active.discard(key)
                 return
             name = _base_name(arc) if junk else arc
             if excluded(name) or name in seen:
@@ -6214,7 +6232,7 @@ def chmod(ctx, argv):
     bits, so the call succeeds and changes nothing (ls -l keeps showing 0644/0755)."""
     args = argv[1:]
     # a mode such as -w or -x looks like an option: GNU takes it as the mode
-    opts_words, rest = [], []
+    rest = []
     mode_s = None
     recursive = verbose = changes = quiet = False
     ref = None
@@ -6248,7 +6266,6 @@ def chmod(ctx, argv):
         else:
             rest.append(a)
         i += 1
-    del opts_words
     if ref is None and mode_s is None:
         if not rest:
             return _usage(ctx, "chmod", _Usage("missing operand"))
