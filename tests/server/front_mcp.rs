@@ -57,6 +57,7 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             "execute_python",
             "fork_session",
             "open_session",
+            "run_command",
             "run_in_session",
             "snapshot_session"
         ])
