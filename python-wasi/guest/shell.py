@@ -571,9 +571,18 @@ class Lexer:
                 self.read_heredocs()
             return ("N", None)
         if c in ";&|<>()":
-            if c == "<" or c == ">":
-                if i + 1 < n and src[i + 1] == "(":
-                    raise ShellError("process substitution: not supported in the sandbox (no processes)", 2)
+            if (c == "<" or c == ">") and i + 1 < n and src[i + 1] == "(":
+                p = Parser(src, i + 2, self.lineno(i))
+                node = p.parse_list_until(")")
+                if p.lex.next() != ("O", ")"):
+                    raise self.err("unexpected EOF while looking for matching `)'", eof=True)
+                j = p.lex.pos
+                parts = [("p", node, c)]
+                if j < n and src[j] not in " \t\n;&|<>()":
+                    more, j = self.scan(j, "word")
+                    parts.extend(more)
+                self.pos = j
+                return ("W", Word(src[i:j], parts))
             m = _OP_RE.match(src, i)
             self.pos = m.end()
             return ("O", m.group())
@@ -2096,6 +2105,11 @@ class Ctx:
         return status or 0, out
 
 
+_DYNAMIC = frozenset(["RANDOM", "SECONDS", "LINENO", "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "BASH_VERSION",
+                      "BASH", "HOSTNAME", "UID", "EUID", "SHLVL", "OSTYPE", "HOSTTYPE", "MACHTYPE", "PPID"])
+_STATIC_VARS = {"BASH_VERSION": "5.2.15(1)-release", "BASH": "/bin/bash", "HOSTNAME": "sandbox", "UID": "0",
+                "EUID": "0", "SHLVL": "1", "OSTYPE": "linux-gnu", "HOSTTYPE": "x86_64",
+                "MACHTYPE": "x86_64-pc-linux-gnu", "PPID": "1"}
 _BREAK = None  # a field break in expansion segments ("$@")
 _GeneratorType = type((lambda: (yield))())
 _SPECIAL_BUILTINS = frozenset([":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly",
@@ -2126,6 +2140,10 @@ class Shell:
         self.cmdsub_status = None
         self.traps = {}
         self.env_log = []
+        self.temp_files = []
+        self.list_depth = 0
+        self.exec_files = []
+        self.start_time = __import__("time").time()
         self.import_env()
         v = self.vars
         v.setdefault("IFS", " \t\n")
@@ -2344,6 +2362,10 @@ class Shell:
             return list(self.pos)
         if not (c.isalpha() or c == "_"):
             return self.special(name)
+        if name in _DYNAMIC:
+            d = self.dynamic(name)
+            if d is not None:
+                return d
         if name[-1] == "]":
             k = name.index("[")
             base = name[:k]
@@ -2367,6 +2389,28 @@ class Shell:
         if isinstance(v, dict):
             return v.get("0")
         return v
+
+    def dynamic(self, name):
+        v = self.get_var(name)
+        if name == "LINENO":
+            return str(self.lineno)
+        if v is not None and name not in ("RANDOM", "SECONDS"):
+            return None
+        import time
+        if name == "RANDOM":
+            import random
+            return str(random.randrange(32768))
+        if name == "SECONDS":
+            return str(int(time.time() - self.start_time))
+        if name == "EPOCHSECONDS":
+            return str(int(time.time()))
+        if name == "EPOCHREALTIME":
+            return "%.6f" % time.time()
+        if name == "BASHPID":
+            return str(os.getpid())
+        if name == "FUNCNAME":
+            return None
+        return _STATIC_VARS.get(name)
 
     def expand_param(self, part, io, out, quoted):
         _, name, op, arg, _dq = part
@@ -2595,6 +2639,8 @@ class Shell:
                 out.append((str(self.arith(text)), 1 if quoted else 2))
             elif k == "t":
                 out.append((self.tilde(p[1]), 1))
+            elif k == "p":
+                out.append((self.process_subst(p[1], p[2], io), 1))
 
     def tilde(self, user):
         if not user:
@@ -2636,6 +2682,34 @@ class Shell:
         self.cmdsub_status = _status_of(status)
         self.last_status = self.cmdsub_status
         return b2s(out.rstrip(b"\n"))
+
+    def process_subst(self, node, direction, io):
+        """<(list): the list runs to completion first, its output in a temporary file whose path
+        is the word (removed when the statement ends); >(list) needs a process: refused."""
+        if direction == ">":
+            raise CmdError(">(...): process substitution for writing is not supported in the sandbox "
+                           "(no processes)", 2)
+        import tempfile
+        st = self.save()
+        chan = Channel()
+        sio = IO({0: io.fds.get(0), 1: chan, 2: io.fds.get(2)}, chan)
+        got = []
+        try:
+            collect(self.exec_node(node, sio), chan, CMDSUB_MAX, got)
+        except (ShellExit, FuncReturn, LoopBreak, LoopContinue):
+            pass
+        except ShellError as e:
+            if "output too large" in e.msg:
+                raise
+            self.err(sio, e.msg)
+        finally:
+            self.restore(st)
+        got.append(chan.take())
+        fd, path = tempfile.mkstemp(prefix="procsub-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(got))
+        self.temp_files.append((self.list_depth, path))
+        return path
 
     def segments(self, parts, io):
         out = []
@@ -2773,19 +2847,25 @@ class Shell:
         status = 0
         items = node.items
         bg = node.bg
-        for k in range(len(items)):
-            item = items[k]
-            if bg[k]:
-                self.lineno = getattr(item, "line", self.lineno)
-                self.err(io, "background jobs (&): not supported in the sandbox (no processes)")
-                status = self.last_status = 2
-                continue
-            status = yield from _EXEC[item.kind](self, item, io)
-            self.last_status = status
-            if status and self.opts.get("e") and not self.cond_depth:
-                if item.kind == "andor" or (item.kind == "pipeline" and item.negate):
+        self.list_depth += 1
+        try:
+            for k in range(len(items)):
+                item = items[k]
+                if bg[k]:
+                    self.lineno = getattr(item, "line", self.lineno)
+                    self.err(io, "background jobs (&): not supported in the sandbox (no processes)")
+                    status = self.last_status = 2
                     continue
-                raise ShellExit(status)
+                status = yield from _EXEC[item.kind](self, item, io)
+                self.last_status = status
+                if self.temp_files:
+                    self.remove_temp_files(self.list_depth)
+                if status and self.opts.get("e") and not self.cond_depth:
+                    if item.kind == "andor" or (item.kind == "pipeline" and item.negate):
+                        continue
+                    raise ShellExit(status)
+        finally:
+            self.list_depth -= 1
         return status
 
     def exec_andor(self, node, io):
@@ -3027,6 +3107,19 @@ class Shell:
         except CmdError as e:
             self.err(io, "%s: %s" % (node.words[0].raw, e.msg) if e.status == 126 else e.msg)
             return e.status
+        if argv == ["exec"] and node.redirs and not node.assigns:
+            # exec >file 2>&1: the redirections stay for the rest of the shell (this IO)
+            try:
+                nio, opened = self.redirect(node.redirs, io)
+            except CmdError as e:
+                self.err(io, e.msg)
+                return e.status
+            _fix_std(nio, io)
+            io.fds.update(nio.fds)
+            for k in [k for k in io.fds if k not in nio.fds]:
+                del io.fds[k]
+            self.exec_files.extend(opened)
+            return 0
         if not argv:
             for name, w, append, sub in node.assigns:
                 self.do_assign(name, w, append, sub, io)
@@ -3254,6 +3347,19 @@ class Shell:
             self.restore(st)
             self.cond_depth, self.funcnest, self.traps = saved
         return status
+
+    def remove_temp_files(self, depth=0):
+        """Removes the process substitutions' files made by statements at depth or deeper."""
+        keep = []
+        for d, path in self.temp_files:
+            if d < depth:
+                keep.append((d, path))
+                continue
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.temp_files = keep
 
     def exit_trap(self, status, io):
         """Runs the EXIT trap if one is set; returns the status (exit in the trap changes it)."""
@@ -4993,7 +5099,7 @@ def b_umask(ctx, argv):
     return 0
 
 
-@builtin("hash", "times", "ulimit", "disown", "suspend", "bind", "history", "alias", "unalias", "enable",
+@builtin("hash", "times", "ulimit", "suspend", "bind", "history", "alias", "unalias", "enable",
          "caller", "dirs", "pushd", "popd", "fc", "help", "logout", "compgen", "complete")
 def b_noop(ctx, argv):
     if argv[0] == "ulimit":
@@ -5031,10 +5137,23 @@ def b_trap(ctx, argv):
     return 0
 
 
-@builtin("exec", "kill", "wait", "jobs", "fg", "bg", "coproc")
-def b_refused(ctx, argv):
-    if argv[0] == "exec" and len(argv) == 1:
+@builtin("exec")
+def b_exec(ctx, argv):
+    """exec CMD: runs CMD, then the shell ends with its status (no process to replace);
+    exec with redirections only is handled by exec_simple (they stay for the shell)."""
+    args = argv[1:]
+    while args and args[0].startswith("-") and args[0] != "--":
+        args = args[1:]
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
         return 0
+    status = yield from ctx.shell.run_argv(args, ctx.io)
+    raise ShellExit(status)
+
+
+@builtin("kill", "wait", "jobs", "fg", "bg", "coproc", "disown")
+def b_refused(ctx, argv):
     if argv[0] == "wait" and len(argv) == 1:
         return 0
     ctx.shell.err(ctx.io, "%s: not supported in the sandbox (no processes)" % argv[0])
@@ -5756,6 +5875,14 @@ def _program(sh, source, io):
         status = 0
     status = yield from sh.exit_trap(status, io)
     sh.last_status = status
+    for f in sh.exec_files:
+        try:
+            f.close()
+        except Exception:
+            pass
+    sh.exec_files = []
+    if sh.temp_files:
+        sh.remove_temp_files()
     return status
 
 

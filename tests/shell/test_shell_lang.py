@@ -266,6 +266,29 @@ echo file{1,2}.{txt,log}
 mkdir -p nd/{x,y}; ls nd
 echo "$((1 + 2))" '$((1 + 2))'
 echo ${!HOME*} 2>/dev/null | wc -w
+printf 'b\na\n' > u1; printf 'a\nc\n' > u2; diff <(sort u1) <(sort u2); echo $?
+while read l; do echo "[$l]"; done < <(printf 'x\ny\n')
+f() { cat "$1"; }; f <(echo via-f)
+exec 3>&1; exec > ex.out; echo to-file; exec 1>&3; cat ex.out
+exec echo via-exec; echo not
+echo $LINENO; echo ${BASH_VERSION%%.*}
+x=$(cat <<EOF
+in cmdsub heredoc $((2*3))
+EOF
+); echo "$x"
+f() {
+  cat <<EOF
+func heredoc $1
+EOF
+}; f arg
+echo $(( $(echo 3) + 1 )) $(( `echo 2` * 2 ))
+cat <<EOF > hd.txt; cat hd.txt
+to file
+EOF
+echo 'a b' | { read -a arr; echo ${arr[1]}; }
+set -x; echo traced 2>/dev/null; set +x
+time echo timed 2>/dev/null
+IFS=: ; set -- a:b:c; echo "$*"; echo $2
 """
 
 FIXTURE = {"a.txt": "alpha\nbeta\n", "b.txt": "bee\n", "dir/c.txt": "see\n", "dir/d.txt": "", ".hidden": "h\n"}
