@@ -201,6 +201,64 @@ def lossy(b):
     return b.decode("utf-8", "replace").encode()
 
 
+KEYWORDS = {"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "esac", "in",
+            "!", "{", "}", "]]", "time"}
+
+
+def commands_of(source):
+    """The command names an entry uses (roughly: each word at a command's start)."""
+    import re
+    import shlex
+
+    names = set()
+    text = re.sub(
+        r"<<-?\s*'?(\w+)'?([^\n]*)\n.*?\n\s*\1(\n|$)", r"\2\n", source, flags=re.S
+    )
+    # separators outside quotes become newlines
+    flat, quote, i = [], None, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = None
+            elif c == "\\" and quote == '"':
+                flat.append(c)
+                i += 1
+                c = text[i] if i < len(text) else ""
+            flat.append(c)
+        elif c in "'\"":
+            quote = c
+            flat.append(c)
+        elif c == "\\":
+            flat.append(text[i : i + 2])
+            i += 1
+        elif c in "|;&()`{}\n":
+            flat.append("\n")
+        elif c == "$" and text[i + 1 : i + 2] == "(":
+            flat.append("\n")
+            i += 1
+        else:
+            flat.append(c)
+        i += 1
+    for piece in "".join(flat).split("\n"):
+        try:
+            words = shlex.split(piece, comments=True)
+        except ValueError:
+            words = piece.split()
+        if words and words[0] in ("for", "case", "select", "function"):
+            continue
+        if words and words[0] in ("[", "[["):
+            names.add("test")
+            continue
+        while words and (("=" in words[0] and not words[0].startswith("=")) or words[0] in KEYWORDS):
+            words = words[1:]
+        if len(words) >= 1 and words[0] in ("then", "do", "else"):
+            words = words[1:]
+        if words and re.match(r"^[A-Za-z_][\w.\[-]*$", words[0]):
+            names.add(words[0])
+    return names
+
+
 def compact_diff(want, got, limit=14):
     a = want.decode("utf-8", "backslashreplace").splitlines(keepends=True)
     b = got.decode("utf-8", "backslashreplace").splitlines(keepends=True)
@@ -304,21 +362,33 @@ def main():
                 tail = err[-3:]
                 out.extend("  stderr: " + e[:200] for e in tail)
             out.append("")
+    summary = []
     known = [r for r in records if r["known"]]
     if known:
         same = sum(r["match"] for r in known)
-        out.append(f"known differences: {same} of {len(known)} happen to match now")
-    out.append("per area (matched/total):")
+        summary.append(f"known differences: {same} of {len(known)} happen to match now")
+    summary.append("per area (matched/total):")
     for area, (m, t) in areas.items():
         flag = "" if m == t else "  <--"
-        out.append(f"  {area:42s} {m:3d}/{t:<3d}{flag}")
+        summary.append(f"  {area:42s} {m:3d}/{t:<3d}{flag}")
+    tally = {}
+    for r in mismatches:
+        for name in sorted(commands_of(r["entry"])):
+            tally[name] = tally.get(name, 0) + 1
+    if tally:
+        summary.append("mismatched entries by the commands they use (an entry counts for each):")
+        ranked = sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))
+        for i in range(0, len(ranked), 6):
+            summary.append("  " + "  ".join(f"{k} {v}" for k, v in ranked[i : i + 6]))
     pct = 100.0 * matched / total if total else 0.0
-    out.append(f"matched {matched}/{total} ({pct:.1f} %) in {elapsed:.1f} s")
-    text = "\n".join(out) + "\n"
-    sys.stdout.write(text)
+    summary.append(f"matched {matched}/{total} ({pct:.1f} %) in {elapsed:.1f} s")
+    sys.stdout.write("\n".join(out + summary) + "\n")
     if args.report:
         with open(args.report, "w") as f:
-            f.write(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()) + "\n" + text)
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            mode = "--server " + args.server if args.server else "--host-python"
+            f.write(f"{stamp}: python3 tests/shell/differential.py {mode}\n")
+            f.write("\n".join(summary + ["", "MISMATCHES", ""] + out) + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
