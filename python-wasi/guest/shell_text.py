@@ -1717,7 +1717,7 @@ _NOT_PRINT = bytes(c for c in range(256) if not (0x20 <= c < 0x7F))
 
 
 class _SortKey:
-    __slots__ = ("sword", "schar", "eword", "echar", "skipsb", "skipeb", "flags")
+    __slots__ = ("sword", "schar", "eword", "echar", "skipsb", "skipeb", "flags", "beg_rx", "end_rx")
 
     def __init__(self):
         self.sword = 0
@@ -1869,52 +1869,48 @@ def _is_blank(c):
     return c == 32 or c == 9
 
 
+def _key_regexes(key, tab):
+    """Compiled regexes locating a key's start and end fields (GNU's begfield / limfield)."""
+    if tab is None:
+        beg = re.compile(rb"(?:[ \t]*[^ \t]*){%d}" % key.sword) if key.sword else None
+    else:
+        t = re.escape(tab)
+        beg = re.compile(rb"(?:[^%s]*%s){%d}" % (t, t, key.sword)) if key.sword else None
+    end = None
+    if key.eword is not None:
+        eword = key.eword + (1 if key.echar == 0 else 0)
+        if tab is None:
+            end = re.compile(rb"(?:[ \t]*[^ \t]*){%d}" % eword)
+        elif eword:
+            t = re.escape(tab)
+            tail = rb"%s?" % t if key.echar else b""
+            end = re.compile(rb"(?:[^%s]*%s){%d}[^%s]*%s" % (t, t, eword - 1, t, tail))
+    key.beg_rx = beg
+    key.end_rx = end
+
+
 def _extract(line, key, tab):
     n = len(line)
-    # begfield
-    ptr = 0
-    if tab is not None:
-        for _ in range(key.sword):
-            j = line.find(tab, ptr)
-            if j < 0:
-                ptr = n
-                break
-            ptr = j + 1
+    if key.sword:
+        m = key.beg_rx.match(line)
+        ptr = m.end() if m else n
     else:
-        for _ in range(key.sword):
-            while ptr < n and _is_blank(line[ptr]):
-                ptr += 1
-            while ptr < n and not _is_blank(line[ptr]):
-                ptr += 1
+        ptr = 0
     if key.skipsb:
-        while ptr < n and _is_blank(line[ptr]):
+        while ptr < n and (line[ptr] == 32 or line[ptr] == 9):
             ptr += 1
     beg = min(n, ptr + key.schar)
     if key.eword is None:
         return line[beg:]
-    # limfield
-    eword = key.eword
     echar = key.echar
-    if echar == 0:
-        eword += 1
-    ptr = 0
-    if tab is not None:
-        while ptr < n and eword:
-            eword -= 1
-            j = line.find(tab, ptr)
-            ptr = n if j < 0 else j
-            if ptr < n and (eword or echar):
-                ptr += 1
+    if key.end_rx is None:
+        ptr = 0
     else:
-        while ptr < n and eword:
-            eword -= 1
-            while ptr < n and _is_blank(line[ptr]):
-                ptr += 1
-            while ptr < n and not _is_blank(line[ptr]):
-                ptr += 1
+        m = key.end_rx.match(line)
+        ptr = m.end() if m else n
     if echar:
         if key.skipeb:
-            while ptr < n and _is_blank(line[ptr]):
+            while ptr < n and (line[ptr] == 32 or line[ptr] == 9):
                 ptr += 1
         ptr = min(n, ptr + echar)
     if ptr <= beg:
@@ -2018,6 +2014,7 @@ def _sort(ctx, argv):
     else:
         specs = []
         for kk in keys:
+            _key_regexes(kk, tab)
             flags = kk.flags
             whole = kk.sword == 0 and kk.schar == 0 and kk.eword is None and not kk.skipsb
             wrap = ("r" in flags) != reverse
