@@ -1513,8 +1513,8 @@ def _grep_file(g, f, name):
             lstart_prev = 0
             while pos < n:
                 m = search(chunk, pos)
-                if m is None:
-                    break
+                if m is None or (m.start() == n and chunk.endswith(eol)):
+                    break  # (an empty match after the last line's end is no line)
                 s = chunk.rfind(eol, 0, m.start()) + 1
                 if s < pos:
                     s = pos
