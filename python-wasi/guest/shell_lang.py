@@ -349,7 +349,35 @@ def _sub_all(rx, s, template_fn, start_count=1, only=None):
 # Shared helpers
 
 
-def _open_out(path, mode="wb"):
+class _NullFile:
+    """/dev/null, which the sandbox does not have."""
+
+    def write(self, data):
+        return len(data)
+
+    def read(self, n=-1):
+        return b""
+
+    def readline(self, n=-1):
+        return b""
+
+    def __iter__(self):
+        return iter(())
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _open(path, mode="rb"):
+    """open(), with /dev/null that works in the sandbox too."""
+    if path == "/dev/null" or path == b"/dev/null":
+        return _NullFile()
     return open(path, mode)
 
 
@@ -551,7 +579,7 @@ class _SedParser:
             return name
         if name not in self.wfiles:
             try:
-                self.wfiles[name] = open(name, "wb")
+                self.wfiles[name] = _open(name, "wb")
             except OSError as e:
                 raise _SedError(f"couldn't open file {name}: {_strerror(e)}")
         return name
@@ -890,7 +918,7 @@ class _SedInput:
     def _open_next(self):
         while self.files:
             name = self.files.pop(0)
-            if name == "-":
+            if name == "-" or name == "/dev/stdin":
                 self.cur = self.ctx.stdin
                 self.cur_name = "-"
                 return True
@@ -898,7 +926,7 @@ class _SedInput:
                 if os.path.isdir(name):
                     self.on_error(f"couldn't edit {name}: not a regular file" if False else f"read error on {name}: Is a directory")
                     continue
-                self.cur = open(name, "rb")
+                self.cur = _open(name, "rb")
                 self.cur_name = name
                 return True
             except OSError as e:
@@ -1071,7 +1099,7 @@ class _SedRun:
                 self.write(item)
             elif item[0] == "r":
                 try:
-                    with open(item[1], "rb") as f:
+                    with _open(item[1], "rb") as f:
                         data = f.read()
                     if data:
                         self.write(data)
@@ -1081,7 +1109,7 @@ class _SedRun:
                 f = self.rfiles.get(item[1])
                 if f is None:
                     try:
-                        f = self.rfiles[item[1]] = open(item[1], "rb")
+                        f = self.rfiles[item[1]] = _open(item[1], "rb")
                     except OSError:
                         f = self.rfiles[item[1]] = False
                 if f:
@@ -1505,7 +1533,7 @@ def _read_script_file(ctx, name):
         if name == "-":
             data = ctx.stdin.read()
         else:
-            with open(name, "rb") as f:
+            with _open(name, "rb") as f:
                 data = f.read()
     except OSError as e:
         raise _Usage(f"couldn't open file {name}: {_strerror(e)}")
@@ -3315,7 +3343,7 @@ class _AwkRuntime:
         f = self.files.get(target)
         if f is None:
             try:
-                f = self.files[target] = open(target, "ab" if mode == ">>" else "wb")
+                f = self.files[target] = _open(target, "ab" if mode == ">>" else "wb")
             except OSError as e:
                 raise AwkError(f"can't redirect to `{target.decode('utf-8', 'surrogateescape')}' ({_strerror(e)})")
         f.write(data)
@@ -3423,7 +3451,7 @@ class _AwkRuntime:
                 yield from self.read_records(self.ctx.stdin)
                 continue
             try:
-                f = open(sarg, "rb")
+                f = _open(sarg, "rb")
             except OSError as e:
                 raise AwkError(f"cannot open \"{sarg}\" ({_strerror(e)})")
             try:
@@ -3456,7 +3484,7 @@ class _AwkRuntime:
                     it = self.read_records(self.ctx.stdin)
                 else:
                     try:
-                        f = open(src, "rb")
+                        f = _open(src, "rb")
                     except OSError:
                         return -1.0
                     it = self.read_records(f)
@@ -3543,7 +3571,7 @@ def awk(ctx, argv):
                 if pf == "-":
                     src_parts.append(ctx.stdin.read())
                 else:
-                    with open(pf, "rb") as f:
+                    with _open(pf, "rb") as f:
                         src_parts.append(f.read())
             except OSError as e:
                 ctx.stderr.write(f"awk: couldn't open file {pf}: {_strerror(e)}\n".encode())
@@ -3980,7 +4008,7 @@ def curl(ctx, argv):
                 if fname == "-":
                     raw = ctx.stdin.read()
                 else:
-                    with open(fname, "rb") as f:
+                    with _open(fname, "rb") as f:
                         raw = f.read()
             except OSError:
                 ctx.stderr.write(f"Warning: Couldn't read data from file \"{fname}\", this makes an empty POST.\n".encode())
@@ -4000,7 +4028,7 @@ def curl(ctx, argv):
             if upload == "-":
                 body = ctx.stdin.read()
             else:
-                with open(upload, "rb") as f:
+                with _open(upload, "rb") as f:
                     body = f.read()
         except OSError as e:
             return report(26, f"Failed to open/read local data from file/application")
@@ -4099,7 +4127,7 @@ def curl(ctx, argv):
             info["size_header"] = len(head)
             if target is not None and target != "-":
                 try:
-                    out_file = open(target, "wb")
+                    out_file = _open(target, "wb")
                 except OSError as e:
                     resp.close()
                     status = report(23, f"Failure writing output to destination ({target}: {_strerror(e)})")
@@ -4199,7 +4227,7 @@ def wget(ctx, argv):
                 body, method = val.encode("utf-8", "surrogateescape"), method or "POST"
             elif name == "post-file":
                 try:
-                    with open(val, "rb") as f:
+                    with _open(val, "rb") as f:
                         body, method = f.read(), method or "POST"
                 except OSError as e:
                     ctx.stderr.write(f"wget: {val}: {_strerror(e)}\n".encode())
@@ -4309,7 +4337,7 @@ def wget(ctx, argv):
                 name = out_name
                 if shared_out is None:
                     try:
-                        shared_out = open(name, "wb")
+                        shared_out = _open(name, "wb")
                     except OSError as e:
                         resp.close()
                         ctx.stderr.write(f"wget: {name}: {_strerror(e)}\n".encode())
@@ -4327,7 +4355,7 @@ def wget(ctx, argv):
                 try:
                     if out_dir:
                         os.makedirs(out_dir, exist_ok=True)
-                    f = open(name, "wb")
+                    f = _open(name, "wb")
                 except OSError as e:
                     resp.close()
                     ctx.stderr.write(f"wget: {name}: {_strerror(e)}\n".encode())
