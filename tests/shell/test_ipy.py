@@ -18,7 +18,6 @@ tests/shell/run_host.py's loader, under its guest name, with the guest shell bes
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
