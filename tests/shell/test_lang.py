@@ -672,7 +672,7 @@ def run_guest(vivarium, cases, verbose):
             json.dump(cases, f)
         with open(os.path.join(d, "fixture.json"), "w") as f:
             json.dump(FIXTURE, f)
-        cmd = [vivarium, "run", "--timeout-ms", "600000", "--fuel", "100000000000000",
+        cmd = [vivarium, "run", "--timeout-ms", "600000", "--fuel", "5000000000000",
                "--output-bytes", str(64 << 20), "--file", "cases.json=" + os.path.join(d, "cases.json"),
                "--file", "fixture.json=" + os.path.join(d, "fixture.json")]
         for name in ("shell.py", "shell_text.py", "shell_lang.py", "shell_files.py"):
