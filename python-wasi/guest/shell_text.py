@@ -215,10 +215,6 @@ def _blocks(f, size=BLOCK):
         yield b
 
 
-def _escape_name(ctx, name, fname):
-    return _b(fname)
-
-
 class _Batch:
     """Collects output pieces; `take()` returns a chunk once enough is gathered."""
 
@@ -773,12 +769,16 @@ def _wc(ctx, argv):
                 else:
                     total += st.st_size
             width = max(len(str(total)), minimum)
-    results = []
     status = 0
     totals = [0, 0, 0, 0]
     for fname in names:
         try:
             f = _open(ctx, fname)
+        except IsADirectoryError as e:
+            # GNU opens a directory, fails to read it and prints its (zero) counts.
+            _oserr(ctx, "wc", fname, e)
+            status = 1
+            f = _EMPTY()
         except OSError as e:
             _oserr(ctx, "wc", fname, e)
             status = 1
@@ -796,7 +796,6 @@ def _wc(ctx, argv):
         totals[3] = max(totals[3], counts[3])
         if total_mode != "only":
             yield _wc_line(order, counts, width, None if not files else fname)
-        results.append(counts)
     if total_mode == "always" or (total_mode == "auto" and len(names) > 1):
         yield _wc_line(order, totals, width, "total")
     elif total_mode == "only":
@@ -818,6 +817,19 @@ def _stdin_stat(ctx):
         if f is None:
             return None
     return None
+
+
+class _EMPTY:
+    """An input with nothing in it: what GNU tools read from a directory after the error."""
+
+    def read(self, n=-1):
+        return b""
+
+    def __iter__(self):
+        return iter(())
+
+    def close(self):
+        pass
 
 
 def _is_reg(st):
@@ -1366,6 +1378,8 @@ def _grep(ctx, argv):
             if not nomsg:
                 _err(ctx, "grep", f"{fname}: Is a directory")
             g.error = True
+            # GNU reads the directory as an input that fails at once (grep -c prints d:0).
+            yield from _grep_file(g, _EMPTY(), fname)
             continue
         if excludes and _grep_excluded(fname, excludes, False):
             continue
@@ -1865,10 +1879,6 @@ def _parse_keyspec(spec, global_flags):
     return key
 
 
-def _is_blank(c):
-    return c == 32 or c == 9
-
-
 def _key_regexes(key, tab):
     """Compiled regexes locating a key's start and end fields (GNU's begfield / limfield)."""
     if tab is None:
@@ -2171,7 +2181,6 @@ def _uniq(ctx, argv):
             yield from recs
 
     def groups():
-        cur = None
         curkey = None
         members = []
         for line in records():
@@ -2620,6 +2629,10 @@ def _paste(ctx, argv):
     for fname in files:
         try:
             handles.append(_open(ctx, fname))
+        except IsADirectoryError as e:
+            _oserr(ctx, "paste", fname, e)
+            status = 1
+            handles.append(_EMPTY())
         except OSError as e:
             for h in handles:
                 _close(ctx, h)
@@ -2830,14 +2843,11 @@ def _seq(ctx, argv):
     i = 0
     out = []
     started = False
-    prev_text = None
     while True:
         v = a + step * i
         if (step > 0 and v > z) or (step < 0 and v < z):
             break
-        t = render(v)
-        out.append(t)
-        prev_text = t
+        out.append(render(v))
         i += 1
         if len(out) >= 1000:
             yield (sep if started else b"") + sep.join(out)
