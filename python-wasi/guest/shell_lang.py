@@ -780,7 +780,31 @@ class _SedParser:
             self.i += 1
         self.end_of_cmd()
         rx = self.make_rx(pat, icase, multi)
-        cmd.arg = (rx, _parse_replacement(rep), glob, nth, pflag, wname)
+        tpl = _replacement_template(rep)
+        if tpl is not None and glob and (rx is None or _can_match_empty(rx)):
+            tpl = None
+        if nth is not None and not (nth == 1 and not glob):
+            tpl = None
+        cmd.arg = (rx, _parse_replacement(rep), glob, nth, pflag, wname, tpl)
+
+
+def _replacement_template(rep):
+    """A Python re template for a sed replacement without case conversion, else None."""
+    parts = _parse_replacement_parts(rep)
+    if parts is None:
+        return None
+    out = []
+    for p in parts:
+        if p.__class__ is int:
+            out.append(b"\\g<%d>" % p)
+        else:
+            out.append(p.replace(b"\\", b"\\\\"))
+    return b"".join(out)
+
+
+def _parse_replacement_parts(rep):
+    fn = _parse_replacement(rep)
+    return getattr(fn, "parts", None)
 
 
 def _parse_replacement(rep):
@@ -832,17 +856,13 @@ def _parse_replacement(rep):
     if lit:
         parts.append("".join(lit).encode("latin-1"))
     if not case_ops:
-        if all(isinstance(p, bytes) for p in parts):
-            const = b"".join(parts)
-            return lambda m: const
-        if len(parts) == 1 and parts[0] == 0:
-            return lambda m: m.group(0)
         tpl = tuple(parts)
 
         def fn(m):
             g = m.group
             return b"".join(p if p.__class__ is bytes else (g(p) or b"") for p in tpl)
 
+        fn.parts = tpl
         return fn
     tpl = tuple(parts)
 
@@ -1165,9 +1185,14 @@ class _SedRun:
                 name = c.name
                 i += 1
                 if name == "s":
-                    rx, repl, glob, nth, pflag, wname = c.arg
-                    rx = self.rx(rx)
-                    if glob or (nth and nth > 1):
+                    rx, repl, glob, nth, pflag, wname, tpl = c.arg
+                    if rx is None:
+                        rx = self.rx(rx)
+                    else:
+                        self.last_rx = rx
+                    if tpl is not None:
+                        new, did = rx.subn(tpl, ps, 0 if glob else 1)
+                    elif glob or (nth and nth > 1):
                         new, did = _sub_all(rx, ps, repl, nth or 1, None if glob else nth)
                     else:
                         m = rx.search(ps)
@@ -2146,10 +2171,12 @@ class _AwkCompiler:
             return f"(1.0 if {c}.search(R.rec) else 0.0)"
         if t == "g":
             self.err()
+        if t == "f":
+            return f"_atonum({c})"
         return f"_n({c})"
 
     def to_str(self, c, t):
-        if t == "s":
+        if t == "s" or t == "f":
             return c
         if t == "c":
             return f"(b'1' if {c} else b'0')"
@@ -2160,7 +2187,7 @@ class _AwkCompiler:
         return f"_s({c})"
 
     def to_out(self, c, t):
-        if t == "s":
+        if t == "s" or t == "f":
             return c
         if t in ("c", "r"):
             return self.to_str(c, t)
@@ -2223,7 +2250,9 @@ class _AwkCompiler:
             return self.var_ref(name), "x"
         if kind == "elem":
             return f"{lv[1]}.setdefault({lv[2]}, b'')", "x"
-        return f"R.f({lv[1]})", "x"
+        if lv[1] == "0":
+            return "R.rec", "f"
+        return f"R.f({lv[1]})", "f"
 
     def compound(self, lv, op, val, vt):
         """lv op= val."""
@@ -2780,10 +2809,14 @@ class _AwkCompiler:
         for part, lines in (("_begin", self.begin), ("_main", self.main), ("_end", self.end)):
             if not lines:
                 out.append(f"{part} = None")
+                out.append(f"{part}_gen = False")
                 continue
+            gen = any("yield" in line for line in lines)
+            out.append(f"{part}_gen = {gen}")
             out.append(f"def {part}():")
             out.append(gdecl)
-            out.append("    if False: yield")
+            if gen:
+                out.append("    if False: yield")
             out.extend(lines)
         return "\n".join(out) + "\n"
 
@@ -3104,7 +3137,7 @@ def _dre(s):
 
 def _make_splitter(fs, paragraph=False):
     if fs == b" ":
-        return lambda r: _A_WS_FIND(r)
+        return _ws_split
     if paragraph:
         rx = _dre(b"(" + (re.escape(fs) if len(fs) == 1 else fs) + b")|\n")
         return lambda r: _rx_split(rx, r)
@@ -3114,6 +3147,12 @@ def _make_splitter(fs, paragraph=False):
         return lambda r: r.split(fs) if r else []
     rx = _dre(fs)
     return lambda r: _rx_split(rx, r)
+
+
+def _ws_split(r):
+    if b"\r" in r or b"\x0b" in r or b"\x0c" in r:
+        return _A_WS_FIND(r)
+    return r.split()
 
 
 def _rx_split(rx, r):
@@ -3590,7 +3629,7 @@ def awk(ctx, argv):
         ns = dict(comp.consts)
         ns.update(
             R=R, _w=out.append, _out=out, _n=_n, _s=R.tos, _o=R.too, _b=_b, _k=R.tos, _cmp=None,
-            _div=_div, _mod=_mod, _pow=_pow, _fi=_fi, _aset=_aset, _acomp=_acomp,
+            _atonum=_atonum, _div=_div, _mod=_mod, _pow=_pow, _fi=_fi, _aset=_aset, _acomp=_acomp,
             _ainc=_ainc, _len=_len, _sub=_sub, _substr=_substr, _sprintf=_make_sprintf(R.tos),
             _int=_int, _math_sin=_math_sin, _math_cos=_math_cos, _math_exp=_math_exp,
             _math_log=_math_log, _math_sqrt=_math_sqrt, math=math, _dre=_dre,
@@ -3623,9 +3662,12 @@ def awk(ctx, argv):
         exiting = False
         if begin is not None:
             try:
-                for _ in begin():
-                    yield b"".join(out)
-                    out.clear()
+                if ns["_begin_gen"]:
+                    for _ in begin():
+                        yield b"".join(out)
+                        out.clear()
+                else:
+                    begin()
             except _AwkExit as e:
                 exiting = True
                 if e.status is not None:
@@ -3647,17 +3689,22 @@ def awk(ctx, argv):
                 if last is not None:
                     R.set_rec(last)
             else:
+                main_gen = ns["_main_gen"]
+                if R.main_iter is None:
+                    R.main_iter = R.inputs()
                 try:
-                    while True:
-                        rec = nxt()
-                        if rec is None:
-                            break
+                    for rec in R.main_iter:
+                        R.NR += 1.0
+                        R.FNR += 1.0
                         R.rec = rec
                         R.flds = None
                         try:
-                            for _ in main():
-                                yield b"".join(out)
-                                out.clear()
+                            if main_gen:
+                                for _ in main():
+                                    yield b"".join(out)
+                                    out.clear()
+                            else:
+                                main()
                         except _AwkNext:
                             pass
                         except _AwkNextFile:
@@ -3675,9 +3722,12 @@ def awk(ctx, argv):
                         status = int(e.status) & 255
         if end is not None:
             try:
-                for _ in end():
-                    yield b"".join(out)
-                    out.clear()
+                if ns["_end_gen"]:
+                    for _ in end():
+                        yield b"".join(out)
+                        out.clear()
+                else:
+                    end()
             except _AwkExit as e:
                 if e.status is not None:
                     status = int(e.status) & 255
