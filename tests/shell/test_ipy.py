@@ -235,7 +235,8 @@ class Transform(unittest.TestCase):
         for _ in range(50):
             self.assertFalse(IPY.needs_transform(big))
         per = (time.perf_counter() - t0) / 50
-        self.assertLess(per, 0.005, f"{per * 1e3:.2f} ms for 2000 plain lines")
+        # About 1 ms on an idle host; the tokenizer alone would take some 30 times longer.
+        self.assertLess(per, 0.01, f"{per * 1e3:.2f} ms for 2000 plain lines")
 
 
 class Magics(unittest.TestCase):
