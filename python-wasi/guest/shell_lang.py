@@ -3964,6 +3964,8 @@ def curl(ctx, argv):
             opts["data"].append((name, val))
         elif name == "url":
             opts["url"].append(val)
+        elif name in ("form", "form-string"):
+            opts.setdefault("form", []).append((name, val))
         elif name == "output":
             opts["output"].append(val)
         else:
@@ -4072,6 +4074,36 @@ def curl(ctx, argv):
         pieces.append(raw)
     if pieces:
         body = (b"" if json_data and not form_data else b"&").join(pieces) if not json_data else b"".join(pieces)
+    form_ct = None
+    if opts.get("form"):
+        boundary = "------------------------" + "%016x" % random.getrandbits(64)
+        chunks = []
+        for kind, spec in opts["form"]:
+            name, _, value = spec.partition("=")
+            ctype = None
+            if kind == "form" and ";type=" in value:
+                value, _, ctype = value.partition(";type=")
+            if kind == "form" and value.startswith("@") or kind == "form" and value.startswith("<"):
+                fname = value[1:]
+                try:
+                    with _open(fname, "rb") as f:
+                        content = f.read()
+                except OSError:
+                    return report(26, "Failed to open/read local data from file/application")
+                if value.startswith("@"):
+                    disp = f'form-data; name="{name}"; filename="{os.path.basename(fname)}"'
+                    ctype = ctype or "application/octet-stream"
+                else:
+                    disp = f'form-data; name="{name}"'
+            else:
+                content = value.encode("utf-8", "surrogateescape")
+                disp = f'form-data; name="{name}"'
+            head = f"--{boundary}\r\nContent-Disposition: {disp}\r\n"
+            if ctype:
+                head += f"Content-Type: {ctype}\r\n"
+            chunks.append(head.encode("utf-8", "surrogateescape") + b"\r\n" + content + b"\r\n")
+        body = b"".join(chunks) + f"--{boundary}--\r\n".encode()
+        form_ct = f"multipart/form-data; boundary={boundary}"
     upload = opts.get("upload-file")
     if upload is not None:
         try:
@@ -4114,7 +4146,9 @@ def curl(ctx, argv):
         headers.append(("Accept-Encoding", "gzip, deflate"))
     method = opts.get("request")
     if body is not None and "content-type" not in have and "get" not in flags:
-        if json_data:
+        if form_ct:
+            headers.append(("Content-Type", form_ct))
+        elif json_data:
             headers.append(("Content-Type", "application/json"))
         elif upload is None:
             headers.append(("Content-Type", "application/x-www-form-urlencoded"))

@@ -507,6 +507,8 @@ wget -q $U/404
 wget -q http://nosuchhost.invalid/
 wget -q $U/
 wget -q $U/hello $U/hello
+curl -s -F name=bob -F file=@f1 -F 'doc=<f2;type=text/plain' $U/echo | sed 's/-\{20,\}[0-9a-f]*/B/g'
+curl -s -o /dev/null -w '%{http_code} %{content_type}\n' $U/data.json
 """
 
 
