@@ -2982,16 +2982,20 @@ def _math_exp(x):
 
 
 def _math_log(x):
-    if x < 0 or x != x:
-        return float("nan")
+    if x != x:
+        return x
+    if x < 0:
+        return -float("nan")  # what C's log gives (printed -nan)
     if x == 0:
         return float("-inf")
     return math.log(x)
 
 
 def _math_sqrt(x):
-    if x < 0 or x != x:
-        return float("nan")
+    if x != x:
+        return x
+    if x < 0:
+        return -float("nan")
     return math.sqrt(x)
 
 
@@ -3213,6 +3217,8 @@ class _AwkRuntime:
             return x
         if x.is_integer() and abs(x) < 1e30:
             return b"%d" % x
+        if x != x:
+            return b"-nan" if math.copysign(1.0, x) < 0 else b"nan"
         return self.CONVFMT % x
 
     def too(self, x):
@@ -3220,6 +3226,8 @@ class _AwkRuntime:
             return x
         if x.is_integer() and abs(x) < 1e30:
             return b"%d" % x
+        if x != x:
+            return b"-nan" if math.copysign(1.0, x) < 0 else b"nan"
         return self.OFMT % x
 
     # --- records and fields

@@ -445,6 +445,67 @@ awk '{ print NR": "$0 }' app.py | tail -2
 awk 'NR>1' data.csv | awk -F, '{print $1}'
 awk 'BEGIN { "echo 5" | getline n; print n * 2 }'
 awk '{ getline line < "f1"; print $1, line }' people.txt
+awk -v 'x=a\tb' 'BEGIN { print x }'
+awk 'BEGIN { print "a/b" ~ /a\/b/ }'
+awk '{ print $1 }' FS=, data.csv
+awk 'BEGIN { printf "%s %s\n", 3.0, 3.5 }'
+awk 'BEGIN { x = 0.1 * 3; print x, x "" }'
+awk 'BEGIN { print length(12.0) }'
+awk 'BEGIN { a = 1; b = "1"; print (a == b) }'
+awk '{ print ($2 == 30) }' people.txt
+awk '$2 == "30"' people.txt
+awk 'BEGIN { print 1 == "1.0", "abc" < "abd", 10 < 9 }'
+awk 'BEGIN { x[1] = 1; x["1"] = 2; print length(x), x[1] }'
+awk 'BEGIN { x[0.5 + 0.5] = "one"; print x[1] }'
+awk 'NR==1, /carol/ { print NR }' people.txt
+awk '/bob/, 0' people.txt
+awk 'BEGIN { s = sprintf("%03d-%s", 7, "x"); print s }'
+awk 'BEGIN { printf "%s|%5s|%-5s|\n", "", "", "" }'
+awk '{ print $1 ~ "^[a-c]" ? "early" : "late" }' people.txt
+awk 'BEGIN { "pwd" | getline d; print (length(d) > 0) }'
+awk 'BEGIN { n = split("abc", a, ""); print n, a[1], a[3] }'
+awk '{ $2 = ""; $0 = $0; print NF }' people.txt
+awk 'BEGIN { OFS = ":" } { NF = 2; print }' people.txt
+awk 'BEGIN { OFS = "-" } { $1 = $1 } 1' people.txt
+awk 'NR == 1 { print; next } { print "  " $0 }' people.txt
+awk 'function add(a, b) { return a + b } { print add($2, 1) }' people.txt
+awk 'function inc(arr, k) { arr[k]++ } { inc(c, $3) } END { print c["paris"], c["london"] }' people.txt
+awk 'function f(x) { x = 5 } BEGIN { y = 1; f(y); print y }'
+awk 'function max(a, b) { return a > b ? a : b } { m = max(m, $2) } END { print m }' people.txt
+awk 'BEGIN { i = 5; while (i--) printf "%d ", i; print "" }'
+awk 'BEGIN { for (i = 0; i < 3; i++) for (j = 0; j < 2; j++) printf "%d%d ", i, j; print "" }'
+awk 'BEGIN { for (;;) { if (++n > 3) break }; print n }'
+awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s }' people.txt
+awk 'BEGIN { printf "%5.2f%%\n", 12.3456 }'
+awk 'BEGIN { print toupper(123), tolower("MiXeD") }'
+awk 'BEGIN { x = "A"; x = x x; x = x x; print x, length(x) }'
+awk 'BEGIN { print 1; exit; print 2 }'
+awk 'END { print NR, $1 }' people.txt
+awk 'BEGIN { while ((getline line < "people.txt") > 0) n++; close("people.txt"); while ((getline line < "people.txt") > 0) n++; print n }'
+awk 'BEGIN { print -0.0, 1/-3 }'
+awk '{ print > "out_" NR ".txt" } END { print "done" }' f1
+awk 'BEGIN { printf "[%10.3s]\n", "abcdef" }'
+awk 'BEGIN { print index("abc", "c"), index("abc", "x") }'
+awk '{ printf "%s%s", sep, $1; sep = "," } END { print "" }' people.txt
+awk 'BEGIN { RS = "" ; FS = "\n" } { print NF ": " $1 }' text.txt
+awk 'BEGIN { x = "1e3"; print x + 0, x * 1 }'
+awk 'BEGIN { print 1e300 * 1e300, -1e300 * 1e300, log(-1) }'
+awk 'BEGIN { print 2 ^ -1, 2 ^ 0.5 }'
+awk '{ s = $0; gsub(/[^a-z]/, "", s); print s }' people.txt
+awk '{ print NR, NF, $NF }' text.txt
+awk '$NF ~ /on$/' people.txt
+awk 'BEGIN { a["b"] = 1; delete a; a["c"] = 2; for (k in a) print k }'
+awk 'BEGIN { print length() }' < people.txt
+awk '{ n = n + length($0) } END { print n }' people.txt
+awk 'BEGIN { printf "%s\n", substr("abc", 2, 1000000) }'
+awk 'BEGIN{ x = 3; x = x "" ; print x + 1, x 1 }'
+awk 'BEGIN { print 10 " apples" + 0 }'
+awk -F '' '{ print NF, $2 }' f1
+awk 'BEGIN { s = "aaa"; print gsub(/x*/, "-", s), s }'
+awk 'BEGIN { s = "abc"; sub(/$/, "!", s); sub(/^/, "^", s); print s }'
+awk 'BEGIN { s = "foo.bar"; n = split(s, a, "."); print n, a[2] }'
+awk 'BEGIN { s = "a  b"; n = split(s, a, " "); print n, a[2] }'
+awk 'BEGIN { s = "a,b,,c,"; n = split(s, a, ","); print n, a[3] "|" a[5] "|" }'
 sed '/b/a\
 line1\
 line2' f1
