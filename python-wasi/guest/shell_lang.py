@@ -718,7 +718,9 @@ class _SedParser:
                 elif cmd.arg in labels:
                     cmd.jump = labels[cmd.arg]
                 else:
-                    raise _SedError(f"-e expression #1, char 0: can't find label for jump to `{cmd.arg}'")
+                    e = _SedError(f"can't find label for jump to `{cmd.arg}'")
+                    e.status = 4  # GNU sed's panic status
+                    raise e
         return cmds
 
     def y_unescape(self, t, delim):
@@ -1459,7 +1461,7 @@ def sed(ctx, argv):
         ctx.stderr.write(f"sed: {e}\n".encode("utf-8", "surrogateescape"))
         for f in wfiles.values():
             f.close()
-        return 1
+        return getattr(e, "status", 1)
     runner = _SedRun(ctx, cmds, quiet, sep, wfiles, line_len)
     status = 0
 
