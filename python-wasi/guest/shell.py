@@ -70,6 +70,16 @@ class ShellError(Exception):
         self.status = status
 
 
+class ShellAbort(BaseException):
+    """Ends the whole run, past subshells and pipeline stages: function nesting beyond
+    FUNCNEST (a recursive pipeline would otherwise fan out without bound)."""
+
+    def __init__(self, msg, status=1):
+        BaseException.__init__(self, msg)
+        self.msg = msg
+        self.status = status
+
+
 class ParseError(Exception):
     def __init__(self, msg, line, eof=False):
         Exception.__init__(self, msg)
@@ -3250,7 +3260,8 @@ class Shell:
             r = cmd(ctx, argv)
             if type(r) is _GeneratorType:
                 r = yield from r
-        except (ShellExit, FuncReturn, LoopBreak, LoopContinue, GeneratorExit, ShellError, KeyboardInterrupt):
+        except (ShellExit, FuncReturn, LoopBreak, LoopContinue, GeneratorExit, ShellError, KeyboardInterrupt,
+                ShellAbort):
             raise
         except RecursionError:
             raise
@@ -3303,7 +3314,7 @@ class Shell:
         if limit <= 0 or limit > FUNCNEST_DEFAULT:
             limit = FUNCNEST_DEFAULT
         if self.funcnest >= limit:
-            raise ShellError("%s: maximum function nesting level exceeded (%d)" % (argv[0], limit), 1)
+            raise ShellAbort("%s: maximum function nesting level exceeded (%d)" % (argv[0], limit), 1)
         saved_pos = self.pos
         self.pos = argv[1:]
         self.locals.append({})
@@ -5864,6 +5875,9 @@ def _run(source, persist, capture):
 def _program(sh, source, io):
     try:
         status = yield from sh.run_source(source, io)
+    except ShellAbort as e:
+        sh.err(io, e.msg)
+        status = e.status
     except ShellExit as e:
         status = e.status
     except ShellError as e:
