@@ -157,7 +157,7 @@ def posix_to_python(p, ere, awk=False, multiline=False):
     i = 0
     n = len(p)
     at_start = True  # where '*' is literal and '^' an anchor (BRE)
-    end_anchor = "$" if multiline else "(?!\\n)\\Z" if False else "\\Z"
+    end_anchor = "$" if multiline else "\\Z"
     while i < n:
         c = p[i]
         was_start = at_start
@@ -946,7 +946,7 @@ class _SedInput:
                 return True
             try:
                 if os.path.isdir(name):
-                    self.on_error(f"couldn't edit {name}: not a regular file" if False else f"read error on {name}: Is a directory")
+                    self.on_error(f"read error on {name}: Is a directory")
                     continue
                 self.cur = _open(name, "rb")
                 self.cur_name = name
@@ -1006,7 +1006,7 @@ class _SedInput:
 
 
 class _SedRun:
-    def __init__(self, ctx, cmds, quiet, sep, wfiles, line_len, posix_sep=False):
+    def __init__(self, ctx, cmds, quiet, sep, wfiles, line_len):
         self.ctx = ctx
         self.cmds = cmds
         self.quiet = quiet
@@ -1474,7 +1474,7 @@ def sed(ctx, argv):
         if inplace is not None:
             if not files:
                 ctx.stderr.write(b"sed: no input files\n")
-                return 1 if False else 4
+                return 4
             for name in files:
                 if name == "-":
                     on_error("couldn't edit -: not a regular file")
@@ -1756,7 +1756,6 @@ class _AwkCompiler:
         self.nrange = 0
         self.lines = None
         self.ind = 1
-        self.uses_getline_var = False
 
     # --- tokens
     def tok(self):
@@ -2145,8 +2144,6 @@ class _AwkCompiler:
         f = self.func
         if f is not None and name in f["params"]:
             return "l_" + name
-        if name in self.funcs and False:
-            pass
         self.globals_used.add("g_" + name)
         return "g_" + name
 
@@ -2335,7 +2332,6 @@ class _AwkCompiler:
                 return ("elem", arr, key)
             return ("var", t[1])
         if t[0] == "op" and t[1] == "$":
-            save = self.p
             self.adv()
             c, ty = self.incdec_expr(no_post=True)
             return ("field", self.field_index(c, ty))
@@ -3554,8 +3550,6 @@ class _AwkRuntime:
         r = self.getline_raw(kind, src)
         if r.__class__ is bytes:
             self.set_rec(r)
-            if kind == "file":
-                pass
             return 1.0
         return r
 
@@ -3718,7 +3712,6 @@ def awk(ctx, argv):
                         except _AwkNext:
                             pass
                         except _AwkNextFile:
-                            R.main_iter = None if False else R.main_iter
                             fn = R.FILENAME
                             while R.FILENAME == fn:
                                 if nxt() is None:
@@ -4052,8 +4045,6 @@ def curl(ctx, argv):
     for kind, val in opts["data"]:
         if kind == "data-urlencode":
             name, eq, v = val.partition("=")
-            if v.startswith("@") and not eq:
-                pass
             if eq:
                 if v and name == "" :
                     pieces.append(urllib.parse.quote_plus(v).encode())
