@@ -2964,6 +2964,10 @@ class Shell:
                         got += len(next(it))
                 except StopIteration:
                     continue
+                except ShellAbort:
+                    # what a stage still does once its reader is gone ends as SIGPIPE would
+                    statuses[readers.index(r)] = 141
+                    continue
                 it.close()
         finally:
             for r in readers:
