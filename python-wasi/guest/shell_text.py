@@ -11,6 +11,7 @@ import os
 import re
 import time
 import fnmatch
+import warnings
 import hashlib
 import binascii
 from collections import deque
@@ -1123,7 +1124,9 @@ def _compile_posix(patterns, extended=False, fixed=False, icase=False, word=Fals
     if icase:
         flags |= re.IGNORECASE
     try:
-        return re.compile(os.fsencode(src), flags)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarnings about sets must not reach stderr
+            return re.compile(os.fsencode(src), flags)
     except re.error as e:
         raise _RegexError(str(e))
 
