@@ -56,10 +56,10 @@ async fn fork_bombs_end_within_their_limits() {
 
     // Without `&`: each call pipes itself into itself, recursing without end. There are no
     // processes to multiply: the recursion runs out in the interpreter, named.
-    let (v, took) = bash(&api, "f(){ f|f; }; f", json!({"timeout_ms": 20_000})).await;
+    let (v, took) = bash(&api, "f(){ f|f; }; f", json!({"timeout_ms": 5_000})).await;
     assert_ne!(v["status"], "ok", "{v}");
     assert_named_end(&v);
-    assert!(took < Duration::from_secs(25), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
     still_serving(&api).await;
 }
 
@@ -104,7 +104,7 @@ async fn endless_pipelines_end() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     let (v, _) = bash(
         &api,
-        "yes abc | cat | grep a | head -n 3 | wc -l; seq 1000000000 | sed -n 2p",
+        "yes abc | cat | grep a | head -n 3 | wc -l; seq 1000000000 | sed 2q | tail -1",
         json!({"timeout_ms": 10_000}),
     )
     .await;
@@ -188,18 +188,20 @@ async fn a_full_disk_is_a_write_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_million_names_are_bounded() {
     let api = shared().await;
-    // Brace expansion to a million words, counted: what bash prints.
+    // Brace expansion to a million words, counted: what bash prints, or (a bound the
+    // shell sets) an error that says so; never a silently shorter list.
     let (v, took) = bash(
         &api,
         "echo {1..100}{1..100}{1..100} | wc -wc",
         json!({"timeout_ms": 60_000}),
     )
     .await;
-    assert_eq!(
-        (&v["status"], stdout(&v)),
-        (&json!("ok"), "1000000 6888889\n"),
-        "{v}"
-    );
+    if v["status"] == "ok" {
+        assert_eq!(stdout(&v), "1000000 6760000\n", "{v}");
+    } else {
+        assert_eq!(v["status"], "error", "{v}");
+        assert!(stderr(&v).contains("brace"), "{v}");
+    }
     assert!(took < Duration::from_secs(60), "{took:?}");
     // A wide tree, globbed at every depth, and a pattern deeper than the tree.
     let script = "python3 -c '
@@ -219,23 +221,19 @@ echo t/*/*/*/*/*/*/*/*
         (&json!("ok"), "1600\n1600\n121\nt/*/*/*/*/*/*/*/*\n"),
         "{v}"
     );
-    // Expansion past the memory limit ends with a named status, not a crash.
+    // A billion words: past any memory limit. It ends with a limit's status or an error
+    // that names the bound, not a count of some of them.
     let (v, _) = bash(
         &api,
-        "echo {1..1000}{1..1000}{1..1000} | wc -c",
-        json!({"timeout_ms": 60_000, "memory_bytes": 64 << 20}),
+        "echo {1..1000}{1..1000}{1..1000} | wc -w",
+        json!({"timeout_ms": 30_000, "memory_bytes": 64 << 20}),
     )
     .await;
-    assert!(
-        ["memory_exceeded", "timeout", "fuel_exhausted", "error"]
-            .contains(&v["status"].as_str().unwrap()),
-        "{v}"
-    );
-    assert_ne!(
-        stdout(&v),
-        "",
-        "no count printed is fine; an empty run is not: {v}"
-    );
+    match v["status"].as_str().unwrap() {
+        "memory_exceeded" | "timeout" | "fuel_exhausted" => assert!(v["detail"].is_string()),
+        "error" => assert!(!stderr(&v).is_empty(), "{v}"),
+        _ => panic!("a billion words expanded? {v}"),
+    }
     still_serving(&api).await;
 }
 
@@ -270,11 +268,13 @@ async fn paths_stay_inside_the_sandbox() {
     let api = shared().await;
     let script = r#"
 echo secret > mine.txt
-cd /../../..; pwd
-cd ../..; pwd
+mkdir -p a/b && cd a/b && cd /../../..; pwd
+cd /a/b && cd ../../../..; pwd
+cd /
 ls /
 cat ../../../etc/passwd; echo "cat $?"
 cat /etc/passwd; echo "abs $?"
+cat /usr/bin/bash > /dev/null; echo "bin $?"
 ls /proc /sys /root; echo "ls $?"
 ln -s /etc/passwd pw; cat pw; echo "symlink $?"
 ln -s ../../../../../etc up; ls up/; echo "up $?"
@@ -286,35 +286,25 @@ find / -name passwd | wc -l
     assert_eq!(v["status"], "ok", "{v}");
     let out = stdout(&v);
     let lines: Vec<&str> = out.lines().collect();
-    // `cd` above the root stays at the root, as on any system.
+    // `..` above the root stays at the root, as on any system.
     assert_eq!(&lines[..2], &["/", "/"], "{v}");
-    // `/` is the sandbox's own directory: the file just written, no host directories.
+    // `/` is the sandbox's own directory: the file just written, none of the host's.
     assert!(lines.contains(&"mine.txt"), "{v}");
-    for host in ["etc", "proc", "usr", "root", "home", "tmp"] {
+    for host in ["etc", "proc", "sys", "root", "home", "boot", "var", "dev"] {
         assert!(
             !lines.contains(&host),
             "`ls /` shows the host's {host}: {v}"
         );
     }
-    assert!(lines.contains(&"cat 1") && lines.contains(&"abs 1"), "{v}");
-    assert!(
-        lines.iter().any(|l| l.starts_with("ls ") && *l != "ls 0"),
-        "{v}"
-    );
+    for (what, want) in [("cat", "cat 1"), ("abs", "abs 1"), ("bin", "bin 1")] {
+        assert!(lines.contains(&want), "{what}: {v}");
+    }
+    assert!(lines.contains(&"ls 2"), "{v}");
+    // Links out of the sandbox are refused when made, and cannot be entered.
     assert!(lines.contains(&"symlink 1"), "{v}");
-    assert!(
-        lines.iter().any(|l| l.starts_with("up ") && *l != "up 0"),
-        "{v}"
-    );
-    assert!(
-        lines.iter().any(|l| l.starts_with("cd ") && *l != "cd 0"),
-        "{v}"
-    );
-    assert_eq!(
-        lines.last(),
-        Some(&"0"),
-        "no passwd anywhere in the sandbox: {v}"
-    );
+    assert!(lines.contains(&"up 2"), "{v}");
+    assert!(lines.contains(&"cd 1"), "{v}");
+    assert_eq!(&lines[lines.len() - 3..], &["/", "/", "0"], "{v}");
     assert!(!out.contains("root:"), "the host's /etc/passwd leaked: {v}");
     still_serving(&api).await;
 }
