@@ -2134,6 +2134,7 @@ class Shell:
     def __init__(self):
         self.vars = {}
         self.locals = []
+        self.localcount = {}
         self.exported = set()
         self.functions = {}
         self.pos = []
@@ -2176,21 +2177,46 @@ class Shell:
             self.exported.add(k)
 
     def get_var(self, name):
-        for sc in reversed(self.locals):
-            if name in sc:
-                return sc[name]
+        if name in self.localcount:
+            for sc in reversed(self.locals):
+                if name in sc:
+                    return sc[name]
         return self.vars.get(name)
+
+    def declare_local(self, name, value):
+        sc = self.locals[-1]
+        if name not in sc:
+            self.localcount[name] = self.localcount.get(name, 0) + 1
+        sc[name] = value
+
+    def pop_scope(self):
+        sc = self.locals.pop()
+        lc = self.localcount
+        for name in sc:
+            n = lc.get(name, 0) - 1
+            if n > 0:
+                lc[name] = n
+            else:
+                lc.pop(name, None)
+
+    def count_locals(self):
+        lc = {}
+        for sc in self.locals:
+            for name in sc:
+                lc[name] = lc.get(name, 0) + 1
+        self.localcount = lc
 
     def set_var(self, name, value, local=False):
         if name in self.readonly:
             raise ShellError("%s: readonly variable" % name, 1)
         if local and self.locals:
-            self.locals[-1][name] = value
+            self.declare_local(name, value)
             return
-        for sc in reversed(self.locals):
-            if name in sc:
-                sc[name] = value
-                return
+        if name in self.localcount:
+            for sc in reversed(self.locals):
+                if name in sc:
+                    sc[name] = value
+                    return
         self.vars[name] = value
         if name in self.exported:
             self._putenv(name, value)
@@ -2211,10 +2237,11 @@ class Shell:
     def unset_var(self, name):
         if name in self.readonly:
             raise ShellError("%s: cannot unset: readonly variable" % name, 1)
-        for sc in reversed(self.locals):
-            if name in sc:
-                sc[name] = None
-                return
+        if name in self.localcount:
+            for sc in reversed(self.locals):
+                if name in sc:
+                    sc[name] = None
+                    return
         self.vars.pop(name, None)
         if name in self.exported:
             self.exported.discard(name)
@@ -2308,6 +2335,7 @@ class Shell:
     def restore(self, st):
         (self.vars, self.locals, self.functions, self.pos, self.exported, self.opts, cwd, changes,
          logged, self.loop_depth, self.readonly) = st
+        self.count_locals()
         if self.env_changes != changes:
             # undo the shell's own changes of os.environ since the save, newest first
             log = self.env_log
@@ -3332,9 +3360,8 @@ class Shell:
         finally:
             self.funcnest -= 1
             self.loop_depth = loop
-            scope = self.locals.pop()
+            self.pop_scope()
             self.pos = saved_pos
-            del scope
         return status
 
     def exec_group(self, node, io):
@@ -4494,7 +4521,7 @@ def _declare_assign(sh, ctx, args, local, flags=""):
         elif _NAME_RE.fullmatch(a):
             if local:
                 cur = None
-                sh.locals[-1][a] = {} if "A" in flags else ([] if "a" in flags else cur)
+                sh.declare_local(a, {} if "A" in flags else ([] if "a" in flags else cur))
             elif "A" in flags and not isinstance(sh.get_var(a), dict):
                 sh.set_var(a, {})
             elif "a" in flags and sh.get_var(a) is None:
@@ -5330,6 +5357,7 @@ def b_bash(ctx, argv):
     st = sh.save()
     saved = (sh.arg0, sh.funcnest, sh.cond_depth, sh.loop_depth)
     sh.locals = []
+    sh.localcount = {}
     sh.pos = pos
     sh.arg0 = arg0
     sh.funcnest = 0
@@ -5777,6 +5805,7 @@ def load_registry():
 
 COMMANDS = {}
 _STATE = None
+_DEPTH = 0
 
 
 def _stream_writer(stream):
@@ -5797,7 +5826,12 @@ def _run(source, persist, capture):
     except Exception:
         pass
     chunks = []
-    if persist:
+    global _DEPTH
+    if _DEPTH:
+        # a run inside a run (Python run by the shell calling run() again): its own shell
+        sh = Shell()
+        st = None if persist else (os.getcwd(), dict(os.environ))
+    elif persist:
         if _STATE is None:
             _STATE = Shell()
         sh = _STATE
@@ -5812,6 +5846,7 @@ def _run(source, persist, capture):
     io = IO({0: Reader(b""), 1: chan, 2: err_w}, chan)
     sh.cond_depth = sh.loop_depth = sh.funcnest = 0
     sh.locals = []
+    sh.localcount = {}
     sh.env_log = []
     limit = sys.getrecursionlimit()
     want = 20000 if sys.version_info >= (3, 12) else 12000
@@ -5820,6 +5855,7 @@ def _run(source, persist, capture):
     else:
         limit = None
     status = 0
+    _DEPTH += 1
     try:
         gen = merge(_program(sh, source, io), chan)
         try:
@@ -5855,6 +5891,7 @@ def _run(source, persist, capture):
             err_w.write(s2b("bash: internal error: %s: %s\n" % (type(e).__name__, e)))
             status = 2
     finally:
+        _DEPTH -= 1
         if limit is not None:
             sys.setrecursionlimit(limit)
         if st is not None:
