@@ -6,14 +6,24 @@ No process is ever started: commands are Python generator functions (the registr
 builtins here), pipelines are lazy and pull-based (`yes | head -1` ends because head stops
 pulling), `python` runs a script as its own `__main__` in this interpreter.
 
-Entry points: `run(source, *, persist=True) -> int` and `run_capture(source) -> (status, bytes)`.
-The contract for command authors is docs in tests/shell and /tmp/helpers/shell_contract.md:
-a command is `def name(ctx, argv)` yielding stdout bytes and returning its status.
+Entry points: `run(source, *, persist=True) -> int` (stdout and stderr to sys.stdout/sys.stderr;
+persist=True keeps variables, functions, `cd` and `export` for the next call, as a terminal;
+persist=False restores the working directory and environment after) and
+`run_capture(source, *, persist=False) -> (status, stdout bytes)`.
+A command is `def name(ctx, argv)` yielding stdout bytes and returning its status (None is 0);
+ctx has stdin (a lazy reader), stderr, env, cwd, error(msg) and run(argv, stdin).
+For development: `python3 tests/shell/run_host.py -c SCRIPT`; checks against bash:
+tests/shell/test_shell_lang.py (also `--guest VIVARIUM`, in the guest's CPython).
 
-Not supported (refused with a message and status 2, there being no processes): background
-jobs `&`, `exec`, `trap`, `kill`, `wait`, `jobs`, `coproc`, process substitution `<(..)`.
-Bounds: function nesting (FUNCNEST, default 1000), a glob matching more than 100,000 names
-(`argument list too long`, status 126), command substitution output over 64 MiB (status 1).
+Not supported (refused with `bash: line N: NAME: not supported in the sandbox (no processes)`
+and status 2, there being no processes): background jobs `&` (the command is not run), `kill`,
+`wait ID`, `jobs`, `fg`, `bg`, `disown`, `coproc`, `select`, and `>(..)`. Supported without a
+process: `<(list)` (the list runs first, its output in a temporary file named by the word),
+`exec CMD` (runs CMD, then the shell ends with its status), `exec >file 2>&1` (the redirections
+stay), `trap ACTION EXIT` (signal traps are accepted and never fire).
+Bounds: function nesting beyond FUNCNEST (at most 1000) ends the whole run, status 1; a glob
+matching more than 100,000 names fails its command (`Argument list too long`, status 126); a
+command substitution's output over 64 MiB is an error (status 1).
 """
 
 import os
