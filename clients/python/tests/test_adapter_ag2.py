@@ -71,3 +71,15 @@ async def test_agent_runs_code_through_sandbox_code_tool(server) -> None:
         assert schema.name == "run_code" and "Supported languages: python." in schema.description
         assert env.session is not None
     assert env.session is None
+
+
+async def test_environment_takes_a_server_url(server) -> None:
+    env = VivariumCodeEnvironment(server.url, persistent=True)
+    try:
+        assert env.client.base_url == server.url
+        first = await env.run("x = 6 * 7", "python")
+        second = await env.run("print(x)", "python")
+        assert (first.exit_code, second.exit_code, second.output) == (0, 0, "42\n")
+    finally:
+        await env.aclose()
+    assert env.client._http.is_closed

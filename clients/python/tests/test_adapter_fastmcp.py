@@ -88,3 +88,13 @@ async def test_codemode_example_flow_runs_in_vivarium(server) -> None:
             assert failed.is_error
             assert "Unknown tool: nope" in failed.content[0].text
             assert 'File "<code>", line 1' in failed.content[0].text
+
+
+async def test_provider_takes_a_server_url(server) -> None:
+    provider = VivariumSandboxProvider(server.url)
+    try:
+        assert provider.client.base_url == server.url
+        assert await provider.run("return 6 * 7") == 42
+    finally:
+        await provider.aclose()
+    assert provider.client._http.is_closed

@@ -93,3 +93,16 @@ async def test_execute_python_as_langchain_runs_it(server) -> None:
             finally:
                 python.close()
             assert python.session_id is None
+
+
+def test_tool_takes_a_server_url(server) -> None:
+    tool_ = ExecutePythonTool(server.url)
+    try:
+        assert "42" in tool_.invoke({"code": "print(6 * 7)"})
+        assert tool_.client is not None and tool_.client.base_url == server.url
+    finally:
+        tool_.close()
+    by_keyword = ExecutePythonTool(client=server.url)
+    assert by_keyword.base_url == server.url and by_keyword.client is None
+    with Client(server.url) as given:
+        assert ExecutePythonTool(given).client is given

@@ -120,3 +120,13 @@ async def test_agent_code_mode_in_vivarium(server) -> None:
     # The second program ran in the same session (hits), then failed: a retry prompt.
     assert isinstance(returns[1], str) and returns[1].startswith("2\nTraceback")
     assert "KeyError: 'Atlantis'" in returns[1]
+
+
+async def test_code_mode_takes_a_server_url(server) -> None:
+    capability = VivariumCodeMode(client=server.url)
+    try:
+        assert isinstance(capability.client, AsyncClient)
+        assert capability.client.base_url == server.url
+        assert (await capability.client.execute("print(6 * 7)")).stdout == "42\n"
+    finally:
+        await capability.aclose()

@@ -101,3 +101,15 @@ def test_code_agent_runs_its_steps_in_a_vivarium_session(server) -> None:
         after = session.execute("print(sorted(temps), warmest)")
         assert after.stdout == "['Lima', 'Oslo', 'Paris'] Lima\n"
     assert executor.session is None  # the agent's cleanup closed it
+
+
+def test_executor_takes_a_server_url(server) -> None:
+    executor = VivariumExecutor(server.url)
+    try:
+        assert executor.client.base_url == server.url
+        out = executor("x = 6 * 7\nx")
+        assert out.output == "42" and not out.is_final_answer
+    finally:
+        executor.cleanup()
+    assert executor.session is None
+    assert executor.client._http.is_closed  # the client made for the URL is closed

@@ -40,8 +40,9 @@ class VivariumCodeEnvironment:
     """AG2 ``CodeEnvironment`` running Python in Vivarium.
 
     Args:
-        client: the :class:`~vivarium_client.AsyncClient` to use; by default one is made
-            from ``base_url`` / ``api_key`` / ``timeout`` and closed by :meth:`aclose`.
+        client: the :class:`~vivarium_client.AsyncClient` to use, or a server URL (then,
+            as by default, one is made from ``base_url`` / ``api_key`` / ``timeout`` and
+            closed by :meth:`aclose`).
         persistent: run every call as a turn of one session (opened at the first call,
             closed by :meth:`aclose`).
         session_options: options of that session (``limits``, ``template``, ...).
@@ -52,7 +53,7 @@ class VivariumCodeEnvironment:
 
     def __init__(
         self,
-        client: AsyncClient | None = None,
+        client: AsyncClient | str | None = None,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -63,6 +64,8 @@ class VivariumCodeEnvironment:
         tool_limits: Mapping[str, Any] | None = None,
         **request_fields: Any,
     ) -> None:
+        if isinstance(client, str):
+            client, base_url = None, client
         self._owns_client = client is None
         self.client = client if client is not None else AsyncClient(
             base_url, api_key=api_key, timeout=timeout

@@ -79,9 +79,10 @@ class VivariumSandboxProvider:
     """FastMCP ``SandboxProvider`` backed by a Vivarium server.
 
     Args:
-        client: the :class:`~vivarium_client.AsyncClient` to use; by default one is made
-            from ``base_url`` / ``api_key`` / ``timeout`` (``VIVARIUM_URL`` and
-            ``VIVARIUM_API_KEY`` when not given) and closed by :meth:`aclose`.
+        client: the :class:`~vivarium_client.AsyncClient` to use, or a server URL (then,
+            as by default, one is made from ``base_url`` / ``api_key`` / ``timeout``,
+            ``VIVARIUM_URL`` and ``VIVARIUM_API_KEY`` when not given, and closed by
+            :meth:`aclose`).
         tool_limits: code-mode limits of each run (``calls``, ``tool_timeout_ms``, ...).
         **request_fields: other fields of each execution request (``limits``,
             ``template``, ``env``, ``on_stdout``, ...), passed to ``AsyncClient.run``.
@@ -89,7 +90,7 @@ class VivariumSandboxProvider:
 
     def __init__(
         self,
-        client: AsyncClient | None = None,
+        client: AsyncClient | str | None = None,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -97,6 +98,8 @@ class VivariumSandboxProvider:
         tool_limits: Mapping[str, Any] | None = None,
         **request_fields: Any,
     ) -> None:
+        if isinstance(client, str):
+            client, base_url = None, client
         self._owns_client = client is None
         self.client = client if client is not None else AsyncClient(
             base_url, api_key=api_key, timeout=timeout

@@ -123,6 +123,19 @@ class ExecutePythonTool(BaseTool):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _alock: asyncio.Lock | None = PrivateAttr(default=None)
 
+    def __init__(self, client: Client | AsyncClient | str | None = None, /, **data: Any) -> None:
+        """The first argument may be a server URL, a :class:`~vivarium_client.Client` or an
+        :class:`~vivarium_client.AsyncClient` (or pass ``client=`` / ``base_url=``)."""
+        if isinstance(client, str):
+            data.setdefault("base_url", client)
+        elif isinstance(client, AsyncClient):
+            data.setdefault("async_client", client)
+        elif client is not None:
+            data.setdefault("client", client)
+        if isinstance(data.get("client"), str):
+            data["base_url"] = data.pop("client")
+        super().__init__(**data)
+
     @model_validator(mode="after")
     def _describe_tools(self) -> ExecutePythonTool:
         """Tells the model about the host functions its code may call."""

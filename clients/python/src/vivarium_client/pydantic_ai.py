@@ -114,8 +114,9 @@ class VivariumCodeModeToolset(WrapperToolset[AgentDepsT]):
         wrapped: the toolset whose tools the programs call.
         tools: which tools go inside ``run_code`` (``'all'``, names, or a predicate
             ``(ctx, tool_def) -> bool``); the others stay native tool calls.
-        client: the :class:`~vivarium_client.AsyncClient` (default: one from
-            ``VIVARIUM_URL`` / ``VIVARIUM_API_KEY``, closed by :meth:`aclose`).
+        client: the :class:`~vivarium_client.AsyncClient`, or a server URL (then, as by
+            default, one is made, from ``VIVARIUM_URL`` / ``VIVARIUM_API_KEY`` when not
+            given, and closed by :meth:`aclose`).
         max_retries: retries of ``run_code`` (a failed program counts as one).
         session_options: options of each run's session (``limits``, ``template``, ...).
         tool_limits: code-mode limits of each ``run_code`` call.
@@ -124,7 +125,7 @@ class VivariumCodeModeToolset(WrapperToolset[AgentDepsT]):
 
     tools: ToolSelector[AgentDepsT] = "all"
     _: KW_ONLY
-    client: AsyncClient | None = None
+    client: AsyncClient | str | None = None
     max_retries: int = 3
     session_options: Mapping[str, Any] = field(default_factory=dict)
     tool_limits: Mapping[str, Any] | None = None
@@ -134,13 +135,13 @@ class VivariumCodeModeToolset(WrapperToolset[AgentDepsT]):
     _owns_client: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.client is None:
-            self.client = AsyncClient()
+        if self.client is None or isinstance(self.client, str):
+            self.client = AsyncClient(self.client)
             self._owns_client = True
 
     @property
     def _client(self) -> AsyncClient:
-        assert self.client is not None
+        assert isinstance(self.client, AsyncClient)
         return self.client
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
@@ -286,15 +287,15 @@ class VivariumCodeMode(AbstractCapability[AgentDepsT]):
 
     tools: ToolSelector[AgentDepsT] = "all"
     _: KW_ONLY
-    client: AsyncClient | None = None
+    client: AsyncClient | str | None = None
     max_retries: int = 3
     session_options: Mapping[str, Any] = field(default_factory=dict)
     tool_limits: Mapping[str, Any] | None = None
     request_fields: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.client is None:
-            self.client = AsyncClient()
+        if self.client is None or isinstance(self.client, str):
+            self.client = AsyncClient(self.client)
 
     def get_ordering(self) -> CapabilityOrdering:
         """Outermost: it wraps the toolset the other capabilities made."""
@@ -313,5 +314,5 @@ class VivariumCodeMode(AbstractCapability[AgentDepsT]):
 
     async def aclose(self) -> None:
         """Closes the client."""
-        if self.client is not None:
+        if isinstance(self.client, AsyncClient):
             await self.client.aclose()

@@ -106,8 +106,9 @@ class VivariumExecutor(PythonExecutor):  # type: ignore[misc]
     """Runs a ``CodeAgent``'s steps in a Vivarium session.
 
     Args:
-        client: the :class:`~vivarium_client.Client` to use; by default one is made from
-            ``base_url`` / ``api_key`` / ``timeout`` and closed by :meth:`cleanup`.
+        client: the :class:`~vivarium_client.Client` to use, or a server URL; by default
+            (and for a URL) one is made from ``base_url`` / ``api_key`` / ``timeout`` and
+            closed by :meth:`cleanup`.
         session_options: options of the session (``limits``, ``template``, ``network``, ...),
             passed to ``Client.open_session``.
         tool_limits: code-mode limits of each step (``calls``, ``tool_timeout_ms``, ...).
@@ -119,7 +120,7 @@ class VivariumExecutor(PythonExecutor):  # type: ignore[misc]
 
     def __init__(
         self,
-        client: Client | None = None,
+        client: Client | str | None = None,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -128,6 +129,8 @@ class VivariumExecutor(PythonExecutor):  # type: ignore[misc]
         tool_limits: Mapping[str, Any] | None = None,
         **request_fields: Any,
     ) -> None:
+        if isinstance(client, str):
+            client, base_url = None, client
         self._owns_client = client is None
         self.client = client if client is not None else Client(base_url, api_key=api_key, timeout=timeout)
         self.session_options = dict(session_options or {})
