@@ -4010,10 +4010,6 @@ def builtin(*names):
     return deco
 
 
-def _out(ctx):
-    return ctx.shell
-
-
 @builtin(":", "true")
 def b_true(ctx, argv):
     return 0
@@ -5401,59 +5397,6 @@ def b_bash(ctx, argv):
 # python and pip
 
 
-class _StdinRaw:
-    """A raw binary stream over a Reader, for sys.stdin inside `python`."""
-
-    def __init__(self, reader):
-        self.reader = reader
-
-    def readable(self):
-        return True
-
-    def writable(self):
-        return False
-
-    def seekable(self):
-        return False
-
-    def readinto(self, b):
-        data = self.reader.read1(len(b))
-        n = len(data)
-        b[:n] = data
-        return n
-
-    def read(self, n=-1):
-        return self.reader.read(n)
-
-    def readline(self, limit=-1):
-        return self.reader.readline()
-
-    def close(self):
-        pass
-
-    @property
-    def closed(self):
-        return False
-
-    def fileno(self):
-        raise OSError("stdin of a sandbox shell command has no file descriptor")
-
-    def isatty(self):
-        return False
-
-    def flush(self):
-        pass
-
-
-def _text_out(sink_bytes):
-    import io as _io
-
-    buf = _io.BytesIO()
-    w = _io.TextIOWrapper(buf, encoding="utf-8", errors="backslashreplace", line_buffering=False,
-                          write_through=True)
-    return buf, w
-
-
 @builtin("python", "python3", "python3.15")
 def b_python(ctx, argv):
     import io as _io
@@ -5611,36 +5554,6 @@ def b_python(ctx, argv):
     return status
 
 
-class _StreamToWriter:
-    """A raw writable over a shell writer (for sys.stderr inside `python`)."""
-
-    def __init__(self, w):
-        self.w = w
-
-    def writable(self):
-        return True
-
-    def readable(self):
-        return False
-
-    def seekable(self):
-        return False
-
-    def write(self, b):
-        self.w.write(bytes(b))
-        return len(b)
-
-    def flush(self):
-        pass
-
-    def close(self):
-        pass
-
-    @property
-    def closed(self):
-        return False
-
-
 def _mk_raw():
     import io as _io
 
@@ -5686,7 +5599,7 @@ def _mk_raw():
 
 
 _StdinRawIO, _WriterRawIO, _KeepOpenBytesIO = _mk_raw()
-_StreamToWriter = _WriterRawIO  # noqa: F811 (a RawIOBase is what TextIOWrapper wants)
+_StreamToWriter = _WriterRawIO
 
 _PIP_MSG = ("ERROR: pip install %s: packages are installed by the host before the run; ask for them with "
             "the request's \"packages\" (or a `%%pip install` / `pip install` line, which the host reads "
