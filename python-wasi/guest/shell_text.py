@@ -3566,343 +3566,218 @@ def _cmp_width(fa, fb, skip, limit, ctx):
 
 
 # ---------------------------------------------------------------------------------------------
-# diff: GNU diff's algorithm (Myers' O(ND) with a middle snake, the discarding of lines
-# without matches, and the shifting of change boundaries), so that hunks come out where GNU
-# diff puts them; normal, unified (-u) and brief (-q) output, directories (-r).
+# diff: a longest-common-subsequence edit script whose change boundaries are then shifted so
+# that hunks mostly come out where GNU diff puts them; normal, unified (-u) and brief (-q)
+# output, directories (-r).
 # ---------------------------------------------------------------------------------------------
 
 
-def _floor_log2(n):
-    return n.bit_length() - 1
+# Myers' O(ND) algorithm (1986), written from the paper; boundary shifting our own.
+# The edit script comes from the linear-space variant: find the middle snake of an optimal
+# path by running the greedy search forwards and backwards at once, then solve the two
+# halves on either side of it (with an explicit stack, not recursion). Unless --minimal, a
+# search that goes past _DIFF_COST_CAP edits splits at its furthest forward point instead,
+# which bounds the time on very different inputs at the price of a longer script.
+
+_DIFF_COST_CAP = 600
 
 
-def _diag(xv, yv, xoff, xlim, yoff, ylim, minimal, fd, bd, off, too_expensive):
-    """Finds the midpoint of the shortest edit script of xv[xoff:xlim] / yv[yoff:ylim].
-    Returns (xmid, ymid, lo_minimal, hi_minimal)."""
-    dmin = xoff - ylim
-    dmax = xlim - yoff
-    fmid = xoff - yoff
-    bmid = xlim - ylim
-    fmin = fmax = fmid
-    bmin = bmax = bmid
-    odd = (fmid - bmid) & 1
-    big = 1 << 62
-    fd[fmid + off] = xoff
-    bd[bmid + off] = xlim
-    c = 0
+def _diff_middle(A, B, x0, x1, y0, y1, cap):
+    """A split of A[x0:x1] against B[y0:y1] (both non-empty, first and last items differing):
+    (xs, ys, xe, ye), a run of equal items from (xs, ys) to (xe, ye) on an optimal path."""
+    n = x1 - x0
+    m = y1 - y0
+    delta = n - m
+    odd = delta & 1
+    off = m + 1
+    fwd = [-1] * (n + m + 3)
+    bwd = [-1] * (n + m + 3)
+    fwd[off + 1] = 0
+    bwd[off + 1] = 0
+    d = 0
     while True:
-        c += 1
-        if fmin > dmin:
-            fmin -= 1
-            fd[fmin - 1 + off] = -1
-        else:
-            fmin += 1
-        if fmax < dmax:
-            fmax += 1
-            fd[fmax + 1 + off] = -1
-        else:
-            fmax -= 1
-        for d in range(fmax, fmin - 1, -2):
-            tlo = fd[d - 1 + off]
-            thi = fd[d + 1 + off]
-            x = thi if tlo < thi else tlo + 1
-            y = x - d
-            while x < xlim and y < ylim and xv[x] == yv[y]:
+        lo = -d
+        while lo < -m:
+            lo += 2
+        hi = d
+        while hi > n:
+            hi -= 2
+        for k in range(lo, hi + 1, 2):
+            i = off + k
+            if k == -d or (k != d and fwd[i - 1] < fwd[i + 1]):
+                x = fwd[i + 1]
+            else:
+                x = fwd[i - 1] + 1
+            y = x - k
+            xs, ys = x, y
+            while x < n and y < m and A[x0 + x] == B[y0 + y]:
                 x += 1
                 y += 1
-            fd[d + off] = x
-            if odd and bmin <= d <= bmax and bd[d + off] <= x:
-                return x, y, True, True
-        if bmin > dmin:
-            bmin -= 1
-            bd[bmin - 1 + off] = big
+            fwd[i] = x
+            if odd:
+                r = bwd[off + delta - k]
+                if r >= 0 and x + r >= n:
+                    return x0 + xs, y0 + ys, x0 + x, y0 + y
+        for k in range(lo, hi + 1, 2):
+            i = off + k
+            if k == -d or (k != d and bwd[i - 1] < bwd[i + 1]):
+                x = bwd[i + 1]
+            else:
+                x = bwd[i - 1] + 1
+            y = x - k
+            xs, ys = x, y
+            while x < n and y < m and A[x1 - 1 - x] == B[y1 - 1 - y]:
+                x += 1
+                y += 1
+            bwd[i] = x
+            if not odd:
+                f = fwd[off + delta - k]
+                if f >= 0 and x + f >= n:
+                    return x1 - x, y1 - y, x1 - xs, y1 - ys
+        d += 1
+        if cap and d > cap:
+            best = -1
+            bx = by = 0
+            for k in range(lo, hi + 1, 2):
+                x = fwd[off + k]
+                if x >= 0 and 2 * x - k > best:
+                    best = 2 * x - k
+                    bx, by = x, x - k
+            return x0 + bx, y0 + by, x0 + bx, y0 + by
+
+
+def _diff_mark(A, B, cap, del_a, ins_b):
+    """Flag, through del_a(i) and ins_b(j), the items of A and B outside a longest common
+    subsequence (or, past the cost cap, outside a long one)."""
+    todo = [(0, len(A), 0, len(B))]
+    while todo:
+        x0, x1, y0, y1 = todo.pop()
+        while x0 < x1 and y0 < y1 and A[x0] == B[y0]:
+            x0 += 1
+            y0 += 1
+        while x0 < x1 and y0 < y1 and A[x1 - 1] == B[y1 - 1]:
+            x1 -= 1
+            y1 -= 1
+        if x0 == x1:
+            for j in range(y0, y1):
+                ins_b(j)
+        elif y0 == y1:
+            for i in range(x0, x1):
+                del_a(i)
         else:
-            bmin += 1
-        if bmax < dmax:
-            bmax += 1
-            bd[bmax + 1 + off] = big
-        else:
-            bmax -= 1
-        for d in range(bmax, bmin - 1, -2):
-            tlo = bd[d - 1 + off]
-            thi = bd[d + 1 + off]
-            x = tlo if tlo < thi else thi - 1
-            y = x - d
-            while xoff < x and yoff < y and xv[x - 1] == yv[y - 1]:
-                x -= 1
-                y -= 1
-            bd[d + off] = x
-            if not odd and fmin <= d <= fmax and x <= fd[d + off]:
-                return x, y, True, True
-        if minimal or c < too_expensive:
-            continue
-        # Too expensive: report halfway between the best results so far.
-        fxybest = -1
-        fxbest = 0
-        for d in range(fmax, fmin - 1, -2):
-            x = min(fd[d + off], xlim)
-            y = x - d
-            if ylim < y:
-                x = ylim + d
-                y = ylim
-            if fxybest < x + y:
-                fxybest = x + y
-                fxbest = x
-        bxybest = big
-        bxbest = 0
-        for d in range(bmax, bmin - 1, -2):
-            x = max(xoff, bd[d + off])
-            y = x - d
-            if y < yoff:
-                x = yoff + d
-                y = yoff
-            if x + y < bxybest:
-                bxybest = x + y
-                bxbest = x
-        if (xlim + ylim) - bxybest < fxybest - (xoff + yoff):
-            return fxbest, fxybest - fxbest, True, False
-        return bxbest, bxybest - bxbest, False, True
+            xs, ys, xe, ye = _diff_middle(A, B, x0, x1, y0, y1, cap)
+            todo.append((xe, x1, ye, y1))
+            todo.append((x0, xs, y0, ys))
 
 
-def _compareseq(xv, yv, minimal, note_del, note_ins):
-    nx, ny = len(xv), len(yv)
-    diags = nx + ny + 3
-    fd = [0] * (diags + 2)
-    bd = [0] * (diags + 2)
-    off = ny + 1
-    too_expensive = max(4096, 1 << ((_floor_log2(diags) >> 1) + 1))
-    stack = [(0, nx, 0, ny, minimal)]
-    while stack:
-        xoff, xlim, yoff, ylim, mini = stack.pop()
-        while xoff < xlim and yoff < ylim and xv[xoff] == yv[yoff]:
-            xoff += 1
-            yoff += 1
-        while xoff < xlim and yoff < ylim and xv[xlim - 1] == yv[ylim - 1]:
-            xlim -= 1
-            ylim -= 1
-        if xoff == xlim:
-            for y in range(yoff, ylim):
-                note_ins(y)
-        elif yoff == ylim:
-            for x in range(xoff, xlim):
-                note_del(x)
-        else:
-            xmid, ymid, lo_min, hi_min = _diag(xv, yv, xoff, xlim, yoff, ylim, mini, fd, bd, off,
-                                               too_expensive)
-            stack.append((xmid, xlim, ymid, ylim, hi_min))
-            stack.append((xoff, xmid, yoff, ymid, lo_min))
+def _diff_shift(eq, ch, eq_o, ch_o):
+    """Slide each run of changed lines in one file (eq, ch) up as far as equal lines allow,
+    then down as far as they allow, joining runs that come to touch; it then rests at the
+    lowest place where its end meets the end of a run in the other file (eq_o, ch_o), so the
+    two make one hunk, or else at the lowest place of all."""
+    n = len(eq)
+    paired = [j for j in range(len(eq_o)) if not ch_o[j]]
+    paired.append(len(eq_o))
 
+    def meets(u):
+        j = paired[u]
+        return j > 0 and ch_o[j - 1]
 
-def _discard_confusing(eqs, minimal):
-    """Which lines of each file take no part in the comparison (GNU's discard_confusing_lines):
-    lines without any match in the other file, and runs of lines with very many matches."""
-    counts = [{}, {}]
-    for f in (0, 1):
-        cf = counts[f]
-        for e in eqs[f]:
-            cf[e] = cf.get(e, 0) + 1
-    discarded = []
-    for f in (0, 1):
-        end = len(eqs[f])
-        other = counts[1 - f]
-        many = 5
-        if end >= 64:
-            many <<= (_floor_log2(end) >> 1) - 3
-        dis = bytearray(end)
-        for i, e in enumerate(eqs[f]):
-            nm = other.get(e, 0)
-            if nm == 0:
-                dis[i] = 1
-            elif nm > many:
-                dis[i] = 2
-        discarded.append(dis)
-    for f in (0, 1):
-        dis = discarded[f]
-        end = len(dis)
-        i = 0
-        while i < end:
-            if dis[i] == 2:
-                dis[i] = 0
-            elif dis[i] != 0:
-                provisional = 0
-                j = i
-                while j < end:
-                    if dis[j] == 0:
-                        break
-                    if dis[j] == 2:
-                        provisional += 1
-                    j += 1
-                while j > i and dis[j - 1] == 2:
-                    j -= 1
-                    dis[j] = 0
-                    provisional -= 1
-                length = j - i
-                if (length >> 2) < provisional:
-                    while j > i:
-                        j -= 1
-                        if dis[j] == 2:
-                            dis[j] = 0
-                else:
-                    minimum = 2 if length < 4 else (1 << ((_floor_log2(length) >> 1) - 1)) + 1
-                    consec = 0
-                    j = 0
-                    while j < length:
-                        if dis[i + j] != 2:
-                            consec = 0
-                        else:
-                            consec += 1
-                            if minimum == consec:
-                                j -= consec
-                            elif minimum < consec:
-                                dis[i + j] = 0
-                        j += 1
-                    consec = 0
-                    for j in range(length):
-                        if j >= 8 and dis[i + j] == 1:
-                            break
-                        if dis[i + j] == 2:
-                            consec = 0
-                            dis[i + j] = 0
-                        elif dis[i + j] == 0:
-                            consec = 0
-                        else:
-                            consec += 1
-                        if consec == 3:
-                            break
-                    i += length - 1
-                    consec = 0
-                    for j in range(length):
-                        if j >= 8 and dis[i - j] == 1:
-                            break
-                        if dis[i - j] == 2:
-                            consec = 0
-                            dis[i - j] = 0
-                        elif dis[i - j] == 0:
-                            consec = 0
-                        else:
-                            consec += 1
-                        if consec == 3:
-                            break
+    i = 0
+    u = 0
+    while True:
+        while i < n and not ch[i]:
             i += 1
-    if minimal:
-        return [bytearray(len(eqs[0])), bytearray(len(eqs[1]))]
-    return discarded
-
-
-def _shift_boundaries(eqs, changed):
-    """Slides runs of changes over identical lines to merge them (GNU's shift_boundaries).
-    changed[f] has a False sentinel at the end, which index -1 also reaches."""
-    for f in (0, 1):
-        ch = changed[f]
-        oc = changed[1 - f]
-        eq = eqs[f]
-        i = j = 0
-        i_end = len(eq)
+            u += 1
+        if i >= n:
+            break
+        start = i
+        while i < n and ch[i]:
+            i += 1
+        end = i
         while True:
-            while i < i_end and not ch[i]:
-                while oc[j]:
-                    j += 1
-                j += 1
-                i += 1
-            if i == i_end:
-                break
-            start = i
-            i += 1
-            while ch[i]:
-                i += 1
-            while oc[j]:
-                j += 1
-            while True:
-                runlength = i - start
-                while start and eq[start - 1] == eq[i - 1]:
-                    start -= 1
-                    ch[start] = True
-                    i -= 1
-                    ch[i] = False
-                    while ch[start - 1]:
-                        start -= 1
-                    j -= 1
-                    while oc[j]:
-                        j -= 1
-                corresponding = i if oc[j - 1] else i_end
-                while i != i_end and eq[start] == eq[i]:
-                    ch[start] = False
-                    start += 1
-                    ch[i] = True
-                    i += 1
-                    while ch[i]:
-                        i += 1
-                    j += 1
-                    while oc[j]:
-                        corresponding = i
-                        j += 1
-                if runlength == i - start:
-                    break
-            while corresponding < i:
+            size = end - start
+            while start > 0 and eq[start - 1] == eq[end - 1]:
                 start -= 1
+                end -= 1
+                u -= 1
                 ch[start] = True
-                i -= 1
-                ch[i] = False
-                j -= 1
-                while oc[j]:
-                    j -= 1
+                ch[end] = False
+                while start > 0 and ch[start - 1]:
+                    start -= 1
+            best = end if meets(u) else -1
+            while end < n and eq[start] == eq[end]:
+                ch[start] = False
+                ch[end] = True
+                start += 1
+                end += 1
+                u += 1
+                while end < n and ch[end]:
+                    end += 1
+                if meets(u):
+                    best = end
+            if end - start == size:
+                break
+        if best >= 0:
+            while end > best:
+                start -= 1
+                end -= 1
+                u -= 1
+                ch[start] = True
+                ch[end] = False
+        i = end
 
 
 def _diff_script(a, b, keyfn, horizon, minimal):
     """The edit script between line lists a and b: [(line0, line1, deleted, inserted)]."""
-    n0, n1 = len(a), len(b)
+    ids = {}
+    ea = [ids.setdefault(keyfn(ln) if keyfn else ln, len(ids)) for ln in a]
+    eb = [ids.setdefault(keyfn(ln) if keyfn else ln, len(ids)) for ln in b]
+    n0, n1 = len(ea), len(eb)
     p = 0
     lim = min(n0, n1)
-    while p < lim and a[p] == b[p]:
+    while p < lim and ea[p] == eb[p]:
         p += 1
     p = max(p - horizon, 0)
     sfx = 0
     slim = lim - p
-    while sfx < slim and a[n0 - 1 - sfx] == b[n1 - 1 - sfx]:
+    while sfx < slim and ea[n0 - 1 - sfx] == eb[n1 - 1 - sfx]:
         sfx += 1
     sfx = max(sfx - horizon, 0)
-    ma = a[p : n0 - sfx]
-    mb = b[p : n1 - sfx]
-    classes = {}
-    eqs = []
-    for lines in (ma, mb):
-        e = []
-        for ln in lines:
-            k = keyfn(ln) if keyfn else ln
-            c = classes.get(k)
-            if c is None:
-                c = classes[k] = len(classes) + 1
-            e.append(c)
-        eqs.append(e)
-    changed = [[False] * (len(ma) + 1), [False] * (len(mb) + 1)]
-    dis = _discard_confusing(eqs, minimal)
-    real = []
-    und = []
-    for f in (0, 1):
-        r = []
-        u = []
-        for i, e in enumerate(eqs[f]):
-            if dis[f][i]:
-                changed[f][i] = True
-            else:
-                r.append(i)
-                u.append(e)
-        real.append(r)
-        und.append(u)
-    ch0, ch1 = changed
-    r0, r1 = real
+    e0 = ea[p : n0 - sfx]
+    e1 = eb[p : n1 - sfx]
+    l0, l1 = len(e0), len(e1)
+    ch0 = [False] * (l0 + 1)
+    ch1 = [False] * (l1 + 1)
+    # A line with no equal in the other file is in no common subsequence: flag it now and
+    # leave it out of the search.
+    in0 = set(e0)
+    in1 = set(e1)
+    r0 = []
+    r1 = []
+    for i, e in enumerate(e0):
+        if e in in1:
+            r0.append(i)
+        else:
+            ch0[i] = True
+    for j, e in enumerate(e1):
+        if e in in0:
+            r1.append(j)
+        else:
+            ch1[j] = True
 
-    def note_del(x):
+    def del_a(x):
         ch0[r0[x]] = True
 
-    def note_ins(y):
+    def ins_b(y):
         ch1[r1[y]] = True
 
-    _compareseq(und[0], und[1], minimal, note_del, note_ins)
-    _shift_boundaries(eqs, changed)
+    _diff_mark([e0[i] for i in r0], [e1[j] for j in r1], 0 if minimal else _DIFF_COST_CAP,
+               del_a, ins_b)
+    _diff_shift(e0, ch0, e1, ch1)
+    _diff_shift(e1, ch1, e0, ch0)
     script = []
     i0 = i1 = 0
-    l0, l1 = len(ma), len(mb)
     while i0 < l0 or i1 < l1:
         if ch0[i0] or ch1[i1]:
             s0, s1 = i0, i1
