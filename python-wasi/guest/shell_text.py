@@ -3602,7 +3602,7 @@ def _diff_middle(A, B, x0, x1, y0, y1, cap):
         hi = d
         while hi > n:
             hi -= 2
-        for k in range(lo, hi + 1, 2):
+        for k in range(hi, lo - 1, -2):
             i = off + k
             if k == -d or (k != d and fwd[i - 1] < fwd[i + 1]):
                 x = fwd[i + 1]
