@@ -89,7 +89,7 @@ async fn an_unknown_magic_is_a_usage_error() {
     let api = shared().await;
     let v = cell(&api, "print('before')\n%nosuchmagic 1\n", "python").await;
     assert_eq!(v["status"], "error", "{v}");
-    assert_eq!(v["error"]["kind"], "UsageError", "{v}");
+    assert_eq!(v["error"]["type"], "UsageError", "{v}");
     assert_eq!(
         v["error"]["message"], "Line magic function `%nosuchmagic` not found.",
         "{v}"
@@ -101,12 +101,12 @@ async fn tracebacks_keep_the_callers_line_numbers() {
     let api = shared().await;
     let code = "%matplotlib inline\nx = 1\n!echo hi\ny = x / 0\n";
     let v = cell(&api, code, "python").await;
-    assert_eq!(v["error"]["kind"], "ZeroDivisionError", "{v}");
+    assert_eq!(v["error"]["type"], "ZeroDivisionError", "{v}");
     assert_eq!(v["error"]["line"], 4, "{v}");
     let id = api.session(&json!({"template": "python"})).await;
     let a = api.turn(&id, &json!({"code": code})).await.expect(200);
     assert_eq!(
-        (&a["error"]["kind"], &a["error"]["line"]),
+        (&a["error"]["type"], &a["error"]["line"]),
         (&json!("ZeroDivisionError"), &json!(4)),
         "{a}"
     );
@@ -125,10 +125,11 @@ async fn plain_python_is_unchanged() {
         "{v}"
     );
     let id = api.session(&json!({"template": "python"})).await;
+    // A final expression is echoed, as the REPL does, and is the turn's result.
     let v = api.turn_ok(&id, "print('hello')\n1 + 1").await;
     assert_eq!(
         (&v["stdout"], &v["result"]),
-        (&json!("hello\n"), &json!("2")),
+        (&json!("hello\n2\n"), &json!("2")),
         "{v}"
     );
     // A magic cell's final expression is the turn's result too.

@@ -160,11 +160,9 @@ async fn pip_install_of_a_package_present_already() {
         json!({"template": "scientific"}),
     )
     .await;
-    assert_eq!(
-        (&v["status"], &v["stdout"]),
-        (&json!("ok"), &json!("numpy\n")),
-        "{v}"
-    );
+    // The guest's pip finds it ("Requirement already satisfied"); the host fetched nothing.
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(v["stdout"].as_str().unwrap().ends_with("\nnumpy\n"), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
