@@ -174,3 +174,29 @@ def test_deep_agent_works_in_a_vivarium_session(server) -> None:
         names = sorted(f.path for f in sandbox.session.list_files())
         assert "project/README.md" in names and "project/app.py" in names, names
     assert len(model.seen) == len(script)
+
+
+async def test_deep_agent_async_with_parallel_tool_calls(server) -> None:
+    # One model turn asking for three tools at once: deepagents runs them concurrently
+    # (threads over the sync backend); the session takes them one at a time.
+    parallel = AIMessage(content="", tool_calls=[
+        {"name": "write_file", "args": {"file_path": f"/p/{n}.txt", "content": f"{n}\n"}, "id": f"w{n}"}
+        for n in range(3)
+    ])
+    script = [
+        parallel,
+        call("execute", 4, command="cat /p/*.txt | wc -l"),
+        AIMessage(content="three files"),
+    ]
+    model = ScriptedChatModel(script=script, seen=[])
+    with VivariumSandbox(server.url) as sandbox:
+        agent = create_deep_agent(model=model, backend=sandbox)
+        state = await agent.ainvoke({"messages": [{"role": "user", "content": "write three"}]})
+        seen = {m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)}
+        assert seen == {
+            "w0": "Updated file /p/0.txt",
+            "w1": "Updated file /p/1.txt",
+            "w2": "Updated file /p/2.txt",
+            "c4": "3\n\n[Command succeeded with exit code 0]",
+        }
+        assert state["messages"][-1].content == "three files"
