@@ -4241,6 +4241,22 @@ def b_pwd(ctx, argv):
     return 0
 
 
+def _logical_path(path):
+    """Normalises an absolute path lexically: "." dropped, ".." removes the previous
+    component (never going above "/"), repeated slashes collapsed."""
+    parts = []
+    for comp in path.split("/"):
+        if comp in ("", "."):
+            continue
+        if comp == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(comp)
+    root = "//" if path.startswith("//") and not path.startswith("///") else "/"
+    return root + "/".join(parts)
+
+
 @builtin("cd")
 def b_cd(ctx, argv):
     sh = ctx.shell
@@ -4270,18 +4286,28 @@ def b_cd(ctx, argv):
                 target = cand
                 printit = printit or bool(d)
                 break
+    opts = []
+    for a in argv[1:]:
+        if a == "--" or not a.startswith("-") or a == "-":
+            break
+        opts.append(a)
+    physical = "-P" in opts
+    # bash's logical cd: PWD joined with the operand, "." and ".." resolved lexically (never
+    # above "/"), before the chdir (the sandbox refuses a chdir through ".." above its root)
+    logical = _logical_path(target if target.startswith("/") else old.rstrip("/") + "/" + target)
     try:
-        os.chdir(target)
+        if physical:
+            os.chdir(target)
+        else:
+            try:
+                os.chdir(logical)
+            except OSError:
+                os.chdir(target)
     except OSError as e:
         sh.err(ctx.io, "cd: %s: %s" % (args[0] if args else target, _strerror(e)))
         return 1
-    if target.startswith("/"):
-        new = os.path.normpath(target)
-    else:
-        new = os.path.normpath(os.path.join(old, target))
-    if new.startswith("//") and not new.startswith("///"):
-        new = new[1:]
-    if not _same_dir(new, "."):
+    new = logical
+    if physical or not _same_dir(new, "."):
         new = os.getcwd()
     sh.set_var("OLDPWD", old)
     sh.set_var("PWD", new)
