@@ -53,9 +53,11 @@ try {
 
   await step("redirections and ; : python3 -c … > out.txt 2>&1; cat out.txt", async () => {
     const r = await sbx.commands.run("python3 -c 'import sys; print(1); print(2, file=sys.stderr)' > out.txt 2>&1; cat out.txt");
-    assert.equal(r.stdout, "1\n2\n");
+    // As CPython does with its stdout redirected to a file (block-buffered, written at exit)
+    // and stderr line-buffered: stderr's line lands first.
+    assert.equal(r.stdout, "2\n1\n");
     assert.equal(r.stderr, "");
-    assert.equal(await sbx.files.read("out.txt"), "1\n2\n");
+    assert.equal(await sbx.files.read("out.txt"), "2\n1\n");
   });
 
   await step("cd within a command, not beyond it", async () => {
