@@ -293,28 +293,68 @@ class IO:
         self.chan = chan
 
 
+class OutputError(Exception):
+    """A write of a command's stdout failed (disk full, ...): thrown into the generator that
+    yielded the chunk, so that command fails (run_argv reports it) and the script goes on."""
+
+    def __init__(self, err):
+        Exception.__init__(self, _strerror(err) if isinstance(err, OSError) else str(err))
+        self.err = err
+
+
 def merge(gen, chan):
-    """Yields what gen yields with the channel's pending writes in order; returns its value."""
+    """Yields what gen yields with the channel's pending writes in order; returns its value.
+    An OutputError thrown in (a failed write downstream) is passed on to gen."""
     send = gen.send
     try:
+        chunk = send(None)
         while True:
+            try:
+                if chan.pending:
+                    yield chan.take()
+                yield chunk
+            except OutputError as e:
+                chunk = gen.throw(e)
+                continue
             chunk = send(None)
-            if chan.pending:
-                yield chan.take()
-            yield chunk
     except StopIteration as e:
         if chan.pending:
             yield chan.take()
         return e.value
 
 
-def drain_to(gen, writer):
+def drain_to(gen, writer, report=None):
+    """Runs gen writing what it yields to writer; returns its value. A failed write (OSError)
+    is thrown into gen as OutputError: the command that yielded fails with a write error;
+    one that reaches here is reported through report(msg) and gives status 1."""
     send = gen.send
+    failed = False
     try:
+        chunk = send(None)
         while True:
-            writer.write(send(None))
+            try:
+                writer.write(chunk)
+            except OSError as e:
+                failed = True
+                chunk = gen.throw(OutputError(e))
+                continue
+            chunk = send(None)
     except StopIteration as e:
-        return e.value
+        status = e.value
+    except OutputError as e:
+        if report is not None:
+            report("write error: %s" % e)
+        status = 1
+    if isinstance(writer, FileWriter):
+        try:
+            writer.flush()
+        except OSError as e:
+            # data still buffered when the command ended (echo x > f on a full disk)
+            if not failed:
+                if report is not None:
+                    report("write error: %s" % _strerror(e))
+                status = 1
+    return status
 
 
 def collect(gen, chan=None, limit=None, out=None):
@@ -3143,13 +3183,19 @@ class Shell:
             out = nio.fds.get(1)
             if out is io.chan:
                 return (yield from gen)
-            return drain_to(gen, out if out is not None else NullWriter())
+            return drain_to(gen, out if out is not None else NullWriter(), lambda m: self.err(io, m))
         finally:
             for f in opened:
                 try:
                     f.close()
                 except Exception:
                     pass
+
+    def _write_error(self, io, name, msg):
+        if name in BUILTINS or name in self.functions:
+            self.err(io, "%s: %s" % (name, msg))
+        else:
+            io.fds.get(2, NullWriter()).write(s2b("%s: %s\n" % (name, msg)))
 
     def exec_simple(self, node, io):
         self.lineno = node.line
@@ -3207,7 +3253,8 @@ class Shell:
                     out = nio.fds.get(1)
                     if out is io.chan:
                         return (yield from self.run_argv(argv, nio))
-                    return drain_to(self.run_argv(argv, nio), out if out is not None else NullWriter())
+                    return drain_to(self.run_argv(argv, nio), out if out is not None else NullWriter(),
+                                    lambda m: self._write_error(nio, argv[0], m))
                 finally:
                     for f in opened:
                         try:
@@ -3309,6 +3356,14 @@ class Shell:
             raise
         except BrokenPipeError:
             return 141
+        except OutputError as e:
+            if name == "yes":
+                ctx.stderr.write(s2b("%s: standard output: %s\n" % (name, e)))
+            elif name in BUILTINS:
+                self.err(io, "%s: write error: %s" % (name, e))
+            else:
+                ctx.stderr.write(s2b("%s: write error: %s\n" % (name, e)))
+            return 1
         except Exception as e:
             if os.environ.get("VIVARIUM_SHELL_DEBUG"):
                 import traceback
@@ -5813,13 +5868,27 @@ def _run(source, persist, capture):
                     chunks.append(chunk)
             else:
                 n = 0
-                for chunk in gen:
-                    out_w.write(chunk)
-                    n += len(chunk)
-                    if n > 1 << 20:
-                        out_w.flush()
-                        n = 0
+                send = gen.send
+                try:
+                    chunk = send(None)
+                    while True:
+                        try:
+                            out_w.write(chunk)
+                            n += len(chunk)
+                            if n > 1 << 20:
+                                n = 0
+                                out_w.stream.flush()
+                        except OSError as e:
+                            # the command that yielded this chunk fails with a write error
+                            chunk = gen.throw(OutputError(e))
+                            continue
+                        chunk = send(None)
+                except StopIteration:
+                    pass
             status = sh.last_status
+        except OutputError as e:
+            sh.err(io, "write error: %s" % e)
+            status = 1
         except ShellExit as e:
             status = e.status
         except ShellError as e:
