@@ -37,7 +37,8 @@ async fn a_sessions_turns_are_numbered_from_1_in_tracebacks() {
 async fn a_session_keeps_the_sources_of_its_definitions_not_of_every_turn() {
     let api = shared().await;
     let id = api.session(&json!({"template": "python"})).await;
-    api.turn_ok(&id, "def f():\n    return 1 / 0  # from turn 1").await;
+    api.turn_ok(&id, "def f():\n    return 1 / 0  # from turn 1")
+        .await;
     api.turn_ok(&id, "n = 0").await;
     for _ in 0..60 {
         api.turn_ok(&id, "n += 1").await;
@@ -55,8 +56,11 @@ async fn a_session_keeps_the_sources_of_its_definitions_not_of_every_turn() {
     // Five definitions with 300 KB of source each: the oldest two are past the 1 MiB kept.
     let pad = "#".repeat(300_000);
     for i in 1..=5 {
-        api.turn_ok(&id, &format!("def g{i}():\n    return 1 / 0  # g{i}\n{pad}"))
-            .await;
+        api.turn_ok(
+            &id,
+            &format!("def g{i}():\n    return 1 / 0  # g{i}\n{pad}"),
+        )
+        .await;
     }
     for (i, shown) in [(1, false), (2, false), (3, true), (5, true)] {
         let v = api
