@@ -44,6 +44,8 @@ def s2b(s):
 
 FUNCNEST_DEFAULT = 1000
 GLOB_MAX = 100_000
+BRACE_MAX = 4_000_000  # words one brace expansion may produce (bash has no bound; memory does)
+BRACE_DEPTH = 1000  # brace groups handled in one word
 CMDSUB_MAX = 64 << 20
 PIPE_BUF = 65536  # what an upstream stage may still write once its reader is gone
 
@@ -1717,8 +1719,9 @@ def glob(pat):
 _SEQ_RE = re.compile(r"(-?[0-9]+)\.\.(-?[0-9]+)(?:\.\.(-?[0-9]+))?\Z|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?[0-9]+))?\Z")
 
 
-def brace_expand(parts):
-    """Brace expansion over a word's parts: a list of part lists."""
+def brace_expand(parts, strings=False):
+    """Brace expansion over a word's parts: a list of part lists. With strings=True, a word
+    made only of plain text gives a list of str instead (a million words stay compact)."""
     # flatten to items: structural chars "{", ",", "}" as ("B", c), other text as parts
     items = []
     for p in parts:
@@ -1730,9 +1733,62 @@ def brace_expand(parts):
                     items.append(("s", piece))
         else:
             items.append(p)
+    if all(it[0] in ("s", "B") for it in items):
+        words = _brace_str([it[1] for it in items], 0)
+        return words if strings else [[("s", w)] for w in words]
     out = []
     _brace_items(items, out, 0)
     return [_join_s(x) for x in out]
+
+
+def _brace_str(items, depth):
+    """Brace expansion of plain text split into pieces ("{", ",", "}" and text): a list of
+    str, the count checked against BRACE_MAX before each product is built."""
+    if depth > BRACE_DEPTH:
+        raise CmdError("brace expansion: too many brace groups in one word (more than %d)" % BRACE_DEPTH, 1)
+    n = len(items)
+    for i in range(n):
+        if items[i] != "{":
+            continue
+        level = 0
+        commas = []
+        for j in range(i + 1, n):
+            it = items[j]
+            if it == "{":
+                level += 1
+            elif it == "}":
+                if level == 0:
+                    break
+                level -= 1
+            elif it == "," and level == 0:
+                commas.append(j)
+        else:
+            continue
+        pre = "".join(items[:i])
+        if commas:
+            heads = []
+            start = i + 1
+            for c in commas + [j]:
+                heads.extend(_brace_str(items[start:c], depth + 1))
+                if len(heads) > BRACE_MAX:
+                    _brace_too_many()
+                start = c + 1
+        else:
+            inner = items[i + 1 : j]
+            m = _SEQ_RE.match(inner[0]) if len(inner) == 1 else None
+            if m is None:
+                # not an expansion: keep this brace literally and look further
+                pre = "".join(items[: i + 1])
+                return [pre + r for r in _brace_str(items[i + 1 :], depth + 1)]
+            heads = _brace_seq(m)
+        tails = _brace_str(items[j + 1 :], depth + 1)
+        if len(heads) * len(tails) > BRACE_MAX:
+            _brace_too_many()
+        if len(tails) == 1:
+            t = tails[0]
+            return [pre + h + t for h in heads]
+        return [pre + h + t for h in heads for t in tails]
+    return ["".join(items)]
 
 
 def _join_s(items):
@@ -1747,10 +1803,15 @@ def _join_s(items):
     return res
 
 
+def _brace_too_many():
+    raise CmdError("brace expansion: too many words (more than %d)" % BRACE_MAX, 1)
+
+
 def _brace_items(items, out, depth):
-    if depth > 20 or len(out) > 100000:
-        out.append(items)
-        return
+    if len(out) > BRACE_MAX:
+        _brace_too_many()
+    if depth > BRACE_DEPTH:
+        raise CmdError("brace expansion: too many brace groups in one word (more than %d)" % BRACE_DEPTH, 1)
     n = len(items)
     for i in range(n):
         if items[i] != ("B", "{"):
@@ -1791,6 +1852,8 @@ def _brace_items(items, out, depth):
         # not an expansion: keep this brace literally and look further
         rest = []
         _brace_items(items[i + 1 :], rest, depth + 1)
+        if len(out) + len(rest) > BRACE_MAX:
+            _brace_too_many()
         for r in rest:
             out.append(items[: i + 1] + r)
         return
@@ -1806,6 +1869,8 @@ def _brace_seq(m):
             if len(t.lstrip("-")) > 1 and t.lstrip("-").startswith("0"):
                 width = max(len(m.group(1)), len(m.group(2)))
         rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        if len(rng) > BRACE_MAX:
+            _brace_too_many()
         if width:
             return [("-" if v < 0 else "") + str(abs(v)).zfill(width - (1 if v < 0 else 0)) for v in rng]
         return [str(v) for v in rng]
@@ -2845,11 +2910,14 @@ class Shell:
             braced = w._braced
             if braced is None:
                 if any(p[0] == "s" and "{" in p[1] for p in parts):
-                    braced = brace_expand(parts)
+                    braced = brace_expand(parts, strings=True)
                 else:
                     braced = [parts]
-                w._braced = braced
+                if len(braced) <= 10000:  # a big expansion is not kept on the word
+                    w._braced = braced
             for ps in braced:
+                if type(ps) is str:
+                    ps = [("s", ps)]
                 self.fields(self.segments(ps, io), argv)
         return argv
 
@@ -3219,8 +3287,12 @@ class Shell:
             self.exec_files.extend(opened)
             return 0
         if not argv:
-            for name, w, append, sub in node.assigns:
-                self.do_assign(name, w, append, sub, io)
+            try:
+                for name, w, append, sub in node.assigns:
+                    self.do_assign(name, w, append, sub, io)
+            except CmdError as e:
+                self.err(io, e.msg)
+                return e.status
             status = self.cmdsub_status or 0
             if node.redirs:
                 try:
