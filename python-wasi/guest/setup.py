@@ -93,7 +93,6 @@ class _TurnSources:
         # Per turn name, oldest first: (keys it registered, bytes charged).
         self._turns = {}
         self._bytes = 0
-        self._adopted = False
 
     def _keys(self, code):
         """The keys `_register_code` makes for `code` and the code objects inside it."""
@@ -112,12 +111,6 @@ class _TurnSources:
     def __call__(self, code, string, name):
         if not name.startswith("<turn "):
             return self._register(code, string, name)
-        cache = self._linecache._interactive_cache
-        if not self._adopted:
-            # What the template's build turns registered: no sandbox's code is in them.
-            self._adopted = True
-            for key in [k for k in cache if str(k[0]).startswith("<turn ")]:
-                del cache[key]
         if name not in self._turns:
             # A new turn: the earlier ones' top-level code can never run again, and a turn
             # that defined nothing keeps nothing.
@@ -148,6 +141,13 @@ def _bound_turn_sources():
     register = getattr(linecache, "_register_code", None)
     if register is not None and getattr(linecache, "_make_key", None) is not None:
         linecache._register_code = _TurnSources(linecache)
+        # What the template's build turn registered (its source carries every helper module:
+        # tens of thousands of lines), dropped now, while the template is being built, so the
+        # memory it frees is filled before the snapshot (`SNAPSHOT_READY`) rather than left as
+        # holes a sandbox's first turn would open.
+        cache = linecache._interactive_cache
+        for key in [k for k in cache if str(k[0]).startswith("<turn ")]:
+            del cache[key]
 
 
 _bound_turn_sources()
