@@ -50,9 +50,6 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
     );
     assert_eq!(legacy["images"][0]["png"], true, "{legacy}");
     assert_eq!(
-        // The SDK of the current revision does not list `run_command`, though the server's
-        // `tools/list` carries it (tests/server/front_mcp_shell.rs drives it over raw HTTP):
-        // an open finding of issue 49, not yet understood.
         v["tools"],
         json!([
             "check_python",
@@ -60,6 +57,7 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             "execute_python",
             "fork_session",
             "open_session",
+            "run_command",
             "run_in_session",
             "snapshot_session"
         ])

@@ -116,8 +116,12 @@ pub struct RunCommandArgs {
     /// working directory and exported variables that persist from one command to the next,
     /// as in a terminal, shared with its Python turns. Without it, the command runs in a
     /// fresh sandbox that is discarded after.
+    ///
+    /// Typed `string` in the schema (optional by not being required, not by `null`): the MCP
+    /// revision of 2026-07-28 allows `x-mcp-header` only on a property of a single scalar type,
+    /// and its clients drop a tool whose annotation breaks that.
     #[serde(default)]
-    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER, "type" = "string"))]
     pub session_id: Option<String>,
     /// Wall-clock deadline in milliseconds (the server's default when left out).
     #[serde(default)]
