@@ -191,11 +191,17 @@ impl VivariumMcp {
             packages: args.packages,
             ..ExecuteRequest::default()
         };
+        Ok(self.fresh_run(&ctx(&extensions), req).await)
+    }
+
+    /// A run in a fresh sandbox as `execute_python` and `run_command` return it: the run's
+    /// bracket, the run, its result rendered.
+    async fn fresh_run(&self, ctx: &RequestContext, req: ExecuteRequest) -> CallToolResult {
         let state = &self.state;
-        let (mut bracket, id) = Bracket::run(state, &ctx(&extensions));
+        let (mut bracket, id) = Bracket::run(state, ctx);
         let result = execute_request(state, req, bracket.record()).await;
         bracket.close(run_outcome(&result));
-        Ok(match result {
+        match result {
             Ok(Executed::Ran { report, findings }) => render_result(
                 &ExecuteResponse::new(&id, *report, findings).result,
                 &[],
@@ -204,7 +210,7 @@ impl VivariumMcp {
             ),
             Ok(Executed::Denied(findings)) => denied(&findings),
             Err(e) => self.api_error(e),
-        })
+        }
     }
 
     #[tool(
@@ -288,19 +294,28 @@ impl VivariumMcp {
             policy,
             ..TurnRequest::default()
         };
-        let ctx = ctx(&extensions);
+        Ok(self
+            .session_turn(&ctx(&extensions), &args.session_id, req)
+            .await)
+    }
+
+    /// A turn of an open session as `run_in_session` and `run_command` return it: the turn's
+    /// bracket, the turn, its result rendered.
+    async fn session_turn(
+        &self,
+        ctx: &RequestContext,
+        session_id: &str,
+        req: TurnRequest,
+    ) -> CallToolResult {
         let key = ctx.key_id.as_deref();
-        let (mut bracket, turn_id) = Bracket::turn(&self.state, &ctx, &args.session_id);
-        let result = turn_request(&self.state, &args.session_id, key, req, bracket.record()).await;
+        let (mut bracket, turn_id) = Bracket::turn(&self.state, ctx, session_id);
+        let result = turn_request(&self.state, session_id, key, req, bracket.record()).await;
         bracket.close(turn_outcome(&result));
-        Ok(match result {
-            Ok(Turned::Ran(done)) => {
-                self.turn_result(&turn_id, &args.session_id, key, *done)
-                    .await
-            }
+        match result {
+            Ok(Turned::Ran(done)) => self.turn_result(&turn_id, session_id, key, *done).await,
             Ok(Turned::Denied(findings)) => denied(&findings),
             Err(e) => self.api_error(e),
-        })
+        }
     }
 
     /// A session turn's result as `run_in_session` and `run_command` return it.
@@ -361,20 +376,7 @@ impl VivariumMcp {
                 policy: Policy::Off,
                 ..ExecuteRequest::default()
             };
-            let state = &self.state;
-            let (mut bracket, id) = Bracket::run(state, &ctx);
-            let result = execute_request(state, req, bracket.record()).await;
-            bracket.close(run_outcome(&result));
-            return Ok(match result {
-                Ok(Executed::Ran { report, findings }) => render_result(
-                    &ExecuteResponse::new(&id, *report, findings).result,
-                    &[],
-                    None,
-                    FilesOf::Execution(&id),
-                ),
-                Ok(Executed::Denied(findings)) => denied(&findings),
-                Err(e) => self.api_error(e),
-            });
+            return Ok(self.fresh_run(&ctx, req).await);
         };
         let req = TurnRequest {
             code: args.command,
@@ -386,15 +388,7 @@ impl VivariumMcp {
             policy: Policy::Off,
             ..TurnRequest::default()
         };
-        let key = ctx.key_id.as_deref();
-        let (mut bracket, turn_id) = Bracket::turn(&self.state, &ctx, &session_id);
-        let result = turn_request(&self.state, &session_id, key, req, bracket.record()).await;
-        bracket.close(turn_outcome(&result));
-        Ok(match result {
-            Ok(Turned::Ran(done)) => self.turn_result(&turn_id, &session_id, key, *done).await,
-            Ok(Turned::Denied(findings)) => denied(&findings),
-            Err(e) => self.api_error(e),
-        })
+        Ok(self.session_turn(&ctx, &session_id, req).await)
     }
 
     #[tool(description = "Close a Python session and remove its files.")]
