@@ -104,11 +104,11 @@ __vivarium_template()
 del __vivarium_template
 ";
 
-/// The end of every init turn: no descriptor beyond the preopens may be open (it would not
-/// exist at run time); then every object the template holds is made immortal (PEP 683), so
-/// `Py_INCREF`/`Py_DECREF` on them write nothing and a run dirties only the pages it really
-/// changes; then the allocator's free space is filled; then `gc.freeze()` keeps the collector
-/// from walking (and dirtying) the objects.
+/// The last init turn (`template::init_turns`): no descriptor beyond the preopens may be
+/// open (it would not exist at run time); then every object the template holds is made
+/// immortal (PEP 683), so `Py_INCREF`/`Py_DECREF` on them write nothing and a run dirties only
+/// the pages it really changes; then the allocator's free space is filled; then `gc.freeze()`
+/// keeps the collector from walking (and dirtying) the objects.
 ///
 /// The walk starts from every object the collector tracks and follows `gc.get_referents`
 /// into the untracked ones (strings, numbers, atomic tuples), and into code objects'

@@ -1,4 +1,4 @@
-//! Building a template: instrument `python.wasm` with Wizer, run its init turn under the
+//! Building a template: instrument `python.wasm` with Wizer, run its init turns under the
 //! sandbox's preopen table, snapshot memory and globals into a new module, and export its
 //! mutable globals (`exports.rs`).
 
@@ -30,7 +30,7 @@ pub(super) fn build_locked(
     files: &RuntimeFiles,
     dir: &Path,
     out: &Path,
-    init: &str,
+    init: &[String; 2],
     keep_instrumented: bool,
 ) -> Result<(), TemplateError> {
     let out_dir = out.parent().expect("template path has a parent");
@@ -60,7 +60,7 @@ pub(super) fn build_locked(
     let wasm = std::fs::read(&files.plain_wasm).map_err(io_err("reading", &files.plain_wasm))?;
     let stdlib = files.stdlib_dir.clone();
     let mpl = files.mpl_data_dir.clone();
-    let init = init.to_string();
+    let init = init.clone();
     let root2 = root.clone();
     let packages2 = packages.clone();
     // The init turn runs guest code: it needs the big native stack, like every guest call.
@@ -112,7 +112,7 @@ fn lock_instrumented() -> std::sync::MutexGuard<'static, Instrumented> {
 fn snapshot(
     wasm: &[u8],
     dirs: &HostDirs<'_>,
-    init: &str,
+    init: &[String; 2],
     started: Instant,
     keep_instrumented: bool,
 ) -> wasmtime::Result<Vec<u8>> {
@@ -188,17 +188,24 @@ fn snapshot(
     let memory = instance
         .get_memory(&mut store, "memory")
         .ok_or_else(|| wasmtime::format_err!("no memory export"))?;
-    let src = init.as_bytes();
-    let p = host_alloc.call(&mut store, src.len() as i32)?;
-    memory.write(&mut store, p as u32 as usize, src)?;
-    let status = turn.call(&mut store, (p, src.len() as i32));
+    // One turn after another: what the first frees, the second's fill covers.
+    for src in init {
+        let src = src.as_bytes();
+        let p = host_alloc.call(&mut store, src.len() as i32)?;
+        memory.write(&mut store, p as u32 as usize, src)?;
+        let status = turn.call(&mut store, (p, src.len() as i32));
+        let out = String::from_utf8_lossy(&stdout.contents()).into_owned();
+        let err = String::from_utf8_lossy(&stderr.contents()).into_owned();
+        match status {
+            Ok(0) => {}
+            Ok(v) => wasmtime::bail!("the init turn returned {v}\nstdout: {out}\nstderr: {err}"),
+            Err(e) => {
+                wasmtime::bail!("the init turn trapped: {e:#}\nstdout: {out}\nstderr: {err}")
+            }
+        }
+    }
     let out = String::from_utf8_lossy(&stdout.contents()).into_owned();
     let err = String::from_utf8_lossy(&stderr.contents()).into_owned();
-    match status {
-        Ok(0) => {}
-        Ok(v) => wasmtime::bail!("the init turn returned {v}\nstdout: {out}\nstderr: {err}"),
-        Err(e) => wasmtime::bail!("the init turn trapped: {e:#}\nstdout: {out}\nstderr: {err}"),
-    }
     let Immortalized { objects, skipped } = store.data().immortalized;
     if objects == 0 {
         wasmtime::bail!("the init turn made no object immortal\nstdout: {out}\nstderr: {err}");

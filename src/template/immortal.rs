@@ -1,6 +1,6 @@
 //! The template build's door: it makes objects immortal.
 //!
-//! At the end of the init turn the guest walks every object the template holds and sends
+//! At the end of the last init turn the guest walks every object the template holds and sends
 //! their addresses here ([`IMMORTAL_TAG`], `guest::SNAPSHOT_READY`). CPython 3.15 on wasm32
 //! treats an object whose refcount is at least [`IMMORTAL_MINIMUM`] as immortal (PEP 683):
 //! `Py_INCREF` and `Py_DECREF` skip it, so a run that only uses the template's objects writes

@@ -15,21 +15,22 @@
 //! 2. instantiate it under the same preopen table a sandbox gets (fd 3 `/usr/local/lib`,
 //!    fd 4 mpl-data, fd 5 `/` on a placeholder directory, fd 6 the packages on an empty one)
 //!    and the base environment, then call `_initialize` and the guest's own `wizer.initialize` (what the stock snapshot
-//!    ran), then one `turn` running [`init_code`]: the helpers, the template's imports, a
-//!    check that no descriptor is left open, every object the template holds made immortal
-//!    through the build's own door (`immortal.rs`), and `gc.freeze()`;
+//!    ran), then the two turns of [`init_turns`]: the helpers and the template's imports;
+//!    then a check that no descriptor is left open, every object the template holds made
+//!    immortal through the build's own door (`immortal.rs`), its free space filled, and
+//!    `gc.freeze()`;
 //! 3. snapshot memory and globals into a new module, export its mutable globals (so a
 //!    session's state can be captured: `crate::sandbox::capture`), written atomically to
 //!    `<home>/templates/<name>-<key>/python-<name>.wasm` under an exclusive lock;
 //! 4. compile that to `.cwasm` through [`GuestEngine::load_module`].
 //!
 //! The key hashes every input: the pinned digests of `python.wasm` and the stdlib zip, the
-//! init code (so the helpers' sources), the guest paths and order of the preopens, the base
+//! init turns (so the helpers' sources), the guest paths and order of the preopens, the base
 //! environment, and the Wizer and Wasmtime versions. The `.cwasm` is keyed by that and our
 //! engine's settings.
 //!
-//! What the init turn fixed is undone per sandbox by its hidden set-up turn
-//! ([`setup_code`], `_vivarium.begin`): the init turn ran the guest's first-turn set-up, so
+//! What the init turns fixed is undone per sandbox by its hidden set-up turn
+//! ([`setup_code`], `_vivarium.begin`): the first init turn ran the guest's first-turn set-up, so
 //! `os.environ`, the random generators and `tempfile`'s name sequence would be the same in
 //! every sandbox. The set-up turn installs the request's environment, reseeds
 //! (`_reactor._refresh`), loads what the front door asked for, and renumbers turns from 1.
@@ -134,9 +135,13 @@ pub enum TemplateError {
     Runtime(#[from] RuntimeError),
 }
 
-/// The init turn of `template`: the helpers as modules, the template's imports, then
+/// The init turns of `template`: the helpers as modules, the template's imports; then
 /// [`SNAPSHOT_READY`]. Part of the template's cache key, so changing any of it rebuilds.
-pub fn init_code(template: Template) -> String {
+///
+/// Two turns, because a turn's source, its code object and the helpers' sources among its
+/// constants (over 1 MB since the shell) live until the turn ends: freed inside the turn
+/// that fills the free space, they would be holes a sandbox's first allocations reuse.
+pub fn init_turns(template: Template) -> [String; 2] {
     let mut code =
         String::from("def __vivarium_helpers():\n    import sys, types\n    for name, src in (\n");
     for (name, source) in GUEST_HELPERS {
@@ -160,8 +165,7 @@ del __vivarium_helpers
     // The HTTP clients go through the door in every sandbox, from the snapshot on: a run
     // with network pays nothing to have them, one without gets "network access is off".
     code.push_str(guest::NETWORK_INSTALL);
-    code.push_str(SNAPSHOT_READY);
-    code
+    [code, SNAPSHOT_READY.to_string()]
 }
 
 /// The wasm of a template and its cache key, building it first if this machine has none.
@@ -183,7 +187,7 @@ pub fn ensure_wasm(
             files,
             &home.join("templates"),
             &path,
-            &init_code(template),
+            &init_turns(template),
             others_missing,
         )?;
     }
@@ -192,7 +196,7 @@ pub fn ensure_wasm(
 
 /// A template's cache key: every input of its build. A session snapshot is bound to it.
 pub fn key(template: Template, files: &RuntimeFiles) -> Result<String, TemplateError> {
-    cache_key(template, files, &init_code(template))
+    cache_key(template, files, &init_turns(template))
 }
 
 /// Where a template's wasm is (or will be), and its key.
@@ -201,7 +205,7 @@ fn wasm_path(
     files: &RuntimeFiles,
     home: &Path,
 ) -> Result<(PathBuf, String), TemplateError> {
-    let key = cache_key(template, files, &init_code(template))?;
+    let key = cache_key(template, files, &init_turns(template))?;
     let path = home
         .join("templates")
         .join(format!("{}-{}", template.name(), &key[..16]))
@@ -223,7 +227,7 @@ pub fn load(
 fn cache_key(
     template: Template,
     files: &RuntimeFiles,
-    init: &str,
+    init: &[String; 2],
 ) -> Result<String, TemplateError> {
     let lock = Lock::embedded()?;
     let mut h = Sha256::new();
@@ -233,7 +237,8 @@ fn cache_key(
         &files.plain_sha256,
         lock.pin(STDLIB_ENTRY)?,
         &files.python_version,
-        init,
+        &init[0],
+        &init[1],
     ] {
         h.update(part.as_bytes());
         h.update([0u8]);
