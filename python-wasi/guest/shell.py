@@ -6045,6 +6045,27 @@ def run(source, *, persist=True):
         return 2
 
 
+def command(line, cwd):
+    """Runs a command line as a new process would (E2B's `commands.run`): in `cwd`, nothing
+    of its `cd` or `export` kept; returns its exit status, 0-255, an `exit` included (never
+    raised: it is a status, not the session's end)."""
+    here = os.getcwd()
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        sys.stderr.write("bash: line 1: cd: %s: %s\n" % (cwd, e.strerror))
+        return 1
+    try:
+        status = run(line, persist=False)
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(here)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return (status or 0) & 0xFF if isinstance(status, int) else 1
+
+
 def run_capture(source, *, persist=False):
     """Runs a script capturing its stdout: (status, stdout bytes); stderr goes to sys.stderr."""
     try:

@@ -58,8 +58,7 @@ pub fn guest_source(
     session: bool,
 ) -> Option<String> {
     let py_bool = |b: bool| if b { "True" } else { "False" };
-    // A JSON string is a valid Python string literal.
-    let literal = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let literal = py_literal;
     match language {
         Language::Bash => Some(format!(
             "raise SystemExit(__import__('vivarium_shell').run({}, persist={}))\n",
@@ -92,6 +91,22 @@ pub fn guest_source(
     }
 }
 
+/// A command line as E2B's `commands.run` runs it, as a session turn: in `cwd`, as a new
+/// process would (nothing of its `cd` or `export` kept), its exit status (0-255) the turn's
+/// final value (`vivarium_shell.command`).
+pub fn command_source(line: &str, cwd: &str) -> String {
+    format!(
+        "__import__('vivarium_shell').command({}, {})\n",
+        py_literal(line),
+        py_literal(cwd)
+    )
+}
+
+/// A Python string literal of `s` (a JSON string is one).
+fn py_literal(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
 /// The host's cheap look for notebook syntax, so plain Python is not touched: a line whose
 /// first non-blank character is `%`, `!` or `?`, an assignment from one (`files = !ls`), or
 /// a line ending with `?` (`obj?`) with no quote or comment on it. It may say yes where the
@@ -121,9 +136,9 @@ pub fn needs_notebook(code: &str) -> bool {
 /// them to it (the guest's pip then finds them importable): `%pip install`, `!pip install`,
 /// `!pip3 install`, `!python -m pip install` in Python (and a `%%bash` cell's body), and a
 /// shell script's simple commands `pip install`, `pip3 install`, `python -m pip install`.
-/// Only plain names and specifiers, with the options `-q`, `-U`, `--quiet`, `--upgrade`: a
-/// command with anything else is left whole to the guest's pip (which says what it cannot
-/// do). In the order named, without duplicates.
+/// Only plain names and specifiers (quotes taken off as the shell does), with the options
+/// `-q`, `-U`, `--quiet`, `--upgrade`: a command with anything else is left whole to the
+/// guest's pip (which says what it cannot do). In the order named, without duplicates.
 pub fn pip_requirements(code: &str, language: Language) -> Vec<String> {
     let mut out = Vec::new();
     match language {
@@ -176,11 +191,37 @@ fn shell_pips(script: &str, out: &mut Vec<String>) {
 
 /// One simple command: `pip[3] install …` or `python[3] -m pip install …`.
 fn command_pips(command: &str, out: &mut Vec<String>) {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let args = match words.as_slice() {
+    let Some(words) = shlex::split(command) else {
+        return;
+    };
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    out.extend(pip_install_args(&words).unwrap_or_default());
+}
+
+/// A command line that is exactly one `pip install NAME…` of plain words (no operator,
+/// redirection, expansion or comment anywhere): its packages. E2B's `commands.run` gives such
+/// a line to the host; any other line is the shell's, whose `pip` says what it cannot do.
+pub fn pip_install_line(line: &str) -> Option<Vec<String>> {
+    if line.contains(|c: char| "|&;<>()$`*?[]{}~#\\\n".contains(c)) {
+        return None;
+    }
+    let words = shlex::split(line)?;
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    pip_install_args(&words).filter(|names| !names.is_empty())
+}
+
+/// The requirements of `pip[3] install …` or `python[3[.x]] -m pip install …` when every
+/// argument is a plain requirement or one of `-q`, `-U`, `--quiet`, `--upgrade`; `None` for
+/// any other command.
+fn pip_install_args(words: &[&str]) -> Option<Vec<String>> {
+    let args = match words {
         ["pip" | "pip3", "install", args @ ..] => args,
-        ["python" | "python3", "-m", "pip", "install", args @ ..] => args,
-        _ => return,
+        [python, "-m", "pip", "install", args @ ..]
+            if *python == "python" || python.starts_with("python3") =>
+        {
+            args
+        }
+        _ => return None,
     };
     let mut named = Vec::new();
     for a in args {
@@ -188,11 +229,11 @@ fn command_pips(command: &str, out: &mut Vec<String>) {
             continue;
         }
         if !is_simple_requirement(a) {
-            return;
+            return None;
         }
         named.push(a.to_string());
     }
-    out.extend(named);
+    Some(named)
 }
 
 /// A name with optional extras and `==`, `~=` or `!=` version clauses, nothing a shell would
@@ -310,10 +351,49 @@ mod tests {
     }
 
     #[test]
+    fn a_command_line_of_only_pip_install_is_the_hosts() {
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            pip_install_line("pip install -q tabulate six"),
+            names(&["tabulate", "six"])
+        );
+        assert_eq!(
+            pip_install_line("python -m pip install tabulate"),
+            names(&["tabulate"])
+        );
+        assert_eq!(
+            pip_install_line("python3.13 -m pip install -qU six"),
+            names(&["six"])
+        );
+        assert_eq!(
+            pip_install_line("pip3 install 'six==1.16'"),
+            names(&["six==1.16"])
+        );
+        for line in [
+            "ls -la",
+            "python a.py | grep x",
+            "pip install x > log.txt",
+            "pip install x && python a.py",
+            "pip install $PKG",
+            "pip install -r requirements.txt",
+            "pip uninstall x",
+            "pip install",
+            "FOO=1 pip install x",
+            "pip install x # comment",
+            "pip install 'plotly>=6'",
+            "python -c 'unclosed",
+        ] {
+            assert_eq!(pip_install_line(line), None, "{line}");
+        }
+    }
+
+    #[test]
     fn pip_lines() {
         let py = |c: &str| pip_requirements(c, Language::Python);
         let sh = |c: &str| pip_requirements(c, Language::Bash);
-        assert_eq!(py("%pip install -q tabulate 'x'"), Vec::<String>::new());
+        // `%pip` runs through the guest's shell, which takes the quotes off, as the host does.
+        assert_eq!(py("%pip install -q tabulate 'x'"), ["tabulate", "x"]);
+        assert_eq!(py("!pip install 'a;b'"), Vec::<String>::new());
         assert_eq!(
             py("%pip install -q tabulate rich==13.*"),
             ["tabulate", "rich==13.*"]

@@ -17,7 +17,9 @@ use std::path::Path;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use env::{EnvError, check_env, guest_env};
-pub use language::{Language, guest_source, needs_notebook, pip_requirements};
+pub use language::{
+    Language, command_source, guest_source, needs_notebook, pip_install_line, pip_requirements,
+};
 pub use setup::{
     GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, secrets_env,
     setup_code, turn_env,
@@ -170,7 +172,7 @@ pub const EGRESS_TAG: &[u8] = b"\0vivarium-http\0";
 /// The prefix of the door's answer to an outbound request it refused, followed by the
 /// refusal's JSON (`{reason, message}`); any other answer is the raw HTTP/1.1 response.
 pub const REFUSED_TAG: &[u8] = b"\0refused\0";
-/// The prefix of the door request the template build's init turn sends to make objects
+/// The prefix of the door request the template build's last init turn sends to make objects
 /// immortal, followed by their addresses as little-endian `u32`s. Only a template build's
 /// door answers it (`template::immortal`); a sandbox's door says "no host".
 pub const IMMORTAL_TAG: &[u8] = b"\0vivarium-immortal\0";

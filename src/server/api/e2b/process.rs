@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
-use super::{DoorState, HOME, py_str, run_turn, sandbox_of, scrubbed};
-use crate::guest::Language;
+use super::{DoorState, HOME, run_turn, sandbox_of, scrubbed};
+use crate::guest::{self, Language};
 use crate::report::Status;
 use crate::sandbox::output::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -38,15 +38,6 @@ use crate::supervisor::runner::{SessionTurn, TextSink};
 
 /// A keepalive at least this often while a command runs (the SDKs ask for one every 50 s).
 const KEEPALIVE: Duration = Duration::from_secs(20);
-
-/// What a command line asks for.
-#[derive(Debug, PartialEq, Eq)]
-enum Command {
-    /// Exactly `pip install NAME…`: the host adds the packages to the session.
-    PipInstall(Vec<String>),
-    /// Anything else: the line, for the sandbox's shell.
-    Shell(String),
-}
 
 /// The command line of a Start request: `bash -l -c LINE` (what the SDKs send) is LINE.
 fn command_line(cmd: &str, args: &[String]) -> String {
@@ -63,65 +54,6 @@ fn command_line(cmd: &str, args: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
-
-/// What `line` asks for: a line of plain words that is `pip install NAME…` (`pip3`,
-/// `python -m pip`; `-q`, `-U` allowed) is the host's; every other line is the shell's,
-/// which also answers a `pip` it cannot serve.
-fn parse(line: &str) -> Command {
-    let shell = || Command::Shell(line.to_string());
-    // Only plain words: no operator, redirection, expansion or comment anywhere.
-    if line.contains(|c: char| "|&;<>()$`*?[]{}~#\\\n".contains(c)) {
-        return shell();
-    }
-    let Some(words) = shlex::split(line) else {
-        return shell();
-    };
-    let rest = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["pip" | "pip3", "install", ..] => &words[2..],
-        [python, "-m", "pip", "install", ..]
-            if python == "python" || python.starts_with("python3") =>
-        {
-            &words[4..]
-        }
-        _ => return shell(),
-    };
-    let mut names = Vec::new();
-    for w in rest {
-        match w.as_str() {
-            "-q" | "--quiet" | "-U" | "--upgrade" => {}
-            flag if flag.starts_with('-') => return shell(),
-            name => names.push(name.to_string()),
-        }
-    }
-    if names.is_empty() {
-        return shell();
-    }
-    Command::PipInstall(names)
-}
-
-/// Runs a command line through the shell in the session as a new process would: in `cwd`,
-/// nothing of its `cd` or `export` kept (`persist=False`); its exit status is the turn's
-/// final value. An `exit` the shell let through is a status, never the session's end.
-const RUNNER: &str = r#"
-def _vivarium_e2b_sh(line, cwd):
-    import os, sys
-    here = os.getcwd()
-    status = 0
-    try:
-        os.chdir(cwd)
-    except OSError as e:
-        sys.stderr.write(f"bash: line 1: cd: {cwd}: {e.strerror}\n")
-        return 1
-    try:
-        status = __import__('vivarium_shell').run(line, persist=False)
-    except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        os.chdir(here)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return (status or 0) & 0xFF if isinstance(status, int) else 1
-"#;
 
 static PIDS: AtomicU32 = AtomicU32::new(1000);
 
@@ -248,9 +180,9 @@ async fn run(
     tx: mpsc::UnboundedSender<Bytes>,
 ) {
     let work = async {
-        match parse(&line) {
-            Command::PipInstall(names) => pip_install(&door, &ctx, &id, names, &tx).await,
-            Command::Shell(line) => shell(&door, &ctx, &id, line, env, cwd, &tx).await,
+        match guest::pip_install_line(&line) {
+            Some(names) => pip_install(&door, &ctx, &id, names, &tx).await,
+            None => shell(&door, &ctx, &id, line, env, cwd, &tx).await,
         }
     };
     let mut ticks = tokio::time::interval(KEEPALIVE);
@@ -306,7 +238,7 @@ async fn pip_install(
     }
 }
 
-/// Runs `line` through the shell in session `id` (see [`RUNNER`]), its output streamed to
+/// Runs `line` through the shell in session `id` (`guest::command_source`), its output streamed to
 /// `tx`; its exit status, and why it did not end by itself.
 async fn shell(
     door: &DoorState,
@@ -323,14 +255,9 @@ async fn shell(
             let _ = tx.send(data(kind, text.as_bytes()));
         })
     };
-    let code = format!(
-        "{RUNNER}(_vivarium_e2b_sh({line}, {cwd}), globals().pop('_vivarium_e2b_sh'))[0]\n",
-        line = py_str(&line),
-        cwd = py_str(&cwd),
-    );
     let turn = SessionTurn {
         env,
-        ..SessionTurn::cell(code, Some(sink))
+        ..SessionTurn::cell(guest::command_source(&line, &cwd), Some(sink))
     };
     match run_turn(door, ctx, id, Some((&line, Language::Bash)), turn).await {
         Ok(done) => match (done.report.status, done.result) {
@@ -377,42 +304,12 @@ async fn shell(
 mod tests {
     use super::*;
 
-    fn pip(names: &[&str]) -> Command {
-        Command::PipInstall(names.iter().map(|s| s.to_string()).collect())
-    }
-
     #[test]
-    fn a_plain_pip_install_is_the_hosts() {
-        assert_eq!(
-            parse("pip install -q tabulate six"),
-            pip(&["tabulate", "six"])
-        );
-        assert_eq!(parse("python -m pip install tabulate"), pip(&["tabulate"]));
-        assert_eq!(parse("pip3 install 'six==1.16'"), pip(&["six==1.16"]));
+    fn a_shells_command_line_is_its_c_argument() {
         assert_eq!(
             command_line("/bin/bash", &["-l".into(), "-c".into(), "ls -la".into()]),
             "ls -la"
         );
-    }
-
-    #[test]
-    fn everything_else_is_the_shells() {
-        for line in [
-            "ls -la",
-            "python a.py | grep x",
-            "pip install x > log.txt",
-            "pip install x && python a.py",
-            "pip install $PKG",
-            "pip install -r requirements.txt",
-            "pip uninstall x",
-            "pip install",
-            "FOO=1 pip install x",
-            "pip install x # comment",
-            "pip install 'plotly>=6'",
-            "python -c 'unclosed",
-        ] {
-            assert_eq!(parse(line), Command::Shell(line.into()), "{line}");
-        }
     }
 
     #[test]
