@@ -732,7 +732,9 @@ impl Vivarium {
     /// Asks a session's interpreter something between turns ([`crate::guest::queries`]):
     /// runs `code` as a hidden turn under `limits` and returns what it answered through the
     /// door (the guest's text: parse it as hostile). A query a limit stops rolls the session
-    /// back as a turn would; it never counts as a turn. Blocking; call on a guest thread.
+    /// back as a turn would; it never counts as a turn. What a query that ran changed (a
+    /// file operation, a sandbox's set-up) is part of the state a later rollback returns
+    /// to, as an upload is. Blocking; call on a guest thread.
     pub fn session_query(
         &self,
         interp: &mut Interpreter,
@@ -741,8 +743,12 @@ impl Vivarium {
         limits: &TurnLimits,
     ) -> Result<Option<String>, String> {
         let answer = interp.hidden_query(code, limits);
-        if matches!(interp.ended(), Some(EndReason::Stopped(_))) {
-            self.roll_back(interp, template);
+        match interp.ended() {
+            None => interp.refresh_checkpoint(),
+            Some(EndReason::Stopped(_)) => {
+                self.roll_back(interp, template);
+            }
+            Some(_) => {}
         }
         answer
     }

@@ -1,7 +1,8 @@
-//! What the host asks a session's interpreter between turns, for a notebook's editor: the
+//! What the host asks a session's interpreter between turns: for a notebook's editor, the
 //! completions at a cursor (`rlcompleter` over the session's globals), what an object at a
 //! cursor is (`inspect`: its type, signature and documentation), and whether some code is a
-//! whole statement yet (`codeop`). Each is Python for a hidden turn that answers as JSON
+//! whole statement yet (`codeop`); for E2B's envd, a file operation over the guest's own
+//! view of its files (stat, list, make, move, remove). Each is Python for a hidden turn that answers as JSON
 //! through the door's result channel ([`RESULT_TAG`]); the caller parses that answer as the
 //! guest's, that is as hostile, and bounds it.
 //!
@@ -132,5 +133,87 @@ try:
 finally:
     {TAIL}",
         head(code, 0)
+    )
+}
+
+/// A file operation of E2B's envd (`Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`) over the
+/// session's own view of its files, `request` its JSON message: the response message, or
+/// `{"error": {"code", "message"}}` with envd's code. Paths are the guest's; a relative one
+/// is relative to `home`. An answer past the result channel's bound
+/// ([`super::MAX_RESULT_BYTES`]: a listing of tens of thousands of entries) is the error
+/// `resource_exhausted`, naming it.
+pub fn file_operation(op: &str, request: &str, home: &str) -> String {
+    let op = serde_json::to_string(op).expect("a string serialises");
+    let home = serde_json::to_string(home).expect("a string serialises");
+    let max = super::MAX_RESULT_BYTES;
+    format!(
+        "{}def __vq_run():
+    import os, json, stat, shutil, datetime
+    op, a, home = {op}, json.loads(__vq_code), {home}
+    def full(p):
+        p = p or home
+        return os.path.normpath(p if p.startswith('/') else os.path.join(home, p))
+    def info(p):
+        st = os.lstat(p)
+        m = st.st_mode
+        kind = 'FILE_TYPE_DIRECTORY' if stat.S_ISDIR(m) else 'FILE_TYPE_SYMLINK' if stat.S_ISLNK(m) else 'FILE_TYPE_FILE'
+        e = {{'name': os.path.basename(p) or '/', 'type': kind, 'path': p, 'size': str(st.st_size),
+             'mode': stat.S_IMODE(m) | (0x80000000 if stat.S_ISDIR(m) else 0),
+             'permissions': stat.filemode(m), 'owner': 'user', 'group': 'user',
+             'modifiedTime': datetime.datetime.fromtimestamp(st.st_mtime, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}}
+        if stat.S_ISLNK(m):
+            e['symlinkTarget'] = os.readlink(p)
+        return e
+    try:
+        if op == 'Stat':
+            r = {{'entry': info(full(a.get('path')))}}
+        elif op == 'ListDir':
+            top, depth, out = full(a.get('path')), int(a.get('depth') or 1), []
+            if not os.path.isdir(top):
+                raise NotADirectoryError('not a directory: ' + top)
+            def walk(d, level):
+                for n in sorted(os.listdir(d)):
+                    p = os.path.join(d, n)
+                    out.append(info(p))
+                    if level < depth and os.path.isdir(p) and not os.path.islink(p):
+                        walk(p, level + 1)
+            walk(top, 1)
+            r = {{'entries': out}}
+        elif op == 'MakeDir':
+            p = full(a.get('path'))
+            if os.path.exists(p):
+                raise FileExistsError('already exists: ' + p)
+            os.makedirs(p)
+            r = {{'entry': info(p)}}
+        elif op == 'Move':
+            s, d = full(a.get('source')), full(a.get('destination'))
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+            os.rename(s, d)
+            r = {{'entry': info(d)}}
+        elif op == 'Remove':
+            p = full(a.get('path'))
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.remove(p)
+            r = {{}}
+    except FileNotFoundError as e:
+        r = {{'error': {{'code': 'not_found', 'message': str(e)}}}}
+    except FileExistsError as e:
+        r = {{'error': {{'code': 'already_exists', 'message': str(e)}}}}
+    except (NotADirectoryError, IsADirectoryError) as e:
+        r = {{'error': {{'code': 'invalid_argument', 'message': str(e)}}}}
+    except PermissionError as e:
+        r = {{'error': {{'code': 'permission_denied', 'message': str(e)}}}}
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as e:
+        r = {{'error': {{'code': 'internal', 'message': str(e)}}}}
+    if len(json.dumps(r)) > {max}:
+        r = {{'error': {{'code': 'resource_exhausted', 'message': op + ': the answer is larger than {max} bytes (list fewer entries: a smaller depth or a deeper path)'}}}}
+    __vq_answer(r)
+try:
+    __vq_run()
+finally:
+    {TAIL}",
+        head(request, 0)
     )
 }

@@ -81,7 +81,7 @@ pub struct Wire {
 }
 
 impl Wire {
-    fn new(status: StatusCode, code: ErrorCode) -> Wire {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode) -> Wire {
         Wire {
             status,
             code,

@@ -43,6 +43,9 @@ pub enum Action {
     FileDownload,
     /// `PUT /v1/sessions/{id}/files/{path}`.
     FileUpload,
+    /// A file operation of a session other than a read or a write (E2B's stat, list, make,
+    /// move, remove): a query of the session, not a turn.
+    FileOperation,
     /// `POST /v1/sessions/{id}/snapshot`.
     SessionSnapshot,
     /// `POST /v1/sessions/{id}/fork`.

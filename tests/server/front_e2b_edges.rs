@@ -440,3 +440,135 @@ async fn kill_closes_a_sandboxs_contexts_also_when_it_was_closed_elsewhere() {
     assert_eq!(resident(&c, &base).await, 0);
     s.stop().await;
 }
+
+/// The `number_of_executions` a cell of sandbox `id` reports.
+async fn cell_number(c: &reqwest::Client, base: &str, id: &str) -> i64 {
+    let (st, v) = json_of(
+        e2b(c, M::POST, base, "/execute", Some(49999), Some(id)).json(&json!({"code": "1"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let text = v.as_str().unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "number_of_executions")
+        .and_then(|l| l["execution_count"].as_i64())
+        .unwrap_or_else(|| panic!("no number_of_executions in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_operations_are_queries_not_the_callers_turns() {
+    let s = start("e2b-file-queries", |_| {}).await;
+    let (base, c) = (s.base.clone(), client());
+    // The sandbox's set-up (its directory, HOME, envVars) is no turn either: the first cell
+    // is number 1.
+    let id = create(&c, &base, json!({"envVars": {"MADE_WITH": "create"}})).await;
+    assert_eq!(cell_number(&c, &base, &id).await, 1);
+    let fs = |op: &str, body: Value| {
+        json_of(
+            e2b(
+                &c,
+                M::POST,
+                &base,
+                &format!("/filesystem.Filesystem/{op}"),
+                Some(49983),
+                Some(&id),
+            )
+            .json(&body),
+        )
+    };
+    let (st, v) = fs("MakeDir", json!({"path": "d/e"})).await;
+    assert_eq!(
+        (st, v["entry"]["path"].as_str()),
+        (200, Some("/home/user/d/e")),
+        "{v}"
+    );
+    let (st, v) = fs("Move", json!({"source": "d", "destination": "moved/d"})).await;
+    assert_eq!(
+        (st, v["entry"]["path"].as_str()),
+        (200, Some("/home/user/moved/d")),
+        "{v}"
+    );
+    let (st, v) = fs("ListDir", json!({"path": "/home/user/moved", "depth": 2})).await;
+    let paths: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{st} {v}"))
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/home/user/moved/d", "/home/user/moved/d/e"]);
+    let (st, v) = fs("Stat", json!({"path": "moved/d/e"})).await;
+    assert_eq!(
+        (st, v["entry"]["type"].as_str()),
+        (200, Some("FILE_TYPE_DIRECTORY")),
+        "{v}"
+    );
+    let (st, v) = fs("Remove", json!({"path": "moved"})).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = fs("Stat", json!({"path": "moved"})).await;
+    assert_eq!(v["code"], "not_found", "{st} {v}");
+    // A listing past the result channel's bound is named, not cut short.
+    let many = "for i in range(2000): open(f'f{i:05}-' + 'x' * 200, 'w').close()\n";
+    assert_eq!(cell(&c, &base, &id, None, many).await, "");
+    let (st, v) = fs("ListDir", json!({"path": "."})).await;
+    assert_eq!(v["code"], "resource_exhausted", "{st} {v}");
+    assert!(v["message"].as_str().unwrap().contains("1048576"), "{v}");
+    // None of the seven was a turn: the cells are numbered 1, 2, 3, the session counts
+    // three turns, and the audit has no turn beside the cells' (the door's program is no
+    // caller's code), one `file_operation` line each, on the session, without code.
+    assert_eq!(cell_number(&c, &base, &id).await, 3);
+    let (st, info) = json_of(c.get(format!("{base}/v1/sessions/{id}"))).await;
+    assert_eq!((st, info["turns"].as_u64()), (200, Some(3)), "{info}");
+    let audit = s.audit();
+    let on_session = |action: &str| {
+        audit
+            .iter()
+            .filter(|l| l["session_id"] == id.as_str() && l["action"] == action)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(on_session("session_turn").len(), 3, "{audit:#?}");
+    let ops = on_session("file_operation");
+    assert_eq!(ops.len(), 7, "{audit:#?}");
+    assert!(
+        ops.iter()
+            .all(|l| l["door"] == "e2b" && l.get("code_sha256").is_none()),
+        "{ops:#?}"
+    );
+    assert_eq!(ops[0]["path"], "d/e");
+    // What a file operation and the set-up did survive a cell rolled back (a client that
+    // hangs up interrupts its cell: the session goes back to its state before it).
+    let (st, v) = fs("MakeDir", json!({"path": "kept"})).await;
+    assert_eq!(st, 200, "{v}");
+    let mut r = e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
+        .json(&json!({"code": "print('started', flush=True)\nwhile True: pass"}))
+        .send()
+        .await
+        .unwrap();
+    let first = r.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("started"));
+    drop(r);
+    let check = "import os\nprint(os.path.isdir('kept'), os.getcwd(), os.environ['HOME'], \
+                 os.environ['MADE_WITH'])";
+    let since = Instant::now();
+    let after = loop {
+        let (_, v) = json_of(
+            e2b(&c, M::POST, &base, "/execute", Some(49999), Some(&id))
+                .json(&json!({"code": check})),
+        )
+        .await;
+        let text = v.as_str().unwrap_or_default().to_string();
+        if !text.contains("session_busy") {
+            break text;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "still busy: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        after.contains(r#""text":"True /home/user /home/user create\n""#),
+        "{after}"
+    );
+    s.stop().await;
+}

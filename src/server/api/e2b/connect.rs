@@ -9,7 +9,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::server::error::{ApiError, OnWire};
+use crate::server::error::{ApiError, OnWire, Wire};
+use crate::supervisor::ErrorCode;
 
 /// Content type of a streaming call's messages.
 pub const STREAM_JSON: &str = "application/connect+json";
@@ -71,7 +72,24 @@ impl Code {
             "already_exists" => Code::AlreadyExists,
             "permission_denied" => Code::PermissionDenied,
             "invalid_argument" => Code::InvalidArgument,
+            "resource_exhausted" => Code::ResourceExhausted,
             _ => Code::Internal,
+        }
+    }
+
+    /// Vivarium's code for an audit line of a call that failed with this one.
+    fn vivarium_code(self) -> ErrorCode {
+        match self {
+            Code::InvalidArgument | Code::FailedPrecondition | Code::AlreadyExists => {
+                ErrorCode::InvalidRequest
+            }
+            Code::NotFound => ErrorCode::NotFound,
+            Code::PermissionDenied => ErrorCode::InvalidPath,
+            Code::ResourceExhausted => ErrorCode::PayloadTooLarge,
+            Code::Unimplemented => ErrorCode::NotFound,
+            Code::Unauthenticated => ErrorCode::Unauthorized,
+            Code::Internal => ErrorCode::Internal,
+            Code::Unavailable => ErrorCode::NotReady,
         }
     }
 }
@@ -93,6 +111,14 @@ impl ConnectError {
 
     fn body(&self) -> Value {
         json!({"code": self.code.as_str(), "message": self.message})
+    }
+}
+
+/// A call's failure for its audit line: the status it is answered with, and Vivarium's
+/// nearest code.
+impl OnWire for ConnectError {
+    fn wire(&self) -> Wire {
+        Wire::new(self.code.status(), self.code.vivarium_code())
     }
 }
 

@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 use super::network::{self, E2bNetwork};
 use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
 use super::unclaimed::Unclaimed;
-use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str, turn};
+use super::{
+    DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str, set_up,
+};
 use crate::guest::env_literal;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
@@ -174,11 +176,11 @@ pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> 
 
 /// The code that makes a new sandbox E2B's: `/home/user` its working directory and `HOME`,
 /// its `envVars` in `os.environ`.
-pub(super) fn set_up(env: &BTreeMap<String, String>) -> String {
+pub(super) fn set_up_code(env: &BTreeMap<String, String>) -> String {
     set_up_in(env, HOME)
 }
 
-/// [`set_up`] with another working directory (a code context's `cwd`).
+/// [`set_up_code`] with another working directory (a code context's `cwd`).
 pub(super) fn set_up_in(env: &BTreeMap<String, String>, cwd: &str) -> String {
     format!(
         "import os as _o\n_o.makedirs({cwd}, exist_ok=True)\n_o.chdir({cwd})\n\
@@ -283,14 +285,7 @@ async fn create(
     let made = async {
         let session = door.app.runner.session(&id, key).await?;
         session.set_deadline(deadline);
-        let done = turn(&door, &ctx, &id, set_up(&env), None).await?;
-        if done.report.status != crate::report::Status::Ok {
-            return Err(SupervisorError::Internal(format!(
-                "the sandbox's set-up failed: {}",
-                done.report.detail.unwrap_or_default()
-            ))
-            .into());
-        }
+        set_up(&door, &ctx, &id, set_up_code(&env)).await?;
         Ok::<_, crate::server::error::ApiError>(())
     }
     .await;

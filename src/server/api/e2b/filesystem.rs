@@ -1,7 +1,10 @@
 //! envd's `filesystem.Filesystem` service (Stat, ListDir, MakeDir, Move, Remove), each a
-//! small program of ours run in the sandbox's session: the guest's own view of its files
-//! (folders, sizes, times), and no file operation the host does itself beyond reading and
-//! writing a file (`envd.rs`). Watching a folder is not served (`unimplemented`).
+//! query of the sandbox's session (`guest::queries::file_operation`): the guest's own view of
+//! its files (folders, sizes, times), and no file operation the host does itself beyond
+//! reading and writing a file (`envd.rs`). A query is not a turn: the session's turn count,
+//! its numbering and its audit of the caller's code are untouched; the call is audited as a
+//! `file_operation` on the session, its answer read from the host's result channel (not
+//! from the guest's output) and bounded. Watching a folder is not served (`unimplemented`).
 //!
 //! Paths are the guest's: `/home/user/x` is the sandbox's `/home/user/x`, and a relative
 //! path is relative to `/home/user`, as envd resolves one.
@@ -13,74 +16,11 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::connect::{Code, ConnectError, Unary};
-use super::{DoorState, HOME, py_str, sandbox_of, turn};
+use super::{DoorState, HOME, sandbox_of};
+use crate::guest::queries;
+use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::request_context::RequestContext;
-
-/// The operations, one program; its answer is one JSON line on stdout: the response
-/// message, or `{"error": {"code", "message"}}`.
-const PROGRAM: &str = r#"
-def _vivarium_e2b_fs(op, a):
-    import os, json, stat, shutil, datetime
-    home = HOME
-    def full(p):
-        p = p or home
-        return os.path.normpath(p if p.startswith('/') else os.path.join(home, p))
-    def info(p):
-        st = os.lstat(p)
-        m = st.st_mode
-        kind = 'FILE_TYPE_DIRECTORY' if stat.S_ISDIR(m) else 'FILE_TYPE_SYMLINK' if stat.S_ISLNK(m) else 'FILE_TYPE_FILE'
-        e = {'name': os.path.basename(p) or '/', 'type': kind, 'path': p, 'size': str(st.st_size),
-             'mode': stat.S_IMODE(m) | (0x80000000 if stat.S_ISDIR(m) else 0),
-             'permissions': stat.filemode(m), 'owner': 'user', 'group': 'user',
-             'modifiedTime': datetime.datetime.fromtimestamp(st.st_mtime, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}
-        if stat.S_ISLNK(m):
-            e['symlinkTarget'] = os.readlink(p)
-        return e
-    try:
-        if op == 'Stat':
-            r = {'entry': info(full(a.get('path')))}
-        elif op == 'ListDir':
-            top, depth, out = full(a.get('path')), int(a.get('depth') or 1), []
-            if not os.path.isdir(top):
-                raise NotADirectoryError('not a directory: ' + top)
-            def walk(d, level):
-                for n in sorted(os.listdir(d)):
-                    p = os.path.join(d, n)
-                    out.append(info(p))
-                    if level < depth and os.path.isdir(p) and not os.path.islink(p):
-                        walk(p, level + 1)
-            walk(top, 1)
-            r = {'entries': out}
-        elif op == 'MakeDir':
-            p = full(a.get('path'))
-            if os.path.exists(p):
-                raise FileExistsError('already exists: ' + p)
-            os.makedirs(p)
-            r = {'entry': info(p)}
-        elif op == 'Move':
-            s, d = full(a.get('source')), full(a.get('destination'))
-            os.makedirs(os.path.dirname(d), exist_ok=True)
-            os.rename(s, d)
-            r = {'entry': info(d)}
-        elif op == 'Remove':
-            p = full(a.get('path'))
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
-            else:
-                os.remove(p)
-            r = {}
-    except FileNotFoundError as e:
-        r = {'error': {'code': 'not_found', 'message': str(e)}}
-    except FileExistsError as e:
-        r = {'error': {'code': 'already_exists', 'message': str(e)}}
-    except (NotADirectoryError, IsADirectoryError) as e:
-        r = {'error': {'code': 'invalid_argument', 'message': str(e)}}
-    except PermissionError as e:
-        r = {'error': {'code': 'permission_denied', 'message': str(e)}}
-    except OSError as e:
-        r = {'error': {'code': 'internal', 'message': str(e)}}
-    print(json.dumps(r))
-"#;
+use crate::supervisor::audit::Action;
 
 /// The operations served, as envd names them.
 const OPERATIONS: [&str; 5] = ["Stat", "ListDir", "MakeDir", "Move", "Remove"];
@@ -116,39 +56,39 @@ pub async fn call(
         ));
     }
     let id = sandbox_of(&headers).map_err(ConnectError::from)?;
-    let code = format!(
-        "{}_vivarium_e2b_fs({}, __import__('json').loads({}))\ndel _vivarium_e2b_fs\n",
-        PROGRAM.replace("HOME", &py_str(HOME)),
-        py_str(op),
-        py_str(&request.to_string()),
-    );
-    let done = turn(&door, &ctx, &id, code, None)
-        .await
-        .map_err(ConnectError::from)?;
-    let line = done
-        .report
-        .stdout
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
-    let answer: Value = serde_json::from_str(&line).map_err(|_| {
-        ConnectError::new(
-            Code::Internal,
-            format!(
-                "the file operation did not finish ({}): {}",
-                done.report.status.as_str(),
-                done.report.error.map(|e| e.message).unwrap_or_default()
-            ),
-        )
-    })?;
-    match answer.get("error") {
-        Some(e) => Err(ConnectError::new(
-            Code::named(e["code"].as_str().unwrap_or("internal")),
-            e["message"].as_str().unwrap_or_default(),
-        )),
-        None => Ok(Json(answer)),
+    let mut bracket = Bracket::open(&door.app, &ctx, Action::FileOperation).session(&id);
+    let path = request
+        .get("path")
+        .or_else(|| request.get("source"))
+        .and_then(Value::as_str)
+        .unwrap_or(HOME);
+    bracket.record().path = Some(path.to_string());
+    let code = queries::file_operation(op, &request.to_string(), HOME);
+    let answered = async {
+        let answer = door
+            .app
+            .runner
+            .query_session(&id, ctx.key_id.as_deref(), code)
+            .await?
+            .and_then(|a| serde_json::from_str::<Value>(&a).ok())
+            .filter(Value::is_object)
+            .ok_or_else(|| {
+                ConnectError::new(
+                    Code::Internal,
+                    format!("the file operation {op} did not finish (the sandbox gave no answer)"),
+                )
+            })?;
+        match answer.get("error") {
+            Some(e) => Err(ConnectError::new(
+                Code::named(e["code"].as_str().unwrap_or("internal")),
+                e["message"].as_str().unwrap_or_default(),
+            )),
+            None => Ok(answer),
+        }
     }
+    .await;
+    bracket.close(outcome_of(&answered, 200));
+    answered.map(Json)
 }
 
 /// The working-directory path of an envd path (for the host's file reads and writes).

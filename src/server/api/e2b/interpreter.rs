@@ -21,12 +21,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::control::{check_env, invalid, set_up, set_up_in};
+use super::control::{check_env, invalid, set_up_code, set_up_in};
 use super::network;
 use super::sandboxes::{MAX_CONTEXTS, Record};
 use super::unclaimed::Unclaimed;
 use super::{
-    DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed, turn,
+    DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed,
+    set_up,
 };
 use crate::guest::Language;
 use crate::sandbox::output::StreamKind;
@@ -323,23 +324,11 @@ async fn create_context(
     let id = open_session(&door, &ctx, owner.template, network).await?;
     let mut opened = Unclaimed::new(&door, key);
     opened.push(&id);
-    let set = async {
-        let code = set_up_in(&record.env, &cwd);
-        turn(&door, &ctx, &id, code, None).await
-    }
-    .await;
-    match set {
-        Ok(done) if done.report.status == crate::report::Status::Ok => {}
-        other => {
-            opened.close().await;
-            let why = match other {
-                Err(e) => e.to_string(),
-                Ok(done) => done.report.error.map(|e| e.message).unwrap_or_default(),
-            };
-            return Err(invalid(format!(
-                "the context's cwd {cwd:?} could not be made: {why}"
-            )));
-        }
+    if let Err(why) = set_up(&door, &ctx, &id, set_up_in(&record.env, &cwd)).await {
+        opened.close().await;
+        return Err(invalid(format!(
+            "the context's cwd {cwd:?} could not be made: {why}"
+        )));
     }
     if !door
         .sandboxes
@@ -421,6 +410,6 @@ async fn restart_context(
         .await?;
     // A fresh interpreter: the sandbox's set-up again (its working directory, its env).
     let env = door.sandboxes.get(&sandbox).unwrap_or_default().env;
-    turn(&door, &ctx, &id, set_up(&env), None).await?;
+    set_up(&door, &ctx, &id, set_up_code(&env)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

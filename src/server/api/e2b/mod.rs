@@ -41,7 +41,7 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
+use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::Session;
 use sandboxes::Sandboxes;
 
@@ -170,16 +170,16 @@ fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
         })
 }
 
-/// Runs `code` in session `id` as a turn of the door's own (a sandbox's set-up, a file
-/// operation), audited as any turn; its output goes to `live` as it is written.
-async fn turn(
-    door: &Door,
-    ctx: &RequestContext,
-    id: &str,
-    code: String,
-    live: Option<TextSink>,
-) -> Result<TurnDone, ApiError> {
-    run_turn(door, ctx, id, None, SessionTurn::cell(code, live)).await
+/// Runs the door's own `code` in session `id` (a sandbox's or a context's set-up: its
+/// working directory, `HOME`, its `envVars`) as a query: not a turn, so neither numbered
+/// (the first cell is `number_of_executions` 1) nor counted, nor audited as the caller's
+/// code; what it set is kept through a later turn's rollback.
+async fn set_up(door: &Door, ctx: &RequestContext, id: &str, code: String) -> Result<(), ApiError> {
+    door.app
+        .runner
+        .query_session(id, ctx.key_id.as_deref(), code)
+        .await?;
+    Ok(())
 }
 
 /// Runs `turn` in session `id`, audited as any turn. `caller` is what the caller sent, when
