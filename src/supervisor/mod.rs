@@ -14,6 +14,7 @@ mod error;
 pub(crate) mod executions;
 pub(crate) mod fair;
 pub(crate) mod housekeeping;
+pub(crate) mod intake;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod runner;

@@ -2,23 +2,24 @@
 //! encoded; the response is the core [`Report`](crate::report::Report) as JSON, each file with
 //! a media type, plus an execution `id`. Every execution outcome is HTTP 200: `status` says
 //! what the guest did. (With `Accept: text/event-stream` the same route streams: `stream.rs`.)
+//!
+//! The body is parsed here and nothing else is decided here: the run is the intake's
+//! (`supervisor::intake::execute`, or `prepare` and code mode's task for a program with
+//! tools).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
-use std::sync::Arc;
-
 use super::types::{
-    ExecuteRequest, drive, execute_run, executed_response, spawn_run, start_code_mode,
+    ExecuteRequest, drive, executed_response, parse_json, spawn_run, start_code_mode,
 };
-use crate::leakage::Guard;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
-use crate::server::error::OnWire;
+use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
-use crate::vivarium::RunSpec;
+use crate::supervisor::intake::{self, Prepared};
 
 pub async fn execute(
     State(state): State<AppState>,
@@ -26,19 +27,19 @@ pub async fn execute(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (mut bracket, id) = Bracket::run(&state, &ctx);
-    let (spec, guard, packages) = match ExecuteRequest::parse(&state, body, bracket.record()) {
-        Ok(parsed) => parsed,
+    let ask: ExecuteRequest = match parse_json(body) {
+        Ok(ask) => ask,
         Err(e) => {
             bracket.close(e.outcome());
             return e.into_response();
         }
     };
-    if spec.program.tools.is_some() {
-        return code_mode(state, ctx, bracket, id, spec, guard, packages).await;
+    if !ask.tools.is_empty() {
+        return code_mode(state, ctx, bracket, id, ask).await;
     }
-    let result = execute_run(&state, spec, guard, packages, bracket.record()).await;
+    let result = intake::execute(&state.runner, ask, bracket.record()).await;
     bracket.close(run_outcome(&result));
-    executed_response(&state, &id, result).await
+    executed_response(&state, &id, result.map_err(ApiError::from)).await
 }
 
 /// Code mode without streaming: the program runs in a task of its own; the response is its
@@ -48,27 +49,20 @@ async fn code_mode(
     ctx: RequestContext,
     mut bracket: Bracket,
     id: String,
-    mut spec: RunSpec,
-    guard: Arc<Guard>,
-    packages: Vec<String>,
+    ask: ExecuteRequest,
 ) -> Response {
     let started = async {
-        spec.packages = state
-            .runner
-            .packages(packages.clone(), bracket.record())
-            .await?;
-        start_code_mode(
-            &state,
-            ctx.key_id.as_deref(),
-            &id,
-            &mut spec,
-            &guard,
-            &packages,
-            false,
-        )
+        let Prepared {
+            mut spec,
+            guard,
+            packages,
+        } = intake::prepare(&state.runner, ask, bracket.record()).await?;
+        let key = ctx.key_id.as_deref();
+        let exec = start_code_mode(&state, key, &id, &mut spec, &guard, &packages, false)?;
+        Ok::<_, ApiError>((spec, guard, exec))
     };
-    let exec = match started.await {
-        Ok(exec) => exec,
+    let (spec, guard, exec) = match started.await {
+        Ok(started) => started,
         Err(e) => {
             bracket.close(e.outcome());
             return e.into_response();

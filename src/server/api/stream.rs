@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::types::{
-    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, start_code_mode,
+    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, parse_json, start_code_mode,
 };
 use crate::sandbox::output::StreamKind;
 use crate::server::AppState;
@@ -32,6 +32,7 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_execution;
 use crate::supervisor::executions::{Finished, Stop};
+use crate::supervisor::intake::{self, Prepared};
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -113,20 +114,21 @@ pub async fn execute_stream(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (mut bracket, id) = Bracket::run(&state, &ctx);
-    let (mut spec, guard, packages) = match ExecuteRequest::parse(&state, body, bracket.record()) {
-        Ok(parsed) => parsed,
+    let ask: ExecuteRequest = match parse_json(body) {
+        Ok(ask) => ask,
         Err(e) => {
             bracket.close(e.outcome());
             return e.into_response();
         }
     };
-    // Resolved before the stream opens: a refusal is a JSON error, not an event.
-    spec.packages = match state
-        .runner
-        .packages(packages.clone(), bracket.record())
-        .await
-    {
-        Ok(env) => env,
+    // Prepared (packages resolved) before the stream opens: a refusal is a JSON error, not
+    // an event.
+    let Prepared {
+        mut spec,
+        guard,
+        packages,
+    } = match intake::prepare(&state.runner, ask, bracket.record()).await {
+        Ok(prepared) => prepared,
         Err(e) => {
             bracket.close(e.outcome());
             return ApiError::from(e).into_response();

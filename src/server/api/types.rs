@@ -1,9 +1,9 @@
 //! The request and response types the front doors share, and the translations more than one
-//! of them makes (an execution body into a [`RunSpec`], a session body into a runner call), so
-//! HTTP, streaming and MCP validate exactly alike.
+//! of them makes (a session body into a runner call), so HTTP, streaming and MCP validate
+//! exactly alike. An execution's body is the intake's (`supervisor::intake`), re-exported
+//! here for the doors.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -16,175 +16,33 @@ use utoipa::ToSchema;
 
 use crate::check::{Finding, Policy};
 use crate::guest::Language;
-use crate::leakage::{Guard, LeakPolicy};
+use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
-use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
+use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
 use crate::server::error::{ApiError, ApiResult, ErrorDetail};
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, AuditRecord};
-use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
-use crate::vivarium::{Executed, InputFile, Program, RunSpec};
 use crate::worker::held::FileBody;
 
 mod cell;
 mod code_mode;
 mod files_body;
+pub use crate::supervisor::intake::{
+    ExecuteRequest, FileIn, NetworkRequest, SecretRequest, decode_files, files_within,
+};
+use crate::supervisor::intake::{network_of, no_tools_in_shell, toolbox};
 pub use cell::{Cell, Failure};
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
     finished_response, spawn_run, start_code_mode, start_turn, turned_response,
 };
 pub use files_body::{HeldContents, json_with_held, raw_held};
-
-/// A file to place in the sandbox's working directory before the code runs.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FileIn {
-    /// Relative to the working directory, `/`-separated; no `..`, no NUL.
-    #[schema(example = "data.csv")]
-    pub path: String,
-    /// The bytes, base64 (standard alphabet, padded).
-    #[schema(example = "YSxiCjEsMgo=")]
-    pub content: String,
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExecuteRequest {
-    /// Python source, run as `python -c` would (or a shell script, with `language: "bash"`).
-    #[schema(example = "print('hello')")]
-    pub code: String,
-    /// What `code` is written in: `python` (the default; IPython's magics, `!cmd` and
-    /// `var = !cmd` lines are translated as a notebook does) or `bash` (`sh` is the same): a
-    /// POSIX shell script run by the sandbox's own shell, over its files, under the same
-    /// limits (see `docs/guides/shell.md`). Another value is a 400.
-    #[serde(default)]
-    pub language: Language,
-    /// Text the program reads on stdin.
-    #[serde(default)]
-    pub stdin: Option<String>,
-    #[serde(default)]
-    pub files: Vec<FileIn>,
-    /// Any limit left out gets the server's default; one above the maximum is a 400.
-    #[serde(default)]
-    pub limits: Option<LimitsRequest>,
-    /// Environment variables laid over the guest's base environment.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Pre-execution check: `warn` (default) returns `findings` with the result, `deny`
-    /// refuses code with any finding (422, nothing runs), `off` skips the check.
-    #[serde(default)]
-    pub policy: Policy,
-    /// The snapshot the sandbox starts from: `scientific` (the default: numpy, pandas,
-    /// matplotlib, scipy, scikit-learn, statsmodels and seaborn already imported) or `python`
-    /// (the minimal one). `limits.memory_bytes` counts beyond the template's own image.
-    #[serde(default)]
-    pub template: Option<Template>,
-    /// Output leakage control: `off`, `report`, `redact` or `deny`; left out, the server's
-    /// default (`redact` unless configured). The values of `env` are redacted as secrets.
-    #[serde(default)]
-    pub leakage: Option<LeakPolicy>,
-    /// Names of `env` variables whose values are not secrets (not redacted).
-    #[serde(default)]
-    pub leakage_allow_env: Vec<String>,
-    /// Extra pure-Python packages, as requirement specifiers (`"tabulate"`,
-    /// `"plotly>=6"`): resolved on the host with the built-in set as installed, cached, and
-    /// put on the sandbox's `sys.path` read-only. See `GET /v1/packages`.
-    #[serde(default)]
-    #[schema(example = json!(["plotly>=6"]))]
-    pub packages: Vec<String>,
-    /// Code mode: tools the program may call, each `{name, description, parameters}` with
-    /// `parameters` a JSON Schema of an object. In the guest each is `tools.<name>(...)` (a
-    /// name that is not an identifier maps by `docs/guides/code-mode.md`'s rule) with an awaitable
-    /// twin `tools.aio.<name>(...)`, and top-level `await` is allowed. Each call suspends
-    /// the program: with `Accept: text/event-stream` it is a `tool_call` event answered at
-    /// `POST /v1/executions/{id}/tool-results`; without, the response is `status:
-    /// "suspended"` with `pending_calls`, answered at `POST /v1/executions/{id}/resume`.
-    #[serde(default)]
-    pub tools: Vec<crate::tools::ToolSpec>,
-    /// Code mode's limits: calls, bytes of arguments and of results, waits.
-    #[serde(default)]
-    pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
-    /// Network by exception: narrows the operator's `--egress-allow` (`{"allow":
-    /// ["api.example.com"]}`; `[]`: no network). Absent: the operator's list as it is. The
-    /// program's `urllib`, `http.client`, `requests` and `pandas.read_csv(url)` go through
-    /// the host, which checks every request.
-    #[serde(default)]
-    pub network: Option<NetworkRequest>,
-    /// Secrets the program can use but never read: `os.environ[NAME]` holds a placeholder,
-    /// which the host replaces with `value` in requests to `hosts` only.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub secrets: BTreeMap<String, SecretRequest>,
-}
-
-/// A request's narrowing of the operator's allow list.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkRequest {
-    /// `host[:port]` rules, each also within `--egress-allow` (a host must match both).
-    #[schema(example = json!(["api.example.com", "*.example.org:443"]))]
-    pub allow: Vec<String>,
-}
-
-/// One secret: its value and the hosts it may be sent to, or the name of one the operator
-/// defines (`--egress-secrets-file`).
-#[derive(Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretRequest {
-    /// The real value: never in the sandbox.
-    #[serde(default)]
-    pub value: Option<String>,
-    /// `host[:port]` rules: only requests to these get the value.
-    #[serde(default)]
-    pub hosts: Option<Vec<String>>,
-    /// The operator's secret of this name instead (its value and hosts are the operator's).
-    #[serde(default)]
-    pub operator: Option<String>,
-}
-
-impl std::fmt::Debug for SecretRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretRequest")
-            .field("hosts", &self.hosts)
-            .field("operator", &self.operator)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The network grant and secrets of a request's `network` and `secrets`, for the caller
-/// `record` names.
-pub fn network_of(
-    state: &AppState,
-    network: Option<NetworkRequest>,
-    secrets: BTreeMap<String, SecretRequest>,
-    record: &AuditRecord,
-) -> ApiResult<(Option<crate::egress::Network>, crate::egress::Secrets)> {
-    use crate::egress::SecretSource;
-    let mut sources = Vec::with_capacity(secrets.len());
-    for (name, s) in secrets {
-        let source = match (s.value, s.hosts, s.operator) {
-            (Some(value), Some(hosts), None) => SecretSource::Given { value, hosts },
-            (None, None, Some(defined)) => SecretSource::Operator(defined),
-            _ => {
-                return Err(SupervisorError::InvalidRequest(format!(
-                    "secrets.{name}: give `value` and `hosts`, or `operator` alone"
-                ))
-                .into());
-            }
-        };
-        sources.push((name, source));
-    }
-    Ok(state
-        .runner
-        .network_grant(network.map(|n| n.allow), sources, record.key_id.as_deref())?)
-}
 
 /// A file the run created or changed.
 #[derive(Debug, Serialize, ToSchema)]
@@ -348,58 +206,6 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> A
         };
         ApiError::InvalidJson(format!("{what}: {e}"))
     })
-}
-
-/// Decodes and checks caller files: valid paths, base64, count and total size.
-pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> ApiResult<Vec<InputFile>> {
-    if files.len() > MAX_INPUT_FILES {
-        return Err(ApiError::from(SupervisorError::InvalidRequest(format!(
-            "{} files given; at most {MAX_INPUT_FILES}",
-            files.len()
-        ))));
-    }
-    let mut out = Vec::with_capacity(files.len());
-    let mut total = 0u64;
-    for (i, f) in files.into_iter().enumerate() {
-        validate_relative_path(&f.path).map_err(|e| {
-            ApiError::from(SupervisorError::InvalidPath {
-                field: format!("files[{i}].path"),
-                message: e.to_string(),
-            })
-        })?;
-        let content = STANDARD.decode(f.content.as_bytes()).map_err(|e| {
-            ApiError::from(SupervisorError::InvalidBase64 {
-                field: format!("files[{i}].content"),
-                message: format!("files[{i}].content is not valid base64: {e}"),
-            })
-        })?;
-        total += content.len() as u64;
-        if total > disk_bytes {
-            return Err(past_disk_limit(disk_bytes));
-        }
-        out.push(InputFile {
-            path: f.path,
-            content,
-        });
-    }
-    Ok(out)
-}
-
-/// Whether decoded `files` fit a sandbox whose disk limit is `disk_bytes` (checked once the
-/// limit is known: a session's after its lookup).
-pub fn files_within(files: &[InputFile], disk_bytes: u64) -> ApiResult<()> {
-    let total: u64 = files.iter().map(|f| f.content.len() as u64).sum();
-    if total > disk_bytes {
-        return Err(past_disk_limit(disk_bytes));
-    }
-    Ok(())
-}
-
-fn past_disk_limit(disk_bytes: u64) -> ApiError {
-    SupervisorError::InvalidRequest(format!(
-        "the files total more than the disk limit of {disk_bytes} bytes"
-    ))
-    .into()
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -638,131 +444,6 @@ impl ExecuteResponse {
     }
 }
 
-impl ExecuteRequest {
-    /// Parses an execution body (every failure a JSON 400/413) and checks it: limits resolved
-    /// for the template and recorded, files decoded against the disk limit.
-    /// The run this body asks for, and the leakage guard its output goes through.
-    /// The packages are checked here but resolved by the caller ([`Runner::packages`]:
-    /// pip runs, off the executor): the spec comes with none and the specifiers beside it.
-    pub fn parse(
-        state: &AppState,
-        body: Result<Bytes, BytesRejection>,
-        record: &mut AuditRecord,
-    ) -> ApiResult<(RunSpec, Arc<Guard>, Vec<String>)> {
-        state.runner.host()?;
-        let req: ExecuteRequest = parse_json(body)?;
-        req.into_run(state, record)
-    }
-
-    /// The run this request asks for (a door that builds the request itself, as MCP does,
-    /// starts here): as [`ExecuteRequest::parse`] after the JSON.
-    pub fn into_run(
-        self,
-        state: &AppState,
-        record: &mut AuditRecord,
-    ) -> ApiResult<(RunSpec, Arc<Guard>, Vec<String>)> {
-        let req = self;
-        let host = state.runner.host()?;
-        record.set_code(&req.code);
-        let (template, limits) = host
-            .resolve_for(req.template, &req.limits.unwrap_or_default())
-            .map_err(SupervisorError::from)?;
-        record.limits = Some(limits);
-        let files = decode_files(req.files, limits.disk_bytes)?;
-        // Packages its `pip install` lines name are given to it as if named in `packages`.
-        let mut packages = req.packages;
-        for named in host.packages_named_by(&req.code, req.language) {
-            if !packages.contains(&named) {
-                packages.push(named);
-            }
-        }
-        host.check_packages(&packages)
-            .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
-        let mut env: Vec<(String, String)> = req.env.into_iter().collect();
-        let policy = state.runner.leak_policy(req.leakage)?;
-        let tools = toolbox(req.tools, req.tool_limits)?;
-        no_tools_in_shell(req.language, &tools)?;
-        // A program with tools is replayed after a restart, and its requests would not be:
-        // it gets no network unless it asks, and then a clear refusal.
-        if tools.is_some() && (req.network.is_some() || !req.secrets.is_empty()) {
-            return Err(SupervisorError::InvalidRequest(
-                "network: a program with tools cannot have network yet (a suspended execution is replayed, and its requests would not be)"
-                    .into(),
-            )
-            .into());
-        }
-        let (network, secrets) = match tools {
-            Some(_) => (None, Default::default()),
-            None => network_of(state, req.network, req.secrets, record)?,
-        };
-        let guard =
-            state
-                .runner
-                .leak_guard_with_secrets(policy, &env, &req.leakage_allow_env, &secrets);
-        // The program sees each secret's placeholder, never its value.
-        let placeholders = secrets.env();
-        env.retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
-        env.extend(placeholders);
-        let spec = RunSpec {
-            program: Program {
-                code: req.code,
-                stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
-                files,
-                limits,
-                env,
-                template,
-                rich: true,
-                line_buffered: false,
-                policy: req.policy,
-                tools,
-                seed: None,
-                network,
-                language: req.language,
-            },
-            observer: None,
-            packages: host.no_packages(),
-            tools: None,
-            egress: None,
-            secrets,
-        };
-        Ok((spec, guard, packages))
-    }
-}
-
-/// A shell script has no `tools` (code mode is Python's): a 400 naming the field.
-fn no_tools_in_shell(language: Language, tools: &Option<crate::tools::Toolbox>) -> ApiResult<()> {
-    if language == Language::Bash && tools.is_some() {
-        return Err(ApiError::from(SupervisorError::InvalidRequest(
-            "tools: code mode runs Python; a program in language \"bash\" cannot have tools".into(),
-        )));
-    }
-    Ok(())
-}
-
-/// The toolbox of a request's `tools` and `tool_limits` (`None` without tools), each fault
-/// a 400 naming its field.
-pub fn toolbox(
-    tools: Vec<crate::tools::ToolSpec>,
-    limits: Option<crate::tools::ToolLimitsRequest>,
-) -> ApiResult<Option<crate::tools::Toolbox>> {
-    let limits = limits
-        .unwrap_or_default()
-        .resolve()
-        .map_err(|(field, max)| {
-            ApiError::from(SupervisorError::InvalidRequest(format!(
-                "tool_limits.{field} must be between 1 and {max}"
-            )))
-        })?;
-    if tools.is_empty() {
-        return Ok(None);
-    }
-    let toolbox = crate::tools::Toolbox { tools, limits };
-    toolbox
-        .check()
-        .map_err(|e| ApiError::from(SupervisorError::InvalidRequest(e.to_string())))?;
-    Ok(Some(toolbox))
-}
-
 /// What a session-open body asks for.
 pub enum OpenSession {
     /// A new interpreter.
@@ -840,7 +521,7 @@ impl OpenSessionRequest {
         record.limits = Some(limits);
         host.check_packages(&req.packages)
             .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
-        let (network, secrets) = network_of(state, req.network, req.secrets, record)?;
+        let (network, secrets) = network_of(&state.runner, req.network, req.secrets, record)?;
         Ok(OpenSession::New {
             limits,
             template,
@@ -883,31 +564,6 @@ impl TurnRequest {
             language: req.language,
         })
     }
-}
-
-/// Runs a request a door built itself (MCP's `execute_python`), as `POST /v1/execute` does.
-pub async fn execute_request(
-    state: &AppState,
-    req: ExecuteRequest,
-    record: &mut AuditRecord,
-) -> ApiResult<Executed> {
-    let (spec, guard, packages) = req.into_run(state, record)?;
-    execute_run(state, spec, guard, packages, record).await
-}
-
-/// Runs a parsed execution body: its packages resolved, then the run.
-pub async fn execute_run(
-    state: &AppState,
-    mut spec: RunSpec,
-    guard: Arc<Guard>,
-    packages: Vec<String>,
-    record: &mut AuditRecord,
-) -> ApiResult<Executed> {
-    spec.packages = state.runner.packages(packages, record).await?;
-    Ok(state
-        .runner
-        .execute(spec, guard, RunKind::Execute, record)
-        .await?)
 }
 
 /// Runs a turn a door built itself (MCP's `run_in_session`), as `POST

@@ -45,7 +45,7 @@ use serde_json::json;
 
 use super::types::{
     ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
-    OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, execute_request, media_type,
+    OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, media_type,
     open_session_request, turn_request,
 };
 use crate::check::{Finding, Policy, Severity};
@@ -58,6 +58,7 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::audit::{Action, Door};
+use crate::supervisor::intake;
 use crate::supervisor::runner::Turned;
 use crate::sync::lock;
 use crate::template::Template;
@@ -199,7 +200,7 @@ impl VivariumMcp {
     async fn fresh_run(&self, ctx: &RequestContext, req: ExecuteRequest) -> CallToolResult {
         let state = &self.state;
         let (mut bracket, id) = Bracket::run(state, ctx);
-        let result = execute_request(state, req, bracket.record()).await;
+        let result = intake::execute(&state.runner, req, bracket.record()).await;
         bracket.close(run_outcome(&result));
         match result {
             Ok(Executed::Ran { report, findings }) => render_result(
