@@ -135,19 +135,33 @@ class _TurnSources:
         return self._register(code, string, name)
 
 
+def forget_build_sources():
+    """Drops what the template's init turns registered (the first one's source carries every
+    helper module: tens of thousands of lines): as this module loads, and by the last init
+    turn (`guest::SNAPSHOT_READY`) before it fills the free space, so the memory this frees
+    is filled before the snapshot rather than left as holes a sandbox's first turn would
+    open, and a session's first turn finds no build turn's definitions kept."""
+    import linecache
+
+    cache = getattr(linecache, "_interactive_cache", None)
+    if cache is not None:
+        for key in [k for k in cache if str(k[0]).startswith("<turn ")]:
+            del cache[key]
+    sources = getattr(linecache, "_register_code", None)
+    if isinstance(sources, _TurnSources):
+        sources._turns = {}
+        sources._bytes = 0
+
+
 def _bound_turn_sources():
     import linecache
 
     register = getattr(linecache, "_register_code", None)
     if register is not None and getattr(linecache, "_make_key", None) is not None:
         linecache._register_code = _TurnSources(linecache)
-        # What the template's build turn registered (its source carries every helper module:
-        # tens of thousands of lines), dropped now, while the template is being built, so the
-        # memory it frees is filled before the snapshot (`SNAPSHOT_READY`) rather than left as
-        # holes a sandbox's first turn would open.
-        cache = linecache._interactive_cache
-        for key in [k for k in cache if str(k[0]).startswith("<turn ")]:
-            del cache[key]
+        # The first init turn's entries go now, so the template's imports after this reuse
+        # their memory; the last init turn drops its own (and anything since) again.
+        forget_build_sources()
 
 
 _bound_turn_sources()

@@ -104,7 +104,8 @@ __vivarium_template()
 del __vivarium_template
 ";
 
-/// The last init turn (`template::init_turns`): no descriptor beyond the preopens may be
+/// The last init turn (`template::init_turns`): the init turns' interactive sources are
+/// dropped (`_vivarium.forget_build_sources`); no descriptor beyond the preopens may be
 /// open (it would not exist at run time); then every object the template holds is made
 /// immortal (PEP 683), so `Py_INCREF`/`Py_DECREF` on them write nothing and a run dirties only
 /// the pages it really changes; then the allocator's free space is filled; then `gc.freeze()`
@@ -131,7 +132,8 @@ del __vivarium_template
 /// fillers are where the free space was, so only their list adds to the image.
 pub const SNAPSHOT_READY: &str = "\
 def __vivarium_ready():
-    import array, gc, os, sys, _host
+    import array, gc, os, sys, _host, _vivarium
+    _vivarium.forget_build_sources()
     gc.collect()
     for fd in range(7, 256):
         try:
