@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::types::{
     AddPackagesRequest, FileEntry, FileList, OpenSessionRequest, OpenSessionResponse,
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, download_file,
-    media_type, open_session, parse_json, run_turn, start_turn, turned_response, upload_file,
+    media_type, parse_json, parse_json_or_default, start_turn, turned_response, upload_file,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
@@ -21,6 +21,7 @@ use crate::server::error::{ApiError, ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake;
 use crate::supervisor::session::SessionInfo;
 
 #[utoipa::path(
@@ -43,7 +44,12 @@ pub async fn open(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
-    let result = open_session(&state, body, bracket.record()).await;
+    let result = async {
+        let ask: OpenSessionRequest = parse_json_or_default(body)?;
+        let session = intake::open(&state.runner, ask, bracket.record()).await?;
+        Ok::<_, ApiError>(OpenSessionResponse::of(&session))
+    }
+    .await;
     bracket.close(outcome_of(&result, 201));
     result.map(|r| {
         let id = r.id.clone();
@@ -171,11 +177,8 @@ pub async fn turn(
     let (mut bracket, turn_id) = Bracket::turn(&state, &ctx, &id);
     let key = ctx.key_id.as_deref();
     // Parsed before the session is looked up: a malformed body wakes no hibernated session.
-    let turn = match state
-        .runner
-        .host()
-        .map_err(ApiError::from)
-        .and_then(|_| TurnRequest::parse(body, bracket.record()))
+    let turn = match parse_json::<TurnRequest>(body)
+        .and_then(|ask| Ok(intake::turn_of(ask, bracket.record())?))
     {
         Ok(turn) => turn,
         Err(e) => {
@@ -187,9 +190,9 @@ pub async fn turn(
         // Code mode: the turn suspends at each round of tool calls.
         return start_turn(&state, key, bracket, &id, &turn_id, turn).await;
     }
-    let result = run_turn(&state, &id, key, turn, bracket.record()).await;
+    let result = intake::turn(&state.runner, &id, key, turn, bracket.record()).await;
     bracket.close(turn_outcome(&result));
-    turned_response(&turn_id, &id, result)
+    turned_response(&turn_id, &id, result.map_err(ApiError::from))
 }
 
 #[utoipa::path(

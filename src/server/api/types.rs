@@ -3,8 +3,6 @@
 //! exactly alike. An execution's body is the intake's (`supervisor::intake`), re-exported
 //! here for the doors.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -14,18 +12,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::check::{Finding, Policy};
-use crate::guest::Language;
-use crate::leakage::LeakPolicy;
-use crate::limits::{Limits, LimitsRequest, TurnLimitsRequest};
+use crate::check::Finding;
+use crate::limits::Limits;
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
 use crate::server::error::{ApiError, ApiResult, ErrorDetail};
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::audit::{Action, AuditRecord};
-use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
+use crate::supervisor::audit::Action;
+use crate::supervisor::runner::TurnDone;
 use crate::supervisor::session::{EndInfo, Session};
 use crate::template::Template;
 use crate::worker::held::FileBody;
@@ -34,9 +30,8 @@ mod cell;
 mod code_mode;
 mod files_body;
 pub use crate::supervisor::intake::{
-    ExecuteRequest, FileIn, NetworkRequest, SecretRequest, decode_files, files_within,
+    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest, files_within,
 };
-use crate::supervisor::intake::{network_of, no_tools_in_shell, toolbox};
 pub use cell::{Cell, Failure};
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
@@ -191,6 +186,17 @@ pub fn media_type(path: &str) -> &'static str {
     }
 }
 
+/// [`parse_json`] of a body that may be empty (or only whitespace): then `T::default()`.
+pub fn parse_json_or_default<T: DeserializeOwned + Default>(
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<T> {
+    let body = body?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    parse_json(Ok(body))
+}
+
 /// Parses a JSON body, every failure a JSON error: 413 past the body cap, else 400.
 pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
     let body = body?;
@@ -213,46 +219,6 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> A
 pub struct CheckRequest {
     #[schema(example = "import os\nos.system('ls')")]
     pub code: String,
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OpenSessionRequest {
-    /// Memory and disk hold for the session's life; timeout, fuel and output are the
-    /// defaults of each turn.
-    #[serde(default)]
-    pub limits: Option<LimitsRequest>,
-    /// The snapshot the interpreter starts from: `scientific` (the default) or `python`
-    /// (minimal). `limits.memory_bytes` counts beyond the template's own image.
-    #[serde(default)]
-    pub template: Option<Template>,
-    /// Output leakage control of the session's turns and file reads (a turn may name its
-    /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
-    #[serde(default)]
-    pub leakage: Option<LeakPolicy>,
-    /// Restore this snapshot (`snap-…`, from `POST /v1/sessions/{id}/snapshot`): the new
-    /// session starts with its state, limits and template (so `limits` and `template` must
-    /// be left out).
-    #[serde(default)]
-    #[schema(example = "snap-0a1b2c3d4e5f60718293a4b5")]
-    pub snapshot: Option<String>,
-    /// Snapshot every completed turn to the store, so that after a crash (even `kill -9`)
-    /// the session comes back at its last completed turn on its next request. Every
-    /// session, durable or not, is kept over a graceful restart.
-    #[serde(default)]
-    pub durable: bool,
-    /// Extra pure-Python packages for the session (requirement specifiers); more can be
-    /// added between turns (`POST /v1/sessions/{id}/packages`).
-    #[serde(default)]
-    pub packages: Vec<String>,
-    /// Network by exception for every turn, as for `POST /v1/execute`: narrows the
-    /// operator's `--egress-allow` (absent: the operator's list as it is).
-    #[serde(default)]
-    pub network: Option<NetworkRequest>,
-    /// Secrets the session's turns can use but never read, as for `POST /v1/execute`.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub secrets: BTreeMap<String, SecretRequest>,
 }
 
 /// The body of `POST /v1/sessions/{id}/packages`.
@@ -302,40 +268,6 @@ impl OpenSessionResponse {
             durable: session.durable,
         }
     }
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TurnRequest {
-    #[schema(example = "x = 21\nx * 2")]
-    pub code: String,
-    /// As for `/v1/execute`: `python` (the default) or `bash` (`sh`). A shell's `cd` and
-    /// `export` stay for the session's next turns, Python's included (`os.getcwd()`,
-    /// `os.environ`).
-    #[serde(default)]
-    pub language: Language,
-    #[serde(default)]
-    pub stdin: Option<String>,
-    /// Written into the working directory before the code runs.
-    #[serde(default)]
-    pub files: Vec<FileIn>,
-    #[serde(default)]
-    pub limits: Option<TurnLimitsRequest>,
-    /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
-    #[serde(default)]
-    pub policy: Policy,
-    /// This turn's output leakage control; left out, the session's.
-    #[serde(default)]
-    pub leakage: Option<LeakPolicy>,
-    /// Code mode, as for `/v1/execute`: tools the turn's code may call. A call suspends the
-    /// turn (`status: "suspended"`, answered at `POST /v1/executions/{turn id}/resume`;
-    /// the last answer's response is this turn's result). A turn's suspension stays
-    /// resident (its state is the session's): it is not kept over a restart, nor forked.
-    #[serde(default)]
-    pub tools: Vec<crate::tools::ToolSpec>,
-    /// Code mode's limits, as for `/v1/execute`.
-    #[serde(default)]
-    pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -442,230 +374,6 @@ impl ExecuteResponse {
         }
         (response, held)
     }
-}
-
-/// What a session-open body asks for.
-pub enum OpenSession {
-    /// A new interpreter.
-    New {
-        /// Resolved.
-        limits: Limits,
-        /// Resolved.
-        template: Template,
-        /// As asked.
-        leakage: Option<LeakPolicy>,
-        /// As asked.
-        durable: bool,
-        /// As asked (checked, not resolved).
-        packages: Vec<String>,
-        /// Its network and secrets, checked.
-        network: Option<crate::egress::Grant>,
-    },
-    /// A session restored from a snapshot.
-    Restore {
-        /// The snapshot's id, as given.
-        snapshot: String,
-        /// As asked.
-        leakage: Option<LeakPolicy>,
-        /// As asked.
-        durable: bool,
-    },
-}
-
-impl OpenSessionRequest {
-    /// Parses a session-open body (empty means all defaults) into resolved limits, recorded,
-    /// or a snapshot to restore.
-    pub fn parse(
-        state: &AppState,
-        body: Result<Bytes, BytesRejection>,
-        record: &mut AuditRecord,
-    ) -> ApiResult<OpenSession> {
-        state.runner.host()?;
-        let body = body?;
-        let req: OpenSessionRequest = if body.iter().all(u8::is_ascii_whitespace) {
-            OpenSessionRequest::default()
-        } else {
-            parse_json(Ok(body))?
-        };
-        req.into_open(state, record)
-    }
-
-    /// What this request asks for: as [`OpenSessionRequest::parse`] after the JSON.
-    pub fn into_open(self, state: &AppState, record: &mut AuditRecord) -> ApiResult<OpenSession> {
-        let req = self;
-        let host = state.runner.host()?;
-        if let Some(snapshot) = req.snapshot {
-            if req.network.is_some() || !req.secrets.is_empty() {
-                return Err(ApiError::from(SupervisorError::InvalidRequest(
-                    "network: a restored session has no network (a snapshot carries none); \
-                     open a new session to give one"
-                        .into(),
-                )));
-            }
-            if req.limits.is_some() || req.template.is_some() || !req.packages.is_empty() {
-                return Err(ApiError::from(SupervisorError::InvalidRequest(
-                    "a restored session keeps the snapshot's limits, template and packages: \
-                     leave `limits`, `template` and `packages` out (add packages after)"
-                        .into(),
-                )));
-            }
-            return Ok(OpenSession::Restore {
-                snapshot,
-                leakage: req.leakage,
-                durable: req.durable,
-            });
-        }
-        let (template, limits) = host
-            .resolve_for(req.template, &req.limits.unwrap_or_default())
-            .map_err(SupervisorError::from)?;
-        record.limits = Some(limits);
-        host.check_packages(&req.packages)
-            .map_err(|e| ApiError::from(SupervisorError::Package(e)))?;
-        let (network, secrets) = network_of(&state.runner, req.network, req.secrets, record)?;
-        Ok(OpenSession::New {
-            limits,
-            template,
-            leakage: req.leakage,
-            durable: req.durable,
-            packages: req.packages,
-            network: network.map(|network| crate::egress::Grant { network, secrets }),
-        })
-    }
-}
-
-impl TurnRequest {
-    /// Parses a turn body, knowing nothing of its session: the files are checked against
-    /// its disk limit once it is looked up ([`files_within`]).
-    pub fn parse(
-        body: Result<Bytes, BytesRejection>,
-        record: &mut AuditRecord,
-    ) -> ApiResult<SessionTurn> {
-        parse_json::<TurnRequest>(body)?.into_turn(record)
-    }
-
-    /// The turn this request asks for: as [`TurnRequest::parse`] after the JSON.
-    pub fn into_turn(self, record: &mut AuditRecord) -> ApiResult<SessionTurn> {
-        let req = self;
-        record.set_code(&req.code);
-        let tools = toolbox(req.tools, req.tool_limits)?;
-        no_tools_in_shell(req.language, &tools)?;
-        Ok(SessionTurn {
-            files: decode_files(req.files, u64::MAX)?,
-            code: req.code,
-            stdin: req.stdin.map(String::into_bytes).unwrap_or_default(),
-            limits: req.limits.unwrap_or_default(),
-            policy: req.policy,
-            leakage: req.leakage,
-            live: None,
-            input: None,
-            tools,
-            tool_asker: None,
-            env: Vec::new(),
-            language: req.language,
-        })
-    }
-}
-
-/// Runs a turn a door built itself (MCP's `run_in_session`), as `POST
-/// /v1/sessions/{id}/execute` does.
-pub async fn turn_request(
-    state: &AppState,
-    id: &str,
-    key: Option<&str>,
-    req: TurnRequest,
-    record: &mut AuditRecord,
-) -> ApiResult<Turned> {
-    state.runner.host()?;
-    let turn = req.into_turn(record)?;
-    run_turn(state, id, key, turn, record).await
-}
-
-/// Runs a parsed turn in session `id` for `key`.
-pub async fn run_turn(
-    state: &AppState,
-    id: &str,
-    key: Option<&str>,
-    turn: SessionTurn,
-    record: &mut AuditRecord,
-) -> ApiResult<Turned> {
-    let session = state.runner.session(id, key).await?;
-    files_within(&turn.files, session.limits.disk_bytes)?;
-    // Packages its `pip install` lines name are added to the session first, as `POST
-    // /v1/sessions/{id}/packages` adds them (its state kept), so its pip finds them.
-    let named = state
-        .runner
-        .host()?
-        .packages_named_by(&turn.code, turn.language);
-    if !named.is_empty() {
-        state.runner.add_packages(id, key, named, record).await?;
-    }
-    Ok(state.runner.turn(&session, turn, record).await?)
-}
-
-/// Opens a session from a session-open body (the sessions API and MCP's `open_session`).
-pub async fn open_session(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    record: &mut AuditRecord,
-) -> ApiResult<OpenSessionResponse> {
-    let open = OpenSessionRequest::parse(state, body, record)?;
-    open_parsed(state, open, record).await
-}
-
-/// Opens a session a door asked for itself (MCP's `open_session`), as [`open_session`] does.
-pub async fn open_session_request(
-    state: &AppState,
-    req: OpenSessionRequest,
-    record: &mut AuditRecord,
-) -> ApiResult<OpenSessionResponse> {
-    state.runner.host()?;
-    let open = req.into_open(state, record)?;
-    open_parsed(state, open, record).await
-}
-
-async fn open_parsed(
-    state: &AppState,
-    open: OpenSession,
-    record: &mut AuditRecord,
-) -> ApiResult<OpenSessionResponse> {
-    let session = match open {
-        OpenSession::New {
-            limits,
-            template,
-            leakage,
-            durable,
-            packages,
-            network,
-        } => {
-            let packages = state.runner.packages(packages, record).await?;
-            // A session, like a snapshot, is the key's that made it.
-            let owner = record.key_id.clone();
-            let opening = crate::supervisor::runner::Opening {
-                limits,
-                template,
-                leakage,
-                durable,
-                packages,
-                owner,
-                network,
-            };
-            state.runner.open_session(opening, record).await?
-        }
-        OpenSession::Restore {
-            snapshot,
-            leakage,
-            durable,
-        } => {
-            record.action = Action::SessionRestore;
-            // Restoring is the key's own: a snapshot belongs to the key that took it.
-            let owner = record.key_id.clone();
-            state
-                .runner
-                .restore_session(&snapshot, owner.as_deref(), leakage, durable, record)
-                .await?
-        }
-    };
-    Ok(OpenSessionResponse::of(&session))
 }
 
 impl TurnResponse {

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::check::Policy;
 use crate::guest::Language;
 use crate::leakage::LeakPolicy;
-use crate::limits::LimitsRequest;
+use crate::limits::{LimitsRequest, TurnLimitsRequest};
 use crate::template::Template;
 
 /// A file to place in the sandbox's working directory before the code runs.
@@ -127,4 +127,78 @@ impl std::fmt::Debug for SecretRequest {
             .field("operator", &self.operator)
             .finish_non_exhaustive()
     }
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSessionRequest {
+    /// Memory and disk hold for the session's life; timeout, fuel and output are the
+    /// defaults of each turn.
+    #[serde(default)]
+    pub limits: Option<LimitsRequest>,
+    /// The snapshot the interpreter starts from: `scientific` (the default) or `python`
+    /// (minimal). `limits.memory_bytes` counts beyond the template's own image.
+    #[serde(default)]
+    pub template: Option<Template>,
+    /// Output leakage control of the session's turns and file reads (a turn may name its
+    /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
+    #[serde(default)]
+    pub leakage: Option<LeakPolicy>,
+    /// Restore this snapshot (`snap-…`, from `POST /v1/sessions/{id}/snapshot`): the new
+    /// session starts with its state, limits and template (so `limits` and `template` must
+    /// be left out).
+    #[serde(default)]
+    #[schema(example = "snap-0a1b2c3d4e5f60718293a4b5")]
+    pub snapshot: Option<String>,
+    /// Snapshot every completed turn to the store, so that after a crash (even `kill -9`)
+    /// the session comes back at its last completed turn on its next request. Every
+    /// session, durable or not, is kept over a graceful restart.
+    #[serde(default)]
+    pub durable: bool,
+    /// Extra pure-Python packages for the session (requirement specifiers); more can be
+    /// added between turns (`POST /v1/sessions/{id}/packages`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// Network by exception for every turn, as for `POST /v1/execute`: narrows the
+    /// operator's `--egress-allow` (absent: the operator's list as it is).
+    #[serde(default)]
+    pub network: Option<NetworkRequest>,
+    /// Secrets the session's turns can use but never read, as for `POST /v1/execute`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub secrets: BTreeMap<String, SecretRequest>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    #[schema(example = "x = 21\nx * 2")]
+    pub code: String,
+    /// As for `/v1/execute`: `python` (the default) or `bash` (`sh`). A shell's `cd` and
+    /// `export` stay for the session's next turns, Python's included (`os.getcwd()`,
+    /// `os.environ`).
+    #[serde(default)]
+    pub language: Language,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Written into the working directory before the code runs.
+    #[serde(default)]
+    pub files: Vec<FileIn>,
+    #[serde(default)]
+    pub limits: Option<TurnLimitsRequest>,
+    /// Pre-execution check, as for `/v1/execute`: `warn` (default), `deny` or `off`.
+    #[serde(default)]
+    pub policy: Policy,
+    /// This turn's output leakage control; left out, the session's.
+    #[serde(default)]
+    pub leakage: Option<LeakPolicy>,
+    /// Code mode, as for `/v1/execute`: tools the turn's code may call. A call suspends the
+    /// turn (`status: "suspended"`, answered at `POST /v1/executions/{turn id}/resume`;
+    /// the last answer's response is this turn's result). A turn's suspension stays
+    /// resident (its state is the session's): it is not kept over a restart, nor forked.
+    #[serde(default)]
+    pub tools: Vec<crate::tools::ToolSpec>,
+    /// Code mode's limits, as for `/v1/execute`.
+    #[serde(default)]
+    pub tool_limits: Option<crate::tools::ToolLimitsRequest>,
 }

@@ -7,7 +7,9 @@
 mod ask;
 mod execute;
 mod resolve;
+mod session;
 
-pub use ask::{ExecuteRequest, FileIn, NetworkRequest, SecretRequest};
+pub use ask::{ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest};
 pub use execute::{Prepared, execute, prepare};
-pub use resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
+pub use resolve::files_within;
+pub use session::{open, run_turn_ask, turn, turn_of};

@@ -35,12 +35,13 @@ use tower::ServiceExt as _;
 
 use crate::guest::Language;
 use crate::server::AppState;
-use crate::server::api::types::{NetworkRequest, OpenSessionRequest, open_session_request};
+use crate::server::api::types::{NetworkRequest, OpenSessionRequest};
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake;
 use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
 use crate::supervisor::session::Session;
 use sandboxes::Sandboxes;
@@ -239,9 +240,9 @@ async fn open_session(
         secrets: Default::default(),
     };
     let mut bracket = Bracket::open(&door.app, ctx, Action::SessionOpen);
-    let opened = open_session_request(&door.app, open, bracket.record()).await;
+    let opened = intake::open(&door.app.runner, open, bracket.record()).await;
     bracket.close(outcome_of(&opened, 201));
-    Ok(opened?.id)
+    Ok(opened?.id.clone())
 }
 
 /// Gives sandbox `sandbox`'s contexts its deadline, when it has one: they end when it ends by

@@ -19,7 +19,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::limits::LimitsRequest;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, ApiResult};
@@ -27,6 +26,7 @@ use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake::{self, OpenSessionRequest};
 use crate::supervisor::session::{SessionInfo, SessionState};
 use crate::template::Template;
 
@@ -212,7 +212,6 @@ pub async fn start(
 ) -> Response {
     let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
     let result: ApiResult<KernelModel> = async {
-        let host = state.runner.host()?;
         let body = body?;
         let req: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
             StartKernel::default()
@@ -228,33 +227,13 @@ pub async fn start(
                 )))
             })?,
         };
-        let (template, limits) = host
-            .resolve_for(Some(template), &LimitsRequest::default())
-            .map_err(SupervisorError::from)?;
-        bracket.record().limits = Some(limits);
-        let session = state
-            .runner
-            .open_session(
-                crate::supervisor::runner::Opening {
-                    limits,
-                    template,
-                    leakage: None,
-                    durable: false,
-                    packages: host.no_packages(),
-                    owner: ctx.key_id.clone(),
-                    // The operator's list as it is, as for any request that names none.
-                    network: state
-                        .runner
-                        .network_grant(None, Vec::new(), ctx.key_id.as_deref())?
-                        .0
-                        .map(|network| crate::egress::Grant {
-                            network,
-                            secrets: Default::default(),
-                        }),
-                },
-                bracket.record(),
-            )
-            .await?;
+        // The server's default limits, and the operator's network list as it is, as for
+        // any request that names neither.
+        let ask = OpenSessionRequest {
+            template: Some(template),
+            ..OpenSessionRequest::default()
+        };
+        let session = intake::open(&state.runner, ask, bracket.record()).await?;
         Ok(KernelModel::of(&session.info()))
     }
     .await;

@@ -46,7 +46,6 @@ use serde_json::json;
 use super::types::{
     ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
     OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, media_type,
-    open_session_request, turn_request,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::guest::Language;
@@ -267,10 +266,10 @@ impl VivariumMcp {
             secrets: Default::default(),
         };
         let mut bracket = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen);
-        let result = open_session_request(&self.state, req, bracket.record()).await;
+        let result = intake::open(&self.state.runner, req, bracket.record()).await;
         bracket.close(outcome_of(&result, 201));
         Ok(match result {
-            Ok(r) => session_opened(&r),
+            Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => self.api_error(e),
         })
     }
@@ -310,7 +309,8 @@ impl VivariumMcp {
     ) -> CallToolResult {
         let key = ctx.key_id.as_deref();
         let (mut bracket, turn_id) = Bracket::turn(&self.state, ctx, session_id);
-        let result = turn_request(&self.state, session_id, key, req, bracket.record()).await;
+        let result =
+            intake::run_turn_ask(&self.state.runner, session_id, key, req, bracket.record()).await;
         bracket.close(turn_outcome(&result));
         match result {
             Ok(Turned::Ran(done)) => self.turn_result(&turn_id, session_id, key, *done).await,
