@@ -1,16 +1,18 @@
-//! Vivarium runs untrusted Python in-process: CPython compiled to WASI, embedded through
-//! Wasmtime, one fresh sandbox per execution (or a kept-alive interpreter per session), every
-//! limit enforced by the host.
+//! Vivarium runs untrusted Python: CPython compiled to WASI, embedded through Wasmtime in
+//! jailed worker processes, one fresh sandbox per execution (or a kept-alive interpreter per
+//! session), every limit enforced by the host.
 //!
 //! Data flows one way, and so do imports (see `ARCHITECTURE.md`, "Layers"):
 //!
 //! ```text
-//! front door (CLI, server::api) -> supervisor::runner -> Vivarium -> Sandbox -> Report
+//! front door (CLI, server::api) -> supervisor::intake -> supervisor::runner -> worker
+//!   -> Vivarium -> Sandbox -> Report
 //! ```
 //!
 //! * [`Vivarium`] is the only way into a sandbox: execute a [`RunSpec`], open an
 //!   interpreter, check code.
-//! * [`server`] serves it over HTTP, MCP and Piston's API; [`cli`] is the command line.
+//! * [`server`] serves it over HTTP (and SSE), MCP, Jupyter's kernel protocol, Piston's API
+//!   and the E2B API; [`cli`] is the command line.
 //! * [`Limits`] names every limit with its default and maximum; [`Report`] is what a run did.
 //!
 //! The modules below the public API are private; [`testing`] re-exports the internals the

@@ -4,8 +4,8 @@
 //! (bind, load the runtime in the background, serve, shut down gracefully). Front doors live
 //! in `api`, one file each, and never import each other; each action they audit is one
 //! `bracket::Bracket` (its line written once, when closed or dropped). Every run they ask for
-//! goes through the one seam, `supervisor::Runner`, which alone touches admission, the guest
-//! threads, the session registry and the audit log. Nothing here holds session, residency,
+//! goes through the intake (`supervisor::intake`) and `supervisor::Runner`, which alone touch
+//! admission, the workers, the session registry and the audit log. Nothing here holds session, residency,
 //! durability or cluster logic: that is `supervisor`.
 
 mod api;

@@ -3,8 +3,8 @@
 //! sessions after every turn, every session at shutdown) and bringing a session back from it
 //! on its next request; and the snapshots' listing and deletion.
 //!
-//! Capturing holds the session busy (409 while a turn runs) on a guest thread; encoding and
-//! decoding (hashing, zstd) run there or on a blocking thread, never on the executor. A
+//! Capturing holds the session busy (409 while a turn runs) while its worker captures it;
+//! encoding and decoding (hashing, zstd) run on a blocking thread, never on the executor. A
 //! restored or forked session is admitted like a new one (the session cap, its memory).
 
 use std::sync::Arc;

@@ -1,20 +1,21 @@
-//! The one seam where a request becomes a run.
+//! The runs and sessions behind the intake.
 //!
-//! Every front door (`server::api`) parses its own wire format into a [`RunSpec`] (or a
-//! session call) and hands it here; nothing else in the server touches admission, the guest
-//! threads, the session registry or the audit log. For each run the runner:
+//! A front door's ask becomes a [`RunSpec`] (or a session call) in `supervisor::intake`,
+//! which hands it here; nothing else in the server touches admission, the workers, the
+//! session registry or the audit log. For each run the runner:
 //!
 //! 1. takes the loaded [`Vivarium`] (503 while loading or shutting down);
 //! 2. admits it: a concurrency slot and, for sandboxes, room in the memory budget (429 when full);
-//! 3. registers its cancel flag, so shutdown and a client that hangs up end it;
-//! 4. runs it on a guest thread (`Vivarium::run`, `open_interpreter`, `check`, a turn);
-//! 5. scans what it returns under the request's leakage policy ([`Guard`]): reports,
-//!    redacts, or withholds it (422 `output_leak`);
+//! 3. sends it to a worker process as a job (the least loaded for a run or a new session,
+//!    the session's own for a turn); dropping the call cancels it there;
+//! 4. reads the worker's reply as hostile (bounded, of the job's kind);
+//! 5. scans what it returns under the request's leakage policy ([`Guard`]; a large report
+//!    on a blocking thread): reports, redacts, or withholds it (422 `output_leak`);
 //! 6. counts it in the metrics and completes its audit record.
 //!
 //! The front door then maps the result to its own wire format. Sessions as data (snapshot,
-//! fork, restore) are here too (`snapshots.rs`); a worker-process boundary belongs here,
-//! behind these methods.
+//! fork, restore, a session's own snapshot, wake-up, residency) are here too
+//! (`capture.rs`).
 
 mod capture;
 mod code_mode;
@@ -54,7 +55,7 @@ use crate::snapshot::SnapshotStore;
 use crate::vivarium::{Executed, RunSpec, Vivarium};
 use crate::worker::{Death, ExecuteJob, Failure, Job, JobError, PackageRef, Reply, Sinks, Workers};
 
-/// Admission, guest threads, sessions, metrics and audit: what every run goes through.
+/// Admission, the workers, sessions, metrics and audit: what every run goes through.
 pub struct Runner {
     /// Set once the runtime is loaded: the supervisor's own (templates, bindings, package
     /// resolution; it runs no guest code when there are workers).
@@ -387,7 +388,7 @@ impl Runner {
 
     /// Runs `spec` in a fresh sandbox, admitted for its memory; counted as `kind`, with the
     /// report's status, exit code, usage and leaks on `record`. What it returns passes
-    /// `guard` first, on the guest thread (a scan of a large output is not executor work):
+    /// `guard` first (a large output is scanned on a blocking thread, not the executor):
     /// under `deny`, a leak is a 422 `output_leak` and nothing else leaves.
     pub async fn execute(
         &self,

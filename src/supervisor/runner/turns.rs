@@ -111,7 +111,6 @@ impl Runner {
     /// `leakage` is its turns' and file reads' policy unless a turn names its own.
     /// A durable session (`durable`) snapshots every completed turn to the store. It is
     /// `owner`'s (the API key's id) alone.
-    #[allow(clippy::too_many_arguments)]
     pub async fn open_session(
         &self,
         opening: Opening,

@@ -9,7 +9,7 @@
 //! session as data: stored, restored with `open_session {snapshot}`, or copied live).
 //!
 //! The tools only translate: each builds the same request type the HTTP API parses its body
-//! into and goes through the same handlers' insides (validation, admission, guest threads,
+//! into and goes through the same intake and runner (validation, admission, the workers,
 //! audit, metrics), so MCP gets exactly the HTTP API's limits and behaviour. Over `/mcp` a
 //! tool call carries its HTTP request's context (the API key's id, which owns the snapshots
 //! it takes). Over stdio the same [`ServerState`] is built in-process without a listener, and
