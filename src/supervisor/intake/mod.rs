@@ -12,4 +12,4 @@ mod session;
 pub use ask::{ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest};
 pub use execute::{Prepared, execute, prepare};
 pub use resolve::files_within;
-pub use session::{open, run_turn_ask, turn, turn_of};
+pub use session::{open, run_turn_ask, turn, turn_as, turn_of};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::ask::{OpenSessionRequest, TurnRequest};
 use super::resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
+use crate::guest::Language;
 use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::runner::{Opening, SessionTurn, Turned};
 use crate::supervisor::session::Session;
@@ -101,9 +102,24 @@ pub async fn turn(
     turn: SessionTurn,
     record: &mut AuditRecord,
 ) -> SupervisorResult<Turned> {
+    turn_as(runner, id, key, None, turn, record).await
+}
+
+/// [`turn`] of a door that wraps what its caller sent (an E2B cell, a command line) in code
+/// of its own: `caller` is what was sent and in which language, whose `pip install` lines
+/// name the packages (the wrapper's would name none).
+pub async fn turn_as(
+    runner: &Runner,
+    id: &str,
+    key: Option<&str>,
+    caller: Option<(&str, Language)>,
+    turn: SessionTurn,
+    record: &mut AuditRecord,
+) -> SupervisorResult<Turned> {
     let session = runner.session(id, key).await?;
     files_within(&turn.files, session.limits.disk_bytes)?;
-    let named = runner.host()?.packages_named_by(&turn.code, turn.language);
+    let (code, language) = caller.unwrap_or((&turn.code, turn.language));
+    let named = runner.host()?.packages_named_by(code, language);
     if !named.is_empty() {
         runner.add_packages(id, key, named, record).await?;
     }

@@ -199,21 +199,8 @@ async fn run_turn(
     bracket
         .record()
         .set_code(caller.map_or(turn.code.as_str(), |(code, _)| code));
-    let ran = async {
-        let key = ctx.key_id.as_deref();
-        if let Some((code, language)) = caller {
-            let named = door.app.runner.host()?.packages_named_by(code, language);
-            if !named.is_empty() {
-                door.app
-                    .runner
-                    .add_packages(id, key, named, bracket.record())
-                    .await?;
-            }
-        }
-        let session = door.app.runner.session(id, key).await?;
-        door.app.runner.turn(&session, turn, bracket.record()).await
-    }
-    .await;
+    let key = ctx.key_id.as_deref();
+    let ran = intake::turn_as(&door.app.runner, id, key, caller, turn, bracket.record()).await;
     bracket.close(turn_outcome(&ran));
     match ran? {
         Turned::Ran(done) => Ok(*done),
