@@ -155,3 +155,44 @@ async fn a_kernel_runs_cells_with_magics_and_shell_lines() {
         .unwrap();
     assert_eq!(r.status(), 204);
 }
+
+/// `%pip install` in a kernel's cell: the host gives the session the package before the
+/// cell runs (as for a `/v1` turn), from the index the server is given, and the same cell
+/// and the next import it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_install_in_a_kernels_cell_gives_it_the_package() {
+    let index = PackageIndex::start("jupyter-pip");
+    let (url, cache) = (index.url.clone(), scratch_dir("jupyter-pip-cache"));
+    let s = start("jupyter-pip", move |a| {
+        a.package_index = Some(url);
+        a.package_cache_dir = Some(cache);
+    })
+    .await;
+    let c = client();
+    let (st, k) = post(
+        &c,
+        &s.url("/api/kernels"),
+        &json!({"name": "vivarium-python"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{k}");
+    let id = k["id"].as_str().unwrap().to_string();
+    let url = format!(
+        "{}/api/kernels/{id}/channels",
+        s.base.replace("http://", "ws://")
+    );
+    let mut ws = tokio_tungstenite::connect_async(url).await.unwrap().0;
+    let msgs = run_cell(
+        &mut ws,
+        "%pip install -q vivtest-greet\nimport vivtest_greet\nprint(vivtest_greet.hello())",
+    )
+    .await;
+    assert_eq!(status(&msgs), "ok", "{msgs:#?}");
+    assert!(
+        stdout(&msgs).ends_with("hello from greet, base 1.0\n"),
+        "{msgs:#?}"
+    );
+    let msgs = run_cell(&mut ws, "import vivtest_greet as g\nprint(g.hello())").await;
+    assert_eq!(stdout(&msgs), "hello from greet, base 1.0\n", "{msgs:#?}");
+    s.stop().await;
+}

@@ -36,6 +36,7 @@ use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use crate::supervisor::tenants::{Held, Quota};
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -643,10 +644,16 @@ impl Kernel {
             if allow_stdin {
                 turn.input = Some(self.input_asker(&streams, &m.header, self.guard().await?));
             }
-            self.state
-                .runner
-                .turn(&session, turn, bracket.record())
-                .await
+            // Through the intake, as every door's turn: the packages its `%pip install` and
+            // `!pip install` lines name are the session's first.
+            intake::turn(
+                &self.state.runner,
+                &self.id,
+                self.key(),
+                turn,
+                bracket.record(),
+            )
+            .await
         }
         .await;
         // Every stream message of the cell leaves before what follows it; an input_request
