@@ -13,9 +13,10 @@ use std::sync::Arc;
 use super::AppState;
 use super::error::OnWire;
 use super::request_context::new_id;
-use crate::supervisor::Runner;
 use crate::supervisor::audit::{Action, AuditRecord, Outcome, RequestContext};
+use crate::supervisor::intake::Closer;
 use crate::supervisor::runner::Turned;
+use crate::supervisor::{Runner, SupervisorError, SupervisorResult};
 use crate::vivarium::Executed;
 
 /// An audited action in flight; see the module docs.
@@ -82,6 +83,26 @@ impl Drop for Bracket {
         if let Some(record) = self.record.take() {
             self.runner.finish(record, Outcome::CLIENT_CLOSED);
         }
+    }
+}
+
+/// A bracket handed to a program that outlives its request (code mode): the intake closes it
+/// when the program ends, with the outcome the door gives its result.
+impl Closer for Bracket {
+    fn record(&mut self) -> &mut AuditRecord {
+        Bracket::record(self)
+    }
+
+    fn close_run(self: Box<Self>, result: &SupervisorResult<Executed>) {
+        self.close(run_outcome(result));
+    }
+
+    fn close_turn(self: Box<Self>, result: &SupervisorResult<Turned>) {
+        self.close(turn_outcome(result));
+    }
+
+    fn close_failed(self: Box<Self>, error: &SupervisorError) {
+        self.close(error.outcome());
     }
 }
 

@@ -4,22 +4,20 @@
 //! what the guest did. (With `Accept: text/event-stream` the same route streams: `stream.rs`.)
 //!
 //! The body is parsed here and nothing else is decided here: the run is the intake's
-//! (`supervisor::intake::execute`, or `prepare` and code mode's task for a program with
-//! tools).
+//! (`supervisor::intake::execute`, or `prepare` and `start_execution`, code mode's task, for
+//! a program with tools).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
-use super::types::{
-    ExecuteRequest, drive, executed_response, parse_json, spawn_run, start_code_mode,
-};
+use super::types::{ExecuteRequest, drive, executed_response, parse_json};
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
-use crate::supervisor::intake::{self, Prepared};
+use crate::supervisor::intake;
 
 pub async fn execute(
     State(state): State<AppState>,
@@ -42,8 +40,8 @@ pub async fn execute(
     executed_response(&state, &id, result.map_err(ApiError::from)).await
 }
 
-/// Code mode without streaming: the program runs in a task of its own; the response is its
-/// first stop (a round of calls, `suspended`, or its end).
+/// Code mode without streaming: the program runs in the intake's task, under this request's
+/// bracket; the response is its first stop (a round of calls, `suspended`, or its end).
 async fn code_mode(
     state: AppState,
     ctx: RequestContext,
@@ -51,23 +49,16 @@ async fn code_mode(
     id: String,
     ask: ExecuteRequest,
 ) -> Response {
-    let started = async {
-        let Prepared {
-            mut spec,
-            guard,
-            packages,
-        } = intake::prepare(&state.runner, ask, bracket.record()).await?;
-        let key = ctx.key_id.as_deref();
-        let exec = start_code_mode(&state, key, &id, &mut spec, &guard, &packages, false)?;
-        Ok::<_, ApiError>((spec, guard, exec))
-    };
-    let (spec, guard, exec) = match started.await {
-        Ok(started) => started,
+    let prepared = match intake::prepare(&state.runner, ask, bracket.record()).await {
+        Ok(prepared) => prepared,
         Err(e) => {
             bracket.close(e.outcome());
-            return e.into_response();
+            return ApiError::from(e).into_response();
         }
     };
-    spawn_run(&state, bracket, spec, guard, exec.clone());
-    drive(&state, &exec).await
+    let key = ctx.key_id.as_deref();
+    match intake::start_execution(&state.runner, prepared, &id, key, Box::new(bracket)) {
+        Ok(exec) => drive(&state, &exec).await,
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }

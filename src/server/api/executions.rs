@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::types::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, finished_response,
-    parse_json, spawn_run,
+    parse_json,
 };
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of};
@@ -28,7 +28,8 @@ use crate::server::error::{ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, Outcome};
-use crate::supervisor::executions::{Progress, Stop};
+use crate::supervisor::executions::Progress;
+use crate::supervisor::intake::{self, Closer};
 
 #[utoipa::path(
     post,
@@ -71,32 +72,13 @@ async fn resume_body(
 ) -> ApiResult<Response> {
     let req: ResumeRequest = parse_json(body)?;
     let key = ctx.key_id.as_deref();
-    let exec = match state.runner.resident_execution(id, key) {
-        Some(exec) => exec,
-        None => {
-            // Brought back from its journal: the program replays to the round it waits on.
-            let (mut spec, guard, packages, exec) =
-                state.runner.bring_back_execution(id, key).await?;
-            let mut run = Bracket::open(state, ctx, Action::Execute).execution(id);
-            spec.packages = match state.runner.packages(packages, run.record()).await {
-                Ok(env) => env,
-                Err(e) => {
-                    // Nothing ran: the suspension stays in the store for a later resume.
-                    run.close(e.outcome());
-                    state.runner.release_execution(id);
-                    return Err(e.into());
-                }
-            };
-            spawn_run(state, run, spec, guard, exec.clone());
-            match exec.next_stop().await {
-                Stop::Calls(_) => {}
-                Stop::Done(finished) => {
-                    state.runner.end_execution(id).await;
-                    return Ok(finished_response(state, id, *finished).await);
-                }
-            }
-            exec
-        }
+    // Resident here, or brought back from its journal: the program replays (under an
+    // `execute` line of its own) to the round it waits on.
+    let replay =
+        || Box::new(Bracket::open(state, ctx, Action::Execute).execution(id)) as Box<dyn Closer>;
+    let exec = match intake::resident_or_replayed(&state.runner, id, key, replay).await? {
+        Ok(exec) => exec,
+        Err(finished) => return Ok(finished_response(state, id, finished).await),
     };
     if exec.streaming {
         return Err(SupervisorError::InvalidRequest(format!(

@@ -30,12 +30,12 @@ mod cell;
 mod code_mode;
 mod files_body;
 pub use crate::supervisor::intake::{
-    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest, files_within,
+    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest,
 };
 pub use cell::{Cell, Failure};
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
-    finished_response, spawn_run, start_code_mode, start_turn, turned_response,
+    finished_response, start_code_mode, start_turn, turned_response,
 };
 pub use files_body::{HeldContents, json_with_held, raw_held};
 

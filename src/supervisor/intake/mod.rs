@@ -5,11 +5,12 @@
 //! the answer; a [`SupervisorError`](super::SupervisorError) it maps at its edge.
 
 mod ask;
+mod code_mode;
 mod execute;
 mod resolve;
 mod session;
 
 pub use ask::{ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest};
+pub use code_mode::{Closer, Next, next_stop, resident_or_replayed, start_execution, start_turn};
 pub use execute::{Prepared, execute, prepare};
-pub use resolve::files_within;
 pub use session::{open, run_turn_ask, turn, turn_as, turn_of};

@@ -1,6 +1,7 @@
 //! Code mode's share of the `/v1` doors (`POST /v1/execute` plain and streamed, and
 //! `/v1/executions/{id}/…`): the shapes a suspended execution is answered and resumed in,
-//! the task that runs its program, and the drive from one stop to the next.
+//! and its stops rendered (the task that runs its program is the intake's:
+//! `supervisor::intake::code_mode`).
 
 use std::sync::Arc;
 
@@ -13,12 +14,12 @@ use utoipa::ToSchema;
 use super::{ExecuteResponse, TurnResponse, denied_response, json_with_held};
 use crate::leakage::Guard;
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, run_outcome, turn_outcome};
-use crate::server::error::{ApiError, ApiResult, OnWire};
+use crate::server::bracket::Bracket;
+use crate::server::error::{ApiError, ApiResult};
 use crate::server::routing::naming_execution;
 use crate::supervisor::SupervisorError;
-use crate::supervisor::executions::{Execution, Finished, Stop};
-use crate::supervisor::metrics::RunKind;
+use crate::supervisor::executions::{Execution, Finished};
+use crate::supervisor::intake::{self, Next};
 use crate::supervisor::runner::{CodeMode, SessionTurn, Turned};
 use crate::tools::{Answer, ToolCall};
 use crate::vivarium::{Executed, RunSpec};
@@ -100,88 +101,43 @@ pub fn start_code_mode(
     )?)
 }
 
-/// Runs `exec`'s program in a task of its own (it outlives the request that started it),
-/// under `bracket`, whose line is written when the program ends; the end is `exec`'s last
-/// stop.
-pub fn spawn_run(
-    state: &AppState,
-    mut bracket: Bracket,
-    spec: RunSpec,
-    guard: Arc<Guard>,
-    exec: Arc<Execution>,
-) {
-    let runner = state.runner.clone();
-    let e = exec.clone();
-    let task = tokio::spawn(async move {
-        let result = runner
-            .execute(spec, guard, RunKind::Execute, bracket.record())
-            .await;
-        bracket.record().tool_calls = e.calls_audit();
-        bracket.close(run_outcome(&result));
-        e.finish(Finished::Run(result));
-    });
-    exec.set_run(task.abort_handle());
-}
-
 /// Code mode in session turn `turn_id` of `session` (its turn has tools): the turn runs in
-/// a task of its own under `bracket`; the response is its first stop (`suspended`, or the
+/// the intake's task under `bracket`; the response is its first stop (`suspended`, or the
 /// turn's result).
 pub async fn start_turn(
     state: &AppState,
     key: Option<&str>,
-    mut bracket: Bracket,
+    bracket: Bracket,
     session: &str,
     turn_id: &str,
-    mut turn: SessionTurn,
+    turn: SessionTurn,
 ) -> Response {
-    let begun = async {
-        let s = state.runner.session(session, key).await?;
-        super::files_within(&turn.files, s.limits.disk_bytes)?;
-        let policy = state.runner.leak_policy(turn.leakage.or(Some(s.leakage)))?;
-        let guard = state.runner.leak_guard(policy, &[], &[]);
-        let exec = state
-            .runner
-            .begin_turn_execution(turn_id, key, &s, &mut turn, guard)?;
-        Ok::<_, ApiError>((s, exec))
-    };
-    let (s, exec) = match begun.await {
-        Ok(v) => v,
-        Err(e) => {
-            bracket.close(e.outcome());
-            return e.into_response();
-        }
-    };
-    let runner = state.runner.clone();
-    let (e, id) = (exec.clone(), session.to_string());
-    let task = tokio::spawn(async move {
-        let result = runner.turn(&s, turn, bracket.record()).await;
-        bracket.record().tool_calls = e.calls_audit();
-        bracket.close(turn_outcome(&result));
-        e.finish(Finished::Turn {
-            session: id,
-            result,
-        });
-    });
-    exec.set_run(task.abort_handle());
-    drive(state, &exec).await
+    match intake::start_turn(
+        &state.runner,
+        session,
+        turn_id,
+        key,
+        turn,
+        Box::new(bracket),
+    )
+    .await
+    {
+        Ok(exec) => drive(state, &exec).await,
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// Waits for `exec`'s next stop and answers with it: `suspended` with the calls (once its
 /// journal is kept), or the final result, as `POST /v1/execute` answers.
 pub async fn drive(state: &AppState, exec: &Arc<Execution>) -> Response {
-    match exec.next_stop().await {
-        Stop::Calls(calls) => match state.runner.execution_suspended(exec).await {
-            // Named, so a proxy sends its resumes to this node, where its program waits.
-            Ok(()) => naming_execution(
-                Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
-                &exec.id,
-            ),
-            Err(e) => ApiError::from(e).into_response(),
-        },
-        Stop::Done(finished) => {
-            state.runner.end_execution(&exec.id).await;
-            finished_response(state, &exec.id, *finished).await
-        }
+    match intake::next_stop(&state.runner, exec).await {
+        // Named, so a proxy sends its resumes to this node, where its program waits.
+        Ok(Next::Suspended(calls)) => naming_execution(
+            Json(SuspendedResponse::new(&exec.id, calls)).into_response(),
+            &exec.id,
+        ),
+        Ok(Next::Finished(finished)) => finished_response(state, &exec.id, finished).await,
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
