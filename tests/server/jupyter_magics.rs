@@ -70,23 +70,23 @@ fn status(msgs: &[Value]) -> String {
         .to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kernel_runs_cells_with_magics_and_shell_lines() {
-    let s = shared().await;
-    let c = client();
-    let (st, k) = post(
-        &c,
-        &s.url("/api/kernels"),
-        &json!({"name": "vivarium-scientific"}),
-    )
-    .await;
+/// A new kernel of kernelspec `spec` on the server at `base`, and its channels' WebSocket.
+async fn open_kernel(c: &reqwest::Client, base: &str, spec: &str) -> (String, Socket) {
+    let (st, k) = post(c, &format!("{base}/api/kernels"), &json!({"name": spec})).await;
     assert_eq!(st, 201, "{k}");
     let id = k["id"].as_str().unwrap().to_string();
     let url = format!(
         "{}/api/kernels/{id}/channels",
-        s.base.replace("http://", "ws://")
+        base.replace("http://", "ws://")
     );
-    let mut ws = tokio_tungstenite::connect_async(url).await.unwrap().0;
+    (id, tokio_tungstenite::connect_async(url).await.unwrap().0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_runs_cells_with_magics_and_shell_lines() {
+    let s = shared().await;
+    let c = client();
+    let (id, mut ws) = open_kernel(&c, &s.base, "vivarium-scientific").await;
 
     // `%matplotlib inline` as a plotting cell's first line: the plot, no error.
     let msgs = run_cell(
@@ -168,20 +168,7 @@ async fn pip_install_in_a_kernels_cell_gives_it_the_package() {
         a.package_cache_dir = Some(cache);
     })
     .await;
-    let c = client();
-    let (st, k) = post(
-        &c,
-        &s.url("/api/kernels"),
-        &json!({"name": "vivarium-python"}),
-    )
-    .await;
-    assert_eq!(st, 201, "{k}");
-    let id = k["id"].as_str().unwrap().to_string();
-    let url = format!(
-        "{}/api/kernels/{id}/channels",
-        s.base.replace("http://", "ws://")
-    );
-    let mut ws = tokio_tungstenite::connect_async(url).await.unwrap().0;
+    let (_, mut ws) = open_kernel(&client(), &s.base, "vivarium-python").await;
     let msgs = run_cell(
         &mut ws,
         "%pip install -q vivtest-greet\nimport vivtest_greet\nprint(vivtest_greet.hello())",
