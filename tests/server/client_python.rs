@@ -53,6 +53,7 @@ fn the_client_passes_its_own_suite_against_a_real_server() {
             "tests/test_async.py",
             "tests/test_sse.py",
             "tests/test_tools.py",
+            "tests/test_results_schema.py",
         ],
     );
 }
