@@ -106,6 +106,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
         b.iter(|| {
             let mut spec = spec(host, false);
             spec.setup = GuestSetup {
+                program: true,
                 rich: true,
                 line_buffered: false,
                 check: Some(HELLO.into()),

@@ -549,6 +549,7 @@ impl Vivarium {
                         rich,
                         line_buffered,
                         check,
+                        program: true,
                     },
                     host: self.host_share(),
                     packages,

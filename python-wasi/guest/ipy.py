@@ -689,15 +689,21 @@ class Shell:
         self.user_ns_hidden = _HIDDEN
 
     def _turn_file(self):
-        """The file name the current turn's code has (`<turn N>`)."""
+        """The file name the current turn's code has (`<turn N>` in a session, `<string>` in
+        a single program: `_vivarium.code_filename`)."""
         if self._filename:
             return self._filename
         try:
-            import _reactor
+            import _vivarium
 
-            return f"<turn {_reactor._turns}>"
+            return _vivarium.code_filename()
         except ImportError:
-            return "<ipython-cell>"
+            try:
+                import _reactor
+
+                return f"<turn {_reactor._turns}>"
+            except ImportError:
+                return "<ipython-cell>"
 
     # ---- the namespace
     @property

@@ -46,7 +46,40 @@ def _seeded_below():
     pass
 
 
-def begin(env, rich=False, line_buffered=False, check=None):
+# Set by `begin` in a single program's sandbox (a fresh execution): its code is `<string>` in
+# tracebacks, as `python -c`'s, not a session's `<turn N>`.
+_PROGRAM = False
+
+
+def code_filename():
+    """The file name the code of the turn now running has: `<string>` in a single program,
+    `<turn N>` in a session (what `vivarium_ipy` and `vivarium_tools` compile it as)."""
+    return "<string>" if _PROGRAM else f"<turn {_reactor._turns}>"
+
+
+def _as_program(run_turn):
+    """`_reactor._run_turn` with the code named `<string>`. Compiled as `<reactor>`'s own code,
+    so the reactor takes its frame off a traceback as it takes its own."""
+    scope = {}
+    exec(
+        compile(
+            "def make(run_turn):\n"
+            "    def _run_turn(text, name):\n"
+            "        return run_turn(text, '<string>')\n"
+            "    return _run_turn\n",
+            "<reactor>",
+            "exec",
+        ),
+        scope,
+    )
+    return scope["make"](run_turn)
+
+
+def begin(env, rich=False, line_buffered=False, check=None, program=False):
+    global _PROGRAM
+    if program:
+        _PROGRAM = True
+        _reactor._run_turn = _as_program(_reactor._run_turn)
     os.environ.clear()
     os.environ.update(env)
     tempfile = sys.modules.get("tempfile")

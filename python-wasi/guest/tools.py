@@ -282,7 +282,7 @@ def run(source, tools, echo=False):
     """Runs `source` in `__main__` with `tools`, top-level `await` allowed; with `echo`, a
     final expression's value goes to `sys.displayhook` (a session's turn)."""
     install(tools)
-    filename = f"<turn {_reactor._turns}>"
+    filename = __import__("_vivarium").code_filename()
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     scope = sys.modules["__main__"].__dict__
     _user_code.clear()

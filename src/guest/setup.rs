@@ -23,6 +23,9 @@ pub struct GuestSetup {
     /// Run the pre-execution checker on this source first; its verdict (JSON) is the set-up
     /// turn's result.
     pub check: Option<String>,
+    /// A single program (a fresh execution), not a session: its code is `<string>` in
+    /// tracebacks, as `python -c`'s (a session's turns are `<turn N>`).
+    pub program: bool,
 }
 
 /// Puts [`PACKAGES_DIR`] on `sys.path` once (last, so that nothing in it shadows the
@@ -113,8 +116,9 @@ pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) 
         ""
     };
     format!(
-        "{path}__import__('_vivarium').begin({env}, {}, {}, {check})\n{tail}",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check}, {})\n{tail}",
         py_bool(setup.rich),
-        py_bool(setup.line_buffered)
+        py_bool(setup.line_buffered),
+        py_bool(setup.program)
     )
 }

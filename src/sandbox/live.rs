@@ -79,6 +79,8 @@ pub(super) struct Live {
     pub(super) packages: Arc<PackageEnv>,
     pub(super) limits: Limits,
     pub(super) turns_run: u32,
+    /// A single program's instance (`GuestSetup::program`): its code is `<string>`.
+    pub(super) program: bool,
     pub(super) ended: Option<EndReason>,
 }
 
@@ -118,6 +120,7 @@ impl Live {
             packages,
             limits,
             turns_run,
+            program: false,
             ended: None,
         })
     }
@@ -209,7 +212,10 @@ impl Live {
             outcome.status,
             Status::Error | Status::MemoryExceeded | Status::HostMemoryExceeded
         ) {
-            let code_file = format!("<turn {}>", self.turns_run);
+            let code_file = match self.program {
+                true => "<string>".to_string(),
+                false => format!("<turn {}>", self.turns_run),
+            };
             let tail = String::from_utf8_lossy(&err.tail);
             report::parse_python_error(&stderr, &code_file)
                 .or_else(|| report::parse_python_error(&tail, &code_file))

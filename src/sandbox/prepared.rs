@@ -61,6 +61,7 @@ impl Sandbox {
             });
         }
         live.turns_run = 0;
+        live.program = setup.program;
         Ok(Sandbox {
             live,
             check_verdict: outcome.result,

@@ -244,7 +244,13 @@ fn files_plots_and_tracebacks_work() {
     let err = r.error.expect("parsed error");
     assert_eq!(err.kind, "ZeroDivisionError");
     assert_eq!(err.line, Some(2));
-    assert!(r.stderr.contains("<turn 1>"), "{}", r.stderr);
+    // A single program's code is `<string>`, as `python -c`'s (a session's turns are
+    // `<turn N>`).
+    assert!(
+        r.stderr.contains("File \"<string>\", line 2, in <module>"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -156,10 +156,17 @@ async fn check_endpoint_policies_and_rich_outputs() {
     .await;
     assert_eq!(st, 400, "{v}");
 
-    // The hidden prelude does not shift tracebacks: the program is still <turn 1>.
+    // The hidden prelude does not shift tracebacks: the program is `<string>`, line 2, as
+    // `python -c`'s would be.
     let (_, v) = post(&c, &s.url("/v1/execute"), &json!({"code": "x = 1\n1/0"})).await;
     assert_eq!(v["error"]["line"], 2, "{v}");
-    assert!(v["stderr"].as_str().unwrap().contains("<turn 1>"), "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("File \"<string>\", line 2, in <module>"),
+        "{v}"
+    );
 
     // Rich outputs: plt.show(), display() of a DataFrame, a string, a figure.
     let code = "\

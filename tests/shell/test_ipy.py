@@ -587,8 +587,9 @@ def compare_guest(vivarium):
 
 
 # Cells run in the guest by vivarium_ipy.run (and, `tools`, by code mode's
-# vivarium_tools.run(vivarium_ipy.transform(cell))), with the guest shell: (how, cell, what
-# its stdout must be, what its stderr must end with).
+# vivarium_tools.run(vivarium_ipy.transform(cell))), with the guest shell, each as a single
+# program (so its code is `<string>`, as `python -c`'s): (how, cell, what its stdout must be,
+# what its stderr must end with).
 GUEST_CELLS = [
     ("run", "print('a')\n!echo hi | tr a-z A-Z\nfiles = !ls *.py\nprint(files)\n",
      "a\nHI\n['ipy.py', 'main.py', 'shell.py', 'shell_files.py', 'shell_lang.py', 'shell_text.py']\n", ""),
@@ -596,15 +597,15 @@ GUEST_CELLS = [
     ("run", "%cd /tmp\n!pwd\n%env ZZ=1\n!echo $ZZ\n", "/tmp\n/tmp\nenv: ZZ=1\n1\n", ""),
     ("run", "%%bash\nfor i in 1 2; do echo $i; done\n", "1\n2\n", ""),
     ("run", "x = 1\n\n%foo bar\n", "",
-     'File "<turn 1>", line 3, in <module>\n    %foo bar\nUsageError: Line magic function `%foo` not found.\n'),
+     'File "<string>", line 3, in <module>\n    %foo bar\nUsageError: Line magic function `%foo` not found.\n'),
     ("run", "%%time\nx = 1\n1/0\n", None,
-     'line 1, in <module>\n    %%time\n  File "<turn 1>", line 3, in <module>\n    1/0\n    ~^~\n'
+     'line 1, in <module>\n    %%time\n  File "<string>", line 3, in <module>\n    1/0\n    ~^~\n'
      "ZeroDivisionError: division by zero\n"),
-    ("run", "x = 1\n%pwd\nx = = 2\n", "", '  File "<turn 1>", line 3\n    x = = 2\n        ^\nSyntaxError: invalid syntax\n'),
+    ("run", "x = 1\n%pwd\nx = = 2\n", "", '  File "<string>", line 3\n    x = = 2\n        ^\nSyntaxError: invalid syntax\n'),
     ("run", "import asyncio\n%matplotlib inline\nawait asyncio.sleep(0)\nprint(6 * 7)\n", "42\n", ""),
     ("tools", "x = !echo hi\nprint(x)\n%env A=1\n", "['hi']\nenv: A=1\n", ""),
     ("tools", "def f():\n    return 1/0\n!echo a\nf()\n", "a\n",
-     '  File "<turn 1>", line 2, in f\n    return 1/0\n           ~^~\nZeroDivisionError: division by zero\n'),
+     '  File "<string>", line 2, in f\n    return 1/0\n           ~^~\nZeroDivisionError: division by zero\n'),
 ]
 
 GUEST_RUNNER = r"""
