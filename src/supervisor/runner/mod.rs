@@ -14,16 +14,21 @@
 //! 6. counts it in the metrics and completes its audit record.
 //!
 //! The front door then maps the result to its own wire format. Sessions as data (snapshot,
-//! fork, restore, a session's own snapshot, wake-up, residency) are here too
-//! (`capture.rs`).
+//! fork, restore: `user_snapshots.rs`; a session's own snapshot: `durability.rs`; wake-up:
+//! `wake.rs`; hibernation, pressure and the drain: `residency.rs`; reading an image from a
+//! worker: `capture.rs`) are here too.
 
 mod capture;
 mod code_mode;
+mod durability;
 mod guard;
 mod live;
 mod packages;
 mod placement;
+mod residency;
 mod turns;
+mod user_snapshots;
+mod wake;
 
 #[cfg(test)]
 mod tests;
