@@ -70,6 +70,18 @@ impl Bracket {
             .expect("written only when the bracket ends")
     }
 
+    /// Runs `work` with the record and ends the action with its result's outcome (`ok` when
+    /// it succeeded): the whole bracket of an action whose answer is one call's result.
+    pub async fn around<T, E: OnWire>(
+        mut self,
+        ok: u16,
+        work: impl AsyncFnOnce(&mut AuditRecord) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let result = work(self.record()).await;
+        self.close(outcome_of(&result, ok));
+        result
+    }
+
     /// Ends the action with `outcome` and writes its line.
     pub fn close(mut self, outcome: Outcome) {
         if let Some(record) = self.record.take() {

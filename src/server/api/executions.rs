@@ -23,7 +23,7 @@ use super::types::{
     parse_json,
 };
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::bracket::Bracket;
 use crate::server::error::{ApiResult, ErrorBody, OnWire};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::SupervisorError;
@@ -158,13 +158,13 @@ pub async fn fork(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let new = format!("ex-{}", new_id());
-    let bracket = Bracket::open(&state, &ctx, Action::ExecutionFork).execution(&new);
-    let result = state
-        .runner
-        .fork_execution(&id, &new, ctx.key_id.as_deref())
-        .await;
-    bracket.close(outcome_of(&result, 201));
-    let calls = result?;
+    let key = ctx.key_id.as_deref();
+    let calls = Bracket::open(&state, &ctx, Action::ExecutionFork)
+        .execution(&new)
+        .around(201, async |_| {
+            state.runner.fork_execution(&id, &new, key).await
+        })
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(ForkResponse {
@@ -193,12 +193,10 @@ pub async fn cancel(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let bracket = Bracket::open(&state, &ctx, Action::ExecutionCancel).execution(&id);
-    let result = state
-        .runner
-        .cancel_execution(&id, ctx.key_id.as_deref())
-        .await;
-    bracket.close(outcome_of(&result, 204));
-    result?;
+    let key = ctx.key_id.as_deref();
+    Bracket::open(&state, &ctx, Action::ExecutionCancel)
+        .execution(&id)
+        .around(204, async |_| state.runner.cancel_execution(&id, key).await)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

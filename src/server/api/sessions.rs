@@ -43,14 +43,13 @@ pub async fn open(
     Extension(ctx): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
-    let result = async {
-        let ask: OpenSessionRequest = parse_json_or_default(body)?;
-        let session = intake::open(&state.runner, ask, bracket.record()).await?;
-        Ok::<_, ApiError>(OpenSessionResponse::of(&session))
-    }
-    .await;
-    bracket.close(outcome_of(&result, 201));
+    let result = Bracket::open(&state, &ctx, Action::SessionOpen)
+        .around(201, async |record| {
+            let ask: OpenSessionRequest = parse_json_or_default(body)?;
+            let session = intake::open(&state.runner, ask, record).await?;
+            Ok::<_, ApiError>(OpenSessionResponse::of(&session))
+        })
+        .await;
     result.map(|r| {
         let id = r.id.clone();
         naming_session((StatusCode::CREATED, Json(r)).into_response(), &id)
@@ -99,10 +98,12 @@ pub async fn close(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let bracket = Bracket::open(&state, &ctx, Action::SessionClose).session(&id);
-    let result = state.runner.close_session(&id, ctx.key_id.as_deref()).await;
-    bracket.close(outcome_of(&result, 204));
-    result
+    Bracket::open(&state, &ctx, Action::SessionClose)
+        .session(&id)
+        .around(204, async |_| {
+            state.runner.close_session(&id, ctx.key_id.as_deref()).await
+        })
+        .await
         .map_err(ApiError::from)
         .map(|()| StatusCode::NO_CONTENT)
 }

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::types::OpenSessionResponse;
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, outcome_of};
+use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
@@ -35,13 +35,13 @@ pub async fn snapshot(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<SnapshotInfo>)> {
-    let mut bracket = Bracket::open(&state, &ctx, Action::SessionSnapshot).session(&id);
-    let result = state
-        .runner
-        .snapshot_session(&id, ctx.key_id.clone(), bracket.record())
-        .await;
-    bracket.close(outcome_of(&result, 201));
-    result
+    Bracket::open(&state, &ctx, Action::SessionSnapshot)
+        .session(&id)
+        .around(201, async |record| {
+            let owner = ctx.key_id.clone();
+            state.runner.snapshot_session(&id, owner, record).await
+        })
+        .await
         .map_err(ApiError::from)
         .map(|info| (StatusCode::CREATED, Json(info)))
 }
@@ -65,12 +65,13 @@ pub async fn fork(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let mut bracket = Bracket::open(&state, &ctx, Action::SessionFork).session(&id);
-    let result = state
-        .runner
-        .fork_session(&id, ctx.key_id.as_deref(), bracket.record())
+    let key = ctx.key_id.as_deref();
+    let result = Bracket::open(&state, &ctx, Action::SessionFork)
+        .session(&id)
+        .around(201, async |record| {
+            state.runner.fork_session(&id, key, record).await
+        })
         .await;
-    bracket.close(outcome_of(&result, 201));
     result.map_err(ApiError::from).map(|s| {
         let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));
         naming_session(created.into_response(), &s.id)
@@ -140,12 +141,10 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let mut bracket = Bracket::open(&state, &ctx, Action::SnapshotDelete);
     bracket.record().snapshot_id = Some(id.chars().take(64).collect());
-    let result = state
-        .runner
-        .delete_snapshot(&id, ctx.key_id.as_deref())
-        .await;
-    bracket.close(outcome_of(&result, 204));
-    result
+    let key = ctx.key_id.as_deref();
+    bracket
+        .around(204, async |_| state.runner.delete_snapshot(&id, key).await)
+        .await
         .map_err(ApiError::from)
         .map(|()| StatusCode::NO_CONTENT)
 }

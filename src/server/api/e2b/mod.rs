@@ -36,7 +36,7 @@ use tower::ServiceExt as _;
 use crate::guest::Language;
 use crate::server::AppState;
 use crate::server::api::types::{NetworkRequest, OpenSessionRequest};
-use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
+use crate::server::bracket::{Bracket, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
@@ -226,10 +226,12 @@ async fn open_session(
         network,
         secrets: Default::default(),
     };
-    let mut bracket = Bracket::open(&door.app, ctx, Action::SessionOpen);
-    let opened = intake::open(&door.app.runner, open, bracket.record()).await;
-    bracket.close(outcome_of(&opened, 201));
-    Ok(opened?.id.clone())
+    let opened = Bracket::open(&door.app, ctx, Action::SessionOpen)
+        .around(201, async |record| {
+            intake::open(&door.app.runner, open, record).await
+        })
+        .await?;
+    Ok(opened.id.clone())
 }
 
 /// Gives sandbox `sandbox`'s contexts its deadline, when it has one: they end when it ends by

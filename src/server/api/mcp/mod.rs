@@ -265,9 +265,11 @@ impl VivariumMcp {
             network: None,
             secrets: Default::default(),
         };
-        let mut bracket = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen);
-        let result = intake::open(&self.state.runner, req, bracket.record()).await;
-        bracket.close(outcome_of(&result, 201));
+        let result = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen)
+            .around(201, async |record| {
+                intake::open(&self.state.runner, req, record).await
+            })
+            .await;
         Ok(match result {
             Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => self.api_error(e),
@@ -399,14 +401,13 @@ impl VivariumMcp {
         Parameters(args): Parameters<CloseSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let bracket =
-            Bracket::open(&self.state, &ctx, Action::SessionClose).session(&args.session_id);
-        let result = self
-            .state
-            .runner
-            .close_session(&args.session_id, ctx.key_id.as_deref())
+        let (id, key) = (&args.session_id, ctx.key_id.as_deref());
+        let result = Bracket::open(&self.state, &ctx, Action::SessionClose)
+            .session(id)
+            .around(204, async |_| {
+                self.state.runner.close_session(id, key).await
+            })
             .await;
-        bracket.close(outcome_of(&result, 204));
         Ok(match result {
             Ok(()) => CallToolResult::success(vec![Content::text(format!(
                 "session {} closed",
@@ -425,14 +426,13 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut bracket =
-            Bracket::open(&self.state, &ctx, Action::SessionSnapshot).session(&args.session_id);
-        let result = self
-            .state
-            .runner
-            .snapshot_session(&args.session_id, ctx.key_id.clone(), bracket.record())
+        let (id, owner) = (&args.session_id, ctx.key_id.clone());
+        let result = Bracket::open(&self.state, &ctx, Action::SessionSnapshot)
+            .session(id)
+            .around(201, async |record| {
+                self.state.runner.snapshot_session(id, owner, record).await
+            })
             .await;
-        bracket.close(outcome_of(&result, 201));
         Ok(match result {
             Ok(info) => CallToolResult::success(vec![Content::text(
                 serde_json::to_string(&info).unwrap_or_default(),
@@ -450,14 +450,13 @@ impl VivariumMcp {
         Parameters(args): Parameters<SessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
-        let mut bracket =
-            Bracket::open(&self.state, &ctx, Action::SessionFork).session(&args.session_id);
-        let result = self
-            .state
-            .runner
-            .fork_session(&args.session_id, ctx.key_id.as_deref(), bracket.record())
+        let (id, key) = (&args.session_id, ctx.key_id.as_deref());
+        let result = Bracket::open(&self.state, &ctx, Action::SessionFork)
+            .session(id)
+            .around(201, async |record| {
+                self.state.runner.fork_session(id, key, record).await
+            })
             .await;
-        bracket.close(outcome_of(&result, 201));
         Ok(match result {
             Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
             Err(e) => self.api_error(e),
