@@ -28,3 +28,17 @@ pub enum Turned {
     /// The policy is `deny` and the check found these: nothing ran.
     Denied(Vec<Finding>),
 }
+
+impl Turned {
+    /// The turn's result, for a door whose turns run unchecked (`Policy::Off`: an E2B cell or
+    /// command, a Jupyter cell), which the check cannot refuse: were it refused all the same,
+    /// an internal error, never a panic.
+    pub fn unchecked(self) -> crate::supervisor::SupervisorResult<TurnDone> {
+        match self {
+            Turned::Ran(done) => Ok(*done),
+            Turned::Denied(_) => Err(crate::supervisor::SupervisorError::Internal(
+                "a turn run without the check was refused by it".into(),
+            )),
+        }
+    }
+}

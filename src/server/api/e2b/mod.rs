@@ -42,7 +42,7 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
-use crate::supervisor::runner::{SessionTurn, TurnDone, Turned};
+use crate::supervisor::runner::{SessionTurn, TurnDone};
 use crate::supervisor::session::Session;
 use sandboxes::Sandboxes;
 
@@ -202,10 +202,7 @@ async fn run_turn(
     let key = ctx.key_id.as_deref();
     let ran = intake::turn_as(&door.app.runner, id, key, caller, turn, bracket.record()).await;
     bracket.close(turn_outcome(&ran));
-    match ran? {
-        Turned::Ran(done) => Ok(*done),
-        Turned::Denied(_) => unreachable!("policy off"),
-    }
+    Ok(ran?.unchecked()?)
 }
 
 /// Opens a session for the door (a sandbox, or one of its contexts), audited as any
