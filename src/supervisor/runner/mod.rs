@@ -702,27 +702,39 @@ fn worker_dirs(host: &Vivarium, workers: &Workers) -> usize {
         .sum()
 }
 
-/// Scans what an execution returned under `guard` (off the executor when it is large);
-/// the findings.
+/// A run's result scanned under `guard` before anything leaves ([`scan_output`]).
 async fn scan(
-    mut executed: Executed,
+    executed: Executed,
     guard: Arc<Guard>,
 ) -> SupervisorResult<(Executed, Vec<crate::report::Leak>)> {
-    let large = match &executed {
-        Executed::Ran { report, .. } => report_bytes(report) > 64 << 10,
-        Executed::Denied(_) => return Ok((executed, Vec::new())),
-    };
+    match executed {
+        Executed::Ran { report, findings } => {
+            let (report, _, leaks) = scan_output(guard, *report, None).await?;
+            let report = Box::new(report);
+            Ok((Executed::Ran { report, findings }, leaks))
+        }
+        denied @ Executed::Denied(_) => Ok((denied, Vec::new())),
+    }
+}
+
+/// Scans what a run or a turn returns under `guard`, the one rule for both: its streams,
+/// a turn's final value, its files in memory, and its files held on disk (too large to
+/// carry: scanned from there); off the executor when it is large. The report, the value and
+/// the leaks found.
+pub(super) async fn scan_output(
+    guard: Arc<Guard>,
+    mut report: crate::report::Report,
+    mut result: Option<String>,
+) -> SupervisorResult<(
+    crate::report::Report,
+    Option<String>,
+    Vec<crate::report::Leak>,
+)> {
+    let large = report_bytes(&report) > 64 << 10;
     let apply = move || {
-        let leaks = match &mut executed {
-            Executed::Ran { report, .. } => {
-                let mut leaks = guard.apply(report, None);
-                // Files held on disk (too large to carry) are scanned from there.
-                leaks.extend(crate::worker::held::scan_report(&guard, report));
-                leaks
-            }
-            Executed::Denied(_) => Vec::new(),
-        };
-        (executed, leaks)
+        let mut leaks = guard.apply(&mut report, result.as_mut());
+        leaks.extend(crate::worker::held::scan_report(&guard, &mut report));
+        (report, result, leaks)
     };
     if large {
         tokio::task::spawn_blocking(apply)

@@ -359,21 +359,7 @@ impl Runner {
         } = turned;
         self.hint_missing_module(&mut report);
         report.network = egress.map(|(_, run, _)| run.usage());
-        let (report, result, leaks) = {
-            let large = super::report_bytes(&report) > 64 << 10;
-            let (mut report, mut result) = (report, result);
-            let scan = move || {
-                let leaks = guard.apply(&mut report, result.as_mut());
-                (report, result, leaks)
-            };
-            if large {
-                tokio::task::spawn_blocking(scan)
-                    .await
-                    .map_err(|e| SupervisorError::Internal(format!("scanning the output: {e}")))?
-            } else {
-                scan()
-            }
-        };
+        let (report, result, leaks) = super::scan_output(guard, *report, result).await?;
         let ended = ended.as_ref().map(EndInfo::from_reason);
         session.note_footprint(
             report
@@ -404,7 +390,7 @@ impl Runner {
         // is held.
         withhold_if_denied(policy, leaks, record)?;
         Ok(Turned::Ran(Box::new(TurnDone {
-            report: *report,
+            report,
             result,
             ended,
             rolled_back,
