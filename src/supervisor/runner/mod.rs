@@ -341,6 +341,29 @@ impl Runner {
         let _ = self.host.set(host);
     }
 
+    /// Network by exception for one run or turn granted `network`: its requests performed
+    /// here with `secrets` put in, audited as `record`'s, for `tenant`. The asker the
+    /// worker's door calls and the run's record of its requests; `None` without network or
+    /// when the operator allows no host.
+    fn run_egress(
+        &self,
+        network: Option<&crate::egress::Network>,
+        secrets: crate::egress::Secrets,
+        tenant: &str,
+        record: &AuditRecord,
+    ) -> Option<(crate::hostcalls::egress::EgressAsker, Arc<RunEgress>)> {
+        let (network, performer) = (network?, self.egress.as_ref()?);
+        let budget = self.admission.budget().clone();
+        let run = Arc::new(RunEgress::new(
+            network.clone(),
+            secrets,
+            tenant,
+            record,
+            budget,
+        ));
+        Some((performer.asker(run.clone(), self.audit.clone()), run))
+    }
+
     /// The runtime, when loaded and not shutting down.
     pub fn host(&self) -> SupervisorResult<Arc<Vivarium>> {
         if self.shutting_down.load(Ordering::Acquire) {
@@ -422,20 +445,7 @@ impl Runner {
             egress: _,
             secrets,
         } = spec;
-        // Network by exception: the run's requests are performed here, its secrets put in.
-        let egress = match (&program.network, &self.egress) {
-            (Some(network), Some(performer)) => {
-                let run = Arc::new(RunEgress::new(
-                    network.clone(),
-                    secrets,
-                    tenant.id(),
-                    record,
-                    self.admission.budget().clone(),
-                ));
-                Some((performer.asker(run.clone(), self.audit.clone()), run))
-            }
-            _ => None,
-        };
+        let egress = self.run_egress(program.network.as_ref(), secrets, tenant.id(), record);
         let job = Job::Execute(Box::new(ExecuteJob {
             program,
             observe: observer.is_some(),

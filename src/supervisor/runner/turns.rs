@@ -16,7 +16,6 @@ use crate::packages::{PackageEnv, PackagePin};
 use crate::snapshot::SessionImage;
 use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
-use crate::supervisor::egress::RunEgress;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::supervisor::registry::Removed;
@@ -270,17 +269,15 @@ impl Runner {
         let live = live.map(|sink| LiveText::new(&guard, sink));
         // Network by exception: this turn's requests, performed here with the session's
         // secrets (a program with tools has none, as an execution with tools has none).
-        let egress = match (&session.network, &self.egress, &tools) {
-            (Some(grant), Some(performer), None) => {
-                let run = Arc::new(RunEgress::new(
-                    grant.network.clone(),
+        let egress = match (&session.network, &tools) {
+            (Some(grant), None) => self
+                .run_egress(
+                    Some(&grant.network),
                     grant.secrets.clone(),
                     session.tenant.id(),
                     record,
-                    self.admission.budget().clone(),
-                ));
-                Some((performer.asker(run.clone(), self.audit.clone()), run, grant))
-            }
+                )
+                .map(|(asker, run)| (asker, run, grant)),
             _ => None,
         };
         let job = Job::Turn(Box::new(TurnJob {
