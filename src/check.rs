@@ -104,6 +104,24 @@ pub enum Severity {
 /// The checker's rule for code that needs the network (`python-wasi/guest/check.py`).
 pub const NETWORK_RULE: &str = "network";
 
+/// What the check's `findings` mean for a run or turn under `policy`, the one rule every
+/// path follows: one granted network (`networked`) reaches its hosts, so the checker's
+/// [`NETWORK_RULE`] finding is not true of it and is dropped; under `deny` any finding left
+/// refuses it (`Err` with them); else the findings go with the result.
+pub fn judge(
+    mut findings: Vec<Finding>,
+    policy: Policy,
+    networked: bool,
+) -> Result<Vec<Finding>, Vec<Finding>> {
+    if networked {
+        findings.retain(|f| f.rule != NETWORK_RULE);
+    }
+    if policy == Policy::Deny && !findings.is_empty() {
+        return Err(findings);
+    }
+    Ok(findings)
+}
+
 /// One static-analysis finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -568,16 +568,11 @@ impl Vivarium {
             Policy::Off => None,
             _ if !checked => Some(Vec::new()),
             Policy::Warn | Policy::Deny => {
-                let mut c = check::interpret(sandbox.check_verdict())?;
-                // A run granted network reaches its hosts: the checker's "the sandbox has no
-                // network" is not true of it.
-                if network.is_some() {
-                    c.findings.retain(|f| f.rule != check::NETWORK_RULE);
+                let c = check::interpret(sandbox.check_verdict())?;
+                match check::judge(c.findings, policy, network.is_some()) {
+                    Ok(findings) => Some(findings),
+                    Err(refused) => return Ok(Executed::Denied(refused)),
                 }
-                if policy == Policy::Deny && !c.findings.is_empty() {
-                    return Ok(Executed::Denied(c.findings));
-                }
-                Some(c.findings)
             }
         };
         let mut sandbox = sandbox;

@@ -300,15 +300,11 @@ impl Worker {
             // A shell script has no Python to check.
             _ if t.language == Language::Bash => Some(Vec::new()),
             policy => {
-                let mut c = self.host.check(&t.code, cancel).map_err(from_check)?;
-                // A turn with network reaches its hosts (as in `Vivarium::run`).
-                if t.network.is_some() {
-                    c.findings.retain(|f| f.rule != crate::check::NETWORK_RULE);
+                let c = self.host.check(&t.code, cancel).map_err(from_check)?;
+                match crate::check::judge(c.findings, policy, t.network.is_some()) {
+                    Ok(findings) => Some(findings),
+                    Err(refused) => return Ok(Reply::TurnDenied(refused)),
                 }
-                if policy == Policy::Deny && !c.findings.is_empty() {
-                    return Ok(Reply::TurnDenied(c.findings));
-                }
-                Some(c.findings)
             }
         };
         // Code mode: the tools' door, compiled before the interpreter is taken out.
