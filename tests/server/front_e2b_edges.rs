@@ -79,6 +79,27 @@ async fn create(c: &reqwest::Client, base: &str, body: Value) -> String {
     v["sandboxID"].as_str().unwrap().to_string()
 }
 
+/// Runs `code` in sandbox `id` (in `context` when given); the NDJSON lines it answers.
+async fn cell_lines(
+    c: &reqwest::Client,
+    base: &str,
+    id: &str,
+    context: Option<&str>,
+    code: &str,
+) -> Vec<Value> {
+    let (st, v) = json_of(
+        e2b(c, M::POST, base, "/execute", Some(49999), Some(id))
+            .json(&json!({"code": code, "context_id": context})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    v.as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
 /// Runs `code` in sandbox `id` (in `context` when given); its stdout.
 async fn cell(
     c: &reqwest::Client,
@@ -87,15 +108,9 @@ async fn cell(
     context: Option<&str>,
     code: &str,
 ) -> String {
-    let (st, v) = json_of(
-        e2b(c, M::POST, base, "/execute", Some(49999), Some(id))
-            .json(&json!({"code": code, "context_id": context})),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    let text = v.as_str().unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    cell_lines(c, base, id, context, code)
+        .await
+        .into_iter()
         .filter(|l| l["type"] == "stdout")
         .map(|l| l["text"].as_str().unwrap_or_default().to_string())
         .collect()
@@ -443,17 +458,12 @@ async fn kill_closes_a_sandboxs_contexts_also_when_it_was_closed_elsewhere() {
 
 /// The `number_of_executions` a cell of sandbox `id` reports.
 async fn cell_number(c: &reqwest::Client, base: &str, id: &str) -> i64 {
-    let (st, v) = json_of(
-        e2b(c, M::POST, base, "/execute", Some(49999), Some(id)).json(&json!({"code": "1"})),
-    )
-    .await;
-    assert_eq!(st, 200, "{v}");
-    let text = v.as_str().unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let lines = cell_lines(c, base, id, None, "1").await;
+    lines
+        .iter()
         .find(|l| l["type"] == "number_of_executions")
         .and_then(|l| l["execution_count"].as_i64())
-        .unwrap_or_else(|| panic!("no number_of_executions in {text}"))
+        .unwrap_or_else(|| panic!("no number_of_executions in {lines:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
