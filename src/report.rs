@@ -3,6 +3,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Which stream a chunk of a run's live output came from (vocabulary every door shares:
+/// the SSE door's events, a kernel's `stream` messages, E2B's lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// The guest's fd 1.
+    Stdout,
+    /// The guest's fd 2.
+    Stderr,
+}
+
+/// Called with every chunk the guest writes (up to the cap), while it runs: for the CLI's
+/// pass-through and for streaming front doors.
+pub type OutputObserver = std::sync::Arc<dyn Fn(StreamKind, &[u8]) + Send + Sync>;
+
 /// How an execution ended. `ok` and `error` are the guest's own doing; every other status names
 /// the host limit that stopped it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

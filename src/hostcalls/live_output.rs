@@ -7,18 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::sync::lock;
 
-/// Which stream a chunk of live output came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamKind {
-    /// The guest's fd 1.
-    Stdout,
-    /// The guest's fd 2.
-    Stderr,
-}
-
-/// Called with every chunk the guest writes (up to the cap), while it runs: for the CLI's
-/// pass-through and for streaming front doors.
-pub type OutputObserver = Arc<dyn Fn(StreamKind, &[u8]) + Send + Sync>;
+pub use crate::report::{OutputObserver, StreamKind};
 
 /// Who sees a sandbox's output live, shared by its two pipes and the host door: set for a
 /// whole run, or for one session turn (a kernel's cell). The guest can mute a stream for

@@ -10,6 +10,9 @@
 //! 5. `server/` holds no control plane: it never reaches into admission, fair shares or the
 //!    cluster (and the runner's residency and drain operations are visible only inside
 //!    `supervisor/`, which the compiler enforces).
+//! 6. A front door imports no floor below the supervisor (the sandbox, its host calls, the
+//!    engine, templates, guest code, `vivarium.rs`, the workers) beyond a list that may only
+//!    shrink (what is left to move behind the intake or into the shared vocabulary).
 //!
 //! Imports are every `crate::…`/`super::…`/`self::…` path in the code (in `use` items, with
 //! their brace groups expanded, and inline), comments and `#[cfg(test)] mod tests` left out.
@@ -407,5 +410,71 @@ fn the_server_reaches_no_control_plane_mechanism() {
     assert!(
         checked > 10,
         "only {checked} imports of the supervisor from the server found"
+    );
+}
+
+/// The floors a front door must not see: a door parses and renders, and reaches a run only
+/// through the intake (`supervisor::intake`) and the vocabulary it shares (`report`, `check`,
+/// `limits`, `tools`, `egress`, `leakage`).
+const FLOORS: [&str; 7] = [
+    "sandbox",
+    "hostcalls",
+    "engine",
+    "template",
+    "guest",
+    "vivarium",
+    "worker",
+];
+
+/// What doors still import of the floors, door module and floor module: each is work left
+/// to move behind the intake or into the shared vocabulary (issue 48). The list may only
+/// shrink: a new door import of a floor fails, and so does one listed here that is gone.
+const DOOR_FLOOR_IMPORTS: &[(&str, &str)] = &[
+    ("server/api/e2b", "guest"),
+    ("server/api/e2b", "template"),
+    ("server/api/e2b/control", "guest"),
+    ("server/api/e2b/control", "template"),
+    ("server/api/e2b/filesystem", "guest/queries"),
+    ("server/api/e2b/filesystem", "sandbox/workdir"),
+    ("server/api/e2b/interpreter", "guest"),
+    ("server/api/e2b/process", "guest"),
+    ("server/api/jupyter", "template"),
+    ("server/api/jupyter/channels", "hostcalls/input"),
+    ("server/api/jupyter/queries", "guest/queries"),
+    ("server/api/mcp", "guest"),
+    ("server/api/mcp", "template"),
+    ("server/api/mcp", "vivarium"),
+    ("server/api/piston", "sandbox/workdir"),
+    ("server/api/piston", "vivarium"),
+    ("server/api/stream", "vivarium"),
+    ("server/api/types", "sandbox/workdir"),
+    ("server/api/types", "template"),
+    ("server/api/types", "worker/held"),
+    ("server/api/types/code_mode", "vivarium"),
+    ("server/api/types/files_body", "worker/held"),
+];
+
+#[test]
+fn doors_import_no_floor_beyond_the_shrinking_list() {
+    let mut found: BTreeSet<(String, String)> = BTreeSet::new();
+    for (from, to) in imports() {
+        let door = from.len() >= 2 && from[0] == "server" && from[1] == "api";
+        if door && to.first().is_some_and(|m| FLOORS.contains(&m.as_str())) {
+            found.insert((from.join("/"), to.join("/")));
+        }
+    }
+    let listed: BTreeSet<(String, String)> = DOOR_FLOOR_IMPORTS
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let new: Vec<_> = found.difference(&listed).collect();
+    let gone: Vec<_> = listed.difference(&found).collect();
+    assert!(
+        new.is_empty(),
+        "a front door imports a floor (go through supervisor::intake or the vocabulary): {new:#?}"
+    );
+    assert!(
+        gone.is_empty(),
+        "these are no longer imported: take them off DOOR_FLOOR_IMPORTS: {gone:#?}"
     );
 }

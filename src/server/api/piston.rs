@@ -22,8 +22,8 @@ use serde_json::json;
 
 use crate::check::Policy;
 use crate::limits::{FUEL_PER_CPU_SECOND, LimitsRequest};
+use crate::report::{OutputObserver, StreamKind};
 use crate::report::{Report, Status};
-use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
 use crate::server::bracket::Bracket;

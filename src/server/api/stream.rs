@@ -25,7 +25,7 @@ use serde_json::json;
 use super::types::{
     ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, parse_json, start_code_mode,
 };
-use crate::sandbox::output::StreamKind;
+use crate::report::StreamKind;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};

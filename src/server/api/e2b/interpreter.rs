@@ -30,7 +30,7 @@ use super::{
     set_up,
 };
 use crate::guest::Language;
-use crate::sandbox::output::StreamKind;
+use crate::report::StreamKind;
 use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, OnWire};

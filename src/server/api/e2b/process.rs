@@ -29,7 +29,7 @@ use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, u
 use super::{DoorState, HOME, run_turn, sandbox_of, scrubbed};
 use crate::guest::{self, Language};
 use crate::report::Status;
-use crate::sandbox::output::StreamKind;
+use crate::report::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire;
 use crate::server::request_context::RequestContext;

@@ -29,7 +29,7 @@ use super::messages::{
 use super::queries;
 use crate::hostcalls::input::InputAsker;
 use crate::leakage::Guard;
-use crate::sandbox::output::StreamKind;
+use crate::report::StreamKind;
 use crate::server::AppState;
 use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
