@@ -29,7 +29,7 @@ use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, Outcome};
 use crate::supervisor::executions::Progress;
-use crate::supervisor::intake::{self, Closer};
+use crate::supervisor::intake::{self, Closer, Found};
 
 #[utoipa::path(
     post,
@@ -77,8 +77,8 @@ async fn resume_body(
     let replay =
         || Box::new(Bracket::open(state, ctx, Action::Execute).execution(id)) as Box<dyn Closer>;
     let exec = match intake::resident_or_replayed(&state.runner, id, key, replay).await? {
-        Ok(exec) => exec,
-        Err(finished) => return Ok(finished_response(state, id, finished).await),
+        Found::Waiting(exec) => exec,
+        Found::Finished(finished) => return Ok(finished_response(state, id, finished).await),
     };
     if exec.streaming {
         return Err(SupervisorError::InvalidRequest(format!(

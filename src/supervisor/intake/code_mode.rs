@@ -150,17 +150,25 @@ pub async fn next_stop(runner: &Runner, exec: &Arc<Execution>) -> SupervisorResu
     }
 }
 
+/// What a resume finds of an execution.
+pub enum Found {
+    /// Its program, waiting (or ended while it waited) at its round.
+    Waiting(Arc<Execution>),
+    /// Brought back from its journal, its replay ran to the end instead: how it finished.
+    Finished(Finished),
+}
+
 /// Execution `id` of `key` as a resume finds it: resident here, or brought back from its
 /// journal, its program replayed (under the audit line `replay` makes, `execute`) to the
-/// round it waits on; or, when the replay ran to its end instead, how it finished.
+/// round it waits on.
 pub async fn resident_or_replayed(
     runner: &Arc<Runner>,
     id: &str,
     key: Option<&str>,
     replay: impl FnOnce() -> Box<dyn Closer>,
-) -> SupervisorResult<Result<Arc<Execution>, Finished>> {
+) -> SupervisorResult<Found> {
     if let Some(exec) = runner.resident_execution(id, key) {
-        return Ok(Ok(exec));
+        return Ok(Found::Waiting(exec));
     }
     let (mut spec, guard, packages, exec) = runner.bring_back_execution(id, key).await?;
     let mut run = replay();
@@ -175,10 +183,10 @@ pub async fn resident_or_replayed(
     };
     spawn_run(runner, &exec, spec, guard, run);
     match exec.next_stop().await {
-        Stop::Calls(_) => Ok(Ok(exec)),
+        Stop::Calls(_) => Ok(Found::Waiting(exec)),
         Stop::Done(finished) => {
             runner.end_execution(id).await;
-            Ok(Err(*finished))
+            Ok(Found::Finished(*finished))
         }
     }
 }

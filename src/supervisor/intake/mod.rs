@@ -11,6 +11,8 @@ mod resolve;
 mod session;
 
 pub use ask::{ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest};
-pub use code_mode::{Closer, Next, next_stop, resident_or_replayed, start_execution, start_turn};
+pub use code_mode::{
+    Closer, Found, Next, next_stop, resident_or_replayed, start_execution, start_turn,
+};
 pub use execute::{Prepared, execute, prepare};
 pub use session::{open, run_turn_ask, turn, turn_as, turn_of};
