@@ -728,19 +728,24 @@ impl Vivarium {
     /// Asks a session's interpreter something between turns ([`crate::guest::queries`]):
     /// runs `code` as a hidden turn under `limits` and returns what it answered through the
     /// door (the guest's text: parse it as hostile). A query a limit stops rolls the session
-    /// back as a turn would; it never counts as a turn. What a query that ran changed (a
-    /// file operation, a sandbox's set-up) is part of the state a later rollback returns
-    /// to, as an upload is. Blocking; call on a guest thread.
+    /// back as a turn would; it never counts as a turn. What a query that `Changes` the
+    /// session did (a file operation, a sandbox's set-up) is part of the state a later
+    /// rollback returns to, as an upload is; one that only `Looks` (a completion) leaves the
+    /// checkpoint as it was. Blocking; call on a guest thread.
     pub fn session_query(
         &self,
         interp: &mut Interpreter,
         template: Template,
         code: &str,
         limits: &TurnLimits,
+        effect: crate::guest::queries::QueryEffect,
     ) -> Result<Option<String>, String> {
         let answer = interp.hidden_query(code, limits);
         match interp.ended() {
-            None => interp.refresh_checkpoint(),
+            None if effect == crate::guest::queries::QueryEffect::Changes => {
+                interp.refresh_checkpoint()
+            }
+            None => {}
             Some(EndReason::Stopped(_)) => {
                 self.roll_back(interp, template);
             }

@@ -11,6 +11,15 @@
 
 use super::RESULT_TAG;
 
+/// What a query does to its session: only looks at it (a notebook's completion, inspection
+/// or completeness check), or changes it (a file operation, a sandbox's set-up), which a
+/// later turn's rollback must then keep: only a change refreshes the session's checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum QueryEffect {
+    Looks,
+    Changes,
+}
+
 /// At most this many completions are returned.
 pub const MAX_COMPLETIONS: usize = 200;
 

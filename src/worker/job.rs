@@ -151,6 +151,8 @@ pub enum Job {
         code: String,
         /// Its limits.
         limits: TurnLimits,
+        /// Whether what it changes is kept through a later rollback.
+        effect: crate::guest::queries::QueryEffect,
     },
     /// A fresh interpreter of the same template, limits and packages (the worker remembers
     /// each session's template) → [`Reply::Done`].

@@ -154,9 +154,10 @@ impl Worker {
                 handle,
                 code,
                 limits,
+                effect,
             } => self.with(handle, |interp, template| {
                 self.host
-                    .session_query(interp, template, &code, &limits)
+                    .session_query(interp, template, &code, &limits, effect)
                     .map(Reply::Answer)
                     .map_err(|e| {
                         JobError::InvalidRequest(format!("the session could not answer: {e}"))

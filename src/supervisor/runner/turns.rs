@@ -443,12 +443,14 @@ impl Runner {
     /// Runs a query of [`crate::guest::queries`] in session `id` between its turns (409
     /// while one runs) and returns the guest's answer, unparsed. It is not a turn: not
     /// numbered, counted or audited. Its limits are the session's per-turn ones, at most
-    /// five seconds and the set-up turn's fuel; one they stop rolls the session back.
+    /// five seconds and the set-up turn's fuel; one they stop rolls the session back. What a
+    /// query that `Changes` the session did is kept through a later turn's rollback.
     pub async fn query_session(
         &self,
         id: &str,
         key: Option<&str>,
         code: String,
+        effect: crate::guest::queries::QueryEffect,
     ) -> SupervisorResult<Option<String>> {
         let session = self.session(id, key).await?;
         let limits = TurnLimits {
@@ -461,6 +463,7 @@ impl Runner {
                 handle,
                 code,
                 limits,
+                effect,
             })
             .await?
         {

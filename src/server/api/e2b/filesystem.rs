@@ -21,6 +21,7 @@ use crate::guest::queries;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
+use crate::supervisor::runner::QueryEffect;
 
 /// The operations served, as envd names them.
 const OPERATIONS: [&str; 5] = ["Stat", "ListDir", "MakeDir", "Move", "Remove"];
@@ -64,11 +65,16 @@ pub async fn call(
         .unwrap_or(HOME);
     bracket.record().path = Some(path.to_string());
     let code = queries::file_operation(op, &request.to_string(), HOME);
+    // A stat or a listing only looks; the rest change the files a later rollback keeps.
+    let effect = match *op {
+        "Stat" | "ListDir" => QueryEffect::Looks,
+        _ => QueryEffect::Changes,
+    };
     let answered = async {
         let answer = door
             .app
             .runner
-            .query_session(&id, ctx.key_id.as_deref(), code)
+            .query_session(&id, ctx.key_id.as_deref(), code, effect)
             .await?
             .and_then(|a| serde_json::from_str::<Value>(&a).ok())
             .filter(Value::is_object)

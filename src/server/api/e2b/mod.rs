@@ -42,6 +42,7 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
+use crate::supervisor::runner::QueryEffect;
 use crate::supervisor::runner::{SessionTurn, TurnDone};
 use crate::supervisor::session::Session;
 use sandboxes::Sandboxes;
@@ -178,7 +179,7 @@ fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
 async fn set_up(door: &Door, ctx: &RequestContext, id: &str, code: String) -> Result<(), ApiError> {
     door.app
         .runner
-        .query_session(id, ctx.key_id.as_deref(), code)
+        .query_session(id, ctx.key_id.as_deref(), code, QueryEffect::Changes)
         .await?;
     Ok(())
 }

@@ -37,6 +37,7 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
+use crate::supervisor::runner::QueryEffect;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use crate::supervisor::tenants::{Held, Quota};
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -558,7 +559,7 @@ impl Kernel {
     async fn ask(&self, code: String) -> Result<Option<String>, String> {
         self.state
             .runner
-            .query_session(&self.id, self.key(), code)
+            .query_session(&self.id, self.key(), code, QueryEffect::Looks)
             .await
             .map_err(|e| e.to_string())
     }
