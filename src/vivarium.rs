@@ -932,11 +932,11 @@ impl Vivarium {
                     disk_bytes: env.bytes.saturating_mul(2).saturating_add(64 << 20),
                     ..this.defaults
                 };
-                let host = this.clone();
+                let (host, cancel) = (this.clone(), this.packages.compiles().cancel_flag());
                 let ran = run_on_guest_thread(move || {
                     let spec = bare_spec(
                         limits,
-                        Arc::default(),
+                        cancel,
                         GuestSetup::default(),
                         host.host_share(),
                         target,
@@ -970,8 +970,15 @@ impl Vivarium {
         });
         if !queued {
             env.offer_compile_again();
-            tracing::warn!(target: "vivarium::packages", key = %env.key, "too many package environments wait to be compiled; this one imports from source for now");
+            tracing::warn!(target: "vivarium::packages", key = %env.key, "no place in the compile queue (full, or closed for shutdown); this set imports from source for now");
         }
+    }
+
+    /// Stops the background compiles (`packages::Compiles::close`): what waits is dropped,
+    /// what runs is cancelled; returns whether their threads ended within `wait`. Called at
+    /// shutdown before the scratch root goes, which a running compile's directory is in.
+    pub fn close_compiles(&self, wait: std::time::Duration) -> bool {
+        self.packages.compiles().close(wait)
     }
 
     /// Checks `raw` against the server's package policy and bounds without resolving it:

@@ -137,7 +137,7 @@ pub async fn drain(runner: Arc<Runner>, delay: Duration, grace: Duration) {
 }
 
 /// The end of every server's life: cancel what runs, close every session, wait for the guest
-/// threads, stop the workers, remove the scratch root.
+/// threads, stop the workers and the package compiles, remove the scratch root.
 pub async fn finish(runner: &Runner) {
     runner.cancel_all();
     runner.close_all_sessions().await;
@@ -149,8 +149,14 @@ pub async fn finish(runner: &Runner) {
     if let Some(workers) = runner.loaded_workers() {
         workers.stop(Duration::from_secs(5)).await;
     }
-    if let Some(host) = runner.loaded_host() {
-        let root = host.scratch_root().to_path_buf();
-        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root)).await;
+    if let Some(host) = runner.loaded_host().cloned() {
+        let _ = tokio::task::spawn_blocking(move || {
+            // A package compile runs outside admission, in a directory under the root.
+            if !host.close_compiles(Duration::from_secs(10)) {
+                tracing::warn!("a package compile still runs after shutdown");
+            }
+            std::fs::remove_dir_all(host.scratch_root())
+        })
+        .await;
     }
 }
