@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::image::{GlobalValue, OpenFile, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+use super::labels::{Labels, MAX_LABELS_BYTES};
 use crate::limits::Limits;
 use crate::packages::PackagePin;
 
@@ -31,12 +32,12 @@ pub const FORMAT_VERSION: u32 = 1;
 // The bounds of what a snapshot holds: one set, checked when a session is captured
 // (`check_capturable`) and when a snapshot is decoded (`check_header`), so that what is
 // captured always decodes.
-/// A header is small (names, sizes, limits); anything larger is not ours.
-const MAX_HEADER_BYTES: usize = 1 << 20;
+/// A header is small (names, sizes, limits, a session's labels); anything larger is not ours.
+const MAX_HEADER_BYTES: usize = (1 << 20) + MAX_LABELS_BYTES;
 /// Of [`MAX_HEADER_BYTES`], what the header's lists (folders, files, globals, packages, open
 /// files) may take at capture: the rest is for its fixed fields (binding, owner, limits,
-/// counters, session record), which are the host's.
-const MAX_HEADER_LISTS_BYTES: usize = MAX_HEADER_BYTES - (64 << 10);
+/// counters, session record) and the session's labels, which are the host's.
+const MAX_HEADER_LISTS_BYTES: usize = MAX_HEADER_BYTES - MAX_LABELS_BYTES - (64 << 10);
 /// Entries (files and folders) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 10_000;
 /// The longest path (relative to the working directory) a snapshot holds, in bytes.
@@ -126,6 +127,9 @@ pub struct SessionRecord {
     /// How long it had been idle when this was taken, in seconds (its idle expiry goes on).
     #[serde(default)]
     pub idle_secs: u64,
+    /// Its labels (what a door gave it: metadata, environment, contexts), none left out.
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
 }
 
 /// A file's path and size in the header.
@@ -423,6 +427,11 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
         && (r.id.len() > 64 || !r.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
     {
         return Err(FormatError::Invalid("session id"));
+    }
+    if let Some(r) = &h.session
+        && r.labels.check().is_err()
+    {
+        return Err(FormatError::Invalid("session labels"));
     }
     check_contents(
         &h.limits,

@@ -5,6 +5,7 @@
 
 mod format;
 mod image;
+mod labels;
 mod object_store;
 mod open;
 mod records;
@@ -16,6 +17,7 @@ pub use format::{
     check_capturable_parts, decode, encode, header_span, peek_header,
 };
 pub use image::{GlobalBits, GlobalValue, OpenFile, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
+pub use labels::{Labels, LabelsError, MAX_CONTEXTS};
 pub use open::open_store;
 pub use records::{Expect, RecordName, Version, is_node_id};
 pub use store::{SnapshotId, SnapshotStore};

@@ -42,6 +42,8 @@ struct Hibernated {
     network: Option<Arc<crate::egress::Grant>>,
     /// Its [`Session::set_deadline`], given back when it wakes.
     deadline: Option<Instant>,
+    /// Its [`Session::labels`] (its snapshot has them too; here for listing).
+    labels: crate::snapshot::Labels,
     /// Its place under its tenant's `hibernated_sessions` quota.
     _place: Held,
 }
@@ -134,6 +136,7 @@ impl Registry {
                 bytes,
                 network: s.network.clone(),
                 deadline: s.deadline(),
+                labels: s.labels(),
                 _place: place,
             },
         );
@@ -143,6 +146,13 @@ impl Registry {
     /// The network of hibernated session `id`, to give it back as it wakes.
     pub fn hibernated_network(&self, id: &str) -> Option<Arc<crate::egress::Grant>> {
         self.hibernated().get(id)?.network.clone()
+    }
+
+    /// The info and labels of hibernated session `id`, without waking it.
+    pub fn hibernated_labelled(&self, id: &str) -> Option<(SessionInfo, crate::snapshot::Labels)> {
+        let h = self.hibernated();
+        let h = h.get(id)?;
+        Some((h.info.clone(), h.labels.clone()))
     }
 
     /// The deadline of hibernated session `id` ([`Session::set_deadline`]), to give it back
@@ -175,19 +185,27 @@ impl Registry {
 
     /// The info of every session `key` owns, resident or hibernated, by id.
     pub fn infos(&self, key: Option<&str>) -> Vec<SessionInfo> {
-        let mut out: Vec<SessionInfo> = self
+        self.labelled(key)
+            .into_iter()
+            .map(|(info, _)| info)
+            .collect()
+    }
+
+    /// [`Registry::infos`] with each session's labels.
+    pub fn labelled(&self, key: Option<&str>) -> Vec<(SessionInfo, crate::snapshot::Labels)> {
+        let mut out: Vec<_> = self
             .live()
             .values()
             .filter(|s| s.owner.as_deref() == key)
-            .map(|s| s.info())
+            .map(|s| (s.info(), s.labels()))
             .collect();
         out.extend(
             self.hibernated()
                 .values()
                 .filter(|h| h.owner.as_deref() == key)
-                .map(|h| h.info.clone()),
+                .map(|h| (h.info.clone(), h.labels.clone())),
         );
-        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
         out
     }
 

@@ -2,6 +2,7 @@
 //! snapshot (the API key that made it), and how what a store returns is judged before any of
 //! it is used (`snapshot::decode`; here the binding and the owner).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -13,8 +14,8 @@ use super::tenants::{Quota, Tenant};
 use super::time::rfc3339;
 use crate::limits::Limits;
 use crate::snapshot::{
-    Binding, FormatError, SessionImage, SnapshotHeader, SnapshotId, SnapshotStore, StoreError,
-    decode, header_span, peek_header,
+    Binding, FormatError, SessionImage, SessionRecord, SnapshotHeader, SnapshotId, SnapshotStore,
+    StoreError, decode, header_span, peek_header,
 };
 use crate::template::Template;
 
@@ -296,6 +297,13 @@ impl Snapshots {
         }
     }
 
+    /// The session record of a session's own snapshot `id` (read from its header,
+    /// unverified, its labels within their bounds); `None` when there is none to read.
+    pub async fn own_record(&self, id: &SnapshotId) -> Option<SessionRecord> {
+        let (header, _) = self.peek(id).await.ok()??;
+        header.session.filter(|r| r.labels.check().is_ok())
+    }
+
     /// What `GET /v1/snapshots/{id}` says.
     pub async fn info(&self, id: &str, owner: Option<&str>) -> SupervisorResult<SnapshotInfo> {
         let id = parse_id(id)?;
@@ -322,6 +330,45 @@ impl Snapshots {
         }
         out.sort_by(|a, b| (&a.created_at, &a.snapshot_id).cmp(&(&b.created_at, &b.snapshot_id)));
         Ok(out)
+    }
+
+    /// The headers of the sessions' own snapshots `owner` has in the store (the newest of
+    /// each session, read unverified: they serve listing only; bringing one back verifies
+    /// it), with the template each is of. Those this server cannot read, or whose labels
+    /// are out of bounds, are left out.
+    pub async fn own_sessions(
+        &self,
+        owner: Option<&str>,
+    ) -> SupervisorResult<Vec<(SnapshotHeader, SessionRecord, Template)>> {
+        let mut newest: HashMap<String, (SnapshotHeader, SessionRecord, Template)> = HashMap::new();
+        for id in self.store.list().await? {
+            let header = match self.peek(&id).await {
+                Ok(Some((header, _))) => header,
+                Err(SupervisorError::SnapshotStore(m)) => {
+                    return Err(SupervisorError::SnapshotStore(m));
+                }
+                Ok(None) | Err(_) => continue,
+            };
+            if header.owner.as_deref() != owner {
+                continue;
+            }
+            let Some(record) = header.session.clone() else {
+                continue;
+            };
+            let Ok(template) = template_of(&header) else {
+                continue;
+            };
+            if record.labels.check().is_err() {
+                continue;
+            }
+            let older = newest
+                .get(&record.id)
+                .is_some_and(|(h, _, _)| h.created_at > header.created_at);
+            if !older {
+                newest.insert(record.id.clone(), (header, record, template));
+            }
+        }
+        Ok(newest.into_values().collect())
     }
 
     /// Deletes snapshot `id` if `owner` may see it.

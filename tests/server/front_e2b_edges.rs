@@ -439,8 +439,8 @@ async fn kill_closes_a_sandboxs_contexts_also_when_it_was_closed_elsewhere() {
     assert_eq!(kill(&id).await.0, 204);
     let (st, v) = get(&c, &format!("{base}/v1/sessions/{ctx}")).await;
     assert_eq!(st, 404, "{v}");
-    // Closed through Vivarium's own API first: E2B's kill is then 404, and still takes
-    // the context with it.
+    // Closed through Vivarium's own API first: its contexts go with it (they are its
+    // session's), and E2B's kill is then 404.
     let id = create(&c, &base, json!({})).await;
     let ctx = context(&c, &base, &id).await;
     let r = c
@@ -581,4 +581,110 @@ async fn file_operations_are_queries_not_the_callers_turns() {
         "{after}"
     );
     s.stop().await;
+}
+
+/// `GET /v2/sandboxes` with `query`; the sandboxes' ids and the whole answer.
+async fn listed(c: &reqwest::Client, base: &str, query: &str) -> (Vec<String>, Value) {
+    let (st, v) = json_of(control(c, M::GET, base, &format!("/v2/sandboxes{query}"))).await;
+    assert_eq!(st, 200, "{v}");
+    let ids = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sandboxID"].as_str().unwrap().to_string())
+        .collect();
+    (ids, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox() {
+    let dir = scratch_dir("e2b-keep-store");
+    let d = dir.clone();
+    let a = start("e2b-keep-a", move |args| args.snapshot_dir = Some(d)).await;
+    let c = client();
+    let id = create(
+        &c,
+        &a.base,
+        json!({"metadata": {"team": "t1", "run": "r 7"}, "envVars": {"GREETING": "hi"}}),
+    )
+    .await;
+    let other = create(&c, &a.base, json!({"metadata": {"team": "t2"}})).await;
+    let (st, v) = json_of(
+        e2b(&c, M::POST, &a.base, "/contexts", Some(49999), Some(&id))
+            .json(&json!({"language": "bash", "cwd": "/home/user/sub"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let ctx = v["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        cell(&c, &a.base, &id, Some(&ctx), "pwd; echo $GREETING").await,
+        "/home/user/sub\nhi\n"
+    );
+    let (ids, _) = listed(&c, &a.base, "?metadata=team%3Dt1").await;
+    assert_eq!(ids, vec![id.clone()], "a context is not a sandbox");
+    a.stop().await;
+
+    // A new server on the same store: the sandbox is known before anything touches it.
+    let d = dir.clone();
+    let b = start("e2b-keep-b", move |args| args.snapshot_dir = Some(d)).await;
+    let (ids, v) = listed(&c, &b.base, "?metadata=team%3Dt1%26run%3Dr%2B7").await;
+    assert_eq!(ids, vec![id.clone()], "{v}");
+    assert_eq!(v[0]["metadata"], json!({"team": "t1", "run": "r 7"}));
+    assert_eq!(v[0]["templateID"], "base");
+    assert_eq!(v[0]["state"], "paused", "not resident until it is used");
+    let (ids, _) = listed(&c, &b.base, "").await;
+    let mut both = vec![id.clone(), other.clone()];
+    both.sort();
+    let mut ids = ids;
+    ids.sort();
+    assert_eq!(ids, both, "both sandboxes, no context");
+    // Its contexts, their language, and the env its interpreters start with.
+    let (st, v) = json_of(e2b(
+        &c,
+        M::GET,
+        &b.base,
+        "/contexts",
+        Some(49999),
+        Some(&id),
+    ))
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let langs: Vec<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap().to_string();
+            (s("id"), s("language"))
+        })
+        .collect();
+    assert_eq!(
+        langs,
+        vec![(id.clone(), "python".into()), (ctx.clone(), "bash".into())]
+    );
+    assert_eq!(
+        cell(&c, &b.base, &id, Some(&ctx), "echo $GREETING").await,
+        "hi\n"
+    );
+    let path = format!("/contexts/{ctx}/restart");
+    let (st, v) = json_of(e2b(&c, M::POST, &b.base, &path, Some(49999), Some(&id))).await;
+    assert_eq!(st, 204, "{v}");
+    assert_eq!(
+        cell(&c, &b.base, &id, Some(&ctx), "echo $GREETING").await,
+        "hi\n",
+        "a restarted context starts with the sandbox's env"
+    );
+    let (st, v) = json_of(control(&c, M::GET, &b.base, &format!("/sandboxes/{id}"))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["metadata"]["team"], "t1");
+    assert_eq!(v["state"], "running");
+    // Killed: its context goes with it, after the restart too.
+    let (st, _) = json_of(control(&c, M::DELETE, &b.base, &format!("/sandboxes/{id}"))).await;
+    assert_eq!(st, 204);
+    let (st, v) = get(&c, &format!("{}/v1/sessions/{ctx}", b.base)).await;
+    assert_eq!(st, 404, "{v}");
+    let (ids, _) = listed(&c, &b.base, "?metadata=team%3Dt1").await;
+    assert!(ids.is_empty(), "{ids:?}");
+    b.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

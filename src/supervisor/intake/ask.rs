@@ -169,6 +169,18 @@ pub struct OpenSessionRequest {
     pub secrets: BTreeMap<String, SecretRequest>,
 }
 
+/// What a door adds to an opening that its wire body does not carry (E2B's create, a
+/// context): the session's labels, its own end, and the door's set-up, run as a query (not
+/// a turn) before the session is handed over. A failed set-up closes the session.
+#[derive(Debug, Default)]
+pub struct OpeningExtras {
+    pub labels: crate::snapshot::Labels,
+    /// Its end, from now (`Session::set_deadline`).
+    pub deadline: Option<std::time::Duration>,
+    /// Code run first: its working directory, its environment.
+    pub set_up: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TurnRequest {

@@ -10,9 +10,11 @@ mod execute;
 mod resolve;
 mod session;
 
-pub use ask::{ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest};
+pub use ask::{
+    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, OpeningExtras, TurnRequest,
+};
 pub use code_mode::{
     Closer, Found, Next, next_stop, resident_or_replayed, start_execution, start_turn,
 };
 pub use execute::{Prepared, execute, prepare};
-pub use session::{open, run_turn_ask, turn, turn_as, turn_of};
+pub use session::{open, open_with, run_turn_ask, turn, turn_as, turn_of};

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use super::ask::{OpenSessionRequest, TurnRequest};
+use super::ask::{OpenSessionRequest, OpeningExtras, TurnRequest};
 use super::resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
 use crate::guest::Language;
+use crate::guest::queries::QueryEffect;
+use crate::snapshot::Labels;
 use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::runner::{Opening, SessionTurn, Turned};
 use crate::supervisor::session::Session;
@@ -19,6 +21,78 @@ use crate::supervisor::{Runner, SupervisorError, SupervisorResult};
 pub async fn open(
     runner: &Runner,
     ask: OpenSessionRequest,
+    record: &mut AuditRecord,
+) -> SupervisorResult<Arc<Session>> {
+    open_labelled(runner, ask, Labels::default(), record).await
+}
+
+/// [`open`] with what a door adds (`extras`): the session is labelled, given its end and
+/// set up before it is answered; when the set-up fails it is closed and its error is the
+/// answer, so nothing half-made is left.
+/// A request dropped during the set-up (its client hung up) closes the session too.
+pub async fn open_with(
+    runner: &Arc<Runner>,
+    ask: OpenSessionRequest,
+    extras: OpeningExtras,
+    record: &mut AuditRecord,
+) -> SupervisorResult<Arc<Session>> {
+    let OpeningExtras {
+        labels,
+        deadline,
+        set_up,
+    } = extras;
+    let session = open_labelled(runner, ask, labels, record).await?;
+    if let Some(after) = deadline {
+        session.set_deadline(after);
+    }
+    let Some(code) = set_up else {
+        return Ok(session);
+    };
+    let key = record.key_id.clone();
+    let unclaimed = Unclaimed(Some((runner.clone(), session.id.clone(), key.clone())));
+    let ran = runner
+        .query_session(&session.id, key.as_deref(), code, QueryEffect::Changes)
+        .await;
+    match ran {
+        Ok(_) => {
+            unclaimed.claim();
+            Ok(session)
+        }
+        Err(e) => {
+            // Closed before the error is answered: no listing after it shows it.
+            unclaimed.claim();
+            let _ = runner.close_session(&session.id, key.as_deref()).await;
+            Err(e)
+        }
+    }
+}
+
+/// A session opened and not yet answered: closed (in the background) when dropped unclaimed.
+struct Unclaimed(Option<(Arc<Runner>, String, Option<String>)>);
+
+impl Unclaimed {
+    fn claim(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        let Some((runner, id, key)) = self.0.take() else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = runner.close_session(&id, key.as_deref()).await;
+            });
+        }
+    }
+}
+
+async fn open_labelled(
+    runner: &Runner,
+    ask: OpenSessionRequest,
+    labels: Labels,
     record: &mut AuditRecord,
 ) -> SupervisorResult<Arc<Session>> {
     let host = runner.host()?;
@@ -65,6 +139,7 @@ pub async fn open(
         packages,
         owner,
         network: network.map(|network| crate::egress::Grant { network, secrets }),
+        labels,
     };
     runner.open_session(opening, record).await
 }

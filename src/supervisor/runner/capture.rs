@@ -82,6 +82,7 @@ pub(super) fn record_of(session: &Session) -> SessionRecord {
         leakage: session.leakage.as_str().to_string(),
         age_secs: session.age().as_secs(),
         idle_secs: session.idle_for().as_secs(),
+        labels: session.labels(),
     }
 }
 

@@ -188,6 +188,12 @@ impl Runner {
         }
     }
 
+    /// Whether this node is one of a cluster's (`--cluster`): there, a door whose sessions
+    /// must outlive their node (E2B's sandboxes) opens them durable.
+    pub fn in_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
     /// This node's part in a cluster (`--cluster`).
     pub(in crate::supervisor) fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.as_ref()

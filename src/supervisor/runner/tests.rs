@@ -134,6 +134,7 @@ async fn open(runner: &Runner) -> Arc<Session> {
     runner
         .open_session(
             super::Opening {
+                labels: Default::default(),
                 limits,
                 template,
                 leakage: None,

@@ -13,16 +13,18 @@ use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
-use crate::snapshot::SessionImage;
+use crate::snapshot::{Labels, LabelsError, SessionImage};
 use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, RunKind, SessionEvent};
 use crate::supervisor::registry::Removed;
 use crate::supervisor::session::{
-    Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, may_use,
+    Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, SessionState, is_session_id,
+    may_use,
 };
 use crate::supervisor::session::{TurnDone, Turned};
+use crate::supervisor::time::rfc3339;
 use crate::template::Template;
 use crate::vivarium::InputFile;
 use crate::worker::held::FileBody;
@@ -101,6 +103,8 @@ pub struct Opening {
     pub owner: Option<String>,
     /// Its network and secrets ([`Runner::network_grant`]).
     pub network: Option<crate::egress::Grant>,
+    /// What its door gives it besides its state (checked before it opens).
+    pub labels: Labels,
 }
 
 impl Runner {
@@ -123,7 +127,11 @@ impl Runner {
             packages,
             owner,
             network,
+            labels,
         } = opening;
+        labels
+            .check()
+            .map_err(|e| SupervisorError::InvalidRequest(e.to_string()))?;
         let leakage = self.leak_policy(leakage)?;
         let settings = SessionSettings {
             limits,
@@ -134,6 +142,7 @@ impl Runner {
             resumed: None,
             owner,
             network: network.map(Arc::new),
+            labels,
         };
         let job = Job::Open {
             limits,
@@ -458,7 +467,7 @@ impl Runner {
             fuel: session.limits.fuel.min(crate::guest::SETUP_LIMITS.fuel),
             output_bytes: 64 << 10,
         };
-        match self
+        let answer = match self
             .with_session(id, key, move |handle| Job::Query {
                 handle,
                 code,
@@ -467,9 +476,39 @@ impl Runner {
             })
             .await?
         {
-            Reply::Answer(a) => Ok(a),
-            _ => Err(out_of_turn()),
+            Reply::Answer(a) => a,
+            _ => return Err(out_of_turn()),
+        };
+        // What changes a durable session is in the store before the answer, as a turn is.
+        if effect == crate::guest::queries::QueryEffect::Changes && session.durable {
+            self.keep_state_now(&session).await?;
         }
+        Ok(answer)
+    }
+
+    /// Changes session `id`'s labels with `change` (kept only within their bounds); a
+    /// durable session's own snapshot takes them before the answer. What `change` answered.
+    pub async fn relabel<R>(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        change: impl FnOnce(&mut Labels) -> Result<R, LabelsError>,
+    ) -> SupervisorResult<R> {
+        let session = self.session(id, key).await?;
+        let answer = session
+            .relabel(change)
+            .map_err(|e| SupervisorError::InvalidRequest(e.to_string()))?;
+        if session.durable {
+            self.keep_state_now(&session).await?;
+        }
+        Ok(answer)
+    }
+
+    /// Writes durable `session`'s own snapshot of its state now (after a change that was no
+    /// turn: a set-up, a file operation, its labels).
+    async fn keep_state_now(&self, session: &Arc<Session>) -> SupervisorResult<()> {
+        let image = self.session_image(session).await?;
+        self.keep_own_snapshot(session, image).await
     }
 
     /// Interrupts session `id`'s running turn (it is rolled back, the session goes on);
@@ -490,10 +529,55 @@ impl Runner {
         self.sessions.infos(key)
     }
 
-    /// Whether session `id` is open here, resident or hibernated (a door forgetting what it
-    /// kept of sessions that are gone).
-    pub fn has_session(&self, id: &str) -> bool {
-        self.sessions.get(id).is_ok() || self.sessions.is_hibernated(id)
+    /// Every session of `key` with its labels: those here ([`Runner::sessions`]) and those
+    /// the store keeps that no request brought here yet (after a restart, or a failover
+    /// from a node that went away; in a cluster, a durable one another node holds), these
+    /// as not resident. Reads the header of every snapshot in the store.
+    pub async fn sessions_labelled(
+        &self,
+        key: Option<&str>,
+    ) -> SupervisorResult<Vec<(SessionInfo, Labels)>> {
+        let mut out = self.sessions.labelled(key);
+        let here: std::collections::HashSet<String> =
+            out.iter().map(|(i, _)| i.id.clone()).collect();
+        let now = super::capture::now_secs();
+        for (header, record, template) in self.snapshots.own_sessions(key).await? {
+            if here.contains(&record.id) || self.sessions.owner_of(&record.id).is_some() {
+                continue;
+            }
+            let since = now.saturating_sub(header.created_at);
+            let age = record.age_secs.saturating_add(since);
+            let idle = record.idle_secs.saturating_add(since);
+            let left = self
+                .sessions
+                .lifetime
+                .as_secs()
+                .saturating_sub(age)
+                .min(self.sessions.idle.as_secs().saturating_sub(idle));
+            if left == 0 {
+                continue;
+            }
+            let at = |secs_ago: u64| {
+                std::time::SystemTime::now() - std::time::Duration::from_secs(secs_ago)
+            };
+            let info = SessionInfo {
+                id: record.id.clone(),
+                created_at: rfc3339(at(age)),
+                expires_at: rfc3339(
+                    std::time::SystemTime::now() + std::time::Duration::from_secs(left),
+                ),
+                last_used_at: rfc3339(at(idle)),
+                state: SessionState::Idle,
+                turns: header.turns,
+                limits: header.limits,
+                template,
+                ended: None,
+                resident: false,
+            };
+            out.push((info, record.labels));
+        }
+        out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+        Ok(out)
     }
 
     /// Gives session `id` a fresh interpreter of its template, limits and packages (a
@@ -628,6 +712,24 @@ impl Runner {
         Ok(self.session(id, key).await?.info())
     }
 
+    /// [`Runner::session_info`] with session `id`'s labels: a hibernated one is not woken
+    /// for them.
+    pub async fn session_labelled(
+        &self,
+        id: &str,
+        key: Option<&str>,
+    ) -> SupervisorResult<(SessionInfo, Labels)> {
+        self.check_owner(id, key).await?;
+        if let Ok(s) = self.sessions.get(id) {
+            return Ok((s.info(), s.labels()));
+        }
+        if let Some(found) = self.sessions.hibernated_labelled(id) {
+            return Ok(found);
+        }
+        let s = self.session(id, key).await?;
+        Ok((s.info(), s.labels()))
+    }
+
     /// Does the job `job_of` makes for session `id`'s interpreter in its worker, holding
     /// the session busy (409 while a turn runs); a worker lost meanwhile ends the session.
     pub(super) async fn with_session(
@@ -658,7 +760,39 @@ impl Runner {
     /// copy here that another node took over is given up, and a session another node holds
     /// is taken over when the rule allows (else its error, `session_elsewhere`), so a close
     /// answered 204 is the session's end on every node, its snapshot and lease gone.
+    ///
+    /// Its contexts ([`Labels::contexts`]) are closed with it: they are its.
     pub async fn close_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
+        self.check_owner(id, key).await?;
+        let contexts = self.contexts_of(id).await;
+        let closed = self.close_one(id, key).await;
+        for context in contexts {
+            let _ = self.close_one(&context, key).await;
+        }
+        closed
+    }
+
+    /// Session `id`'s contexts, as far as they are known without bringing it back: from
+    /// its labels here, or its own snapshot's header in the store.
+    async fn contexts_of(&self, id: &str) -> Vec<String> {
+        let labels = match self.sessions.get(id) {
+            Ok(s) => Some(s.labels()),
+            Err(_) => match self.sessions.hibernated_labelled(id) {
+                Some((_, labels)) => Some(labels),
+                None if is_session_id(id) => self
+                    .snapshots
+                    .own_record(&crate::snapshot::SnapshotId::for_session(id))
+                    .await
+                    .map(|r| r.labels),
+                None => None,
+            },
+        };
+        labels
+            .map(|l| l.contexts.into_iter().map(|c| c.id).collect())
+            .unwrap_or_default()
+    }
+
+    async fn close_one(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
         self.check_owner(id, key).await?;
         if self.cluster.is_some() {
             let s = self.session(id, key).await?;

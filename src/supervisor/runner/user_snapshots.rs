@@ -71,6 +71,11 @@ impl Runner {
             owner: session.owner.clone(),
             // A fork is its source's owner's, with the same network.
             network: session.network.clone(),
+            // And its labels, but not its contexts: those stay the source's.
+            labels: crate::snapshot::Labels {
+                contexts: Vec::new(),
+                ..session.labels()
+            },
         };
         let forked = if session.durable {
             // Its first own snapshot needs the image here anyway.
@@ -126,8 +131,9 @@ impl Runner {
             durable,
             resumed: None,
             owner: owner.map(str::to_string),
-            // A snapshot carries no network: a restored session has none.
+            // A snapshot carries no network: a restored session has none; nor labels.
             network: None,
+            labels: Default::default(),
         };
         let restored = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Restore);
@@ -135,7 +141,10 @@ impl Runner {
     }
 
     /// Session `session`'s state now, read in its worker (409 while a turn runs).
-    async fn session_image(&self, session: &Arc<Session>) -> SupervisorResult<SessionImage> {
+    pub(super) async fn session_image(
+        &self,
+        session: &Arc<Session>,
+    ) -> SupervisorResult<SessionImage> {
         let busy = self.begin(session).await?;
         let (busy, image) = capture(self, busy).await?;
         busy.finish(PutBack::Same);

@@ -64,6 +64,7 @@ impl Runner {
             owner: header.owner.clone(),
             // Kept while it hibernated; after a restart (or on another node) it has none.
             network: self.sessions.hibernated_network(id),
+            labels: rec.labels,
         };
         let deadline = self.sessions.hibernated_deadline(id);
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);

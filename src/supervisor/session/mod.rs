@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+/// A session's labels are vocabulary the doors share (E2B's metadata, env and contexts).
+pub use crate::snapshot::{Labels, MAX_CONTEXTS};
 pub use info::{EndInfo, EndKind, SessionInfo, SessionState};
 use phase::{Phase, Refusal};
 pub use turned::{TurnDone, Turned};
@@ -26,6 +28,7 @@ use super::tenants::{Held, Tenant};
 use super::time::rfc3339;
 use crate::leakage::LeakPolicy;
 use crate::limits::Limits;
+use crate::snapshot::LabelsError;
 use crate::sync::lock;
 use crate::template::Template;
 use crate::worker::{Handle, Placed, Target};
@@ -139,6 +142,9 @@ pub struct Session {
     /// Where its interpreter lives, and its handle there (to interrupt a running use).
     pub(in crate::supervisor) target: Target,
     handle: Handle,
+    /// What a door gave it besides its state ([`Labels`]): in its own snapshot, so it
+    /// survives hibernation, a restart and a failover.
+    labels: Mutex<Labels>,
     inner: Mutex<Inner>,
 }
 
@@ -238,6 +244,8 @@ pub struct SessionSettings {
     pub owner: Option<String>,
     /// Its [`Session::network`].
     pub network: Option<Arc<crate::egress::Grant>>,
+    /// Its [`Session::labels`].
+    pub labels: Labels,
 }
 
 impl Session {
@@ -260,6 +268,7 @@ impl Session {
             resumed,
             owner,
             network,
+            labels,
         } = settings;
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
@@ -280,6 +289,7 @@ impl Session {
             lifetime,
             target: interp.target.clone(),
             handle: interp.handle,
+            labels: Mutex::new(labels),
             inner: Mutex::new(Inner {
                 phase: Phase::new(
                     interp,
@@ -298,6 +308,26 @@ impl Session {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         lock(&self.inner)
+    }
+
+    /// Its labels, now.
+    pub fn labels(&self) -> Labels {
+        lock(&self.labels).clone()
+    }
+
+    /// Changes its labels with `change`, kept only when they stay within their bounds;
+    /// what `change` answered. (A durable session's store copy takes them with its next
+    /// own snapshot: `Runner::relabel` writes one at once.)
+    pub(in crate::supervisor) fn relabel<R>(
+        &self,
+        change: impl FnOnce(&mut Labels) -> Result<R, LabelsError>,
+    ) -> Result<R, LabelsError> {
+        let mut labels = lock(&self.labels);
+        let mut changed = labels.clone();
+        let answer = change(&mut changed)?;
+        changed.check()?;
+        *labels = changed;
+        Ok(answer)
     }
 
     /// What its state weighs now, as far as the supervisor knows (see `footprint`).

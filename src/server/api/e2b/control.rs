@@ -20,18 +20,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::network::{self, E2bNetwork};
-use super::sandboxes::{MAX_METADATA, MAX_METADATA_BYTES, Record};
 use super::unclaimed::Unclaimed;
-use super::{
-    DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str, set_up,
-};
+use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str};
 use crate::guest::env_literal;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::session::{SessionInfo, SessionState};
+use crate::supervisor::intake::OpeningExtras;
+use crate::supervisor::session::{Labels, SessionInfo, SessionState};
 use crate::template::Template;
 
 /// E2B's default sandbox timeout, seconds.
@@ -156,18 +154,6 @@ fn deadline(timeout: Option<u64>) -> Result<Duration, E2bError> {
     }
 }
 
-fn check_metadata(m: &BTreeMap<String, String>) -> Result<(), E2bError> {
-    if m.len() > MAX_METADATA
-        || m.iter()
-            .any(|(k, v)| k.len() > MAX_METADATA_BYTES || v.len() > MAX_METADATA_BYTES)
-    {
-        return Err(invalid(format!(
-            "metadata holds at most {MAX_METADATA} entries of {MAX_METADATA_BYTES} bytes each"
-        )));
-    }
-    Ok(())
-}
-
 /// Environment variables as every door takes them (`guest::check_env`).
 pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> {
     crate::guest::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -201,11 +187,23 @@ fn access_token(door: &DoorState, headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The `templateID` of a sandbox: the one it was created with, or its template's own
+/// name (a session opened through another door).
+fn template_id(info: &SessionInfo, labels: &Labels) -> String {
+    labels
+        .template_id
+        .clone()
+        .unwrap_or_else(|| match info.template {
+            Template::Scientific => "code-interpreter-v1".into(),
+            Template::Python => "base".into(),
+        })
+}
+
 /// E2B's `Sandbox` (create, connect, resume).
-fn sandbox_body(id: &str, record: &Record, token: Option<String>) -> Value {
+fn sandbox_body(info: &SessionInfo, labels: &Labels, token: Option<String>) -> Value {
     json!({
-        "templateID": record.template_id,
-        "sandboxID": id,
+        "templateID": template_id(info, labels),
+        "sandboxID": info.id,
         "clientID": "vivarium",
         "envdVersion": ENVD_VERSION,
         "envdAccessToken": token,
@@ -214,14 +212,14 @@ fn sandbox_body(id: &str, record: &Record, token: Option<String>) -> Value {
 }
 
 /// E2B's `SandboxDetail` / `ListedSandbox` of session `info`.
-fn detail(info: &SessionInfo, record: &Record, token: Option<String>) -> Value {
+fn detail(info: &SessionInfo, labels: &Labels, token: Option<String>) -> Value {
     let state = match (info.state, info.resident) {
         (SessionState::Ended, _) => "killed",
         (_, false) => "paused",
         (_, true) => "running",
     };
     json!({
-        "templateID": record.template_id,
+        "templateID": template_id(info, labels),
         "sandboxID": info.id,
         "clientID": "vivarium",
         "startedAt": info.created_at,
@@ -232,20 +230,8 @@ fn detail(info: &SessionInfo, record: &Record, token: Option<String>) -> Value {
         "memoryMB": info.limits.memory_bytes >> 20,
         "diskSizeMB": info.limits.disk_bytes >> 20,
         "state": state,
-        "metadata": record.metadata,
+        "metadata": labels.metadata,
         "domain": Value::Null,
-    })
-}
-
-/// The door's record of sandbox `id`, or what its session says (a sandbox back after a
-/// restart, or a session opened elsewhere).
-fn record_of(door: &DoorState, info: &SessionInfo) -> Record {
-    door.sandboxes.get(&info.id).unwrap_or_else(|| Record {
-        template_id: match info.template {
-            Template::Scientific => "code-interpreter-v1".into(),
-            Template::Python => "base".into(),
-        },
-        ..Record::default()
     })
 }
 
@@ -272,37 +258,29 @@ async fn create(
     }
     let template = template_of(&new.template_id)?;
     let deadline = deadline(new.timeout)?;
-    let metadata = new.metadata.unwrap_or_default();
-    check_metadata(&metadata)?;
     let env = new.env_vars.unwrap_or_default();
     check_env(&env)?;
+    let labels = Labels {
+        template_id: Some(new.template_id),
+        metadata: new.metadata.unwrap_or_default(),
+        ..Labels::default()
+    };
+    labels.check().map_err(|e| invalid(e.to_string()))?;
     let network = network::requested(new.allow_internet_access, new.network)
         .map_err(|e| invalid(e.to_string()))?;
-    let id = open_session(&door, &ctx, template, network).await?;
-    let key = ctx.key_id.as_deref();
-    let mut opened = Unclaimed::new(&door, key);
-    opened.push(&id);
-    let made = async {
-        let session = door.app.runner.session(&id, key).await?;
-        session.set_deadline(deadline);
-        set_up(&door, &ctx, &id, set_up_code(&env)).await?;
-        Ok::<_, crate::server::error::ApiError>(())
-    }
-    .await;
-    if let Err(e) = made {
-        opened.close().await;
-        return Err(E2bError(e));
-    }
-    opened.claim();
-    let record = Record {
-        template_id: new.template_id,
-        metadata,
-        env,
-        ..Record::default()
+    // One call: the session, labelled, given its end and set up, or nothing.
+    let extras = OpeningExtras {
+        set_up: Some(set_up_code(&env)),
+        labels: Labels { env, ..labels },
+        deadline: Some(deadline),
     };
-    let body = sandbox_body(&id, &record, access_token(&door, &headers));
-    door.sandboxes
-        .insert(&id, record, |id| door.app.runner.has_session(id));
+    let id = open_session(&door, &ctx, template, network, extras).await?;
+    let (info, labels) = door
+        .app
+        .runner
+        .session_labelled(&id, ctx.key_id.as_deref())
+        .await?;
+    let body = sandbox_body(&info, &labels, access_token(&door, &headers));
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -365,10 +343,15 @@ async fn list(
             "startedAfter is not offered: filter by metadata, state or template".into(),
         ));
     }
-    // A context is a session but not a sandbox.
-    let mut infos = door.app.runner.sessions(ctx.key_id.as_deref());
-    infos.retain(|info| !door.sandboxes.is_context(&info.id));
-    infos.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+    // Those here and those the store keeps (after a restart, a failover); a context is a
+    // session but not a sandbox.
+    let mut infos = door
+        .app
+        .runner
+        .sessions_labelled(ctx.key_id.as_deref())
+        .await?;
+    infos.retain(|(_, labels)| labels.context_of.is_none());
+    infos.sort_by(|(a, _), (b, _)| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
     match q.order.as_deref() {
         None | Some("asc") => {}
         Some("desc") => infos.reverse(),
@@ -376,7 +359,7 @@ async fn list(
     }
     let listed: Vec<Value> = infos
         .iter()
-        .map(|info| detail(info, &record_of(&door, info), None))
+        .map(|(info, labels)| detail(info, labels, None))
         .filter(|d| {
             wanted
                 .iter()
@@ -409,13 +392,12 @@ async fn info(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, E2bError> {
-    let info = door
+    let (info, labels) = door
         .app
         .runner
-        .session_info(&id, ctx.key_id.as_deref())
+        .session_labelled(&id, ctx.key_id.as_deref())
         .await?;
-    let record = record_of(&door, &info);
-    Ok(Json(detail(&info, &record, access_token(&door, &headers))))
+    Ok(Json(detail(&info, &labels, access_token(&door, &headers))))
 }
 
 async fn kill(
@@ -424,18 +406,11 @@ async fn kill(
     Path(id): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let key = ctx.key_id.as_deref();
+    // Its contexts go with it (`Runner::close_session`).
     let bracket = Bracket::open(&door.app, &ctx, Action::SessionClose).session(&id);
     let closed = door.app.runner.close_session(&id, key).await;
     bracket.close(outcome_of(&closed, 204));
-    // Its contexts go with it, also when it was gone already (closed through `/v1`, ended):
-    // each is closed with the caller's key, so another key's kill closes none.
-    for context in door.sandboxes.contexts(&id) {
-        if door.app.runner.close_session(&context, key).await.is_ok() {
-            door.sandboxes.remove_context(&id, &context);
-        }
-    }
     closed?;
-    door.sandboxes.remove(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -493,13 +468,12 @@ async fn wake(
     let key = ctx.key_id.as_deref();
     let was = door.app.runner.session_info(&id, key).await?;
     set_timeout(&door, &ctx, &id, t.timeout).await?;
-    let info = door.app.runner.session_info(&id, key).await?;
-    let record = record_of(&door, &info);
+    let (info, labels) = door.app.runner.session_labelled(&id, key).await?;
     let status = match was.resident {
         true => StatusCode::OK,
         false => StatusCode::CREATED,
     };
-    let body = sandbox_body(&id, &record, access_token(&door, &headers));
+    let body = sandbox_body(&info, &labels, access_token(&door, &headers));
     Ok((status, Json(body)).into_response())
 }
 
@@ -508,10 +482,10 @@ async fn pause(
     Extension(ctx): Extension<RequestContext>,
     Path(id): Path<String>,
 ) -> Result<Response, E2bError> {
-    let info = door
+    let (info, labels) = door
         .app
         .runner
-        .session_info(&id, ctx.key_id.as_deref())
+        .session_labelled(&id, ctx.key_id.as_deref())
         .await?;
     if !info.resident {
         return Ok(super::plain(
@@ -529,12 +503,12 @@ async fn pause(
     paused?;
     // Its contexts sleep with it, as E2B's pause stops the whole machine (connect and
     // resume wake them as they give them its deadline); one busy stays awake.
-    for context in door.sandboxes.contexts(&id) {
-        let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&context);
+    for context in labels.contexts {
+        let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&context.id);
         let paused = door
             .app
             .runner
-            .pause_session(&context, ctx.key_id.as_deref())
+            .pause_session(&context.id, ctx.key_id.as_deref())
             .await;
         bracket.close(outcome_of(&paused, 204));
     }
@@ -558,8 +532,6 @@ async fn fork(
     }
     let after = deadline(t.timeout)?;
     let key = ctx.key_id.as_deref();
-    let info = door.app.runner.session_info(&id, key).await?;
-    let source = record_of(&door, &info);
     let token = access_token(&door, &headers);
     let mut results = Vec::new();
     // Forks made are closed if the request ends before it answers.
@@ -576,14 +548,9 @@ async fn fork(
             Ok(session) => {
                 made.push(&session.id);
                 session.set_deadline(after);
-                let record = Record {
-                    contexts: Vec::new(),
-                    bash_contexts: Vec::new(),
-                    ..source.clone()
-                };
-                results.push(json!({"sandbox": sandbox_body(&session.id, &record, token.clone())}));
-                door.sandboxes
-                    .insert(&session.id, record, |id| door.app.runner.has_session(id));
+                // Its labels are its source's, but for the contexts (`Runner::fork_session`).
+                let body = sandbox_body(&session.info(), &session.labels(), token.clone());
+                results.push(json!({ "sandbox": body }));
             }
             // The first failure is the request's when nothing was forked yet (not found,
             // another key's); later ones are that fork's.

@@ -23,8 +23,6 @@ use tokio::sync::mpsc;
 
 use super::control::{check_env, invalid, set_up_code, set_up_in};
 use super::network;
-use super::sandboxes::{MAX_CONTEXTS, Record};
-use super::unclaimed::Unclaimed;
 use super::{
     DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed,
     set_up,
@@ -37,7 +35,9 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake::OpeningExtras;
 use crate::supervisor::runner::{SessionTurn, TextSink};
+use crate::supervisor::session::{Labels, MAX_CONTEXTS};
 
 pub fn routes() -> axum::Router<DoorState> {
     axum::Router::new()
@@ -81,15 +81,25 @@ fn check_language(language: Option<&str>) -> Result<Option<Language>, E2bError> 
     }
 }
 
-/// The session a cell or context request is for: the sandbox's own, or one of its
-/// contexts (another sandbox's context is not found).
-fn target(door: &DoorState, sandbox: &str, context: Option<&str>) -> Result<String, E2bError> {
-    match context {
-        None => Ok(sandbox.to_string()),
-        Some(c) if c == sandbox => Ok(c.to_string()),
-        Some(c) if door.sandboxes.has_context(sandbox, c) => Ok(c.to_string()),
-        // Another sandbox's context, or none: not found.
-        Some(c) => Err(E2bError(
+/// The session a cell or context request is for, and its language when the cell names
+/// none: the sandbox's own (Python), or one of its contexts (Python, or bash for one made
+/// for bash); another sandbox's context is not found.
+async fn target(
+    door: &DoorState,
+    key: Option<&str>,
+    sandbox: &str,
+    context: Option<&str>,
+) -> Result<(String, Language), E2bError> {
+    let c = match context {
+        None => return Ok((sandbox.to_string(), Language::Python)),
+        Some(c) if c == sandbox => return Ok((c.to_string(), Language::Python)),
+        Some(c) => c,
+    };
+    let (_, labels) = door.app.runner.session_labelled(sandbox, key).await?;
+    match labels.context(c) {
+        Some(found) if found.bash => Ok((c.to_string(), Language::Bash)),
+        Some(_) => Ok((c.to_string(), Language::Python)),
+        None => Err(E2bError(
             SupervisorError::SessionNotFound(c.to_string()).into(),
         )),
     }
@@ -133,13 +143,10 @@ async fn execute(
     let language = check_language(cell.language.as_deref())?;
     let env = cell.env_vars.unwrap_or_default();
     check_env(&env)?;
-    let id = target(&door, &sandbox, cell.context_id.as_deref())?;
+    let key = ctx.key_id.as_deref();
+    let (id, own) = target(&door, key, &sandbox, cell.context_id.as_deref()).await?;
     // A context made for bash runs its cells as shell unless told otherwise.
-    let language = language.unwrap_or(if door.sandboxes.is_bash(&sandbox, &id) {
-        Language::Bash
-    } else {
-        Language::Python
-    });
+    let language = language.unwrap_or(own);
     // Not found, another key's or ended: an HTTP error, before the stream begins.
     door.app.runner.session(&id, ctx.key_id.as_deref()).await?;
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
@@ -313,33 +320,40 @@ async fn create_context(
     }
     let key = ctx.key_id.as_deref();
     let owner = door.app.runner.session(&sandbox, key).await?;
-    let record = door.sandboxes.get(&sandbox).unwrap_or_default();
-    if record.contexts.len() >= MAX_CONTEXTS {
+    let labels = owner.labels();
+    if labels.contexts.len() >= MAX_CONTEXTS {
         return Err(invalid(format!(
             "this sandbox has {MAX_CONTEXTS} contexts already: remove one first"
         )));
     }
-    // The sandbox's network, whatever it is (none, the operator's, narrowed).
+    // The sandbox's network, whatever it is (none, the operator's, narrowed); its env, set
+    // up in the context's own working directory.
     let network = network::of_session(&owner);
-    let id = open_session(&door, &ctx, owner.template, network).await?;
-    let mut opened = Unclaimed::new(&door, key);
-    opened.push(&id);
-    if let Err(why) = set_up(&door, &ctx, &id, set_up_in(&record.env, &cwd)).await {
-        opened.close().await;
-        return Err(invalid(format!(
-            "the context's cwd {cwd:?} could not be made: {why}"
-        )));
+    let extras = OpeningExtras {
+        labels: Labels {
+            context_of: Some(sandbox.clone()),
+            ..Labels::default()
+        },
+        deadline: None,
+        set_up: Some(set_up_in(&labels.env, &cwd)),
+    };
+    let id = open_session(&door, &ctx, owner.template, network, extras)
+        .await
+        .map_err(|why| {
+            invalid(format!(
+                "the context's cwd {cwd:?} could not be made: {why}"
+            ))
+        })?;
+    let bash = language == Language::Bash;
+    let added = door
+        .app
+        .runner
+        .relabel(&sandbox, key, |l| l.add_context(&id, bash))
+        .await;
+    if let Err(e) = added {
+        let _ = door.app.runner.close_session(&id, key).await;
+        return Err(e.into());
     }
-    if !door
-        .sandboxes
-        .add_context(&sandbox, &id, language == Language::Bash)
-    {
-        opened.close().await;
-        return Err(invalid(format!(
-            "this sandbox has {MAX_CONTEXTS} contexts already"
-        )));
-    }
-    opened.claim();
     // Added first, then given the sandbox's deadline: a timeout set meanwhile reaches it
     // one way or the other.
     contexts_follow(&door, key, &owner).await;
@@ -352,21 +366,20 @@ async fn list_contexts(
     headers: HeaderMap,
 ) -> Result<Json<Value>, E2bError> {
     let sandbox = sandbox_of(&headers)?;
-    door.app
+    let (_, labels) = door
+        .app
         .runner
-        .session_info(&sandbox, ctx.key_id.as_deref())
+        .session_labelled(&sandbox, ctx.key_id.as_deref())
         .await?;
-    let record: Record = door.sandboxes.get(&sandbox).unwrap_or_default();
-    let contexts = std::iter::once(sandbox.as_str())
-        .chain(record.contexts.iter().map(String::as_str))
-        .map(|id| {
-            let language = if record.bash_contexts.iter().any(|c| c == id) {
+    let contexts = std::iter::once(context_body(&sandbox, HOME, Language::Python))
+        .chain(labels.contexts.iter().map(|c| {
+            let language = if c.bash {
                 Language::Bash
             } else {
                 Language::Python
             };
-            context_body(id, HOME, language)
-        })
+            context_body(&c.id, HOME, language)
+        }))
         .collect();
     Ok(Json(Value::Array(contexts)))
 }
@@ -383,15 +396,18 @@ async fn remove_context(
             "the sandbox's default context cannot be removed (kill the sandbox)".into(),
         ));
     }
-    let id = target(&door, &sandbox, Some(&context))?;
+    let key = ctx.key_id.as_deref();
+    let (id, _) = target(&door, key, &sandbox, Some(&context)).await?;
     let bracket = Bracket::open(&door.app, &ctx, Action::SessionClose).session(&id);
-    let closed = door
-        .app
-        .runner
-        .close_session(&id, ctx.key_id.as_deref())
-        .await;
+    let closed = door.app.runner.close_session(&id, key).await;
     bracket.close(outcome_of(&closed, 204));
-    door.sandboxes.remove_context(&sandbox, &id);
+    door.app
+        .runner
+        .relabel(&sandbox, key, |l| {
+            l.contexts.retain(|c| c.id != id);
+            Ok(())
+        })
+        .await?;
     closed?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -403,13 +419,11 @@ async fn restart_context(
     Path(context): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let sandbox = sandbox_of(&headers)?;
-    let id = target(&door, &sandbox, Some(&context))?;
-    door.app
-        .runner
-        .restart_session(&id, ctx.key_id.as_deref())
-        .await?;
+    let key = ctx.key_id.as_deref();
+    let (id, _) = target(&door, key, &sandbox, Some(&context)).await?;
+    door.app.runner.restart_session(&id, key).await?;
     // A fresh interpreter: the sandbox's set-up again (its working directory, its env).
-    let env = door.sandboxes.get(&sandbox).unwrap_or_default().env;
-    set_up(&door, &ctx, &id, set_up_code(&env)).await?;
+    let (_, labels) = door.app.runner.session_labelled(&sandbox, key).await?;
+    set_up(&door, &ctx, &id, set_up_code(&labels.env)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -21,7 +21,6 @@ mod filesystem;
 mod interpreter;
 mod network;
 mod process;
-mod sandboxes;
 mod unclaimed;
 
 use std::sync::Arc;
@@ -42,16 +41,15 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
+use crate::supervisor::intake::OpeningExtras;
 use crate::supervisor::runner::QueryEffect;
 use crate::supervisor::runner::{SessionTurn, TurnDone};
 use crate::supervisor::session::Session;
-use sandboxes::Sandboxes;
 
-/// What the door's handlers share: the server's state and the door's record of its
-/// sandboxes.
+/// What the door's handlers share: the server's state. What it knows of a sandbox beyond
+/// its session (its template's name, metadata, env, contexts) is the session's labels.
 pub struct Door {
     app: AppState,
-    sandboxes: Sandboxes,
 }
 
 type DoorState = Arc<Door>;
@@ -79,10 +77,7 @@ enum Plane {
 /// The router nested at `/e2b`: each request goes to its plane's router by its
 /// `E2b-Sandbox-Port` header.
 pub fn router(app: AppState) -> Router {
-    let door = Arc::new(Door {
-        app,
-        sandboxes: Sandboxes::default(),
-    });
+    let door = Arc::new(Door { app });
     let control = control::routes().with_state(door.clone());
     let interpreter = interpreter::routes().with_state(door.clone());
     let envd = envd::routes().with_state(door);
@@ -206,44 +201,46 @@ async fn run_turn(
     Ok(ran?.unchecked()?)
 }
 
-/// Opens a session for the door (a sandbox, or one of its contexts), audited as any
-/// session's opening; its id.
+/// Opens a session for the door (a sandbox, or one of its contexts) with what the door
+/// adds (`extras`: labels, deadline, set-up), audited as any session's opening; its id.
 async fn open_session(
     door: &Door,
     ctx: &RequestContext,
     template: crate::template::Template,
     network: Option<NetworkRequest>,
+    extras: OpeningExtras,
 ) -> Result<String, ApiError> {
     let open = OpenSessionRequest {
         limits: None,
         template: Some(template),
         leakage: None,
         snapshot: None,
-        durable: false,
+        // In a cluster a sandbox outlives its node (a kill -9, a failover), as E2B's do.
+        durable: door.app.runner.in_cluster(),
         packages: Vec::new(),
         network,
         secrets: Default::default(),
     };
     let opened = Bracket::open(&door.app, ctx, Action::SessionOpen)
         .around(201, async |record| {
-            intake::open(&door.app.runner, open, record).await
+            intake::open_with(&door.app.runner, open, extras, record).await
         })
         .await?;
     Ok(opened.id.clone())
 }
 
-/// Gives sandbox `sandbox`'s contexts its deadline, when it has one: they end when it ends by
-/// time (its timeout, its lifetime), by the supervisor's own sweep, as it does, instead of
-/// at their own idle time. Called when a context is made and whenever the sandbox's
-/// timeout changes (a context that hibernated wakes to take it). A sandbox killed here
-/// closes its contexts itself (`control::kill`).
+/// Gives sandbox `sandbox`'s contexts (`labels`' own) its deadline, when it has one: they end
+/// when it ends by time (its timeout, its lifetime), by the supervisor's own sweep, as it
+/// does, instead of at their own idle time. Called when a context is made and whenever the
+/// sandbox's timeout changes (a context that hibernated wakes to take it). A sandbox killed
+/// here closes its contexts itself (`control::kill`).
 async fn contexts_follow(door: &Door, key: Option<&str>, sandbox: &Session) {
-    for id in door.sandboxes.contexts(&sandbox.id) {
+    for context in sandbox.labels().contexts {
         // Read again for each: waking one may take a while.
         let Some(left) = sandbox.deadline_in() else {
             return;
         };
-        if let Ok(context) = door.app.runner.session(&id, key).await {
+        if let Ok(context) = door.app.runner.session(&context.id, key).await {
             context.set_deadline(left);
         }
     }

@@ -1,7 +1,8 @@
-//! Sessions a request opened but has not yet handed to its caller (a sandbox being set up,
-//! forks not yet answered, a context being made): closed when the request fails or is
-//! dropped (a client hanging up, a panic) before [`Unclaimed::claim`], so a create or fork
-//! that fails half-way leaves nothing running.
+//! Sessions a request opened but has not yet handed to its caller (forks not yet
+//! answered): closed when the request is dropped (a client hanging up, a panic) before
+//! [`Unclaimed::claim`], so a fork that fails half-way leaves nothing running. (A sandbox
+//! or a context is opened, labelled and set up in one supervisor call, `intake::open_with`,
+//! which closes what it opened when the set-up fails.)
 
 use super::DoorState;
 
@@ -29,17 +30,10 @@ impl Unclaimed {
     pub fn claim(mut self) {
         self.ids.clear();
     }
-
-    /// Closes them now, before the request's error is answered (so none is listed after it).
-    pub async fn close(mut self) {
-        let ids = std::mem::take(&mut self.ids);
-        close_all(&self.door, self.key.as_deref(), ids).await;
-    }
 }
 
 async fn close_all(door: &DoorState, key: Option<&str>, ids: Vec<String>) {
     for id in ids {
-        door.sandboxes.remove(&id);
         let _ = door.app.runner.close_session(&id, key).await;
     }
 }
