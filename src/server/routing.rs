@@ -3,7 +3,8 @@
 //! session, names it (`Vivarium-Session`), so a proxy can learn where a session lives now
 //! (HAProxy's `stick store-response`); a request may name its session in
 //! `Vivarium-Session` (for proxies that hash a header rather than a path), and where its
-//! path names one too they must agree. A code-mode execution waiting on its caller is named
+//! path names one too they must agree. An E2B sandbox is its session: named by its path
+//! (`/e2b/sandboxes/{id}`) or its `E2b-Sandbox-Id` header. A code-mode execution waiting on its caller is named
 //! the same way (`Vivarium-Execution`), by the response that suspended it and by every
 //! successful one about it, so its resumes reach the node whose program waits.
 
@@ -34,13 +35,26 @@ fn execution_in_path(path: &str) -> Option<String> {
     shaped.then(|| id.to_string())
 }
 
-/// The session a path names: `/v1/sessions/{id}…` or `/api/kernels/{id}…`.
+/// The session a path names: `/v1/sessions/{id}…`, `/api/kernels/{id}…`, or an E2B
+/// sandbox's `/e2b/sandboxes/{id}…` and `/e2b/v2/sandboxes/{id}…`.
 fn session_in_path(path: &str) -> Option<&str> {
     let rest = path
         .strip_prefix("/v1/sessions/")
-        .or_else(|| path.strip_prefix("/api/kernels/"))?;
+        .or_else(|| path.strip_prefix("/api/kernels/"))
+        .or_else(|| path.strip_prefix("/e2b/sandboxes/"))
+        .or_else(|| path.strip_prefix("/e2b/v2/sandboxes/"))?;
     let id = rest.split('/').next()?;
     (!id.is_empty()).then_some(id)
+}
+
+/// The sandbox an E2B sandbox-plane request is for (its `E2b-Sandbox-Id` header): its
+/// session, which the response names as a path's.
+fn e2b_sandbox(req: &Request) -> Option<String> {
+    if !req.uri().path().starts_with("/e2b/") {
+        return None;
+    }
+    let id = req.headers().get("e2b-sandbox-id")?.to_str().ok()?.trim();
+    is_session_id(id).then(|| id.to_string())
 }
 
 /// Checks a request's `Vivarium-Session` and adds `Vivarium-Node` to every response.
@@ -65,7 +79,8 @@ pub async fn middleware(State(state): State<AppState>, req: Request, next: Next)
     }
     let named = session_in_path(req.uri().path())
         .filter(|id| is_session_id(id))
-        .map(str::to_string);
+        .map(str::to_string)
+        .or_else(|| e2b_sandbox(&req));
     let execution = execution_in_path(req.uri().path());
     let mut resp = next.run(req).await;
     name_node(resp.headers_mut(), &state.config.node_id);
@@ -120,5 +135,11 @@ mod tests {
         assert_eq!(session_in_path("/v1/sessions"), None);
         assert_eq!(session_in_path("/v1/sessions/"), None);
         assert_eq!(session_in_path("/v1/execute"), None);
+        assert_eq!(session_in_path("/e2b/sandboxes/s-3/pause"), Some("s-3"));
+        assert_eq!(
+            session_in_path("/e2b/v2/sandboxes/s-4/connect"),
+            Some("s-4")
+        );
+        assert_eq!(session_in_path("/e2b/v2/sandboxes"), None);
     }
 }

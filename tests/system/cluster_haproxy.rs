@@ -11,7 +11,9 @@
 //! the others are untouched; a drain (SIGTERM): every session it held goes on elsewhere with
 //! its state; a rolling restart of all three under a steady mix of executions and turns: no
 //! session lost, no 5xx but retryable 503s; a fourth node added: it takes executions, and no
-//! session moves to it. The figures are printed (`benches/RESULTS.md` quotes them). And, node to node
+//! session moves to it. The figures are printed (`benches/RESULTS.md` quotes them). An E2B
+//! sandbox stays on its node and outlives a `kill -9` of it with its metadata, envs and
+//! contexts, found by a list on another node. And, node to node
 //! without the proxy: a session that hibernated on one node is taken by the node asked for
 //! it; and with API keys, another key's session id is `session_not_found` on every node,
 //! live, elsewhere or held by a dead node, and its asking moves nothing.
@@ -452,6 +454,173 @@ async fn a_suspended_execution_follows_its_node_and_outlives_it() {
     assert_eq!(end.status, 200, "{}", end.body);
     let out = end.body["stdout"].as_str().unwrap();
     assert!(out.ends_with(", 11, 22, 33]\n"), "{out}");
+    drop(proxy);
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An E2B request through the proxy (`port` the sandbox plane's, `sandbox` its id), retried
+/// while the answer is a 503 (a session on its way between nodes) for up to 20 s: its
+/// status, the node that answered and its body as text.
+async fn e2b_call(
+    c: &reqwest::Client,
+    p: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    plane: Option<(u16, &str)>,
+    body: Option<Value>,
+) -> (u16, String, String) {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut r = c.request(method.clone(), p.url(&format!("/e2b{path}")));
+        if let Some((port, id)) = plane {
+            r = r
+                .header("E2b-Sandbox-Port", port.to_string())
+                .header("E2b-Sandbox-Id", id);
+        }
+        if let Some(b) = &body {
+            r = r.json(b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let node = resp
+            .headers()
+            .get("vivarium-node")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let text = resp.text().await.unwrap();
+        if status != 503 || Instant::now() > until {
+            return (status, node, text);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The stdout of an E2B cell's NDJSON answer.
+fn cell_stdout(ndjson: &str) -> String {
+    ndjson
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["type"] == "stdout")
+        .map(|l| l["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// E2B behind the proxy: a sandbox's requests stay on its node (its id in the
+/// `E2b-Sandbox-Id` header or the path); when that node is killed (`kill -9`), the sandbox
+/// goes on elsewhere at its last completed cell with its metadata, envs and contexts, and a
+/// list on any node finds it by its metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_e2b_sandbox_outlives_its_node_with_its_metadata_envs_and_contexts() {
+    use reqwest::Method as M;
+    let Some(haproxy) = haproxy_binary() else {
+        return skip_or_fail("HAProxy is not installed");
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = scratch_dir("cluster-e2b-store");
+    let store = Store::Dir(dir.clone());
+    let c = client();
+    let mut nodes: Vec<Node> = ["eb1", "eb2", "eb3"].into_iter().map(Node::new).collect();
+    for n in &mut nodes {
+        n.start(&store);
+    }
+    for n in &nodes {
+        wait_ready_at(&n.base()).await;
+    }
+    let proxy = Proxy::start(&haproxy, &nodes);
+    for n in &nodes {
+        proxy.wait_state(&c, &n.id, "UP").await;
+    }
+    let new =
+        json!({"templateID": "base", "metadata": {"team": "t9"}, "envVars": {"GREETING": "hi"}});
+    let (st, home, body) = e2b_call(&c, &proxy, M::POST, "/v2/sandboxes", None, Some(new)).await;
+    assert_eq!(st, 201, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["sandboxID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let plane = Some((49999, id.as_str()));
+    let ctx = json!({"language": "bash"});
+    let (st, node, body) = e2b_call(&c, &proxy, M::POST, "/contexts", plane, Some(ctx)).await;
+    assert_eq!((st, node.as_str()), (200, home.as_str()), "{body}");
+    let ctx = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cell = |code: &str, context: Option<&str>| json!({"code": code, "context_id": context});
+    let (st, node, body) = e2b_call(
+        &c,
+        &proxy,
+        M::POST,
+        "/execute",
+        plane,
+        Some(cell("x = 41", None)),
+    )
+    .await;
+    assert_eq!((st, node.as_str()), (200, home.as_str()), "{body}");
+
+    // Its node dies.
+    let at = nodes.iter().position(|n| n.id == home).unwrap();
+    nodes[at].kill9();
+    proxy.wait_state(&c, &home, "DOWN").await;
+    let (st, node, body) = e2b_call(
+        &c,
+        &proxy,
+        M::GET,
+        "/v2/sandboxes?metadata=team%3Dt9",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    assert_ne!(node, home);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sandboxID"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![id.as_str()],
+        "found by its metadata, without its context: {body}"
+    );
+    let (st, node, body) = e2b_call(
+        &c,
+        &proxy,
+        M::POST,
+        "/execute",
+        plane,
+        Some(cell("print(x + 1)", None)),
+    )
+    .await;
+    assert_eq!((st, cell_stdout(&body).as_str()), (200, "42\n"), "{body}");
+    assert_ne!(node, home);
+    let (st, _, body) = e2b_call(
+        &c,
+        &proxy,
+        M::POST,
+        "/execute",
+        plane,
+        Some(cell("echo $GREETING", Some(&ctx))),
+    )
+    .await;
+    assert_eq!(
+        (st, cell_stdout(&body).as_str()),
+        (200, "hi\n"),
+        "its bash context, with the sandbox's env: {body}"
+    );
+    let (st, _, body) = e2b_call(&c, &proxy, M::GET, &format!("/sandboxes/{id}"), None, None).await;
+    assert_eq!(st, 200, "{body}");
+    let info: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (
+            info["metadata"]["team"].as_str(),
+            info["templateID"].as_str()
+        ),
+        (Some("t9"), Some("base"))
+    );
     drop(proxy);
     drop(nodes);
     let _ = std::fs::remove_dir_all(dir);

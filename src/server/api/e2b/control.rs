@@ -26,6 +26,7 @@ use crate::guest::env_literal;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
+use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::OpeningExtras;
@@ -281,7 +282,11 @@ async fn create(
         .session_labelled(&id, ctx.key_id.as_deref())
         .await?;
     let body = sandbox_body(&info, &labels, access_token(&door, &headers));
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    // Named, so a proxy in front of a cluster learns where it lives (`server/routing.rs`).
+    Ok(naming_session(
+        (StatusCode::CREATED, Json(body)).into_response(),
+        &id,
+    ))
 }
 
 /// `GET /v2/sandboxes`' query: E2B's filters and pages.
