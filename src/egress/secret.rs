@@ -163,12 +163,22 @@ impl Secrets {
         self.list.is_empty()
     }
 
-    /// `NAME=placeholder` for each: laid over the guest's environment.
+    /// `NAME=placeholder` for each.
     pub fn env(&self) -> Vec<(String, String)> {
         self.list
             .iter()
             .map(|s| (s.name.clone(), s.placeholder.clone()))
             .collect()
+    }
+
+    /// `env` with each secret's placeholder laid over it: the program sees a placeholder,
+    /// never a value, and a caller's variable of a secret's name gives way to it. The one
+    /// rule of an execution's environment and a session turn's own variables.
+    pub fn lay_over(&self, mut env: Vec<(String, String)>) -> Vec<(String, String)> {
+        let placeholders = self.env();
+        env.retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
+        env.extend(placeholders);
+        env
     }
 
     /// `(secret:NAME, value)` for each: literal secrets of the leakage scan.

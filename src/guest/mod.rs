@@ -21,8 +21,7 @@ pub use language::{
     Language, command_source, guest_source, needs_notebook, pip_install_line, pip_requirements,
 };
 pub use setup::{
-    GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, secrets_env,
-    setup_code, turn_env,
+    GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, setup_code, turn_env,
 };
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,

@@ -40,16 +40,6 @@ pub fn packages_on_path() -> String {
     )
 }
 
-/// The hidden turn before a session's turn whose network carries secrets: their
-/// placeholders in its environment. Every such turn runs it: a rolled-back turn may have
-/// undone it. (The HTTP clients were patched when the template was built.)
-pub fn secrets_env(env: &[(String, String)]) -> String {
-    format!(
-        "__import__('os').environ.update({})\n",
-        env_literal(pairs(env))
-    )
-}
-
 /// Sets a turn's own variables (a cell's `env_vars`), keeping what they replace for
 /// [`UNDO_TURN_ENV`]: a hidden turn before the caller's.
 pub fn turn_env(env: &[(String, String)]) -> String {

@@ -95,14 +95,11 @@ pub struct TurnJob {
     #[serde(default)]
     pub tools: Option<crate::tools::Toolbox>,
     /// Network by exception: what the turn's requests may reach (they go out as
-    /// [`Event::Egress`]), and the secrets' placeholders for its environment.
+    /// [`Event::Egress`]).
     #[serde(default)]
     pub network: Option<crate::egress::Network>,
-    /// `NAME=placeholder` of each secret of the session's.
-    #[serde(default)]
-    pub network_env: Vec<(String, String)>,
-    /// Variables of this turn alone (an E2B cell's `env_vars`): set before its code, undone
-    /// after it.
+    /// Variables of this turn alone (an E2B cell's `env_vars`, the secrets' placeholders
+    /// laid over them: `Secrets::lay_over`): set before its code, undone after it.
     #[serde(default)]
     pub env: Vec<(String, String)>,
     /// What `code` is written in (a shell script runs through the guest's shell, its `cd`

@@ -338,15 +338,8 @@ impl Worker {
                 "setting the turn's variables: {e}"
             )));
         }
-        // Network by exception: the secrets' placeholders in its environment (a hidden turn,
-        // before the caller's), then the door.
+        // Network by exception: the door (the secrets' placeholders are among `t.env`).
         if let Some(network) = t.network {
-            if !t.network_env.is_empty()
-                && let Err(e) = interp.hidden_turn(&crate::guest::secrets_env(&t.network_env))
-            {
-                self.put_back(t.handle, interp);
-                return Err(JobError::Internal(format!("setting up the network: {e}")));
-            }
             interp.offer_egress(Some(EgressDoor::new(
                 network,
                 egress_asker_of(events.clone()),

@@ -57,7 +57,7 @@ pub async fn prepare(
     }
     host.check_packages(&packages)
         .map_err(SupervisorError::Package)?;
-    let mut env: Vec<(String, String)> = req.env.into_iter().collect();
+    let env: Vec<(String, String)> = req.env.into_iter().collect();
     let policy = runner.leak_policy(req.leakage)?;
     let tools = toolbox(req.tools, req.tool_limits)?;
     no_tools_in_shell(req.language, &tools)?;
@@ -74,10 +74,7 @@ pub async fn prepare(
         None => network_of(runner, req.network, req.secrets, record)?,
     };
     let guard = runner.leak_guard_with_secrets(policy, &env, &req.leakage_allow_env, &secrets);
-    // The program sees each secret's placeholder, never its value.
-    let placeholders = secrets.env();
-    env.retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
-    env.extend(placeholders);
+    let env = secrets.lay_over(env);
     let resolved = runner.packages(packages.clone(), record).await?;
     let spec = RunSpec {
         program: Program {

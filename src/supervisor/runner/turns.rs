@@ -301,11 +301,11 @@ impl Runner {
             policy: check,
             tools,
             network: egress.as_ref().map(|(_, _, g)| g.network.clone()),
-            network_env: egress
-                .as_ref()
-                .map(|(_, _, g)| g.secrets.env())
-                .unwrap_or_default(),
-            env,
+            // The secrets' placeholders are the turn's own variables, as an execution's.
+            env: match &egress {
+                Some((_, _, g)) => g.secrets.lay_over(env),
+                None => env,
+            },
             language,
         }));
         let sinks = Sinks {
