@@ -37,6 +37,7 @@ mod sync;
 mod template;
 mod tools;
 mod vivarium;
+mod vocabulary;
 mod worker;
 
 pub mod cli;

@@ -3,43 +3,7 @@
 //! shell script through `vivarium_shell` (`python-wasi/guest/shell.py`), all inside the
 //! guest's own CPython; never a host process.
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-/// The language of a run's `code`: a closed set, named by both doors and the sandbox.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Deserialize,
-    Serialize,
-    ToSchema,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    /// Python, with notebook syntax (IPython's magics, `!cmd`, `var = !cmd`, `obj?`)
-    /// translated as IPython does. The default.
-    #[default]
-    Python,
-    /// A POSIX shell script, run by the guest's shell (`"sh"` is accepted for it).
-    #[serde(alias = "sh")]
-    Bash,
-}
-
-impl Language {
-    /// Its name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::Bash => "bash",
-        }
-    }
-}
+pub use crate::vocabulary::Language;
 
 /// `code` as the guest runs it, or `None` when it runs as it is (plain Python without
 /// tools: nothing added, nothing to pay). `tools` is code mode's specs as the guest reads

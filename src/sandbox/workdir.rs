@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use cap_std::ambient_authority;
@@ -21,9 +21,8 @@ use sha2::{Digest, Sha256};
 use crate::guest::{HOST_LAYOUT_DIRS, STUB_DIRS};
 use crate::report::{FileOut, Held};
 
-/// Limits on what a caller may place in a sandbox, checked before anything is written.
-pub const MAX_INPUT_FILES: usize = 1000;
-pub const MAX_PATH_BYTES: usize = 1024;
+use crate::vocabulary::BadPath;
+pub use crate::vocabulary::MAX_INPUT_FILES;
 
 /// Under a scratch root that holds returned files, a returned file larger than this is not
 /// read into memory: it is moved (a rename, no copy) to the root itself as
@@ -467,36 +466,10 @@ impl Drop for WorkDir {
     }
 }
 
-/// A path a caller may name inside the working directory: relative, made of plain
-/// components, no NUL, bounded length.
+/// [`crate::vocabulary::check_relative_path`], as this module's error.
 pub fn validate_relative_path(path: &str) -> Result<(), WorkdirError> {
-    let bad = |reason| {
-        Err(WorkdirError::BadPath {
-            path: path.chars().take(200).collect(),
-            reason,
-        })
-    };
-    if path.is_empty() {
-        return bad("empty");
-    }
-    if path.len() > MAX_PATH_BYTES {
-        return bad("longer than 1024 bytes");
-    }
-    if path.contains('\0') {
-        return bad("contains NUL");
-    }
-    if path.contains('\\') {
-        return bad("contains a backslash");
-    }
-    for c in Path::new(path).components() {
-        match c {
-            Component::Normal(_) => {}
-            Component::RootDir | Component::Prefix(_) => return bad("must be relative"),
-            Component::ParentDir => return bad("contains '..'"),
-            Component::CurDir => return bad("contains '.'"),
-        }
-    }
-    Ok(())
+    crate::vocabulary::check_relative_path(path)
+        .map_err(|BadPath { path, reason }| WorkdirError::BadPath { path, reason })
 }
 
 #[cfg(test)]

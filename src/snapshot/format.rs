@@ -41,7 +41,7 @@ const MAX_HEADER_LISTS_BYTES: usize = MAX_HEADER_BYTES - MAX_LABELS_BYTES - (64 
 /// Entries (files and folders) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 10_000;
 /// The longest path (relative to the working directory) a snapshot holds, in bytes.
-pub const MAX_PATH_BYTES: usize = 1024;
+pub use crate::vocabulary::MAX_PATH_BYTES;
 /// Mutable globals a snapshot may hold (the guest has one).
 const MAX_GLOBALS: usize = 64;
 /// The most package pins a snapshot may carry.

@@ -3,6 +3,13 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Seconds since the Unix epoch, now (what snapshots and journals are stamped with).
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 pub fn rfc3339_now() -> String {
     rfc3339(SystemTime::now())
 }

@@ -24,7 +24,6 @@ use crate::check::Policy;
 use crate::limits::{FUEL_PER_CPU_SECOND, LimitsRequest};
 use crate::report::{OutputObserver, StreamKind};
 use crate::report::{Report, Status};
-use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::server::AppState;
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, OnWire};
@@ -35,6 +34,7 @@ use crate::supervisor::audit::{AuditRecord, Outcome};
 use crate::supervisor::metrics::RunKind;
 use crate::sync::lock;
 use crate::vivarium::{Executed, InputFile, Program, RunSpec};
+use crate::vocabulary::{MAX_INPUT_FILES, check_relative_path};
 
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
 
@@ -283,7 +283,7 @@ async fn run(
             _ if i == 0 => "main.py".to_string(),
             _ => format!("file{i}.code"),
         };
-        validate_relative_path(&name).map_err(|e| bad(format!("files[{i}].name: {e}")))?;
+        check_relative_path(&name).map_err(|e| bad(format!("files[{i}].name: {e}")))?;
         if files.iter().any(|f: &InputFile| f.path == name) {
             return Err(bad(format!("files[{i}].name {name:?} is given twice")));
         }

@@ -15,7 +15,6 @@ use utoipa::ToSchema;
 use crate::check::Finding;
 use crate::limits::Limits;
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
-use crate::sandbox::workdir::validate_relative_path;
 use crate::server::AppState;
 use crate::server::error::{ApiError, ApiResult, ErrorDetail};
 use crate::supervisor::ErrorCode;
@@ -23,7 +22,8 @@ use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::runner::TurnDone;
 use crate::supervisor::session::{EndInfo, Session};
-use crate::template::Template;
+use crate::vocabulary::Template;
+use crate::vocabulary::check_relative_path;
 use crate::worker::held::FileBody;
 
 mod cell;
@@ -152,7 +152,7 @@ pub struct ExecuteResponse {
 /// A media type from a file name's extension.
 /// A session file's path as a request names it: relative, inside the working directory.
 pub fn check_file_path(path: &str) -> ApiResult<()> {
-    validate_relative_path(path).map_err(|e| {
+    check_relative_path(path).map_err(|e| {
         ApiError::from(SupervisorError::InvalidPath {
             field: "path".into(),
             message: e.to_string(),

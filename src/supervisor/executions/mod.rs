@@ -16,7 +16,7 @@ mod journal;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 pub use execution::{Execution, Finished, Progress, Stop, shown};
 pub use journal::Journal;
@@ -24,6 +24,7 @@ pub use journal::Journal;
 use super::error::{SupervisorError, SupervisorResult};
 use super::snapshots::Snapshots;
 use super::tenants::{Held, Quota, Tenant};
+use super::time::now_secs;
 use crate::snapshot::SnapshotId;
 use crate::sync::lock;
 
@@ -55,12 +56,6 @@ pub struct Executions {
     snapshots: Snapshots,
     settings: ExecutionSettings,
     entries: Mutex<HashMap<String, Entry>>,
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Executions {

@@ -6,8 +6,6 @@
 //! Capturing holds the session busy (409 while a turn runs) while its worker captures it;
 //! encoding and decoding (hashing, zstd) run on a blocking thread, never on the executor.
 
-use std::time::SystemTime;
-
 use super::Runner;
 use super::turns::{call_held, failed};
 use super::{failure, out_of_turn};
@@ -17,12 +15,6 @@ use crate::supervisor::session::{Busy, Session};
 use crate::template::Template;
 use crate::vivarium::Vivarium;
 use crate::worker::{Failure, Job, Reply, Sinks};
-
-pub(super) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 pub(super) fn binding(host: &Vivarium, template: Template) -> SupervisorResult<Binding> {
     host.binding(template)

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Runner;
-use super::capture::{binding, capture, now_secs, record_of};
+use super::capture::{binding, capture, record_of};
 use crate::snapshot::{Provenance, SessionImage, SnapshotId, encode};
 use crate::supervisor::cluster::{Cluster, Holder, Seen};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::session::{PutBack, Session, is_session_id};
 use crate::supervisor::snapshots::Snapshots;
+use crate::supervisor::time::now_secs;
 use crate::vivarium::Vivarium;
 
 impl Runner {

@@ -540,7 +540,7 @@ impl Runner {
         let mut out = self.sessions.labelled(key);
         let here: std::collections::HashSet<String> =
             out.iter().map(|(i, _)| i.id.clone()).collect();
-        let now = super::capture::now_secs();
+        let now = crate::supervisor::time::now_secs();
         for (header, record, template) in self.snapshots.own_sessions(key).await? {
             if here.contains(&record.id) || self.sessions.owner_of(&record.id).is_some() {
                 continue;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::Runner;
-use super::capture::{binding, capture, now_secs, starting_bytes};
+use super::capture::{binding, capture, starting_bytes};
 use super::turns::Placing;
 use crate::leakage::LeakPolicy;
 use crate::snapshot::{Provenance, SessionImage, encode};
@@ -15,6 +15,7 @@ use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::SessionEvent;
 use crate::supervisor::session::{PutBack, Session, SessionSettings};
 use crate::supervisor::snapshots::SnapshotInfo;
+use crate::supervisor::time::now_secs;
 use crate::worker::{Job, PackageRef};
 
 impl Runner {

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Runner;
-use super::capture::{binding, now_secs};
+use super::capture::binding;
 use crate::leakage::LeakPolicy;
 use crate::snapshot::SnapshotId;
 use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::{CloseReason, SessionEvent};
 use crate::supervisor::session::{Session, SessionSettings, may_use};
+use crate::supervisor::time::now_secs;
 
 impl Runner {
     /// Brings session `id` back from its own snapshot ([`Runner::session`]'s work, for one

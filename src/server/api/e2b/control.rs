@@ -31,7 +31,7 @@ use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::OpeningExtras;
 use crate::supervisor::session::{Labels, SessionInfo, SessionState};
-use crate::template::Template;
+use crate::vocabulary::Template;
 
 /// E2B's default sandbox timeout, seconds.
 const DEFAULT_TIMEOUT_SECS: u64 = 300;
@@ -157,7 +157,7 @@ fn deadline(timeout: Option<u64>) -> Result<Duration, E2bError> {
 
 /// Environment variables as every door takes them (`guest::check_env`).
 pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> {
-    crate::guest::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    crate::vocabulary::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| invalid(e.to_string()))
 }
 

@@ -119,7 +119,7 @@ pub fn relative(path: &str) -> Result<String, ConnectError> {
         return Err(bad(format!("{path:?} names no file")));
     }
     let rel = parts.join("/");
-    crate::sandbox::workdir::validate_relative_path(&rel).map_err(|e| bad(e.to_string()))?;
+    crate::vocabulary::check_relative_path(&rel).map_err(|e| bad(e.to_string()))?;
     Ok(rel)
 }
 

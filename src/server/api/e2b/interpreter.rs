@@ -27,7 +27,6 @@ use super::{
     DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed,
     set_up,
 };
-use crate::guest::Language;
 use crate::report::StreamKind;
 use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of};
@@ -38,6 +37,7 @@ use crate::supervisor::audit::Action;
 use crate::supervisor::intake::OpeningExtras;
 use crate::supervisor::runner::{SessionTurn, TextSink};
 use crate::supervisor::session::{Labels, MAX_CONTEXTS};
+use crate::vocabulary::Language;
 
 pub fn routes() -> axum::Router<DoorState> {
     axum::Router::new()

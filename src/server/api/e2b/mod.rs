@@ -32,7 +32,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tower::ServiceExt as _;
 
-use crate::guest::Language;
 use crate::server::AppState;
 use crate::server::api::types::{NetworkRequest, OpenSessionRequest};
 use crate::server::bracket::{Bracket, turn_outcome};
@@ -45,6 +44,7 @@ use crate::supervisor::intake::OpeningExtras;
 use crate::supervisor::runner::QueryEffect;
 use crate::supervisor::runner::{SessionTurn, TurnDone};
 use crate::supervisor::session::Session;
+use crate::vocabulary::Language;
 
 /// What the door's handlers share: the server's state. What it knows of a sandbox beyond
 /// its session (its template's name, metadata, env, contexts) is the session's labels.
@@ -206,7 +206,7 @@ async fn run_turn(
 async fn open_session(
     door: &Door,
     ctx: &RequestContext,
-    template: crate::template::Template,
+    template: crate::vocabulary::Template,
     network: Option<NetworkRequest>,
     extras: OpeningExtras,
 ) -> Result<String, ApiError> {

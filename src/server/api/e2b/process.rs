@@ -147,7 +147,7 @@ fn environment(envs: &Value) -> Result<Vec<(String, String)>, ConnectError> {
             env.push((k.clone(), v.to_string()));
         }
     }
-    crate::guest::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    crate::vocabulary::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| invalid(format!("envs: {e}")))?;
     Ok(env)
 }

@@ -28,7 +28,7 @@ use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::{self, OpenSessionRequest};
 use crate::supervisor::session::{SessionInfo, SessionState};
-use crate::template::Template;
+use crate::vocabulary::Template;
 
 /// A session's id as a kernel id: the same 128 bits, in the UUID form Jupyter Server's routes
 /// require (`s-0a1b…` ↔ `0a1b…-…`).

@@ -48,7 +48,6 @@ use super::types::{
     OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, media_type,
 };
 use crate::check::{Finding, Policy, Severity};
-use crate::guest::Language;
 use crate::limits::{LimitsRequest, TurnLimitsRequest};
 use crate::report::Status;
 use crate::server::AppState;
@@ -60,8 +59,9 @@ use crate::supervisor::audit::{Action, Door};
 use crate::supervisor::intake;
 use crate::supervisor::runner::Turned;
 use crate::sync::lock;
-use crate::template::Template;
 use crate::vivarium::Executed;
+use crate::vocabulary::Language;
+use crate::vocabulary::Template;
 
 pub use args::*;
 pub use results::*;

@@ -1,0 +1,15 @@
+//! The words the front doors and the layers below them share: closed sets named once (the
+//! templates, the languages) and the rules every door applies to what a caller sends (a
+//! path inside the working directory, environment variables). A leaf: it imports nothing of
+//! the crate, so a door names these without importing a floor (`tests/sandbox/layers.rs`,
+//! rule 6), and the floors re-export them where they always were.
+
+mod env;
+mod language;
+mod paths;
+mod template;
+
+pub use env::{EnvError, check_env};
+pub use language::Language;
+pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path};
+pub use template::Template;

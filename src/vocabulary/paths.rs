@@ -1,0 +1,50 @@
+//! The rule of the paths a caller names inside a sandbox's working directory, and how many
+//! files it may place there: checked by the doors before anything runs, and again where the
+//! files are written (`sandbox/workdir.rs`).
+
+use std::path::{Component, Path};
+
+/// Limits on what a caller may place in a sandbox, checked before anything is written.
+pub const MAX_INPUT_FILES: usize = 1000;
+pub const MAX_PATH_BYTES: usize = 1024;
+
+/// A path refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("file path {path:?} is not allowed: {reason}")]
+pub struct BadPath {
+    /// The path (its first 200 characters).
+    pub path: String,
+    pub reason: &'static str,
+}
+
+/// A path a caller may name inside the working directory: relative, made of plain
+/// components, no NUL, bounded length.
+pub fn check_relative_path(path: &str) -> Result<(), BadPath> {
+    let bad = |reason| {
+        Err(BadPath {
+            path: path.chars().take(200).collect(),
+            reason,
+        })
+    };
+    if path.is_empty() {
+        return bad("empty");
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return bad("longer than 1024 bytes");
+    }
+    if path.contains('\0') {
+        return bad("contains NUL");
+    }
+    if path.contains('\\') {
+        return bad("contains a backslash");
+    }
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(_) => {}
+            Component::RootDir | Component::Prefix(_) => return bad("must be relative"),
+            Component::ParentDir => return bad("contains '..'"),
+            Component::CurDir => return bad("contains '.'"),
+        }
+    }
+    Ok(())
+}
