@@ -20,8 +20,7 @@ pub enum QueryEffect {
     Changes,
 }
 
-/// At most this many completions are returned.
-pub const MAX_COMPLETIONS: usize = 200;
+pub use crate::vocabulary::MAX_COMPLETIONS;
 
 /// The query's shared head: `__vq_code`, `__vq_pos` (a cursor in code points, as the
 /// Jupyter protocol counts since 5.2), and `__vq_answer(obj)`, which sends `obj` as JSON.
@@ -142,6 +141,23 @@ try:
 finally:
     {TAIL}",
         head(code, 0)
+    )
+}
+
+/// A sandbox's set-up, changing its session: `cwd` made and made its working directory,
+/// `HOME` set to `home`, and `env` laid over `os.environ`.
+pub fn set_up<'a>(
+    cwd: &str,
+    home: &str,
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
+    let text = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    format!(
+        "import os as _o\n_o.makedirs({cwd}, exist_ok=True)\n_o.chdir({cwd})\n\
+         _o.environ['HOME'] = {home}\n_o.environ.update({env})\ndel _o\n",
+        cwd = text(cwd),
+        home = text(home),
+        env = super::env_literal(env),
     )
 }
 

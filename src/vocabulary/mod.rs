@@ -13,3 +13,7 @@ pub use env::{EnvError, check_env};
 pub use language::Language;
 pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path};
 pub use template::Template;
+
+/// The most completions a notebook's completion query answers with (the guest's code stops
+/// there; a door keeps no more of its answer).
+pub const MAX_COMPLETIONS: usize = 200;

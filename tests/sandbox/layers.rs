@@ -431,11 +431,7 @@ const FLOORS: [&str; 7] = [
 /// to move behind the intake or into the shared vocabulary (issue 48). The list may only
 /// shrink: a new door import of a floor fails, and so does one listed here that is gone.
 const DOOR_FLOOR_IMPORTS: &[(&str, &str)] = &[
-    ("server/api/e2b/control", "guest"),
-    ("server/api/e2b/filesystem", "guest/queries"),
-    ("server/api/e2b/process", "guest"),
     ("server/api/jupyter/channels", "hostcalls/input"),
-    ("server/api/jupyter/queries", "guest/queries"),
     ("server/api/mcp", "vivarium"),
     ("server/api/piston", "vivarium"),
     ("server/api/stream", "vivarium"),

@@ -177,8 +177,80 @@ pub struct OpeningExtras {
     pub labels: crate::snapshot::Labels,
     /// Its end, from now (`Session::set_deadline`).
     pub deadline: Option<std::time::Duration>,
-    /// Code run first: its working directory, its environment.
-    pub set_up: Option<String>,
+    /// Run first, as a query: its working directory, its environment.
+    pub set_up: Option<SetUp>,
+}
+
+/// A session's set-up (E2B's sandbox or context): `cwd` made and made its working
+/// directory, `HOME` set to `home`, `env` laid over its environment.
+#[derive(Debug, Clone, Default)]
+pub struct SetUp {
+    pub cwd: String,
+    pub home: String,
+    pub env: BTreeMap<String, String>,
+}
+
+/// What a door may ask of a session's interpreter between turns: not a turn (not numbered,
+/// counted, or audited as the caller's code), answered through the host's result channel
+/// (as the guest's, so hostile: the door parses and bounds it). A closed set: the guest's
+/// code for each and whether it changes the session are the intake's (`query.rs`).
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// A notebook's completions at `cursor` (in code points).
+    Complete { code: String, cursor: usize },
+    /// What the object at `cursor` is (`detail` 0 or 1).
+    Inspect {
+        code: String,
+        cursor: usize,
+        detail: u8,
+    },
+    /// Whether `code` is a whole statement yet.
+    IsComplete { code: String },
+    /// One of E2B envd's filesystem calls, `request` its JSON message; relative paths are
+    /// under `home`.
+    FileOperation {
+        op: FileOp,
+        request: String,
+        home: String,
+    },
+    /// A set-up again (a restarted context).
+    SetUp(SetUp),
+}
+
+/// The filesystem calls a [`Query::FileOperation`] makes (E2B envd's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOp {
+    Stat,
+    ListDir,
+    MakeDir,
+    Move,
+    Remove,
+}
+
+impl FileOp {
+    pub const ALL: [FileOp; 5] = [
+        FileOp::Stat,
+        FileOp::ListDir,
+        FileOp::MakeDir,
+        FileOp::Move,
+        FileOp::Remove,
+    ];
+
+    /// envd's name of it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileOp::Stat => "Stat",
+            FileOp::ListDir => "ListDir",
+            FileOp::MakeDir => "MakeDir",
+            FileOp::Move => "Move",
+            FileOp::Remove => "Remove",
+        }
+    }
+
+    /// The call envd's `name` is, if it is one.
+    pub fn named(name: &str) -> Option<FileOp> {
+        FileOp::ALL.into_iter().find(|op| op.name() == name)
+    }
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]

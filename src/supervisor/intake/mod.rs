@@ -7,14 +7,18 @@
 mod ask;
 mod code_mode;
 mod execute;
+mod query;
 mod resolve;
 mod session;
 
 pub use ask::{
-    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, OpeningExtras, TurnRequest,
+    ExecuteRequest, FileIn, FileOp, NetworkRequest, OpenSessionRequest, OpeningExtras, Query,
+    SetUp, TurnRequest,
 };
 pub use code_mode::{
     Closer, Found, Next, next_stop, resident_or_replayed, start_execution, start_turn,
 };
 pub use execute::{Prepared, execute, prepare};
+pub use query::query;
+pub use resolve::packages_to_install;
 pub use session::{open, open_with, run_turn_ask, turn, turn_as, turn_of};

@@ -125,3 +125,10 @@ pub fn network_of(
     }
     runner.network_grant(network.map(|n| n.allow), sources, record.key_id.as_deref())
 }
+
+/// The packages of a command line that is exactly one `pip install NAME…` of plain words
+/// (`guest::pip_install_line`): E2B's `commands.run` adds them to the session through the
+/// host rather than running the line; any other line is the shell's.
+pub fn packages_to_install(line: &str) -> Option<Vec<String>> {
+    crate::guest::pip_install_line(line)
+}

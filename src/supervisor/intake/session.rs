@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use super::ask::{OpenSessionRequest, OpeningExtras, TurnRequest};
+use super::ask::{OpenSessionRequest, OpeningExtras, Query, TurnRequest};
 use super::resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
 use crate::guest::Language;
-use crate::guest::queries::QueryEffect;
 use crate::snapshot::Labels;
 use crate::supervisor::audit::{Action, AuditRecord};
 use crate::supervisor::runner::{Opening, SessionTurn, Turned};
@@ -45,14 +44,12 @@ pub async fn open_with(
     if let Some(after) = deadline {
         session.set_deadline(after);
     }
-    let Some(code) = set_up else {
+    let Some(set_up) = set_up else {
         return Ok(session);
     };
     let key = record.key_id.clone();
     let unclaimed = Unclaimed(Some((runner.clone(), session.id.clone(), key.clone())));
-    let ran = runner
-        .query_session(&session.id, key.as_deref(), code, QueryEffect::Changes)
-        .await;
+    let ran = super::query::query(runner, &session.id, key.as_deref(), Query::SetUp(set_up)).await;
     match ran {
         Ok(_) => {
             unclaimed.claim();

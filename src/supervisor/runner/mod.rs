@@ -38,8 +38,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use super::session::{TurnDone, Turned};
-/// What a query does to its session (a door names it when it asks one).
-pub use crate::guest::queries::QueryEffect;
 pub use code_mode::CodeMode;
 pub use live::{LiveText, TextSink};
 pub use turns::Opening;

@@ -85,6 +85,13 @@ impl SessionTurn {
             language: Language::Python,
         }
     }
+
+    /// A command line as E2B's `commands.run` runs it: a [`SessionTurn::cell`] of the
+    /// guest's shell, in `cwd`, as a new process would run it (nothing of its `cd` or
+    /// `export` kept), its exit status the turn's result (`guest::command_source`).
+    pub fn command(line: &str, cwd: &str, live: Option<TextSink>) -> SessionTurn {
+        SessionTurn::cell(crate::guest::command_source(line, cwd), live)
+    }
 }
 
 /// A new session as a front door asks for it.
@@ -454,7 +461,7 @@ impl Runner {
     /// numbered, counted or audited. Its limits are the session's per-turn ones, at most
     /// five seconds and the set-up turn's fuel; one they stop rolls the session back. What a
     /// query that `Changes` the session did is kept through a later turn's rollback.
-    pub async fn query_session(
+    pub(in crate::supervisor) async fn query_session(
         &self,
         id: &str,
         key: Option<&str>,

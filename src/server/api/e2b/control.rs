@@ -21,15 +21,14 @@ use serde_json::{Value, json};
 
 use super::network::{self, E2bNetwork};
 use super::unclaimed::Unclaimed;
-use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session, py_str};
-use crate::guest::env_literal;
+use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::intake::OpeningExtras;
+use crate::supervisor::intake::{OpeningExtras, SetUp};
 use crate::supervisor::session::{Labels, SessionInfo, SessionState};
 use crate::vocabulary::Template;
 
@@ -161,21 +160,14 @@ pub(super) fn check_env(env: &BTreeMap<String, String>) -> Result<(), E2bError> 
         .map_err(|e| invalid(e.to_string()))
 }
 
-/// The code that makes a new sandbox E2B's: `/home/user` its working directory and `HOME`,
-/// its `envVars` in `os.environ`.
-pub(super) fn set_up_code(env: &BTreeMap<String, String>) -> String {
-    set_up_in(env, HOME)
-}
-
-/// [`set_up_code`] with another working directory (a code context's `cwd`).
-pub(super) fn set_up_in(env: &BTreeMap<String, String>, cwd: &str) -> String {
-    format!(
-        "import os as _o\n_o.makedirs({cwd}, exist_ok=True)\n_o.chdir({cwd})\n\
-         _o.environ['HOME'] = {home}\n_o.environ.update({env})\ndel _o\n",
-        cwd = py_str(cwd),
-        home = py_str(HOME),
-        env = env_literal(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-    )
+/// What makes a session an E2B sandbox's (or a context's, in `cwd`): `cwd` its working
+/// directory, `/home/user` its `HOME`, its `envVars` in its environment.
+pub(super) fn set_up_in(env: &BTreeMap<String, String>, cwd: &str) -> SetUp {
+    SetUp {
+        cwd: cwd.to_string(),
+        home: HOME.to_string(),
+        env: env.clone(),
+    }
 }
 
 /// The sandbox's access token: the key it was created with (the sandbox planes take it as
@@ -271,7 +263,7 @@ async fn create(
         .map_err(|e| invalid(e.to_string()))?;
     // One call: the session, labelled, given its end and set up, or nothing.
     let extras = OpeningExtras {
-        set_up: Some(set_up_code(&env)),
+        set_up: Some(set_up_in(&env, HOME)),
         labels: Labels { env, ..labels },
         deadline: Some(deadline),
     };

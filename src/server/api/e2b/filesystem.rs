@@ -1,5 +1,5 @@
 //! envd's `filesystem.Filesystem` service (Stat, ListDir, MakeDir, Move, Remove), each a
-//! query of the sandbox's session (`guest::queries::file_operation`): the guest's own view of
+//! query of the sandbox's session (`intake::Query::FileOperation`): the guest's own view of
 //! its files (folders, sizes, times), and no file operation the host does itself beyond
 //! reading and writing a file (`envd.rs`). A query is not a turn: the session's turn count,
 //! its numbering and its audit of the caller's code are untouched; the call is audited as a
@@ -17,14 +17,10 @@ use serde_json::{Value, json};
 
 use super::connect::{Code, ConnectError, Unary};
 use super::{DoorState, HOME, sandbox_of};
-use crate::guest::queries;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
-use crate::supervisor::runner::QueryEffect;
-
-/// The operations served, as envd names them.
-const OPERATIONS: [&str; 5] = ["Stat", "ListDir", "MakeDir", "Move", "Remove"];
+use crate::supervisor::intake::{self, FileOp, Query};
 
 /// `POST /filesystem.Filesystem/{method}`.
 pub async fn call(
@@ -34,7 +30,7 @@ pub async fn call(
     Path(method): Path<String>,
     body: Bytes,
 ) -> Unary {
-    let Some(op) = OPERATIONS.iter().find(|o| **o == method) else {
+    let Some(op) = FileOp::named(&method) else {
         return Err(ConnectError::new(
             Code::Unimplemented,
             format!(
@@ -64,24 +60,23 @@ pub async fn call(
         .and_then(Value::as_str)
         .unwrap_or(HOME);
     bracket.record().path = Some(path.to_string());
-    let code = queries::file_operation(op, &request.to_string(), HOME);
-    // A stat or a listing only looks; the rest change the files a later rollback keeps.
-    let effect = match *op {
-        "Stat" | "ListDir" => QueryEffect::Looks,
-        _ => QueryEffect::Changes,
+    let query = Query::FileOperation {
+        op,
+        request: request.to_string(),
+        home: HOME.to_string(),
     };
     let answered = async {
-        let answer = door
-            .app
-            .runner
-            .query_session(&id, ctx.key_id.as_deref(), code, effect)
+        let answer = intake::query(&door.app.runner, &id, ctx.key_id.as_deref(), query)
             .await?
             .and_then(|a| serde_json::from_str::<Value>(&a).ok())
             .filter(Value::is_object)
             .ok_or_else(|| {
                 ConnectError::new(
                     Code::Internal,
-                    format!("the file operation {op} did not finish (the sandbox gave no answer)"),
+                    format!(
+                        "the file operation {} did not finish (the sandbox gave no answer)",
+                        op.name()
+                    ),
                 )
             })?;
         match answer.get("error") {

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::control::{check_env, invalid, set_up_code, set_up_in};
+use super::control::{check_env, invalid, set_up_in};
 use super::network;
 use super::{
     DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed,
@@ -424,6 +424,6 @@ async fn restart_context(
     door.app.runner.restart_session(&id, key).await?;
     // A fresh interpreter: the sandbox's set-up again (its working directory, its env).
     let (_, labels) = door.app.runner.session_labelled(&sandbox, key).await?;
-    set_up(&door, &ctx, &id, set_up_code(&labels.env)).await?;
+    set_up(&door, &ctx, &id, set_up_in(&labels.env, HOME)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

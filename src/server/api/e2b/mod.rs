@@ -40,8 +40,7 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
-use crate::supervisor::intake::OpeningExtras;
-use crate::supervisor::runner::QueryEffect;
+use crate::supervisor::intake::{OpeningExtras, Query, SetUp};
 use crate::supervisor::runner::{SessionTurn, TurnDone};
 use crate::supervisor::session::Session;
 use crate::vocabulary::Language;
@@ -171,11 +170,14 @@ fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
 /// working directory, `HOME`, its `envVars`) as a query: not a turn, so neither numbered
 /// (the first cell is `number_of_executions` 1) nor counted, nor audited as the caller's
 /// code; what it set is kept through a later turn's rollback.
-async fn set_up(door: &Door, ctx: &RequestContext, id: &str, code: String) -> Result<(), ApiError> {
-    door.app
-        .runner
-        .query_session(id, ctx.key_id.as_deref(), code, QueryEffect::Changes)
-        .await?;
+async fn set_up(
+    door: &Door,
+    ctx: &RequestContext,
+    id: &str,
+    set_up: SetUp,
+) -> Result<(), ApiError> {
+    let key = ctx.key_id.as_deref();
+    intake::query(&door.app.runner, id, key, Query::SetUp(set_up)).await?;
     Ok(())
 }
 
@@ -253,9 +255,4 @@ fn scrubbed(door: &Door, message: String) -> String {
         .runner
         .scrub_error_message(&message)
         .unwrap_or(message)
-}
-
-/// `s` as a Python string literal (JSON's escapes are Python's).
-fn py_str(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
 }

@@ -27,14 +27,15 @@ use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
 use super::{DoorState, HOME, run_turn, sandbox_of, scrubbed};
-use crate::guest::{self, Language};
 use crate::report::Status;
 use crate::report::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire;
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
+use crate::supervisor::intake;
 use crate::supervisor::runner::{SessionTurn, TextSink};
+use crate::vocabulary::Language;
 
 /// A keepalive at least this often while a command runs (the SDKs ask for one every 50 s).
 const KEEPALIVE: Duration = Duration::from_secs(20);
@@ -180,7 +181,7 @@ async fn run(
     tx: mpsc::UnboundedSender<Bytes>,
 ) {
     let work = async {
-        match guest::pip_install_line(&line) {
+        match intake::packages_to_install(&line) {
             Some(names) => pip_install(&door, &ctx, &id, names, &tx).await,
             None => shell(&door, &ctx, &id, line, env, cwd, &tx).await,
         }
@@ -238,7 +239,7 @@ async fn pip_install(
     }
 }
 
-/// Runs `line` through the shell in session `id` (`guest::command_source`), its output streamed to
+/// Runs `line` through the shell in session `id` (`SessionTurn::command`), its output streamed to
 /// `tx`; its exit status, and why it did not end by itself.
 async fn shell(
     door: &DoorState,
@@ -257,7 +258,7 @@ async fn shell(
     };
     let turn = SessionTurn {
         env,
-        ..SessionTurn::cell(guest::command_source(&line, &cwd), Some(sink))
+        ..SessionTurn::command(&line, &cwd, Some(sink))
     };
     match run_turn(door, ctx, id, Some((&line, Language::Bash)), turn).await {
         Ok(done) => match (done.report.status, done.result) {

@@ -37,7 +37,7 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
-use crate::supervisor::runner::QueryEffect;
+use crate::supervisor::intake::Query;
 use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use crate::supervisor::tenants::{Held, Quota};
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -441,7 +441,8 @@ impl Kernel {
             }
             Request::KernelInfo => self.kernel_info(&m, Channel::Shell).await,
             Request::IsComplete(x) => {
-                let asked = self.ask(queries::is_complete(&x.code)).await;
+                let code = x.code.clone();
+                let asked = self.ask(Query::IsComplete { code }).await;
                 self.reply(&m, Channel::Shell, queries::completeness(asked))
                     .await;
             }
@@ -480,7 +481,8 @@ impl Kernel {
             Err(e) => return queries::error(e.to_string()),
         };
         let cursor = x.cursor();
-        let asked = self.ask(queries::complete(&x.code, cursor)).await;
+        let code = x.code.clone();
+        let asked = self.ask(Query::Complete { code, cursor }).await;
         queries::completions(asked, &x.code, cursor, &guard)
     }
 
@@ -491,8 +493,13 @@ impl Kernel {
             Err(e) => return queries::error(e.to_string()),
         };
         let detail = x.detail_level.unwrap_or(0).min(1);
+        let (code, cursor) = (x.code.clone(), x.cursor());
         let asked = self
-            .ask(queries::inspect(&x.code, x.cursor(), detail))
+            .ask(Query::Inspect {
+                code,
+                cursor,
+                detail,
+            })
             .await;
         queries::inspection(asked, &guard)
     }
@@ -555,11 +562,9 @@ impl Kernel {
         self.ctx.key_id.as_deref()
     }
 
-    /// Runs a query in the kernel's session; its answer as the guest sent it.
-    async fn ask(&self, code: String) -> Result<Option<String>, String> {
-        self.state
-            .runner
-            .query_session(&self.id, self.key(), code, QueryEffect::Looks)
+    /// Asks the kernel's session `query`; its answer as the guest sent it.
+    async fn ask(&self, query: Query) -> Result<Option<String>, String> {
+        intake::query(&self.state.runner, &self.id, self.key(), query)
             .await
             .map_err(|e| e.to_string())
     }

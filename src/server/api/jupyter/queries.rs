@@ -1,5 +1,5 @@
-//! `complete_request`, `inspect_request` and `is_complete_request`: the Python that asks the
-//! session ([`crate::guest::queries`]) and the replies made of its answers. An answer is the
+//! `complete_request`, `inspect_request` and `is_complete_request`: the replies made of the
+//! answers of the session's queries (`intake::Query`). An answer is the
 //! guest's JSON, so it is parsed into a fixed shape and bounded before it leaves; anything
 //! else is a reply with `status: error`. What leaves (completions, inspection text, and a
 //! cell's `input()` prompt) goes through the session's leakage guard as a cell's output
@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 
 use crate::leakage::{Guard, LeakPolicy};
 
-use crate::guest::queries::MAX_COMPLETIONS;
-pub use crate::guest::queries::{complete, inspect, is_complete};
+use crate::vocabulary::MAX_COMPLETIONS;
 
 /// The longest completion kept (longer ones are dropped).
 const MAX_MATCH_CHARS: usize = 1_000;
