@@ -359,6 +359,62 @@ fn is_exception_line(l: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
+/// Whether `file`'s bytes are memory (tmpfs): the front door charges them to the budget
+/// while it holds them.
+pub fn in_memory(file: &std::fs::File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    rustix::fs::fstatfs(file).is_ok_and(|st| {
+        #[allow(clippy::unnecessary_cast, reason = "f_type's width varies by platform")]
+        let kind = st.f_type as i64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    })
+}
+
+/// A session's file as the runner hands it to a front door.
+pub enum FileBody {
+    /// Small: its bytes.
+    Bytes(Vec<u8>),
+    /// Large: claimed on disk, to be streamed.
+    Held {
+        /// The open file.
+        held: Held,
+        /// Its size.
+        size: u64,
+    },
+}
+
+impl FileBody {
+    /// Its size.
+    pub fn size(&self) -> u64 {
+        match self {
+            FileBody::Bytes(b) => b.len() as u64,
+            FileBody::Held { size, .. } => *size,
+        }
+    }
+
+    /// Its bytes in memory (blocking).
+    pub fn into_bytes(self) -> std::io::Result<Vec<u8>> {
+        match self {
+            FileBody::Bytes(b) => Ok(b),
+            FileBody::Held { held, size } => read_all(&held, size),
+        }
+    }
+}
+
+/// The held file's content read into memory: for the front doors that build a whole
+/// response (MCP, streaming events, Piston) rather than stream one.
+pub fn read_all(held: &Held, size: u64) -> std::io::Result<Vec<u8>> {
+    let file = held
+        .file
+        .as_ref()
+        .ok_or_else(|| std::io::Error::other("a held file that was not claimed"))?;
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = vec![0u8; size as usize];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,16 +4,13 @@
 //! deadline or an interrupt. Without an asker the door answers "no host" and `input()` reads
 //! the turn's stdin as before.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 /// The longest line taken as an answer (longer ones are cut).
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 
-/// Sends a prompt to whoever can answer it and returns where the answer will come. Called on
-/// the guest thread: it must not block.
-pub type InputAsker = Arc<dyn Fn(String) -> Receiver<String> + Send + Sync>;
+pub use crate::vocabulary::InputAsker;
 
 /// How often a wait for an answer looks at the deadline and the cancel flag.
 const POLL: Duration = Duration::from_millis(20);

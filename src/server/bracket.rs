@@ -13,11 +13,11 @@ use std::sync::Arc;
 use super::AppState;
 use super::error::OnWire;
 use super::request_context::new_id;
+use crate::supervisor::Executed;
 use crate::supervisor::audit::{Action, AuditRecord, Outcome, RequestContext};
 use crate::supervisor::intake::Closer;
 use crate::supervisor::runner::Turned;
 use crate::supervisor::{Runner, SupervisorError, SupervisorResult};
-use crate::vivarium::Executed;
 
 /// An audited action in flight; see the module docs.
 pub struct Bracket {

@@ -24,6 +24,9 @@ pub(crate) mod snapshots;
 pub(crate) mod tenants;
 pub(crate) mod time;
 
+/// How a fresh run ended (it ran, with its report and findings; or the check denied it):
+/// the answer the doors render, whatever ran it.
+pub use crate::vivarium::Executed;
 pub use error::{ErrorCode, SupervisorError, SupervisorResult};
 pub use runner::Runner;
 pub use settings::{LeakageConfig, Settings};

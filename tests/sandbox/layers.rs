@@ -430,15 +430,7 @@ const FLOORS: [&str; 7] = [
 /// What doors still import of the floors, door module and floor module: each is work left
 /// to move behind the intake or into the shared vocabulary (issue 48). The list may only
 /// shrink: a new door import of a floor fails, and so does one listed here that is gone.
-const DOOR_FLOOR_IMPORTS: &[(&str, &str)] = &[
-    ("server/api/jupyter/channels", "hostcalls/input"),
-    ("server/api/mcp", "vivarium"),
-    ("server/api/piston", "vivarium"),
-    ("server/api/stream", "vivarium"),
-    ("server/api/types", "worker/held"),
-    ("server/api/types/code_mode", "vivarium"),
-    ("server/api/types/files_body", "worker/held"),
-];
+const DOOR_FLOOR_IMPORTS: &[(&str, &str)] = &[("server/api/piston", "vivarium")];
 
 #[test]
 fn doors_import_no_floor_beyond_the_shrinking_list() {

@@ -22,21 +22,19 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::types::{
-    ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, parse_json, start_code_mode,
-};
+use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, parse_json};
 use crate::report::StreamKind;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_execution;
+use crate::supervisor::Executed;
 use crate::supervisor::executions::{Finished, Stop};
 use crate::supervisor::intake::{self, Prepared};
 use crate::supervisor::metrics::RunKind;
 use crate::supervisor::runner::LiveText;
 use crate::supervisor::{SupervisorError, SupervisorResult};
-use crate::vivarium::Executed;
 
 /// Chunks buffered between the guest and a slow client before chunks are dropped.
 const CHANNEL_CHUNKS: usize = 512;
@@ -140,11 +138,11 @@ pub async fn execute_stream(
         false => None,
         true => {
             let key = ctx.key_id.as_deref();
-            match start_code_mode(&state, key, &id, &mut spec, &guard, &packages, true) {
+            match intake::begin_streamed(&state.runner, key, &id, &mut spec, &guard, &packages) {
                 Ok(exec) => Some(exec),
                 Err(e) => {
                     bracket.close(e.outcome());
-                    return e.into_response();
+                    return ApiError::from(e).into_response();
                 }
             }
         }

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::check::Finding;
 use crate::limits::Limits;
+use crate::report::FileBody;
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::server::AppState;
 use crate::server::error::{ApiError, ApiResult, ErrorDetail};
@@ -24,7 +25,6 @@ use crate::supervisor::runner::TurnDone;
 use crate::supervisor::session::{EndInfo, Session};
 use crate::vocabulary::Template;
 use crate::vocabulary::check_relative_path;
-use crate::worker::held::FileBody;
 
 mod cell;
 mod code_mode;
@@ -35,7 +35,7 @@ pub use crate::supervisor::intake::{
 pub use cell::{Cell, Failure};
 pub use code_mode::{
     ForkResponse, ResumeRequest, SuspendedResponse, answers_for, drive, executed_response,
-    finished_response, start_code_mode, start_turn, turned_response,
+    finished_response, start_turn, turned_response,
 };
 pub use files_body::{HeldContents, json_with_held, raw_held};
 
@@ -121,7 +121,7 @@ fn file_output(f: FileOut, room: &mut u64) -> FileOutput {
         (Some(c), _) => Some(STANDARD.encode(c)),
         (None, Some(held)) if f.size <= *room => {
             *room -= f.size;
-            crate::worker::held::read_all(held, f.size)
+            crate::report::read_all(held, f.size)
                 .map(|c| STANDARD.encode(c))
                 .inspect_err(|e| tracing::warn!(path = %f.path, error = %e, "reading a held file"))
                 .ok()

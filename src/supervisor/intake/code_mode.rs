@@ -42,7 +42,7 @@ pub enum Next {
 /// Begins code mode for the prepared run (it has tools) as execution `id` of `key`, and
 /// runs it in a task of its own under `closer`: an error before it runs (the tenant's
 /// `suspended_executions`) closes `closer` with it. (A streamed execution's task is its
-/// stream's, in the SSE door, which begins it with `Runner::begin_execution`.)
+/// stream's, in the SSE door, which begins it with [`begin_streamed`].)
 pub fn start_execution(
     runner: &Arc<Runner>,
     prepared: Prepared,
@@ -72,6 +72,28 @@ pub fn start_execution(
     };
     spawn_run(runner, &exec, spec, guard, closer);
     Ok(exec)
+}
+
+/// Begins code mode for a prepared run whose task is a stream's (the SSE door runs it and
+/// forwards its stops as events): execution `id` of `key` is counted and `spec.tools`
+/// answers through it.
+pub fn begin_streamed(
+    runner: &Runner,
+    key: Option<&str>,
+    id: &str,
+    spec: &mut RunSpec,
+    guard: &Arc<Guard>,
+    packages: &[String],
+) -> SupervisorResult<Arc<Execution>> {
+    let how = CodeMode {
+        id,
+        key,
+        packages,
+        leakage: guard.policy(),
+        allow_env: guard.allowed_env(),
+        streaming: true,
+    };
+    runner.begin_execution(spec, guard.clone(), how)
 }
 
 /// Runs `exec`'s program in a task of its own under `closer`, whose line is written when

@@ -16,7 +16,8 @@ pub use ask::{
     SetUp, TurnRequest,
 };
 pub use code_mode::{
-    Closer, Found, Next, next_stop, resident_or_replayed, start_execution, start_turn,
+    Closer, Found, Next, begin_streamed, next_stop, resident_or_replayed, start_execution,
+    start_turn,
 };
 pub use execute::{Prepared, execute, prepare};
 pub use query::query;

@@ -13,6 +13,7 @@ use crate::hostcalls::input::InputAsker;
 use crate::leakage::LeakPolicy;
 use crate::limits::{Limits, TurnLimits, TurnLimitsRequest};
 use crate::packages::{PackageEnv, PackagePin};
+use crate::report::FileBody;
 use crate::snapshot::{Labels, LabelsError, SessionImage};
 use crate::supervisor::admission::{MemoryNeed, RESERVE_BYTES};
 use crate::supervisor::audit::AuditRecord;
@@ -27,7 +28,6 @@ use crate::supervisor::session::{TurnDone, Turned};
 use crate::supervisor::time::rfc3339;
 use crate::template::Template;
 use crate::vivarium::InputFile;
-use crate::worker::held::FileBody;
 use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, Target, TurnJob};
 
 /// One turn as a front door asks for it.

@@ -27,7 +27,6 @@ use super::messages::{
     kernel_info, status,
 };
 use super::queries;
-use crate::hostcalls::input::InputAsker;
 use crate::leakage::Guard;
 use crate::report::StreamKind;
 use crate::server::AppState;
@@ -42,6 +41,7 @@ use crate::supervisor::runner::{SessionTurn, TextSink, TurnDone, Turned};
 use crate::supervisor::tenants::{Held, Quota};
 use crate::supervisor::{SupervisorError, SupervisorResult};
 use crate::sync::lock;
+use crate::vocabulary::InputAsker;
 
 /// Shell requests waiting for the one running.
 const SHELL_QUEUE: usize = 64;

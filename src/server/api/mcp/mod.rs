@@ -55,11 +55,11 @@ use crate::server::bracket::{Bracket, outcome_of, run_outcome, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
+use crate::supervisor::Executed;
 use crate::supervisor::audit::{Action, Door};
 use crate::supervisor::intake;
 use crate::supervisor::runner::Turned;
 use crate::sync::lock;
-use crate::vivarium::Executed;
 use crate::vocabulary::Language;
 use crate::vocabulary::Template;
 

@@ -12,17 +12,16 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::{ExecuteResponse, TurnResponse, denied_response, json_with_held};
-use crate::leakage::Guard;
 use crate::server::AppState;
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::routing::naming_execution;
+use crate::supervisor::Executed;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::executions::{Execution, Finished};
 use crate::supervisor::intake::{self, Next};
-use crate::supervisor::runner::{CodeMode, SessionTurn, Turned};
+use crate::supervisor::runner::{SessionTurn, Turned};
 use crate::tools::{Answer, ToolCall};
-use crate::vivarium::{Executed, RunSpec};
 
 /// A code-mode execution waiting on a round of tool calls: answer them at `POST
 /// /v1/executions/{execution_id}/resume` (any order, several requests if need be).
@@ -74,31 +73,6 @@ pub struct ForkResponse {
     pub status: &'static str,
     /// The calls the fork waits on.
     pub pending_calls: Vec<ToolCall>,
-}
-
-/// Begins code mode for `spec` (it has tools): the execution `id` is counted and
-/// `spec.tools` answers through it.
-pub fn start_code_mode(
-    state: &AppState,
-    key: Option<&str>,
-    id: &str,
-    spec: &mut RunSpec,
-    guard: &Arc<Guard>,
-    packages: &[String],
-    streaming: bool,
-) -> ApiResult<Arc<Execution>> {
-    Ok(state.runner.begin_execution(
-        spec,
-        guard.clone(),
-        CodeMode {
-            id,
-            key,
-            packages,
-            leakage: guard.policy(),
-            allow_env: guard.allowed_env(),
-            streaming,
-        },
-    )?)
 }
 
 /// Code mode in session turn `turn_id` of `session` (its turn has tools): the turn runs in

@@ -166,7 +166,7 @@ async fn stream(pieces: Vec<Piece>, budget: &Arc<HostBudget>) -> ApiResult<(Body
     let resident: u64 = pieces
         .iter()
         .map(|p| match p {
-            Piece::File { file, size, .. } if crate::worker::held::in_memory(file) => *size,
+            Piece::File { file, size, .. } if crate::report::in_memory(file) => *size,
             _ => 0,
         })
         .sum();
