@@ -238,6 +238,51 @@ fn is_simple_requirement(s: &str) -> bool {
     })
 }
 
+/// A program that runs file `name` of the working directory as `__main__`, with `sys.argv`
+/// = `[name, *args]` (Piston's run): its own frame is cut from tracebacks, so they show
+/// only the file's, and an uncaught exception exits with status 1.
+pub fn run_file_source(name: &str, args: &[String]) -> String {
+    let argv = serde_json::to_string(
+        &std::iter::once(name.to_string())
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".into());
+    let name_lit = serde_json::to_string(name).unwrap_or_else(|_| "\"main.py\"".into());
+    format!(
+        "\
+def __vivarium_piston():
+    import sys, traceback
+    name = {name_lit}
+    sys.argv = {argv}
+    with open(name, 'rb') as f:
+        source = f.read()
+    g = {{'__name__': '__main__', '__file__': name, '__builtins__': __builtins__}}
+    try:
+        code = compile(source, name, 'exec', dont_inherit=True)
+        exec(code, g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        if isinstance(e, SyntaxError):
+            tb = None
+        else:
+            while tb is not None and tb.tb_frame.f_code.co_filename != name:
+                tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb)
+        sys.exit(1)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except Exception:
+                pass
+__vivarium_piston()
+"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

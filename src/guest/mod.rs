@@ -19,6 +19,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 pub use env::{EnvError, check_env, guest_env};
 pub use language::{
     Language, command_source, guest_source, needs_notebook, pip_install_line, pip_requirements,
+    run_file_source,
 };
 pub use setup::{
     GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, setup_code, turn_env,

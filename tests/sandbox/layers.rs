@@ -11,8 +11,8 @@
 //!    cluster (and the runner's residency and drain operations are visible only inside
 //!    `supervisor/`, which the compiler enforces).
 //! 6. A front door imports no floor below the supervisor (the sandbox, its host calls, the
-//!    engine, templates, guest code, `vivarium.rs`, the workers) beyond a list that may only
-//!    shrink (what is left to move behind the intake or into the shared vocabulary).
+//!    engine, templates, guest code, `vivarium.rs`, the workers): it reaches a run through
+//!    `supervisor::intake`, and names what it shares with the floors from `src/vocabulary/`.
 //!
 //! Imports are every `crate::…`/`super::…`/`self::…` path in the code (in `use` items, with
 //! their brace groups expanded, and inline), comments and `#[cfg(test)] mod tests` left out.
@@ -427,13 +427,8 @@ const FLOORS: [&str; 7] = [
     "worker",
 ];
 
-/// What doors still import of the floors, door module and floor module: each is work left
-/// to move behind the intake or into the shared vocabulary (issue 48). The list may only
-/// shrink: a new door import of a floor fails, and so does one listed here that is gone.
-const DOOR_FLOOR_IMPORTS: &[(&str, &str)] = &[("server/api/piston", "vivarium")];
-
 #[test]
-fn doors_import_no_floor_beyond_the_shrinking_list() {
+fn doors_import_no_floor() {
     let mut found: BTreeSet<(String, String)> = BTreeSet::new();
     for (from, to) in imports() {
         let door = from.len() >= 2 && from[0] == "server" && from[1] == "api";
@@ -441,18 +436,8 @@ fn doors_import_no_floor_beyond_the_shrinking_list() {
             found.insert((from.join("/"), to.join("/")));
         }
     }
-    let listed: BTreeSet<(String, String)> = DOOR_FLOOR_IMPORTS
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    let new: Vec<_> = found.difference(&listed).collect();
-    let gone: Vec<_> = listed.difference(&found).collect();
     assert!(
-        new.is_empty(),
-        "a front door imports a floor (go through supervisor::intake or the vocabulary): {new:#?}"
-    );
-    assert!(
-        gone.is_empty(),
-        "these are no longer imported: take them off DOOR_FLOOR_IMPORTS: {gone:#?}"
+        found.is_empty(),
+        "a front door imports a floor (go through supervisor::intake or src/vocabulary/): {found:#?}"
     );
 }

@@ -20,9 +20,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::check::Policy;
 use crate::limits::{FUEL_PER_CPU_SECOND, LimitsRequest};
-use crate::report::{OutputObserver, StreamKind};
+use crate::report::StreamKind;
 use crate::report::{Report, Status};
 use crate::server::AppState;
 use crate::server::bracket::Bracket;
@@ -31,9 +30,9 @@ use crate::server::request_context::RequestContext;
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{AuditRecord, Outcome};
+use crate::supervisor::intake::{self, PlainAsk};
 use crate::supervisor::metrics::RunKind;
 use crate::sync::lock;
-use crate::vivarium::{Executed, InputFile, Program, RunSpec};
 use crate::vocabulary::{MAX_INPUT_FILES, check_relative_path};
 
 const LANGUAGES: &[&str] = &["python", "python3", "py", "py3"];
@@ -177,50 +176,6 @@ fn decode(f: &PistonFile, i: usize) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Runs the program file as `__main__` with Piston's argv; the wrapper's own frame is cut
-/// from tracebacks so they show only the program's file.
-fn launcher(name: &str, args: &[String]) -> String {
-    let argv = serde_json::to_string(
-        &std::iter::once(name.to_string())
-            .chain(args.iter().cloned())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap_or_else(|_| "[]".into());
-    let name_lit = serde_json::to_string(name).unwrap_or_else(|_| "\"main.py\"".into());
-    format!(
-        "\
-def __vivarium_piston():
-    import sys, traceback
-    name = {name_lit}
-    sys.argv = {argv}
-    with open(name, 'rb') as f:
-        source = f.read()
-    g = {{'__name__': '__main__', '__file__': name, '__builtins__': __builtins__}}
-    try:
-        code = compile(source, name, 'exec', dont_inherit=True)
-        exec(code, g)
-    except SystemExit:
-        raise
-    except BaseException as e:
-        tb = e.__traceback__
-        if isinstance(e, SyntaxError):
-            tb = None
-        else:
-            while tb is not None and tb.tb_frame.f_code.co_filename != name:
-                tb = tb.tb_next
-        traceback.print_exception(type(e), e, tb)
-        sys.exit(1)
-    finally:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.flush()
-            except Exception:
-                pass
-__vivarium_piston()
-"
-    )
-}
-
 /// `POST /api/v2/execute`.
 #[utoipa::path(
     post,
@@ -274,8 +229,7 @@ async fn run(
     if req.files.len() > MAX_INPUT_FILES {
         return Err(bad("too many files"));
     }
-    let mut files = Vec::new();
-    let mut total = 0u64;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     for (i, f) in req.files.iter().enumerate() {
         let content = decode(f, i).map_err(bad)?;
         let name = match f.name.as_deref() {
@@ -284,96 +238,53 @@ async fn run(
             _ => format!("file{i}.code"),
         };
         check_relative_path(&name).map_err(|e| bad(format!("files[{i}].name: {e}")))?;
-        if files.iter().any(|f: &InputFile| f.path == name) {
+        if files.iter().any(|(path, _)| *path == name) {
             return Err(bad(format!("files[{i}].name {name:?} is given twice")));
         }
-        total += content.len() as u64;
-        files.push(InputFile {
-            path: name,
-            content,
-        });
+        files.push((name, content));
     }
-    let limits = LimitsRequest {
-        timeout_ms: req.run_timeout.filter(|t| *t > 0).map(|t| t as u64),
-        memory_bytes: req.run_memory_limit.filter(|m| *m > 0).map(|m| m as u64),
-        ..LimitsRequest::default()
+    let ask = PlainAsk {
+        files,
+        args: req.args,
+        stdin: req.stdin.unwrap_or_default().into_bytes(),
+        limits: LimitsRequest {
+            timeout_ms: req.run_timeout.filter(|t| *t > 0).map(|t| t as u64),
+            memory_bytes: req.run_memory_limit.filter(|m| *m > 0).map(|m| m as u64),
+            ..LimitsRequest::default()
+        },
+        cpu_ms: req.run_cpu_time.filter(|t| *t > 0).map(|t| t as u64),
     };
-    // The default template, as everywhere: `scientific` (the memory limit counts beyond it).
-    let (template, mut limits) = host
-        .resolve_for(None, &limits)
-        .map_err(|e| bad(e.to_string()))?;
-    if total > limits.disk_bytes {
-        return Err(bad("the files are larger than the disk limit"));
-    }
-    if let Some(cpu) = req.run_cpu_time.filter(|t| *t > 0) {
-        let fuel = (cpu as u64).saturating_mul(FUEL_PER_CPU_SECOND / 1000);
-        limits.fuel = limits.fuel.min(fuel.max(1));
-    }
-    record.limits = Some(limits);
-    let program = launcher(&files[0].path, &req.args);
-    record.set_code(&String::from_utf8_lossy(&files[0].content));
-    let stdin = req.stdin.unwrap_or_default().into_bytes();
-
+    let invalid = |e: SupervisorError| match e {
+        SupervisorError::InvalidRequest(m) => bad(m),
+        other => from_api(other),
+    };
+    let mut run = intake::plain(&state.runner, ask, record).map_err(invalid)?;
     // `output`: both streams in the order they were written, capped like each stream.
-    let cap = (limits.output_bytes as usize).saturating_mul(2);
+    let cap = (run.limits.output_bytes as usize).saturating_mul(2);
     let combined = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let observer: OutputObserver = {
+    run.observe({
         let combined = combined.clone();
         Arc::new(move |_kind: StreamKind, bytes: &[u8]| {
             let mut c = lock(&combined);
             let room = cap.saturating_sub(c.len());
             c.extend_from_slice(&bytes[..bytes.len().min(room)]);
         })
-    };
-    let spec = RunSpec {
-        program: Program {
-            code: program,
-            stdin,
-            files,
-            limits,
-            env: Vec::new(),
-            template,
-            rich: false,
-            // Line-buffered streams, so `output` interleaves them as a terminal would.
-            line_buffered: true,
-            policy: Policy::Off,
-            tools: None,
-            seed: None,
-            // Piston's API has no field for network: none, as by default.
-            network: None,
-            language: Default::default(),
-        },
-        observer: Some(observer),
-        // Piston's API has no field for packages: a Piston run gets the built-in set.
-        packages: host.no_packages(),
-        tools: None,
-        egress: None,
-        secrets: Default::default(),
-    };
-    // Piston's API has no field for a policy: the server's default applies.
-    let policy = state.runner.leak_policy(None).map_err(from_api)?;
-    let guard = state.runner.leak_guard(policy, &[], &[]);
-    let executed = state
-        .runner
-        .execute(spec, guard.clone(), RunKind::PistonExecute, record)
+    });
+    let ran = run
+        .run(&state.runner, RunKind::PistonExecute, record)
         .await
         .map_err(from_api)?;
-    let Executed::Ran { report, .. } = executed else {
-        return Err(from_api(ApiError::from(SupervisorError::Internal(
-            "a run with policy off was refused by its check".into(),
-        ))));
-    };
     // `output` is the streams again, interleaved: it gets what they got.
     let output = String::from_utf8_lossy(&lock(&combined)).into_owned();
-    let output = if policy == crate::leakage::LeakPolicy::Redact {
-        guard.redacted(&output)
+    let output = if ran.policy == crate::leakage::LeakPolicy::Redact {
+        ran.guard.redacted(&output)
     } else {
         output
     };
     Ok(Json(PistonResponse {
         language: "python",
         version: python_version,
-        run: stage(*report, output),
+        run: stage(*ran.report, output),
     })
     .into_response())
 }

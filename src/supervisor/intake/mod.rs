@@ -7,6 +7,7 @@
 mod ask;
 mod code_mode;
 mod execute;
+mod plain;
 mod query;
 mod resolve;
 mod session;
@@ -20,6 +21,7 @@ pub use code_mode::{
     start_turn,
 };
 pub use execute::{Prepared, execute, prepare};
+pub use plain::{PlainAsk, plain};
 pub use query::query;
 pub use resolve::packages_to_install;
 pub use session::{open, open_with, run_turn_ask, turn, turn_as, turn_of};
