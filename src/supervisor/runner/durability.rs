@@ -3,7 +3,6 @@
 //! session ends; looked for before a session id is called unknown.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::Runner;
 use super::capture::{binding, capture, record_of};
@@ -290,6 +289,7 @@ fn not_mine(id: &str, holder: &Holder) -> SupervisorResult<()> {
 async fn debug_commit_delay() {
     #[cfg(debug_assertions)]
     {
+        use std::time::Duration;
         static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
         let delay = DELAY.get_or_init(|| {
             std::env::var("VIVARIUM_DEBUG_COMMIT_DELAY_MS")
