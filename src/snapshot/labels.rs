@@ -14,6 +14,8 @@ pub const MAX_METADATA: usize = 64;
 pub const MAX_METADATA_BYTES: usize = 1024;
 /// Extra contexts (sessions of their own, tied to this one) a session may have.
 pub const MAX_CONTEXTS: usize = 16;
+/// The bytes of a context's working directory.
+pub const MAX_CWD_BYTES: usize = 1024;
 /// The bytes of the name its template was asked for by.
 pub const MAX_TEMPLATE_ID_BYTES: usize = 256;
 /// What labels take in a snapshot's header at most, serialised (the bounds above, with room).
@@ -51,6 +53,9 @@ pub struct Context {
     /// Made for the shell: its cells are command lines.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bash: bool,
+    /// The working directory it was made in (and is set up in again when it restarts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// Why labels were refused.
@@ -86,6 +91,16 @@ impl Labels {
         }
         let is_id =
             |id: &str| id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        let cwd_ok = |c: &Context| {
+            c.cwd
+                .as_deref()
+                .is_none_or(|d| d.starts_with('/') && d.len() <= MAX_CWD_BYTES && !d.contains('\0'))
+        };
+        if !self.contexts.iter().all(cwd_ok) {
+            return Err(LabelsError(format!(
+                "a context's cwd is an absolute path of at most {MAX_CWD_BYTES} bytes"
+            )));
+        }
         if !self.contexts.iter().all(|c| is_id(&c.id))
             || !self.context_of.as_deref().is_none_or(is_id)
         {
@@ -103,8 +118,9 @@ impl Labels {
         Ok(())
     }
 
-    /// Adds context `id` (a shell one when `bash`); refused past [`MAX_CONTEXTS`].
-    pub fn add_context(&mut self, id: &str, bash: bool) -> Result<(), LabelsError> {
+    /// Adds context `id` (a shell one when `bash`, made in `cwd`); refused past
+    /// [`MAX_CONTEXTS`].
+    pub fn add_context(&mut self, id: &str, bash: bool, cwd: &str) -> Result<(), LabelsError> {
         if self.contexts.len() >= MAX_CONTEXTS {
             return Err(LabelsError(format!(
                 "a session has at most {MAX_CONTEXTS} contexts"
@@ -113,6 +129,7 @@ impl Labels {
         self.contexts.push(Context {
             id: id.to_string(),
             bash,
+            cwd: Some(cwd.to_string()),
         });
         Ok(())
     }
@@ -138,14 +155,19 @@ mod tests {
             l.metadata.insert(k, "v".repeat(MAX_METADATA_BYTES));
         }
         for i in 0..MAX_CONTEXTS {
-            l.add_context(&format!("{i:064}"), i % 2 == 0).unwrap();
+            let cwd = format!("/{}", "d".repeat(MAX_CWD_BYTES - 1));
+            l.add_context(&format!("{i:064}"), i % 2 == 0, &cwd)
+                .unwrap();
         }
         // The environment's own bound (`guest::check_env`) is 64 KiB.
         l.env.insert("K".into(), "v".repeat((64 << 10) - 1));
         l.check().unwrap();
         let bytes = serde_json::to_vec(&l).unwrap().len();
         assert!(bytes <= MAX_LABELS_BYTES, "{bytes}");
-        assert!(l.add_context("x", false).is_err());
+        assert!(l.add_context("x", false, "/").is_err());
+        let mut relative = Labels::default();
+        relative.add_context("c", false, "sub").unwrap();
+        assert!(relative.check().is_err(), "a cwd is absolute");
 
         let mut more = l.clone();
         more.metadata.insert("k".into(), "v".into());

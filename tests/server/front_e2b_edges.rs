@@ -649,18 +649,21 @@ async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox(
     ))
     .await;
     assert_eq!(st, 200, "{v}");
-    let langs: Vec<(String, String)> = v
+    let langs: Vec<(String, String, String)> = v
         .as_array()
         .unwrap()
         .iter()
         .map(|c| {
             let s = |k: &str| c[k].as_str().unwrap().to_string();
-            (s("id"), s("language"))
+            (s("id"), s("language"), s("cwd"))
         })
         .collect();
     assert_eq!(
         langs,
-        vec![(id.clone(), "python".into()), (ctx.clone(), "bash".into())]
+        vec![
+            (id.clone(), "python".into(), "/home/user".into()),
+            (ctx.clone(), "bash".into(), "/home/user/sub".into())
+        ]
     );
     assert_eq!(
         cell(&c, &b.base, &id, Some(&ctx), "echo $GREETING").await,
@@ -670,9 +673,9 @@ async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox(
     let (st, v) = json_of(e2b(&c, M::POST, &b.base, &path, Some(49999), Some(&id))).await;
     assert_eq!(st, 204, "{v}");
     assert_eq!(
-        cell(&c, &b.base, &id, Some(&ctx), "echo $GREETING").await,
-        "hi\n",
-        "a restarted context starts with the sandbox's env"
+        cell(&c, &b.base, &id, Some(&ctx), "pwd; echo $GREETING").await,
+        "/home/user/sub\nhi\n",
+        "a restarted context starts where it was made, with the sandbox's env"
     );
     let (st, v) = json_of(control(&c, M::GET, &b.base, &format!("/sandboxes/{id}"))).await;
     assert_eq!(st, 200, "{v}");

@@ -348,7 +348,7 @@ async fn create_context(
     let added = door
         .app
         .runner
-        .relabel(&sandbox, key, |l| l.add_context(&id, bash))
+        .relabel(&sandbox, key, |l| l.add_context(&id, bash, &cwd))
         .await;
     if let Err(e) = added {
         let _ = door.app.runner.close_session(&id, key).await;
@@ -378,7 +378,7 @@ async fn list_contexts(
             } else {
                 Language::Python
             };
-            context_body(&c.id, HOME, language)
+            context_body(&c.id, c.cwd.as_deref().unwrap_or(HOME), language)
         }))
         .collect();
     Ok(Json(Value::Array(contexts)))
@@ -422,8 +422,16 @@ async fn restart_context(
     let key = ctx.key_id.as_deref();
     let (id, _) = target(&door, key, &sandbox, Some(&context)).await?;
     door.app.runner.restart_session(&id, key).await?;
-    // A fresh interpreter: the sandbox's set-up again (its working directory, its env).
+    // A fresh interpreter: its set-up again (the working directory it was made in, the
+    // sandbox's env).
     let (_, labels) = door.app.runner.session_labelled(&sandbox, key).await?;
-    set_up(&door, &ctx, &id, set_up_in(&labels.env, HOME)).await?;
+    let cwd = labels.context(&id).and_then(|c| c.cwd.clone());
+    set_up(
+        &door,
+        &ctx,
+        &id,
+        set_up_in(&labels.env, cwd.as_deref().unwrap_or(HOME)),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
