@@ -35,7 +35,6 @@ pub use config::{Config, LogFormat, PackagesMode, ServeArgs};
 pub use lifecycle::{Server, bind, mcp_stdio, serve};
 
 use crate::supervisor::Runner;
-use api::{check, mcp, piston, sessions as session_api, snapshots as snapshot_api};
 use auth::ApiKeys;
 
 /// Everything handlers share.
@@ -55,34 +54,8 @@ pub struct ServerState {
 /// The state handlers get.
 pub type AppState = Arc<ServerState>;
 
-/// The routes behind an API key that the OpenAPI document describes. Each is registered
-/// once, here: the router and the document are both made from this list ([`router`],
-/// [`openapi::document`]), so neither can name a route the other lacks.
-fn keyed_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(api::execute_or_stream))
-        .routes(routes!(api::executions::resume))
-        .routes(routes!(api::executions::tool_results))
-        .routes(routes!(api::executions::fork))
-        .routes(routes!(api::executions::cancel))
-        .routes(routes!(check::check))
-        .routes(routes!(api::packages::packages))
-        .routes(routes!(api::usage::usage))
-        .routes(routes!(session_api::open))
-        .routes(routes!(session_api::info, session_api::close))
-        .routes(routes!(session_api::turn))
-        .routes(routes!(session_api::add_packages))
-        .routes(routes!(snapshot_api::snapshot))
-        .routes(routes!(snapshot_api::fork))
-        .routes(routes!(snapshot_api::list))
-        .routes(routes!(snapshot_api::info, snapshot_api::delete))
-        .routes(routes!(session_api::list_files))
-        .routes(routes!(session_api::download, session_api::upload))
-        .routes(routes!(piston::runtimes))
-        .routes(routes!(piston::execute))
-}
-
-/// The open routes (no key) that the OpenAPI document describes; as [`keyed_routes`].
+/// The open routes (no key) that the OpenAPI document describes; as the doors' keyed ones
+/// (`api::documented_routes`).
 fn open_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(ops::index))
@@ -96,27 +69,8 @@ fn open_routes() -> OpenApiRouter<AppState> {
 /// ones the document leaves to their own protocols (Jupyter's, MCP's transport) or out (the
 /// debug routes).
 fn router(state: AppState) -> Router {
-    let (documented, _) = keyed_routes().split_for_parts();
-    let mut v1 = documented
-        .route("/api/kernelspecs", get(api::jupyter::kernelspecs))
-        .route("/api/kernelspecs/{name}", get(api::jupyter::one_kernelspec))
-        .route(
-            "/kernelspecs/{name}/{file}",
-            get(api::jupyter::kernelspec_resource),
-        )
-        .route(
-            "/api/kernels",
-            get(api::jupyter::list).post(api::jupyter::start),
-        )
-        .route(
-            "/api/kernels/{id}",
-            get(api::jupyter::info).delete(api::jupyter::shutdown),
-        )
-        .route("/api/kernels/{id}/interrupt", post(api::jupyter::interrupt))
-        .route("/api/kernels/{id}/restart", post(api::jupyter::restart))
-        .route("/api/kernels/{id}/channels", get(api::jupyter::channels))
-        .nest_service("/mcp", mcp::router(state.clone()))
-        .nest_service("/e2b", api::e2b::router(state.clone()));
+    let (documented, _) = api::documented_routes().split_for_parts();
+    let mut v1 = documented.merge(api::protocol_routes(&state));
     if state.config.debug_panic_route {
         v1 = v1.route("/v1/debug/panic", post(ops::debug_panic));
         #[cfg(debug_assertions)]

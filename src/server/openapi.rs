@@ -45,7 +45,7 @@ impl Modify for BearerAuth {
         title = "Vivarium",
         description = "Run untrusted Python (CPython on WASI under Wasmtime) with host-enforced limits: one-shot executions with files in and out, and notebook-like sessions; notebook cells (magics, `!` lines) and shell scripts (`language: \"bash\"`) run by the sandbox's own interpreter."
     ),
-    // The routes are registered once, in `server::keyed_routes` and `server::open_routes`,
+    // The routes are registered once, in `api::documented_routes` and `server::open_routes`,
     // and join this document in `document`; here only MCP's transport, which is a service
     // rather than a handler.
     paths(mcp::mcp_transport),
@@ -79,7 +79,7 @@ pub struct ApiDoc;
 /// The whole document: this description, the transport, and every documented route.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
-    for routes in [super::keyed_routes(), super::open_routes()] {
+    for routes in [super::api::documented_routes(), super::open_routes()] {
         doc.merge(routes.split_for_parts().1);
     }
     // A handler's path is its route, so a catch-all segment is written as axum's

@@ -31,7 +31,8 @@ fn sane_id(v: &HeaderValue) -> Option<String> {
     .then(|| s.to_string())
 }
 
-/// The door a path belongs to: the prefixes the router mounts each protocol under.
+/// The door a request's path is for (its audit line's `door`): each door's prefix, `/v1` and
+/// the operations routes the plain HTTP API's.
 pub fn door_of(path: &str) -> Door {
     let under = |prefix: &str| {
         path.strip_prefix(prefix)

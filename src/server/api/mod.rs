@@ -1,6 +1,12 @@
-//! The front doors: each file translates one wire format onto the runner and back. They
-//! never import each other; what more than one of them needs (request and response types,
-//! the translation of an execution or session body) lives in [`types`].
+//! The front doors: each file translates one wire format onto the supervisor's intake and
+//! back. They never import each other; what more than one of them needs (request and
+//! response types, the translation of an execution or session body) lives in [`types`].
+//!
+//! This file is the doors' registry: their modules and their routes ([`documented_routes`]
+//! for those the OpenAPI document describes, [`protocol_routes`] for a protocol of its own).
+//! (A door's path prefix, which names the door of a request's audit line, is in
+//! `request_context::door_of`: the middleware that reads it runs before any door, and the
+//! doors import it.)
 
 pub mod check;
 pub mod e2b;
@@ -16,16 +22,69 @@ pub mod stream;
 pub mod types;
 pub mod usage;
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use axum::routing::{get, post};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ErrorBody;
 use super::request_context::RequestContext;
 use types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody};
+
+/// The routes behind an API key that the OpenAPI document describes. Each is registered
+/// once, here: the router and the document are both made from this list
+/// (`server::router`, `openapi::document`), so neither can name a route the other lacks.
+pub fn documented_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(execute_or_stream))
+        .routes(routes!(executions::resume))
+        .routes(routes!(executions::tool_results))
+        .routes(routes!(executions::fork))
+        .routes(routes!(executions::cancel))
+        .routes(routes!(check::check))
+        .routes(routes!(packages::packages))
+        .routes(routes!(usage::usage))
+        .routes(routes!(sessions::open))
+        .routes(routes!(sessions::info, sessions::close))
+        .routes(routes!(sessions::turn))
+        .routes(routes!(sessions::add_packages))
+        .routes(routes!(snapshots::snapshot))
+        .routes(routes!(snapshots::fork))
+        .routes(routes!(snapshots::list))
+        .routes(routes!(snapshots::info, snapshots::delete))
+        .routes(routes!(sessions::list_files))
+        .routes(routes!(sessions::download, sessions::upload))
+        .routes(routes!(piston::runtimes))
+        .routes(routes!(piston::execute))
+}
+
+/// The routes behind an API key of the protocols the document leaves to themselves:
+/// Jupyter's kernels, MCP's transport, E2B's planes.
+pub fn protocol_routes(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/api/kernelspecs", get(jupyter::kernelspecs))
+        .route("/api/kernelspecs/{name}", get(jupyter::one_kernelspec))
+        .route(
+            "/kernelspecs/{name}/{file}",
+            get(jupyter::kernelspec_resource),
+        )
+        .route("/api/kernels", get(jupyter::list).post(jupyter::start))
+        .route(
+            "/api/kernels/{id}",
+            get(jupyter::info).delete(jupyter::shutdown),
+        )
+        .route("/api/kernels/{id}/interrupt", post(jupyter::interrupt))
+        .route("/api/kernels/{id}/restart", post(jupyter::restart))
+        .route("/api/kernels/{id}/channels", get(jupyter::channels))
+        .nest_service("/mcp", mcp::router(state.clone()))
+        .nest_service("/e2b", e2b::router(state.clone()))
+}
 
 // `POST /v1/execute`: server-sent events when the client asks for them (`stream`), else the
 // plain JSON answer (`execute`). (A plain comment: a doc comment would become the
