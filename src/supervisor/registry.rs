@@ -148,27 +148,21 @@ impl Registry {
         self.hibernated().get(id)?.network.clone()
     }
 
-    /// The info and labels of hibernated session `id`, without waking it.
+    /// The info and labels of hibernated session `id`, without waking it (its expiry as the
+    /// registry keeps it).
     pub fn hibernated_labelled(&self, id: &str) -> Option<(SessionInfo, crate::snapshot::Labels)> {
         let h = self.hibernated();
-        let h = h.get(id)?;
-        Some((h.info.clone(), h.labels.clone()))
+        let s = h.get(id)?;
+        let mut info = s.info.clone();
+        info.expires_at =
+            rfc3339(SystemTime::now() + s.expires.saturating_duration_since(Instant::now()));
+        Some((info, s.labels.clone()))
     }
 
     /// The deadline of hibernated session `id` ([`Session::set_deadline`]), to give it back
     /// as it wakes.
     pub fn hibernated_deadline(&self, id: &str) -> Option<Instant> {
         self.hibernated().get(id)?.deadline
-    }
-
-    /// The info of hibernated session `id`, without waking it.
-    pub fn hibernated_info(&self, id: &str) -> Option<SessionInfo> {
-        let h = self.hibernated();
-        let s = h.get(id)?;
-        let mut info = s.info.clone();
-        info.expires_at =
-            rfc3339(SystemTime::now() + s.expires.saturating_duration_since(Instant::now()));
-        Some(info)
     }
 
     /// The owner of session `id` if this process knows it (live, hibernated or expired

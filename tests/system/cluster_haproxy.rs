@@ -586,7 +586,7 @@ async fn an_e2b_sandbox_outlives_its_node_with_its_metadata_envs_and_contexts() 
         vec![id.as_str()],
         "found by its metadata, without its context: {body}"
     );
-    let (st, node, body) = e2b_call(
+    let (st, holder, body) = e2b_call(
         &c,
         &proxy,
         M::POST,
@@ -596,7 +596,7 @@ async fn an_e2b_sandbox_outlives_its_node_with_its_metadata_envs_and_contexts() 
     )
     .await;
     assert_eq!((st, cell_stdout(&body).as_str()), (200, "42\n"), "{body}");
-    assert_ne!(node, home);
+    assert_ne!(holder, home);
     let (st, _, body) = e2b_call(
         &c,
         &proxy,
@@ -620,6 +620,25 @@ async fn an_e2b_sandbox_outlives_its_node_with_its_metadata_envs_and_contexts() 
             info["templateID"].as_str()
         ),
         (Some("t9"), Some("base"))
+    );
+    // Killed through the third node, which holds neither it nor its context: it takes the
+    // sandbox over (durable) to close it, and its context goes with it.
+    let third = nodes
+        .iter()
+        .find(|n| n.id != home && n.id != holder)
+        .unwrap()
+        .base();
+    let r = c
+        .delete(format!("{third}/e2b/sandboxes/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let gone = send(c.get(proxy.url(&format!("/v1/sessions/{ctx}")))).await;
+    assert_eq!(
+        gone.status, 404,
+        "its context is closed with it: {}",
+        gone.body
     );
     drop(proxy);
     drop(nodes);

@@ -709,14 +709,7 @@ impl Runner {
     /// The info of session `id` (for `key`, its owner); a hibernated one's without waking
     /// it.
     pub async fn session_info(&self, id: &str, key: Option<&str>) -> SupervisorResult<SessionInfo> {
-        self.check_owner(id, key).await?;
-        if let Ok(s) = self.sessions.get(id) {
-            return Ok(s.info());
-        }
-        if let Some(info) = self.sessions.hibernated_info(id) {
-            return Ok(info);
-        }
-        Ok(self.session(id, key).await?.info())
+        self.session_labelled(id, key).await.map(|(info, _)| info)
     }
 
     /// [`Runner::session_info`] with session `id`'s labels: a hibernated one is not woken
@@ -727,7 +720,11 @@ impl Runner {
         key: Option<&str>,
     ) -> SupervisorResult<(SessionInfo, Labels)> {
         self.check_owner(id, key).await?;
-        if let Ok(s) = self.sessions.get(id) {
+        // With `--cluster` a copy live here answers only while its lease names this node
+        // (another may have taken it over, or closed it): `Runner::session` reads the lease.
+        if let Ok(s) = self.sessions.get(id)
+            && self.cluster.is_none()
+        {
             return Ok((s.info(), s.labels()));
         }
         if let Some(found) = self.sessions.hibernated_labelled(id) {
@@ -771,7 +768,7 @@ impl Runner {
     /// Its contexts ([`Labels::contexts`]) are closed with it: they are its.
     pub async fn close_session(&self, id: &str, key: Option<&str>) -> SupervisorResult<()> {
         self.check_owner(id, key).await?;
-        let contexts = self.contexts_of(id).await;
+        let contexts = self.contexts_of(id, key).await;
         let closed = self.close_one(id, key).await;
         for context in contexts {
             let _ = self.close_one(&context, key).await;
@@ -779,9 +776,16 @@ impl Runner {
         closed
     }
 
-    /// Session `id`'s contexts, as far as they are known without bringing it back: from
-    /// its labels here, or its own snapshot's header in the store.
-    async fn contexts_of(&self, id: &str) -> Vec<String> {
+    /// Session `id`'s contexts: from its labels here, or its own snapshot's header in the
+    /// store; with `--cluster`, the session is found as its close finds it (brought here
+    /// from the object its lease names), since no object is named after it there.
+    async fn contexts_of(&self, id: &str, key: Option<&str>) -> Vec<String> {
+        if self.cluster.is_some() {
+            return match self.session(id, key).await {
+                Ok(s) => s.labels().contexts.into_iter().map(|c| c.id).collect(),
+                Err(_) => Vec::new(),
+            };
+        }
         let labels = match self.sessions.get(id) {
             Ok(s) => Some(s.labels()),
             Err(_) => match self.sessions.hibernated_labelled(id) {
