@@ -130,6 +130,10 @@ pub struct SessionRecord {
     /// Its labels (what a door gave it: metadata, environment, contexts), none left out.
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
+    /// Its caller's own end (E2B's sandbox timeout), in seconds since the Unix epoch: it
+    /// ends then, used or idle, rather than at its idle time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<u64>,
 }
 
 /// A file's path and size in the header.

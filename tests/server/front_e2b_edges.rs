@@ -605,7 +605,7 @@ async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox(
     let id = create(
         &c,
         &a.base,
-        json!({"metadata": {"team": "t1", "run": "r 7"}, "envVars": {"GREETING": "hi"}}),
+        json!({"metadata": {"team": "t1", "run": "r 7"}, "envVars": {"GREETING": "hi"}, "timeout": 120}),
     )
     .await;
     let other = create(&c, &a.base, json!({"metadata": {"team": "t2"}})).await;
@@ -632,6 +632,12 @@ async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox(
     assert_eq!(v[0]["metadata"], json!({"team": "t1", "run": "r 7"}));
     assert_eq!(v[0]["templateID"], "base");
     assert_eq!(v[0]["state"], "paused", "not resident until it is used");
+    // Its timeout came with it: it ends when it would have, not at the idle time.
+    let left = epoch_secs(&v[0]["endAt"]) - now_secs();
+    assert!(
+        (60..=121).contains(&left),
+        "{left} s left of its 120 s timeout"
+    );
     let (ids, _) = listed(&c, &b.base, "").await;
     let mut both = vec![id.clone(), other.clone()];
     both.sort();
@@ -681,6 +687,11 @@ async fn metadata_env_and_contexts_survive_a_restart_and_list_finds_the_sandbox(
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["metadata"]["team"], "t1");
     assert_eq!(v["state"], "running");
+    let left = epoch_secs(&v["endAt"]) - now_secs();
+    assert!(
+        (60..=121).contains(&left),
+        "{left} s left of its 120 s timeout, awake"
+    );
     // Killed: its context goes with it, after the restart too.
     let (st, _) = json_of(control(&c, M::DELETE, &b.base, &format!("/sandboxes/{id}"))).await;
     assert_eq!(st, 204);

@@ -75,6 +75,9 @@ pub(super) fn record_of(session: &Session) -> SessionRecord {
         age_secs: session.age().as_secs(),
         idle_secs: session.idle_for().as_secs(),
         labels: session.labels(),
+        deadline_at: session
+            .deadline_in()
+            .map(|left| crate::supervisor::time::now_secs().saturating_add(left.as_secs())),
     }
 }
 

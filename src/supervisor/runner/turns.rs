@@ -555,12 +555,17 @@ impl Runner {
             let since = now.saturating_sub(header.created_at);
             let age = record.age_secs.saturating_add(since);
             let idle = record.idle_secs.saturating_add(since);
+            // A caller's deadline holds it to then, used or idle.
+            let until_end = match record.deadline_at {
+                Some(at) => at.saturating_sub(now),
+                None => self.sessions.idle.as_secs().saturating_sub(idle),
+            };
             let left = self
                 .sessions
                 .lifetime
                 .as_secs()
                 .saturating_sub(age)
-                .min(self.sessions.idle.as_secs().saturating_sub(idle));
+                .min(until_end);
             if left == 0 {
                 continue;
             }

@@ -46,13 +46,20 @@ impl Runner {
             return Err(SupervisorError::SessionNotFound(id.to_string()));
         }
         // Its age and idle time go on from when the snapshot was written.
-        let since = Duration::from_secs(now_secs().saturating_sub(header.created_at));
+        let now = now_secs();
+        let since = Duration::from_secs(now.saturating_sub(header.created_at));
         let age = Duration::from_secs(rec.age_secs) + since;
         let idle = Duration::from_secs(rec.idle_secs) + since;
-        if age >= self.sessions.lifetime || idle >= self.sessions.idle {
+        // A caller's deadline holds it to then, used or idle (`Session::set_deadline`).
+        let ended = match rec.deadline_at {
+            Some(at) => at <= now,
+            None => idle >= self.sessions.idle,
+        };
+        if age >= self.sessions.lifetime || ended {
             self.forget_own_snapshot(id);
             return Err(SupervisorError::SessionExpired(id.to_string()));
         }
+        let rec_deadline = rec.deadline_at;
         let leakage = <LeakPolicy as clap::ValueEnum>::from_str(&rec.leakage, false)
             .map_err(|_| SupervisorError::SnapshotInvalid("the session's leakage policy".into()))?;
         let settings = SessionSettings {
@@ -67,7 +74,10 @@ impl Runner {
             network: self.sessions.hibernated_network(id),
             labels: rec.labels,
         };
-        let deadline = self.sessions.hibernated_deadline(id);
+        // Kept while it hibernated; after a restart (or on another node), its snapshot's.
+        let deadline = self.sessions.hibernated_deadline(id).or_else(|| {
+            rec_deadline.map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now)))
+        });
         let mut record = AuditRecord::internal(Action::SessionRestore).session(id);
         let session = match self.admit_image(settings, image, &mut record).await {
             Ok(s) => s,

@@ -89,11 +89,14 @@ impl Remains {
         }
     }
 
-    /// Drops on a blocking thread: removing the working directory is file-system work.
-    pub fn release(self) {
+    /// Gives its place under the resident caps back at once (a close answered is a place
+    /// free, for the next open and for `/v1/usage`), and drops the rest on a blocking
+    /// thread: removing the working directory is file-system work.
+    pub fn release(mut self) {
         if self.is_empty() {
             return;
         }
+        self.free_place();
         tokio::task::spawn_blocking(move || drop(self));
     }
 }
