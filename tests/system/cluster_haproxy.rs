@@ -398,6 +398,27 @@ async fn three_nodes_behind_haproxy_with_s3() {
     drop(s3);
 }
 
+/// Nodes `ids` started on `store`, ready, behind a proxy that sees each of them up.
+async fn behind_proxy(
+    haproxy: &Path,
+    store: &Store,
+    c: &reqwest::Client,
+    ids: &[&str],
+) -> (Vec<Node>, Proxy) {
+    let mut nodes: Vec<Node> = ids.iter().map(|id| Node::new(id)).collect();
+    for n in &mut nodes {
+        n.start(store);
+    }
+    for n in &nodes {
+        wait_ready_at(&n.base()).await;
+    }
+    let proxy = Proxy::start(haproxy, &nodes);
+    for n in &nodes {
+        proxy.wait_state(c, &n.id, "UP").await;
+    }
+    (nodes, proxy)
+}
+
 /// Code mode behind the proxy: a suspended execution's resumes reach the node whose program
 /// waits (`Vivarium-Execution`), and when that node dies another brings it back from the
 /// shared store, its state kept.
@@ -410,17 +431,7 @@ async fn a_suspended_execution_follows_its_node_and_outlives_it() {
     let dir = scratch_dir("cluster-code-mode-store");
     let store = Store::Dir(dir.clone());
     let c = client();
-    let mut nodes: Vec<Node> = ["cm1", "cm2", "cm3"].into_iter().map(Node::new).collect();
-    for n in &mut nodes {
-        n.start(&store);
-    }
-    for n in &nodes {
-        wait_ready_at(&n.base()).await;
-    }
-    let proxy = Proxy::start(&haproxy, &nodes);
-    for n in &nodes {
-        proxy.wait_state(&c, &n.id, "UP").await;
-    }
+    let (mut nodes, proxy) = behind_proxy(&haproxy, &store, &c, &["cm1", "cm2", "cm3"]).await;
     let tools = json!([{"name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string"}}, "required": ["city"]}}]);
     let code = "import random\nx = [random.random()]\nfor c in ['Oslo', 'Rome', 'Lima']:\n    x.append(tools.get_weather(city=c)['temp'])\nprint(x)\n";
@@ -520,17 +531,7 @@ async fn an_e2b_sandbox_outlives_its_node_with_its_metadata_envs_and_contexts() 
     let dir = scratch_dir("cluster-e2b-store");
     let store = Store::Dir(dir.clone());
     let c = client();
-    let mut nodes: Vec<Node> = ["eb1", "eb2", "eb3"].into_iter().map(Node::new).collect();
-    for n in &mut nodes {
-        n.start(&store);
-    }
-    for n in &nodes {
-        wait_ready_at(&n.base()).await;
-    }
-    let proxy = Proxy::start(&haproxy, &nodes);
-    for n in &nodes {
-        proxy.wait_state(&c, &n.id, "UP").await;
-    }
+    let (mut nodes, proxy) = behind_proxy(&haproxy, &store, &c, &["eb1", "eb2", "eb3"]).await;
     let new =
         json!({"templateID": "base", "metadata": {"team": "t9"}, "envVars": {"GREETING": "hi"}});
     let (st, home, body) = e2b_call(&c, &proxy, M::POST, "/v2/sandboxes", None, Some(new)).await;
