@@ -494,7 +494,8 @@ impl Runner {
     }
 
     /// Changes session `id`'s labels with `change` (kept only within their bounds); a
-    /// durable session's own snapshot takes them before the answer. What `change` answered.
+    /// durable session's own snapshot takes them before the answer (or, while a turn runs,
+    /// with that turn's). What `change` answered.
     pub async fn relabel<R>(
         &self,
         id: &str,
@@ -506,7 +507,11 @@ impl Runner {
             .relabel(change)
             .map_err(|e| SupervisorError::InvalidRequest(e.to_string()))?;
         if session.durable {
-            self.keep_state_now(&session).await?;
+            match self.keep_state_now(&session).await {
+                // A turn runs: its own snapshot, written as it ends, carries the labels.
+                Err(SupervisorError::SessionBusy(_)) => {}
+                other => other?,
+            }
         }
         Ok(answer)
     }
