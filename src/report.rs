@@ -362,13 +362,16 @@ fn is_exception_line(l: &str) -> bool {
 /// Whether `file`'s bytes are memory (tmpfs): the front door charges them to the budget
 /// while it holds them.
 pub fn in_memory(file: &std::fs::File) -> bool {
+    rustix::fs::fstatfs(file).is_ok_and(|st| is_memory_fs(&st))
+}
+
+/// Whether a file system is tmpfs or ramfs (its contents are memory), by its `statfs`.
+pub fn is_memory_fs(st: &rustix::fs::StatFs) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    rustix::fs::fstatfs(file).is_ok_and(|st| {
-        #[allow(clippy::unnecessary_cast, reason = "f_type's width varies by platform")]
-        let kind = st.f_type as i64;
-        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
-    })
+    #[allow(clippy::unnecessary_cast, reason = "f_type's width varies by platform")]
+    let kind = st.f_type as i64;
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
 /// A session's file as the runner hands it to a front door.

@@ -116,13 +116,7 @@ pub fn default_scratch_base() -> PathBuf {
 
 /// Whether `path` is on tmpfs (or ramfs): its contents are memory.
 pub fn is_memory_backed(path: &Path) -> bool {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    rustix::fs::statfs(path).is_ok_and(|st| {
-        #[allow(clippy::unnecessary_cast, reason = "f_type's width varies by platform")]
-        let kind = st.f_type as i64;
-        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
-    })
+    rustix::fs::statfs(path).is_ok_and(|st| crate::report::is_memory_fs(&st))
 }
 
 /// See [`default_scratch_base`].
