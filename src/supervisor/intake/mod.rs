@@ -11,6 +11,7 @@ mod plain;
 mod query;
 mod resolve;
 mod session;
+mod unclaimed;
 
 pub use ask::{
     ExecuteRequest, FileIn, FileOp, NetworkRequest, OpenSessionRequest, OpeningExtras, Query,
@@ -25,3 +26,4 @@ pub use plain::{PlainAsk, plain};
 pub use query::query;
 pub use resolve::packages_to_install;
 pub use session::{open, open_with, run_turn_ask, turn, turn_as, turn_of};
+pub use unclaimed::Unclaimed;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::ask::{OpenSessionRequest, OpeningExtras, Query, TurnRequest};
 use super::resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
+use super::unclaimed::Unclaimed;
 use crate::guest::Language;
 use crate::snapshot::Labels;
 use crate::supervisor::audit::{Action, AuditRecord};
@@ -48,7 +49,8 @@ pub async fn open_with(
         return Ok(session);
     };
     let key = record.key_id.clone();
-    let unclaimed = Unclaimed(Some((runner.clone(), session.id.clone(), key.clone())));
+    let mut unclaimed = Unclaimed::new(runner, key.as_deref());
+    unclaimed.push(&session.id);
     let ran = super::query::query(runner, &session.id, key.as_deref(), Query::SetUp(set_up)).await;
     match ran {
         Ok(_) => {
@@ -60,28 +62,6 @@ pub async fn open_with(
             unclaimed.claim();
             let _ = runner.close_session(&session.id, key.as_deref()).await;
             Err(e)
-        }
-    }
-}
-
-/// A session opened and not yet answered: closed (in the background) when dropped unclaimed.
-struct Unclaimed(Option<(Arc<Runner>, String, Option<String>)>);
-
-impl Unclaimed {
-    fn claim(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Unclaimed {
-    fn drop(&mut self) {
-        let Some((runner, id, key)) = self.0.take() else {
-            return;
-        };
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = runner.close_session(&id, key.as_deref()).await;
-            });
         }
     }
 }

@@ -20,7 +20,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::network::{self, E2bNetwork};
-use super::unclaimed::Unclaimed;
 use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
@@ -28,7 +27,7 @@ use crate::server::request_context::RequestContext;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
-use crate::supervisor::intake::{OpeningExtras, SetUp};
+use crate::supervisor::intake::{self, OpeningExtras, SetUp};
 use crate::supervisor::session::{Labels, SessionInfo, SessionState};
 use crate::vocabulary::Template;
 
@@ -532,7 +531,7 @@ async fn fork(
     let token = access_token(&door, &headers);
     let mut results = Vec::new();
     // Forks made are closed if the request ends before it answers.
-    let mut made = Unclaimed::new(&door, key);
+    let mut made = intake::Unclaimed::new(&door.app.runner, key);
     for _ in 0..count {
         let mut bracket = Bracket::open(&door.app, &ctx, Action::SessionFork).session(&id);
         let forked = door

@@ -21,7 +21,6 @@ mod filesystem;
 mod interpreter;
 mod network;
 mod process;
-mod unclaimed;
 
 use std::sync::Arc;
 
