@@ -177,6 +177,32 @@ impl Registry {
         self.gone().get(id).map(|(_, owner)| owner.clone())
     }
 
+    /// The ages of a session whose own snapshot, written at `written` (Unix seconds), holds
+    /// `record`, now (`now`): (age, idle time, time left). Its ages go on from when the
+    /// snapshot was written; it has left the least of its lifetime and its caller's deadline,
+    /// or, without one, its idle time; zero when it expired meanwhile.
+    pub fn stored_ages(
+        &self,
+        record: &crate::snapshot::SessionRecord,
+        written: u64,
+        now: u64,
+    ) -> (Duration, Duration, Duration) {
+        let since = now.saturating_sub(written);
+        let age = record.age_secs.saturating_add(since);
+        let idle = record.idle_secs.saturating_add(since);
+        // A caller's deadline holds it to then, used or idle (`Session::set_deadline`).
+        let until_end = match record.deadline_at {
+            Some(at) => at.saturating_sub(now),
+            None => self.idle.as_secs().saturating_sub(idle),
+        };
+        let left = self.lifetime.as_secs().saturating_sub(age).min(until_end);
+        (
+            Duration::from_secs(age),
+            Duration::from_secs(idle),
+            Duration::from_secs(left),
+        )
+    }
+
     /// The info of every session `key` owns, resident or hibernated, by id.
     pub fn infos(&self, key: Option<&str>) -> Vec<SessionInfo> {
         self.labelled(key)

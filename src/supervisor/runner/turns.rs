@@ -550,40 +550,22 @@ impl Runner {
         key: Option<&str>,
     ) -> SupervisorResult<Vec<(SessionInfo, Labels)>> {
         let mut out = self.sessions.labelled(key);
-        let here: std::collections::HashSet<String> =
-            out.iter().map(|(i, _)| i.id.clone()).collect();
         let now = crate::supervisor::time::now_secs();
         for (header, record, template) in self.snapshots.own_sessions(key).await? {
-            if here.contains(&record.id) || self.sessions.owner_of(&record.id).is_some() {
+            // Known here (live, hibernated or expired): listed above, or not at all.
+            if self.sessions.owner_of(&record.id).is_some() {
                 continue;
             }
-            let since = now.saturating_sub(header.created_at);
-            let age = record.age_secs.saturating_add(since);
-            let idle = record.idle_secs.saturating_add(since);
-            // A caller's deadline holds it to then, used or idle.
-            let until_end = match record.deadline_at {
-                Some(at) => at.saturating_sub(now),
-                None => self.sessions.idle.as_secs().saturating_sub(idle),
-            };
-            let left = self
-                .sessions
-                .lifetime
-                .as_secs()
-                .saturating_sub(age)
-                .min(until_end);
-            if left == 0 {
+            let (age, idle, left) = self.sessions.stored_ages(&record, header.created_at, now);
+            if left.is_zero() {
                 continue;
             }
-            let at = |secs_ago: u64| {
-                std::time::SystemTime::now() - std::time::Duration::from_secs(secs_ago)
-            };
+            let wall = std::time::SystemTime::now();
             let info = SessionInfo {
                 id: record.id.clone(),
-                created_at: rfc3339(at(age)),
-                expires_at: rfc3339(
-                    std::time::SystemTime::now() + std::time::Duration::from_secs(left),
-                ),
-                last_used_at: rfc3339(at(idle)),
+                created_at: rfc3339(wall - age),
+                expires_at: rfc3339(wall + left),
+                last_used_at: rfc3339(wall - idle),
                 state: SessionState::Idle,
                 turns: header.turns,
                 limits: header.limits,

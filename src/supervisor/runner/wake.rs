@@ -47,15 +47,8 @@ impl Runner {
         }
         // Its age and idle time go on from when the snapshot was written.
         let now = now_secs();
-        let since = Duration::from_secs(now.saturating_sub(header.created_at));
-        let age = Duration::from_secs(rec.age_secs) + since;
-        let idle = Duration::from_secs(rec.idle_secs) + since;
-        // A caller's deadline holds it to then, used or idle (`Session::set_deadline`).
-        let ended = match rec.deadline_at {
-            Some(at) => at <= now,
-            None => idle >= self.sessions.idle,
-        };
-        if age >= self.sessions.lifetime || ended {
+        let (age, _, left) = self.sessions.stored_ages(&rec, header.created_at, now);
+        if left.is_zero() {
             self.forget_own_snapshot(id);
             return Err(SupervisorError::SessionExpired(id.to_string()));
         }
