@@ -14,6 +14,7 @@ use crate::check::{self, CheckError, CheckResult, Finding, Policy};
 use crate::engine::{EngineError, EngineOptions, GuestEngine};
 use crate::guest::{GuestSetup, Language};
 use crate::hostcalls::egress::{EgressAsker, EgressDoor};
+use crate::hostcalls::input::InputAsker;
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::tools::{ToolAsker, ToolDoor};
 use crate::limits::TurnLimits;
@@ -29,8 +30,9 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    Baseline, CaptureError, EndReason, GuestLayout, GuestStore, HostShare, Interpreter,
-    RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome, run_on_guest_thread,
+    Baseline, CaptureError, EndReason, GuestLayout, GuestStore,
+    HostShare, Interpreter, RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome,
+    WriteError, run_on_guest_thread,
 };
 use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
@@ -299,6 +301,89 @@ pub enum Executed {
     },
     /// The policy is `deny` and the check found these: nothing ran.
     Denied(Vec<Finding>),
+}
+
+/// One turn of a session's interpreter, as data: what a worker is asked to run in the
+/// interpreter it keeps ([`crate::worker::TurnJob`] carries it), the turn's counterpart of
+/// [`Program`]. [`Vivarium::turn`] runs it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TurnProgram {
+    /// Python source (notebook syntax translated), or a shell script; a final expression's
+    /// value is the turn's result.
+    pub code: String,
+    /// What the turn reads on stdin.
+    #[serde(with = "serde_bytes")]
+    pub stdin: Vec<u8>,
+    /// Written into the working directory first (all or none, within the disk limit).
+    pub files: Vec<InputFile>,
+    /// This turn's limits.
+    pub limits: TurnLimits,
+    /// The pre-execution check of `code`, in a sandbox of its own before anything else
+    /// (`off`: none); under `deny`, a finding stops the turn before its files are written.
+    pub policy: Policy,
+    /// Code mode: the tools the turn's code may call.
+    #[serde(default)]
+    pub tools: Option<Toolbox>,
+    /// Network by exception: what the turn's requests may reach.
+    #[serde(default)]
+    pub network: Option<crate::egress::Network>,
+    /// Variables of this turn alone (an E2B cell's `env_vars`, the secrets' placeholders
+    /// laid over them: `Secrets::lay_over`): set before its code, undone after it.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// What `code` is written in (a shell script runs through the guest's shell, its `cd`
+    /// and `export` kept for the session's next turns).
+    #[serde(default)]
+    pub language: Language,
+}
+
+/// One turn as the core runs it: the [`TurnProgram`] and what cannot be data (a worker
+/// makes these of its events).
+pub struct TurnSpec {
+    /// What runs.
+    pub turn: TurnProgram,
+    /// Sees output live, as the guest writes it.
+    pub observer: Option<OutputObserver>,
+    /// Answers `input()` (without, it reads the turn's stdin).
+    pub input: Option<InputAsker>,
+    /// Answers the turn's tool calls, when it has tools.
+    pub tools: Option<ToolAsker>,
+    /// Performs the turn's HTTP requests, when it was granted network.
+    pub egress: Option<EgressAsker>,
+}
+
+/// How a turn ended, when it could be attempted.
+pub enum Turned {
+    /// The turn ran; with the check's findings unless the policy was `off`.
+    Ran {
+        /// What it did (`ended`: the interpreter is gone).
+        outcome: Box<TurnOutcome>,
+        /// What the pre-execution check found (`None` with policy `off`).
+        findings: Option<Vec<Finding>>,
+    },
+    /// The policy is `deny` and the check found these: nothing ran, the session is as it was.
+    Denied(Vec<Finding>),
+}
+
+/// Why a turn could not be attempted. Only [`TurnError::Ended`] leaves the interpreter
+/// unusable; after the others it is as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The pre-execution check gave no verdict.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// The turn's tools could not be offered (their schemas).
+    #[error("the tools: {0}")]
+    Tools(String),
+    /// The turn's files could not be written; none was.
+    #[error(transparent)]
+    Files(#[from] WriteError),
+    /// The turn's own variables could not be set.
+    #[error("setting the turn's variables: {0}")]
+    Env(String),
+    /// The interpreter ended without a rollback to go back to.
+    #[error("the interpreter ended: {0:?}")]
+    Ended(EndReason),
 }
 
 /// The process-wide host of sandboxes; see the module documentation.
@@ -678,6 +763,96 @@ impl Vivarium {
             Ok(image) => interp.keep_checkpoint(image),
             Err(e) => tracing::warn!(error = %e, "session has no rollback checkpoint"),
         }
+    }
+
+    /// Runs `spec` as the next turn of `interp` (opened from `template`), the one rule for a
+    /// session's turn: its check first, in a sandbox of its own under `cancel` (whatever it
+    /// says, the session is untouched); then its files, its own variables (a hidden turn,
+    /// undone after it), its tools, network, live output and `input()`, each offered for this
+    /// turn alone; then [`Vivarium::session_turn`]. Blocking; call on a guest thread.
+    pub fn turn(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+        spec: TurnSpec,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Turned, TurnError> {
+        let TurnSpec {
+            turn:
+                TurnProgram {
+                    code,
+                    stdin,
+                    files,
+                    limits,
+                    policy,
+                    tools,
+                    network,
+                    env,
+                    language,
+                },
+            observer,
+            input,
+            tools: tool_asker,
+            egress,
+        } = spec;
+        let findings = match policy {
+            Policy::Off => None,
+            // A shell script has no Python to check.
+            _ if language == Language::Bash => Some(Vec::new()),
+            policy => {
+                let c = self.check(&code, cancel)?;
+                match check::judge(c.findings, policy, network.is_some()) {
+                    Ok(findings) => Some(findings),
+                    Err(refused) => return Ok(Turned::Denied(refused)),
+                }
+            }
+        };
+        // Code mode: the tools' door, compiled before anything is written.
+        let door = match (&tools, tool_asker) {
+            (Some(toolbox), Some(asker)) => {
+                Some(ToolDoor::new(toolbox, asker).map_err(|e| TurnError::Tools(e.to_string()))?)
+            }
+            _ => None,
+        };
+        let source = crate::guest::guest_source(
+            &code,
+            language,
+            tools.as_ref().map(|t| t.guest_json()).as_deref(),
+            true,
+        )
+        .unwrap_or(code);
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.content.as_slice()))
+            .collect();
+        interp.write_files(&refs)?;
+        if !env.is_empty() {
+            interp
+                .hidden_turn(&crate::guest::turn_env(&env))
+                .map_err(|e| TurnError::Env(e.to_string()))?;
+        }
+        interp.offer_tools(door);
+        if let (Some(network), Some(egress)) = (network, egress) {
+            interp.offer_egress(Some(EgressDoor::new(network, egress)));
+        }
+        interp.stream_output(observer);
+        interp.answer_input_with(input);
+        let undo = (!env.is_empty()).then_some(crate::guest::UNDO_TURN_ENV);
+        let turned = self.session_turn(interp, template, &source, stdin, &limits, undo);
+        interp.stream_output(None);
+        interp.answer_input_with(None);
+        interp.offer_tools(None);
+        interp.offer_egress(None);
+        let mut outcome = turned.map_err(TurnError::Ended)?;
+        if language == Language::Bash {
+            // The shell prints bash's messages; a traceback in them is a `python` command's
+            // output, not the turn's error.
+            outcome.report.error = None;
+        }
+        Ok(Turned::Ran {
+            outcome: Box::new(outcome),
+            findings,
+        })
     }
 
     /// Runs one turn of a session's interpreter (opened from `template`). A turn that a limit

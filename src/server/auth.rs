@@ -1,7 +1,10 @@
-//! Optional API keys. With `--api-keys-file`, every `/v1` call must carry
-//! `Authorization: Bearer KEY` for a key in the file, else 401. Keys are kept only as SHA-256
-//! digests and never logged: logs and the audit trail name a key by its id (the `ID:` prefix
-//! in the file, or `key-` and the first 8 hex digits of its digest).
+//! Optional API keys. With `--api-keys-file`, every route but the open ones (`/`,
+//! `/healthz`, `/readyz`, `/metrics`, `/openapi.json`) needs a key in the file, else 401:
+//! `/v1`, Piston's `/api/v2`, Jupyter's, `/mcp` and `/e2b`. A request presents it as
+//! `Authorization: Bearer KEY`; under `/e2b` also as `X-API-Key` or `X-Access-Token`, and on
+//! Jupyter's routes as `Authorization: token KEY` or `?token=KEY`. Keys are kept only as
+//! SHA-256 digests and never logged: logs and the audit trail name a key by its id (the
+//! `ID:` prefix in the file, or `key-` and the first 8 hex digits of its digest).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -183,8 +186,8 @@ fn percent_decode(v: &str) -> String {
         .into_owned()
 }
 
-/// Middleware on `/v1`: lets a request through with its key's id in its [`RequestContext`], or
-/// answers 401.
+/// Middleware on every route but the open ones: lets a request through with its key's id in its
+/// [`RequestContext`], or answers 401.
 pub async fn require_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(keys) = &state.keys else {
         return next.run(req).await;

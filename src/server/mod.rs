@@ -92,7 +92,10 @@ fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), error_scrub::middleware))
         .layer(from_fn_with_state(
             state.clone(),
-            request_context::middleware,
+            |state, req: axum::extract::Request, next| {
+                let door = api::door_of(req.uri().path());
+                request_context::middleware(state, door, req, next)
+            },
         ))
         .with_state(state)
 }

@@ -31,31 +31,18 @@ fn sane_id(v: &HeaderValue) -> Option<String> {
     .then(|| s.to_string())
 }
 
-/// The door a request's path is for (its audit line's `door`): each door's prefix, `/v1` and
-/// the operations routes the plain HTTP API's.
-pub fn door_of(path: &str) -> Door {
-    let under = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    };
-    if under("/mcp") {
-        Door::Mcp
-    } else if under("/api/v2") {
-        Door::Piston
-    } else if under("/e2b") {
-        Door::E2b
-    } else if under("/api/kernels") || under("/api/kernelspecs") || under("/kernelspecs") {
-        Door::Jupyter
-    } else {
-        Door::Http
-    }
-}
-
 pub fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-pub async fn middleware(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Gives every request its [`RequestContext`] (`door`: the door its path is for, named by the
+/// doors' registry) and logs and counts its answer.
+pub async fn middleware(
+    State(state): State<AppState>,
+    door: Door,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let request_id = req
         .headers()
@@ -67,7 +54,6 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0)
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let door = door_of(req.uri().path());
     req.extensions_mut().insert(RequestContext {
         request_id: request_id.clone(),
         client,
@@ -93,29 +79,4 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
         None => tracing::info!(status, ms, client = %client, "request done"),
     });
     resp
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_protocol_is_known_by_its_prefix() {
-        assert_eq!(door_of("/v1/execute"), Door::Http);
-        assert_eq!(door_of("/v1/sessions/s-1/execute"), Door::Http);
-        assert_eq!(door_of("/mcp"), Door::Mcp);
-        assert_eq!(door_of("/mcp/"), Door::Mcp);
-        assert_eq!(door_of("/mcpx"), Door::Http);
-        assert_eq!(door_of("/api/v2/execute"), Door::Piston);
-        assert_eq!(door_of("/e2b/v2/sandboxes"), Door::E2b);
-        assert_eq!(door_of("/e2bx"), Door::Http);
-        assert_eq!(door_of("/api/kernels/s-2/channels"), Door::Jupyter);
-        assert_eq!(door_of("/api/kernelspecs"), Door::Jupyter);
-        assert_eq!(
-            door_of("/kernelspecs/vivarium-python/logo-64x64.png"),
-            Door::Jupyter
-        );
-        assert_eq!(door_of("/api/kernelsx"), Door::Http);
-        assert_eq!(door_of("/"), Door::Http);
-    }
 }

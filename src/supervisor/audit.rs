@@ -1,8 +1,7 @@
-//! The audit log: one JSON object per line for every action (execute, session
-//! open/turn/close/expire, file upload/download, rejection), with the time, request id, key
-//! id, client address, SHA-256 of the code, the limits, the HTTP status, and for runs the
-//! result status, exit code and usage. Written to `--audit-log PATH` (appended) or stderr.
-//! Never holds an API key or the code itself.
+//! The audit log: one JSON object per line for every action (each an [`Action`]), with the
+//! time, request id, key id, client address, SHA-256 of the code, the limits, the HTTP
+//! status, and for runs the result status, exit code and usage. Written to
+//! `--audit-log PATH` (appended) or stderr. Never holds an API key or the code itself.
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -1,8 +1,7 @@
 //! Execution slots shared fairly between tenants.
 //!
-//! `slots` runs at once, and a queue of at most `queue_depth` waiting, as one FIFO was
-//! before; but the queue is one FIFO per tenant, served so that one tenant's backlog delays
-//! another by at most about one run:
+//! `slots` runs at once, and a queue of at most `queue_depth` waiting: one FIFO per tenant,
+//! served so that one tenant's backlog delays another by at most about one run:
 //!
 //! - a freed slot goes to the waiting tenant with the fewest runs going, ties in turn
 //!   (round robin), so tenants' shares of the slots even out;

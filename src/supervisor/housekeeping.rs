@@ -1,7 +1,9 @@
 //! The control plane's own work between requests, and at the end: the sweep (expired
 //! sessions closed, idle ones hibernated, the coldest hibernated when resident places run
-//! short, snapshots past their retention removed), this node's heartbeat in a cluster, the
-//! drain when the server is told to stop, and what every server does last.
+//! short, snapshots past their retention removed, code mode's long-suspended executions
+//! evicted to their journals and expired ones forgotten, `sweep_executions`), this node's
+//! heartbeat in a cluster, the drain when the server is told to stop, and what every
+//! server does last.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,9 +2,12 @@
 //! session registry, runs and turns, residency (hibernate, wake, pressure, drain),
 //! durability, user snapshots, placement and the cluster, the audit log and the metrics.
 //!
-//! Every front door (`server::api`) parses its wire format and hands the run or session call
-//! to the one seam here, [`Runner`]; what goes wrong comes back as a [`SupervisorError`] of
-//! domain causes, which `server/error.rs` alone turns into HTTP.
+//! Every front door (`server::api`) parses its wire format. A run, a session's opening, a
+//! turn or a query of a session goes to [`intake`], where a request becomes a run
+//! (readiness, limits, files, packages, the leakage guard, tools and network worked out
+//! once for every door alike); other calls go straight to [`Runner`], the one seam the
+//! intake calls too. What goes wrong comes back as a [`SupervisorError`] of domain causes,
+//! which `server/error.rs` alone turns into HTTP.
 
 pub(crate) mod admission;
 pub(crate) mod audit;

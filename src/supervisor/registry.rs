@@ -1,8 +1,10 @@
 //! The session registry: live sessions by id (each a [`Session`], its life in
 //! `session/phase.rs`), hibernated ones (asleep in the store: what is known of them without
 //! waking them), the caps on how many of each there may be, and expiry. A session is closed
-//! when it was idle for `session_idle`, or `session_lifetime` after it opened; an expired id
-//! answers 410 for a while after, an id never seen (or deleted) 404.
+//! when it was idle for `session_idle`, or, when its caller set a deadline
+//! ([`Session::set_deadline`]; `deadline_at` in its stored record), at that deadline, used
+//! or idle; never later than `session_lifetime` after it opened. An expired id answers 410
+//! for a while after, an id never seen (or deleted) 404.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

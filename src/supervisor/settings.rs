@@ -1,5 +1,7 @@
 //! What the control plane is built with: the part of `vivarium serve`'s settings
-//! (`server::Config`) that admission, the session registry, snapshots and the cluster use.
+//! (`server::Config`) that admission, the session registry, snapshots, the cluster, the
+//! leakage guard and code mode's executions use, and the egress performer (network by
+//! exception) when the operator allows any host.
 
 use std::time::Duration;
 

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use crate::check::{CheckResult, Finding, Policy};
+use crate::check::{CheckResult, Finding};
 use crate::limits::{Limits, TurnLimits};
 use crate::packages::{PackageEnv, PackageError, PackagePin};
 use crate::report::{Held, Report};
 use crate::sandbox::EndReason;
 use crate::snapshot::SessionImage;
 use crate::template::Template;
-use crate::vivarium::{Executed, InputFile, Program};
+use crate::vivarium::{Executed, Program, TurnProgram};
 
 /// A session's interpreter in its worker.
 pub type Handle = u64;
@@ -66,46 +66,20 @@ pub struct ExecuteJob {
     pub packages: PackageRef,
 }
 
-/// One turn in a kept interpreter.
+/// One turn in a kept interpreter: `crate::vivarium::TurnSpec` as data, its sinks flags.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnJob {
     /// The session's interpreter.
     pub handle: Handle,
-    /// Python source; a final expression's value is the result.
-    pub code: String,
-    /// What the turn reads on stdin.
-    pub stdin: ByteBuf,
-    /// Written into the working directory first (all or none, within the disk limit).
-    pub files: Vec<InputFile>,
-    /// This turn's limits.
-    pub limits: TurnLimits,
+    /// What runs, as the supervisor admitted it (its check in a sandbox of this worker's own
+    /// first: a checked turn costs one round trip to its worker, not two).
+    pub turn: TurnProgram,
     /// Output goes back as [`Event::Output`] while it runs.
     pub observe: bool,
-    /// `input()` asks through [`Event::Input`] (else it reads `stdin`).
+    /// `input()` asks through [`Event::Input`] (else it reads the turn's stdin).
     pub ask_input: bool,
     /// Send the state after the turn back (a durable session's own snapshot).
     pub want_image: bool,
-    /// The pre-execution check of `code`, in a sandbox of this worker's own before anything
-    /// else (`off`: none); under `deny`, a finding stops the turn before its files are
-    /// written ([`Reply::TurnDenied`]). In the turn's own job, so a checked turn costs one
-    /// round trip to its worker, not two.
-    pub policy: Policy,
-    /// Code mode: the tools the turn's code may call (their rounds go out as
-    /// [`Event::ToolCalls`]).
-    #[serde(default)]
-    pub tools: Option<crate::tools::Toolbox>,
-    /// Network by exception: what the turn's requests may reach (they go out as
-    /// [`Event::Egress`]).
-    #[serde(default)]
-    pub network: Option<crate::egress::Network>,
-    /// Variables of this turn alone (an E2B cell's `env_vars`, the secrets' placeholders
-    /// laid over them: `Secrets::lay_over`): set before its code, undone after it.
-    #[serde(default)]
-    pub env: Vec<(String, String)>,
-    /// What `code` is written in (a shell script runs through the guest's shell, its `cd`
-    /// and `export` kept for the session's next turns).
-    #[serde(default)]
-    pub language: crate::guest::Language,
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.

@@ -1,10 +1,12 @@
 //! Worker processes: where guest code runs when Vivarium serves.
 //!
-//! The server's runner (`supervisor::runner`) is the supervisor: it owns the listener, HTTP,
-//! auth, admission, the audit log, metrics and the session registry, and never runs guest
-//! code. It hands each run to a worker as a [`Job`] (plain data) and gets a [`Reply`] back;
-//! streamed output and `input()` cross as [`Event`]s. Sessions live in the worker that
-//! opened them (a [`Placed`] handle in the supervisor), and their turns go there.
+//! The server is the supervisor and never runs guest code: `server/` holds the listener,
+//! HTTP and auth (`lifecycle.rs`, `auth.rs`), `supervisor/` admission, the audit log,
+//! metrics and the session registry. Its runner (`supervisor::runner`) hands each run to a
+//! worker as a [`Job`] (plain data) and gets a [`Reply`] back; streamed output and the
+//! questions a run asks (`input()`, code mode's tool calls, an outbound HTTP request) cross
+//! as [`Event`]s. Sessions live in the worker that opened them (a [`Placed`] handle in the
+//! supervisor), and their turns go there.
 //!
 //! - [`Workers`] is the pool: `N` jailed processes (`process.rs`, `child.rs`, `jail.rs`), or
 //!   one in-process worker (`--workers 0`, and library use); both do jobs with the same code

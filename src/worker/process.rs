@@ -1,6 +1,7 @@
 //! The supervisor's side of one worker process: starting it (its channel at descriptor 3,
-//! its own network namespace, killed if the supervisor dies), sending it jobs, reading what
-//! it sends as hostile data, and noticing its death.
+//! a network namespace of its own when the jail is on; nothing kills it with the
+//! supervisor: it exits once its channel closes), sending it jobs, reading what it sends as
+//! hostile data, and noticing its death.
 //!
 //! A worker is trusted with nothing: a frame over the bound, a body that does not parse, a
 //! reply for a job nobody sent or of the wrong kind, an event for a finished job: each ends

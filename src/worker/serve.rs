@@ -1,24 +1,24 @@
 //! A worker's side of the seam: the interpreters it holds, and each [`Job`] done against
 //! its [`Vivarium`]. The same code serves a worker process (`child.rs`) and the supervisor's
-//! own process when it runs without workers (`local.rs`). Every job runs on a guest thread.
+//! own process when it runs without workers (`Local`, in `mod.rs`). Every job runs on a guest
+//! thread; a session's turn is [`Vivarium::turn`], the worker only keeps the interpreter.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::job::{Event, ExecuteJob, Handle, Job, JobError, Reply, TurnJob};
-use crate::check::{CheckError, Policy};
-use crate::guest::Language;
-use crate::hostcalls::egress::{EgressAsker, EgressDoor};
+use crate::check::CheckError;
+use crate::hostcalls::egress::EgressAsker;
 use crate::hostcalls::input::InputAsker;
-use crate::hostcalls::tools::{ToolAsker, ToolDoor};
+use crate::hostcalls::tools::ToolAsker;
 use crate::sandbox::output::{OutputObserver, StreamKind};
 use crate::sandbox::workdir::{HOLD_ABOVE_BYTES, WorkdirError};
 use crate::sandbox::{CaptureError, Interpreter, RestoreError, SandboxError, WriteError};
 use crate::snapshot::SessionImage;
 use crate::sync::lock;
 use crate::template::Template;
-use crate::vivarium::{ExecError, RunSpec, Vivarium};
+use crate::vivarium::{ExecError, RunSpec, TurnError, TurnSpec, Turned, Vivarium};
 
 /// Where a running job's [`Event`]s go, and where `input()`'s answers come from.
 pub trait Events: Send + Sync {
@@ -293,98 +293,39 @@ impl Worker {
         cancel: Arc<AtomicBool>,
         events: Arc<dyn Events>,
     ) -> Result<Reply, JobError> {
-        // The check first, in a sandbox of its own under the job's flag (shutdown: an
-        // interrupt is the turn's, not its check's), before the interpreter is taken out:
-        // whatever it says, the session is untouched.
-        let findings = match t.policy {
-            Policy::Off => None,
-            // A shell script has no Python to check.
-            _ if t.language == Language::Bash => Some(Vec::new()),
-            policy => {
-                let c = self.host.check(&t.code, cancel).map_err(from_check)?;
-                match crate::check::judge(c.findings, policy, t.network.is_some()) {
-                    Ok(findings) => Some(findings),
-                    Err(refused) => return Ok(Reply::TurnDenied(refused)),
-                }
+        let TurnJob {
+            handle,
+            turn,
+            observe,
+            ask_input,
+            want_image,
+        } = t;
+        let spec = TurnSpec {
+            observer: observe.then(|| observer_of(events.clone())),
+            input: ask_input.then(|| asker_of(events.clone())),
+            tools: turn.tools.is_some().then(|| tools_asker_of(events.clone())),
+            egress: turn.network.is_some().then(|| egress_asker_of(events)),
+            turn,
+        };
+        let (mut interp, template) = self.take(handle)?;
+        match self.host.turn(&mut interp, template, spec, cancel) {
+            Ok(Turned::Denied(refused)) => {
+                self.put_back(handle, interp);
+                Ok(Reply::TurnDenied(refused))
             }
-        };
-        // Code mode: the tools' door, compiled before the interpreter is taken out.
-        let tools = match &t.tools {
-            Some(toolbox) => Some((
-                ToolDoor::new(toolbox, tools_asker_of(events.clone()))
-                    .map_err(|e| JobError::InvalidRequest(e.to_string()))?,
-                crate::guest::guest_source(&t.code, t.language, Some(&toolbox.guest_json()), true)
-                    .unwrap_or_default(),
-            )),
-            None => None,
-        };
-        let (mut interp, template) = self.take(t.handle)?;
-        let files = t.files;
-        let refs: Vec<(&str, &[u8])> = files
-            .iter()
-            .map(|f| (f.path.as_str(), f.content.as_slice()))
-            .collect();
-        if let Err(e) = interp.write_files(&refs) {
-            self.put_back(t.handle, interp);
-            return Err(from_write(e, "the files", |i| format!("files[{i}].path")));
-        }
-        // The turn's own variables (a hidden turn before the caller's; undone after it by
-        // `session_turn`).
-        if !t.env.is_empty()
-            && let Err(e) = interp.hidden_turn(&crate::guest::turn_env(&t.env))
-        {
-            self.put_back(t.handle, interp);
-            return Err(JobError::Internal(format!(
-                "setting the turn's variables: {e}"
-            )));
-        }
-        // Network by exception: the door (the secrets' placeholders are among `t.env`).
-        if let Some(network) = t.network {
-            interp.offer_egress(Some(EgressDoor::new(
-                network,
-                egress_asker_of(events.clone()),
-            )));
-        }
-        interp.stream_output(t.observe.then(|| observer_of(events.clone())));
-        interp.answer_input_with(t.ask_input.then(|| asker_of(events)));
-        let code = match tools {
-            Some((door, code)) => {
-                interp.offer_tools(Some(door));
-                code
-            }
-            None => crate::guest::guest_source(&t.code, t.language, None, true).unwrap_or(t.code),
-        };
-        let undo = (!t.env.is_empty()).then_some(crate::guest::UNDO_TURN_ENV);
-        let turned = self.host.session_turn(
-            &mut interp,
-            template,
-            &code,
-            t.stdin.into_vec(),
-            &t.limits,
-            undo,
-        );
-        interp.stream_output(None);
-        interp.answer_input_with(None);
-        interp.offer_tools(None);
-        interp.offer_egress(None);
-        match turned {
-            Ok(mut outcome) => {
-                if t.language == Language::Bash {
-                    // The shell prints bash's messages; a traceback in them is a `python`
-                    // command's output, not the turn's error.
-                    outcome.report.error = None;
-                }
-                let image = if t.want_image && outcome.ended.is_none() {
+            Ok(Turned::Ran { outcome, findings }) => {
+                let outcome = *outcome;
+                let image = if want_image && outcome.ended.is_none() {
                     interp.checkpoint_view().map(|v| Box::new(v.into_image()))
                 } else {
                     None
                 };
                 if outcome.ended.is_some() {
                     // Dead: it goes after the reply (this removes its directory).
-                    lock(&self.slots).remove(&t.handle);
+                    lock(&self.slots).remove(&handle);
                     crate::sandbox::guest_threads::defer_drop(interp);
                 } else {
-                    self.put_back(t.handle, interp);
+                    self.put_back(handle, interp);
                 }
                 Ok(Reply::Turned(super::job::TurnReply {
                     report: Box::new(outcome.report),
@@ -395,10 +336,14 @@ impl Worker {
                     findings,
                 }))
             }
-            Err(reason) => {
-                lock(&self.slots).remove(&t.handle);
+            Err(TurnError::Ended(reason)) => {
+                lock(&self.slots).remove(&handle);
                 crate::sandbox::guest_threads::defer_drop(interp);
                 Err(JobError::Ended(reason))
+            }
+            Err(e) => {
+                self.put_back(handle, interp);
+                Err(from_turn(e))
             }
         }
     }
@@ -532,6 +477,16 @@ fn from_check(e: CheckError) -> JobError {
     match e {
         CheckError::Sandbox(s) => from_sandbox(s),
         other => JobError::Internal(format!("pre-execution check failed: {other}")),
+    }
+}
+
+fn from_turn(e: TurnError) -> JobError {
+    match e {
+        TurnError::Check(c) => from_check(c),
+        TurnError::Tools(m) => JobError::InvalidRequest(format!("the tools: {m}")),
+        TurnError::Files(w) => from_write(w, "the files", |i| format!("files[{i}].path")),
+        TurnError::Env(m) => JobError::Internal(format!("setting the turn's variables: {m}")),
+        TurnError::Ended(reason) => JobError::Ended(reason),
     }
 }
 

@@ -1,12 +1,11 @@
 //! The front doors: each file translates one wire format onto the supervisor's intake and
-//! back. They never import each other; what more than one of them needs (request and
-//! response types, the translation of an execution or session body) lives in [`types`].
+//! back. They never import each other; the wire types more than one of them needs live in
+//! [`types`] (the `/v1` bodies are the intake's asks, re-exported there).
 //!
 //! This file is the doors' registry: their modules and their routes ([`documented_routes`]
 //! for those the OpenAPI document describes, [`protocol_routes`] for a protocol of its own).
-//! (A door's path prefix, which names the door of a request's audit line, is in
-//! `request_context::door_of`: the middleware that reads it runs before any door, and the
-//! doors import it.)
+//! [`door_of`] names the door of a request by its path's prefix (its audit line's `door`):
+//! the request's context is made before routing, with it.
 
 pub mod check;
 pub mod e2b;
@@ -35,6 +34,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::ErrorBody;
 use super::request_context::RequestContext;
+use crate::supervisor::audit::Door;
 use types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody};
 
 /// The routes behind an API key that the OpenAPI document describes. Each is registered
@@ -117,5 +117,50 @@ pub async fn execute_or_stream(
         stream::execute_stream(state.0, ctx.0, body).await
     } else {
         execute::execute(state, ctx, body).await
+    }
+}
+
+/// The door a request's path is for (its audit line's `door`): each door's prefix, `/v1` and
+/// the operations routes the plain HTTP API's.
+pub fn door_of(path: &str) -> Door {
+    let under = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if under("/mcp") {
+        Door::Mcp
+    } else if under("/api/v2") {
+        Door::Piston
+    } else if under("/e2b") {
+        Door::E2b
+    } else if under("/api/kernels") || under("/api/kernelspecs") || under("/kernelspecs") {
+        Door::Jupyter
+    } else {
+        Door::Http
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_protocol_is_known_by_its_prefix() {
+        assert_eq!(door_of("/v1/execute"), Door::Http);
+        assert_eq!(door_of("/v1/sessions/s-1/execute"), Door::Http);
+        assert_eq!(door_of("/mcp"), Door::Mcp);
+        assert_eq!(door_of("/mcp/"), Door::Mcp);
+        assert_eq!(door_of("/mcpx"), Door::Http);
+        assert_eq!(door_of("/api/v2/execute"), Door::Piston);
+        assert_eq!(door_of("/e2b/v2/sandboxes"), Door::E2b);
+        assert_eq!(door_of("/e2bx"), Door::Http);
+        assert_eq!(door_of("/api/kernels/s-2/channels"), Door::Jupyter);
+        assert_eq!(door_of("/api/kernelspecs"), Door::Jupyter);
+        assert_eq!(
+            door_of("/kernelspecs/vivarium-python/logo-64x64.png"),
+            Door::Jupyter
+        );
+        assert_eq!(door_of("/api/kernelsx"), Door::Http);
+        assert_eq!(door_of("/"), Door::Http);
     }
 }

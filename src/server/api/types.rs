@@ -1,6 +1,7 @@
-//! The request and response types the front doors share, and the translations more than one
-//! of them makes (a session body into a runner call), so HTTP, streaming and MCP validate
-//! exactly alike. An execution's body is the intake's (`supervisor::intake`), re-exported
+//! The request and response types the front doors share, and what more than one of them
+//! does alike: a run's report or a turn made a response, a session's file downloaded or
+//! uploaded. The `/v1` bodies of an execution, a session and a turn are the intake's
+//! (`supervisor::intake`, which turns them into runs for every door alike), re-exported
 //! here for the doors.
 
 use axum::Json;

@@ -2,8 +2,10 @@
 //! whoever drives it (a request waiting for the next stop, or an event stream) and answered
 //! back, with its journal kept current.
 //!
-//! The run itself is a task of the front door's, calling `Runner::execute` with
-//! [`Execution::asker`] as the spec's tool asker; the task ends with [`Execution::finish`].
+//! The run itself is a task the intake spawns (`intake/code_mode.rs`), or a streamed
+//! execution's stream task (begun with `intake::begin_streamed`), calling `Runner::execute`
+//! (a session turn's, `Runner::turn`) with [`Execution::asker`] as its tool asker; the task
+//! ends with [`Execution::finish`].
 //! Between the two, the execution is one of: running (no round waits), suspended (a round
 //! waits for answers, some may have come), or replaying (brought back from its journal: each
 //! round the program makes is answered from there until it reaches the round it waits on).

@@ -1,8 +1,9 @@
 //! An execution: a program in a fresh sandbox. [`prepare`] turns an [`ExecuteRequest`] into
 //! the run it asks for, complete (limits and template resolved, files decoded, packages
 //! resolved, the leakage guard with the secrets', tools, the network grant); [`execute`]
-//! prepares and runs it. Every door that runs a program comes through here: `POST
-//! /v1/execute` plain and streamed, MCP's `execute_python`.
+//! prepares and runs it. The doors that run a program from an [`ExecuteRequest`] come
+//! through here: `POST /v1/execute` plain and streamed, MCP's `execute_python` and a
+//! sessionless `run_command`; Piston's door asks for a plain run instead (`plain.rs`).
 
 use std::sync::Arc;
 

@@ -2,9 +2,11 @@
 //! run that has tools, found again by the requests that answer them, kept in the store while
 //! suspended, brought back from there by a replay, forked, cancelled.
 //!
-//! The run itself goes through [`Runner::execute`] like any other: a front door's task calls
-//! it with the spec [`Runner::begin_execution`] gave the execution's asker, and ends the
-//! execution with its result.
+//! The run itself goes through [`Runner::execute`] like any other (a session turn's through
+//! `Runner::turn`): a task the intake spawns (`intake/code_mode.rs`), or a streamed
+//! execution's stream task, calls it with the spec [`Runner::begin_execution`] (or the turn
+//! [`Runner::begin_turn_execution`]) gave the execution's asker, and ends the execution
+//! with its result.
 
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! The leakage guard where the runner applies it beyond a run's report: a session's file
 //! listing (a file's name may be the secret) and the message of every API error (it may
-//! echo what a guest wrote or what a caller sent). Reports and downloads pass
-//! [`crate::leakage::Guard::apply`] and [`crate::leakage::Guard::apply_file`] where they
-//! are made (`mod.rs`, `sessions.rs`).
+//! echo what a guest wrote or what a caller sent). Reports pass
+//! [`crate::leakage::Guard::apply`] where they are made (`mod.rs`), downloads
+//! [`crate::leakage::Guard::apply_file`] in `turns.rs` (`read_file_body`).
 
 use super::Runner;
 use crate::leakage::{Guard, LeakPolicy};

@@ -27,7 +27,7 @@ use crate::supervisor::session::{
 use crate::supervisor::session::{TurnDone, Turned};
 use crate::supervisor::time::rfc3339;
 use crate::template::Template;
-use crate::vivarium::InputFile;
+use crate::vivarium::{InputFile, TurnProgram};
 use crate::worker::{Failure, Job, JobError, PackageRef, Placed, Reply, Sinks, Target, TurnJob};
 
 /// One turn as a front door asks for it.
@@ -298,22 +298,24 @@ impl Runner {
         };
         let job = Job::Turn(Box::new(TurnJob {
             handle: busy.placed().handle,
-            code,
-            stdin: stdin.into(),
-            files,
-            limits,
+            turn: TurnProgram {
+                code,
+                stdin,
+                files,
+                limits,
+                policy: check,
+                tools,
+                network: egress.as_ref().map(|(_, _, g)| g.network.clone()),
+                // The secrets' placeholders are the turn's own variables, as an execution's.
+                env: match &egress {
+                    Some((_, _, g)) => g.secrets.lay_over(env),
+                    None => env,
+                },
+                language,
+            },
             observe: live.is_some(),
             ask_input: input.is_some(),
             want_image: session.durable,
-            policy: check,
-            tools,
-            network: egress.as_ref().map(|(_, _, g)| g.network.clone()),
-            // The secrets' placeholders are the turn's own variables, as an execution's.
-            env: match &egress {
-                Some((_, _, g)) => g.secrets.lay_over(env),
-                None => env,
-            },
-            language,
         }));
         let sinks = Sinks {
             observer: live.as_ref().map(LiveText::observer),

@@ -1,10 +1,11 @@
 //! E2B's control plane (`E2B_API_URL`): sandboxes created, listed, described, timed,
-//! connected to, paused, resumed and killed, each onto a Vivarium session.
+//! refreshed, connected to, paused, resumed, forked and killed, each onto a Vivarium
+//! session.
 //!
-//! A sandbox's `timeout` is its session's deadline (`Session::set_deadline`): it ends then,
-//! used or idle, and never later than `--session-lifetime-secs`. Pause hibernates the
-//! session; resume and connect wake it. Metrics and logs are not served (501): Vivarium's
-//! are `/metrics` and the audit log.
+//! A sandbox's `timeout` (a refresh's `duration`) is its session's deadline
+//! (`Session::set_deadline`): it ends then, used or idle, and never later than
+//! `--session-lifetime-secs`. Pause hibernates the session; resume and connect wake it.
+//! Metrics and logs are not served (501): Vivarium's are `/metrics` and the audit log.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

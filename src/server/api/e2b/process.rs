@@ -6,7 +6,7 @@
 //! variables are the turn's own, undone after it). Its output is streamed, its exit status
 //! bash's (127 for a command not found; 130 when interrupted, 137 when a limit stopped it).
 //! A command line that is only `pip install NAME…` (or `python -m pip install`) adds the
-//! packages to the session on the host (`POST /v1/sessions/{id}/packages`), as before.
+//! packages to the session on the host, as `POST /v1/sessions/{id}/packages` does.
 //!
 //! A command is audited as a turn whose code is the command line (the caller's code), not
 //! the door's wrapper around it. Commands run to their end: no background processes, so
