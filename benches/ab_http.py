@@ -1,5 +1,6 @@
 """Two builds side by side over HTTP: a hello world (`POST /v1/execute`, default template) and a
-session turn (`POST /v1/sessions/{id}/execute`) at concurrency 1 and 2, each build its own
+session turn (`POST /v1/sessions/{id}/execute`, checked as by default; `turn_off`: the same
+turn with `policy: off`, so the check's own cost is the difference) at concurrency 1 and 2, each build its own
 release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so that drift
 in the machine's load falls on both alike. Every request is timed by the client (keep-alive,
 one connection per client thread); warm-up requests are excluded. Beside the latencies, the
@@ -61,10 +62,12 @@ def minor_faults(pid: int) -> int:
 def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
            warm: threading.Barrier) -> None:
     conn = http.client.HTTPConnection(host, port, timeout=60)
-    if kind == "turn":
+    if kind in ("turn", "turn_off"):
         status, s = post(conn, "/v1/sessions", {})
         assert status == 201, s
         path, body = f"/v1/sessions/{s['id']}/execute", {"code": "x = 1\nprint(x)"}
+        if kind == "turn_off":
+            body["policy"] = "off"
     else:
         path, body = "/v1/execute", {"code": "print('hello world')", "policy": "off"}
     for i in range(WARMUP + count):
@@ -77,7 +80,7 @@ def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
             errors.append(status)
         elif i >= WARMUP:
             out.append(dt)
-    if kind == "turn":
+    if kind in ("turn", "turn_off"):
         conn.request("DELETE", path.rsplit("/", 1)[0])
         conn.getresponse().read()
 
@@ -102,7 +105,7 @@ def measure(pid: int, host: str, port: int, kind: str, conc: int) -> tuple[list,
 def main() -> None:
     builds = {"before": sys.argv[1], "after": sys.argv[2]}
     out_path = sys.argv[3]
-    settings = [(k, c) for k in ("hello", "turn") for c in (1, 2)]
+    settings = [(k, c) for k in ("hello", "turn", "turn_off") for c in (1, 2)]
     samples = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     faults = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     errors = {b: 0 for b in builds}
@@ -122,7 +125,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
     result = {"cores": os.cpu_count(), "rounds": ROUNDS, "requests": REQUESTS,
               "load_avg_1m": loads, "errors": errors, "settings": {}}
-    print(f"{'setting':<10} {'before p50':>11} {'after p50':>10} {'ratio':>6}   "
+    print(f"{'setting':<12} {'before p50':>11} {'after p50':>10} {'ratio':>6}   "
           "(p90 before/after; minor faults a request before/after)")
     for k, c in settings:
         name = f"{k}_c{c}"
@@ -137,7 +140,7 @@ def main() -> None:
         }
         row["ratio_p50"] = row["after_p50_ms"] / row["before_p50_ms"]
         result["settings"][name] = row
-        print(f"{name:<10} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
+        print(f"{name:<12} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
               f"{row['ratio_p50']:>6.3f}   ({row['before_p90_ms']:.2f}/{row['after_p90_ms']:.2f} ms; "
               f"{row['before_faults_per_request']:.0f}/{row['after_faults_per_request']:.0f})")
     print(f"errors {errors}; 1-minute load average after each server: {[round(x, 2) for x in loads]}")

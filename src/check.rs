@@ -4,8 +4,9 @@
 //! Syntax is validated by the guest's own parser: the checker (`python-wasi/guest/check.py`,
 //! loaded into every template) runs in the hidden set-up turn of a fresh sandbox, before any
 //! of the submitted code runs. An execution checks in the very sandbox that then runs the
-//! program; `/v1/check`, the CLI and session turns use a sandbox of their own (a session
-//! turn's in the turn's own job, on the session's worker, before the turn). The checker
+//! program; `/v1/check`, the CLI and session turns ask an interpreter the host keeps for
+//! checking alone, which never runs a caller's code (`sandbox::Checkers`; a session turn's
+//! check in the turn's own job, on the session's worker, before the turn). The checker
 //! `ast.parse`s and compiles the source (never runs it), walks the tree for the static rules,
 //! and sends one JSON object through the host door. The host trusts that only as data: it
 //! must fit in [`MAX_CHECKER_OUTPUT`], parse into the fixed types below (unknown fields

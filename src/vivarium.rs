@@ -30,7 +30,7 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    Baseline, CaptureError, EndReason, GuestLayout, GuestStore,
+    Baseline, CaptureError, CheckStopped, Checker, Checkers, EndReason, GuestLayout, GuestStore,
     HostShare, Interpreter, RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome,
     WriteError, run_on_guest_thread,
 };
@@ -318,7 +318,7 @@ pub struct TurnProgram {
     pub files: Vec<InputFile>,
     /// This turn's limits.
     pub limits: TurnLimits,
-    /// The pre-execution check of `code`, in a sandbox of its own before anything else
+    /// The pre-execution check of `code`, by a checker of the host's before anything else
     /// (`off`: none); under `deny`, a finding stops the turn before its files are written.
     pub policy: Policy,
     /// Code mode: the tools the turn's code may call.
@@ -410,6 +410,8 @@ pub struct Vivarium {
     packages: Packages,
     defaults: Limits,
     maximum: Limits,
+    /// Interpreters kept for checking a session's turns (`sandbox::Checkers`).
+    checkers: Checkers,
 }
 
 impl Vivarium {
@@ -445,6 +447,7 @@ impl Vivarium {
             })?,
             defaults: opts.defaults,
             maximum: opts.maximum,
+            checkers: Checkers::default(),
         }))
     }
 
@@ -766,7 +769,7 @@ impl Vivarium {
     }
 
     /// Runs `spec` as the next turn of `interp` (opened from `template`), the one rule for a
-    /// session's turn: its check first, in a sandbox of its own under `cancel` (whatever it
+    /// session's turn: its check first, by a checker of the host's under `cancel` (whatever it
     /// says, the session is untouched); then its files, its own variables (a hidden turn,
     /// undone after it), its tools, network, live output and `input()`, each offered for this
     /// turn alone; then [`Vivarium::session_turn`]. Blocking; call on a guest thread.
@@ -1220,23 +1223,42 @@ impl Vivarium {
         check::checker_limits(&self.defaults, &self.maximum)
     }
 
-    /// Runs the checker on `code` in a fresh sandbox of its own (`/v1/check`, session turns,
-    /// the CLI). Blocking: call on a guest thread.
+    /// Runs the checker on `code` in an interpreter of the host's that runs no caller's code:
+    /// a kept one ([`Checkers`]), or a fresh one when none is idle (`/v1/check`, session
+    /// turns, the CLI). Blocking: call on a guest thread.
     pub fn check(&self, code: &str, cancel: Arc<AtomicBool>) -> Result<CheckResult, CheckError> {
-        let setup = GuestSetup {
-            check: Some(code.to_string()),
-            ..GuestSetup::default()
+        let limits = self.checker_limits();
+        let mut checker = match self.checkers.take() {
+            Some(checker) => checker,
+            None => {
+                let sandbox = self
+                    .prepare(bare_spec(
+                        limits,
+                        cancel.clone(),
+                        GuestSetup::default(),
+                        self.host_share(),
+                        self.no_packages(),
+                    ))
+                    .map_err(CheckError::from_setup)?;
+                Checker::new(sandbox.into_interpreter())
+            }
         };
-        let sandbox = self
-            .prepare(bare_spec(
-                self.checker_limits(),
-                cancel,
-                setup,
-                self.host_share(),
-                self.no_packages(),
-            ))
-            .map_err(CheckError::from_setup)?;
-        check::interpret(sandbox.check_verdict())
+        let verdict = checker.ask(code, &TurnLimits::from(&limits), cancel);
+        self.checkers.give_back(checker);
+        match verdict {
+            Ok(verdict) => check::interpret(verdict.as_deref()),
+            Err(CheckStopped { status, detail }) => {
+                Err(CheckError::from_setup(SandboxError::Setup {
+                    status,
+                    detail,
+                }))
+            }
+        }
+    }
+
+    /// Checkers kept idle now (`sandbox::Checkers`).
+    pub fn idle_checkers(&self) -> usize {
+        self.checkers.idle()
     }
 
     /// [`Vivarium::check`] on a guest thread of its own (the CLI). Blocking.

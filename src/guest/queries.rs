@@ -26,17 +26,61 @@ pub use crate::vocabulary::MAX_COMPLETIONS;
 /// Jupyter protocol counts since 5.2), and `__vq_answer(obj)`, which sends `obj` as JSON.
 fn head(code: &str, cursor: usize) -> String {
     let code = serde_json::to_string(code).expect("a string serialises");
-    let tag = RESULT_TAG
-        .iter()
-        .map(|b| format!("\\x{b:02x}"))
-        .collect::<String>();
+    let tag = tag_literal();
     format!(
         "def __vq_answer(obj):\n    import json, _host\n    _host.call(b'{tag}' + json.dumps(obj).encode('utf-8', 'replace'))\n\
          __vq_code = {code}\n__vq_pos = max(0, min({cursor}, len(__vq_code)))\n"
     )
 }
 
+/// [`RESULT_TAG`] as the body of a Python bytes literal.
+fn tag_literal() -> String {
+    RESULT_TAG.iter().map(|b| format!("\\x{b:02x}")).collect()
+}
+
 const TAIL: &str = "del __vq_answer, __vq_code, __vq_pos, __vq_run\n";
+
+/// What a kept checker (`sandbox::Checker`) defines once: `__vivarium_checked(src,
+/// notebook)` runs the same checker (`vivarium_check.check`) and the same notebook
+/// translation as a sandbox's set-up turn (`setup.rs`) and answers the verdict,
+/// `{"syntax": …, "findings": […]}`, through the door; a clean verdict, the most common, as a
+/// constant (the guest's `json` encodes in Python: its encoding would cost more than the
+/// check). Never in a caller's interpreter: the caller could replace it.
+pub fn checker() -> String {
+    format!(
+        "def __vivarium_checked(src, notebook):
+    import vivarium_check, _host
+    if notebook:
+        try:
+            src = __import__('vivarium_ipy').transform(src)
+        except BaseException:
+            pass
+    verdict = vivarium_check.check(src)
+    if verdict['syntax']['ok'] and not verdict['findings']:
+        text = {clean}
+    else:
+        import json
+        text = json.dumps(verdict)
+    _host.call(b'{tag}' + text.encode('utf-8', 'replace'))
+",
+        clean = serde_json::to_string(CLEAN_VERDICT).expect("a string serialises"),
+        tag = tag_literal(),
+    )
+}
+
+/// A clean verdict as the checker's JSON.
+const CLEAN_VERDICT: &str = r#"{"syntax": {"ok": true, "errors": []}, "findings": []}"#;
+
+/// A check of `code` in a kept checker that ran [`checker`]: its call alone.
+pub fn check_call(code: &str) -> String {
+    let notebook = if super::needs_notebook(code) {
+        "True"
+    } else {
+        "False"
+    };
+    let code = serde_json::to_string(code).expect("a string serialises");
+    format!("__vivarium_checked({code}, {notebook})\n")
+}
 
 /// `complete_request`: `{"matches": [...], "cursor_start": n, "cursor_end": n}`.
 pub fn complete(code: &str, cursor: usize) -> String {

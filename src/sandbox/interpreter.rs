@@ -72,17 +72,23 @@ impl Interpreter {
         if let Some(reason) = &self.live.ended {
             return Err(format!("{reason:?}"));
         }
-        // The guest counted this turn as it began; it is put back first, so even a hidden
-        // turn that fails leaves the numbering of the caller's next turn alone.
-        let code = format!("__import__('_reactor')._turns -= 1\n{code}");
-        let outcome = self.live.turn(&code, limits, false);
-        self.live.turns_run = self.live.turns_run.saturating_sub(1);
+        let outcome = self.hidden_outcome(code, limits);
         if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
             Ok(outcome.result)
         } else {
             let r = outcome.report;
             Err(r.detail.unwrap_or(r.stderr))
         }
+    }
+
+    /// Runs `code` as a hidden turn under `limits` and returns how it went.
+    pub(super) fn hidden_outcome(&mut self, code: &str, limits: &TurnLimits) -> TurnOutcome {
+        // The guest counted this turn as it began; it is put back first, so even a hidden
+        // turn that fails leaves the numbering of the caller's next turn alone.
+        let code = format!("__import__('_reactor')._turns -= 1\n{code}");
+        let outcome = self.live.turn(&code, limits, false);
+        self.live.turns_run = self.live.turns_run.saturating_sub(1);
+        outcome
     }
 
     /// Who sees this interpreter's output live from now on, turn after turn (`None`:

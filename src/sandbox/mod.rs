@@ -10,6 +10,7 @@
 //! [`run_on_guest_thread`]), never on an async executor thread.
 
 mod capture;
+mod checkers;
 mod checkpoint;
 mod dirty;
 mod image_io;
@@ -40,6 +41,7 @@ use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
 pub use capture::{Baseline, RestoreError};
+pub use checkers::{CheckStopped, Checker, Checkers};
 pub use image_io::CaptureError;
 pub use interpreter::{Interpreter, WriteError};
 pub use outcome::{EndReason, TurnOutcome};

@@ -143,11 +143,10 @@ impl ScratchRoot {
         &self.path
     }
 
-    /// Sandbox directories currently present (for tests and metrics).
+    /// Sandbox directories currently present (for tests and metrics): the host's own folders
+    /// (their names begin with a dot, as [`CHECKER_PREFIX`]) are not sandboxes'.
     pub fn live_dirs(&self) -> usize {
-        std::fs::read_dir(&self.path)
-            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
-            .unwrap_or(0)
+        sandbox_dirs_in(&self.path)
     }
 }
 
@@ -161,6 +160,22 @@ fn set_private(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
 }
+
+/// The sandbox directories in the scratch root `root` (this process's or a worker's): every
+/// folder but the host's own, whose names begin with a dot ([`CHECKER_PREFIX`]).
+pub fn sandbox_dirs_in(root: &Path) -> usize {
+    std::fs::read_dir(root)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// How a kept checker's directory is named in its scratch root: a checker is an interpreter
+/// of the host's that never runs a caller's code, so its directory is not a sandbox's.
+pub const CHECKER_PREFIX: &str = ".checker-";
 
 /// A caller's file to place in the working directory (and, as data, in a job to a worker).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -239,6 +254,22 @@ impl WorkDir {
         &self.path
     }
 
+    /// Renames the directory, in the same folder, as a kept checker's ([`CHECKER_PREFIX`]):
+    /// the guest's view, through the open directory, does not change. (A rename within one
+    /// folder: a worker's Landlock rules let it rename there, not move across folders.)
+    pub fn name_as_checker(&mut self) -> std::io::Result<()> {
+        let name = self
+            .path
+            .file_name()
+            .ok_or(std::io::ErrorKind::InvalidInput)?;
+        let to = self
+            .path
+            .with_file_name(format!("{CHECKER_PREFIX}{}", name.to_string_lossy()));
+        std::fs::rename(&self.path, &to)?;
+        self.path = to;
+        Ok(())
+    }
+
     /// Writes one file (creating parent folders), remembering it as an input.
     pub fn write_file(&mut self, rel: &str, content: &[u8]) -> Result<(), WorkdirError> {
         validate_relative_path(rel)?;
@@ -269,21 +300,27 @@ impl WorkDir {
     /// Reads one file, refusing anything that is not a regular file inside the directory or
     /// is larger than `max_bytes`.
     pub fn read_file(&self, rel: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, WorkdirError> {
+        let Some(len) = self.readable_len(rel, max_bytes)? else {
+            return Ok(None);
+        };
+        let mut buf = Vec::with_capacity(len as usize);
+        self.dir
+            .open(rel)
+            .and_then(|f| f.take(max_bytes).read_to_end(&mut buf))
+            .map_err(io("reading", Path::new(rel)))?;
+        Ok(Some(buf))
+    }
+
+    /// The size of `rel` when it is a regular file inside the directory (a link is not
+    /// followed) of at most `max_bytes`; `None` otherwise, or when there is no such file.
+    fn readable_len(&self, rel: &str, max_bytes: u64) -> Result<Option<u64>, WorkdirError> {
         validate_relative_path(rel)?;
         let meta = match self.dir.symlink_metadata(rel) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io("reading", Path::new(rel))(e)),
         };
-        if !meta.is_file() || meta.len() > max_bytes {
-            return Ok(None);
-        }
-        let mut buf = Vec::with_capacity(meta.len() as usize);
-        self.dir
-            .open(rel)
-            .and_then(|f| f.take(max_bytes).read_to_end(&mut buf))
-            .map_err(io("reading", Path::new(rel)))?;
-        Ok(Some(buf))
+        Ok((meta.is_file() && meta.len() <= max_bytes).then(|| meta.len()))
     }
 
     /// Every regular file the guest can see as its own (host layout dirs excluded), with size.
@@ -346,12 +383,7 @@ impl WorkDir {
         let Some(held) = &self.held else {
             return Ok(None);
         };
-        let meta = match self.dir.symlink_metadata(rel) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io("reading", Path::new(rel))(e)),
-        };
-        if !meta.is_file() || meta.len() > max_bytes {
+        if self.readable_len(rel, max_bytes)?.is_none() {
             return Ok(None);
         }
         let name = held_name();

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post};
+use axum::routing::post;
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -76,7 +76,7 @@ fn router(state: AppState) -> Router {
         #[cfg(debug_assertions)]
         {
             v1 = v1
-                .route("/v1/debug/workers", get(ops::debug_workers))
+                .route("/v1/debug/workers", axum::routing::get(ops::debug_workers))
                 .route("/v1/debug/worker-fault", post(ops::debug_worker_fault));
         }
     }

@@ -87,7 +87,7 @@ pub struct TurnJob {
 pub enum Job {
     /// Run a program in a fresh sandbox → [`Reply::Executed`].
     Execute(Box<ExecuteJob>),
-    /// Check code in a sandbox of its own → [`Reply::Checked`].
+    /// Check code in a checker of the worker's (`sandbox::Checkers`) → [`Reply::Checked`].
     Check {
         /// The code.
         code: String,

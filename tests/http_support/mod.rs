@@ -260,8 +260,15 @@ pub fn count_sandbox_dirs(scratch: &std::path::Path) -> usize {
         .flatten()
         .filter(|r| r.path().is_dir())
         .map(|r| {
+            // A kept checker's directory (`.checker-…`) is the host's, not a sandbox's.
             std::fs::read_dir(r.path())
-                .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| {
+                            e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.')
+                        })
+                        .count()
+                })
                 .unwrap_or(0)
         })
         .sum()

@@ -10,6 +10,7 @@ mod harness;
 #[path = "../http_support/mod.rs"]
 mod http_support;
 
+mod checkers;
 mod cli;
 mod code_mode;
 mod doc_paths;

@@ -35,13 +35,14 @@ async fn an_idle_session_hibernates_and_wakes_with_its_state() {
     )
     .await;
     // Its instance and working directory are gone (the pool holds only the template's
-    // pristine baseline); asking about it does not wake it.
+    // pristine baseline and the checker its worker keeps, which checked its turn); asking
+    // about it does not wake it.
     assert_eq!(s.settled_sandbox_dirs().await, 0);
     wait_for_metric(
         &c,
         &s.base,
         "vivarium_pooled_instances",
-        1.0,
+        2.0,
         Duration::from_secs(10),
     )
     .await;

@@ -505,8 +505,8 @@ impl Runner {
             .await
     }
 
-    /// Checks `code` in a fresh sandbox of its own, admitted like any execution of key
-    /// `key`'s tenant.
+    /// Checks `code` in a worker's checker (`sandbox::Checkers`), admitted like any execution
+    /// of key `key`'s tenant.
     pub async fn check(&self, code: String, key: Option<&str>) -> SupervisorResult<CheckResult> {
         let need = self.checker_need().await?;
         let ticket = self.admission.admit(&self.tenant(key), Some(need)).await?;
@@ -710,11 +710,7 @@ fn worker_dirs(host: &Vivarium, workers: &Workers) -> usize {
     workers
         .processes()
         .iter()
-        .map(|(pid, _)| {
-            std::fs::read_dir(base.join(pid.to_string()))
-                .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
-                .unwrap_or(0)
-        })
+        .map(|(pid, _)| crate::sandbox::workdir::sandbox_dirs_in(&base.join(pid.to_string())))
         .sum()
 }
 

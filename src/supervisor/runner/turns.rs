@@ -40,7 +40,7 @@ pub struct SessionTurn {
     pub files: Vec<InputFile>,
     /// Per-turn limits; each left out is the session's.
     pub limits: TurnLimitsRequest,
-    /// The pre-execution check, in a fresh sandbox of its own (the session is not touched).
+    /// The pre-execution check, by a checker of the worker's (the session is not touched).
     pub policy: Policy,
     /// The leakage policy of this turn; `None` is the session's.
     pub leakage: Option<LeakPolicy>,

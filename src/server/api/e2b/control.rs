@@ -490,26 +490,25 @@ async fn pause(
             format!("sandbox {id} is already paused"),
         ));
     }
-    let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&id);
-    let paused = door
-        .app
-        .runner
-        .pause_session(&id, ctx.key_id.as_deref())
-        .await;
-    bracket.close(outcome_of(&paused, 204));
-    paused?;
+    pause_one(&door, &ctx, &id).await?;
     // Its contexts sleep with it, as E2B's pause stops the whole machine (connect and
     // resume wake them as they give them its deadline); one busy stays awake.
     for context in labels.contexts {
-        let bracket = Bracket::open(&door.app, &ctx, Action::SessionPause).session(&context.id);
-        let paused = door
-            .app
-            .runner
-            .pause_session(&context.id, ctx.key_id.as_deref())
-            .await;
-        bracket.close(outcome_of(&paused, 204));
+        let _ = pause_one(&door, &ctx, &context.id).await;
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Hibernates session `id`, in its own audit line.
+async fn pause_one(door: &DoorState, ctx: &RequestContext, id: &str) -> Result<(), E2bError> {
+    let bracket = Bracket::open(&door.app, ctx, Action::SessionPause).session(id);
+    let paused = door
+        .app
+        .runner
+        .pause_session(id, ctx.key_id.as_deref())
+        .await;
+    bracket.close(outcome_of(&paused, 204));
+    Ok(paused?)
 }
 
 /// `POST /sandboxes/{id}/fork`: `count` new sandboxes (1 by default) with the sandbox's
