@@ -1,11 +1,12 @@
-"""Two builds side by side over HTTP: a hello world (`POST /v1/execute`, default template) and a
-session turn (`POST /v1/sessions/{id}/execute`, checked as by default; `turn_off`: the same
-turn with `policy: off`, so the check's own cost is the difference) at concurrency 1 and 2, each build its own
-release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so that drift
-in the machine's load falls on both alike. Every request is timed by the client (keep-alive,
-one connection per client thread); warm-up requests are excluded. Beside the latencies, the
-minor page faults per request of the server and its worker processes (from `/proc/PID/stat`,
-counted after every client's warm-up).
+"""Two builds side by side over HTTP: a hello world (`POST /v1/execute`, default template,
+`policy: off`; `hello_checked`: with the default check, in its own set-up turn) and a session
+turn (`POST /v1/sessions/{id}/execute`, checked as by default; `turn_off`: the same turn with
+`policy: off`, so the check's own cost is the difference) at concurrency 1 and 2, each build
+its own release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so
+that drift in the machine's load falls on both alike. Every request is timed by the client
+(keep-alive, one connection per client thread); warm-up requests are excluded. Beside the
+latencies, the minor page faults per request of the server and its worker processes (from
+`/proc/PID/stat`, counted after every client's warm-up).
 
     python benches/ab_http.py BEFORE_BINARY AFTER_BINARY benches/results/ab_http.json
 
@@ -70,6 +71,8 @@ def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
             body["policy"] = "off"
     else:
         path, body = "/v1/execute", {"code": "print('hello world')", "policy": "off"}
+        if kind == "hello_checked":
+            del body["policy"]
     for i in range(WARMUP + count):
         if i == WARMUP:
             warm.wait()
@@ -105,7 +108,7 @@ def measure(pid: int, host: str, port: int, kind: str, conc: int) -> tuple[list,
 def main() -> None:
     builds = {"before": sys.argv[1], "after": sys.argv[2]}
     out_path = sys.argv[3]
-    settings = [(k, c) for k in ("hello", "turn", "turn_off") for c in (1, 2)]
+    settings = [(k, c) for k in ("hello", "hello_checked", "turn", "turn_off") for c in (1, 2)]
     samples = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     faults = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     errors = {b: 0 for b in builds}
@@ -125,7 +128,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
     result = {"cores": os.cpu_count(), "rounds": ROUNDS, "requests": REQUESTS,
               "load_avg_1m": loads, "errors": errors, "settings": {}}
-    print(f"{'setting':<12} {'before p50':>11} {'after p50':>10} {'ratio':>6}   "
+    print(f"{'setting':<14} {'before p50':>11} {'after p50':>10} {'ratio':>6}   "
           "(p90 before/after; minor faults a request before/after)")
     for k, c in settings:
         name = f"{k}_c{c}"
@@ -140,7 +143,7 @@ def main() -> None:
         }
         row["ratio_p50"] = row["after_p50_ms"] / row["before_p50_ms"]
         result["settings"][name] = row
-        print(f"{name:<12} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
+        print(f"{name:<14} {row['before_p50_ms']:>9.2f}ms {row['after_p50_ms']:>8.2f}ms "
               f"{row['ratio_p50']:>6.3f}   ({row['before_p90_ms']:.2f}/{row['after_p90_ms']:.2f} ms; "
               f"{row['before_faults_per_request']:.0f}/{row['after_faults_per_request']:.0f})")
     print(f"errors {errors}; 1-minute load average after each server: {[round(x, 2) for x in loads]}")

@@ -99,7 +99,7 @@ def begin(env, rich=False, line_buffered=False, check=None, program=False):
     if check is not None:
         import vivarium_check
 
-        verdict = json.dumps(vivarium_check.check(check))
+        verdict = vivarium_check.verdict_json(check)
         _host.call(RESULT_TAG + verdict.encode("utf-8", "replace"))
     # This hidden turn does not count: the program is `<turn 1>` in tracebacks.
     _reactor._turns = 0

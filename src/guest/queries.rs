@@ -41,11 +41,10 @@ fn tag_literal() -> String {
 const TAIL: &str = "del __vq_answer, __vq_code, __vq_pos, __vq_run\n";
 
 /// What a kept checker (`sandbox::Checker`) defines once: `__vivarium_checked(src,
-/// notebook)` runs the same checker (`vivarium_check.check`) and the same notebook
+/// notebook)` runs the same checker (`vivarium_check.verdict_json`) and the same notebook
 /// translation as a sandbox's set-up turn (`setup.rs`) and answers the verdict,
-/// `{"syntax": …, "findings": […]}`, through the door; a clean verdict, the most common, as a
-/// constant (the guest's `json` encodes in Python: its encoding would cost more than the
-/// check). Never in a caller's interpreter: the caller could replace it.
+/// `{"syntax": …, "findings": […]}`, through the door. Never in a caller's interpreter: the
+/// caller could replace it.
 pub fn checker() -> String {
     format!(
         "def __vivarium_checked(src, notebook):
@@ -55,21 +54,12 @@ pub fn checker() -> String {
             src = __import__('vivarium_ipy').transform(src)
         except BaseException:
             pass
-    verdict = vivarium_check.check(src)
-    if verdict['syntax']['ok'] and not verdict['findings']:
-        text = {clean}
-    else:
-        import json
-        text = json.dumps(verdict)
+    text = vivarium_check.verdict_json(src)
     _host.call(b'{tag}' + text.encode('utf-8', 'replace'))
 ",
-        clean = serde_json::to_string(CLEAN_VERDICT).expect("a string serialises"),
         tag = tag_literal(),
     )
 }
-
-/// A clean verdict as the checker's JSON.
-const CLEAN_VERDICT: &str = r#"{"syntax": {"ok": true, "errors": []}, "findings": []}"#;
 
 /// A check of `code` in a kept checker that ran [`checker`]: its call alone.
 pub fn check_call(code: &str) -> String {
