@@ -4,10 +4,11 @@
 //! runs. A session's turn cannot be: the session's own interpreter has run the caller's code,
 //! which may have replaced `ast` or the checker itself. So a turn (and `/v1/check`) is
 //! checked in an interpreter of the host's that never runs a caller's code: it only parses
-//! and walks the source it is given (`vivarium_check.check`, the same checker and the same
-//! notebook translation as the set-up turn's; `guest::queries::check`). Making one costs a
-//! fresh sandbox; asking a kept one costs a hidden turn, so each process keeps a few
-//! ([`MAX_IDLE`]) between checks.
+//! and walks the source it is given (`vivarium_check.verdict_json`, the same checker and the
+//! same notebook translation as the set-up turn's; `guest::queries::checker`). Making one
+//! costs a fresh sandbox; asking a kept one costs a hidden turn, so each process keeps a few
+//! ([`MAX_IDLE`]) between checks. A checker whose function could not be defined is not kept
+//! (its one check then fails, named).
 //!
 //! One is kept only while it can be trusted as fresh for checking: a check a limit or a
 //! cancel stopped ends it, and so does growing its memory by more than [`MAX_GROWTH_BYTES`]
