@@ -483,7 +483,7 @@ fn from_check(e: CheckError) -> JobError {
 fn from_turn(e: TurnError) -> JobError {
     match e {
         TurnError::Check(c) => from_check(c),
-        TurnError::Tools(m) => JobError::InvalidRequest(format!("the tools: {m}")),
+        TurnError::Tools(m) => JobError::InvalidRequest(m),
         TurnError::Files(w) => from_write(w, "the files", |i| format!("files[{i}].path")),
         TurnError::Env(m) => JobError::Internal(format!("setting the turn's variables: {m}")),
         TurnError::Ended(reason) => JobError::Ended(reason),
