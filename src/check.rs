@@ -207,8 +207,8 @@ impl CheckError {
     }
 }
 
-/// Turns the checker's verdict (sent through the host door by the set-up turn) into a
-/// result, trusting it only as bounded data.
+/// Turns the checker's verdict (sent through the host door by a fresh sandbox's set-up turn
+/// or by a kept checker) into a result, trusting it only as bounded data.
 pub fn interpret(verdict: Option<&str>) -> Result<CheckResult, CheckError> {
     let text =
         verdict.ok_or_else(|| CheckError::BadOutput("the checker sent no verdict".into()))?;

@@ -30,9 +30,9 @@ use crate::sandbox::guest_threads;
 use crate::sandbox::output::OutputObserver;
 use crate::sandbox::workdir::{ScratchRoot, WorkdirError};
 use crate::sandbox::{
-    Baseline, CaptureError, CheckStopped, Checker, Checkers, EndReason, GuestLayout, GuestStore,
-    HostShare, Interpreter, RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome,
-    WriteError, run_on_guest_thread,
+    Baseline, CaptureError, Checker, Checkers, EndReason, GuestLayout, GuestStore, HostShare,
+    Interpreter, RestoreError, Sandbox, SandboxError, SandboxSpec, TurnOutcome, WriteError,
+    run_on_guest_thread,
 };
 use crate::snapshot::{Binding, SessionImage};
 use crate::sync::lock;
@@ -1247,12 +1247,10 @@ impl Vivarium {
         self.checkers.give_back(checker);
         match verdict {
             Ok(verdict) => check::interpret(verdict.as_deref()),
-            Err(CheckStopped { status, detail }) => {
-                Err(CheckError::from_setup(SandboxError::Setup {
-                    status,
-                    detail,
-                }))
-            }
+            Err((status, detail)) => Err(CheckError::from_setup(SandboxError::Setup {
+                status,
+                detail,
+            })),
         }
     }
 

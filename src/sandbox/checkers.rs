@@ -43,13 +43,6 @@ pub struct Checker {
     apart: bool,
 }
 
-/// Why a check did not answer: how its hidden turn ended and what it said.
-#[derive(Debug)]
-pub struct CheckStopped {
-    pub status: Status,
-    pub detail: String,
-}
-
 impl Checker {
     /// A checker of `interp`, which must have run none of a caller's code: the checker's
     /// function defined in it (`guest::queries::checker`, once, so each check compiles only
@@ -72,27 +65,18 @@ impl Checker {
     }
 
     /// Runs the checker over `code` under `limits`, stopped early when `cancel` is set;
-    /// its verdict as the guest sent it (to be parsed as hostile: `check::interpret`).
+    /// its verdict as the guest sent it (to be parsed as hostile: `check::interpret`), or how
+    /// the check ended and what stopped it.
     pub fn ask(
         &mut self,
         code: &str,
         limits: &TurnLimits,
         cancel: Arc<AtomicBool>,
-    ) -> Result<Option<String>, CheckStopped> {
+    ) -> Result<Option<String>, (Status, String)> {
         self.uses += 1;
         self.interp.live.store.data_mut().clock.cancel = cancel;
-        let outcome = self
-            .interp
-            .hidden_outcome(&crate::guest::queries::check_call(code), limits);
-        if outcome.report.status == Status::Ok && outcome.ended.is_none() {
-            Ok(outcome.result)
-        } else {
-            let r = outcome.report;
-            Err(CheckStopped {
-                status: r.status,
-                detail: r.detail.unwrap_or(r.stderr),
-            })
-        }
+        self.interp
+            .hidden_answer(&crate::guest::queries::check_call(code), limits)
     }
 
     /// Whether it may check again: alive, not grown past its bound, not worn out.

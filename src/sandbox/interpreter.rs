@@ -72,23 +72,28 @@ impl Interpreter {
         if let Some(reason) = &self.live.ended {
             return Err(format!("{reason:?}"));
         }
-        let outcome = self.hidden_outcome(code, limits);
-        if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
-            Ok(outcome.result)
-        } else {
-            let r = outcome.report;
-            Err(r.detail.unwrap_or(r.stderr))
-        }
+        self.hidden_answer(code, limits)
+            .map_err(|(_, detail)| detail)
     }
 
-    /// Runs `code` as a hidden turn under `limits` and returns how it went.
-    pub(super) fn hidden_outcome(&mut self, code: &str, limits: &TurnLimits) -> TurnOutcome {
+    /// Runs `code` as a hidden turn under `limits`: what it sent through the door's result
+    /// channel when it completed, else how it ended and what stopped it (or its stderr).
+    pub(super) fn hidden_answer(
+        &mut self,
+        code: &str,
+        limits: &TurnLimits,
+    ) -> Result<Option<String>, (crate::report::Status, String)> {
         // The guest counted this turn as it began; it is put back first, so even a hidden
         // turn that fails leaves the numbering of the caller's next turn alone.
         let code = format!("__import__('_reactor')._turns -= 1\n{code}");
         let outcome = self.live.turn(&code, limits, false);
         self.live.turns_run = self.live.turns_run.saturating_sub(1);
-        outcome
+        if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {
+            Ok(outcome.result)
+        } else {
+            let r = outcome.report;
+            Err((r.status, r.detail.unwrap_or(r.stderr)))
+        }
     }
 
     /// Who sees this interpreter's output live from now on, turn after turn (`None`:

@@ -41,7 +41,7 @@ use output::OutputObserver;
 use workdir::{InputFile, WorkdirError};
 
 pub use capture::{Baseline, RestoreError};
-pub use checkers::{CheckStopped, Checker, Checkers};
+pub use checkers::{Checker, Checkers};
 pub use image_io::CaptureError;
 pub use interpreter::{Interpreter, WriteError};
 pub use outcome::{EndReason, TurnOutcome};

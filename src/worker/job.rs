@@ -71,7 +71,7 @@ pub struct ExecuteJob {
 pub struct TurnJob {
     /// The session's interpreter.
     pub handle: Handle,
-    /// What runs, as the supervisor admitted it (its check in a sandbox of this worker's own
+    /// What runs, as the supervisor admitted it (its check by a checker of this worker's
     /// first: a checked turn costs one round trip to its worker, not two).
     pub turn: TurnProgram,
     /// Output goes back as [`Event::Output`] while it runs.
