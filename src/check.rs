@@ -33,18 +33,8 @@ const MAX_TEXT: usize = 1_000;
 const CHECKER_MEMORY: u64 = 256 << 20;
 
 /// Whether and how an execution is checked before it runs.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Deserialize,
-    Serialize,
-    ToSchema,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// No check, no extra cost.

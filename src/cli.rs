@@ -32,11 +32,7 @@ pub const EXIT_HOST_FAILURE: u8 = 70;
 
 /// The parsed `vivarium` command line.
 #[derive(Parser)]
-#[command(
-    name = "vivarium",
-    version,
-    about = "Run untrusted Python in a WebAssembly sandbox"
-)]
+#[command(name = "vivarium", version, about = "Run untrusted Python in a WebAssembly sandbox")]
 pub struct Cli {
     /// The subcommand to run.
     #[command(subcommand)]

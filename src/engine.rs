@@ -13,6 +13,7 @@
 //! machine's compile time; [`GuestEngine::forget_compiled_functions`] frees it once the
 //! templates a process needs are loaded.
 
+use crate::path_io::PathIoError;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
@@ -128,13 +129,8 @@ pub enum EngineError {
     },
     #[error("linking the guest: {0}")]
     Link(#[source] wasmtime::Error),
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 /// The engine and the linker that defines what a guest may import.
@@ -284,10 +280,7 @@ impl GuestEngine {
         sha256: &str,
         cache_dir: &Path,
     ) -> Result<Module, EngineError> {
-        let io = |what, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| EngineError::Io { what, path, source }
-        };
+        let io = PathIoError::at::<EngineError>;
         std::fs::create_dir_all(cache_dir).map_err(io("creating", cache_dir))?;
         let stem = wasm
             .file_stem()

@@ -29,6 +29,7 @@ mod hostcalls;
 mod leakage;
 mod limits;
 mod packages;
+mod path_io;
 mod report;
 mod runtime;
 mod sandbox;

@@ -83,18 +83,8 @@ impl Default for Limits {
 }
 
 /// Limits as a caller asks for them: any field left out takes the host's default.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
     /// Wall-clock deadline in milliseconds (default 30000, max 600000).
@@ -140,25 +130,27 @@ impl LimitError {
     }
 }
 
+/// `asked`, else `default`; refused above `max` or below `min`, naming `field`.
+fn pick(
+    field: &'static str,
+    asked: Option<u64>,
+    default: u64,
+    max: u64,
+    min: u64,
+) -> Result<u64, LimitError> {
+    let value = asked.unwrap_or(default);
+    if value > max {
+        return Err(LimitError::AboveMaximum { field, value, max });
+    }
+    if value < min {
+        return Err(LimitError::BelowMinimum { field, value, min });
+    }
+    Ok(value)
+}
+
 impl LimitsRequest {
     /// Fills unset fields from `defaults` and checks every value against `maximum`.
     pub fn resolve(&self, defaults: &Limits, maximum: &Limits) -> Result<Limits, LimitError> {
-        fn pick(
-            field: &'static str,
-            asked: Option<u64>,
-            default: u64,
-            max: u64,
-            min: u64,
-        ) -> Result<u64, LimitError> {
-            let value = asked.unwrap_or(default);
-            if value > max {
-                return Err(LimitError::AboveMaximum { field, value, max });
-            }
-            if value < min {
-                return Err(LimitError::BelowMinimum { field, value, min });
-            }
-            Ok(value)
-        }
         Ok(Limits {
             timeout_ms: pick(
                 "timeout_ms",
@@ -243,22 +235,6 @@ impl TurnLimitsRequest {
         maximum: &Limits,
         lifetime_left_ms: u64,
     ) -> Result<TurnLimits, LimitError> {
-        fn pick(
-            field: &'static str,
-            v: Option<u64>,
-            d: u64,
-            max: u64,
-            min: u64,
-        ) -> Result<u64, LimitError> {
-            let value = v.unwrap_or(d);
-            if value > max {
-                return Err(LimitError::AboveMaximum { field, value, max });
-            }
-            if value < min {
-                return Err(LimitError::BelowMinimum { field, value, min });
-            }
-            Ok(value)
-        }
         let l = session;
         let timeout_ms = pick(
             "timeout_ms",

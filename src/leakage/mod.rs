@@ -20,6 +20,9 @@ mod windows;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
 pub use rules::RuleError;
 pub use scan::{MIN_LITERAL_BYTES, Scanner};
 pub use stream::StreamFilter;
@@ -40,21 +43,8 @@ const MAX_MARKER_GROWTH: usize = 64 << 10;
 pub const GITLEAKS_VERSION: &str = "8.30.0";
 
 /// What happens to output that holds a secret.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    serde::Deserialize,
-    utoipa::ToSchema,
-    schemars::JsonSchema,
-    clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Serialize, Deserialize, ToSchema, schemars::JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LeakPolicy {
     /// No scan.

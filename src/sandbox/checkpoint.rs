@@ -212,13 +212,8 @@ impl Checkpoint {
             let entry = match kept {
                 Some((then, content)) if then.is_some() && then == now => (then, content),
                 _ => {
-                    let content = std::fs::read(root.join(&path)).map_err(|e| {
-                        super::workdir::WorkdirError::Io {
-                            what: "reading",
-                            path: root.join(&path),
-                            source: e,
-                        }
-                    })?;
+                    let at = root.join(&path);
+                    let content = std::fs::read(&at).map_err(super::workdir::io("reading", &at))?;
                     (now, Arc::from(content))
                 }
             };

@@ -8,7 +8,7 @@ use wasmtime::Val;
 
 use super::SandboxError;
 use super::live::Live;
-use super::workdir::WorkdirError;
+use super::workdir::{WorkdirError, io};
 use crate::snapshot::{FormatError, GlobalBits, GlobalValue, MAX_ENTRIES, PAGE_BYTES};
 
 /// Why an interpreter's state could not be captured.
@@ -161,11 +161,7 @@ pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureErro
     let mut stack = vec![String::new()];
     while let Some(prefix) = stack.pop() {
         let here = root.join(&prefix);
-        let entries = std::fs::read_dir(&here).map_err(|e| WorkdirError::Io {
-            what: "listing",
-            path: here.clone(),
-            source: e,
-        })?;
+        let entries = std::fs::read_dir(&here).map_err(io("listing", &here))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let rel = if prefix.is_empty() {
@@ -186,11 +182,7 @@ pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureErro
                 }
                 Ok(t) if t.is_file() => {
                     let content = if contents {
-                        std::fs::read(entry.path()).map_err(|e| WorkdirError::Io {
-                            what: "reading",
-                            path: entry.path(),
-                            source: e,
-                        })?
+                        std::fs::read(entry.path()).map_err(io("reading", &entry.path()))?
                     } else {
                         Vec::new()
                     };

@@ -8,6 +8,7 @@
 //! Input files are written, and output files read, through a `cap_std::fs::Dir` for the
 //! sandbox directory, so a path or a symlink the guest planted cannot lead the host outside.
 
+use crate::path_io::PathIoError;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
@@ -69,18 +70,15 @@ pub enum WorkdirError {
     TooManyFiles { count: usize },
     #[error("input files total {total} bytes, above the disk limit of {limit}")]
     InputsTooLarge { total: u64, limit: u64 },
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
-fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkdirError {
-    let path = path.to_path_buf();
-    move |source| WorkdirError::Io { what, path, source }
+pub(crate) fn io(
+    what: &'static str,
+    path: &Path,
+) -> impl FnOnce(std::io::Error) -> WorkdirError + use<> {
+    PathIoError::at(what, path)
 }
 
 /// This process's scratch root. Dropping it removes it.

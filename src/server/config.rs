@@ -66,11 +66,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_MAX_SESSIONS", default_value_t = 64)]
     pub max_sessions: usize,
     /// Hibernated sessions (in the snapshot store) at most; past that, no more hibernate.
-    #[arg(
-        long,
-        env = "VIVARIUM_MAX_HIBERNATED_SESSIONS",
-        default_value_t = 10_000
-    )]
+    #[arg(long, env = "VIVARIUM_MAX_HIBERNATED_SESSIONS", default_value_t = 10_000)]
     pub max_hibernated_sessions: usize,
     /// A session nobody used for this long is closed (then 410).
     #[arg(long, env = "VIVARIUM_SESSION_IDLE_SECS", default_value_t = 600)]
@@ -175,11 +171,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VIVARIUM_EGRESS_RESPONSE_BYTES", default_value_t = 16 << 20)]
     pub egress_response_bytes: u64,
     /// Milliseconds one outbound request may take.
-    #[arg(
-        long,
-        env = "VIVARIUM_EGRESS_REQUEST_TIMEOUT_MS",
-        default_value_t = 10_000
-    )]
+    #[arg(long, env = "VIVARIUM_EGRESS_REQUEST_TIMEOUT_MS", default_value_t = 10_000)]
     pub egress_request_timeout_ms: u64,
     /// Milliseconds all of one run's requests may take together.
     #[arg(long, env = "VIVARIUM_EGRESS_TOTAL_MS", default_value_t = 60_000)]
@@ -220,11 +212,7 @@ pub struct ServeArgs {
     /// Package resolutions and `.pyc` compiles one tenant may have in flight; more wait in
     /// order (at most `--queue-timeout-ms`), up to 8 times as many; past that, 429
     /// `quota_exceeded`.
-    #[arg(
-        long,
-        env = "VIVARIUM_MAX_PACKAGE_JOBS_PER_TENANT",
-        default_value_t = 2
-    )]
+    #[arg(long, env = "VIVARIUM_MAX_PACKAGE_JOBS_PER_TENANT", default_value_t = 2)]
     pub max_package_jobs_per_tenant: u64,
     /// Bytes of Jupyter shell requests (about their code) one tenant's kernel WebSockets may
     /// hold waiting, all together; past it a request is answered with an error, not queued.

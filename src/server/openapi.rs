@@ -2,7 +2,8 @@
 //! annotations and the request/response types. The core's serialised types (limits, report
 //! parts, templates) derive `ToSchema` themselves: one definition, no mirror to keep in step.
 
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::api::types::{
@@ -76,12 +77,41 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
+/// What a route behind an API key takes: no key (a server without `--api-keys-file`) or the
+/// bearer key. Said here once for every documented route, as `server::router` puts them all
+/// behind the key check.
+fn bearer_or_none() -> Vec<SecurityRequirement> {
+    vec![
+        SecurityRequirement::default(),
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+    ]
+}
+
+/// A path's operations, whichever methods it has.
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
+}
+
 /// The whole document: this description, the transport, and every documented route.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
-    for routes in [super::api::documented_routes(), super::open_routes()] {
-        doc.merge(routes.split_for_parts().1);
+    let mut keyed = super::api::documented_routes().split_for_parts().1;
+    for operation in keyed.paths.paths.values_mut().flat_map(operations) {
+        operation.security = Some(bearer_or_none());
     }
+    doc.merge(keyed);
+    doc.merge(super::open_routes().split_for_parts().1);
     // A handler's path is its route, so a catch-all segment is written as axum's
     // (`{*path}`); OpenAPI knows it as a plain parameter (`{path}`).
     let paths = std::mem::take(&mut doc.paths.paths);

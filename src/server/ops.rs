@@ -39,9 +39,7 @@ pub struct WorkersHealth {
 }
 
 #[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "operations",
+    get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process is alive", body = Health))
 )]
 pub async fn healthz() -> Json<Health> {
@@ -53,9 +51,7 @@ pub async fn healthz() -> Json<Health> {
 }
 
 #[utoipa::path(
-    get,
-    path = "/readyz",
-    tag = "operations",
+    get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Runtime loaded; executions are taken", body = Health),
         (status = 503, description = "Still loading, or shutting down", body = ErrorBody),
@@ -99,9 +95,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
 }
 
 #[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "operations",
+    get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format", content_type = "text/plain", body = String))
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
@@ -167,9 +161,7 @@ fn tenant_usage(state: &AppState, out: &mut String) {
 }
 
 #[utoipa::path(
-    get,
-    path = "/openapi.json",
-    tag = "operations",
+    get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "This API's OpenAPI 3.1 document", content_type = "application/json", body = Object))
 )]
 pub async fn openapi_json(State(state): State<AppState>) -> Response {
@@ -181,9 +173,7 @@ pub async fn openapi_json(State(state): State<AppState>) -> Response {
 }
 
 #[utoipa::path(
-    get,
-    path = "/",
-    tag = "operations",
+    get, path = "/", tag = "operations",
     responses((status = 200, description = "A small HTML page linking the rest", content_type = "text/html", body = String))
 )]
 pub async fn index() -> Html<&'static str> {

@@ -5,8 +5,10 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::rejection::ExtensionRejection;
+use axum::extract::{ConnectInfo, Extension, FromRequestParts, Request, State};
 use axum::http::HeaderValue;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
@@ -79,4 +81,27 @@ pub async fn middleware(
         None => tracing::info!(status, ms, client = %client, "request done"),
     });
     resp
+}
+
+/// What every handler starts from: the state of its router (`AppState`, or a door's own) and
+/// the request's [`RequestContext`] (its id, client and key), taken in one extractor so
+/// that no handler spells out the two.
+#[derive(Clone)]
+pub struct Caller<S = AppState> {
+    /// The router's state.
+    pub state: S,
+    /// Who asks: the request's id, client and key.
+    pub ctx: RequestContext,
+}
+
+impl<S: Clone + Send + Sync + 'static> FromRequestParts<S> for Caller<S> {
+    type Rejection = ExtensionRejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Extension(ctx) = Extension::<RequestContext>::from_request_parts(parts, state).await?;
+        Ok(Caller {
+            state: state.clone(),
+            ctx,
+        })
+    }
 }

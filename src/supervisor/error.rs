@@ -147,17 +147,8 @@ impl From<LimitError> for SupervisorError {
 // OpenAPI schema's description, pinned by the golden wire test.
 /// Put on error responses so middleware can see which error it was.
 /// Every error code the API (and the audit log) uses; serialised as its snake_case name.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    utoipa::ToSchema,
-    strum::IntoStaticStr,
-    strum::EnumIter,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, utoipa::ToSchema, strum::IntoStaticStr, strum::EnumIter)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {

@@ -48,6 +48,7 @@ pub use exports::GLOBAL_EXPORT_PREFIX;
 const WASMTIME_VERSION: &str = concat!("wasmtime ", env!("VIVARIUM_WASMTIME_VERSION"));
 const WIZER_VERSION: &str = concat!("wasmtime-wizer ", env!("VIVARIUM_WIZER_VERSION"));
 
+use crate::path_io::PathIoError;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -62,13 +63,8 @@ pub use crate::vocabulary::Template;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("building the {template} template: {message}")]
     Build { template: Template, message: String },
     #[error(transparent)]
@@ -210,7 +206,6 @@ pub(crate) fn build_err(template: Template, e: impl std::fmt::Display) -> Templa
 pub(crate) fn io_err(
     what: &'static str,
     path: &Path,
-) -> impl FnOnce(std::io::Error) -> TemplateError {
-    let path = path.to_path_buf();
-    move |source| TemplateError::Io { what, path, source }
+) -> impl FnOnce(std::io::Error) -> TemplateError + use<> {
+    PathIoError::at(what, path)
 }

@@ -5,19 +5,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// The language of a run's `code`: a closed set, named by both doors and the sandbox.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Deserialize,
-    Serialize,
-    ToSchema,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Deserialize, Serialize, ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     /// Python, with notebook syntax (IPython's magics, `!cmd`, `var = !cmd`, `obj?`)

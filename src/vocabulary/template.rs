@@ -4,20 +4,8 @@ use serde::{Deserialize, Serialize};
 
 /// Which snapshot a sandbox starts from; a request that names none gets `scientific`. Each
 /// takes any `memory_bytes`: the limit counts beyond the template's own image.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    clap::ValueEnum,
-    schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Template {
     /// The minimal one: the interpreter started (as in the wheel's stock snapshot), plus

@@ -459,7 +459,7 @@ fn from_workdir(field: &str, e: WorkdirError) -> JobError {
         WorkdirError::TooManyFiles { .. } | WorkdirError::InputsTooLarge { .. } => {
             JobError::InvalidRequest(e.to_string())
         }
-        WorkdirError::Io { .. } => JobError::Internal(e.to_string()),
+        WorkdirError::Io(_) => JobError::Internal(e.to_string()),
     }
 }
 

@@ -3,20 +3,17 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
 
 use super::types::{CheckRequest, parse_json};
 use crate::check::CheckResult;
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiResult, ErrorBody};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::supervisor::audit::{Action, AuditRecord};
 
 #[utoipa::path(
-    post,
-    path = "/v1/check",
-    tag = "execute",
+    post, path = "/v1/check", tag = "execute",
     request_body = CheckRequest,
     responses(
         (status = 200, description = "The verdict: syntax by the guest's own parser, static findings", body = CheckResult),
@@ -25,12 +22,10 @@ use crate::supervisor::audit::{Action, AuditRecord};
         (status = 429, body = ErrorBody),
         (status = 500, description = "The checker failed (its output is never trusted beyond data)", body = ErrorBody),
         (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn check(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<CheckResult>> {
     let mut bracket = Bracket::open(&state, &ctx, Action::Check);

@@ -9,29 +9,21 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
-use super::types::{ExecuteRequest, drive, executed_response, parse_json};
+use super::types::{ExecuteRequest, drive, executed_response, open_execution};
 use crate::server::AppState;
 use crate::server::bracket::{Bracket, run_outcome};
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::{Caller, RequestContext};
 use crate::supervisor::intake;
 
-pub async fn execute(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (mut bracket, id) = Bracket::run(&state, &ctx);
-    let ask: ExecuteRequest = match parse_json(body) {
-        Ok(ask) => ask,
-        Err(e) => {
-            bracket.close(e.outcome());
-            return e.into_response();
-        }
+pub async fn execute(caller: Caller, body: Result<Bytes, BytesRejection>) -> Response {
+    let (mut bracket, id, ask) = match open_execution(&caller, body) {
+        Ok(opened) => opened,
+        Err(e) => return e.into_response(),
     };
+    let Caller { state, ctx } = caller;
     if !ask.tools.is_empty() {
         return code_mode(state, ctx, bracket, id, ask).await;
     }

@@ -12,8 +12,8 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -25,16 +25,14 @@ use super::types::{
 use crate::server::AppState;
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiResult, ErrorBody, OnWire};
-use crate::server::request_context::{RequestContext, new_id};
+use crate::server::request_context::{Caller, RequestContext, new_id};
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, Outcome};
 use crate::supervisor::executions::Progress;
 use crate::supervisor::intake::{self, Closer, Found};
 
 #[utoipa::path(
-    post,
-    path = "/v1/executions/{id}/resume",
-    tag = "execute",
+    post, path = "/v1/executions/{id}/resume", tag = "execute",
     params(("id" = String, Path, description = "Execution id (`ex-…`)")),
     request_body = ResumeRequest,
     responses(
@@ -42,12 +40,10 @@ use crate::supervisor::intake::{self, Closer, Found};
         (status = 400, description = "An answer out of shape, over `result_bytes`, or for a call that does not wait", body = ErrorBody),
         (status = 404, description = "`execution_not_found`", body = ErrorBody),
         (status = 409, description = "`execution_busy` (its program runs: no round waits) or `replay_diverged`", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn resume(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -101,9 +97,7 @@ async fn resume_body(
 }
 
 #[utoipa::path(
-    post,
-    path = "/v1/executions/{id}/tool-results",
-    tag = "execute",
+    post, path = "/v1/executions/{id}/tool-results", tag = "execute",
     params(("id" = String, Path, description = "Execution id (`ex-…`), from a `tool_call` event")),
     request_body(content = Object, description = "`{\"call_id\", \"result\"}` or `{\"call_id\", \"error\": {\"type\", \"message\"}}`"),
     responses(
@@ -111,12 +105,10 @@ async fn resume_body(
         (status = 400, description = "An answer out of shape, over `result_bytes`, for a call that does not wait, or to an execution that is not streamed", body = ErrorBody),
         (status = 404, description = "`execution_not_found`", body = ErrorBody),
         (status = 409, description = "`execution_busy`: no round waits", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn tool_results(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
@@ -140,23 +132,16 @@ pub async fn tool_results(
 }
 
 #[utoipa::path(
-    post,
-    path = "/v1/executions/{id}/fork",
-    tag = "execute",
+    post, path = "/v1/executions/{id}/fork", tag = "execute",
     params(("id" = String, Path, description = "A suspended execution's id")),
     responses(
         (status = 201, description = "A new execution waiting on the same round (kept in the snapshot store; answering it replays the program down its own branch)", body = ForkResponse),
         (status = 404, description = "`execution_not_found`", body = ErrorBody),
         (status = 409, description = "`execution_busy`: it is not suspended", body = ErrorBody),
         (status = 429, description = "`quota_exceeded` (`suspended_executions`)", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
-pub async fn fork(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+pub async fn fork(Caller { state, ctx }: Caller, Path(id): Path<String>) -> ApiResult<Response> {
     let new = format!("ex-{}", new_id());
     let key = ctx.key_id.as_deref();
     let calls = Bracket::open(&state, &ctx, Action::ExecutionFork)
@@ -178,19 +163,15 @@ pub async fn fork(
 }
 
 #[utoipa::path(
-    delete,
-    path = "/v1/executions/{id}",
-    tag = "execute",
+    delete, path = "/v1/executions/{id}", tag = "execute",
     params(("id" = String, Path, description = "Execution id")),
     responses(
         (status = 204, description = "Cancelled: its program stopped, its journal deleted"),
         (status = 404, description = "`execution_not_found`", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn cancel(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let key = ctx.key_id.as_deref();

@@ -24,7 +24,6 @@ pub mod usage;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -33,7 +32,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ErrorBody;
-use super::request_context::RequestContext;
+use super::request_context::Caller;
 use crate::supervisor::audit::Door;
 use types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody};
 
@@ -90,9 +89,7 @@ pub fn protocol_routes(state: &AppState) -> Router<AppState> {
 // plain JSON answer (`execute`). (A plain comment: a doc comment would become the
 // operation's summary in the OpenAPI document.)
 #[utoipa::path(
-    post,
-    path = "/v1/execute",
-    tag = "execute",
+    post, path = "/v1/execute", tag = "execute",
     // The plain answer's name (`execute::execute`); this function only picks the answer.
     operation_id = "execute",
     request_body = ExecuteRequest,
@@ -104,19 +101,17 @@ pub fn protocol_routes(state: &AppState) -> Router<AppState> {
         (status = 413, description = "Body above the cap", body = ErrorBody),
         (status = 429, description = "Too busy: retry after the Retry-After header", body = ErrorBody),
         (status = 503, description = "Not ready, or shutting down", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn execute_or_stream(
-    state: State<AppState>,
-    ctx: Extension<RequestContext>,
+    caller: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if stream::wants_event_stream(&headers) {
-        stream::execute_stream(state.0, ctx.0, body).await
+        stream::execute_stream(caller, body).await
     } else {
-        execute::execute(state, ctx, body).await
+        execute::execute(caller, body).await
     }
 }
 

@@ -41,15 +41,12 @@ pub struct ExtraPackages {
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/packages",
-    tag = "execute",
+    get, path = "/v1/packages", tag = "execute",
     responses(
         (status = 200, description = "The built-in packages and the policy for others", body = PackageList),
         (status = 401, body = ErrorBody),
         (status = 503, description = "Not ready", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn packages(State(state): State<AppState>) -> ApiResult<Json<PackageList>> {
     let host = state.runner.host()?;

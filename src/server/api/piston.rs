@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -26,7 +26,7 @@ use crate::report::{Report, Status};
 use crate::server::AppState;
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{AuditRecord, Outcome};
@@ -129,11 +129,8 @@ fn from_api(e: impl Into<ApiError>) -> Response {
 
 /// `GET /api/v2/runtimes`.
 #[utoipa::path(
-    get,
-    path = "/api/v2/runtimes",
-    tag = "piston",
-    responses((status = 200, description = "Piston's runtime list: one entry, python 3.15.0 (aliases py, python3, py3)")),
-    security((), ("bearer" = []))
+    get, path = "/api/v2/runtimes", tag = "piston",
+    responses((status = 200, description = "Piston's runtime list: one entry, python 3.15.0 (aliases py, python3, py3)"))
 )]
 pub async fn runtimes(State(state): State<AppState>) -> Result<Json<serde_json::Value>, Response> {
     let host = state.runner.host().map_err(from_api)?;
@@ -178,20 +175,16 @@ fn decode(f: &PistonFile, i: usize) -> Result<Vec<u8>, String> {
 
 /// `POST /api/v2/execute`.
 #[utoipa::path(
-    post,
-    path = "/api/v2/execute",
-    tag = "piston",
+    post, path = "/api/v2/execute", tag = "piston",
     request_body = PistonRequest,
     responses(
         (status = 200, description = "Piston's result shape; `run.output` interleaves stdout and stderr", body = PistonResponse),
         (status = 400, description = "Piston's error shape: `{\"message\": ...}`"),
         (status = 429, description = "Busy; `Retry-After` says when to retry"),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn execute(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (mut bracket, _) = Bracket::run(&state, &ctx);

@@ -5,8 +5,8 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -15,19 +15,16 @@ use super::types::{
     PolicyDeniedBody, SessionPackages, TurnRequest, TurnResponse, UploadResponse, download_file,
     media_type, parse_json, parse_json_or_default, start_turn, turned_response, upload_file,
 };
-use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, ApiResult, ErrorBody, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
 use crate::supervisor::session::SessionInfo;
 
 #[utoipa::path(
-    post,
-    path = "/v1/sessions",
-    tag = "sessions",
+    post, path = "/v1/sessions", tag = "sessions",
     request_body(content = OpenSessionRequest, description = "May be empty"),
     responses(
         (status = 201, description = "Session opened", body = OpenSessionResponse),
@@ -35,12 +32,10 @@ use crate::supervisor::session::SessionInfo;
         (status = 401, body = ErrorBody),
         (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full) or `overloaded` (the memory budget)", body = ErrorBody),
         (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn open(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let result = Bracket::open(&state, &ctx, Action::SessionOpen)
@@ -57,20 +52,16 @@ pub async fn open(
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}",
-    tag = "sessions",
+    get, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 200, body = SessionInfo),
         (status = 404, body = ErrorBody),
         (status = 410, description = "Expired", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn info(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SessionInfo>> {
     Ok(Json(
@@ -82,22 +73,15 @@ pub async fn info(
 }
 
 #[utoipa::path(
-    delete,
-    path = "/v1/sessions/{id}",
-    tag = "sessions",
+    delete, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 204, description = "Closed; its files are gone"),
         (status = 404, body = ErrorBody),
         (status = 410, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
-pub async fn close(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    Path(id): Path<String>,
-) -> ApiResult<StatusCode> {
+pub async fn close(Caller { state, ctx }: Caller, Path(id): Path<String>) -> ApiResult<StatusCode> {
     Bracket::open(&state, &ctx, Action::SessionClose)
         .session(&id)
         .around(204, async |_| {
@@ -109,9 +93,7 @@ pub async fn close(
 }
 
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/packages",
-    tag = "sessions",
+    post, path = "/v1/sessions/{id}/packages", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     request_body = AddPackagesRequest,
     responses(
@@ -123,12 +105,10 @@ pub async fn close(
         (status = 413, description = "`package_too_large`", body = ErrorBody),
         (status = 422, description = "`package_not_found`, `package_has_native_code`, `package_has_no_wheel`, `package_conflicts_with_builtin`, `package_conflict`", body = ErrorBody),
         (status = 502, description = "`package_index_unreachable`", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn add_packages(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<SessionPackages>> {
@@ -153,9 +133,7 @@ pub async fn add_packages(
 }
 
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/execute",
-    tag = "sessions",
+    post, path = "/v1/sessions/{id}/execute", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     request_body = TurnRequest,
     responses(
@@ -166,12 +144,10 @@ pub async fn add_packages(
         (status = 422, description = "`policy_denied` (policy `deny`, the check found something: nothing ran, body with `findings`) or `output_leak` (leakage `deny`, the output held secrets: withheld, body with `leaks`; the session keeps its state)", body = PolicyDeniedBody),
         (status = 410, description = "Expired", body = ErrorBody),
         (status = 429, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn turn(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -197,9 +173,7 @@ pub async fn turn(
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/files",
-    tag = "sessions",
+    get, path = "/v1/sessions/{id}/files", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 200, body = FileList),
@@ -207,12 +181,10 @@ pub async fn turn(
         (status = 409, body = ErrorBody),
         (status = 410, body = ErrorBody),
         (status = 422, description = "`output_leak`: a file's path held a secret and the session's leakage policy is `deny`", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn list_files(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<FileList>> {
     let listing = state.runner.list_files(&id, ctx.key_id.as_deref()).await?;
@@ -231,9 +203,7 @@ pub async fn list_files(
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/files/{*path}",
-    tag = "sessions",
+    get, path = "/v1/sessions/{id}/files/{*path}", tag = "sessions",
     params(
         ("id" = String, Path, description = "Session id"),
         ("path" = String, Path, description = "File path relative to the working directory; may contain `/`"),
@@ -245,21 +215,17 @@ pub async fn list_files(
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody),
         (status = 410, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn download(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path((id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     download_file(&state, &ctx, &id, path).await
 }
 
 #[utoipa::path(
-    put,
-    path = "/v1/sessions/{id}/files/{*path}",
-    tag = "sessions",
+    put, path = "/v1/sessions/{id}/files/{*path}", tag = "sessions",
     params(
         ("id" = String, Path, description = "Session id"),
         ("path" = String, Path, description = "File path relative to the working directory; may contain `/`"),
@@ -272,12 +238,10 @@ pub async fn download(
         (status = 409, body = ErrorBody),
         (status = 410, body = ErrorBody),
         (status = 413, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn upload(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path((id, path)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {

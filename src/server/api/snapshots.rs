@@ -3,23 +3,20 @@
 //! belongs to the API key that took it: another key (or none, with keys on) gets 404.
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::types::OpenSessionResponse;
-use crate::server::AppState;
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, ApiResult, ErrorBody};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
 use crate::supervisor::audit::Action;
 use crate::supervisor::snapshots::SnapshotInfo;
 
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/snapshot",
-    tag = "sessions",
+    post, path = "/v1/sessions/{id}/snapshot", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 201, description = "Snapshot taken and stored", body = SnapshotInfo),
@@ -27,12 +24,10 @@ use crate::supervisor::snapshots::SnapshotInfo;
         (status = 409, description = "`session_busy` (a turn is running), `session_ended`, or `snapshot_refused` (a folder is held open between turns, or the state is past a bound of the snapshot format)", body = ErrorBody),
         (status = 410, body = ErrorBody),
         (status = 503, description = "`snapshot_store_unavailable`: nothing was lost, try again", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn snapshot(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<SnapshotInfo>)> {
     Bracket::open(&state, &ctx, Action::SessionSnapshot)
@@ -47,9 +42,7 @@ pub async fn snapshot(
 }
 
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/fork",
-    tag = "sessions",
+    post, path = "/v1/sessions/{id}/fork", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 201, description = "A new live session with the same state; the two diverge from here", body = OpenSessionResponse),
@@ -57,14 +50,9 @@ pub async fn snapshot(
         (status = 409, description = "`session_busy`, `session_ended` or `snapshot_refused`", body = ErrorBody),
         (status = 410, body = ErrorBody),
         (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full) or `overloaded` (the memory budget)", body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
-pub async fn fork(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+pub async fn fork(Caller { state, ctx }: Caller, Path(id): Path<String>) -> ApiResult<Response> {
     let key = ctx.key_id.as_deref();
     let result = Bracket::open(&state, &ctx, Action::SessionFork)
         .session(&id)
@@ -79,39 +67,29 @@ pub async fn fork(
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/snapshots",
-    tag = "sessions",
+    get, path = "/v1/snapshots", tag = "sessions",
     responses(
         (status = 200, description = "The caller's snapshots, oldest first", body = Vec<SnapshotInfo>),
         (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-) -> ApiResult<Json<Vec<SnapshotInfo>>> {
+pub async fn list(Caller { state, ctx }: Caller) -> ApiResult<Json<Vec<SnapshotInfo>>> {
     Ok(Json(
         state.runner.list_snapshots(ctx.key_id.as_deref()).await?,
     ))
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/snapshots/{id}",
-    tag = "sessions",
+    get, path = "/v1/snapshots/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Snapshot id")),
     responses(
         (status = 200, body = SnapshotInfo),
         (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn info(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SnapshotInfo>> {
     Ok(Json(
@@ -123,20 +101,16 @@ pub async fn info(
 }
 
 #[utoipa::path(
-    delete,
-    path = "/v1/snapshots/{id}",
-    tag = "sessions",
+    delete, path = "/v1/snapshots/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Snapshot id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
 pub async fn delete(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let mut bracket = Bracket::open(&state, &ctx, Action::SnapshotDelete);

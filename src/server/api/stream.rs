@@ -22,12 +22,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::types::{ExecuteRequest, ExecuteResponse, PolicyDeniedBody, denied_body, parse_json};
+use super::types::{ExecuteResponse, PolicyDeniedBody, denied_body, open_execution};
 use crate::report::StreamKind;
 use crate::server::AppState;
-use crate::server::bracket::{Bracket, run_outcome};
+use crate::server::bracket::run_outcome;
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::server::routing::naming_execution;
 use crate::supervisor::Executed;
 use crate::supervisor::executions::{Finished, Stop};
@@ -106,19 +106,12 @@ impl Drop for ForgetOnDrop {
 }
 
 /// The streaming variant of `POST /v1/execute`.
-pub async fn execute_stream(
-    state: AppState,
-    ctx: RequestContext,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (mut bracket, id) = Bracket::run(&state, &ctx);
-    let ask: ExecuteRequest = match parse_json(body) {
-        Ok(ask) => ask,
-        Err(e) => {
-            bracket.close(e.outcome());
-            return e.into_response();
-        }
+pub async fn execute_stream(caller: Caller, body: Result<Bytes, BytesRejection>) -> Response {
+    let (mut bracket, id, ask) = match open_execution(&caller, body) {
+        Ok(opened) => opened,
+        Err(e) => return e.into_response(),
     };
+    let Caller { state, ctx } = caller;
     // Prepared (packages resolved) before the stream opens: a refusal is a JSON error, not
     // an event.
     let Prepared {

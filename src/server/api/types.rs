@@ -18,7 +18,9 @@ use crate::limits::Limits;
 use crate::report::FileBody;
 use crate::report::{FileOut, Leak, PyError, Report, RichOutput, Status, Truncated, Usage};
 use crate::server::AppState;
-use crate::server::error::{ApiError, ApiResult, ErrorDetail};
+use crate::server::bracket::Bracket;
+use crate::server::error::{ApiError, ApiResult, ErrorDetail, OnWire as _};
+use crate::server::request_context::Caller;
 use crate::supervisor::ErrorCode;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
@@ -196,6 +198,22 @@ pub fn parse_json_or_default<T: DeserializeOwned + Default>(
         return Ok(T::default());
     }
     parse_json(Ok(body))
+}
+
+/// Opens `POST /v1/execute`'s bracket (the execution's id) and parses its body: a body that
+/// does not parse closes the bracket and is the error answered.
+pub fn open_execution(
+    Caller { state, ctx }: &Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(Bracket, String, ExecuteRequest)> {
+    let (bracket, id) = Bracket::run(state, ctx);
+    match parse_json(body) {
+        Ok(ask) => Ok((bracket, id, ask)),
+        Err(e) => {
+            bracket.close(e.outcome());
+            Err(e)
+        }
+    }
 }
 
 /// Parses a JSON body, every failure a JSON error: 413 past the body cap, else 400.

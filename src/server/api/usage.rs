@@ -1,13 +1,11 @@
 //! `GET /v1/usage`: the caller's tenant's use of each of its quotas.
 
 use axum::Json;
-use axum::extract::{Extension, State};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::server::AppState;
 use crate::server::error::ErrorBody;
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::supervisor::tenants::QuotaUse;
 
 /// What `GET /v1/usage` says (named `TenantUsage` in the OpenAPI document: a run's `usage`
@@ -25,19 +23,13 @@ pub struct Usage {
 }
 
 #[utoipa::path(
-    get,
-    path = "/v1/usage",
-    tag = "operations",
+    get, path = "/v1/usage", tag = "operations",
     responses(
         (status = 200, description = "The caller's tenant's use of each quota", body = Usage),
         (status = 401, body = ErrorBody),
-    ),
-    security((), ("bearer" = []))
+    )
 )]
-pub async fn usage(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-) -> Json<Usage> {
+pub async fn usage(Caller { state, ctx }: Caller) -> Json<Usage> {
     let tenant = state.runner.tenant(ctx.key_id.as_deref());
     Json(Usage {
         tenant: tenant.id().to_string(),

@@ -13,18 +13,20 @@ use std::time::{Duration, SystemTime};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::network::{self, E2bNetwork};
-use super::{DoorState, E2bError, ENVD_VERSION, HOME, contexts_follow, open_session};
+use super::{
+    AccessToken, DoorState, E2bError, E2bJson, ENVD_VERSION, HOME, contexts_follow, open_session,
+};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::{Caller, RequestContext};
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
@@ -67,11 +69,7 @@ struct NewSandbox {
     metadata: Option<BTreeMap<String, String>>,
     #[serde(default)]
     env_vars: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        rename = "allow_internet_access",
-        alias = "allowInternetAccess"
-    )]
+    #[serde(default, rename = "allow_internet_access", alias = "allowInternetAccess")]
     allow_internet_access: Option<bool>,
     #[serde(default)]
     network: Option<E2bNetwork>,
@@ -116,16 +114,6 @@ fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
     }
 }
 
-fn parse<T: for<'a> Deserialize<'a> + Default>(
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, E2bError> {
-    let body = body?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(&body).map_err(|e| invalid(format!("the body: {e}")))
-}
-
 pub(super) fn invalid(message: String) -> E2bError {
     E2bError(SupervisorError::InvalidRequest(message).into())
 }
@@ -168,16 +156,6 @@ pub(super) fn set_up_in(env: &BTreeMap<String, String>, cwd: &str) -> SetUp {
         home: HOME.to_string(),
         env: env.clone(),
     }
-}
-
-/// The sandbox's access token: the key it was created with (the sandbox planes take it as
-/// `X-Access-Token`), `None` on a server without keys.
-fn access_token(door: &DoorState, headers: &HeaderMap) -> Option<String> {
-    door.app.keys.as_ref()?;
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
 }
 
 /// The `templateID` of a sandbox: the one it was created with, or its template's own
@@ -229,9 +207,8 @@ fn detail(info: &SessionInfo, labels: &Labels, token: Option<String>) -> Value {
 }
 
 async fn create(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    AccessToken(token): AccessToken,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, E2bError> {
     let body = body?;
@@ -273,7 +250,7 @@ async fn create(
         .runner
         .session_labelled(&id, ctx.key_id.as_deref())
         .await?;
-    let body = sandbox_body(&info, &labels, access_token(&door, &headers));
+    let body = sandbox_body(&info, &labels, token);
     // Named, so a proxy in front of a cluster learns where it lives (`server/routing.rs`).
     Ok(naming_session(
         (StatusCode::CREATED, Json(body)).into_response(),
@@ -324,8 +301,7 @@ fn metadata_filter(q: &str) -> Vec<(String, String)> {
 }
 
 async fn list(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Response, E2bError> {
     let Query(q) = query.map_err(|e| invalid(e.body_text()))?;
@@ -384,9 +360,8 @@ async fn list(
 }
 
 async fn info(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    AccessToken(token): AccessToken,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, E2bError> {
     let (info, labels) = door
@@ -394,12 +369,11 @@ async fn info(
         .runner
         .session_labelled(&id, ctx.key_id.as_deref())
         .await?;
-    Ok(Json(detail(&info, &labels, access_token(&door, &headers))))
+    Ok(Json(detail(&info, &labels, token)))
 }
 
 async fn kill(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let key = ctx.key_id.as_deref();
@@ -428,12 +402,10 @@ async fn set_timeout(
 }
 
 async fn timeout(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    E2bJson(t): E2bJson<Timeout>,
 ) -> Result<StatusCode, E2bError> {
-    let t: Timeout = parse(body)?;
     if t.timeout.is_none() {
         return Err(invalid("timeout: required (seconds)".into()));
     }
@@ -442,12 +414,10 @@ async fn timeout(
 }
 
 async fn refresh(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    E2bJson(t): E2bJson<Timeout>,
 ) -> Result<StatusCode, E2bError> {
-    let t: Timeout = parse(body)?;
     set_timeout(&door, &ctx, &id, t.duration.or(t.timeout)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -455,13 +425,11 @@ async fn refresh(
 /// Connect and resume: the sandbox, awake, with a new deadline. 200 when it was running,
 /// 201 when it woke.
 async fn wake(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    AccessToken(token): AccessToken,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    E2bJson(t): E2bJson<Timeout>,
 ) -> Result<Response, E2bError> {
-    let t: Timeout = parse(body)?;
     let key = ctx.key_id.as_deref();
     let was = door.app.runner.session_info(&id, key).await?;
     set_timeout(&door, &ctx, &id, t.timeout).await?;
@@ -470,13 +438,12 @@ async fn wake(
         true => StatusCode::OK,
         false => StatusCode::CREATED,
     };
-    let body = sandbox_body(&info, &labels, access_token(&door, &headers));
+    let body = sandbox_body(&info, &labels, token);
     Ok((status, Json(body)).into_response())
 }
 
 async fn pause(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
     Path(id): Path<String>,
 ) -> Result<Response, E2bError> {
     let (info, labels) = door
@@ -515,20 +482,17 @@ async fn pause_one(door: &DoorState, ctx: &RequestContext, id: &str) -> Result<(
 /// state (`Runner::fork_session`: made in its worker, without the store), each with its own
 /// deadline; one result each, the sandbox or why it could not start. The source goes on.
 async fn fork(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    AccessToken(token): AccessToken,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    E2bJson(t): E2bJson<Timeout>,
 ) -> Result<Response, E2bError> {
-    let t: Timeout = parse(body)?;
     let count = t.count.unwrap_or(1);
     if !(1..=MAX_FORKS).contains(&count) {
         return Err(invalid(format!("count must be between 1 and {MAX_FORKS}")));
     }
     let after = deadline(t.timeout)?;
     let key = ctx.key_id.as_deref();
-    let token = access_token(&door, &headers);
     let mut results = Vec::new();
     // Forks made are closed if the request ends before it answers.
     let mut made = intake::Unclaimed::new(&door.app.runner, key);

@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, FromRequest, Multipart, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{FromRequest, Multipart, Query, Request};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 
 use super::connect::ConnectError;
 use super::filesystem::{self, relative};
-use super::{DoorState, E2bError, HOME, process, sandbox_of};
+use super::{DoorState, E2bError, HOME, SandboxHeader, process};
 use crate::server::api::types::{download_file, upload_file};
 use crate::server::error::ApiError;
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::supervisor::SupervisorError;
 
 /// Files one upload may carry.
@@ -43,11 +43,10 @@ pub fn routes() -> axum::Router<DoorState> {
 
 /// 204 while the sandbox's session lives; 502 once it is gone (the SDK's `isRunning()`).
 async fn health(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
 ) -> Response {
-    let id = match sandbox_of(&headers) {
+    let id = match sandbox.id() {
         Ok(id) => id,
         Err(e) => return E2bError(e).into_response(),
     };
@@ -90,12 +89,11 @@ fn bad(e: ConnectError) -> E2bError {
 }
 
 async fn read(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Query(q): Query<FileQuery>,
 ) -> Result<Response, E2bError> {
-    let id = sandbox_of(&headers)?;
+    let id = sandbox.id()?;
     let path = q.path.ok_or_else(|| {
         bad(ConnectError::new(
             super::connect::Code::InvalidArgument,
@@ -114,12 +112,12 @@ async fn read(
 }
 
 async fn write(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Query(q): Query<FileQuery>,
     req: Request,
 ) -> Result<Response, E2bError> {
-    let id = sandbox_of(req.headers())?;
+    let id = sandbox.id()?;
     let multipart = req
         .headers()
         .get(header::CONTENT_TYPE)

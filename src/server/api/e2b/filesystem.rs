@@ -11,22 +11,20 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
-use axum::http::HeaderMap;
+use axum::extract::Path;
 use serde_json::{Value, json};
 
 use super::connect::{Code, ConnectError, Unary};
-use super::{DoorState, HOME, sandbox_of};
+use super::{DoorState, HOME, SandboxHeader};
 use crate::server::bracket::{Bracket, outcome_of};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::{self, FileOp, Query};
 
 /// `POST /filesystem.Filesystem/{method}`.
 pub async fn call(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Path(method): Path<String>,
     body: Bytes,
 ) -> Unary {
@@ -52,7 +50,7 @@ pub async fn call(
             "the request message is not an object",
         ));
     }
-    let id = sandbox_of(&headers).map_err(ConnectError::from)?;
+    let id = sandbox.id().map_err(ConnectError::from)?;
     let mut bracket = Bracket::open(&door.app, &ctx, Action::FileOperation).session(&id);
     let path = request
         .get("path")

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
+use axum::extract::Path;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use serde::Deserialize;
@@ -24,14 +24,14 @@ use tokio::sync::mpsc;
 use super::control::{check_env, invalid, set_up_in};
 use super::network;
 use super::{
-    DoorState, E2bError, HOME, contexts_follow, open_session, run_turn, sandbox_of, scrubbed,
+    DoorState, E2bError, HOME, SandboxHeader, contexts_follow, open_session, run_turn, scrubbed,
     set_up,
 };
 use crate::report::StreamKind;
 use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::{Caller, RequestContext};
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::OpeningExtras;
@@ -131,12 +131,11 @@ fn line(v: Value) -> Bytes {
 }
 
 async fn execute(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, E2bError> {
-    let sandbox = sandbox_of(&headers)?;
+    let sandbox = sandbox.id()?;
     let body = body?;
     let cell: ExecuteBody = serde_json::from_slice(&body)
         .map_err(|e| invalid(format!("the body is not an execute request: {e}")))?;
@@ -301,12 +300,11 @@ fn context_body(id: &str, cwd: &str, language: Language) -> Value {
 }
 
 async fn create_context(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, E2bError> {
-    let sandbox = sandbox_of(&headers)?;
+    let sandbox = sandbox.id()?;
     let body = body?;
     let new: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
         NewContext::default()
@@ -361,11 +359,10 @@ async fn create_context(
 }
 
 async fn list_contexts(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
 ) -> Result<Json<Value>, E2bError> {
-    let sandbox = sandbox_of(&headers)?;
+    let sandbox = sandbox.id()?;
     let (_, labels) = door
         .app
         .runner
@@ -385,12 +382,11 @@ async fn list_contexts(
 }
 
 async fn remove_context(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Path(context): Path<String>,
 ) -> Result<StatusCode, E2bError> {
-    let sandbox = sandbox_of(&headers)?;
+    let sandbox = sandbox.id()?;
     if context == sandbox {
         return Err(invalid(
             "the sandbox's default context cannot be removed (kill the sandbox)".into(),
@@ -413,12 +409,11 @@ async fn remove_context(
 }
 
 async fn restart_context(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Path(context): Path<String>,
 ) -> Result<StatusCode, E2bError> {
-    let sandbox = sandbox_of(&headers)?;
+    let sandbox = sandbox.id()?;
     let key = ctx.key_id.as_deref();
     let (id, _) = target(&door, key, &sandbox, Some(&context)).await?;
     door.app.runner.restart_session(&id, key).await?;

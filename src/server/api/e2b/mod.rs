@@ -23,12 +23,16 @@ mod interpreter;
 mod network;
 mod process;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tower::ServiceExt as _;
 
@@ -153,17 +157,68 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-/// The session a sandbox-plane request is for: its `E2b-Sandbox-Id` header.
-fn sandbox_of(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
-    headers
-        .get(SANDBOX_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
+/// The sandbox a sandbox-plane request is for: its `E2b-Sandbox-Id` header, trimmed. Taking
+/// it never fails; [`SandboxHeader::id`] refuses a request without one, when the handler
+/// comes to it (after what E2B checks first).
+pub(super) struct SandboxHeader(Option<String>);
+
+impl SandboxHeader {
+    pub fn id(&self) -> Result<String, ApiError> {
+        self.0.clone().ok_or_else(|| {
             SupervisorError::InvalidRequest("the E2b-Sandbox-Id header names no sandbox".into())
                 .into()
         })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SandboxHeader {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let value = parts
+            .headers
+            .get(SANDBOX_HEADER)
+            .and_then(|v| v.to_str().ok());
+        let id = value.map(str::trim).filter(|s| !s.is_empty());
+        Ok(SandboxHeader(id.map(str::to_string)))
+    }
+}
+
+/// The access token a sandbox this call makes or shows is given: the call's `X-API-Key` (the
+/// key it was created with; the sandbox planes take it as `X-Access-Token`), `None` on a
+/// server without keys.
+pub(super) struct AccessToken(pub Option<String>);
+
+impl FromRequestParts<DoorState> for AccessToken {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        door: &DoorState,
+    ) -> Result<Self, Self::Rejection> {
+        let key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        Ok(AccessToken(
+            door.app.keys.as_ref().and(key).map(str::to_string),
+        ))
+    }
+}
+
+/// A control-plane JSON body: empty (or white space) is `T::default()`; one that does not
+/// parse is a 400 naming why.
+pub(super) struct E2bJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for E2bJson<T> {
+    type Rejection = E2bError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let body = Bytes::from_request(req, state).await?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(E2bJson(T::default()));
+        }
+        serde_json::from_slice(&body)
+            .map(E2bJson)
+            .map_err(|e| SupervisorError::InvalidRequest(format!("the body: {e}")).into())
+    }
 }
 
 /// Runs the door's own `code` in session `id` (a sandbox's or a context's set-up: its

@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Extension, Path, State};
-use axum::http::HeaderMap;
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -26,12 +25,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::{Code, ConnectError, end_stream, envelope, stream_headers, unwrap_request};
-use super::{DoorState, HOME, run_turn, sandbox_of, scrubbed};
+use super::{DoorState, HOME, SandboxHeader, run_turn, scrubbed};
 use crate::report::Status;
 use crate::report::StreamKind;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire;
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::{Caller, RequestContext};
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
 use crate::supervisor::runner::{SessionTurn, TextSink};
@@ -60,14 +59,13 @@ static PIDS: AtomicU32 = AtomicU32::new(1000);
 
 /// `POST /process.Process/{method}`.
 pub async fn call(
-    State(door): State<DoorState>,
-    Extension(ctx): Extension<RequestContext>,
-    headers: HeaderMap,
+    Caller { state: door, ctx }: Caller<DoorState>,
+    sandbox: SandboxHeader,
     Path(method): Path<String>,
     body: Bytes,
 ) -> Response {
     match method.as_str() {
-        "Start" => start(door, ctx, headers, body).await,
+        "Start" => start(door, ctx, sandbox, body).await,
         "List" => Json(json!({"processes": []})).into_response(),
         "SendSignal" | "SendInput" | "CloseStdin" | "Update" => ConnectError::new(
             Code::NotFound,
@@ -99,7 +97,12 @@ fn end(code: i32, error: Option<String>) -> Bytes {
     envelope(&json!({"event": {"end": end}}))
 }
 
-async fn start(door: DoorState, ctx: RequestContext, headers: HeaderMap, body: Bytes) -> Response {
+async fn start(
+    door: DoorState,
+    ctx: RequestContext,
+    sandbox: SandboxHeader,
+    body: Bytes,
+) -> Response {
     let parsed = unwrap_request(&body).and_then(|request| {
         let process = &request["process"];
         let cmd = process["cmd"].as_str().unwrap_or_default().to_string();
@@ -113,7 +116,7 @@ async fn start(door: DoorState, ctx: RequestContext, headers: HeaderMap, body: B
             .unwrap_or_default();
         let env = environment(&process["envs"])?;
         let cwd = working_directory(process["cwd"].as_str())?;
-        let id = sandbox_of(&headers).map_err(ConnectError::from)?;
+        let id = sandbox.id().map_err(ConnectError::from)?;
         Ok((id, command_line(&cmd, &args), env, cwd))
     });
     let (id, line, env, cwd) = match parsed {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use axum::extract::Path;
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
-use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ use crate::server::AppState;
 use crate::server::api::types::{Cell, Failure};
 use crate::server::bracket::{Bracket, outcome_of, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::{Caller, RequestContext};
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
 use crate::supervisor::intake::Query;
@@ -60,8 +60,7 @@ const SLOW_CLIENT: Duration = Duration::from_secs(10);
 
 /// The upgrade: the kernel must exist, and its caller's tenant have a socket to spare.
 pub async fn channels(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
     ws: WebSocketUpgrade,
 ) -> Response {

@@ -12,17 +12,16 @@ pub use channels::channels;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::server::AppState;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, ApiResult};
-use crate::server::request_context::RequestContext;
+use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
@@ -175,10 +174,7 @@ impl KernelModel {
 }
 
 /// `GET /api/kernels`: every session of the caller's key on this node, as a kernel.
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-) -> ApiResult<Json<Vec<KernelModel>>> {
+pub async fn list(Caller { state, ctx }: Caller) -> ApiResult<Json<Vec<KernelModel>>> {
     state.runner.host()?;
     Ok(Json(
         state
@@ -205,11 +201,7 @@ struct StartKernel {
 }
 
 /// `POST /api/kernels`: opens a session from the kernelspec's template.
-pub async fn start(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+pub async fn start(Caller { state, ctx }: Caller, body: Result<Bytes, BytesRejection>) -> Response {
     let mut bracket = Bracket::open(&state, &ctx, Action::SessionOpen);
     let result: ApiResult<KernelModel> = async {
         let body = body?;
@@ -249,8 +241,7 @@ pub async fn start(
 
 /// `GET /api/kernels/{id}`.
 pub async fn info(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<KernelModel>> {
     Ok(Json(KernelModel::of(
@@ -263,8 +254,7 @@ pub async fn info(
 
 /// `DELETE /api/kernels/{id}`: closes the session.
 pub async fn shutdown(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let id = session_id(&id)?;
@@ -279,8 +269,7 @@ pub async fn shutdown(
 /// `POST /api/kernels/{id}/interrupt`: stops the running cell; the kernel keeps its state
 /// as it was after the last completed cell (the session's rollback).
 pub async fn interrupt(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     state
@@ -291,8 +280,7 @@ pub async fn interrupt(
 
 /// `POST /api/kernels/{id}/restart`: a fresh interpreter under the same id.
 pub async fn restart(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<RequestContext>,
+    Caller { state, ctx }: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<KernelModel>> {
     let id = session_id(&id)?;

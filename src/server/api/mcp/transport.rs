@@ -7,9 +7,7 @@ use super::*;
 /// `/mcp` in the OpenAPI document: the transport is JSON-RPC, described by MCP itself; this
 /// function only carries the annotation (the route is `router`'s service).
 #[utoipa::path(
-    post,
-    path = "/mcp",
-    tag = "mcp",
+    post, path = "/mcp", tag = "mcp",
     description = "The Model Context Protocol's streamable HTTP transport (JSON-RPC 2.0; GET opens the server-sent event stream, DELETE ends the MCP session). Tools: execute_python, run_command, check_python, open_session, run_in_session, close_session, snapshot_session, fork_session. `Host` must be a loopback name or the listen address.",
     responses((status = 200, description = "A JSON-RPC response, or an event stream of them")),
     security((), ("bearer" = []))
