@@ -127,11 +127,12 @@ impl Checkpoint {
             *st = stamp(&root.join(path));
         }
         let base = live.memory.data_ptr(&live.store);
-        // The whole range the memory may grow into, so pages it grows into are seen too.
+        // Registered over the whole range the memory may grow into, so pages it grows into
+        // are seen too; protected over what it holds now.
         let cap = usize::try_from(live.store.data().limiter.cap_bytes()).unwrap_or(usize::MAX);
-        let len = cap.max(live.memory.data_size(&live.store));
+        let size = live.memory.data_size(&live.store);
         self.tracker = None;
-        match DirtyTracker::new(base, len) {
+        match DirtyTracker::new(base, cap.max(size), size) {
             Ok(t) => {
                 self.tracker = Some(t);
                 self.untracked_because = None;

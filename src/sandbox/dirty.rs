@@ -13,6 +13,7 @@
 //! map's coarser "written since the template" bit, which is correct but costs time in
 //! proportion to the session's whole written memory.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -29,6 +30,9 @@ const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
 const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
 const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
+const PAGE_IS_PFNZERO: u64 = 1 << 5;
 
 #[repr(C)]
 struct UffdioApi {
@@ -100,15 +104,28 @@ pub struct DirtyTracker {
     pagemap: File,
     start: u64,
     len: u64,
+    /// How much of the range, from its start, is write-protected: it grows as the memory
+    /// does (see [`DirtyTracker::take`]).
+    protected: Cell<u64>,
 }
 
 impl DirtyTracker {
     /// Starts tracking `[start, start + len)` (page-aligned; every page of it mapped), or
     /// says why the kernel would not.
-    pub fn new(start: *const u8, len: usize) -> Result<Self, String> {
+    ///
+    /// Only the first `protect` bytes are write-protected now: what the memory holds. The
+    /// kernel pays for each page it protects (it sets a marker on every unpopulated one, and
+    /// clears them all when the tracker goes), so a session pays for the memory it has, not
+    /// for the cap it may grow to; [`DirtyTracker::take`] protects the rest as the memory
+    /// grows into it.
+    pub fn new(start: *const u8, len: usize, protect: usize) -> Result<Self, String> {
         let host_page = rustix::param::page_size();
         let (start, len) = (start as u64, len as u64);
-        if host_page != PAGE_BYTES || start % PAGE_BYTES as u64 != 0 || len % PAGE_BYTES as u64 != 0
+        let protect = (protect as u64).min(len);
+        if host_page != PAGE_BYTES
+            || start % PAGE_BYTES as u64 != 0
+            || len % PAGE_BYTES as u64 != 0
+            || protect % PAGE_BYTES as u64 != 0
         {
             return Err(format!("host pages of {host_page} bytes"));
         }
@@ -141,16 +158,7 @@ impl DirtyTracker {
             ioctls: 0,
         };
         ioctl(&uffd, UFFDIO_REGISTER_IOCTL, &mut reg, "UFFDIO_REGISTER")?;
-        let mut wp = UffdioWriteprotect {
-            range: UffdioRange { start, len },
-            mode: UFFDIO_WRITEPROTECT_MODE_WP,
-        };
-        ioctl(
-            &uffd,
-            UFFDIO_WRITEPROTECT_IOCTL,
-            &mut wp,
-            "UFFDIO_WRITEPROTECT",
-        )?;
+        write_protect(&uffd, start, protect)?;
         let pagemap =
             File::open("/proc/self/pagemap").map_err(|e| format!("/proc/self/pagemap: {e}"))?;
         let tracker = DirtyTracker {
@@ -158,9 +166,10 @@ impl DirtyTracker {
             pagemap,
             start,
             len,
+            protected: Cell::new(protect),
         };
         // One scan now: it fails here, not at the first turn, where PAGEMAP_SCAN is missing.
-        tracker.take(len as usize)?;
+        tracker.take(protect as usize)?;
         Ok(tracker)
     }
 
@@ -171,25 +180,58 @@ impl DirtyTracker {
     /// every page of what it is given (each holds a write-protect marker), so a session's
     /// turn pays for the memory it has, not for the cap it may grow to (a `scientific` session
     /// has ~170 MiB of a 679 MiB range).
+    ///
+    /// Where `upto` passes what is protected (the memory grew), the pages there that the guest
+    /// touched are written ones (each had no page-table entry before the growth; a page only
+    /// read maps the shared zero page, which is left out), and the part is protected from then
+    /// on.
     pub fn take(&self, upto: usize) -> Result<Vec<u32>, String> {
+        let end = self.start + self.len.min(upto as u64);
+        let protected = self.start + self.protected.get();
+        let mut out = self.scan(
+            self.start..end.min(protected),
+            Scan {
+                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                category_mask: PAGE_IS_WRITTEN,
+                category_inverted: 0,
+                category_anyof_mask: 0,
+            },
+        )?;
+        if end > protected {
+            out.extend(self.scan(
+                protected..end,
+                Scan {
+                    flags: 0,
+                    category_mask: PAGE_IS_PFNZERO,
+                    category_inverted: PAGE_IS_PFNZERO,
+                    category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                },
+            )?);
+            write_protect(&self.uffd, protected, end - protected)?;
+            self.protected.set(end - self.start);
+        }
+        Ok(out)
+    }
+
+    /// The pages of `range` that `scan` selects, as indices from the start of the range.
+    fn scan(&self, range: std::ops::Range<u64>, scan: Scan) -> Result<Vec<u32>, String> {
         let mut out = Vec::new();
         let mut regions = vec![PageRegion::default(); 1024];
-        let mut from = self.start;
-        let end = self.start + self.len.min(upto as u64);
+        let (mut from, end) = (range.start, range.end);
         while from < end {
             let mut arg = PmScanArg {
                 size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                flags: scan.flags,
                 start: from,
                 end,
                 walk_end: 0,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 max_pages: 0,
-                category_inverted: 0,
-                category_mask: PAGE_IS_WRITTEN,
-                category_anyof_mask: 0,
-                return_mask: PAGE_IS_WRITTEN,
+                category_inverted: scan.category_inverted,
+                category_mask: scan.category_mask,
+                category_anyof_mask: scan.category_anyof_mask,
+                return_mask: scan.category_mask | scan.category_anyof_mask,
             };
             // SAFETY: `arg` points at `regions`, which outlives the call and has `vec_len`
             // entries; the kernel writes at most that many and reads only `arg`.
@@ -208,9 +250,35 @@ impl DirtyTracker {
             }
             from = arg.walk_end;
         }
-        let _ = &self.uffd;
         Ok(out)
     }
+}
+
+/// What a `PAGEMAP_SCAN` selects (see the kernel's `pagemap.rst`): a page whose categories,
+/// flipped by `category_inverted`, hold all of `category_mask` and, unless it is 0, any of
+/// `category_anyof_mask`.
+struct Scan {
+    flags: u64,
+    category_mask: u64,
+    category_inverted: u64,
+    category_anyof_mask: u64,
+}
+
+/// Write-protects `[start, start + len)` of a range `uffd` has registered.
+fn write_protect(uffd: &OwnedFd, start: u64, len: u64) -> Result<(), String> {
+    if len == 0 {
+        return Ok(());
+    }
+    let mut wp = UffdioWriteprotect {
+        range: UffdioRange { start, len },
+        mode: UFFDIO_WRITEPROTECT_MODE_WP,
+    };
+    ioctl(
+        uffd,
+        UFFDIO_WRITEPROTECT_IOCTL,
+        &mut wp,
+        "UFFDIO_WRITEPROTECT",
+    )
 }
 
 fn ioctl<T>(fd: &OwnedFd, request: libc::c_ulong, arg: &mut T, what: &str) -> Result<(), String> {
@@ -242,7 +310,7 @@ mod tests {
             )
         } as *mut u8;
         assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
-        let tracker = match DirtyTracker::new(p, len) {
+        let tracker = match DirtyTracker::new(p, len, len) {
             Ok(t) => t,
             // The kernel may refuse (see the module docs); the fallback is tested elsewhere.
             Err(why) => {
@@ -266,6 +334,60 @@ mod tests {
         unsafe { *p.add(50 * PAGE_BYTES) = 3 };
         assert_eq!(tracker.take(10 * PAGE_BYTES).unwrap(), Vec::<u32>::new());
         assert_eq!(tracker.take(len).unwrap(), vec![50]);
+        drop(tracker);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(p as *mut libc::c_void, len) };
+    }
+
+    #[test]
+    fn pages_past_the_protected_part_are_seen_once_written() {
+        let len = 64 * PAGE_BYTES;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
+        // A page written before the tracker starts, in the part it protects and past it.
+        // SAFETY: within the mapping.
+        unsafe {
+            *p.add(2 * PAGE_BYTES) = 1;
+            *p.add(20 * PAGE_BYTES) = 1;
+        }
+        let tracker = match DirtyTracker::new(p, len, 16 * PAGE_BYTES) {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!("no dirty tracking here: {why}");
+                return;
+            }
+        };
+        // A page past the protected part only read maps the zero page: not a written one.
+        // SAFETY: within the mapping.
+        let read = unsafe { std::ptr::read_volatile(p.add(40 * PAGE_BYTES)) };
+        assert_eq!(read, 0);
+        // The one past the protected part was there before: reported once, then protected.
+        assert_eq!(tracker.take(len).unwrap(), vec![20]);
+        assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
+        // Writes on both sides, to touched and untouched pages, are each seen once.
+        // SAFETY: within the mapping.
+        unsafe {
+            *p.add(2 * PAGE_BYTES + 5) = 2;
+            *p.add(5 * PAGE_BYTES) = 2;
+            *p.add(20 * PAGE_BYTES + 5) = 2;
+            *p.add(33 * PAGE_BYTES) = 2;
+            *p.add(40 * PAGE_BYTES) = 2;
+        }
+        assert_eq!(tracker.take(len).unwrap(), vec![2, 5, 20, 33, 40]);
+        assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
+        // SAFETY: within the mapping.
+        unsafe { *p.add(33 * PAGE_BYTES + 1) = 3 };
+        assert_eq!(tracker.take(len).unwrap(), vec![33]);
         drop(tracker);
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(p as *mut libc::c_void, len) };

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("vocabulary", 0),
     ("sync", 0),
     ("budget", 0),
+    ("path_io", 0),
     ("limits", 0),
     ("report", 1),
     ("tools", 0),

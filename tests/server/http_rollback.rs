@@ -168,12 +168,13 @@ async fn a_session_that_plotted_rolls_back() {
 
 /// What a turn writes in memory the session grew into after its tracking began is part of
 /// the state a rollback brings back: the checkpoint walks the memory the session has now
-/// (`DirtyTracker::take`), which covers every page grown into since.
+/// (`DirtyTracker::take`), which covers every page grown into since, written in the turn
+/// that grew it (`filled`) or in a later one (`big`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_written_in_grown_memory_roll_back_to_their_last_completed_turn() {
     let api = shared().await;
     let id = api.session(&json!({"template": "python"})).await;
-    let grow = "big = bytearray(64 << 20)\nlen(big)";
+    let grow = "big = bytearray(64 << 20)\nfilled = bytes([7]) * (16 << 20)\nlen(big)";
     let v = turn(&api, &id, json!({"code": grow})).await;
     assert_eq!(v["result"], "67108864", "{v}");
     let mark = "for i in range(0, len(big), 4096): big[i] = 7\nsum(big[::4096])";
@@ -182,12 +183,17 @@ async fn pages_written_in_grown_memory_roll_back_to_their_last_completed_turn() 
     let v = turn(
         &api,
         &id,
-        json!({"code": "big[:] = bytes(len(big))\nwhile True: pass", "limits": {"timeout_ms": 500}}),
+        json!({"code": "big[:] = bytes(len(big))\ndel filled\nfilled = bytes(16 << 20)\nwhile True: pass", "limits": {"timeout_ms": 500}}),
     )
     .await;
     assert_eq!(v["status"], "timeout", "{v}");
     assert_eq!(v["rolled_back"], true, "{v}");
-    let v = turn(&api, &id, json!({"code": "sum(big[::4096])"})).await;
-    assert_eq!(v["result"], "114688", "{v}");
+    let v = turn(
+        &api,
+        &id,
+        json!({"code": "sum(big[::4096]), sum(filled[::4096])"}),
+    )
+    .await;
+    assert_eq!(v["result"], "(114688, 28672)", "{v}");
     api.close(&id).await;
 }
