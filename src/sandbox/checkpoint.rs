@@ -127,8 +127,8 @@ impl Checkpoint {
             *st = stamp(&root.join(path));
         }
         let base = live.memory.data_ptr(&live.store);
-        // Registered over the whole range the memory may grow into, so pages it grows into
-        // are seen too; protected over what it holds now.
+        // The whole range the memory may grow into, so pages it grows into are seen too; what
+        // it holds now is walked once, protecting what was written so far.
         let cap = usize::try_from(live.store.data().limiter.cap_bytes()).unwrap_or(usize::MAX);
         let size = live.memory.data_size(&live.store);
         self.tracker = None;

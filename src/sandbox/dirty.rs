@@ -3,8 +3,14 @@
 //! call) with the page map's `PAGEMAP_SCAN` ioctl (Linux 6.7+). No write waits for us: the
 //! kernel resolves the protection itself and notes the page, at the price of one minor fault
 //! on the first write to each page after a scan (about a microsecond; a pandas turn that
-//! writes 370 pages pays about 0.4 ms), and reading the set costs about a third of a
-//! millisecond per 256 MiB walked: the memory the session has, not the cap it may grow to.
+//! writes 370 pages pays about 0.4 ms).
+//!
+//! Only pages the guest wrote are ever protected: populated (or swapped) and neither a page
+//! of the template's image the guest only read nor the zero page a read of fresh memory maps.
+//! Every other page needs no protection to be seen: a write to it makes a new page of the
+//! sandbox's own, which has none, and so is reported. The kernel's work (protecting, walking,
+//! and unprotecting all when the tracker goes) thus follows the pages the session wrote, not
+//! the memory it has nor the cap it may grow to, and memory grown into needs nothing more.
 //!
 //! This is what keeps a session's rollback checkpoint (`checkpoint.rs`) current at a cost
 //! that follows what a turn wrote, not what the session holds. Where the kernel refuses any
@@ -13,7 +19,6 @@
 //! map's coarser "written since the template" bit, which is correct but costs time in
 //! proportion to the session's whole written memory.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -26,10 +31,10 @@ const UFFD_USER_MODE_ONLY: libc::c_int = 1;
 const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
 const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
 const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
-const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
 const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
 const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_FILE: u64 = 1 << 2;
 const PAGE_IS_PRESENT: u64 = 1 << 3;
 const PAGE_IS_SWAPPED: u64 = 1 << 4;
 const PAGE_IS_PFNZERO: u64 = 1 << 5;
@@ -52,12 +57,6 @@ struct UffdioRegister {
     range: UffdioRange,
     mode: u64,
     ioctls: u64,
-}
-
-#[repr(C)]
-struct UffdioWriteprotect {
-    range: UffdioRange,
-    mode: u64,
 }
 
 #[repr(C)]
@@ -92,8 +91,6 @@ const fn iowr(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
 const UFFDIO_API_IOCTL: libc::c_ulong = iowr(0xAA, 0x3F, std::mem::size_of::<UffdioApi>());
 const UFFDIO_REGISTER_IOCTL: libc::c_ulong =
     iowr(0xAA, 0x00, std::mem::size_of::<UffdioRegister>());
-const UFFDIO_WRITEPROTECT_IOCTL: libc::c_ulong =
-    iowr(0xAA, 0x06, std::mem::size_of::<UffdioWriteprotect>());
 const PAGEMAP_SCAN_IOCTL: libc::c_ulong = iowr(b'f', 16, std::mem::size_of::<PmScanArg>());
 
 /// Tracks the pages written in `[start, start + len)` since the last [`DirtyTracker::take`].
@@ -104,28 +101,16 @@ pub struct DirtyTracker {
     pagemap: File,
     start: u64,
     len: u64,
-    /// How much of the range, from its start, is write-protected: it grows as the memory
-    /// does (see [`DirtyTracker::take`]).
-    protected: Cell<u64>,
 }
 
 impl DirtyTracker {
     /// Starts tracking `[start, start + len)` (page-aligned; every page of it mapped), or
-    /// says why the kernel would not.
-    ///
-    /// Only the first `protect` bytes are write-protected now: what the memory holds. The
-    /// kernel pays for each page it protects (it sets a marker on every unpopulated one, and
-    /// clears them all when the tracker goes), so a session pays for the memory it has, not
-    /// for the cap it may grow to; [`DirtyTracker::take`] protects the rest as the memory
-    /// grows into it.
-    pub fn new(start: *const u8, len: usize, protect: usize) -> Result<Self, String> {
+    /// says why the kernel would not. The pages written so far in its first `now` bytes (what
+    /// the memory holds) are protected now, not reported: a later write to one is.
+    pub fn new(start: *const u8, len: usize, now: usize) -> Result<Self, String> {
         let host_page = rustix::param::page_size();
         let (start, len) = (start as u64, len as u64);
-        let protect = (protect as u64).min(len);
-        if host_page != PAGE_BYTES
-            || start % PAGE_BYTES as u64 != 0
-            || len % PAGE_BYTES as u64 != 0
-            || protect % PAGE_BYTES as u64 != 0
+        if host_page != PAGE_BYTES || start % PAGE_BYTES as u64 != 0 || len % PAGE_BYTES as u64 != 0
         {
             return Err(format!("host pages of {host_page} bytes"));
         }
@@ -141,6 +126,8 @@ impl DirtyTracker {
         }
         // SAFETY: `fd` is a descriptor the call above just opened; nothing else owns it.
         let uffd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        // The features the scans need: a write resolves its own fault, and the scans may
+        // protect pages of any kind (no page is protected before a scan finds it written).
         let mut api = UffdioApi {
             api: UFFD_API,
             features: UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED,
@@ -158,7 +145,6 @@ impl DirtyTracker {
             ioctls: 0,
         };
         ioctl(&uffd, UFFDIO_REGISTER_IOCTL, &mut reg, "UFFDIO_REGISTER")?;
-        write_protect(&uffd, start, protect)?;
         let pagemap =
             File::open("/proc/self/pagemap").map_err(|e| format!("/proc/self/pagemap: {e}"))?;
         let tracker = DirtyTracker {
@@ -166,54 +152,25 @@ impl DirtyTracker {
             pagemap,
             start,
             len,
-            protected: Cell::new(protect),
         };
-        // One scan now: it fails here, not at the first turn, where PAGEMAP_SCAN is missing.
-        tracker.take(protect as usize)?;
+        // The first scan protects what is written so far, and fails here, not at the first
+        // turn, where PAGEMAP_SCAN is missing.
+        tracker.take(now)?;
         Ok(tracker)
     }
 
     /// The [`PAGE_BYTES`] pages (indices from the start of the range) written since the last
     /// call, and write-protects them again, in one step; only the first `upto` bytes of the
     /// range are walked. Pass the memory's size now: the guest cannot have written beyond it,
-    /// and a page beyond stays marked until a later call's `upto` covers it. The kernel walks
-    /// every page of what it is given (each holds a write-protect marker), so a session's
-    /// turn pays for the memory it has, not for the cap it may grow to (a `scientific` session
-    /// has ~170 MiB of a 679 MiB range).
-    ///
-    /// Where `upto` passes what is protected (the memory grew), the pages there that the guest
-    /// touched are written ones (each had no page-table entry before the growth; a page only
-    /// read maps the shared zero page, which is left out), and the part is protected from then
-    /// on.
+    /// and a page beyond stays unreported until a later call's `upto` covers it.
     pub fn take(&self, upto: usize) -> Result<Vec<u32>, String> {
         let end = self.start + self.len.min(upto as u64);
-        let protected = self.start + self.protected.get();
-        let mut out = self.scan(
-            self.start..end.min(protected),
-            Scan {
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-                category_mask: PAGE_IS_WRITTEN,
-                category_inverted: 0,
-                category_anyof_mask: 0,
-            },
-        )?;
-        if end > protected {
-            out.extend(self.scan(
-                protected..end,
-                Scan {
-                    flags: 0,
-                    category_mask: PAGE_IS_PFNZERO,
-                    category_inverted: PAGE_IS_PFNZERO,
-                    category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-                },
-            )?);
-            write_protect(&self.uffd, protected, end - protected)?;
-            self.protected.set(end - self.start);
-        }
-        Ok(out)
+        self.scan(self.start..end, WRITTEN_BY_THE_GUEST)
     }
 
     /// The pages of `range` that `scan` selects, as indices from the start of the range.
+    /// Keeps the userfaultfd open while it walks (it is what makes the range's pages
+    /// trackable).
     fn scan(&self, range: std::ops::Range<u64>, scan: Scan) -> Result<Vec<u32>, String> {
         let mut out = Vec::new();
         let mut regions = vec![PageRegion::default(); 1024];
@@ -236,6 +193,7 @@ impl DirtyTracker {
             // SAFETY: `arg` points at `regions`, which outlives the call and has `vec_len`
             // entries; the kernel writes at most that many and reads only `arg`.
             let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN_IOCTL, &mut arg) };
+            let _ = &self.uffd;
             if n < 0 {
                 return Err(format!("PAGEMAP_SCAN: {}", std::io::Error::last_os_error()));
             }
@@ -264,22 +222,15 @@ struct Scan {
     category_anyof_mask: u64,
 }
 
-/// Write-protects `[start, start + len)` of a range `uffd` has registered.
-fn write_protect(uffd: &OwnedFd, start: u64, len: u64) -> Result<(), String> {
-    if len == 0 {
-        return Ok(());
-    }
-    let mut wp = UffdioWriteprotect {
-        range: UffdioRange { start, len },
-        mode: UFFDIO_WRITEPROTECT_MODE_WP,
-    };
-    ioctl(
-        uffd,
-        UFFDIO_WRITEPROTECT_IOCTL,
-        &mut wp,
-        "UFFDIO_WRITEPROTECT",
-    )
-}
+/// The pages the guest wrote since they were last protected, protected again as they are
+/// reported: not write-protected, populated or swapped out, and neither a page of a file
+/// (the template's image, only read so far) nor the shared zero page.
+const WRITTEN_BY_THE_GUEST: Scan = Scan {
+    flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+    category_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
+    category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+    category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+};
 
 fn ioctl<T>(fd: &OwnedFd, request: libc::c_ulong, arg: &mut T, what: &str) -> Result<(), String> {
     // SAFETY: `arg` is a live, exclusively borrowed struct of the layout `request` expects
@@ -340,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn pages_past_the_protected_part_are_seen_once_written() {
+    fn pages_written_before_or_past_the_first_scan_are_seen_once_each() {
         let len = 64 * PAGE_BYTES;
         // SAFETY: a fresh private anonymous mapping, unmapped below.
         let p = unsafe {
@@ -354,7 +305,8 @@ mod tests {
             )
         } as *mut u8;
         assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
-        // A page written before the tracker starts, in the part it protects and past it.
+        // A page written before the tracker starts, in the part its first scan protects and
+        // past it (memory the guest grew into).
         // SAFETY: within the mapping.
         unsafe {
             *p.add(2 * PAGE_BYTES) = 1;
@@ -367,11 +319,11 @@ mod tests {
                 return;
             }
         };
-        // A page past the protected part only read maps the zero page: not a written one.
+        // A page only read maps the zero page: not a written one.
         // SAFETY: within the mapping.
         let read = unsafe { std::ptr::read_volatile(p.add(40 * PAGE_BYTES)) };
         assert_eq!(read, 0);
-        // The one past the protected part was there before: reported once, then protected.
+        // The one past the first scan was written before it: reported once, then protected.
         assert_eq!(tracker.take(len).unwrap(), vec![20]);
         assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
         // Writes on both sides, to touched and untouched pages, are each seen once.
@@ -388,6 +340,65 @@ mod tests {
         // SAFETY: within the mapping.
         unsafe { *p.add(33 * PAGE_BYTES + 1) = 3 };
         assert_eq!(tracker.take(len).unwrap(), vec![33]);
+        drop(tracker);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(p as *mut libc::c_void, len) };
+    }
+
+    /// The template's image is a file mapped privately: a page of it only read is the file's
+    /// and not reported; one written is the sandbox's own copy, reported once per write after
+    /// a scan, whether written before the tracker started or not.
+    #[test]
+    fn a_privately_mapped_files_pages_are_reported_once_written() {
+        use std::io::Write;
+        let len = 32 * PAGE_BYTES;
+        // A memory file, as wasmtime keeps a module's memory image in.
+        // SAFETY: a plain system call on a C string; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"image".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        file.write_all(&vec![9u8; len]).unwrap();
+        // SAFETY: a private mapping of a file this test owns, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
+        // SAFETY: within the mapping.
+        unsafe { *p.add(4 * PAGE_BYTES) = 1 };
+        let tracker = match DirtyTracker::new(p, len, len) {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!("no dirty tracking here: {why}");
+                return;
+            }
+        };
+        // Reads of the file's pages, of the one copied before and of fresh ones.
+        let mut sum = 0u32;
+        for page in [1, 4, 7, 20] {
+            // SAFETY: within the mapping.
+            sum += u32::from(unsafe { std::ptr::read_volatile(p.add(page * PAGE_BYTES)) });
+        }
+        assert_eq!(sum, 9 + 1 + 9 + 9);
+        assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
+        // SAFETY: within the mapping.
+        unsafe {
+            *p.add(4 * PAGE_BYTES + 1) = 2;
+            *p.add(7 * PAGE_BYTES) = 2;
+            *p.add(30 * PAGE_BYTES) = 2;
+        }
+        assert_eq!(tracker.take(len).unwrap(), vec![4, 7, 30]);
+        assert_eq!(tracker.take(len).unwrap(), Vec::<u32>::new());
+        // SAFETY: within the mapping.
+        unsafe { *p.add(7 * PAGE_BYTES + 3) = 3 };
+        assert_eq!(tracker.take(len).unwrap(), vec![7]);
         drop(tracker);
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(p as *mut libc::c_void, len) };
