@@ -110,6 +110,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, python: &Path, variants: &[M
                 rich: true,
                 line_buffered: false,
                 check: Some(HELLO.into()),
+                session: false,
             };
             let sandbox = host.prepare_with(spec, Template::Python).unwrap();
             assert!(sandbox.check_verdict().is_some());

@@ -632,6 +632,7 @@ impl Vivarium {
                         line_buffered,
                         check,
                         program: true,
+                        session: false,
                     },
                     host: self.host_share(),
                     packages,
@@ -748,6 +749,7 @@ impl Vivarium {
     ) -> Result<Interpreter, SandboxError> {
         let setup = GuestSetup {
             rich: true,
+            session: true,
             ..GuestSetup::default()
         };
         let sandbox = self.prepare_with(
@@ -1235,7 +1237,10 @@ impl Vivarium {
                     .prepare(bare_spec(
                         limits,
                         cancel.clone(),
-                        GuestSetup::default(),
+                        GuestSetup {
+                            session: true,
+                            ..GuestSetup::default()
+                        },
                         self.host_share(),
                         self.no_packages(),
                     ))

@@ -20,6 +20,13 @@ import _reactor
 
 # The prefix of a message the host keeps as this turn's result (src/sandbox/door.rs).
 RESULT_TAG = b"\0vivarium-result\0"
+# What a session's excepthook sends before an uncaught exception's traceback, and the prefix
+# of `input()`'s question (src/guest/mod.rs: ERROR_TAG, INPUT_TAG).
+ERROR_TAG = b"\0vivarium-error\0"
+INPUT_TAG = b"\0vivarium-input\0"
+# The most of a value's repr a turn's result carries (MAX_RESULT_BYTES), and of a prompt.
+MAX_RESULT_BYTES = 1048576
+MAX_PROMPT_BYTES = 65536
 
 
 def _refresh():
@@ -57,9 +64,11 @@ def code_filename():
     return "<string>" if _PROGRAM else f"<turn {_reactor._turns}>"
 
 
-def _as_program(run_turn):
-    """`_reactor._run_turn` with the code named `<string>`. Compiled as `<reactor>`'s own code,
-    so the reactor takes its frame off a traceback as it takes its own."""
+def _program_turns():
+    """Makes `_reactor._run_turn` into one that names the code `<string>`. Compiled as
+    `<reactor>`'s own code, so the reactor takes its frame off a traceback as it takes its own;
+    compiled once, when the template is built (this module is imported then), not in every
+    sandbox."""
     scope = {}
     exec(
         compile(
@@ -72,10 +81,68 @@ def _as_program(run_turn):
         ),
         scope,
     )
-    return scope["make"](run_turn)
+    return scope["make"]
 
 
-def begin(env, rich=False, line_buffered=False, check=None, program=False):
+_as_program = _program_turns()
+
+
+def _session_hooks():
+    """A kept interpreter's hooks (a session's, a checker's): the REPL's echo first sends the
+    value's repr through the door as the turn's result; the door hears of an uncaught
+    exception before its traceback is printed; `input()` asks the turn's client through the
+    door, reading stdin when nobody can answer (src/hostcalls/door.rs, input.rs). After either
+    send, the stream is not seen live for the rest of the turn: a kernel shows the value and
+    the error as messages of their own."""
+    import builtins
+
+    echo = sys.displayhook
+
+    def displayhook(value):
+        if value is not None:
+            try:
+                text = repr(value)
+            except BaseException:
+                text = None
+            if text is not None:
+                try:
+                    sys.stdout.flush()
+                    _host.call(
+                        RESULT_TAG + text.encode("utf-8", "replace")[:MAX_RESULT_BYTES]
+                    )
+                except BaseException:
+                    pass
+        echo(value)
+
+    sys.displayhook = displayhook
+    hook = sys.excepthook
+
+    def excepthook(*args):
+        try:
+            sys.stderr.flush()
+            _host.call(ERROR_TAG)
+        except BaseException:
+            pass
+        hook(*args)
+
+    sys.excepthook = excepthook
+    read = builtins.input
+
+    def input(prompt=""):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            line = _host.call(
+                INPUT_TAG + str(prompt).encode("utf-8", "replace")[:MAX_PROMPT_BYTES]
+            )
+        except ConnectionRefusedError:
+            return read(prompt)
+        return line.decode("utf-8", "replace")
+
+    builtins.input = input
+
+
+def begin(env, rich=False, line_buffered=False, check=None, program=False, session=False):
     global _PROGRAM
     if program:
         _PROGRAM = True
@@ -96,6 +163,9 @@ def begin(env, rich=False, line_buffered=False, check=None, program=False):
                 stream.reconfigure(line_buffering=True)
             except Exception:
                 pass
+    if session:
+        # After the rich outputs' hook: the value's result leaves before its echo (and HTML).
+        _session_hooks()
     if check is not None:
         import vivarium_check
 

@@ -26,7 +26,7 @@ pub use setup::{
 };
 pub use snippets::{
     COMPILE_PACKAGES, FLUSH_LIMITS, FLUSH_OPEN_FILES, GUEST_HELPERS, LINE_BUFFERED,
-    NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_SETUP, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
+    NETWORK_INSTALL, SCIENTIFIC_IMPORTS, SESSION_HOOKS, SHOW_OPEN_FIGURES, SNAPSHOT_READY,
 };
 
 /// `argv[0]` the reference host passes; only `sys.orig_argv[0]` shows it.
@@ -148,17 +148,17 @@ pub mod turn_abi {
 }
 
 /// The `host::call` door's result channel (see `hostcalls::door`): a request starting with
-/// this tag carries the `repr` of a turn's final value. [`SESSION_SETUP`] sends it before the
-/// value's echo, and stdout is then not seen live for the rest of the turn.
+/// this tag carries the `repr` of a turn's final value. A kept interpreter's displayhook
+/// (`_session_hooks` in `python-wasi/guest/setup.py`) sends it before the value's echo, and stdout is then not seen live for the rest of the turn.
 pub const RESULT_TAG: &[u8] = b"\0vivarium-result\0";
 /// The whole of the door request pyplot's backend sends when it makes a figure
 /// (`python-wasi/guest/display.py`): the host then runs [`SHOW_OPEN_FIGURES`] after the turn.
 pub const FIGURE_TAG: &[u8] = b"\0vivarium-figure\0";
 /// The whole of the door request a session's excepthook sends before it prints an uncaught
-/// exception's traceback ([`SESSION_SETUP`]): stderr is then not seen live for the rest of
+/// exception's traceback (`_session_hooks`): stderr is then not seen live for the rest of
 /// the turn (the traceback comes back as the report's error).
 pub const ERROR_TAG: &[u8] = b"\0vivarium-error\0";
-/// The prefix of the door request `input(prompt)` sends in a session ([`SESSION_SETUP`]),
+/// The prefix of the door request `input(prompt)` sends in a session (`_session_hooks`),
 /// followed by the prompt: answered with the line when the turn's client can answer
 /// (`hostcalls::input`), else "no host", and `input()` reads stdin.
 pub const INPUT_TAG: &[u8] = b"\0vivarium-input\0";
@@ -200,5 +200,29 @@ mod tests {
             let tag = String::from_utf8_lossy(t).replace('\0', "\\0");
             assert!(GUEST_HELPERS[4].1.contains(&format!("b\"{tag}\"")), "{tag}");
         }
+    }
+
+    /// A kept interpreter's hooks (`_vivarium`) spell the door's tags and the result's cap
+    /// themselves: they must agree with the host's.
+    #[test]
+    fn the_session_hooks_send_what_the_door_reads() {
+        let setup = GUEST_HELPERS[2];
+        assert_eq!(setup.0, "_vivarium");
+        for (name, tag) in [
+            ("RESULT_TAG", RESULT_TAG),
+            ("ERROR_TAG", ERROR_TAG),
+            ("INPUT_TAG", INPUT_TAG),
+        ] {
+            let tag = String::from_utf8_lossy(tag).replace('\0', "\\0");
+            assert!(
+                setup.1.contains(&format!("\n{name} = b\"{tag}\"\n")),
+                "{name}"
+            );
+        }
+        assert!(
+            setup
+                .1
+                .contains(&format!("\nMAX_RESULT_BYTES = {MAX_RESULT_BYTES}\n"))
+        );
     }
 }

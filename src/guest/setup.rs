@@ -26,6 +26,10 @@ pub struct GuestSetup {
     /// A single program (a fresh execution), not a session: its code is `<string>` in
     /// tracebacks, as `python -c`'s (a session's turns are `<turn N>`).
     pub program: bool,
+    /// An interpreter kept for turns (a session, a checker): the REPL's echo sends each
+    /// turn's value to the door as its result, the door hears of an uncaught exception, and
+    /// `input()` asks the turn's client (`_session_hooks` in `python-wasi/guest/setup.py`).
+    pub session: bool,
 }
 
 /// Puts [`PACKAGES_DIR`] on `sys.path` once (last, so that nothing in it shadows the
@@ -106,9 +110,10 @@ pub fn setup_code(env: &[(String, String)], setup: &GuestSetup, packages: bool) 
         ""
     };
     format!(
-        "{path}__import__('_vivarium').begin({env}, {}, {}, {check}, {})\n{tail}",
+        "{path}__import__('_vivarium').begin({env}, {}, {}, {check}, {}, {})\n{tail}",
         py_bool(setup.rich),
         py_bool(setup.line_buffered),
-        py_bool(setup.program)
+        py_bool(setup.program),
+        py_bool(setup.session)
     )
 }

@@ -234,53 +234,10 @@ __vivarium_r._turns -= 1
 del __vivarium_r
 ";
 
-/// Python run as a session's first (hidden) turn: keeps the REPL's echo and first sends the
-/// value's `repr` through the door; tells the door before an uncaught exception's traceback
-/// is printed; lets `input()` ask the turn's client through the door (see
-/// `hostcalls::input`), reading stdin when nobody can answer. After either, the stream is not seen live for the rest of the turn (see
-/// `hostcalls::door`): a kernel shows the value and the error as messages of their own.
-/// It does not count as a turn (the host takes it off its own count too), so the caller's
-/// first turn is `<turn 1>` in tracebacks, as in a single execution.
-pub const SESSION_SETUP: &str = "\
-def __vivarium_install():
-    import sys, _host
-    echo = sys.displayhook
-    def displayhook(value):
-        if value is not None:
-            try:
-                text = repr(value)
-            except BaseException:
-                text = None
-            if text is not None:
-                try:
-                    sys.stdout.flush()
-                    _host.call(b'\\0vivarium-result\\0' + text.encode('utf-8', 'replace')[:1048576])
-                except BaseException:
-                    pass
-        echo(value)
-    sys.displayhook = displayhook
-    hook = sys.excepthook
-    def excepthook(*args):
-        try:
-            sys.stderr.flush()
-            _host.call(b'\\0vivarium-error\\0')
-        except BaseException:
-            pass
-        hook(*args)
-    sys.excepthook = excepthook
-    import builtins
-    read = builtins.input
-    def input(prompt=''):
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            line = _host.call(b'\\0vivarium-input\\0' + str(prompt).encode('utf-8', 'replace')[:65536])
-        except ConnectionRefusedError:
-            return read(prompt)
-        return line.decode('utf-8', 'replace')
-    builtins.input = input
-__vivarium_install()
-del __vivarium_install
+/// A hidden turn that installs a kept interpreter's hooks in a sandbox whose set-up did not
+/// (`GuestSetup::session`), taking itself off the guest's count of turns.
+pub const SESSION_HOOKS: &str = "\
+__import__('_vivarium')._session_hooks()
 import _reactor as __vivarium_r
 __vivarium_r._turns -= 1
 del __vivarium_r

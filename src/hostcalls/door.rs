@@ -4,7 +4,7 @@
 //! turns into `ConnectionRefusedError` without touching memory. The one exception is the
 //! internal result channel of sessions: a request that starts with [`RESULT_TAG`] carries the
 //! `repr` of a turn's final expression (sent by the displayhook that
-//! [`crate::guest::SESSION_SETUP`] installs), which the host keeps as the turn's `result`;
+//! `_session_hooks` in `python-wasi/guest/setup.py` installs), which the host keeps as the turn's `result`;
 //! and a request that is exactly [`FIGURE_TAG`] (sent by Vivarium's matplotlib backend when
 //! pyplot makes a figure) sets one flag, after which the host shows the figures still open at
 //! the end of the turn. A guest can only set that flag for itself: it costs it one hidden turn.

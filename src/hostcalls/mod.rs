@@ -19,19 +19,3 @@ pub mod reply;
 pub mod state;
 pub mod tool_door;
 pub mod tools;
-
-#[cfg(test)]
-mod tests {
-    use crate::guest::{MAX_RESULT_BYTES, SESSION_SETUP};
-
-    /// The displayhook's Python spells the door's tag and cap itself: they must agree.
-    #[test]
-    fn session_setup_sends_what_the_door_reads() {
-        assert!(SESSION_SETUP.contains(r"b'\0vivarium-result\0'"));
-        assert!(SESSION_SETUP.contains(r"b'\0vivarium-error\0'"));
-        assert_eq!(crate::guest::ERROR_TAG, b"\0vivarium-error\0");
-        assert!(SESSION_SETUP.contains(r"b'\0vivarium-input\0'"));
-        assert_eq!(crate::guest::INPUT_TAG, b"\0vivarium-input\0");
-        assert!(SESSION_SETUP.contains(&format!("[:{MAX_RESULT_BYTES}]")));
-    }
-}

@@ -11,9 +11,7 @@ use super::store::GuestStore;
 use super::workdir::ScratchRoot;
 use super::{GuestLayout, SandboxError, SandboxSpec, guest_threads, rich};
 use crate::engine::GuestEngine;
-use crate::guest::{
-    self, FLUSH_LIMITS, FLUSH_OPEN_FILES, Language, SESSION_SETUP, SHOW_OPEN_FIGURES, guest_env,
-};
+use crate::guest::{self, FLUSH_LIMITS, FLUSH_OPEN_FILES, Language, SHOW_OPEN_FIGURES, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::state::GuestState;
 use crate::hostcalls::tools::ToolDoor;
@@ -27,6 +25,8 @@ pub struct Sandbox {
     check_verdict: Option<String>,
     /// The set-up loaded the rich-output helpers: outputs are collected after the run.
     rich: bool,
+    /// The set-up installed a kept interpreter's hooks (`GuestSetup::session`).
+    session: bool,
     /// Code mode: the tools' specs as the guest reads them, once [`Sandbox::offer_tools`]
     /// gave the run its tools.
     tools: Option<String>,
@@ -66,6 +66,7 @@ impl Sandbox {
             live,
             check_verdict: outcome.result,
             rich: setup.rich,
+            session: setup.session,
             tools: None,
         })
     }
@@ -131,12 +132,15 @@ impl Sandbox {
         outcome.report
     }
 
-    /// Keeps the interpreter for turns that share state. A hidden first turn installs the
-    /// displayhook that reports each turn's final value (see `hostcalls::door`); it is not
-    /// counted (the guest takes it off its count too), so the user's first turn is `<turn 1>`.
+    /// Keeps the interpreter for turns that share state, with the hooks that report each
+    /// turn's final value (see `hostcalls::door`): installed by the set-up turn of a sandbox
+    /// prepared with `GuestSetup::session` (a session's, a checker's), else by a hidden turn
+    /// now, which does not count (the user's first turn is `<turn 1>`).
     pub fn into_interpreter(mut self) -> Interpreter {
-        self.live.turn(SESSION_SETUP, &FLUSH_LIMITS, false);
-        self.live.turns_run = self.live.turns_run.saturating_sub(1);
+        if !self.session {
+            self.live.turn(guest::SESSION_HOOKS, &FLUSH_LIMITS, false);
+            self.live.turns_run = self.live.turns_run.saturating_sub(1);
+        }
         Interpreter {
             line_buffered: false,
             checkpoint: None,
