@@ -1,7 +1,10 @@
 """Two builds side by side over HTTP: a hello world (`POST /v1/execute`, default template,
-`policy: off`; `hello_checked`: with the default check, in its own set-up turn) and a session
+`policy: off`; `hello_checked`: with the default check, in its own set-up turn), a session
 turn (`POST /v1/sessions/{id}/execute`, checked as by default; `turn_off`: the same turn with
-`policy: off`, so the check's own cost is the difference) at concurrency 1 and 2, each build
+`policy: off`, so the check's own cost is the difference), opening a session (`open`:
+`POST /v1/sessions`, default template; its close is not timed) and a trivial agent run
+(`agent`: open, ten small cells checked as by default, close, timed whole: the Monty
+project's "cold start plus ten feeds") at concurrency 1 and 2, each build
 its own release-like `vivarium serve` on 127.0.0.1, the builds interleaved round by round so
 that drift in the machine's load falls on both alike. Every request is timed by the client
 (keep-alive, one connection per client thread); warm-up requests are excluded. Beside the
@@ -11,7 +14,7 @@ latencies, the minor page faults per request of the server and its worker proces
     python benches/ab_http.py BEFORE_BINARY AFTER_BINARY benches/results/ab_http.json
 
 Bounded: ROUNDS rounds of REQUESTS requests per setting and build (env AB_ROUNDS,
-AB_REQUESTS)."""
+AB_REQUESTS; an agent run counts as one); AB_KINDS picks settings (comma-separated)."""
 
 import http.client
 import json
@@ -60,9 +63,54 @@ def minor_faults(pid: int) -> int:
     return total
 
 
+# The ten cells of the trivial agent run: small blocks as an assistant sends them.
+AGENT_CELLS = [
+    "x = 1", "y = x + 1", "print(x, y)", "items = [i * i for i in range(10)]", "sum(items)",
+    "def f(n):\n    return n * 2", "f(21)", "d = {'a': 1, 'b': 2}", "sorted(d)", "len(items)",
+]
+
+
+def session_run(conn: http.client.HTTPConnection, cells: list[str]) -> bool:
+    """Opens a session, runs `cells` in it, closes it; whether every step succeeded."""
+    status, s = post(conn, "/v1/sessions", {})
+    ok = status == 201
+    if ok:
+        for code in cells:
+            status, r = post(conn, f"/v1/sessions/{s['id']}/execute", {"code": code})
+            ok = ok and status == 200 and r.get("status") == "ok"
+        ok = delete(conn, f"/v1/sessions/{s['id']}") and ok
+    return ok
+
+
+def delete(conn: http.client.HTTPConnection, path: str) -> bool:
+    """Whether `DELETE path` answered 204 (its body read, so the connection can go on)."""
+    conn.request("DELETE", path)
+    r = conn.getresponse()
+    r.read()
+    return r.status == 204
+
+
 def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
            warm: threading.Barrier) -> None:
     conn = http.client.HTTPConnection(host, port, timeout=60)
+    if kind in ("open", "agent"):
+        for i in range(WARMUP + count):
+            if i == WARMUP:
+                warm.wait()
+            t = time.perf_counter()
+            if kind == "agent":
+                ok = session_run(conn, AGENT_CELLS)
+                dt = (time.perf_counter() - t) * 1000
+            else:
+                status, s = post(conn, "/v1/sessions", {})
+                dt = (time.perf_counter() - t) * 1000
+                ok = status == 201
+                ok = ok and delete(conn, f"/v1/sessions/{s['id']}")
+            if not ok:
+                errors.append(kind)
+            elif i >= WARMUP:
+                out.append(dt)
+        return
     if kind in ("turn", "turn_off"):
         status, s = post(conn, "/v1/sessions", {})
         assert status == 201, s
@@ -88,11 +136,20 @@ def client(host: str, port: int, kind: str, count: int, out: list, errors: list,
         conn.getresponse().read()
 
 
+def guarded(*args) -> None:
+    """`client`, whose failure breaks the warm-up barrier: the run stops loudly, not hangs."""
+    try:
+        client(*args)
+    except Exception:
+        args[-1].abort()
+        raise
+
+
 def measure(pid: int, host: str, port: int, kind: str, conc: int) -> tuple[list, list, float]:
     """The latencies, the errors and the minor faults per request after the warm-up."""
     out, errors = [], []
     warm = threading.Barrier(conc + 1)
-    threads = [threading.Thread(target=client,
+    threads = [threading.Thread(target=guarded,
                                 args=(host, port, kind, REQUESTS // conc, out, errors, warm))
                for _ in range(conc)]
     for t in threads:
@@ -108,7 +165,8 @@ def measure(pid: int, host: str, port: int, kind: str, conc: int) -> tuple[list,
 def main() -> None:
     builds = {"before": sys.argv[1], "after": sys.argv[2]}
     out_path = sys.argv[3]
-    settings = [(k, c) for k in ("hello", "hello_checked", "turn", "turn_off") for c in (1, 2)]
+    kinds = os.environ.get("AB_KINDS", "hello,hello_checked,turn,turn_off,open,agent")
+    settings = [(k, c) for k in kinds.split(",") for c in (1, 2)]
     samples = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     faults = {b: {f"{k}_c{c}": [] for k, c in settings} for b in builds}
     errors = {b: 0 for b in builds}
