@@ -246,21 +246,21 @@ fn ioctl<T>(fd: &OwnedFd, request: libc::c_ulong, arg: &mut T, what: &str) -> Re
 mod tests {
     use super::*;
 
+    /// A private, writable mapping of `len` bytes: of the file `fd`, or anonymous (`fd` -1).
+    /// The test unmaps it.
+    fn mapping(len: usize, fd: libc::c_int) -> *mut u8 {
+        let flags = libc::MAP_PRIVATE | if fd < 0 { libc::MAP_ANONYMOUS } else { 0 };
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a fresh mapping at an address the kernel picks; `fd` is the caller's.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
+        assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        p as *mut u8
+    }
+
     #[test]
     fn writes_are_seen_once_each() {
         let len = 64 * PAGE_BYTES;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
+        let p = mapping(len, -1);
         let tracker = match DirtyTracker::new(p, len, len) {
             Ok(t) => t,
             // The kernel may refuse (see the module docs); the fallback is tested elsewhere.
@@ -293,18 +293,7 @@ mod tests {
     #[test]
     fn pages_written_before_or_past_the_first_scan_are_seen_once_each() {
         let len = 64 * PAGE_BYTES;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
+        let p = mapping(len, -1);
         // A page written before the tracker starts, in the part its first scan protects and
         // past it (memory the guest grew into).
         // SAFETY: within the mapping.
@@ -359,18 +348,7 @@ mod tests {
         // SAFETY: `fd` was just opened and is owned by nothing else.
         let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
         file.write_all(&vec![9u8; len]).unwrap();
-        // SAFETY: a private mapping of a file this test owns, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(p as *mut libc::c_void, libc::MAP_FAILED);
+        let p = mapping(len, file.as_raw_fd());
         // SAFETY: within the mapping.
         unsafe { *p.add(4 * PAGE_BYTES) = 1 };
         let tracker = match DirtyTracker::new(p, len, len) {
