@@ -163,37 +163,35 @@ impl DirtyTracker {
     /// call, and write-protects them again, in one step; only the first `upto` bytes of the
     /// range are walked. Pass the memory's size now: the guest cannot have written beyond it,
     /// and a page beyond stays unreported until a later call's `upto` covers it.
+    ///
+    /// What counts as written: a page not write-protected, populated or swapped out, and
+    /// neither a page of a file (the template's image, only read so far) nor the shared zero
+    /// page.
     pub fn take(&self, upto: usize) -> Result<Vec<u32>, String> {
-        let end = self.start + self.len.min(upto as u64);
-        self.scan(self.start..end, WRITTEN_BY_THE_GUEST)
-    }
-
-    /// The pages of `range` that `scan` selects, as indices from the start of the range.
-    /// Keeps the userfaultfd open while it walks (it is what makes the range's pages
-    /// trackable).
-    fn scan(&self, range: std::ops::Range<u64>, scan: Scan) -> Result<Vec<u32>, String> {
         let mut out = Vec::new();
         let mut regions = vec![PageRegion::default(); 1024];
-        let (mut from, end) = (range.start, range.end);
+        let mut from = self.start;
+        let end = self.start + self.len.min(upto as u64);
         while from < end {
             let mut arg = PmScanArg {
                 size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: scan.flags,
+                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
                 start: from,
                 end,
                 walk_end: 0,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 max_pages: 0,
-                category_inverted: scan.category_inverted,
-                category_mask: scan.category_mask,
-                category_anyof_mask: scan.category_anyof_mask,
-                return_mask: scan.category_mask | scan.category_anyof_mask,
+                // A page matches when its categories, flipped by `category_inverted`, hold
+                // all of `category_mask` and any of `category_anyof_mask` (pagemap.rst).
+                category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+                category_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
+                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                return_mask: PAGE_IS_WRITTEN,
             };
             // SAFETY: `arg` points at `regions`, which outlives the call and has `vec_len`
             // entries; the kernel writes at most that many and reads only `arg`.
             let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN_IOCTL, &mut arg) };
-            let _ = &self.uffd;
             if n < 0 {
                 return Err(format!("PAGEMAP_SCAN: {}", std::io::Error::last_os_error()));
             }
@@ -208,29 +206,10 @@ impl DirtyTracker {
             }
             from = arg.walk_end;
         }
+        let _ = &self.uffd;
         Ok(out)
     }
 }
-
-/// What a `PAGEMAP_SCAN` selects (see the kernel's `pagemap.rst`): a page whose categories,
-/// flipped by `category_inverted`, hold all of `category_mask` and, unless it is 0, any of
-/// `category_anyof_mask`.
-struct Scan {
-    flags: u64,
-    category_mask: u64,
-    category_inverted: u64,
-    category_anyof_mask: u64,
-}
-
-/// The pages the guest wrote since they were last protected, protected again as they are
-/// reported: not write-protected, populated or swapped out, and neither a page of a file
-/// (the template's image, only read so far) nor the shared zero page.
-const WRITTEN_BY_THE_GUEST: Scan = Scan {
-    flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-    category_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
-    category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-    category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-};
 
 fn ioctl<T>(fd: &OwnedFd, request: libc::c_ulong, arg: &mut T, what: &str) -> Result<(), String> {
     // SAFETY: `arg` is a live, exclusively borrowed struct of the layout `request` expects
