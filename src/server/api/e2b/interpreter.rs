@@ -24,8 +24,8 @@ use tokio::sync::mpsc;
 use super::control::{check_env, invalid, set_up_in};
 use super::network;
 use super::{
-    DoorState, E2bError, HOME, SandboxHeader, contexts_follow, open_session, run_turn, scrubbed,
-    set_up,
+    DoorState, E2bError, HOME, SandboxHeader, contexts_follow, json_or_default, open_session,
+    run_turn, scrubbed, set_up,
 };
 use crate::report::StreamKind;
 use crate::server::api::types::{Cell, Failure};
@@ -305,12 +305,7 @@ async fn create_context(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, E2bError> {
     let sandbox = sandbox.id()?;
-    let body = body?;
-    let new: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
-        NewContext::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| invalid(format!("the body: {e}")))?
-    };
+    let new: NewContext = json_or_default(&body?)?;
     let language = check_language(new.language.as_deref())?.unwrap_or_default();
     let cwd = new.cwd.unwrap_or_else(|| HOME.to_string());
     if !cwd.starts_with('/') || cwd.contains('\0') || cwd.len() > 1024 {

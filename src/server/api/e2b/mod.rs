@@ -203,8 +203,7 @@ impl FromRequestParts<DoorState> for AccessToken {
     }
 }
 
-/// A control-plane JSON body: empty (or white space) is `T::default()`; one that does not
-/// parse is a 400 naming why.
+/// A control-plane JSON body, by [`json_or_default`].
 pub(super) struct E2bJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for E2bJson<T> {
@@ -212,13 +211,18 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for E2bJson<T
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let body = Bytes::from_request(req, state).await?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(E2bJson(T::default()));
-        }
-        serde_json::from_slice(&body)
-            .map(E2bJson)
-            .map_err(|e| SupervisorError::InvalidRequest(format!("the body: {e}")).into())
+        json_or_default(&body).map(E2bJson)
     }
+}
+
+/// The E2B door's rule for an optional JSON body: empty (or white space) is `T::default()`;
+/// one that does not parse is a 400 naming why.
+fn json_or_default<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, E2bError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| SupervisorError::InvalidRequest(format!("the body: {e}")).into())
 }
 
 /// Runs the door's own `code` in session `id` (a sandbox's or a context's set-up: its
