@@ -563,6 +563,16 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_holding_the_word_false_is_found() {
+        // gitleaks' global allowlist, as shipped, let any secret holding `false` go.
+        let token = "ghp_R2d4kPq8ZtW1xY7bFalseC5vL9sA0fH6jE2u";
+        let mut r = report(&format!("tok {token}\n"));
+        let leaks = guard(LeakPolicy::Redact, &[]).apply(&mut r, None);
+        assert_eq!(rule_names(&leaks), ["github-pat"], "{leaks:?}");
+        assert_eq!(r.stdout, "tok [REDACTED:github-pat]\n");
+    }
+
+    #[test]
     fn report_alters_nothing_and_off_scans_nothing() {
         let text = format!("{GH}\n");
         let mut r = report(&text);

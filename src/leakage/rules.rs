@@ -288,7 +288,7 @@ fn allowlist(def: &AllowlistDef) -> Result<Allowlist, regex::Error> {
         None
     } else {
         Some(
-            RegexSetBuilder::new(def.regexes.iter().map(|r| from_go(r)))
+            RegexSetBuilder::new(def.regexes.iter().map(|r| from_go(as_meant(r))))
                 .unicode(false)
                 .size_limit(REGEX_SIZE_LIMIT)
                 .build()?,
@@ -305,6 +305,23 @@ fn allowlist(def: &AllowlistDef) -> Result<Allowlist, regex::Error> {
         needs_path_or_commit: !def.paths.is_empty() || !def.commits.is_empty(),
         condition: def.condition,
     })
+}
+
+/// Allowlist patterns the vendored rule file ships with a mistake, and what they mean. The
+/// file stays byte for byte as upstream ships it (so it can be replaced by a newer one);
+/// the correction is made here, where it is read.
+///
+/// - gitleaks' global `(?i)^true|false|null$` anchors only its first and last word (an
+///   alternation binds looser than `^`), so it let go every secret *holding* `false` in
+///   any case (`ghp_…False…`). It is meant to let go the words themselves.
+const AS_MEANT: &[(&str, &str)] = &[(r"(?i)^true|false|null$", r"(?i)^(?:true|false|null)$")];
+
+/// `p`, or what it is meant to be if it is one of the [`AS_MEANT`] mistakes.
+fn as_meant(p: &str) -> &str {
+    AS_MEANT
+        .iter()
+        .find(|(shipped, _)| *shipped == p)
+        .map_or(p, |(_, meant)| meant)
 }
 
 /// `p` in Rust's regex syntax. The two dialects agree but for braces: Go's RE2 takes a `{`
@@ -401,6 +418,26 @@ mod tests {
         assert!(a.allows(b"abcd", b"abcd"));
         assert!(!a.allows(b"abxx", b"abxx"));
         assert!(!a.allows(b"xxcd", b"xxcd"));
+    }
+
+    #[test]
+    fn the_global_allowlist_lets_go_the_words_true_false_null_not_secrets_holding_them() {
+        let c = compile("gitleaks.toml", include_str!("gitleaks.toml")).unwrap();
+        let allowed = |s: &str| {
+            c.global
+                .iter()
+                .any(|a| a.allows(s.as_bytes(), s.as_bytes()))
+        };
+        for word in ["true", "False", "NULL"] {
+            assert!(allowed(word), "{word}");
+        }
+        for secret in [
+            "ghp_R2d4kPq8ZtW1xY7bFalseC5vL9sA0fH6jE2u",
+            "trueR2d4kPq8ZtW1xY7bN3mC5vL9",
+            "R2d4kPq8ZtW1xY7bN3mC5vL9null",
+        ] {
+            assert!(!allowed(secret), "{secret}");
+        }
     }
 
     #[test]

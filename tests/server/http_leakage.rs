@@ -278,7 +278,8 @@ async fn report_leaves_output_alone_and_gives_exact_places_and_the_audit_no_secr
         assert!(stdout.contains(secret.as_str()), "report altered {rule}");
         assert!(
             found.iter().any(|f| f == rule),
-            "{rule} not found: {found:?}"
+            "{rule} not found: {found:?}\nstdout: {stdout}\nleaks: {}",
+            v["leaks"]
         );
         // Offsets index the unaltered stream. (A rule may also fire elsewhere: a random
         // IBAN's digits can hold a Luhn-valid run that looks like a card.)
