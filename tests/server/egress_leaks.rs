@@ -177,3 +177,55 @@ async fn ipv4_compatible_and_translated_literals_are_judged_as_their_ipv4() {
     );
     s.stop().await;
 }
+
+/// A session's secret is a literal of every scan of what its turns return, a code-mode
+/// turn's too (such a turn has no network, but the value may already be in a variable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_secret_is_redacted_from_its_code_mode_turns_too() {
+    let s = start("egress-leaks-code-mode", |a| {
+        a.egress_allow = "api.test".into();
+    })
+    .await;
+    let c = client();
+    let value = "Tok9Z8y7X6w5V4u3";
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/sessions"),
+        &json!({"template": "python", "leakage": "off",
+                "secrets": {"TOKEN": {"value": value, "hosts": ["api.test"]}}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let turns = s.url(&format!("/v1/sessions/{}/execute", v["id"].as_str().unwrap()));
+    let (a, b) = value.split_at(value.len() / 2);
+    let (st, v) = post(&c, &turns, &json!({"code": format!("v = {a:?} + {b:?}")})).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = post(&c, &turns, &json!({"code": "print(v)\nv"})).await;
+    assert_eq!(st, 200, "{v}");
+    let expected = |v: &Value| {
+        assert_eq!(
+            v["stdout"], "[REDACTED:secret:TOKEN]\n'[REDACTED:secret:TOKEN]'\n",
+            "{v}"
+        );
+        assert_eq!(v["result"], "'[REDACTED:secret:TOKEN]'", "{v}");
+        absent(value, &v.to_string(), "a turn's answer");
+    };
+    expected(&v);
+    // The same through a turn that calls a tool, with the value in its call's arguments.
+    let tool = json!([{"name": "noop", "description": "does nothing",
+                       "parameters": {"type": "object"}}]);
+    let code = "print(v)\ntools.noop(token=v)\nv";
+    let (st, v) = post(&c, &turns, &json!({"code": code, "tools": tool})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "suspended", "{v}");
+    absent(value, &v.to_string(), "the suspended turn's calls");
+    let (st, v) = post(
+        &c,
+        &s.url(&format!("/v1/executions/{}/resume", v["execution_id"].as_str().unwrap())),
+        &json!({"results": [{"call_id": "call_1", "result": null}]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    expected(&v);
+    s.stop().await;
+}

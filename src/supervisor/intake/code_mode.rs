@@ -131,7 +131,8 @@ pub async fn start_turn(
         let s = runner.session(session, key).await?;
         files_within(&turn.files, s.limits.disk_bytes)?;
         let policy = runner.leak_policy(turn.leakage.or(Some(s.leakage)))?;
-        let guard = runner.leak_guard(policy, &[], &[]);
+        // The session's secrets are literals of the scan (a value already in a variable).
+        let guard = runner.session_guard(&s, policy);
         let exec = runner.begin_turn_execution(turn_id, key, &s, &mut turn, guard)?;
         Ok::<_, SupervisorError>((s, exec))
     };
