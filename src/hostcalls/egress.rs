@@ -10,20 +10,17 @@
 //! side only bounds what it forwards and how long it waits. The wait burns no fuel and moves
 //! the run's wall-clock deadline by its length, as a tool call's does.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use wasmtime::Caller;
 
 pub use super::egress_door::{EgressAsker, EgressDoor, MAX_META};
 use super::reply::{HOST_FAULT, NO_HOST, write_reply};
-use super::state::{GuestState, Interrupted};
+use super::state::GuestState;
 use crate::egress::{EgressAnswer, EgressRequest, Refusal, Refused, Scheme, raw};
 use crate::guest::REFUSED_TAG;
 
-/// How often a wait for the response looks at the cancel flag.
-const POLL: Duration = Duration::from_millis(20);
 /// How much longer than `request_timeout_ms` the door waits for the supervisor, which times
 /// the request itself.
 const SLACK: Duration = Duration::from_secs(2);
@@ -56,13 +53,7 @@ pub fn request(
         Ok(req) => {
             let rx = (door.ask)(req);
             let per_request = Duration::from_millis(limits.request_timeout_ms) + SLACK;
-            let started = Instant::now();
-            let got = wait(&rx, &state.clock.cancel, per_request);
-            let waited = started.elapsed();
-            // The wait is not the program's time.
-            state.clock.deadline += waited;
-            state.clock.call_started += waited;
-            match got? {
+            match state.clock.wait_for_host(&rx, per_request).0? {
                 Some(line) => serde_json::from_str(&line).unwrap_or_else(|_| {
                     EgressAnswer::Refused(Refusal::new(
                         Refused::UpstreamError,
@@ -108,27 +99,4 @@ fn parse(bytes: &[u8], request_bytes: u64) -> Result<EgressRequest, Refusal> {
         ));
     }
     raw::parse_request(meta.scheme, &meta.host, meta.port, raw)
-}
-
-/// Waits for the answer: `None` past `limit`; a cancel (or the performer gone) ends the run.
-fn wait(
-    rx: &Receiver<String>,
-    cancel: &std::sync::atomic::AtomicBool,
-    limit: Duration,
-) -> Result<Option<String>, Interrupted> {
-    let started = Instant::now();
-    loop {
-        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(Interrupted::Cancelled);
-        }
-        let elapsed = started.elapsed();
-        if elapsed >= limit {
-            return Ok(None);
-        }
-        match rx.recv_timeout(POLL.min(limit - elapsed)) {
-            Ok(line) => return Ok(Some(line)),
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return Err(Interrupted::Cancelled),
-        }
-    }
 }

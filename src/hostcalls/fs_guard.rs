@@ -131,11 +131,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_close(fd));
-            if rc == errno::SUCCESS {
-                let fs = &mut caller.data_mut().fs;
-                fs.open_fds = fs.open_fds.saturating_sub(1);
-            }
-            Ok(rc)
+            Ok(closed_one(&mut caller, rc))
         },
     )?;
 
@@ -147,11 +143,12 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_renumber(from, to));
-            if rc == errno::SUCCESS && from != to {
-                let fs = &mut caller.data_mut().fs;
-                fs.open_fds = fs.open_fds.saturating_sub(1);
-            }
-            Ok(rc)
+            // `to` was closed first (unless it is `from`).
+            Ok(if from != to {
+                closed_one(&mut caller, rc)
+            } else {
+                rc
+            })
         },
     )?;
 
@@ -469,6 +466,16 @@ fn file_position(
     let position = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
     data[at..at + 8].copy_from_slice(&saved);
     Ok((rc == errno::SUCCESS).then_some(position))
+}
+
+/// `rc`, the answer of a call that closes one of the guest's descriptors when it succeeds:
+/// then one fewer is open.
+fn closed_one(caller: &mut Caller<'_, GuestState>, rc: i32) -> i32 {
+    if rc == errno::SUCCESS {
+        let fs = &mut caller.data_mut().fs;
+        fs.open_fds = fs.open_fds.saturating_sub(1);
+    }
+    rc
 }
 
 /// The bytes a `fd_write`/`fd_pwrite` asks to write: the sum of its iovec lengths. Out of

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use wasmtime_wasi::HostMonotonicClock;
@@ -41,6 +42,9 @@ pub struct RunClock {
     pub call_started: Instant,
 }
 
+/// How often a wait for the host's answer looks at the cancel flag.
+const HOST_WAIT_POLL: Duration = Duration::from_millis(20);
+
 /// A call into the guest that has run this long is a batch job: its thread yields the CPU
 /// to short ones (`guest_threads::demote_current`), so another tenant's hello world beside
 /// a backlog of long runs is not slowed by them.
@@ -50,6 +54,37 @@ impl RunClock {
     /// Whether the current call has run for [`LONG_CALL`].
     pub fn is_long(&self) -> bool {
         self.call_started.elapsed() >= LONG_CALL
+    }
+
+    /// Waits at most `limit` for the host's answer on `rx` (a tool round's, an outbound
+    /// request's), looking at the cancel flag every [`HOST_WAIT_POLL`]: `Ok(None)` when
+    /// `limit` passed first; cancelled when the flag is set or whoever answers went away
+    /// (the client, the supervisor's run). The wait is not the program's time: the deadline
+    /// and the call's start move by it, which is returned.
+    pub fn wait_for_host(
+        &mut self,
+        rx: &Receiver<String>,
+        limit: Duration,
+    ) -> (Result<Option<String>, Interrupted>, Duration) {
+        let started = Instant::now();
+        let got = loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                break Err(Interrupted::Cancelled);
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= limit {
+                break Ok(None);
+            }
+            match rx.recv_timeout(HOST_WAIT_POLL.min(limit - elapsed)) {
+                Ok(answer) => break Ok(Some(answer)),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break Err(Interrupted::Cancelled),
+            }
+        };
+        let waited = started.elapsed();
+        self.deadline += waited;
+        self.call_started += waited;
+        (got, waited)
     }
 
     /// `Err` once the run must stop.

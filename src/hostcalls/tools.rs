@@ -11,8 +11,7 @@
 //! burns no fuel and moves the run's wall-clock deadline by its length: `timeout_ms` counts
 //! the program's own time.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmtime::Caller;
@@ -21,10 +20,7 @@ use super::reply::{HOST_FAULT, NO_HOST, write_reply};
 use super::state::{GuestState, Interrupted};
 pub use super::tool_door::{MAX_ROUND_BYTES, ToolAsker, ToolDoor};
 use crate::guest::TOOLS_TAG;
-use crate::tools::{Answer, Answered, ToolBreach, ToolCall, ToolLimits};
-
-/// How often a wait for answers looks at the cancel flag.
-const POLL: Duration = Duration::from_millis(20);
+use crate::tools::{Answer, Answered, ToolBreach, ToolCall};
 
 /// One call as the guest sends it, its arguments left as the guest's text until their size
 /// is checked (a round of small JSON values would take many times its size as `Value`s).
@@ -89,15 +85,16 @@ pub fn round(
     let mut got: Vec<Answer> = Vec::new();
     if !round.is_empty() {
         let rx = (door.ask)(round);
+        let per_round = Duration::from_millis(limits.tool_timeout_ms);
         let left = Duration::from_millis(limits.total_wait_ms).saturating_sub(door.waited);
-        let started = Instant::now();
-        let reply = wait(&rx, &state.clock.cancel, &limits, left);
-        let waited = started.elapsed();
+        let (reply, waited) = state.clock.wait_for_host(&rx, per_round.min(left));
         door.waited += waited;
-        // The wait is not the program's time.
-        state.clock.deadline += waited;
-        state.clock.call_started += waited;
-        got = parse(&reply?);
+        let reply = reply?.ok_or(Interrupted::Tool(if left <= per_round {
+            ToolBreach::TotalWait(limits.total_wait_ms)
+        } else {
+            ToolBreach::CallWait(limits.tool_timeout_ms)
+        }))?;
+        got = parse(&reply);
     }
     let reply: Vec<Value> = answers
         .into_iter()
@@ -143,40 +140,6 @@ pub fn beyond_bounds(
 /// The breach of a round past [`MAX_ROUND_BYTES`].
 fn round_too_large() -> wasmtime::Error {
     Interrupted::Tool(ToolBreach::RoundBytes(MAX_ROUND_BYTES as u64)).into()
-}
-
-/// Waits for the round's answers within the limits; the breach (or a cancel) ends the run.
-fn wait(
-    rx: &Receiver<String>,
-    cancel: &std::sync::atomic::AtomicBool,
-    limits: &ToolLimits,
-    total_left: Duration,
-) -> Result<String, Interrupted> {
-    let per_round = Duration::from_millis(limits.tool_timeout_ms);
-    let started = Instant::now();
-    loop {
-        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(Interrupted::Cancelled);
-        }
-        let elapsed = started.elapsed();
-        if elapsed >= total_left {
-            return Err(Interrupted::Tool(ToolBreach::TotalWait(
-                limits.total_wait_ms,
-            )));
-        }
-        if elapsed >= per_round {
-            return Err(Interrupted::Tool(ToolBreach::CallWait(
-                limits.tool_timeout_ms,
-            )));
-        }
-        let slice = POLL.min(per_round - elapsed).min(total_left - elapsed);
-        match rx.recv_timeout(slice) {
-            Ok(reply) => return Ok(reply),
-            Err(RecvTimeoutError::Timeout) => continue,
-            // Whoever answers went away (the client, the supervisor's run): the run is over.
-            Err(RecvTimeoutError::Disconnected) => return Err(Interrupted::Cancelled),
-        }
-    }
 }
 
 /// The answers as the supervisor sends them (it bounded and checked them); what does not

@@ -231,18 +231,13 @@ pub(super) fn compile(file: &str, text: &str) -> Result<Compiled, RuleError> {
                 why: "a rule needs a regex or a path".into(),
             });
         }
-        let regex = def
-            .regex
-            .as_deref()
-            .map(pattern)
-            .transpose()
-            .map_err(|e| pattern_error(&def.id, e))?;
-        let path = def
-            .path
-            .as_deref()
-            .map(pattern)
-            .transpose()
-            .map_err(|e| pattern_error(&def.id, e))?;
+        let compiled = |p: &Option<String>| {
+            p.as_deref()
+                .map(pattern)
+                .transpose()
+                .map_err(|e| pattern_error(&def.id, e))
+        };
+        let (regex, path) = (compiled(&def.regex)?, compiled(&def.path)?);
         let allowlists = def
             .allowlists
             .iter()

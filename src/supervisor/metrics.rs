@@ -317,123 +317,73 @@ impl Metrics {
     }
 
     pub fn render(&self, g: &Gauges) -> String {
-        let mut out = String::with_capacity(4096);
-        let header = |out: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-        };
-        header(
-            &mut out,
+        let mut out = Exposition(String::with_capacity(4096));
+        out.header(
             "vivarium_executions_total",
             "counter",
             "Executions and session turns that ran, by kind and result status.",
         );
         for ((kind, status), n) in lock(&self.executions).iter() {
-            let _ = writeln!(
-                out,
+            out.line(format_args!(
                 "vivarium_executions_total{{kind=\"{kind}\",status=\"{status}\"}} {n}"
-            );
+            ));
         }
-        header(
-            &mut out,
+        out.histogram(
             "vivarium_execution_duration_seconds",
-            "histogram",
             "Wall time of executions and session turns.",
+            &self.latency,
         );
-        self.latency
-            .render(&mut out, "vivarium_execution_duration_seconds");
-        header(
-            &mut out,
+        out.histogram(
             "vivarium_execution_memory_peak_bytes",
-            "histogram",
             "Peak linear memory of each execution or turn.",
+            &self.memory_peak,
         );
-        self.memory_peak
-            .render(&mut out, "vivarium_execution_memory_peak_bytes");
-        header(
-            &mut out,
+        out.histogram(
             "vivarium_session_wake_seconds",
-            "histogram",
             "How long a hibernated session took to come back (read, decode, restore).",
+            &self.wake,
         );
-        self.wake.render(&mut out, "vivarium_session_wake_seconds");
-        header(
-            &mut out,
+        out.value(
             "vivarium_fuel_consumed_total",
             "counter",
             "Fuel burnt by all executions and turns.",
+            self.fuel_total.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "vivarium_fuel_consumed_total {}",
-            self.fuel_total.load(Ordering::Relaxed)
-        );
-        header(
-            &mut out,
+        out.counts(
             "vivarium_rejections_total",
-            "counter",
             "Requests refused by admission control, by reason.",
+            "reason",
+            &lock(&self.rejections),
         );
-        for (reason, n) in lock(&self.rejections).iter() {
-            let _ = writeln!(out, "vivarium_rejections_total{{reason=\"{reason}\"}} {n}");
-        }
-        header(
-            &mut out,
+        out.counts(
             "vivarium_http_responses_total",
-            "counter",
             "HTTP responses sent, by status code.",
+            "code",
+            &lock(&self.responses),
         );
-        for (status, n) in lock(&self.responses).iter() {
-            let _ = writeln!(
-                out,
-                "vivarium_http_responses_total{{code=\"{status}\"}} {n}"
-            );
-        }
-        header(
-            &mut out,
+        out.value(
             "vivarium_sessions_opened_total",
             "counter",
             "Sessions opened.",
+            self.sessions_opened.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "vivarium_sessions_opened_total {}",
-            self.sessions_opened.load(Ordering::Relaxed)
-        );
-        header(
-            &mut out,
+        out.counts(
             "vivarium_sessions_closed_total",
-            "counter",
             "Sessions closed, by reason (deleted, expired, ended, shutdown).",
+            "reason",
+            &lock(&self.sessions_closed),
         );
-        for (reason, n) in lock(&self.sessions_closed).iter() {
-            let _ = writeln!(
-                out,
-                "vivarium_sessions_closed_total{{reason=\"{reason}\"}} {n}"
-            );
-        }
-        header(
-            &mut out,
+        out.counts(
             "vivarium_session_events_total",
-            "counter",
             "Sessions as data: rollbacks of stopped turns, snapshots, forks, restores, and sessions brought back from their own snapshot.",
+            "event",
+            &lock(&self.session_events),
         );
-        for (event, n) in lock(&self.session_events).iter() {
-            let _ = writeln!(
-                out,
-                "vivarium_session_events_total{{event=\"{event}\"}} {n}"
-            );
-        }
-        header(
-            &mut out,
+        out.value(
             "vivarium_handler_panics_total",
             "counter",
             "Panics caught in request handlers (answered with 500).",
-        );
-        let _ = writeln!(
-            out,
-            "vivarium_handler_panics_total {}",
-            self.panics.load(Ordering::Relaxed)
+            self.panics.load(Ordering::Relaxed),
         );
         let gauges: [(&str, &str, f64); 10] = [
             (
@@ -488,39 +438,28 @@ impl Metrics {
             ),
         ];
         for (name, help, v) in gauges {
-            header(&mut out, name, "gauge", help);
-            let _ = writeln!(out, "{name} {v}");
+            out.value(name, "gauge", help, v);
         }
         if g.workers_configured > 0 {
-            header(
-                &mut out,
+            out.value(
                 "vivarium_workers",
                 "gauge",
                 "Worker processes alive now (guest code runs only in them).",
+                g.workers,
             );
-            let _ = writeln!(out, "vivarium_workers {}", g.workers);
-            header(
-                &mut out,
+            out.counts(
                 "vivarium_workers_lost_total",
-                "counter",
                 "Worker processes that died, by the signal that ended them; each was replaced.",
+                "signal",
+                &lock(&self.workers_lost),
             );
-            for (cause, n) in lock(&self.workers_lost).iter() {
-                let _ = writeln!(out, "vivarium_workers_lost_total{{signal=\"{cause}\"}} {n}");
-            }
-            header(
-                &mut out,
+            out.value(
                 "vivarium_workers_restarted_total",
                 "counter",
                 "Replacement worker processes started.",
+                g.workers_restarted,
             );
-            let _ = writeln!(
-                out,
-                "vivarium_workers_restarted_total {}",
-                g.workers_restarted
-            );
-            header(
-                &mut out,
+            out.header(
                 "vivarium_worker_jail_layers",
                 "gauge",
                 "Live workers by jail layer and how much of it holds (full, partial, missing).",
@@ -530,12 +469,51 @@ impl Metrics {
                 *counts.entry(*k).or_default() += 1;
             }
             for ((layer, state), n) in counts {
-                let _ = writeln!(
-                    out,
+                out.line(format_args!(
                     "vivarium_worker_jail_layers{{layer=\"{layer}\",state=\"{state}\"}} {n}"
-                );
+                ));
             }
         }
-        out
+        out.0
+    }
+}
+
+/// Prometheus' text exposition format, written a metric at a time.
+struct Exposition(String);
+
+impl Exposition {
+    fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.0, "{line}");
+    }
+
+    /// A metric's `# HELP` and `# TYPE` lines.
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        self.line(format_args!("# HELP {name} {help}"));
+        self.line(format_args!("# TYPE {name} {kind}"));
+    }
+
+    /// A metric of one value.
+    fn value(&mut self, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
+        self.header(name, kind, help);
+        self.line(format_args!("{name} {v}"));
+    }
+
+    /// A counter by one label.
+    fn counts<K: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        help: &str,
+        label: &str,
+        counts: &BTreeMap<K, u64>,
+    ) {
+        self.header(name, "counter", help);
+        for (k, n) in counts {
+            self.line(format_args!("{name}{{{label}=\"{k}\"}} {n}"));
+        }
+    }
+
+    fn histogram<const N: usize>(&mut self, name: &str, help: &str, h: &Histogram<N>) {
+        self.header(name, "histogram", help);
+        h.render(&mut self.0, name);
     }
 }

@@ -196,7 +196,10 @@ async fn a_sessions_secret_is_redacted_from_its_code_mode_turns_too() {
     )
     .await;
     assert_eq!(st, 201, "{v}");
-    let turns = s.url(&format!("/v1/sessions/{}/execute", v["id"].as_str().unwrap()));
+    let turns = s.url(&format!(
+        "/v1/sessions/{}/execute",
+        v["id"].as_str().unwrap()
+    ));
     let (a, b) = value.split_at(value.len() / 2);
     let (st, v) = post(&c, &turns, &json!({"code": format!("v = {a:?} + {b:?}")})).await;
     assert_eq!(st, 200, "{v}");
@@ -221,7 +224,10 @@ async fn a_sessions_secret_is_redacted_from_its_code_mode_turns_too() {
     absent(value, &v.to_string(), "the suspended turn's calls");
     let (st, v) = post(
         &c,
-        &s.url(&format!("/v1/executions/{}/resume", v["execution_id"].as_str().unwrap())),
+        &s.url(&format!(
+            "/v1/executions/{}/resume",
+            v["execution_id"].as_str().unwrap()
+        )),
         &json!({"results": [{"call_id": "call_1", "result": null}]}),
     )
     .await;

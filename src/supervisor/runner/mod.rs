@@ -233,12 +233,7 @@ impl Runner {
         env: &[(String, String)],
         allow_env: &[String],
     ) -> Arc<Guard> {
-        Arc::new(Guard::new(
-            self.leakage.scanner.clone(),
-            policy,
-            env,
-            allow_env,
-        ))
+        self.leak_guard_with_secrets(policy, env, allow_env, &Default::default())
     }
 
     /// The leakage guard of what leaves session `session` under `policy`: with its network
