@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::error::SupervisorError;
-use super::session::{Busy, EndInfo, Remains, Session, SessionInfo, SessionSlot, SessionState};
+use super::session::{
+    Busy, EndInfo, Remains, Session, SessionInfo, SessionMetrics, SessionSlot, SessionState, Usage,
+};
 use super::tenants::{Held, Quota, QuotaExceeded, Tenant};
 use super::time::rfc3339;
 use crate::sync::lock;
@@ -46,6 +48,10 @@ struct Hibernated {
     deadline: Option<Instant>,
     /// Its [`Session::labels`] (its snapshot has them too; here for listing).
     labels: crate::snapshot::Labels,
+    /// Its [`Session::usage`], given back when it wakes.
+    usage: Usage,
+    /// Its limits, for its metrics.
+    limits: crate::limits::Limits,
     /// Its place under its tenant's `hibernated_sessions` quota.
     _place: Held,
 }
@@ -139,6 +145,8 @@ impl Registry {
                 network: s.network.clone(),
                 deadline: s.deadline(),
                 labels: s.labels(),
+                usage: s.usage(),
+                limits: s.limits,
                 _place: place,
             },
         );
@@ -159,6 +167,24 @@ impl Registry {
         info.expires_at =
             rfc3339(SystemTime::now() + s.expires.saturating_duration_since(Instant::now()));
         Some((info, s.labels.clone()))
+    }
+
+    /// The usage of hibernated session `id`, to give it back as it wakes.
+    pub fn hibernated_usage(&self, id: &str) -> Option<Usage> {
+        Some(self.hibernated().get(id)?.usage.clone())
+    }
+
+    /// The metrics of hibernated session `id`, without waking it.
+    pub fn hibernated_metrics(&self, id: &str) -> Option<SessionMetrics> {
+        let h = self.hibernated();
+        let s = h.get(id)?;
+        Some(s.usage.metrics(
+            id,
+            s.info.turns,
+            s.limits.memory_bytes,
+            s.limits.disk_bytes,
+            SystemTime::now(),
+        ))
     }
 
     /// The deadline of hibernated session `id` ([`Session::set_deadline`]), to give it back

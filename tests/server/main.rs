@@ -45,6 +45,7 @@ mod jupyter_gateway;
 mod jupyter_magics;
 mod mcp_flood;
 mod notebook_cells;
+mod session_metrics;
 mod shell_differential;
 mod shell_hostile;
 mod shell_http;

@@ -51,6 +51,7 @@ pub fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(usage::usage))
         .routes(routes!(sessions::open))
         .routes(routes!(sessions::info, sessions::close))
+        .routes(routes!(sessions::metrics))
         .routes(routes!(sessions::turn))
         .routes(routes!(sessions::add_packages))
         .routes(routes!(snapshots::snapshot))

@@ -1,4 +1,4 @@
-//! The session endpoints: open, turn, inspect, files (list, download, upload), close. A turn
+//! The session endpoints: open, turn, inspect, metrics, files (list, download, upload), close. A turn
 //! runs in the session's kept-alive interpreter, so variables and imports persist; the last
 //! expression's value is echoed on stdout as the REPL does and also returned as `result`.
 //! Wall-clock, fuel and output limits are per turn; memory and disk are for the session.
@@ -21,7 +21,7 @@ use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake;
-use crate::supervisor::session::SessionInfo;
+use crate::supervisor::session::{SessionInfo, SessionMetrics};
 
 #[utoipa::path(
     post, path = "/v1/sessions", tag = "sessions",
@@ -70,6 +70,23 @@ pub async fn info(
             .session_info(&id, ctx.key_id.as_deref())
             .await?,
     ))
+}
+
+#[utoipa::path(
+    get, path = "/v1/sessions/{id}/metrics", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "What the session has used: totals and one sample a turn (a hibernated session answers without waking)", body = SessionMetrics),
+        (status = 404, body = ErrorBody),
+        (status = 410, description = "Expired", body = ErrorBody),
+    )
+)]
+pub async fn metrics(
+    Caller { state, ctx }: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SessionMetrics>> {
+    let key = ctx.key_id.as_deref();
+    Ok(Json(state.runner.session_metrics(&id, key).await?))
 }
 
 #[utoipa::path(

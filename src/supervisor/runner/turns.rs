@@ -24,7 +24,7 @@ use crate::supervisor::session::{
     Busy, EndInfo, PutBack, Session, SessionInfo, SessionSettings, SessionState, is_session_id,
     may_use,
 };
-use crate::supervisor::session::{TurnDone, Turned};
+use crate::supervisor::session::{SessionMetrics, TurnDone, Turned};
 use crate::supervisor::time::rfc3339;
 use crate::template::Template;
 use crate::vivarium::{InputFile, TurnProgram};
@@ -382,6 +382,7 @@ impl Runner {
                 .memory_peak_bytes
                 .saturating_add(report.usage.disk_bytes),
         );
+        session.note_usage(&report.usage, report.network.as_ref());
         match &ended {
             Some(end) => {
                 self.metrics.session_closed(CloseReason::Ended);
@@ -704,6 +705,25 @@ impl Runner {
     /// it.
     pub async fn session_info(&self, id: &str, key: Option<&str>) -> SupervisorResult<SessionInfo> {
         self.session_labelled(id, key).await.map(|(info, _)| info)
+    }
+
+    /// What session `id` has used (`GET /v1/sessions/{id}/metrics`): a hibernated one
+    /// answers from what it left, unwoken.
+    pub async fn session_metrics(
+        &self,
+        id: &str,
+        key: Option<&str>,
+    ) -> SupervisorResult<SessionMetrics> {
+        self.check_owner(id, key).await?;
+        if let Ok(s) = self.sessions.get(id)
+            && self.cluster.is_none()
+        {
+            return Ok(s.metrics());
+        }
+        if let Some(found) = self.sessions.hibernated_metrics(id) {
+            return Ok(found);
+        }
+        Ok(self.session(id, key).await?.metrics())
     }
 
     /// [`Runner::session_info`] with session `id`'s labels: a hibernated one is not woken

@@ -79,6 +79,9 @@ impl Runner {
         if let Some(at) = deadline {
             session.set_deadline_at(at);
         }
+        if let Some(usage) = self.sessions.hibernated_usage(id) {
+            session.set_usage(usage);
+        }
         if self.sessions.unhibernate(id) {
             tracing::debug!(session = %id, "hibernated session woke");
             self.metrics.woke(started.elapsed().as_secs_f64());

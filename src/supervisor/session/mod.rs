@@ -11,6 +11,7 @@
 mod info;
 mod phase;
 mod turned;
+mod usage;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ pub use crate::snapshot::{Labels, MAX_CONTEXTS};
 pub use info::{EndInfo, EndKind, SessionInfo, SessionState};
 use phase::{Phase, Refusal};
 pub use turned::{TurnDone, Turned};
+pub use usage::{SessionMetrics, Usage};
 
 use super::admission::MemoryReservation;
 use super::error::SupervisorError;
@@ -109,6 +111,8 @@ struct Inner {
     /// Its caller's own end ([`Session::set_deadline`]; E2B's sandbox timeout), kept until
     /// then whether used or not; never past its lifetime.
     deadline: Option<Instant>,
+    /// What its turns used ([`Session::metrics`]).
+    usage: Usage,
 }
 
 pub struct Session {
@@ -305,6 +309,7 @@ impl Session {
                 last_used_at: now,
                 turns,
                 deadline: None,
+                usage: Usage::new(footprint, now),
             }),
         })
     }
@@ -493,6 +498,37 @@ impl Session {
         now >= self.created + self.lifetime
             || inner.deadline.is_some_and(|d| now >= d)
             || (!inner.phase.is_busy() && now >= self.expiry(&inner))
+    }
+
+    /// Counts a completed turn's use (`run`, and `network`'s requests) in its metrics.
+    pub(in crate::supervisor) fn note_usage(
+        &self,
+        run: &crate::report::Usage,
+        network: Option<&crate::report::NetworkUsage>,
+    ) {
+        self.lock().usage.note_turn(run, network, SystemTime::now());
+    }
+
+    /// What it has used ([`Usage`]), to keep while it hibernates.
+    pub(in crate::supervisor) fn usage(&self) -> Usage {
+        self.lock().usage.clone()
+    }
+
+    /// Its usage as it was before it hibernated, given back as it wakes.
+    pub(in crate::supervisor) fn set_usage(&self, usage: Usage) {
+        self.lock().usage = usage;
+    }
+
+    /// `GET /v1/sessions/{id}/metrics`.
+    pub fn metrics(&self) -> SessionMetrics {
+        let inner = self.lock();
+        inner.usage.metrics(
+            &self.id,
+            inner.turns,
+            self.limits.memory_bytes,
+            self.limits.disk_bytes,
+            SystemTime::now(),
+        )
     }
 
     pub fn info(&self) -> SessionInfo {

@@ -5,7 +5,7 @@
 //! A sandbox's `timeout` (a refresh's `duration`) is its session's deadline
 //! (`Session::set_deadline`): it ends then, used or idle, and never later than
 //! `--session-lifetime-secs`. Pause hibernates the session; resume and connect wake it.
-//! Metrics and logs are not served (501): Vivarium's are `/metrics` and the audit log.
+//! Logs are not served (501): Vivarium's are the audit log; metrics are `metrics.rs`'s.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -49,8 +49,6 @@ pub fn routes() -> axum::Router<DoorState> {
         .route("/sandboxes/{id}/pause", post(pause))
         .route("/sandboxes/{id}/resume", post(wake))
         .route("/sandboxes/{id}/fork", post(fork))
-        .route("/sandboxes/{id}/metrics", get(not_served))
-        .route("/sandboxes/metrics", get(not_served))
         .route("/sandboxes/{id}/logs", get(not_served))
         .route("/v2/sandboxes/{id}/logs", get(not_served))
         .fallback(unknown)
@@ -533,9 +531,7 @@ async fn fork(
 async fn not_served() -> Response {
     super::plain(
         StatusCode::NOT_IMPLEMENTED,
-        "sandbox metrics and logs are not served by Vivarium's E2B door: the server's are \
-         GET /metrics (Prometheus) and its audit log"
-            .into(),
+        "sandbox logs are not served by Vivarium's E2B door: the server's are its audit log".into(),
     )
 }
 

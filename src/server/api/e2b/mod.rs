@@ -20,6 +20,7 @@ mod control;
 mod envd;
 mod filesystem;
 mod interpreter;
+mod metrics;
 mod network;
 mod process;
 
@@ -81,7 +82,9 @@ enum Plane {
 /// `E2b-Sandbox-Port` header.
 pub fn router(app: AppState) -> Router {
     let door = Arc::new(Door { app });
-    let control = control::routes().with_state(door.clone());
+    let control = control::routes()
+        .merge(metrics::routes())
+        .with_state(door.clone());
     let interpreter = interpreter::routes().with_state(door.clone());
     let envd = envd::routes().with_state(door);
     Router::new().fallback(move |req: Request| {
