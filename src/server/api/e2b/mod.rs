@@ -5,7 +5,7 @@
 //! apply, and its id is the session's. Everything the SDKs send arrives under `/e2b` and is
 //! routed by the `E2b-Sandbox-Port` header, as E2B's own edge routes it: none is the control
 //! plane ([`control`]: create, list, info, timeout, refresh, connect, pause, resume, fork,
-//! kill), 49999 the code interpreter ([`interpreter`]: `/execute` streamed as NDJSON,
+//! kill; [`metrics`]: `get_metrics`), 49999 the code interpreter ([`interpreter`]: `/execute` streamed as NDJSON,
 //! contexts), 49983 envd ([`envd`]: `/files`, the Connect `filesystem.Filesystem` and
 //! `process.Process` services).
 //! A request to any other port is refused with 502, as E2B's edge refuses a port nothing
