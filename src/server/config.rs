@@ -160,6 +160,11 @@ pub struct ServeArgs {
     /// refused unless listed here.
     #[arg(long, env = "VIVARIUM_EGRESS_ALLOW_PRIVATE", default_value = "")]
     pub egress_allow_private: String,
+    /// Address ranges (CIDRs or addresses, comma-separated) a webhook may be sent to besides
+    /// public ones; a webhook on a private, loopback, link-local or metadata address is
+    /// refused at registration and at every delivery unless listed here.
+    #[arg(long, env = "VIVARIUM_WEBHOOK_ALLOW_PRIVATE", default_value = "")]
+    pub webhook_allow_private: String,
     /// PEM file of more CA certificates egress trusts, beside the machine's (certificates
     /// are always verified).
     #[arg(long, env = "VIVARIUM_EGRESS_CA_BUNDLE")]
@@ -376,6 +381,8 @@ pub struct Config {
     pub executions: crate::supervisor::executions::ExecutionSettings,
     /// Network by exception: the performer, when `--egress-allow` allows any host.
     pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
+    /// Where webhooks may be sent (`--webhook-allow-private`).
+    pub webhooks: crate::supervisor::events::WebhookSettings,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
@@ -548,6 +555,10 @@ impl ServeArgs {
                 ttl: Duration::from_secs(self.suspended_ttl_secs.max(1)),
             },
             egress: self.egress()?,
+            webhooks: crate::supervisor::events::WebhookSettings {
+                addresses: crate::egress::AddressRules::parse_csv(&self.webhook_allow_private)
+                    .map_err(|e| anyhow::anyhow!("--webhook-allow-private: {e}"))?,
+            },
             snapshot_quota_bytes: self.snapshot_quota_bytes,
             tenant_quotas,
             single_tenant_quotas,
@@ -718,6 +729,7 @@ impl Config {
             snapshot_retention: self.snapshot_retention,
             executions: self.executions,
             egress: self.egress.clone(),
+            webhooks: self.webhooks.clone(),
         }
     }
 }

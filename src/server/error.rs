@@ -160,6 +160,8 @@ impl OnWire for SupervisorError {
             E::InvalidRequest(_) => Wire::new(S::BAD_REQUEST, C::InvalidRequest),
             E::SessionNotFound(_) => Wire::new(S::NOT_FOUND, C::SessionNotFound),
             E::ExecutionNotFound(_) => Wire::new(S::NOT_FOUND, C::ExecutionNotFound),
+            E::WebhookNotFound(_) => Wire::new(S::NOT_FOUND, C::WebhookNotFound),
+            E::TooManyWebhooks(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
             E::ExecutionBusy(_) => Wire::new(S::CONFLICT, C::ExecutionBusy),
             E::ReplayDiverged(..) => Wire::new(S::CONFLICT, C::ReplayDiverged),
             E::FileNotFound(_) => Wire::new(S::NOT_FOUND, C::NotFound),

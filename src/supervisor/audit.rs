@@ -66,6 +66,10 @@ pub enum Action {
     /// One outbound HTTP request of a run's guest (network by exception): its line carries
     /// the run's request id and key, and `egress`.
     Egress,
+    /// `POST /v1/webhooks`.
+    WebhookCreate,
+    /// `DELETE /v1/webhooks/{id}`.
+    WebhookDelete,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.

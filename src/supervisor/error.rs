@@ -55,6 +55,12 @@ pub enum SupervisorError {
     /// cancelled, or another key's).
     #[error("no execution {0} waits for tool results (it ended, expired or was cancelled)")]
     ExecutionNotFound(String),
+    /// No webhook by that id (never was, deleted, or another tenant's).
+    #[error("no webhook {0}")]
+    WebhookNotFound(String),
+    /// The tenant has as many webhooks as it may.
+    #[error("a tenant has at most {0} webhooks: delete one first")]
+    TooManyWebhooks(usize),
     /// Code mode: the execution is running, or another request is resuming it: no round of
     /// calls waits for these answers now.
     #[error("execution {0} is running; no round of its tool calls waits for answers now")]
@@ -171,6 +177,7 @@ pub enum ErrorCode {
     SessionExpired,
     SessionNotFound,
     ExecutionNotFound,
+    WebhookNotFound,
     ExecutionBusy,
     ReplayDiverged,
     ShuttingDown,

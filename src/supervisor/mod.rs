@@ -14,6 +14,7 @@ pub(crate) mod audit;
 pub(crate) mod cluster;
 pub(crate) mod egress;
 mod error;
+pub(crate) mod events;
 pub(crate) mod executions;
 pub(crate) mod fair;
 pub(crate) mod housekeeping;

@@ -56,6 +56,9 @@ struct Hibernated {
     _place: Held,
 }
 
+/// A hibernated session the sweep found expired: its id and [`Session::owner`].
+pub type Slept = (String, Option<String>);
+
 /// Why no resident place was had.
 #[derive(Debug)]
 pub enum NoPlace {
@@ -367,7 +370,7 @@ impl Registry {
 
     /// Removes every expired session, remembering its id, and returns them to be closed,
     /// with the ids of the hibernated ones that expired (their snapshots to be deleted).
-    pub fn sweep(&self) -> (Vec<Arc<Session>>, Vec<String>) {
+    pub fn sweep(&self) -> (Vec<Arc<Session>>, Vec<Slept>) {
         let now = Instant::now();
         let slept: Vec<(String, Option<String>)> = {
             let mut h = self.hibernated();
@@ -397,13 +400,9 @@ impl Registry {
         for s in &expired {
             gone.insert(s.id.clone(), (now, s.owner.clone()));
         }
-        let slept = slept
-            .into_iter()
-            .map(|(id, owner)| {
-                gone.insert(id.clone(), (now, owner));
-                id
-            })
-            .collect();
+        for (id, owner) in &slept {
+            gone.insert(id.clone(), (now, owner.clone()));
+        }
         (expired, slept)
     }
 

@@ -43,6 +43,8 @@ pub struct Settings {
     pub executions: crate::supervisor::executions::ExecutionSettings,
     /// Network by exception: the performer, when the operator allows any host.
     pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
+    /// Where webhooks may be sent.
+    pub webhooks: crate::supervisor::events::WebhookSettings,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.

@@ -49,4 +49,5 @@ mod session_metrics;
 mod shell_differential;
 mod shell_hostile;
 mod shell_http;
+mod webhooks;
 mod wire_golden;

@@ -9,6 +9,7 @@
 
 pub mod check;
 pub mod e2b;
+pub mod events;
 pub mod execute;
 pub mod executions;
 pub mod jupyter;
@@ -20,6 +21,7 @@ pub mod snapshots;
 pub mod stream;
 pub mod types;
 pub mod usage;
+pub mod webhooks;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -49,6 +51,9 @@ pub fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(check::check))
         .routes(routes!(packages::packages))
         .routes(routes!(usage::usage))
+        .routes(routes!(events::list))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::delete))
         .routes(routes!(sessions::open))
         .routes(routes!(sessions::info, sessions::close))
         .routes(routes!(sessions::metrics))

@@ -73,7 +73,7 @@ pub async fn info(
 }
 
 #[utoipa::path(
-    get, path = "/v1/sessions/{id}/metrics", tag = "sessions",
+    get, path = "/v1/sessions/{id}/metrics", tag = "sessions", operation_id = "session_metrics",
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 200, description = "What the session has used: totals and one sample a turn (a hibernated session answers without waking)", body = SessionMetrics),

@@ -27,7 +27,7 @@ use crate::report::{NetworkRefusal, NetworkUsage};
 use crate::sync::lock;
 
 pub use operator::OperatorSecrets;
-pub use resolve::TestAnswers;
+pub use resolve::{CheckedResolver, TestAnswers};
 
 /// Refusals a run's result lists at most.
 const LISTED_REFUSALS: usize = 16;

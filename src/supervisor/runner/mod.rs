@@ -21,6 +21,7 @@
 mod capture;
 mod code_mode;
 mod durability;
+mod events;
 mod guard;
 mod live;
 mod packages;
@@ -48,6 +49,7 @@ use super::audit::{Audit, AuditRecord, Outcome};
 use super::cluster::Cluster;
 use super::egress::RunEgress;
 use super::error::{SupervisorError, SupervisorResult};
+use super::events::{Draft, EventKind};
 use super::metrics::{CloseReason, Gauges, Metrics, Rejection, RunKind};
 use super::registry::Registry;
 use super::snapshots::Snapshots;
@@ -101,6 +103,8 @@ pub struct Runner {
     stored_counted: AtomicBool,
     /// Code mode's executions, resident or kept as journals.
     executions: super::executions::Executions,
+    /// Each tenant's lifecycle events and webhooks.
+    events: super::events::Events,
     /// Tenants' package jobs: their places, the lines waiting, the resolutions in flight.
     package_jobs: packages::PackageJobs,
 }
@@ -157,6 +161,7 @@ impl Runner {
                 .map(|ttl| Arc::new(Cluster::new(config.node_id.clone(), snapshots.clone(), ttl))),
             // Journals are counted with snapshots: one store, one ledger.
             executions: super::executions::Executions::new(kept.clone(), config.executions),
+            events: super::events::Events::new(config.webhooks.clone()),
             snapshots: kept,
             resuming: Default::default(),
             draining: Default::default(),
@@ -548,6 +553,8 @@ impl Runner {
 
     /// Writes `record`, completed with how its request ended.
     pub fn finish(&self, record: AuditRecord, outcome: Outcome) {
+        let tenant = self.tenant(record.key_id.as_deref());
+        self.events.audited(tenant.id(), &record, outcome);
         self.audit.write(record.outcome(outcome));
     }
 
@@ -635,10 +642,16 @@ impl Runner {
         let (expired, slept) = self.sessions.sweep();
         let ids = expired
             .iter()
-            .map(|s| s.id.as_str())
-            .chain(slept.iter().map(String::as_str));
-        for id in ids {
+            .map(|s| (s.id.as_str(), s.tenant.clone()))
+            .chain(
+                slept
+                    .iter()
+                    .map(|(id, owner)| (id.as_str(), self.tenant(owner.as_deref()))),
+            );
+        for (id, tenant) in ids {
             tracing::info!(session = %id, "session expired");
+            self.events
+                .emit(tenant.id(), EventKind::SessionExpired, Draft::session(id));
             self.audit
                 .write(AuditRecord::internal(super::audit::Action::SessionExpire).session(id));
             self.metrics.session_closed(CloseReason::Expired);
@@ -675,6 +688,16 @@ impl Runner {
     /// How often [`Runner::sweep_sessions`] should run.
     pub(in crate::supervisor) fn sweep_interval(&self) -> Duration {
         self.sessions.sweep_interval()
+    }
+
+    /// The lifecycle event `kind` of `session`, which no request caused (it hibernated, woke).
+    pub(in crate::supervisor) fn lifecycle_event(
+        &self,
+        session: &super::session::Session,
+        kind: EventKind,
+    ) {
+        self.events
+            .emit(session.tenant.id(), kind, Draft::session(&session.id));
     }
 
     /// Writes an audit line with no request behind it (shutdown).

@@ -262,6 +262,7 @@ impl Runner {
             }
         };
         self.metrics.session_event(SessionEvent::Hibernate);
+        self.lifecycle_event(s, crate::supervisor::events::EventKind::SessionHibernated);
         // Its instance and reserve go here, off the executor.
         let _ = tokio::task::spawn_blocking(move || drop(remains)).await;
         Ok(())

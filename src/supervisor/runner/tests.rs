@@ -107,6 +107,7 @@ fn runner() -> Fixture {
             ttl: Duration::from_secs(3600),
         },
         egress: None,
+        webhooks: Default::default(),
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
     let runner = Runner::new(

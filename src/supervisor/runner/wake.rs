@@ -89,6 +89,10 @@ impl Runner {
             tracing::info!(session = %id, turns = header.turns, "session brought back from its snapshot");
             self.metrics.session_event(SessionEvent::Resume);
         }
+        self.lifecycle_event(
+            &session,
+            crate::supervisor::events::EventKind::SessionResumed,
+        );
         self.finish(record, crate::supervisor::audit::Outcome::Ok(201));
         Ok(session)
     }
