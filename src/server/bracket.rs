@@ -29,6 +29,9 @@ pub struct Bracket {
 impl Bracket {
     /// Opens the bracket of `action` for the request `ctx` describes.
     pub fn open(state: &AppState, ctx: &RequestContext, action: Action) -> Bracket {
+        // The request's span (its trace) says whose it is.
+        let tenant = state.runner.tenant(ctx.key_id.as_deref());
+        tracing::Span::current().record("vivarium.tenant", tenant.id());
         Bracket {
             runner: state.runner.clone(),
             record: Some(AuditRecord::new(ctx, action)),

@@ -263,6 +263,16 @@ pub struct ServeArgs {
     /// How long resolving (and, separately, downloading) a set of packages may take.
     #[arg(long, env = "VIVARIUM_PACKAGE_TIMEOUT_SECS", default_value_t = 60)]
     pub package_timeout_secs: u64,
+    /// OpenTelemetry: the OTLP collector's base URL (`http://collector:4318`); traces are sent
+    /// over HTTP/protobuf to `{URL}/v1/traces`. Unset: no traces, nothing exported.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otel_endpoint: Option<String>,
+    /// OpenTelemetry's `service.name` of the server's spans.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "vivarium")]
+    pub otel_service_name: String,
+    /// The share of traces kept (0 to 1) when the caller's `traceparent` does not decide.
+    #[arg(long, env = "VIVARIUM_OTEL_SAMPLE_RATIO", default_value_t = 1.0)]
+    pub otel_sample_ratio: f64,
     /// Log format of the ordinary (tracing) logs on stderr.
     #[arg(long, env = "VIVARIUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -314,6 +324,15 @@ pub enum Switch {
 }
 
 impl ServeArgs {
+    /// What the `--otel-*` flags say.
+    pub fn telemetry(&self) -> super::telemetry::TelemetrySettings {
+        super::telemetry::TelemetrySettings {
+            endpoint: self.otel_endpoint.clone(),
+            service_name: self.otel_service_name.clone(),
+            sample_ratio: self.otel_sample_ratio,
+        }
+    }
+
     /// The settings with defaults for the listen address and everything else; for tests and
     /// embedders that do not parse a command line.
     pub fn defaults() -> Self {

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use super::api::mcp::VivariumMcp;
 use super::auth::ApiKeys;
 use super::config::{Config, LogFormat, ServeArgs};
+use super::telemetry::{Telemetry, TelemetrySettings};
 use super::{AppState, ServerState, openapi, router};
 use crate::engine::EngineOptions;
 use crate::snapshot::open_store;
@@ -257,17 +258,39 @@ async fn serve_http(
     Ok(())
 }
 
-fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
+/// The logs on stderr (filtered by `VIVARIUM_LOG`) and, with an OTLP endpoint, the trace
+/// exporter beside them (the server's own spans at info and above).
+fn init_tracing(
+    format: LogFormat,
+    telemetry: &TelemetrySettings,
+) -> anyhow::Result<Option<Telemetry>> {
+    use tracing_subscriber::filter::{EnvFilter, Targets};
+    use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_env("VIVARIUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let logs = match format {
+        LogFormat::Text => logs.boxed(),
+        LogFormat::Json => logs.json().boxed(),
+    }
+    .with_filter(filter);
+    let (telemetry, traces) = match Telemetry::start(telemetry)? {
+        Some((t, tracer)) => {
+            let spans = Targets::new().with_target("vivarium", tracing::Level::INFO);
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(spans);
+            (Some(t), Some(layer))
+        }
+        None => (None, None),
     };
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .try_init();
+    Ok(telemetry)
 }
 
 async fn shutdown_signal() {
@@ -296,16 +319,20 @@ fn async_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// `vivarium serve`: serves until SIGTERM/SIGINT.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_tracing(args.log_format);
+    let telemetry = init_tracing(args.log_format, &args.telemetry())?;
     return_large_buffers_at_once();
-    async_runtime("vivarium-http")?.block_on(async move {
+    let served = async_runtime("vivarium-http")?.block_on(async move {
         let server = bind(args).await?;
         // The first line on stdout says where we listen (tests and scripts read it).
         println!("vivarium: listening on http://{}", server.addr());
         use std::io::Write;
         let _ = std::io::stdout().flush();
         server.run_until(shutdown_signal()).await
-    })
+    });
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
+    served
 }
 
 /// Buffers of 1 MiB and more (a kernel frame, a request body, a returned file's chunk) are

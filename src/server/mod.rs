@@ -20,6 +20,7 @@ mod openapi;
 mod ops;
 mod request_context;
 mod routing;
+mod telemetry;
 
 use std::sync::{Arc, Mutex};
 

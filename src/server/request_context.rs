@@ -64,12 +64,23 @@ pub async fn middleware(
     });
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    let span = tracing::info_span!(
+        "request",
+        id = %request_id,
+        %method,
+        path = %shown_path(&path),
+        door = door.as_str(),
+        otel.kind = "server",
+        http.response.status_code = tracing::field::Empty,
+        vivarium.tenant = tracing::field::Empty,
+    );
+    super::telemetry::follow_caller(&span, req.headers());
     let mut resp = next.run(req).instrument(span.clone()).await;
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
     let status = resp.status().as_u16();
+    span.record("http.response.status_code", status);
     state.runner.metrics().responded(status);
     if resp.extensions().get::<Panicked>().is_some() {
         state.runner.metrics().panicked();
@@ -81,6 +92,15 @@ pub async fn middleware(
         None => tracing::info!(status, ms, client = %client, "request done"),
     });
     resp
+}
+
+/// `path` as logs and traces show it: a file's path (`…/files/{path}`) is the caller's data
+/// and may hold anything, so it is left out.
+fn shown_path(path: &str) -> std::borrow::Cow<'_, str> {
+    match path.find("/files/") {
+        Some(i) => format!("{}/files/{{path}}", &path[..i]).into(),
+        None => path.into(),
+    }
 }
 
 /// What every handler starts from: the state of its router (`AppState`, or a door's own) and

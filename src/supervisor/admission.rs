@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument as _;
+
 use super::error::SupervisorError;
 use super::fair::{FairSlots, NoSlot, Slot};
 use super::metrics::{Metrics, Rejection};
@@ -153,6 +155,15 @@ impl Admission {
     /// share of it), or refuses. The run counts against the tenant's `runs` quota from
     /// here, waiting or running.
     pub async fn admit(
+        &self,
+        tenant: &Arc<Tenant>,
+        memory: Option<MemoryNeed>,
+    ) -> Result<Ticket, SupervisorError> {
+        let span = tracing::info_span!("admission", vivarium.tenant = tenant.id());
+        self.admit_now(tenant, memory).instrument(span).await
+    }
+
+    async fn admit_now(
         &self,
         tenant: &Arc<Tenant>,
         memory: Option<MemoryNeed>,

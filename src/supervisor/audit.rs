@@ -78,8 +78,9 @@ pub enum Action {
 
 /// Which front door a request came through (an audit line's `door`), named by the HTTP layer
 /// from the request's path; serialised as its snake_case name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Door {
     /// The `/v1` API (plain and streamed), and the operations routes.
     Http,
@@ -93,6 +94,13 @@ pub enum Door {
     E2b,
     /// No request: the server's own doing (a session's expiry, the shutdown).
     Server,
+}
+
+impl Door {
+    /// Its name, as an audit line's `door` says it.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// How a request ended, for its audit line.

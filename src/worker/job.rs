@@ -243,6 +243,17 @@ pub enum Reply {
     Probed(super::fault::ProbeReport),
 }
 
+impl Reply {
+    /// The run's report, when this answers one (an execution, a turn).
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            Reply::Executed(Executed::Ran { report, .. }) => Some(report),
+            Reply::Turned(t) => Some(&t.report),
+            _ => None,
+        }
+    }
+}
+
 /// Why a job did not do what it was asked. The supervisor maps each to its HTTP error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum JobError {

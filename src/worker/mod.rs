@@ -50,6 +50,7 @@ use crate::sync::lock;
 use crate::vivarium::Vivarium;
 use process::Link;
 use serve::Events;
+use tracing::Instrument as _;
 
 /// Why a job came back without a reply.
 #[derive(Debug)]
@@ -104,12 +105,31 @@ impl Target {
         }
     }
 
-    /// Does `job` there.
+    /// Does `job` there, in a span of its own: the job's kind, its worker, and for a run its
+    /// status, fuel and peak memory.
     pub async fn call(&self, job: Job, sinks: Sinks) -> Result<Reply, Failure> {
-        match self {
-            Target::Local(l) => l.call(job, sinks).await,
-            Target::Process(l) => l.call(job, sinks).await,
+        let span = tracing::info_span!(
+            "worker.job",
+            job = ?job.kind(),
+            worker = self.link_id(),
+            vivarium.status = tracing::field::Empty,
+            vivarium.fuel = tracing::field::Empty,
+            vivarium.memory_peak_bytes = tracing::field::Empty,
+            vivarium.wall_ms = tracing::field::Empty,
+        );
+        let reply = match self {
+            Target::Local(l) => l.call(job, sinks).instrument(span.clone()).await,
+            Target::Process(l) => l.call(job, sinks).instrument(span.clone()).await,
+        };
+        if let Ok(reply) = &reply
+            && let Some(report) = reply.report()
+        {
+            span.record("vivarium.status", report.status.as_str());
+            span.record("vivarium.fuel", report.usage.fuel);
+            span.record("vivarium.memory_peak_bytes", report.usage.memory_peak_bytes);
+            span.record("vivarium.wall_ms", report.usage.wall_ms);
         }
+        reply
     }
 
     /// Stops session `handle`'s running turn.

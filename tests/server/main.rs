@@ -49,5 +49,6 @@ mod session_metrics;
 mod shell_differential;
 mod shell_hostile;
 mod shell_http;
+mod traces;
 mod webhooks;
 mod wire_golden;

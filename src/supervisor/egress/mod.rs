@@ -28,6 +28,7 @@ use crate::sync::lock;
 
 pub use operator::OperatorSecrets;
 pub use resolve::{CheckedResolver, TestAnswers};
+use tracing::Instrument as _;
 
 /// Refusals a run's result lists at most.
 const LISTED_REFUSALS: usize = 16;
@@ -128,15 +129,31 @@ impl Egress {
     pub fn asker(self: &Arc<Self>, run: Arc<RunEgress>, audit: Arc<Audit>) -> EgressAsker {
         let this = self.clone();
         let rt = tokio::runtime::Handle::current();
+        // Each request's span is a child of the run's (its request's trace).
+        let parent = tracing::Span::current();
         Arc::new(move |request| {
             let (tx, rx) = std::sync::mpsc::channel();
             let (this, run, audit) = (this.clone(), run.clone(), audit.clone());
-            rt.spawn(async move {
-                let (answer, held) = this.perform(&run, request, &audit).await;
-                let _ = tx.send(serde_json::to_string(&answer).unwrap_or_default());
-                // The response's copies were charged until they were handed on.
-                drop(held);
-            });
+            let span = tracing::info_span!(
+                parent: &parent,
+                "egress.request",
+                otel.kind = "client",
+                server.port = request.port,
+                server.address = tracing::field::Empty,
+                http.response.status_code = tracing::field::Empty,
+                vivarium.refused = tracing::field::Empty,
+                vivarium.bytes_sent = tracing::field::Empty,
+                vivarium.bytes_received = tracing::field::Empty,
+            );
+            rt.spawn(
+                async move {
+                    let (answer, held) = this.perform(&run, request, &audit).await;
+                    let _ = tx.send(serde_json::to_string(&answer).unwrap_or_default());
+                    // The response's copies were charged until they were handed on.
+                    drop(held);
+                }
+                .instrument(span),
+            );
             rx
         })
     }

@@ -111,6 +111,16 @@ impl Egress {
                 EgressAnswer::Refused(refusal)
             }
         };
+        // Its span says where to (the host as shown: no secret's value) and how it went.
+        let span = tracing::Span::current();
+        span.record("server.address", line.host.as_str());
+        match (line.status, line.refused) {
+            (Some(status), _) => span.record("http.response.status_code", status),
+            (None, Some(refused)) => span.record("vivarium.refused", refused.as_str()),
+            _ => &span,
+        };
+        span.record("vivarium.bytes_sent", line.bytes_sent);
+        span.record("vivarium.bytes_received", line.bytes_received);
         // A program past its count may knock on the door in a loop: its first refusal is
         // audited, the rest only counted (the result's `network.requests` has them all).
         let past_count = lock(&run.usage).report.requests > run.network.limits.requests + 1;

@@ -26,6 +26,7 @@ impl Runner {
     /// while the proxy sent the session elsewhere, even during this write) is given up, and
     /// this is an error: what ran here is not the session's state, so it must not be
     /// answered as done (the new node has the state of the last turn committed).
+    #[tracing::instrument(name = "snapshot.write_own", skip_all, fields(session = %session.id))]
     pub(super) async fn keep_own_snapshot(
         &self,
         session: &Arc<Session>,

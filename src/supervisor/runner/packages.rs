@@ -147,6 +147,7 @@ impl Runner {
     /// Nothing is admitted until it is there: a failed resolution runs nothing. A resolution
     /// holds one of the caller's tenant's `package_jobs` while it runs, and while the `.pyc`
     /// compile it started runs; requests past them wait (see this module).
+    #[tracing::instrument(name = "packages.resolve", skip_all, fields(count = raw.len()))]
     pub async fn packages(
         &self,
         raw: Vec<String>,

@@ -219,6 +219,7 @@ impl Runner {
     /// Writes `s`'s own snapshot and frees its instance, holding it busy throughout (a
     /// request meanwhile gets 409; once it is gone, a request brings it back). Its id,
     /// expiry and limits stay; `GET /v1/sessions/{id}` says `resident: false`.
+    #[tracing::instrument(name = "session.hibernate", skip_all, fields(session = %s.id))]
     async fn hibernate_one(&self, s: &Arc<Session>) -> SupervisorResult<()> {
         let host = self.host()?;
         let place = s

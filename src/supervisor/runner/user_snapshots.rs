@@ -21,6 +21,7 @@ use crate::worker::{Job, PackageRef};
 impl Runner {
     /// Snapshots session `id` into the store, owned by `owner` (the API key's id, which
     /// must own the session).
+    #[tracing::instrument(name = "snapshot.write", skip_all, fields(session = id))]
     pub async fn snapshot_session(
         &self,
         id: &str,
@@ -108,6 +109,7 @@ impl Runner {
     /// A new session from snapshot `snapshot`, which `owner` must own (and owns the
     /// session); `leakage` and `durable` as for opening one (the snapshot keeps its limits
     /// and template).
+    #[tracing::instrument(name = "snapshot.restore", skip_all, fields(snapshot = snapshot))]
     pub async fn restore_session(
         &self,
         snapshot: &str,

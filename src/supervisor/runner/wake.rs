@@ -19,6 +19,7 @@ impl Runner {
     /// Brings session `id` back from its own snapshot ([`Runner::session`]'s work, for one
     /// request at a time per id), for `key`, which must be its owner.
     /// `own` is the snapshot that is its state (with `--cluster`, the one its lease names).
+    #[tracing::instrument(name = "session.wake", skip_all, fields(session = id))]
     pub(super) async fn bring_back(
         &self,
         id: &str,

@@ -1,0 +1,222 @@
+//! OpenTelemetry traces over real OTLP/HTTP: the real `vivarium serve` binary exports to a
+//! receiver on 127.0.0.1 that decodes what it gets with the official `opentelemetry-proto`
+//! messages. A request with the caller's `traceparent` makes one trace with the caller's
+//! trace id: the request's span a child of the caller's, admission, the worker job (with the
+//! run's status and fuel) and an outbound request beneath it; no span carries the code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use prost::Message as _;
+use serde_json::json;
+
+use crate::http_support::*;
+
+/// One span as the receiver decoded it.
+#[derive(Debug, Clone)]
+struct Span {
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attributes: HashMap<String, String>,
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1: its base URL, and every span it got.
+async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let kept = got.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: Bytes| {
+            let kept = kept.clone();
+            async move {
+                let req = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+                for rs in req.resource_spans {
+                    for ss in rs.scope_spans {
+                        for s in ss.spans {
+                            let attributes = s
+                                .attributes
+                                .into_iter()
+                                .map(|kv| {
+                                    let v = match kv.value.and_then(|v| v.value) {
+                                        Some(Any::StringValue(s)) => s,
+                                        Some(Any::IntValue(i)) => i.to_string(),
+                                        Some(Any::DoubleValue(d)) => d.to_string(),
+                                        Some(Any::BoolValue(b)) => b.to_string(),
+                                        other => format!("{other:?}"),
+                                    };
+                                    (kv.key, v)
+                                })
+                                .collect();
+                            kept.lock().unwrap().push(Span {
+                                name: s.name,
+                                trace_id: hex::encode(s.trace_id),
+                                span_id: hex::encode(s.span_id),
+                                parent_span_id: hex::encode(s.parent_span_id),
+                                attributes,
+                            });
+                        }
+                    }
+                }
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, got)
+}
+
+/// The spans of trace `trace`, once those named `names` all came (at most 30 s).
+async fn trace_of(got: &Mutex<Vec<Span>>, trace: &str, names: &[&str]) -> Vec<Span> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let spans: Vec<Span> = got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace_id == trace)
+            .cloned()
+            .collect();
+        if names.iter().all(|n| spans.iter().any(|s| s.name == *n)) || Instant::now() > until {
+            return spans;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
+    let (otlp, got) = receiver().await;
+    let scratch = scratch_dir("traces");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vivarium"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--otel-endpoint", &otlp])
+        // A name the allow list lets through, on an address the operator does not allow.
+        .args([
+            "--egress-allow",
+            "api.test",
+            "--egress-test-resolve",
+            "api.test=10.0.0.7",
+        ])
+        .env("VIVARIUM_SCRATCH", &scratch)
+        .env("VIVARIUM_AUDIT_LOG", scratch.join("audit.jsonl"))
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line.trim()
+            .strip_prefix("vivarium: listening on ")
+            .unwrap()
+            .to_string()
+    };
+    wait_ready_at(&base).await;
+
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller = "00f067aa0ba902b7";
+    let code = "import urllib.request\n\
+                try:\n    urllib.request.urlopen('http://api.test/x', timeout=5)\n\
+                except OSError as e:\n    print('refused')\n\
+                print('secret-looking-code-text')";
+    let r = client()
+        .post(format!("{base}/v1/execute"))
+        .header("traceparent", format!("00-{trace}-{caller}-01"))
+        .json(&json!({"code": code, "template": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["stdout"], "refused\nsecret-looking-code-text\n", "{v}");
+
+    let spans = trace_of(
+        &got,
+        trace,
+        &["request", "admission", "worker.job", "egress.request"],
+    )
+    .await;
+    let named = |n: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == n)
+            .unwrap_or_else(|| panic!("no {n} span in {spans:#?}"))
+    };
+    let request = named("request");
+    assert_eq!(
+        request.parent_span_id, caller,
+        "the caller's span is the request's parent"
+    );
+    assert_eq!(
+        request.attributes["http.response.status_code"], "200",
+        "{request:?}"
+    );
+    assert_eq!(request.attributes["door"], "http", "{request:?}");
+    for child in ["admission", "worker.job", "egress.request"] {
+        assert_eq!(
+            named(child).parent_span_id,
+            request.span_id,
+            "{child} under the request"
+        );
+    }
+    let job = named("worker.job");
+    assert_eq!(job.attributes["vivarium.status"], "ok", "{job:?}");
+    assert!(
+        job.attributes["vivarium.fuel"].parse::<u64>().unwrap() > 0,
+        "{job:?}"
+    );
+    let egress = named("egress.request");
+    assert_eq!(
+        egress.attributes["server.address"], "api.test",
+        "{egress:?}"
+    );
+    assert_eq!(
+        egress.attributes["vivarium.refused"], "address_not_allowed",
+        "{egress:?}"
+    );
+    // Ids, kinds and figures only: the code and its output are nowhere.
+    let everything = format!("{:?}", got.lock().unwrap());
+    assert!(
+        !everything.contains("secret-looking-code-text"),
+        "{everything}"
+    );
+
+    // A request without one is a trace of its own.
+    let r = client()
+        .post(format!("{base}/v1/execute"))
+        .json(&json!({"code": "1", "template": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let until = Instant::now() + Duration::from_secs(30);
+    let other = loop {
+        let roots: Vec<Span> = got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.name == "request" && s.trace_id != trace)
+            .cloned()
+            .collect();
+        if let Some(s) = roots.into_iter().next() {
+            break s;
+        }
+        assert!(Instant::now() < until, "no second trace");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(other.parent_span_id.is_empty(), "{other:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
