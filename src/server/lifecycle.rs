@@ -259,7 +259,9 @@ async fn serve_http(
 }
 
 /// The logs on stderr (filtered by `VIVARIUM_LOG`) and, with an OTLP endpoint, the trace
-/// exporter beside them (the server's own spans at info and above).
+/// exporter beside them (the server's own spans at info and above, whatever the log level).
+/// Without one the subscriber is the logs' alone, their filter global: a span the logs do
+/// not want is never made.
 fn init_tracing(
     format: LogFormat,
     telemetry: &TelemetrySettings,
@@ -267,30 +269,37 @@ fn init_tracing(
     use tracing_subscriber::filter::{EnvFilter, Targets};
     use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter = EnvFilter::try_from_env("VIVARIUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        || EnvFilter::try_from_env("VIVARIUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let Some((telemetry, tracer)) = Telemetry::start(telemetry)? else {
+        let logs = tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr);
+        let _ = match format {
+            LogFormat::Text => logs.try_init(),
+            LogFormat::Json => logs.json().try_init(),
+        };
+        return Ok(None);
+    };
     let logs = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let logs = match format {
         LogFormat::Text => logs.boxed(),
         LogFormat::Json => logs.json().boxed(),
     }
-    .with_filter(filter);
-    let (telemetry, traces) = match Telemetry::start(telemetry)? {
-        Some((t, tracer)) => {
-            let spans = Targets::new().with_target("vivarium", tracing::Level::INFO);
-            let layer = tracing_opentelemetry::layer()
-                .with_tracer(tracer)
-                .with_filter(spans);
-            (Some(t), Some(layer))
-        }
-        None => (None, None),
-    };
+    .with_filter(filter());
+    let spans = Targets::new().with_target("vivarium", tracing::Level::INFO);
+    let traces = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(spans);
     let _ = tracing_subscriber::registry()
         .with(logs)
         .with(traces)
         .try_init();
-    Ok(telemetry)
+    Ok(Some(telemetry))
 }
 
 async fn shutdown_signal() {
