@@ -90,21 +90,37 @@ impl Telemetry {
 /// Makes the caller's W3C trace context (`traceparent`, `tracestate` in `headers`) the parent
 /// of `span`; nothing when there is none, or no exporter.
 pub fn follow_caller(span: &tracing::Span, headers: &HeaderMap) {
-    if headers.get("traceparent").is_none() {
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
+    follow(span, get("traceparent"), get("tracestate"));
+}
+
+/// [`follow_caller`] for a trace context carried elsewhere (MCP's `_meta`).
+pub fn follow(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
+    let Some(traceparent) = traceparent else {
         return;
-    }
-    let cx = TraceContextPropagator::new().extract(&Headers(headers));
+    };
+    let cx = TraceContextPropagator::new().extract(&TraceContext {
+        traceparent,
+        tracestate,
+    });
     let _ = span.set_parent(cx);
 }
 
-struct Headers<'a>(&'a HeaderMap);
+struct TraceContext<'a> {
+    traceparent: &'a str,
+    tracestate: Option<&'a str>,
+}
 
-impl Extractor for Headers<'_> {
+impl Extractor for TraceContext<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        match key {
+            "traceparent" => Some(self.traceparent),
+            "tracestate" => self.tracestate,
+            _ => None,
+        }
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
+        vec!["traceparent", "tracestate"]
     }
 }

@@ -2,7 +2,8 @@
 //! receiver on 127.0.0.1 that decodes what it gets with the official `opentelemetry-proto`
 //! messages. A request with the caller's `traceparent` makes one trace with the caller's
 //! trace id: the request's span a child of the caller's, admission, the worker job (with the
-//! run's status and fuel) and an outbound request beneath it; no span carries the code.
+//! run's status and fuel) and an outbound request beneath it; no span carries the code. An
+//! MCP tool call's `_meta.traceparent` is followed likewise.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -217,6 +218,27 @@ async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(other.parent_span_id.is_empty(), "{other:?}");
+
+    // An MCP tool call carries its caller's trace context in `_meta` (SEP-414).
+    let mcp_trace = "0af7651916cd43dd8448eb211c80319c";
+    let mut mcp = McpClient::open_at(format!("{base}/mcp"), client()).await;
+    let answer = mcp
+        .request(
+            "tools/call",
+            json!({"name": "execute_python", "arguments": {"code": "print(2)"},
+                   "_meta": {"traceparent": format!("00-{mcp_trace}-b7ad6b7169203331-01")}}),
+        )
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let spans = trace_of(&got, mcp_trace, &["mcp.tool", "worker.job"]).await;
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "mcp.tool")
+        .unwrap_or_else(|| panic!("no mcp.tool span in {spans:#?}"));
+    assert_eq!(tool.parent_span_id, "b7ad6b7169203331", "{tool:?}");
+    assert_eq!(tool.attributes["tool"], "execute_python", "{tool:?}");
+    let job = spans.iter().find(|s| s.name == "worker.job").unwrap();
+    assert_eq!(job.attributes["vivarium.status"], "ok", "{job:?}");
     let _ = child.kill();
     let _ = child.wait();
 }

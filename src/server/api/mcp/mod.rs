@@ -42,6 +42,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tracing::Instrument as _;
 
 use super::types::{
     ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
@@ -466,6 +467,21 @@ impl VivariumMcp {
 
 #[tool_handler]
 impl ServerHandler for VivariumMcp {
+    /// A tool call, in a span of its own whose parent is the caller's trace context when the
+    /// call's `_meta` carries one (`traceparent`, `tracestate`: MCP's SEP-414).
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let span = tracing::info_span!("mcp.tool", tool = %request.name, otel.kind = "server");
+        // rmcp moves a request's `_meta` to its context; the params may keep one too.
+        let meta = request.meta.as_ref().unwrap_or(&context.meta);
+        crate::server::telemetry::follow(&span, meta.get_traceparent(), meta.get_tracestate());
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        Self::tool_router().call(call).instrument(span).await
+    }
+
     /// `resources/read` of a session file (`vivarium://sessions/{id}/files/{path}`, as the
     /// links a turn returns name them): the same read, limits, leakage policy and audit
     /// record as `GET /v1/sessions/{id}/files/{path}`.
