@@ -219,6 +219,39 @@ async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
     };
     assert!(other.parent_span_id.is_empty(), "{other:?}");
 
+    // Code mode: a round of tool calls is a span under the request that started the run,
+    // from the calls leaving to their answer (a later request's).
+    let cm_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let r = client()
+        .post(format!("{base}/v1/execute"))
+        .header("traceparent", format!("00-{cm_trace}-{caller}-01"))
+        .json(&json!({"code": "print(tools.noop())", "template": "python",
+                      "tools": [{"name": "noop", "description": "nothing",
+                                 "parameters": {"type": "object"}}]}))
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "suspended", "{v}");
+    let (st, done) = post(
+        &client(),
+        &format!(
+            "{base}/v1/executions/{}/resume",
+            v["execution_id"].as_str().unwrap()
+        ),
+        &json!({"results": [{"call_id": "call_1", "result": 7}]}),
+    )
+    .await;
+    assert_eq!((st, &done["stdout"]), (200, &json!("7\n")), "{done}");
+    let spans = trace_of(&got, cm_trace, &["request", "tool.round"]).await;
+    let request = spans.iter().find(|s| s.name == "request").unwrap();
+    let round = spans
+        .iter()
+        .find(|s| s.name == "tool.round")
+        .unwrap_or_else(|| panic!("no tool.round span in {spans:#?}"));
+    assert_eq!(round.parent_span_id, request.span_id, "{round:?}");
+    assert_eq!(round.attributes["calls"], "1", "{round:?}");
+
     // An MCP tool call carries its caller's trace context in `_meta` (SEP-414).
     let mcp_trace = "0af7651916cd43dd8448eb211c80319c";
     let mut mcp = McpClient::open_at(format!("{base}/mcp"), client()).await;

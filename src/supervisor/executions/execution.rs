@@ -84,6 +84,8 @@ struct LiveRound {
     calls: Vec<ToolCall>,
     answers: Vec<Option<Answer>>,
     reply: std::sync::mpsc::Sender<String>,
+    /// `tool.round`, from the calls leaving to the last answer (or the run's end).
+    _span: tracing::Span,
 }
 
 struct Inner {
@@ -114,6 +116,8 @@ pub struct Execution {
     stops_tx: mpsc::UnboundedSender<Stop>,
     stops: tokio::sync::Mutex<mpsc::UnboundedReceiver<Stop>>,
     run: Mutex<Option<tokio::task::AbortHandle>>,
+    /// The span it was started in (its request's): its rounds' parent.
+    span: tracing::Span,
 }
 
 impl Execution {
@@ -138,6 +142,7 @@ impl Execution {
             stops_tx,
             stops: tokio::sync::Mutex::new(stops),
             run: Mutex::new(None),
+            span: tracing::Span::current(),
         })
     }
 
@@ -284,10 +289,17 @@ impl Execution {
         }
         inner.journal.partial = partial;
         inner.journal.pending = calls.clone();
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "tool.round",
+            execution = %self.id,
+            calls = calls.len(),
+        );
         inner.round = Some(LiveRound {
             calls,
             answers,
             reply,
+            _span: span,
         });
         inner.suspended_at = Some(Instant::now());
         let waiting: Vec<ToolCall> = shown
