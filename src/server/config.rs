@@ -263,6 +263,10 @@ pub struct ServeArgs {
     /// How long resolving (and, separately, downloading) a set of packages may take.
     #[arg(long, env = "VIVARIUM_PACKAGE_TIMEOUT_SECS", default_value_t = 60)]
     pub package_timeout_secs: u64,
+    /// Key ids (the keys file's names, comma-separated) that may read the operator console
+    /// (`/console`, `GET /v1/console/state` and `/stream`). Without API keys anyone may.
+    #[arg(long, env = "VIVARIUM_CONSOLE_KEYS", default_value = "", value_delimiter = ',')]
+    pub console_keys: Vec<String>,
     /// OpenTelemetry: the OTLP collector's base URL (`http://collector:4318`); traces are sent
     /// over HTTP/protobuf to `{URL}/v1/traces`. Unset: no traces, nothing exported.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
@@ -414,6 +418,8 @@ pub struct Config {
     pub hibernate_after: Option<Duration>,
     /// Format of the tracing logs on stderr.
     pub log_format: LogFormat,
+    /// Key ids that may read the operator console (`--console-keys`).
+    pub console_keys: Vec<String>,
     /// Whether `POST /v1/debug/panic` is routed (tests of panic handling only).
     pub debug_panic_route: bool,
     /// What a request may ask for: the core's maxima, memory lowered to the budget.
@@ -585,6 +591,12 @@ impl ServeArgs {
                 .then(|| Duration::from_secs(self.hibernate_after_secs)),
             log_format: self.log_format,
             debug_panic_route: self.debug_panic_route,
+            console_keys: self
+                .console_keys
+                .iter()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect(),
             maximum,
             leakage: LeakageConfig {
                 scanner: std::sync::Arc::new(scanner),

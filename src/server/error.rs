@@ -61,6 +61,11 @@ pub enum ApiError {
     InvalidJson(String),
     #[error("a valid API key is required: send `Authorization: Bearer KEY`")]
     Unauthorized,
+    /// The key is valid but not one the operator named for this (`--console-keys`).
+    #[error(
+        "this key may not read the operator console (the operator names those keys with --console-keys)"
+    )]
+    NotOperator,
     #[error("no route for {0}")]
     NotFound(String),
     #[error("method not allowed")]
@@ -129,6 +134,7 @@ impl OnWire for ApiError {
         use StatusCode as S;
         match self {
             ApiError::Supervisor(e) => e.wire(),
+            ApiError::NotOperator => Wire::new(S::FORBIDDEN, C::Forbidden),
             ApiError::InvalidJson(_) => Wire::new(S::BAD_REQUEST, C::InvalidJson),
             ApiError::Unauthorized => Wire::new(S::UNAUTHORIZED, C::Unauthorized),
             ApiError::NotFound(_) => Wire::new(S::NOT_FOUND, C::NotFound),

@@ -74,6 +74,9 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
         keys,
         load_error: Mutex::new(None),
         openapi,
+        console_streams: Arc::new(tokio::sync::Semaphore::new(
+            super::api::console::MAX_STREAMS,
+        )),
         config,
     }))
 }

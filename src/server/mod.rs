@@ -50,6 +50,8 @@ pub struct ServerState {
     load_error: Mutex<Option<String>>,
     /// The OpenAPI document, rendered once.
     openapi: String,
+    /// Places for the operator console's streams (`api/console.rs`).
+    console_streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// The state handlers get.
@@ -64,6 +66,8 @@ fn open_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))
         .routes(routes!(ops::openapi_json))
+        .route("/console", axum::routing::get(api::console::page))
+        .route("/console.js", axum::routing::get(api::console::script))
 }
 
 /// The router with every route and middleware, over `state`: the documented routes, and the

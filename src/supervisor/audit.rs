@@ -132,7 +132,14 @@ pub struct RequestContext {
 
 pub struct Audit {
     out: Mutex<Box<dyn Write + Send>>,
+    /// The newest lines, for the operator console ([`Audit::recent`]).
+    recent: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// Lines [`Audit::recent`] keeps.
+pub const RECENT_LINES: usize = 50;
+/// A longer line is kept as its first this many bytes and a note of its length.
+const RECENT_LINE_BYTES: usize = 2048;
 
 impl Audit {
     pub fn open(path: Option<&Path>) -> anyhow::Result<Self> {
@@ -148,6 +155,7 @@ impl Audit {
         };
         Ok(Audit {
             out: Mutex::new(out),
+            recent: Mutex::default(),
         })
     }
 
@@ -159,11 +167,33 @@ impl Audit {
                 return;
             }
         };
+        {
+            let shown = match std::str::from_utf8(&line) {
+                Ok(l) if l.len() <= RECENT_LINE_BYTES => l.to_string(),
+                _ => format!(
+                    "{}… ({} bytes)",
+                    String::from_utf8_lossy(&line[..line.len().min(RECENT_LINE_BYTES)]),
+                    line.len()
+                ),
+            };
+            let mut recent = lock(&self.recent);
+            if recent.len() == RECENT_LINES {
+                recent.pop_front();
+            }
+            recent.push_back(shown);
+        }
         line.push(b'\n');
         let mut out = lock(&self.out);
         if let Err(e) = out.write_all(&line).and_then(|_| out.flush()) {
             tracing::error!(error = %e, "could not write the audit log");
         }
+    }
+}
+
+impl Audit {
+    /// The newest lines written (at most [`RECENT_LINES`]), oldest first.
+    pub fn recent(&self) -> Vec<String> {
+        lock(&self.recent).iter().cloned().collect()
     }
 }
 

@@ -186,6 +186,7 @@ pub enum ErrorCode {
     TooManyMcpSessions,
     WorkerLost,
     Unauthorized,
+    Forbidden,
     PolicyDenied,
     PistonError,
     ClientClosedRequest,

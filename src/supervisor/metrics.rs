@@ -44,6 +44,21 @@ impl<const N: usize> Histogram<N> {
         }
     }
 
+    /// The upper bound of the bucket holding quantile `q` (0..1) of what was observed: the
+    /// value is at most that; `None` before anything was, or past the last bound.
+    fn at_most(&self, q: f64) -> Option<f64> {
+        let count = self.count.load(Ordering::Relaxed);
+        if count == 0 {
+            return None;
+        }
+        let want = (q * count as f64).ceil().max(1.0) as u64;
+        self.bounds
+            .iter()
+            .zip(&self.counts)
+            .find(|(_, c)| c.load(Ordering::Relaxed) >= want)
+            .map(|(b, _)| *b)
+    }
+
     fn observe(&self, v: f64) {
         for (i, b) in self.bounds.iter().enumerate() {
             if v <= *b {
@@ -75,6 +90,20 @@ impl<const N: usize> Histogram<N> {
         );
         let _ = writeln!(out, "{name}_count {count}");
     }
+}
+
+/// The counters the operator console shows (`GET /v1/console/state`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConsoleCounters {
+    /// Executions and turns run since the server started.
+    pub runs: u64,
+    /// Their wall time's p50, p90 and p99, each as the upper bound of its histogram bucket
+    /// (`null` before any run, or past 30 s).
+    pub latency_at_most_seconds: std::collections::BTreeMap<String, Option<f64>>,
+    /// Requests refused by admission control, by reason.
+    pub refusals: std::collections::BTreeMap<String, u64>,
+    /// HTTP responses by status.
+    pub responses: std::collections::BTreeMap<String, u64>,
 }
 
 /// Why a request was refused, in `vivarium_rejections_total{reason=...}`.
@@ -314,6 +343,25 @@ impl Metrics {
 
     pub fn panicked(&self) {
         self.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What the operator console shows of the counters.
+    pub fn console(&self) -> ConsoleCounters {
+        ConsoleCounters {
+            runs: lock(&self.executions).values().sum(),
+            latency_at_most_seconds: [0.5, 0.9, 0.99]
+                .into_iter()
+                .map(|q| (format!("p{}", (q * 100.0) as u32), self.latency.at_most(q)))
+                .collect(),
+            refusals: lock(&self.rejections)
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            responses: lock(&self.responses)
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        }
     }
 
     pub fn render(&self, g: &Gauges) -> String {

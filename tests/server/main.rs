@@ -8,6 +8,7 @@ mod http_support;
 
 mod client_python;
 mod code_mode;
+mod console;
 mod default_template;
 mod egress;
 mod egress_leaks;

@@ -8,6 +8,7 @@ mod http_support;
 
 mod cli_fresh_install;
 mod cluster_haproxy;
+mod console_browser;
 mod http_crash;
 mod http_density;
 mod http_load;

@@ -8,6 +8,7 @@
 //! the request's context is made before routing, with it.
 
 pub mod check;
+pub mod console;
 pub mod e2b;
 pub mod events;
 pub mod execute;
@@ -87,6 +88,8 @@ pub fn protocol_routes(state: &AppState) -> Router<AppState> {
         .route("/api/kernels/{id}/interrupt", post(jupyter::interrupt))
         .route("/api/kernels/{id}/restart", post(jupyter::restart))
         .route("/api/kernels/{id}/channels", get(jupyter::channels))
+        .route("/v1/console/state", get(console::state))
+        .route("/v1/console/stream", get(console::stream))
         .nest_service("/mcp", mcp::router(state.clone()))
         .nest_service("/e2b", e2b::router(state.clone()))
 }

@@ -20,6 +20,7 @@
 
 mod capture;
 mod code_mode;
+mod console;
 mod durability;
 mod events;
 mod guard;
@@ -40,6 +41,7 @@ use std::time::Duration;
 
 pub use super::session::{TurnDone, Turned};
 pub use code_mode::CodeMode;
+pub use console::ConsoleState;
 pub use live::{LiveText, TextSink};
 pub use turns::Opening;
 pub use turns::SessionTurn;
