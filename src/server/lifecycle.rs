@@ -269,7 +269,7 @@ fn init_tracing(
     format: LogFormat,
     telemetry: &TelemetrySettings,
 ) -> anyhow::Result<Option<Telemetry>> {
-    use tracing_subscriber::filter::{EnvFilter, Targets};
+    use tracing_subscriber::filter::EnvFilter;
     use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter =
@@ -294,9 +294,17 @@ fn init_tracing(
         LogFormat::Json => logs.json().boxed(),
     }
     .with_filter(filter());
-    let spans = Targets::new().with_target("vivarium", tracing::Level::INFO);
+    // The server's own spans at info and above; its log events stay logs (not span events).
+    let spans = tracing_subscriber::filter::filter_fn(|meta| {
+        meta.is_span()
+            && meta.target().starts_with("vivarium")
+            && *meta.level() <= tracing::Level::INFO
+    });
     let traces = tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
         .with_filter(spans);
     let _ = tracing_subscriber::registry()
         .with(logs)
