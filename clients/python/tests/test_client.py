@@ -151,6 +151,21 @@ def test_packages_and_usage(client: Client) -> None:
     assert u.quota("runs") is not None
 
 
+def test_events_and_webhooks(client: Client) -> None:
+    r = client.execute("print('evented')", template="python")
+    assert r.ok
+    page = client.events(type="execution.finished")
+    mine = [e for e in page.events if e.execution_id == r.id]
+    assert mine and mine[0].status == "ok" and mine[0].usage is not None and mine[0].usage.fuel > 0
+    assert all(e.type == "execution.finished" for e in page.events)
+    later = client.events(after=page.events[-1].seq)
+    assert all(e.seq > page.events[-1].seq for e in later.events)
+    # The test server allows no private range: a loopback webhook is refused, naming it.
+    with pytest.raises(BadRequest, match="127.0.0.1"):
+        client.add_webhook("http://127.0.0.1:9/hook")
+    assert client.webhooks() == []
+
+
 # Sessions -----------------------------------------------------------------------------
 
 
@@ -185,6 +200,16 @@ def test_turn_stopped_by_a_limit_rolls_back(client: Client) -> None:
         r = s.execute("x = 2\nwhile True: pass", limits={"timeout_ms": 300})
         assert r.status == "timeout" and r.rolled_back
         assert s.execute("x").result == "1"
+
+
+def test_a_sessions_metrics(client: Client) -> None:
+    with client.open_session(template="python") as s:
+        s.execute("x = list(range(10**5))")
+        s.execute("len(x)")
+        m = s.metrics()
+        assert m.session_id == s.id and m.turns == 2 and len(m.samples) == 2
+        assert m.fuel > 0 and m.memory_peak_bytes >= m.samples[0].memory_bytes > 0
+        assert m.egress.requests == 0
 
 
 def test_snapshot_then_restore(client: Client) -> None:

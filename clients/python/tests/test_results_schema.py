@@ -36,6 +36,12 @@ MIRRORS: dict[type, list[str]] = {
     results.PackageList: ["PackageList"],
     results.QuotaUse: ["QuotaUse"],
     results.TenantUsage: ["TenantUsage"],
+    results.UsageSample: ["UsageSample"],
+    results.EgressTotals: ["EgressTotals"],
+    results.SessionMetrics: ["SessionMetrics"],
+    results.Event: ["Event"],
+    results.EventPage: ["EventPage"],
+    results.WebhookInfo: ["WebhookInfo"],
 }
 
 # Fields of a view that are the client's own, not a property of the wire.

@@ -28,19 +28,13 @@ pub async fn create(
     Caller { state, ctx }: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<WebhookInfo>)> {
-    let bracket = Bracket::open(&state, &ctx, Action::WebhookCreate);
-    let req: WebhookRequest = match parse_json(body) {
-        Ok(r) => r,
-        Err(e) => {
-            bracket.close(crate::server::error::OnWire::outcome(&e));
-            return Err(e);
-        }
-    };
     let key = ctx.key_id.as_deref();
-    bracket
-        .around(201, async |_| state.runner.register_webhook(key, req).await)
+    Bracket::open(&state, &ctx, Action::WebhookCreate)
+        .around(201, async |_| {
+            let req: WebhookRequest = parse_json(body)?;
+            Ok::<_, ApiError>(state.runner.register_webhook(key, req).await?)
+        })
         .await
-        .map_err(ApiError::from)
         .map(|info| (StatusCode::CREATED, Json(info)))
 }
 

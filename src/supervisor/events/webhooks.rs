@@ -46,6 +46,8 @@ pub const ATTEMPTS: u32 = 6;
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a webhook's host may take to resolve.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest URL taken.
 const MAX_URL_BYTES: usize = 2048;
 
@@ -295,12 +297,14 @@ async fn check_address(rules: &AddressRules, url: &reqwest::Url) -> Result<(), S
             Err(refused(ip))
         };
     }
-    let addrs: Vec<IpAddr> = tokio::net::lookup_host((host, 0))
-        .await
-        .map(|it| it.map(|sa| sa.ip()).collect())
-        .unwrap_or_default();
+    // A name that takes long to resolve is no name: the caller's request waits for it.
+    let lookup = tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host, 0))).await;
+    let addrs: Vec<IpAddr> = match lookup {
+        Ok(Ok(it)) => it.map(|sa| sa.ip()).collect(),
+        _ => Vec::new(),
+    };
     if addrs.is_empty() {
-        return Err(format!("url: {host} does not resolve"));
+        return Err(format!("url: {host} does not resolve (within 5 s)"));
     }
     match addrs.into_iter().find(|ip| !rules.permits(*ip)) {
         Some(ip) => Err(refused(ip)),

@@ -4,6 +4,7 @@ here once; the clients only perform the effects (``_drive`` in each)."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,16 +22,19 @@ from ._transport import (
 from .errors import NotFound
 from .results import (
     CheckResult,
+    EventPage,
     ExecutionResult,
     FileEntry,
     PackageList,
     PackagePin,
     SessionInfo,
+    SessionMetrics,
     SnapshotInfo,
     StderrEvent,
     StdoutEvent,
     StreamEvent,
     TenantUsage,
+    WebhookInfo,
 )
 from .tools import Tool
 
@@ -197,6 +201,29 @@ def packages() -> Plan[PackageList]:
 
 def usage() -> Plan[TenantUsage]:
     return TenantUsage.from_dict((yield HttpCall("GET", "/v1/usage")))
+
+
+def session_metrics(session_id: str) -> Plan[SessionMetrics]:
+    return SessionMetrics.from_dict((yield HttpCall("GET", f"/v1/sessions/{seg(session_id)}/metrics")))
+
+
+def events(query: Mapping[str, Any]) -> Plan[EventPage]:
+    asked = {k: v for k, v in query.items() if v is not None}
+    path = "/v1/events" + (f"?{urllib.parse.urlencode(asked)}" if asked else "")
+    return EventPage.from_dict((yield HttpCall("GET", path)))
+
+
+def add_webhook(fields: Mapping[str, Any]) -> Plan[WebhookInfo]:
+    return WebhookInfo.from_dict((yield HttpCall("POST", "/v1/webhooks", json=body(fields))))
+
+
+def webhooks() -> Plan[list[WebhookInfo]]:
+    d = yield HttpCall("GET", "/v1/webhooks")
+    return [WebhookInfo.from_dict(w) for w in d if isinstance(w, dict)]
+
+
+def delete_webhook(webhook_id: str) -> Plan[None]:
+    yield HttpCall("DELETE", f"/v1/webhooks/{seg(webhook_id)}", expect="none")
 
 
 def health(ready: bool) -> Plan[JSON]:

@@ -15,16 +15,19 @@ from ._transport import JSON, Config, EventDecoder, HttpCall, Plan, ToolRound, d
 from .errors import Timeout, TransportError, VivariumError
 from .results import (
     CheckResult,
+    EventPage,
     ExecutionResult,
     FileEntry,
     PackageList,
     PackagePin,
     ResultEvent,
     SessionInfo,
+    SessionMetrics,
     SnapshotInfo,
     StreamEvent,
     TenantUsage,
     ToolCallEvent,
+    WebhookInfo,
 )
 from .tools import Tool, ToolsArg, acall_tool, answer_error, answer_result, normalize_tools
 
@@ -348,6 +351,32 @@ class AsyncClient:
     async def packages(self) -> PackageList:
         return await self._drive(_ops.packages())
 
+    async def events(
+        self,
+        *,
+        type: str | None = None,
+        session_id: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> EventPage:
+        """The caller's tenant's lifecycle events, oldest first (``GET /v1/events``)."""
+        query = {"type": type, "session_id": session_id, "after": after, "limit": limit}
+        return await self._drive(_ops.events(query))
+
+    async def add_webhook(
+        self, url: str, *, events: list[str] | None = None, secret: str | None = None
+    ) -> WebhookInfo:
+        """Registers a webhook for the tenant's events; its ``secret`` is in this answer only."""
+        return await self._drive(_ops.add_webhook({"url": url, "events": events, "secret": secret}))
+
+    async def webhooks(self) -> list[WebhookInfo]:
+        """The tenant's webhooks and how their deliveries went."""
+        return await self._drive(_ops.webhooks())
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        """Deletes one of the tenant's webhooks."""
+        await self._drive(_ops.delete_webhook(webhook_id))
+
     async def usage(self) -> TenantUsage:
         return await self._drive(_ops.usage())
 
@@ -435,6 +464,10 @@ class AsyncSession:
 
     async def add_packages(self, *specs: str) -> list[PackagePin]:
         return await self._client._drive(_ops.add_packages(self.id, list(specs)))
+
+    async def metrics(self) -> SessionMetrics:
+        """What the session has used, in all and turn by turn."""
+        return await self._client._drive(_ops.session_metrics(self.id))
 
     async def info(self) -> SessionInfo:
         return await self._client._drive(_ops.session_info(self.id))

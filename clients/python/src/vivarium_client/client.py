@@ -13,16 +13,19 @@ from ._transport import JSON, Config, EventDecoder, HttpCall, Plan, ToolRound, d
 from .errors import Timeout, TransportError, VivariumError
 from .results import (
     CheckResult,
+    EventPage,
     ExecutionResult,
     FileEntry,
     PackageList,
     PackagePin,
     ResultEvent,
     SessionInfo,
+    SessionMetrics,
     SnapshotInfo,
     StreamEvent,
     TenantUsage,
     ToolCallEvent,
+    WebhookInfo,
 )
 from .tools import Tool, ToolsArg, answer_error, answer_result, call_tool, normalize_tools
 
@@ -356,6 +359,32 @@ class Client:
         """What a sandbox can import besides the standard library, and the extra policy."""
         return self._drive(_ops.packages())
 
+    def events(
+        self,
+        *,
+        type: str | None = None,
+        session_id: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> EventPage:
+        """The caller's tenant's lifecycle events, oldest first (``GET /v1/events``)."""
+        query = {"type": type, "session_id": session_id, "after": after, "limit": limit}
+        return self._drive(_ops.events(query))
+
+    def add_webhook(
+        self, url: str, *, events: list[str] | None = None, secret: str | None = None
+    ) -> WebhookInfo:
+        """Registers a webhook for the tenant's events; its ``secret`` is in this answer only."""
+        return self._drive(_ops.add_webhook({"url": url, "events": events, "secret": secret}))
+
+    def webhooks(self) -> list[WebhookInfo]:
+        """The tenant's webhooks and how their deliveries went."""
+        return self._drive(_ops.webhooks())
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Deletes one of the tenant's webhooks."""
+        self._drive(_ops.delete_webhook(webhook_id))
+
     def usage(self) -> TenantUsage:
         """The caller's tenant's use of each quota."""
         return self._drive(_ops.usage())
@@ -452,6 +481,10 @@ class Session:
     def add_packages(self, *specs: str) -> list[PackagePin]:
         """Adds pure-Python packages between turns (state kept); returns every one it has."""
         return self._client._drive(_ops.add_packages(self.id, list(specs)))
+
+    def metrics(self) -> SessionMetrics:
+        """What the session has used, in all and turn by turn."""
+        return self._client._drive(_ops.session_metrics(self.id))
 
     def info(self) -> SessionInfo:
         return self._client._drive(_ops.session_info(self.id))

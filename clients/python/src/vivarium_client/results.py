@@ -32,6 +32,12 @@ __all__ = [
     "PackageList",
     "QuotaUse",
     "TenantUsage",
+    "UsageSample",
+    "EgressTotals",
+    "SessionMetrics",
+    "Event",
+    "EventPage",
+    "WebhookInfo",
 ]
 
 JSON = dict[str, Any]
@@ -532,3 +538,161 @@ class TenantUsage:
 
     def quota(self, name: str) -> QuotaUse | None:
         return next((q for q in self.quotas if q.quota == name), None)
+
+
+@dataclass(frozen=True)
+class UsageSample:
+    """A session's usage as one turn left it."""
+
+    at: str
+    at_unix: int
+    cpu_used_pct: float
+    memory_bytes: int
+    disk_bytes: int
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> UsageSample:
+        return cls(
+            at=str(d.get("at", "")),
+            at_unix=int(d.get("at_unix") or 0),
+            cpu_used_pct=float(d.get("cpu_used_pct") or 0.0),
+            memory_bytes=int(d.get("memory_bytes") or 0),
+            disk_bytes=int(d.get("disk_bytes") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class EgressTotals:
+    """A session's outbound requests over its turns."""
+
+    requests: int
+    bytes_sent: int
+    bytes_received: int
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> EgressTotals:
+        return cls(
+            requests=int(d.get("requests") or 0),
+            bytes_sent=int(d.get("bytes_sent") or 0),
+            bytes_received=int(d.get("bytes_received") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class SessionMetrics:
+    """``GET /v1/sessions/{id}/metrics``: what a session has used, in all and turn by turn."""
+
+    session_id: str
+    at: str
+    turns: int
+    cpu_seconds: float
+    fuel: int
+    memory_bytes: int
+    memory_peak_bytes: int
+    memory_limit_bytes: int
+    disk_bytes: int
+    disk_limit_bytes: int
+    egress: EgressTotals
+    samples: list[UsageSample]
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> SessionMetrics:
+        return cls(
+            session_id=str(d.get("session_id", "")),
+            at=str(d.get("at", "")),
+            turns=int(d.get("turns") or 0),
+            cpu_seconds=float(d.get("cpu_seconds") or 0.0),
+            fuel=int(d.get("fuel") or 0),
+            memory_bytes=int(d.get("memory_bytes") or 0),
+            memory_peak_bytes=int(d.get("memory_peak_bytes") or 0),
+            memory_limit_bytes=int(d.get("memory_limit_bytes") or 0),
+            disk_bytes=int(d.get("disk_bytes") or 0),
+            disk_limit_bytes=int(d.get("disk_limit_bytes") or 0),
+            egress=EgressTotals.from_dict(_dict(d.get("egress"))),
+            samples=[UsageSample.from_dict(_dict(x)) for x in _list(d.get("samples"))],
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Event:
+    """One lifecycle event of the caller's tenant (``GET /v1/events``, a webhook's ``data``)."""
+
+    id: str
+    seq: int
+    type: str
+    at: str
+    session_id: str | None
+    execution_id: str | None
+    snapshot_id: str | None
+    status: str | None
+    usage: ResourceUsage | None
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> Event:
+        usage = d.get("usage")
+        return cls(
+            id=str(d.get("id", "")),
+            seq=int(d.get("seq") or 0),
+            type=str(d.get("type", "")),
+            at=str(d.get("at", "")),
+            session_id=_opt_str(d.get("session_id")),
+            execution_id=_opt_str(d.get("execution_id")),
+            snapshot_id=_opt_str(d.get("snapshot_id")),
+            status=_opt_str(d.get("status")),
+            usage=ResourceUsage.from_dict(usage) if isinstance(usage, dict) else None,
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """A page of events, oldest first; ``next`` is the ``after`` of the next page."""
+
+    events: list[Event]
+    next: int | None
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> EventPage:
+        return cls(
+            events=[Event.from_dict(_dict(e)) for e in _list(d.get("events"))],
+            next=_opt_int(d.get("next")),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class WebhookInfo:
+    """A webhook of the caller's tenant and how its deliveries went; ``secret`` only in the
+    answer to its registration."""
+
+    id: str
+    url: str
+    events: list[str]
+    created_at: str
+    pending: int
+    delivered: int
+    failed: int
+    dropped: int
+    last_error: str | None
+    secret: str | None
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> WebhookInfo:
+        return cls(
+            id=str(d.get("id", "")),
+            url=str(d.get("url", "")),
+            events=[str(e) for e in _list(d.get("events"))],
+            created_at=str(d.get("created_at", "")),
+            pending=int(d.get("pending") or 0),
+            delivered=int(d.get("delivered") or 0),
+            failed=int(d.get("failed") or 0),
+            dropped=int(d.get("dropped") or 0),
+            last_error=_opt_str(d.get("last_error")),
+            secret=_opt_str(d.get("secret")),
+            raw=d,
+        )
