@@ -21,18 +21,10 @@ import subprocess
 import sys
 import threading
 
-from http_load import stop, wait_ready
+from http_load import rss_kib, stop, wait_ready
 
 EVENTS = int(os.environ.get("WEBHOOK_EVENTS", "10000"))
 HOOKS = 8
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def request(host, port, method, path, body=None):

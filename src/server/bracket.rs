@@ -29,9 +29,14 @@ pub struct Bracket {
 impl Bracket {
     /// Opens the bracket of `action` for the request `ctx` describes.
     pub fn open(state: &AppState, ctx: &RequestContext, action: Action) -> Bracket {
-        // The request's span (its trace) says whose it is.
-        let tenant = state.runner.tenant(ctx.key_id.as_deref());
-        tracing::Span::current().record("vivarium.tenant", tenant.id());
+        // The request's span (its trace) says whose it is, when the span is made at all.
+        let span = tracing::Span::current();
+        if !span.is_disabled() {
+            span.record(
+                "vivarium.tenant",
+                state.runner.tenant(ctx.key_id.as_deref()).id(),
+            );
+        }
         Bracket {
             runner: state.runner.clone(),
             record: Some(AuditRecord::new(ctx, action)),

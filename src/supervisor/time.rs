@@ -5,9 +5,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch, now (what snapshots and journals are stamped with).
 pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    unix_secs(SystemTime::now())
+}
+
+/// Seconds since the Unix epoch at `t` (0 before it).
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub fn rfc3339_now() -> String {

@@ -66,6 +66,25 @@ fn making() -> std::sync::MutexGuard<'static, ()> {
     MAKING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The Selenium venv's python for a test in headless Chromium: `None` (the test says
+/// SKIPPED) without Debian's `chromium` and `chromium-driver`, except under CI, where that
+/// fails the test.
+pub fn browser_python() -> Option<PathBuf> {
+    const CHROMIUM: &str = "/usr/bin/chromium";
+    const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+    if !std::path::Path::new(CHROMIUM).exists() || !std::path::Path::new(CHROMEDRIVER).exists() {
+        let why = format!(
+            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt install chromium chromium-driver)"
+        );
+        if super::in_ci() {
+            panic!("{why} (required in CI)");
+        }
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    venv_python("jupyterlab_venv")
+}
+
 /// The python of the venv `target/<dir>` that `tests/clients.txt` names, ready.
 pub fn venv_python(dir: &str) -> Option<PathBuf> {
     let c = client(dir);

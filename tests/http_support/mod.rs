@@ -6,7 +6,7 @@ pub mod clients;
 pub mod s3;
 
 #[allow(unused_imports)]
-pub use clients::{npm_prefix, venv_python};
+pub use clients::{browser_python, npm_prefix, venv_python};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -502,6 +502,18 @@ impl McpClient {
 }
 
 /// Whether the tests run under CI (`CI=true`, as `.ci/run` sets), where a missing part fails.
+/// A keys file (in `tag`'s scratch directory) of two tenants, a key each: `alice` of `acme`
+/// (`alice_key`) and `bob` of `other` (`bob_key`).
+pub fn two_tenant_keys(tag: &str, alice_key: &str, bob_key: &str) -> PathBuf {
+    let path = scratch_dir(tag).join("keys.txt");
+    std::fs::write(
+        &path,
+        format!("tenant acme\nalice@acme:{alice_key}\ntenant other\nbob@other:{bob_key}\n"),
+    )
+    .unwrap();
+    path
+}
+
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }

@@ -3,7 +3,6 @@
 //! stream (server-sent events, a reading a second) for an operator's key only, bounded in
 //! streams. The page itself in Chromium: `tests/system/console_browser.rs`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::http_support::*;
@@ -11,16 +10,6 @@ use serde_json::{Value, json};
 
 const OPERATOR: &str = "console-key-alice-0123456789";
 const TENANT: &str = "console-key-bob-0123456789ab";
-
-fn keys_file() -> PathBuf {
-    let path = scratch_dir("console").join("keys.txt");
-    std::fs::write(
-        &path,
-        format!("tenant acme\nalice@acme:{OPERATOR}\ntenant other\nbob@other:{TENANT}\n"),
-    )
-    .unwrap();
-    path
-}
 
 /// The first `n` `state` events of a console stream.
 async fn readings(resp: &mut reqwest::Response, n: usize) -> Vec<Value> {
@@ -48,7 +37,7 @@ async fn readings(resp: &mut reqwest::Response, n: usize) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_is_an_operators_live_reading_of_the_server() {
-    let keys = keys_file();
+    let keys = two_tenant_keys("console", OPERATOR, TENANT);
     let s = start("console", move |a| {
         a.api_keys_file = Some(keys);
         a.console_keys = vec!["alice".into()];

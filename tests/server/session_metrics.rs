@@ -2,7 +2,6 @@
 //! sample a turn, kept while the session hibernates (and answered without waking it),
 //! carried over its waking; another tenant's key gets a 404.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::http_support::*;
@@ -10,16 +9,6 @@ use serde_json::{Value, json};
 
 const ALICE: &str = "metrics-key-alice-0123456789";
 const BOB: &str = "metrics-key-bob-0123456789ab";
-
-fn keys_file() -> PathBuf {
-    let path = scratch_dir("session-metrics").join("keys.txt");
-    std::fs::write(
-        &path,
-        format!("tenant acme\nalice@acme:{ALICE}\ntenant other\nbob@other:{BOB}\n"),
-    )
-    .unwrap();
-    path
-}
 
 async fn metrics_of(c: &reqwest::Client, s: &TestServer, id: &str) -> (u16, Value) {
     get(c, &s.url(&format!("/v1/sessions/{id}/metrics"))).await
@@ -37,7 +26,7 @@ async fn turn(c: &reqwest::Client, s: &TestServer, id: &str, code: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_metrics_count_its_turns_and_outlive_its_hibernation() {
-    let keys = keys_file();
+    let keys = two_tenant_keys("session-metrics", ALICE, BOB);
     let s = start("session-metrics", move |a| {
         a.api_keys_file = Some(keys);
         a.hibernate_after_secs = 1;

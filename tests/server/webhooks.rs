@@ -6,7 +6,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,16 +19,6 @@ use crate::http_support::*;
 
 const ALICE: &str = "hooks-key-alice-0123456789";
 const BOB: &str = "hooks-key-bob-0123456789ab";
-
-fn keys_file() -> PathBuf {
-    let path = scratch_dir("webhooks").join("keys.txt");
-    std::fs::write(
-        &path,
-        format!("tenant acme\nalice@acme:{ALICE}\ntenant other\nbob@other:{BOB}\n"),
-    )
-    .unwrap();
-    path
-}
 
 /// One delivery as the receiver got it.
 #[derive(Debug, Clone)]
@@ -139,7 +128,7 @@ async fn delete(c: &reqwest::Client, url: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_listed_and_delivered_signed_in_order_retried_and_bounded_to_the_tenant() {
-    let keys = keys_file();
+    let keys = two_tenant_keys("webhooks", ALICE, BOB);
     let s = start("webhooks", move |a| {
         a.api_keys_file = Some(keys);
         a.webhook_allow_private = "127.0.0.1".into();

@@ -13,8 +13,6 @@ use std::process::Command;
 use crate::http_support::*;
 use serde_json::json;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const OPERATOR: &str = "console-browser-key-0123456789";
 
 /// Width and height of a PNG, from its header.
@@ -27,17 +25,7 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_a_live_server_in_chromium() {
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        let why = format!(
-            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt install chromium chromium-driver)"
-        );
-        if in_ci() {
-            panic!("{why} (required in CI)");
-        }
-        eprintln!("SKIPPED: {why}");
-        return;
-    }
-    let Some(python) = venv_python("jupyterlab_venv") else {
+    let Some(python) = browser_python() else {
         return;
     };
     let keys = scratch_dir("console-browser").join("keys.txt");

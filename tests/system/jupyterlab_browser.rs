@@ -16,10 +16,6 @@ use std::time::{Duration, Instant};
 use crate::http_support::*;
 use serde_json::json;
 
-/// The browser and its driver, where Debian puts them.
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
 /// Stops JupyterLab however the test ends.
 struct Lab(Child);
 
@@ -60,17 +56,7 @@ fn notebook() -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jupyterlab_in_chromium_prints_plots_and_interrupts_on_a_vivarium_kernel() {
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        let why = format!(
-            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt install chromium chromium-driver)"
-        );
-        if in_ci() {
-            panic!("{why} (required in CI)");
-        }
-        eprintln!("SKIPPED: {why}");
-        return;
-    }
-    let Some(python) = venv_python("jupyterlab_venv") else {
+    let Some(python) = browser_python() else {
         return;
     };
     let s = start("jupyterlab-browser", |_| {}).await;

@@ -2,7 +2,7 @@
 //! bounded count and time (`GET /v1/events`) and delivered to its webhooks
 //! ([`webhooks`]), signed as Standard Webhooks says ([`sign`]).
 //!
-//! Most events are read off the audit record a request closes with ([`Events::audited`],
+//! Most events are read off the audit record a request closes with ([`Events::of_audit`],
 //! called by `Runner::finish`, the one place every request's outcome passes): a session
 //! opened, restored, forked, snapshotted, paused or killed, a run finished (with its status
 //! and usage), a quota refusal. What no request causes is emitted where it happens: a
@@ -255,17 +255,15 @@ impl Events {
         self.webhooks.offer(tenant, &event);
     }
 
-    /// The event `record` (a request's audit line, for `tenant`) stands for, if any.
-    pub fn audited(&self, tenant: &str, record: &AuditRecord, outcome: Outcome) {
+    /// The event `record` (a request's audit line, ended with `outcome`) stands for, if any.
+    pub fn of_audit(record: &AuditRecord, outcome: Outcome) -> Option<(EventKind, Draft)> {
         if record.door == Door::Server {
-            return;
+            return None;
         }
-        let Some(kind) = EventKind::of(record.action, outcome) else {
-            return;
-        };
+        let kind = EventKind::of(record.action, outcome)?;
         // A run that was refused before it ran (a check's `deny`) has no status: no event.
         if kind == EventKind::ExecutionFinished && record.status.is_none() {
-            return;
+            return None;
         }
         let detail = match outcome {
             Outcome::Failed(status, code) => {
@@ -273,8 +271,7 @@ impl Events {
             }
             Outcome::Ok(_) => None,
         };
-        self.emit(
-            tenant,
+        Some((
             kind,
             Draft {
                 session_id: record.session_id.clone(),
@@ -285,7 +282,7 @@ impl Events {
                 usage: record.usage,
                 detail,
             },
-        );
+        ))
     }
 
     /// `tenant`'s events as `q` asks; a `type` that is no kind is an error naming it.

@@ -192,7 +192,7 @@ impl Webhooks {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(bad("url: no credentials in a webhook's URL".into()));
         }
-        self.check_address(&url).await.map_err(bad)?;
+        check_address(&self.rules, &url).await.map_err(bad)?;
         let mut events = Vec::new();
         for name in &req.events {
             let kind = name
@@ -273,29 +273,39 @@ impl Webhooks {
             hook.wake.notify_one();
         }
     }
+}
 
-    /// Refuses `url` when its host is, or resolves to, an address the rules refuse.
-    async fn check_address(&self, url: &reqwest::Url) -> Result<(), String> {
-        check_address(&self.rules, url).await
+/// `url`'s address when its host is an address literal: no lookup is made for one, so the
+/// client's checked resolver never sees it.
+fn literal(url: &reqwest::Url) -> Option<IpAddr> {
+    let host = url.host_str()?;
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+fn refused(ip: IpAddr) -> String {
+    format!(
+        "url: {ip} is not a public address (an operator allows private ranges with --webhook-allow-private)"
+    )
+}
+
+/// At each delivery: an address literal judged by `rules` (a name is judged by the client's
+/// checked resolver as it connects, every address it resolves to then).
+fn check_literal(rules: &AddressRules, url: &reqwest::Url) -> Result<(), String> {
+    match literal(url) {
+        Some(ip) if !rules.permits(ip) => Err(refused(ip)),
+        _ => Ok(()),
     }
 }
 
-/// `url`'s host judged by `rules`: an address literal directly (no lookup is made for one,
-/// so the client's checked resolver never sees it), a name by every address it resolves to.
+/// At registration: `url`'s host judged by `rules`, a literal directly, a name by every
+/// address it resolves to now (so a refused one is a 400, not a delivery failing later).
 async fn check_address(rules: &AddressRules, url: &reqwest::Url) -> Result<(), String> {
-    let refused = |ip: IpAddr| {
-        format!(
-            "url: {ip} is not a public address (an operator allows private ranges with --webhook-allow-private)"
-        )
-    };
     let host = url.host_str().ok_or("url: no host")?;
-    let literal = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = literal.parse::<IpAddr>() {
-        return if rules.permits(ip) {
-            Ok(())
-        } else {
-            Err(refused(ip))
-        };
+    if literal(url).is_some() {
+        return check_literal(rules, url);
     }
     // A name that takes long to resolve is no name: the caller's request waits for it.
     let lookup = tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host, 0))).await;
@@ -375,10 +385,8 @@ async fn send(
     id: &str,
     body: &[u8],
 ) -> Result<(), String> {
-    check_address(rules, &hook.url).await?;
-    let timestamp = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    check_literal(rules, &hook.url)?;
+    let timestamp = crate::supervisor::time::now_secs();
     let answer = client
         .post(hook.url.clone())
         .header("content-type", "application/json")

@@ -555,8 +555,10 @@ impl Runner {
 
     /// Writes `record`, completed with how its request ended.
     pub fn finish(&self, record: AuditRecord, outcome: Outcome) {
-        let tenant = self.tenant(record.key_id.as_deref());
-        self.events.audited(tenant.id(), &record, outcome);
+        if let Some((kind, draft)) = super::events::Events::of_audit(&record, outcome) {
+            let tenant = self.tenant(record.key_id.as_deref());
+            self.events.emit(tenant.id(), kind, draft);
+        }
         self.audit.write(record.outcome(outcome));
     }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::report::{NetworkUsage, Usage as RunUsage};
-use crate::supervisor::time::rfc3339;
+use crate::supervisor::time::{rfc3339, unix_secs};
 
 /// Samples kept a session, newest last; older ones are dropped (the totals keep counting).
 pub const MAX_SAMPLES: usize = 120;
@@ -73,7 +73,7 @@ impl Usage {
         }
         self.samples.push_back(UsageSample {
             at: rfc3339(now),
-            at_unix: unix_seconds(now),
+            at_unix: unix_secs(now),
             cpu_used_pct: cpu_share(seconds, interval),
             memory_bytes: self.memory_bytes,
             disk_bytes: self.disk_bytes,
@@ -113,11 +113,6 @@ fn cpu_share(seconds: f64, interval: f64) -> f64 {
         return if seconds > 0.0 { 100.0 } else { 0.0 };
     }
     (seconds / interval * 100.0).clamp(0.0, 100.0)
-}
-
-fn unix_seconds(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// `GET /v1/sessions/{id}/metrics`: what a session has used, in total and turn by turn.

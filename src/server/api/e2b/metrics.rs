@@ -17,7 +17,7 @@ use super::control::invalid;
 use super::{DoorState, E2bError};
 use crate::server::request_context::Caller;
 use crate::supervisor::session::SessionMetrics;
-use crate::supervisor::time::rfc3339;
+use crate::supervisor::time::{rfc3339, unix_secs};
 
 /// The most sandboxes one `GET /sandboxes/metrics` may name.
 const MAX_IDS: usize = 100;
@@ -92,10 +92,7 @@ fn series(m: &SessionMetrics, range: &Range, now: SystemTime) -> Vec<Value> {
             )
         })
         .collect();
-    let now_unix = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    if range.end.is_none_or(|e| e >= now_unix) {
+    if range.end.is_none_or(|e| e >= unix_secs(now)) {
         out.push(self::now(m, now));
     }
     out
@@ -103,10 +100,14 @@ fn series(m: &SessionMetrics, range: &Range, now: SystemTime) -> Vec<Value> {
 
 /// Its metric now: idle between turns, so no CPU.
 fn now(m: &SessionMetrics, now: SystemTime) -> Value {
-    let unix = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    metric(m, &rfc3339(now), unix, 0.0, m.memory_bytes, m.disk_bytes)
+    metric(
+        m,
+        &rfc3339(now),
+        unix_secs(now),
+        0.0,
+        m.memory_bytes,
+        m.disk_bytes,
+    )
 }
 
 /// E2B's `SandboxMetric`.
