@@ -20,6 +20,7 @@ use crate::supervisor::tenants::{Quota, Quotas};
 use crate::supervisor::{LeakageConfig, Settings};
 
 use super::mcp_sessions::McpSessionLimits;
+use super::telemetry::OtlpProtocol;
 
 /// Format of the server's tracing logs on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -267,10 +268,14 @@ pub struct ServeArgs {
     /// (`/console`, `GET /v1/console/state` and `/stream`). Without API keys anyone may.
     #[arg(long, env = "VIVARIUM_CONSOLE_KEYS", default_value = "", value_delimiter = ',')]
     pub console_keys: Vec<String>,
-    /// OpenTelemetry: the OTLP collector's base URL (`http://collector:4318`); traces are sent
-    /// over HTTP/protobuf to `{URL}/v1/traces`. Unset: no traces, nothing exported.
+    /// OpenTelemetry: the OTLP collector's base URL (`http://collector:4318` for
+    /// HTTP/protobuf, whose traces go to `{URL}/v1/traces`; `http://collector:4317` for gRPC).
+    /// Unset: no traces, nothing exported.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otel_endpoint: Option<String>,
+    /// How traces are sent to `--otel-endpoint`: OTLP over HTTP/protobuf or over gRPC.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", value_enum, default_value_t = OtlpProtocol::HttpProtobuf)]
+    pub otel_protocol: OtlpProtocol,
     /// OpenTelemetry's `service.name` of the server's spans.
     #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "vivarium")]
     pub otel_service_name: String,
@@ -332,6 +337,7 @@ impl ServeArgs {
     pub fn telemetry(&self) -> super::telemetry::TelemetrySettings {
         super::telemetry::TelemetrySettings {
             endpoint: self.otel_endpoint.clone(),
+            protocol: self.otel_protocol,
             service_name: self.otel_service_name.clone(),
             sample_ratio: self.otel_sample_ratio,
         }

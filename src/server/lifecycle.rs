@@ -305,6 +305,11 @@ fn init_tracing(
         .with_location(false)
         .with_threads(false)
         .with_tracked_inactivity(false)
+        // Nothing in the server reads OpenTelemetry's current context (no outbound request
+        // carries a `traceparent`), so entering a span need not attach one: a future's span
+        // is entered on every poll.
+        .with_context_activation(false)
+        .with_target(false)
         .with_filter(spans);
     let _ = tracing_subscriber::registry()
         .with(logs)

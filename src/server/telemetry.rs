@@ -2,8 +2,10 @@
 //! standard `OTEL_EXPORTER_OTLP_ENDPOINT`), and then the server's `tracing` spans (a request,
 //! its admission, the worker job with the run's status, fuel and peak memory, each outbound
 //! request, hibernation and waking, snapshot writes, package resolution) are exported as
-//! OTLP over HTTP/protobuf to `{endpoint}/v1/traces`, batched, sampled by
-//! `--otel-sample-ratio` (a caller's sampled `traceparent` is followed).
+//! OTLP, batched, sampled by `--otel-sample-ratio` (a caller's sampled `traceparent` is
+//! followed): over HTTP/protobuf to `{endpoint}/v1/traces`, or over gRPC to the endpoint
+//! (`--otel-protocol`), whose client runs on a small runtime of its own so that exporting
+//! never takes the server's threads.
 //!
 //! A request's span takes the caller's W3C `traceparent`/`tracestate` as its parent, so one
 //! trace runs from the caller's service through Vivarium. Spans carry ids, kinds, tenants and
@@ -21,11 +23,25 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
+/// OTLP's transports (`--otel-protocol`, `OTEL_EXPORTER_OTLP_PROTOCOL`), named as the
+/// OpenTelemetry specification names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OtlpProtocol {
+    /// Protobuf over HTTP, `POST {endpoint}/v1/traces` (the collector's port 4318).
+    #[value(name = "http/protobuf")]
+    HttpProtobuf,
+    /// gRPC over HTTP/2 (the collector's port 4317).
+    #[value(name = "grpc")]
+    Grpc,
+}
+
 /// What `--otel-*` say.
 #[derive(Debug, Clone)]
 pub struct TelemetrySettings {
     /// The collector's base URL (`http://collector:4318`); `None`: no traces.
     pub endpoint: Option<String>,
+    /// How spans are sent there.
+    pub protocol: OtlpProtocol,
     /// `service.name` of every span.
     pub service_name: String,
     /// Of root traces (no sampled parent), the share kept, 0 to 1.
@@ -35,6 +51,9 @@ pub struct TelemetrySettings {
 /// The exporter's pipeline, flushed at shutdown.
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    /// gRPC's client and its connection live here (the batch exporter's thread waits on
+    /// them); dropped after the provider's last flush.
+    _grpc_runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Telemetry {
@@ -49,21 +68,37 @@ impl Telemetry {
         if !(0.0..=1.0).contains(&settings.sample_ratio) {
             anyhow::bail!("--otel-sample-ratio must be within 0 and 1");
         }
-        if let Ok(p) = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
-            && p != "http/protobuf"
-        {
-            anyhow::bail!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL={p}: this build exports OTLP over http/protobuf only"
-            );
-        }
-        let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(&url)
-            .with_timeout(Duration::from_secs(10))
-            .build()
-            .with_context(|| format!("--otel-endpoint {endpoint}"))?;
+        let timeout = Duration::from_secs(10);
+        let (exporter, grpc_runtime) = match settings.protocol {
+            OtlpProtocol::HttpProtobuf => {
+                let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_endpoint(&url)
+                    .with_timeout(timeout)
+                    .build();
+                (exporter, None)
+            }
+            OtlpProtocol::Grpc => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("vivarium-otlp")
+                    .enable_all()
+                    .build()
+                    .context("starting the OTLP exporter's runtime")?;
+                // tonic's channel is made (lazily connected) on the runtime it is built in.
+                let exporter = runtime.block_on(async {
+                    opentelemetry_otlp::SpanExporter::builder()
+                        .with_tonic()
+                        .with_endpoint(endpoint)
+                        .with_timeout(timeout)
+                        .build()
+                });
+                (exporter, Some(runtime))
+            }
+        };
+        let exporter = exporter.with_context(|| format!("--otel-endpoint {endpoint}"))?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
             .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
@@ -76,7 +111,11 @@ impl Telemetry {
             )
             .build();
         let tracer = provider.tracer("vivarium");
-        Ok(Some((Telemetry { provider }, tracer)))
+        let telemetry = Telemetry {
+            provider,
+            _grpc_runtime: grpc_runtime,
+        };
+        Ok(Some((telemetry, tracer)))
     }
 
     /// Sends what is batched and stops the pipeline.

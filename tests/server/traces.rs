@@ -1,4 +1,4 @@
-//! OpenTelemetry traces over real OTLP/HTTP: the real `vivarium serve` binary exports to a
+//! OpenTelemetry traces over real OTLP/HTTP and OTLP/gRPC: the real `vivarium serve` binary exports to a
 //! receiver on 127.0.0.1 that decodes what it gets with the official `opentelemetry-proto`
 //! messages. A request with the caller's `traceparent` makes one trace with the caller's
 //! trace id: the request's span a child of the caller's, admission, the worker job (with the
@@ -27,6 +27,37 @@ struct Span {
     attributes: HashMap<String, String>,
 }
 
+/// Keeps every span of one OTLP export request.
+fn keep(req: ExportTraceServiceRequest, kept: &Mutex<Vec<Span>>) {
+    for rs in req.resource_spans {
+        for ss in rs.scope_spans {
+            for s in ss.spans {
+                let attributes = s
+                    .attributes
+                    .into_iter()
+                    .map(|kv| {
+                        let v = match kv.value.and_then(|v| v.value) {
+                            Some(Any::StringValue(s)) => s,
+                            Some(Any::IntValue(i)) => i.to_string(),
+                            Some(Any::DoubleValue(d)) => d.to_string(),
+                            Some(Any::BoolValue(b)) => b.to_string(),
+                            other => format!("{other:?}"),
+                        };
+                        (kv.key, v)
+                    })
+                    .collect();
+                kept.lock().unwrap().push(Span {
+                    name: s.name,
+                    trace_id: hex::encode(s.trace_id),
+                    span_id: hex::encode(s.span_id),
+                    parent_span_id: hex::encode(s.parent_span_id),
+                    attributes,
+                });
+            }
+        }
+    }
+}
+
 /// An OTLP/HTTP receiver on 127.0.0.1: its base URL, and every span it got.
 async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
@@ -36,34 +67,10 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
         axum::routing::post(move |body: Bytes| {
             let kept = kept.clone();
             async move {
-                let req = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
-                for rs in req.resource_spans {
-                    for ss in rs.scope_spans {
-                        for s in ss.spans {
-                            let attributes = s
-                                .attributes
-                                .into_iter()
-                                .map(|kv| {
-                                    let v = match kv.value.and_then(|v| v.value) {
-                                        Some(Any::StringValue(s)) => s,
-                                        Some(Any::IntValue(i)) => i.to_string(),
-                                        Some(Any::DoubleValue(d)) => d.to_string(),
-                                        Some(Any::BoolValue(b)) => b.to_string(),
-                                        other => format!("{other:?}"),
-                                    };
-                                    (kv.key, v)
-                                })
-                                .collect();
-                            kept.lock().unwrap().push(Span {
-                                name: s.name,
-                                trace_id: hex::encode(s.trace_id),
-                                span_id: hex::encode(s.span_id),
-                                parent_span_id: hex::encode(s.parent_span_id),
-                                attributes,
-                            });
-                        }
-                    }
-                }
+                keep(
+                    ExportTraceServiceRequest::decode(body).expect("OTLP protobuf"),
+                    &kept,
+                );
                 axum::http::StatusCode::OK
             }
         }),
@@ -72,6 +79,75 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (url, got)
+}
+
+/// An OTLP/gRPC receiver on 127.0.0.1 (tonic's server with the official service
+/// definition): its URL, and every span it got.
+async fn grpc_receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+
+    struct Receiver(Arc<Mutex<Vec<Span>>>);
+
+    #[tonic::async_trait]
+    impl TraceService for Receiver {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            keep(request.into_inner(), &self.0);
+            Ok(tonic::Response::new(ExportTraceServiceResponse {
+                partial_success: None,
+            }))
+        }
+    }
+
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let service = TraceServiceServer::new(Receiver(got.clone()));
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap()
+    });
+    (url, got)
+}
+
+/// `vivarium serve` exporting its traces as `otel` (flags) say, plus `extra` flags; the
+/// process and its base URL.
+async fn serve_traced(otel: &[&str], extra: &[&str]) -> (std::process::Child, String) {
+    let scratch = scratch_dir("traces");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vivarium"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(otel)
+        .args(extra)
+        .env("VIVARIUM_SCRATCH", &scratch)
+        .env("VIVARIUM_AUDIT_LOG", scratch.join("audit.jsonl"))
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line.trim()
+            .strip_prefix("vivarium: listening on ")
+            .unwrap()
+            .to_string()
+    };
+    wait_ready_at(&base).await;
+    (child, base)
 }
 
 /// The spans of trace `trace`, once those named `names` all came (at most 30 s).
@@ -95,36 +171,17 @@ async fn trace_of(got: &Mutex<Vec<Span>>, trace: &str, names: &[&str]) -> Vec<Sp
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
     let (otlp, got) = receiver().await;
-    let scratch = scratch_dir("traces");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vivarium"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--otel-endpoint", &otlp])
-        // A name the allow list lets through, on an address the operator does not allow.
-        .args([
+    // A name the allow list lets through, on an address the operator does not allow.
+    let (mut child, base) = serve_traced(
+        &["--otel-endpoint", &otlp],
+        &[
             "--egress-allow",
             "api.test",
             "--egress-test-resolve",
             "api.test=10.0.0.7",
-        ])
-        .env("VIVARIUM_SCRATCH", &scratch)
-        .env("VIVARIUM_AUDIT_LOG", scratch.join("audit.jsonl"))
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        line.trim()
-            .strip_prefix("vivarium: listening on ")
-            .unwrap()
-            .to_string()
-    };
-    wait_ready_at(&base).await;
+        ],
+    )
+    .await;
 
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller = "00f067aa0ba902b7";
@@ -274,4 +331,50 @@ async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
     assert_eq!(job.attributes["vivarium.status"], "ok", "{job:?}");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_go_over_grpc_when_the_protocol_says_so() {
+    let (otlp, got) = grpc_receiver().await;
+    let (mut child, base) =
+        serve_traced(&["--otel-endpoint", &otlp, "--otel-protocol", "grpc"], &[]).await;
+    let trace = "6cf92f3577b34da6a3ce929d0e0e4738";
+    let caller = "00f067aa0ba902b8";
+    let r = client()
+        .post(format!("{base}/v1/execute"))
+        .header("traceparent", format!("00-{trace}-{caller}-01"))
+        .json(&json!({"code": "print(1)", "template": "python"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let spans = trace_of(&got, trace, &["request", "worker.job"]).await;
+    let request = spans
+        .iter()
+        .find(|s| s.name == "request")
+        .unwrap_or_else(|| panic!("no request span over gRPC: {spans:#?}"));
+    assert_eq!(request.parent_span_id, caller, "{request:?}");
+    let job = spans.iter().find(|s| s.name == "worker.job").unwrap();
+    assert_eq!(job.parent_span_id, request.span_id, "{job:?}");
+    assert_eq!(job.attributes["vivarium.status"], "ok", "{job:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn an_unknown_otlp_protocol_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vivarium"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--otel-endpoint",
+            "http://127.0.0.1:9",
+        ])
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http/json") && err.contains("grpc"), "{err}");
 }
