@@ -39,6 +39,7 @@ mod template;
 mod tools;
 mod vivarium;
 mod vocabulary;
+mod volumes;
 mod worker;
 
 pub mod cli;

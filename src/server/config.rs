@@ -197,6 +197,22 @@ pub struct ServeArgs {
     /// past it does not hibernate.
     #[arg(long, env = "VIVARIUM_SNAPSHOT_QUOTA_BYTES", default_value_t = 10 << 30)]
     pub snapshot_quota_bytes: u64,
+    /// Where volumes are kept (a directory, created if missing)
+    /// (default: `$VIVARIUM_HOME/volumes`).
+    #[arg(long, env = "VIVARIUM_VOLUME_DIR")]
+    pub volume_dir: Option<PathBuf>,
+    /// Volumes one tenant may have; past it, 429 `quota_exceeded`.
+    #[arg(long, env = "VIVARIUM_VOLUMES_PER_TENANT", default_value_t = 16)]
+    pub volumes_per_tenant: u64,
+    /// Bytes one volume may hold; a write past it is 507 `volume_full`, the volume unchanged.
+    #[arg(long, env = "VIVARIUM_VOLUME_BYTES", default_value_t = 1 << 30)]
+    pub volume_bytes: u64,
+    /// Bytes all of one tenant's volumes may hold together.
+    #[arg(long, env = "VIVARIUM_VOLUME_TENANT_BYTES", default_value_t = 4 << 30)]
+    pub volume_tenant_bytes: u64,
+    /// Files and folders one volume may hold.
+    #[arg(long, env = "VIVARIUM_VOLUME_FILES", default_value_t = 10_000)]
+    pub volume_files: u64,
     /// Runs (executions, turns, checks, session starts) one tenant may have in flight and
     /// waiting together; past it, 429 `quota_exceeded` [default: --max-concurrency plus half
     /// of --queue-depth].
@@ -414,6 +430,10 @@ pub struct Config {
     pub webhooks: crate::supervisor::events::WebhookSettings,
     /// Bytes of snapshots one key may keep.
     pub snapshot_quota_bytes: u64,
+    /// Where volumes are kept.
+    pub volume_dir: PathBuf,
+    /// What each tenant may keep in volumes.
+    pub volume_limits: crate::volumes::VolumeLimits,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
     /// may set its own).
     pub tenant_quotas: Quotas,
@@ -591,6 +611,16 @@ impl ServeArgs {
                     .map_err(|e| anyhow::anyhow!("--webhook-allow-private: {e}"))?,
             },
             snapshot_quota_bytes: self.snapshot_quota_bytes,
+            volume_dir: self
+                .volume_dir
+                .clone()
+                .unwrap_or_else(|| RuntimeOptions::from_env().home.join("volumes")),
+            volume_limits: crate::volumes::VolumeLimits {
+                volumes: self.volumes_per_tenant,
+                volume_bytes: self.volume_bytes,
+                tenant_bytes: self.volume_tenant_bytes,
+                files: self.volume_files,
+            },
             tenant_quotas,
             single_tenant_quotas,
             hibernate_after: (self.hibernate_after_secs > 0)

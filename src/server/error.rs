@@ -19,6 +19,7 @@ use crate::report::Leak;
 use crate::supervisor::audit::Outcome;
 use crate::supervisor::tenants::QuotaUse;
 use crate::supervisor::{ErrorCode, SupervisorError};
+use crate::volumes::VolumeError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -216,8 +217,28 @@ impl OnWire for SupervisorError {
                 };
                 Wire::new(status, package_code(p.kind)).field("packages")
             }
+            E::Volume(v) => volume_wire(v),
             E::Internal(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
         }
+    }
+}
+
+/// A volume's refusals: a full volume is 507 (HTTP's "no space", the guest's ENOSPC).
+fn volume_wire(v: &VolumeError) -> Wire {
+    use ErrorCode as C;
+    use StatusCode as S;
+    match v {
+        VolumeError::InvalidName { .. } => {
+            Wire::new(S::BAD_REQUEST, C::InvalidRequest).field("name")
+        }
+        VolumeError::InvalidPath { .. } => Wire::new(S::BAD_REQUEST, C::InvalidPath).field("path"),
+        VolumeError::NotFound(_) => Wire::new(S::NOT_FOUND, C::VolumeNotFound),
+        VolumeError::FileNotFound { .. } => Wire::new(S::NOT_FOUND, C::NotFound),
+        VolumeError::Exists(_) => Wire::new(S::CONFLICT, C::VolumeExists),
+        VolumeError::WrongKind { .. } => Wire::new(S::CONFLICT, C::InvalidPath).field("path"),
+        VolumeError::Full { .. } => Wire::new(S::INSUFFICIENT_STORAGE, C::VolumeFull),
+        VolumeError::TooMany(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
+        VolumeError::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
     }
 }
 

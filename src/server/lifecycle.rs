@@ -65,12 +65,20 @@ impl Server {
 fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit_log.as_deref())?;
     let snapshots = open_store(&config.snapshot_dir, config.snapshot_url.as_deref())?;
+    let volumes = crate::volumes::VolumeStore::open(&config.volume_dir, config.volume_limits)
+        .with_context(|| format!("the volume directory {}", config.volume_dir.display()))?;
     let tenants = match &keys {
         Some(keys) => keys.tenants(config.tenant_quotas),
         None => Tenants::single(config.single_tenant_quotas),
     };
     Ok(Arc::new(ServerState {
-        runner: Arc::new(Runner::new(&config.supervisor(), audit, snapshots, tenants)),
+        runner: Arc::new(Runner::new(
+            &config.supervisor(),
+            audit,
+            snapshots,
+            Arc::new(volumes),
+            tenants,
+        )),
         keys,
         load_error: Mutex::new(None),
         openapi,

@@ -70,6 +70,7 @@ impl Modify for BearerAuth {
     tags(
         (name = "execute", description = "One program in a fresh sandbox"),
         (name = "sessions", description = "Kept-alive interpreters whose turns share state"),
+        (name = "volumes", description = "Named folders of files a tenant keeps beyond any sandbox"),
         (name = "operations", description = "Health, readiness, metrics, this document"),
         (name = "piston", description = "Piston v2 compatibility: existing Piston clients run unchanged"),
         (name = "mcp", description = "Model Context Protocol for AI assistants"),

@@ -215,6 +215,7 @@ pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(len) = declared
         && len > state.config.max_body_bytes as u64
+        && !streams_to_disk(req.method(), req.uri().path())
     {
         return ApiError::PayloadTooLarge(format!(
             "request body of {len} bytes is above the cap of {} bytes",
@@ -223,6 +224,16 @@ pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -
         .into_response();
     }
     next.run(req).await
+}
+
+/// Whether a request's body is streamed to disk within a bound of its own (a volume's file:
+/// the volume's room), so the body cap is not its bound.
+fn streams_to_disk(method: &axum::http::Method, path: &str) -> bool {
+    method == axum::http::Method::PUT
+        && path.strip_prefix("/v1/volumes/").is_some_and(|rest| {
+            rest.split_once('/')
+                .is_some_and(|(_, r)| r.starts_with("files/"))
+        })
 }
 
 /// The 500 answer for a panic caught in a handler; the server goes on.

@@ -70,6 +70,17 @@ pub enum Action {
     WebhookCreate,
     /// `DELETE /v1/webhooks/{id}`.
     WebhookDelete,
+    /// `POST /v1/volumes`.
+    VolumeCreate,
+    /// `DELETE /v1/volumes/{name}`.
+    VolumeDelete,
+    /// `PUT /v1/volumes/{name}/files/{path}`.
+    VolumeUpload,
+    /// `GET /v1/volumes/{name}/files/{path}`.
+    VolumeDownload,
+    /// `DELETE /v1/volumes/{name}/files/{path}`, and a folder made
+    /// (`POST /v1/volumes/{name}/dirs/{path}`).
+    VolumeFileOperation,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.

@@ -112,6 +112,9 @@ pub enum SupervisorError {
     /// The snapshot store failed; nothing was lost, try again.
     #[error("{0}")]
     SnapshotStore(String),
+    /// A volume operation refused or failed (`volume_*` codes, `invalid_path`, ...).
+    #[error("{0}")]
+    Volume(#[from] crate::volumes::VolumeError),
     /// The packages asked for cannot be had (`package_*` codes): nothing ran.
     #[error("{0}")]
     Package(PackageError),
@@ -178,6 +181,9 @@ pub enum ErrorCode {
     SessionNotFound,
     ExecutionNotFound,
     WebhookNotFound,
+    VolumeNotFound,
+    VolumeExists,
+    VolumeFull,
     ExecutionBusy,
     ReplayDiverged,
     ShuttingDown,

@@ -27,6 +27,7 @@ mod settings;
 pub(crate) mod snapshots;
 pub(crate) mod tenants;
 pub(crate) mod time;
+pub(crate) mod volumes;
 
 /// How a fresh run ended (it ran, with its report and findings; or the check denied it):
 /// the answer the doors render, whatever ran it.

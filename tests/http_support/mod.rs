@@ -39,6 +39,7 @@ pub fn spawn_server(scratch: &Path, snapshot_dir: Option<&Path>, extra: &[&str])
         .args(extra)
         .env("VIVARIUM_SCRATCH", scratch)
         .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
+        .env("VIVARIUM_VOLUME_DIR", scratch.with_extension("volumes"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     if let Some(dir) = snapshot_dir {
@@ -152,6 +153,7 @@ pub async fn start(tag: &str, configure: impl FnOnce(&mut ServeArgs)) -> TestSer
     let audit_log = scratch.with_extension("audit.jsonl");
     args.audit_log = Some(audit_log.clone());
     args.snapshot_dir = Some(scratch.with_extension("snapshots"));
+    args.volume_dir = Some(scratch.with_extension("volumes"));
     args.listen = "127.0.0.1:0".parse().unwrap();
     // Workers run this crate's binary (the test's own executable is the test harness).
     args.worker_exe = Some(env!("CARGO_BIN_EXE_vivarium").into());
@@ -239,6 +241,7 @@ impl TestServer {
         assert!(left.is_empty(), "left behind after shutdown: {left:?}");
         let _ = std::fs::remove_dir_all(&self.scratch);
         let _ = std::fs::remove_dir_all(self.scratch.with_extension("snapshots"));
+        let _ = std::fs::remove_dir_all(self.scratch.with_extension("volumes"));
         let _ = std::fs::remove_file(&self.audit_log);
     }
 

@@ -51,5 +51,6 @@ mod shell_differential;
 mod shell_hostile;
 mod shell_http;
 mod traces;
+mod volumes;
 mod webhooks;
 mod wire_golden;

@@ -22,6 +22,7 @@ pub mod snapshots;
 pub mod stream;
 pub mod types;
 pub mod usage;
+pub mod volumes;
 pub mod webhooks;
 
 use axum::Router;
@@ -55,6 +56,15 @@ pub fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(events::list))
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::delete))
+        .routes(routes!(volumes::create, volumes::list))
+        .routes(routes!(volumes::info, volumes::delete))
+        .routes(routes!(volumes::files))
+        .routes(routes!(
+            volumes::put_file,
+            volumes::get_file,
+            volumes::delete_file
+        ))
+        .routes(routes!(volumes::make_dir))
         .routes(routes!(sessions::open))
         .routes(routes!(sessions::info, sessions::close))
         .routes(routes!(sessions::metrics))

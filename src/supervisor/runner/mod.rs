@@ -30,6 +30,7 @@ mod placement;
 mod residency;
 mod turns;
 mod user_snapshots;
+mod volumes;
 mod wake;
 
 #[cfg(test)]
@@ -109,6 +110,8 @@ pub struct Runner {
     events: super::events::Events,
     /// Tenants' package jobs: their places, the lines waiting, the resolutions in flight.
     package_jobs: packages::PackageJobs,
+    /// Tenants' volumes on this node.
+    volumes: Arc<crate::volumes::VolumeStore>,
 }
 
 impl Runner {
@@ -118,6 +121,7 @@ impl Runner {
         config: &Settings,
         audit: Audit,
         snapshots: Arc<dyn SnapshotStore>,
+        volumes: Arc<crate::volumes::VolumeStore>,
         tenants: Tenants,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
@@ -172,6 +176,7 @@ impl Runner {
             tenants,
             stored_counted: AtomicBool::new(false),
             package_jobs: packages::PackageJobs::new(config.queue_timeout),
+            volumes,
         }
     }
 

@@ -110,10 +110,21 @@ fn runner() -> Fixture {
         webhooks: Default::default(),
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
+    let volumes = crate::volumes::VolumeStore::open(
+        &dir.join("volumes"),
+        crate::volumes::VolumeLimits {
+            volumes: 4,
+            volume_bytes: 1 << 20,
+            tenant_bytes: 1 << 20,
+            files: 100,
+        },
+    )
+    .expect("a volume store in a temporary directory");
     let runner = Runner::new(
         &settings,
         Audit::open(Some(&dir.with_extension("audit.jsonl"))).unwrap(),
         store,
+        Arc::new(volumes),
         Tenants::single(Quotas::unlimited()),
     );
     runner.set_host(host.clone(), Workers::in_process(host));

@@ -1,0 +1,207 @@
+//! The tenant's volumes (`supervisor/volumes.rs`): made, listed, deleted, and their files
+//! written, read, listed and removed over HTTP without a sandbox. The store's disk work runs
+//! on blocking threads; an upload is streamed to disk within the room its volume and tenant
+//! have left, never held whole in memory; a file read back is scanned by the server's
+//! leakage rules as any output is.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt as _};
+use tokio::io::AsyncWriteExt as _;
+
+use super::Runner;
+use crate::leakage::LeakPolicy;
+use crate::supervisor::audit::AuditRecord;
+use crate::supervisor::volumes::{CreateVolume, FileEntry, VolumeInfo};
+use crate::supervisor::{SupervisorError, SupervisorResult};
+use crate::volumes::{Room, VolumeError, VolumeName, VolumePath, VolumeStore};
+
+impl Runner {
+    /// Runs `f` on the store off the async threads.
+    async fn on_volumes<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&VolumeStore) -> Result<T, VolumeError> + Send + 'static,
+    ) -> SupervisorResult<T> {
+        let store = self.volumes.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| SupervisorError::Internal(format!("volume operation: {e}")))?
+            .map_err(SupervisorError::from)
+    }
+
+    /// Makes a volume for `key`'s tenant.
+    pub async fn create_volume(
+        &self,
+        key: Option<&str>,
+        req: CreateVolume,
+    ) -> SupervisorResult<VolumeInfo> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(&req.name)?;
+        self.on_volumes(move |s| s.create(&tenant, &name)).await
+    }
+
+    /// `key`'s tenant's volumes.
+    pub async fn volumes(&self, key: Option<&str>) -> SupervisorResult<Vec<VolumeInfo>> {
+        let tenant = self.tenant(key).id().to_string();
+        self.on_volumes(move |s| s.list(&tenant)).await
+    }
+
+    /// Volume `name` of `key`'s tenant (another tenant's is not found).
+    pub async fn volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<VolumeInfo> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        self.on_volumes(move |s| s.info(&tenant, &name)).await
+    }
+
+    /// Deletes volume `name` of `key`'s tenant, with its files.
+    pub async fn delete_volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<()> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        self.on_volumes(move |s| s.delete(&tenant, &name)).await
+    }
+
+    /// Writes `body` as file `path` of volume `name`: streamed to disk, refused with the
+    /// volume unchanged (`volume_full`) as soon as it passes the room the volume and its
+    /// tenant have, and put in place whole when complete (a reader sees the old file or the
+    /// new one, never a part). Returns its size.
+    pub async fn put_volume_file<E: std::fmt::Display>(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+        body: impl Stream<Item = Result<Bytes, E>> + Unpin,
+    ) -> SupervisorResult<u64> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        if path.is_top() {
+            return Err(VolumeError::InvalidPath {
+                path: "/".into(),
+                why: "a file needs a name",
+            }
+            .into());
+        }
+        let (t, n, p) = (tenant.clone(), name.clone(), path.clone());
+        let (room, (incoming, file)) = self
+            .on_volumes(move |s| Ok((s.room(&t, &n, &p)?, s.incoming(&t, &n)?)))
+            .await?;
+        let written = receive(body, file, room).await;
+        match written {
+            Ok(()) => {
+                self.on_volumes(move |s| s.commit(&tenant, &name, &path, &incoming))
+                    .await
+            }
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&incoming).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens file `path` of volume `name` to be streamed back, after the server's leakage
+    /// rules scanned it (under `deny`, and under `redact` for text that holds a secret, as
+    /// for a session's large file: a 422 `output_leak` naming the rules).
+    pub async fn read_volume_file(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+        record: &mut AuditRecord,
+    ) -> SupervisorResult<(Arc<std::fs::File>, u64)> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        let shown = format!("/{}", path.as_str());
+        let (file, size) = self
+            .on_volumes(move |s| s.open_file(&tenant, &name, &path))
+            .await?;
+        let file = Arc::new(file);
+        let guard = self.leak_guard(self.leakage.default, &[], &[]);
+        let policy = guard.policy();
+        let scanned = file.clone();
+        let scan = tokio::task::spawn_blocking(move || {
+            crate::worker::held::scan_file(&guard, &shown, &scanned, size)
+        })
+        .await
+        .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?
+        .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?;
+        if !scan.leaks.is_empty()
+            && (policy == LeakPolicy::Deny || (policy == LeakPolicy::Redact && scan.text))
+        {
+            record.set_leaks(&scan.leaks);
+            return Err(SupervisorError::OutputLeak(scan.leaks));
+        }
+        if !scan.leaks.is_empty() {
+            record.set_leaks(&scan.leaks);
+        }
+        Ok((file, size))
+    }
+
+    /// The entries under folder `path` of volume `name`, `depth` levels down.
+    pub async fn volume_files(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+        depth: u32,
+    ) -> SupervisorResult<Vec<FileEntry>> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        self.on_volumes(move |s| s.list_files(&tenant, &name, &path, depth))
+            .await
+    }
+
+    /// Makes folder `path` (and those above it) in volume `name`.
+    pub async fn make_volume_dir(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+    ) -> SupervisorResult<FileEntry> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        self.on_volumes(move |s| s.make_dir(&tenant, &name, &path))
+            .await
+    }
+
+    /// Removes `path` (a file, or a folder with everything in it) from volume `name`.
+    pub async fn remove_volume_path(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+    ) -> SupervisorResult<()> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        self.on_volumes(move |s| s.remove(&tenant, &name, &path))
+            .await
+    }
+}
+
+/// Writes `body` into `file`, refusing it once it passes the `room` left.
+async fn receive<E: std::fmt::Display>(
+    mut body: impl Stream<Item = Result<Bytes, E>> + Unpin,
+    file: std::fs::File,
+    room: Room,
+) -> SupervisorResult<()> {
+    let mut file = tokio::fs::File::from_std(file);
+    let mut written = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| SupervisorError::InvalidRequest(format!("the body: {e}")))?;
+        written += chunk.len() as u64;
+        if written > room.left() {
+            return Err(room.full().into());
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| SupervisorError::Internal(format!("writing the upload: {e}")))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| SupervisorError::Internal(format!("writing the upload: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! Volumes: named folders of files that outlive every sandbox, each its tenant's, kept under
+//! the server's home (`<home>/volumes`, `--volume-dir`).
+//!
+//! - `names.rs`: what a volume's name and a path inside it may be (no `..`, no absolute
+//!   escape, no NUL, bounded lengths), checked before anything touches the disk.
+//! - `store.rs`: the volumes on disk, reached only through `cap-std` directories (a symlink
+//!   never leads out of a volume), their usage against [`VolumeLimits`], writes landing by
+//!   rename (a reader sees a file whole, before or after; two writers of one file, the last
+//!   to finish wins).
+//! - `error.rs`: why a volume operation was refused or failed, as domain causes.
+//!
+//! Nothing here knows HTTP or tenants' keys: the supervisor names the tenant
+//! (`supervisor/volumes.rs`), and `server/error.rs` maps each [`VolumeError`] to its status.
+
+mod error;
+mod names;
+mod store;
+
+pub use error::VolumeError;
+pub use names::{VolumeName, VolumePath};
+pub use store::{FileEntry, Room, VolumeInfo, VolumeLimits, VolumeStore};

@@ -1,0 +1,756 @@
+//! The volumes on one node's disk: `<root>/<tenant>/<name>/` holds `volume.json` (the name
+//! and when it was made), `files/` (the volume's own files) and `incoming/` (uploads being
+//! written, renamed into `files/` whole when complete). `<tenant>` is a hash of the tenant's
+//! id, so an id is never a path.
+//!
+//! Every path inside a volume is reached through a `cap-std` [`Dir`] opened on its `files/`:
+//! a symlink, `..` or an absolute link can never lead out of it, whatever a guest left
+//! there. Usage (bytes and entries) is measured once per volume, at its first use since the
+//! server started, and kept up to date by every change made here under one lock; changes
+//! made elsewhere (a mount, when there are mounts) will need measuring again.
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+use utoipa::ToSchema;
+
+use super::error::VolumeLimit;
+use super::{VolumeError, VolumeName, VolumePath};
+use crate::sync::lock;
+
+const FILES: &str = "files";
+const INCOMING: &str = "incoming";
+const META: &str = "volume.json";
+const TRASH: &str = ".trash";
+
+/// What each tenant may keep in volumes (`--volume-*`).
+#[derive(Debug, Clone, Copy)]
+pub struct VolumeLimits {
+    /// Volumes a tenant may have.
+    pub volumes: u64,
+    /// Bytes one volume may hold.
+    pub volume_bytes: u64,
+    /// Bytes all of a tenant's volumes may hold together.
+    pub tenant_bytes: u64,
+    /// Files and folders one volume may hold.
+    pub files: u64,
+}
+
+/// A volume as listed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VolumeInfo {
+    pub name: String,
+    /// When it was made (Unix seconds).
+    pub created_at: u64,
+    /// Bytes of its files.
+    pub bytes: u64,
+    /// Its files and folders.
+    pub files: u64,
+}
+
+/// What a path in a volume is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    /// A symbolic link (left by a guest): listed, never followed out of the volume.
+    Symlink,
+}
+
+/// One entry of a volume.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FileEntry {
+    /// Relative to the volume's top.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Bytes (0 for a folder).
+    pub size: u64,
+    /// Last modified (Unix seconds).
+    pub modified: u64,
+}
+
+/// The room a volume has left, and the limit that bounds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    pub what: VolumeLimit,
+    pub limit: u64,
+    pub used: u64,
+}
+
+impl Room {
+    /// Bytes that may still be written.
+    pub fn left(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// The refusal of a write past it.
+    pub fn full(&self) -> VolumeError {
+        VolumeError::Full {
+            what: self.what,
+            limit: self.limit,
+            used: self.used,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    name: String,
+    created_at: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    bytes: u64,
+    files: u64,
+}
+
+/// Every tenant's volumes on this node.
+pub struct VolumeStore {
+    root: PathBuf,
+    limits: VolumeLimits,
+    /// Usage of each volume measured so far (by its folder); under this lock every change
+    /// of a volume's files is checked and made, so two writers cannot both pass a limit.
+    usage: Mutex<HashMap<PathBuf, Usage>>,
+}
+
+impl VolumeStore {
+    /// The store at `root` (made if missing; what a deletion left half-removed is removed).
+    pub fn open(root: &Path, limits: VolumeLimits) -> std::io::Result<Self> {
+        std::fs::create_dir_all(root)?;
+        let trash = root.join(TRASH);
+        let _ = std::fs::remove_dir_all(&trash);
+        std::fs::create_dir_all(&trash)?;
+        Ok(VolumeStore {
+            root: root.to_path_buf(),
+            limits,
+            usage: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn tenant_dir(&self, tenant: &str) -> PathBuf {
+        let hash = sha2::Sha256::digest(tenant.as_bytes());
+        self.root.join(hex::encode(&hash[..16]))
+    }
+
+    fn volume_dir(&self, tenant: &str, name: &VolumeName) -> PathBuf {
+        self.tenant_dir(tenant).join(name.as_str())
+    }
+
+    /// The folder of an existing volume, or `NotFound`.
+    fn existing(&self, tenant: &str, name: &VolumeName) -> Result<PathBuf, VolumeError> {
+        let dir = self.volume_dir(tenant, name);
+        match std::fs::metadata(dir.join(META)) {
+            Ok(_) => Ok(dir),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Err(VolumeError::NotFound(name.to_string()))
+            }
+            Err(e) => Err(VolumeError::io("reading the volume", e)),
+        }
+    }
+
+    fn files_dir(dir: &Path) -> Result<Dir, VolumeError> {
+        Dir::open_ambient_dir(dir.join(FILES), ambient_authority())
+            .map_err(|e| VolumeError::io("opening the volume", e))
+    }
+
+    /// Makes volume `name` of `tenant`.
+    pub fn create(&self, tenant: &str, name: &VolumeName) -> Result<VolumeInfo, VolumeError> {
+        let mut usage = lock(&self.usage);
+        let have = self.names(tenant)?.len() as u64;
+        if have >= self.limits.volumes {
+            return Err(VolumeError::TooMany(self.limits.volumes));
+        }
+        let tenant_dir = self.tenant_dir(tenant);
+        std::fs::create_dir_all(&tenant_dir).map_err(|e| VolumeError::io("making it", e))?;
+        let dir = tenant_dir.join(name.as_str());
+        // A folder of that name without its record is what a crash mid-creation left.
+        if dir.exists() && !dir.join(META).exists() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                return Err(VolumeError::Exists(name.to_string()));
+            }
+            Err(e) => return Err(VolumeError::io("making it", e)),
+        }
+        let made = (|| {
+            std::fs::create_dir(dir.join(FILES))?;
+            std::fs::create_dir(dir.join(INCOMING))?;
+            let meta = Meta {
+                name: name.to_string(),
+                created_at: unix_now(),
+            };
+            let tmp = dir.join(".volume.json.tmp");
+            std::fs::write(&tmp, serde_json::to_vec(&meta).expect("plain data"))?;
+            // The record lands last and whole: a volume exists once it is there.
+            std::fs::rename(tmp, dir.join(META))?;
+            Ok::<_, std::io::Error>(meta)
+        })();
+        match made {
+            Ok(meta) => {
+                usage.insert(dir, Usage::default());
+                Ok(VolumeInfo {
+                    name: meta.name,
+                    created_at: meta.created_at,
+                    bytes: 0,
+                    files: 0,
+                })
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(VolumeError::io("making it", e))
+            }
+        }
+    }
+
+    /// The names of `tenant`'s volumes, sorted.
+    fn names(&self, tenant: &str) -> Result<Vec<VolumeName>, VolumeError> {
+        let entries = match std::fs::read_dir(self.tenant_dir(tenant)) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(VolumeError::io("listing volumes", e)),
+        };
+        let mut names: Vec<VolumeName> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join(META).exists())
+            .filter_map(|e| VolumeName::parse(e.file_name().to_str()?).ok())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// `tenant`'s volumes.
+    pub fn list(&self, tenant: &str) -> Result<Vec<VolumeInfo>, VolumeError> {
+        self.names(tenant)?
+            .iter()
+            .map(|n| self.info(tenant, n))
+            .collect()
+    }
+
+    /// Volume `name` of `tenant`, with its usage.
+    pub fn info(&self, tenant: &str, name: &VolumeName) -> Result<VolumeInfo, VolumeError> {
+        let dir = self.existing(tenant, name)?;
+        let meta: Meta = std::fs::read(dir.join(META))
+            .map_err(|e| VolumeError::io("reading the volume", e))
+            .and_then(|b| {
+                serde_json::from_slice(&b).map_err(|e| VolumeError::Io(format!("its record: {e}")))
+            })?;
+        let used = {
+            let mut usage = lock(&self.usage);
+            self.usage_of(&mut usage, &dir)?
+        };
+        Ok(VolumeInfo {
+            name: meta.name,
+            created_at: meta.created_at,
+            bytes: used.bytes,
+            files: used.files,
+        })
+    }
+
+    /// Deletes volume `name` of `tenant` and everything in it.
+    pub fn delete(&self, tenant: &str, name: &VolumeName) -> Result<(), VolumeError> {
+        let mut usage = lock(&self.usage);
+        let dir = self.existing(tenant, name)?;
+        // Out of sight at once (a rename), then removed.
+        let gone = self
+            .root
+            .join(TRASH)
+            .join(format!("{:016x}", rand::random::<u64>()));
+        std::fs::rename(&dir, &gone).map_err(|e| VolumeError::io("deleting it", e))?;
+        usage.remove(&dir);
+        drop(usage);
+        let _ = std::fs::remove_dir_all(&gone);
+        Ok(())
+    }
+
+    /// The usage of the volume at `dir`, measured if it was not yet.
+    fn usage_of(
+        &self,
+        usage: &mut HashMap<PathBuf, Usage>,
+        dir: &Path,
+    ) -> Result<Usage, VolumeError> {
+        if let Some(u) = usage.get(dir) {
+            return Ok(*u);
+        }
+        let measured = measure(&Self::files_dir(dir)?)
+            .map_err(|e| VolumeError::io("measuring the volume", e))?;
+        usage.insert(dir.to_path_buf(), measured);
+        Ok(measured)
+    }
+
+    /// Bytes `tenant`'s volumes hold together.
+    fn tenant_bytes(
+        &self,
+        usage: &mut HashMap<PathBuf, Usage>,
+        tenant: &str,
+    ) -> Result<u64, VolumeError> {
+        let mut total = 0;
+        for n in self.names(tenant)? {
+            total += self.usage_of(usage, &self.volume_dir(tenant, &n))?.bytes;
+        }
+        Ok(total)
+    }
+
+    /// How many bytes an upload to `path` of volume `name` may have now, and which limit
+    /// says so (the lower of the volume's room and its tenant's, the file it would replace
+    /// counted as free): the bound the upload is read within.
+    pub fn room(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+    ) -> Result<Room, VolumeError> {
+        let dir = self.existing(tenant, name)?;
+        let replaced = match Self::files_dir(&dir)?.symlink_metadata(path.as_str()) {
+            Ok(m) if m.is_file() => m.len(),
+            _ => 0,
+        };
+        let mut usage = lock(&self.usage);
+        let own = self
+            .usage_of(&mut usage, &dir)?
+            .bytes
+            .saturating_sub(replaced);
+        let all = self
+            .tenant_bytes(&mut usage, tenant)?
+            .saturating_sub(replaced);
+        let volume = Room {
+            what: VolumeLimit::VolumeBytes,
+            limit: self.limits.volume_bytes,
+            used: own,
+        };
+        let tenant = Room {
+            what: VolumeLimit::TenantBytes,
+            limit: self.limits.tenant_bytes,
+            used: all,
+        };
+        Ok(if tenant.left() < volume.left() {
+            tenant
+        } else {
+            volume
+        })
+    }
+
+    /// A new file in volume `name`'s `incoming/` for an upload to be written into, and its
+    /// path (for [`VolumeStore::commit`]; removed on any failure).
+    pub fn incoming(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+    ) -> Result<(PathBuf, std::fs::File), VolumeError> {
+        let dir = self.existing(tenant, name)?;
+        let path = dir
+            .join(INCOMING)
+            .join(format!("{:016x}", rand::random::<u64>()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| VolumeError::io("receiving the file", e))?;
+        Ok((path, file))
+    }
+
+    /// Puts the upload written at `incoming` as `path` in volume `name` (its folders made),
+    /// replacing a file there, if every limit allows; the upload is removed either way.
+    /// Returns its size.
+    pub fn commit(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+        incoming: &Path,
+    ) -> Result<u64, VolumeError> {
+        let done = self.commit_inner(tenant, name, path, incoming);
+        if done.is_err() {
+            let _ = std::fs::remove_file(incoming);
+        }
+        done
+    }
+
+    fn commit_inner(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+        incoming: &Path,
+    ) -> Result<u64, VolumeError> {
+        let Some(parent) = path.parent() else {
+            return Err(wrong(name, path, "is the volume's top, not a file"));
+        };
+        let mut usage = lock(&self.usage);
+        let dir = self.existing(tenant, name)?;
+        let files = Self::files_dir(&dir)?;
+        let size = std::fs::metadata(incoming)
+            .map_err(|e| VolumeError::io("receiving the file", e))?
+            .len();
+        let replaced = match files.symlink_metadata(path.as_str()) {
+            Ok(m) if m.is_file() => Some(m.len()),
+            Ok(m) if m.is_dir() => return Err(wrong(name, path, "is a folder")),
+            Ok(_) => return Err(wrong(name, path, "is a link or a special file")),
+            Err(e) if is_absent(&e) => None,
+            Err(e) => return Err(self.refused(name, path, e)),
+        };
+        let new_dirs = missing_dirs(&files, parent).map_err(|e| self.refused(name, path, e))?;
+        let used = self.usage_of(&mut usage, &dir)?;
+        let all = self.tenant_bytes(&mut usage, tenant)?;
+        let grow = size.saturating_sub(replaced.unwrap_or(0));
+        let new_entries = new_dirs + u64::from(replaced.is_none());
+        check(
+            VolumeLimit::VolumeBytes,
+            self.limits.volume_bytes,
+            used.bytes,
+            grow,
+        )?;
+        check(
+            VolumeLimit::TenantBytes,
+            self.limits.tenant_bytes,
+            all,
+            grow,
+        )?;
+        check(
+            VolumeLimit::Files,
+            self.limits.files,
+            used.files,
+            new_entries,
+        )?;
+        if !parent.is_empty() {
+            files
+                .create_dir_all(parent)
+                .map_err(|e| self.refused(name, path, e))?;
+        }
+        let incoming_dir = Dir::open_ambient_dir(dir.join(INCOMING), ambient_authority())
+            .map_err(|e| VolumeError::io("receiving the file", e))?;
+        let leaf = incoming
+            .file_name()
+            .expect("an upload's path has a file name");
+        incoming_dir
+            .rename(leaf, &files, path.as_str())
+            .map_err(|e| self.refused(name, path, e))?;
+        let after = Usage {
+            bytes: used.bytes - replaced.unwrap_or(0) + size,
+            files: used.files + new_entries,
+        };
+        usage.insert(dir, after);
+        Ok(size)
+    }
+
+    /// Makes folder `path` (and those above it) in volume `name`.
+    pub fn make_dir(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+    ) -> Result<FileEntry, VolumeError> {
+        if path.is_top() {
+            return self.stat(tenant, name, path);
+        }
+        let mut usage = lock(&self.usage);
+        let dir = self.existing(tenant, name)?;
+        let files = Self::files_dir(&dir)?;
+        let new_dirs =
+            missing_dirs(&files, path.as_str()).map_err(|e| self.refused(name, path, e))?;
+        let used = self.usage_of(&mut usage, &dir)?;
+        check(VolumeLimit::Files, self.limits.files, used.files, new_dirs)?;
+        files
+            .create_dir_all(path.as_str())
+            .map_err(|e| self.refused(name, path, e))?;
+        usage.insert(
+            dir,
+            Usage {
+                files: used.files + new_dirs,
+                ..used
+            },
+        );
+        drop(usage);
+        self.stat(tenant, name, path)
+    }
+
+    /// What is at `path` in volume `name`.
+    pub fn stat(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+    ) -> Result<FileEntry, VolumeError> {
+        let files = Self::files_dir(&self.existing(tenant, name)?)?;
+        let m = if path.is_top() {
+            files.dir_metadata()
+        } else {
+            files.symlink_metadata(path.as_str())
+        }
+        .map_err(|e| self.refused(name, path, e))?;
+        Ok(entry(path.as_str().to_string(), &m))
+    }
+
+    /// Opens file `path` of volume `name` for reading: a regular file only (a folder, link or
+    /// special file is refused), and its size.
+    pub fn open_file(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+    ) -> Result<(std::fs::File, u64), VolumeError> {
+        let files = Self::files_dir(&self.existing(tenant, name)?)?;
+        if path.is_top() {
+            return Err(wrong(name, path, "is a folder"));
+        }
+        let m = files
+            .symlink_metadata(path.as_str())
+            .map_err(|e| self.refused(name, path, e))?;
+        if m.is_dir() {
+            return Err(wrong(name, path, "is a folder"));
+        }
+        if !m.is_file() {
+            return Err(wrong(name, path, "is a link or a special file"));
+        }
+        let mut opts = cap_std::fs::OpenOptions::new();
+        opts.read(true);
+        {
+            use cap_std::fs::OpenOptionsExt as _;
+            // Whatever replaced it since the look above: never a link, never a FIFO's wait.
+            opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        let file = files
+            .open_with(path.as_str(), &opts)
+            .map_err(|e| self.refused(name, path, e))?
+            .into_std();
+        let m = file
+            .metadata()
+            .map_err(|e| VolumeError::io("reading the file", e))?;
+        if !m.is_file() {
+            return Err(wrong(name, path, "is a link or a special file"));
+        }
+        Ok((file, m.len()))
+    }
+
+    /// The entries under folder `path` of volume `name`, `depth` levels down (1: its own
+    /// entries), at most the volume's file limit of them, sorted by path.
+    pub fn list_files(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+        depth: u32,
+    ) -> Result<Vec<FileEntry>, VolumeError> {
+        let files = Self::files_dir(&self.existing(tenant, name)?)?;
+        let start = if path.is_top() {
+            files
+        } else {
+            let m = files
+                .symlink_metadata(path.as_str())
+                .map_err(|e| self.refused(name, path, e))?;
+            if !m.is_dir() {
+                return Err(wrong(name, path, "is not a folder"));
+            }
+            files
+                .open_dir(path.as_str())
+                .map_err(|e| self.refused(name, path, e))?
+        };
+        let mut out = Vec::new();
+        let prefix = path.as_str().to_string();
+        walk(&start, &prefix, depth.max(1), self.limits.files, &mut out)
+            .map_err(|e| VolumeError::io("listing the volume", e))?;
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Removes `path` from volume `name`: a file or link, or a folder with everything in it.
+    pub fn remove(
+        &self,
+        tenant: &str,
+        name: &VolumeName,
+        path: &VolumePath,
+    ) -> Result<(), VolumeError> {
+        if path.is_top() {
+            return Err(wrong(
+                name,
+                path,
+                "is the volume's top: delete the volume instead",
+            ));
+        }
+        let mut usage = lock(&self.usage);
+        let dir = self.existing(tenant, name)?;
+        let files = Self::files_dir(&dir)?;
+        let m = files
+            .symlink_metadata(path.as_str())
+            .map_err(|e| self.refused(name, path, e))?;
+        let used = self.usage_of(&mut usage, &dir)?;
+        let freed = if m.is_dir() {
+            let sub = files
+                .open_dir(path.as_str())
+                .map_err(|e| self.refused(name, path, e))?;
+            let inner = measure(&sub).map_err(|e| VolumeError::io("measuring the folder", e))?;
+            files
+                .remove_dir_all(path.as_str())
+                .map_err(|e| self.refused(name, path, e))?;
+            Usage {
+                bytes: inner.bytes,
+                files: inner.files + 1,
+            }
+        } else {
+            files
+                .remove_file(path.as_str())
+                .map_err(|e| self.refused(name, path, e))?;
+            Usage {
+                bytes: if m.is_file() { m.len() } else { 0 },
+                files: 1,
+            }
+        };
+        usage.insert(
+            dir,
+            Usage {
+                bytes: used.bytes.saturating_sub(freed.bytes),
+                files: used.files.saturating_sub(freed.files),
+            },
+        );
+        Ok(())
+    }
+
+    /// An I/O error on `path` as the caller should see it.
+    fn refused(&self, name: &VolumeName, path: &VolumePath, e: std::io::Error) -> VolumeError {
+        if is_absent(&e) {
+            return VolumeError::FileNotFound {
+                volume: name.to_string(),
+                path: path.as_str().to_string(),
+            };
+        }
+        match e.raw_os_error() {
+            Some(libc::ENOTDIR) | Some(libc::EEXIST) | Some(libc::EISDIR) => {
+                wrong(name, path, "is in the way of a file or a folder there")
+            }
+            // cap-std's refusal of a path that would leave the volume (a link out of it).
+            _ if e.kind() == ErrorKind::PermissionDenied
+                || e.raw_os_error() == Some(libc::ELOOP) =>
+            {
+                wrong(name, path, "goes through a link")
+            }
+            _ => VolumeError::io("the volume's disk", e),
+        }
+    }
+}
+
+fn is_absent(e: &std::io::Error) -> bool {
+    e.kind() == ErrorKind::NotFound
+}
+
+fn wrong(name: &VolumeName, path: &VolumePath, why: &'static str) -> VolumeError {
+    VolumeError::WrongKind {
+        volume: name.to_string(),
+        path: format!("/{}", path.as_str()),
+        why,
+    }
+}
+
+fn check(what: VolumeLimit, limit: u64, used: u64, add: u64) -> Result<(), VolumeError> {
+    if add > 0 && used.saturating_add(add) > limit {
+        return Err(VolumeError::Full { what, limit, used });
+    }
+    Ok(())
+}
+
+/// How many of the folders on the way to `dir` (inclusive) do not exist yet; an error when
+/// one of them is not a folder.
+fn missing_dirs(files: &Dir, dir: &str) -> std::io::Result<u64> {
+    if dir.is_empty() {
+        return Ok(0);
+    }
+    let mut at = String::new();
+    let parts: Vec<&str> = dir.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !at.is_empty() {
+            at.push('/');
+        }
+        at.push_str(part);
+        match files.symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
+            Err(e) if is_absent(&e) => return Ok((parts.len() - i) as u64),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(0)
+}
+
+/// The bytes and entries under `dir`, links not followed.
+fn measure(dir: &Dir) -> std::io::Result<Usage> {
+    let mut u = Usage::default();
+    for e in dir.entries()? {
+        let e = e?;
+        let m = e.metadata()?;
+        u.files += 1;
+        if m.is_dir() {
+            let inner = measure(&e.open_dir()?)?;
+            u.bytes += inner.bytes;
+            u.files += inner.files;
+        } else if m.is_file() {
+            u.bytes += m.len();
+        }
+    }
+    Ok(u)
+}
+
+fn walk(
+    dir: &Dir,
+    prefix: &str,
+    depth: u32,
+    max: u64,
+    out: &mut Vec<FileEntry>,
+) -> std::io::Result<()> {
+    for e in dir.entries()? {
+        if out.len() as u64 >= max {
+            return Ok(());
+        }
+        let e = e?;
+        let Some(leaf) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = if prefix.is_empty() {
+            leaf
+        } else {
+            format!("{prefix}/{leaf}")
+        };
+        let m = e.metadata()?;
+        let is_dir = m.is_dir();
+        out.push(entry(path.clone(), &m));
+        if is_dir && depth > 1 {
+            walk(&e.open_dir()?, &path, depth - 1, max, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn entry(path: String, m: &cap_std::fs::Metadata) -> FileEntry {
+    let kind = if m.is_dir() {
+        EntryKind::Dir
+    } else if m.is_symlink() {
+        EntryKind::Symlink
+    } else {
+        EntryKind::File
+    };
+    FileEntry {
+        path,
+        kind,
+        size: if kind == EntryKind::File { m.len() } else { 0 },
+        modified: m
+            .modified()
+            .ok()
+            .map(|t| t.into_std())
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs()),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
