@@ -229,11 +229,13 @@ pub async fn body_cap(State(state): State<AppState>, req: Request, next: Next) -
 /// Whether a request's body is streamed to disk within a bound of its own (a volume's file:
 /// the volume's room), so the body cap is not its bound.
 fn streams_to_disk(method: &axum::http::Method, path: &str) -> bool {
+    let volume_file = |prefix: &str, rest: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|p| p.split_once('/'))
+            .is_some_and(|(_, r)| r.starts_with(rest))
+    };
     method == axum::http::Method::PUT
-        && path.strip_prefix("/v1/volumes/").is_some_and(|rest| {
-            rest.split_once('/')
-                .is_some_and(|(_, r)| r.starts_with("files/"))
-        })
+        && (volume_file("/v1/volumes/", "files/") || volume_file("/e2b/volumecontent/", "file"))
 }
 
 /// The 500 answer for a panic caught in a handler; the server goes on.

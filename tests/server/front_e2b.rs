@@ -22,6 +22,7 @@ fn e2b_env(cmd: &mut Command, base: &str, key: &str) {
     cmd.env("E2B_API_KEY", key)
         .env("E2B_API_URL", &url)
         .env("E2B_SANDBOX_URL", &url)
+        .env("E2B_VOLUME_API_URL", &url)
         .env_remove("E2B_DEBUG")
         .env_remove("E2B_DOMAIN");
 }
@@ -33,6 +34,41 @@ fn timings(stdout: &str) -> Value {
         .find_map(|l| l.strip_prefix("JSON:"))
         .expect("the scenario prints its timings");
     serde_json::from_str(line).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_volume_api_works_unchanged() {
+    let Some(python) = venv_python("e2b_venv") else {
+        return;
+    };
+    let s = start("e2b-volumes", |a| a.max_body_bytes = 1 << 20).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2b_sdk.py");
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(python);
+        cmd.arg(script).arg("volumes");
+        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python SDK's volume scenario failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in ["create, list", "files written", "connect, destroy"] {
+        assert!(stdout.contains(step), "step {step} did not pass:\n{stdout}");
+    }
+    let audit = s.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["door"] == "e2b" && l["action"] == "volume_upload"),
+        "no E2B volume upload in the audit log"
+    );
+    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

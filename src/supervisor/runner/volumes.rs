@@ -153,6 +153,20 @@ impl Runner {
             .await
     }
 
+    /// What is at `path` in volume `name`.
+    pub async fn volume_entry(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+    ) -> SupervisorResult<FileEntry> {
+        let tenant = self.tenant(key).id().to_string();
+        let name = VolumeName::parse(name)?;
+        let path = VolumePath::parse(path)?;
+        self.on_volumes(move |s| s.stat(&tenant, &name, &path))
+            .await
+    }
+
     /// Makes folder `path` (and those above it) in volume `name`.
     pub async fn make_volume_dir(
         &self,

@@ -221,7 +221,7 @@ async fn create(
     }
     if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(invalid(
-            "volumeMounts: volumes are not offered here; write files with sandbox.files".into(),
+            "volumeMounts: volumes are not mounted into sandboxes yet; their files are served by the Volume API".into(),
         ));
     }
     let template = template_of(&new.template_id)?;

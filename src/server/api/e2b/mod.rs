@@ -5,7 +5,7 @@
 //! apply, and its id is the session's. Everything the SDKs send arrives under `/e2b` and is
 //! routed by the `E2b-Sandbox-Port` header, as E2B's own edge routes it: none is the control
 //! plane ([`control`]: create, list, info, timeout, refresh, connect, pause, resume, fork,
-//! kill; [`metrics`]: `get_metrics`), 49999 the code interpreter ([`interpreter`]: `/execute` streamed as NDJSON,
+//! kill; [`metrics`]: `get_metrics`; [`volumes`]: `Volume` and its content API), 49999 the code interpreter ([`interpreter`]: `/execute` streamed as NDJSON,
 //! contexts), 49983 envd ([`envd`]: `/files`, the Connect `filesystem.Filesystem` and
 //! `process.Process` services).
 //! A request to any other port is refused with 502, as E2B's edge refuses a port nothing
@@ -23,6 +23,7 @@ mod interpreter;
 mod metrics;
 mod network;
 mod process;
+mod volumes;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -84,6 +85,7 @@ pub fn router(app: AppState) -> Router {
     let door = Arc::new(Door { app });
     let control = control::routes()
         .merge(metrics::routes())
+        .merge(volumes::routes())
         .with_state(door.clone());
     let interpreter = interpreter::routes().with_state(door.clone());
     let envd = envd::routes().with_state(door);
