@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-pub use crate::volumes::{EntryKind, FileEntry, VolumeInfo};
+pub use crate::volumes::{VolumeEntry, VolumeEntryKind, VolumeInfo};
 
 /// `POST /v1/volumes`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -58,7 +58,7 @@ pub struct VolumeInfo {
 /// What a path in a volume is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum EntryKind {
+pub enum VolumeEntryKind {
     File,
     Dir,
     /// A symbolic link (left by a guest): listed, never followed out of the volume.
@@ -67,10 +67,10 @@ pub enum EntryKind {
 
 /// One entry of a volume.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct FileEntry {
+pub struct VolumeEntry {
     /// Relative to the volume's top.
     pub path: String,
-    pub kind: EntryKind,
+    pub kind: VolumeEntryKind,
     /// Bytes (0 for a folder).
     pub size: u64,
     /// Last modified (Unix seconds).
@@ -449,7 +449,7 @@ impl VolumeStore {
         tenant: &str,
         name: &VolumeName,
         path: &VolumePath,
-    ) -> Result<FileEntry, VolumeError> {
+    ) -> Result<VolumeEntry, VolumeError> {
         if path.is_top() {
             return self.stat(tenant, name, path);
         }
@@ -480,7 +480,7 @@ impl VolumeStore {
         tenant: &str,
         name: &VolumeName,
         path: &VolumePath,
-    ) -> Result<FileEntry, VolumeError> {
+    ) -> Result<VolumeEntry, VolumeError> {
         let files = Self::files_dir(&self.existing(tenant, name)?)?;
         let m = if path.is_top() {
             files.dir_metadata()
@@ -540,7 +540,7 @@ impl VolumeStore {
         name: &VolumeName,
         path: &VolumePath,
         depth: u32,
-    ) -> Result<Vec<FileEntry>, VolumeError> {
+    ) -> Result<Vec<VolumeEntry>, VolumeError> {
         let files = Self::files_dir(&self.existing(tenant, name)?)?;
         let start = if path.is_top() {
             files
@@ -703,7 +703,7 @@ fn walk(
     prefix: &str,
     depth: u32,
     max: u64,
-    out: &mut Vec<FileEntry>,
+    out: &mut Vec<VolumeEntry>,
 ) -> std::io::Result<()> {
     for e in dir.entries()? {
         if out.len() as u64 >= max {
@@ -728,18 +728,22 @@ fn walk(
     Ok(())
 }
 
-fn entry(path: String, m: &cap_std::fs::Metadata) -> FileEntry {
+fn entry(path: String, m: &cap_std::fs::Metadata) -> VolumeEntry {
     let kind = if m.is_dir() {
-        EntryKind::Dir
+        VolumeEntryKind::Dir
     } else if m.is_symlink() {
-        EntryKind::Symlink
+        VolumeEntryKind::Symlink
     } else {
-        EntryKind::File
+        VolumeEntryKind::File
     };
-    FileEntry {
+    VolumeEntry {
         path,
         kind,
-        size: if kind == EntryKind::File { m.len() } else { 0 },
+        size: if kind == VolumeEntryKind::File {
+            m.len()
+        } else {
+            0
+        },
         modified: m
             .modified()
             .ok()

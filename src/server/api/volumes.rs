@@ -17,7 +17,7 @@ use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::request_context::Caller;
 use crate::supervisor::audit::Action;
-use crate::supervisor::volumes::{CreateVolume, FileEntry, VolumeInfo};
+use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeInfo};
 
 /// `GET /v1/volumes`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -28,7 +28,7 @@ pub struct VolumeList {
 /// `GET /v1/volumes/{name}/files`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VolumeFiles {
-    pub entries: Vec<FileEntry>,
+    pub entries: Vec<VolumeEntry>,
 }
 
 /// `PUT /v1/volumes/{name}/files/{path}`.
@@ -259,7 +259,7 @@ pub async fn delete_file(
         ("path" = String, Path, description = "The folder to make (with those above it)"),
     ),
     responses(
-        (status = 201, description = "Made (or already there)", body = FileEntry),
+        (status = 201, description = "Made (or already there)", body = VolumeEntry),
         (status = 409, description = "`invalid_path`: a file is in the way", body = ErrorBody),
         (status = 507, description = "`volume_full`: past the volume's files", body = ErrorBody),
     )
@@ -267,7 +267,7 @@ pub async fn delete_file(
 pub async fn make_dir(
     Caller { state, ctx }: Caller,
     Path((name, path)): Path<(String, String)>,
-) -> ApiResult<(StatusCode, Json<FileEntry>)> {
+) -> ApiResult<(StatusCode, Json<VolumeEntry>)> {
     let key = ctx.key_id.as_deref();
     Bracket::open(&state, &ctx, Action::VolumeFileOperation)
         .around(201, async |record| {

@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt as _;
 use super::Runner;
 use crate::leakage::LeakPolicy;
 use crate::supervisor::audit::AuditRecord;
-use crate::supervisor::volumes::{CreateVolume, FileEntry, VolumeInfo};
+use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeInfo};
 use crate::supervisor::{SupervisorError, SupervisorResult};
 use crate::volumes::{Room, VolumeError, VolumeName, VolumePath, VolumeStore};
 
@@ -145,7 +145,7 @@ impl Runner {
         name: &str,
         path: &str,
         depth: u32,
-    ) -> SupervisorResult<Vec<FileEntry>> {
+    ) -> SupervisorResult<Vec<VolumeEntry>> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
         let path = VolumePath::parse(path)?;
@@ -159,7 +159,7 @@ impl Runner {
         key: Option<&str>,
         name: &str,
         path: &str,
-    ) -> SupervisorResult<FileEntry> {
+    ) -> SupervisorResult<VolumeEntry> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
         let path = VolumePath::parse(path)?;
@@ -173,7 +173,7 @@ impl Runner {
         key: Option<&str>,
         name: &str,
         path: &str,
-    ) -> SupervisorResult<FileEntry> {
+    ) -> SupervisorResult<VolumeEntry> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
         let path = VolumePath::parse(path)?;

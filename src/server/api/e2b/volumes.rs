@@ -26,7 +26,7 @@ use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::request_context::Caller;
 use crate::supervisor::audit::Action;
 use crate::supervisor::time::rfc3339;
-use crate::supervisor::volumes::{CreateVolume, EntryKind, FileEntry};
+use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeEntryKind};
 
 pub fn routes() -> axum::Router<DoorState> {
     axum::Router::new()
@@ -120,13 +120,13 @@ fn at(query: Result<Query<At>, QueryRejection>) -> Result<At, E2bError> {
 }
 
 /// An entry as E2B's `VolumeEntryStat`.
-fn stat_of(e: &FileEntry) -> Value {
+fn stat_of(e: &VolumeEntry) -> Value {
     let path = format!("/{}", e.path);
     let name = e.path.rsplit('/').next().unwrap_or_default();
     let (kind, mode) = match e.kind {
-        EntryKind::File => ("file", 0o644),
-        EntryKind::Dir => ("directory", 0o755),
-        EntryKind::Symlink => ("symlink", 0o777),
+        VolumeEntryKind::File => ("file", 0o644),
+        VolumeEntryKind::Dir => ("directory", 0o755),
+        VolumeEntryKind::Symlink => ("symlink", 0o777),
     };
     let t = rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.modified));
     json!({
