@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Literal, Optional
 
@@ -164,6 +165,32 @@ def test_events_and_webhooks(client: Client) -> None:
     with pytest.raises(BadRequest, match="127.0.0.1"):
         client.add_webhook("http://127.0.0.1:9/hook")
     assert client.webhooks() == []
+
+
+def test_volumes_keep_files_beyond_any_sandbox(client: Client) -> None:
+    name = f"vol-{uuid.uuid4().hex[:8]}"
+    info = client.create_volume(name)
+    assert info.name == name and info.bytes == 0
+    try:
+        up = client.write_volume_file(name, "/raw/sales.csv", "id,value\n1,10\n")
+        assert up.size == 14
+        assert client.read_volume_file(name, "raw/sales.csv") == b"id,value\n1,10\n"
+        assert client.make_volume_dir(name, "empty").kind == "dir"
+        entries = client.list_volume(name, depth=2)
+        assert [(e.path, e.kind) for e in entries] == [
+            ("empty", "dir"), ("raw", "dir"), ("raw/sales.csv", "file")
+        ]
+        assert name in [v.name for v in client.volumes()]
+        assert client.volume_info(name).bytes == 14
+        client.remove_volume_path(name, "raw")
+        with pytest.raises(NotFound):
+            client.read_volume_file(name, "raw/sales.csv")
+        with pytest.raises(BadRequest, match="path"):
+            client.write_volume_file(name, "a//b", b"x")
+    finally:
+        client.delete_volume(name)
+    with pytest.raises(NotFound, match="volume_not_found"):
+        client.volume_info(name)
 
 
 # Sessions -----------------------------------------------------------------------------

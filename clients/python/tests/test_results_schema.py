@@ -42,6 +42,8 @@ MIRRORS: dict[type, list[str]] = {
     results.Event: ["Event"],
     results.EventPage: ["EventPage"],
     results.WebhookInfo: ["WebhookInfo"],
+    results.VolumeInfo: ["VolumeInfo"],
+    results.VolumeEntry: ["VolumeEntry"],
 }
 
 # Fields of a view that are the client's own, not a property of the wire.

@@ -59,6 +59,8 @@ from .results import (
     ToolCallEvent,
     Truncated,
     UsageSample,
+    VolumeEntry,
+    VolumeInfo,
     WebhookInfo,
 )
 from .tools import Tool, function_schema, tool
@@ -104,6 +106,8 @@ __all__ = [
     "EgressTotals",
     "Event",
     "EventPage",
+    "VolumeEntry",
+    "VolumeInfo",
     "WebhookInfo",
     "VivariumError",
     "TransportError",

@@ -34,6 +34,8 @@ from .results import (
     StdoutEvent,
     StreamEvent,
     TenantUsage,
+    VolumeEntry,
+    VolumeInfo,
     WebhookInfo,
 )
 from .tools import Tool
@@ -224,6 +226,57 @@ def webhooks() -> Plan[list[WebhookInfo]]:
 
 def delete_webhook(webhook_id: str) -> Plan[None]:
     yield HttpCall("DELETE", f"/v1/webhooks/{seg(webhook_id)}", expect="none")
+
+
+# Volumes ------------------------------------------------------------------------------
+
+
+def volume_path(name: str, what: str, path: str = "") -> str:
+    return f"/v1/volumes/{seg(name)}/{what}/{file_path(path)}"
+
+
+def create_volume(name: str) -> Plan[VolumeInfo]:
+    return VolumeInfo.from_dict((yield HttpCall("POST", "/v1/volumes", json={"name": name})))
+
+
+def volumes() -> Plan[list[VolumeInfo]]:
+    d = yield HttpCall("GET", "/v1/volumes")
+    return [VolumeInfo.from_dict(v) for v in (d or {}).get("volumes", [])]
+
+
+def volume_info(name: str) -> Plan[VolumeInfo]:
+    return VolumeInfo.from_dict((yield HttpCall("GET", f"/v1/volumes/{seg(name)}")))
+
+
+def delete_volume(name: str) -> Plan[None]:
+    yield HttpCall("DELETE", f"/v1/volumes/{seg(name)}", expect="none")
+
+
+def write_volume_file(name: str, path: str, data: bytes | str) -> Plan[FileEntry]:
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    d = yield HttpCall("PUT", volume_path(name, "files", path), content=raw)
+    return FileEntry.from_dict(d or {"path": path, "size": len(raw)})
+
+
+def read_volume_file(name: str, path: str) -> Plan[bytes]:
+    data: bytes = yield HttpCall(
+        "GET", volume_path(name, "files", path), headers={"accept": "*/*"}, expect="bytes"
+    )
+    return data
+
+
+def list_volume(name: str, path: str, depth: int) -> Plan[list[VolumeEntry]]:
+    query = urllib.parse.urlencode({"path": path, "depth": depth})
+    d = yield HttpCall("GET", f"/v1/volumes/{seg(name)}/files?{query}")
+    return [VolumeEntry.from_dict(e) for e in (d or {}).get("entries", [])]
+
+
+def remove_volume_path(name: str, path: str) -> Plan[None]:
+    yield HttpCall("DELETE", volume_path(name, "files", path), expect="none")
+
+
+def make_volume_dir(name: str, path: str) -> Plan[VolumeEntry]:
+    return VolumeEntry.from_dict((yield HttpCall("POST", volume_path(name, "dirs", path))))
 
 
 def health(ready: bool) -> Plan[JSON]:

@@ -27,6 +27,8 @@ from .results import (
     StreamEvent,
     TenantUsage,
     ToolCallEvent,
+    VolumeEntry,
+    VolumeInfo,
     WebhookInfo,
 )
 from .tools import Tool, ToolsArg, acall_tool, answer_error, answer_result, normalize_tools
@@ -376,6 +378,41 @@ class AsyncClient:
     async def delete_webhook(self, webhook_id: str) -> None:
         """Deletes one of the tenant's webhooks."""
         await self._drive(_ops.delete_webhook(webhook_id))
+
+    # Volumes: files the tenant keeps beyond any sandbox ------------------------------
+
+    async def create_volume(self, name: str) -> VolumeInfo:
+        """Makes an empty volume for the caller's tenant."""
+        return await self._drive(_ops.create_volume(name))
+
+    async def volumes(self) -> list[VolumeInfo]:
+        """The tenant's volumes, with their usage."""
+        return await self._drive(_ops.volumes())
+
+    async def volume_info(self, name: str) -> VolumeInfo:
+        return await self._drive(_ops.volume_info(name))
+
+    async def delete_volume(self, name: str) -> None:
+        """Deletes a volume with every file in it."""
+        await self._drive(_ops.delete_volume(name))
+
+    async def write_volume_file(self, name: str, path: str, data: bytes | str) -> FileEntry:
+        """Writes a file in a volume (its folders made; a file there replaced, whole)."""
+        return await self._drive(_ops.write_volume_file(name, path, data))
+
+    async def read_volume_file(self, name: str, path: str) -> bytes:
+        return await self._drive(_ops.read_volume_file(name, path))
+
+    async def list_volume(self, name: str, path: str = "", *, depth: int = 1) -> list[VolumeEntry]:
+        """The entries under a folder of a volume, ``depth`` levels down."""
+        return await self._drive(_ops.list_volume(name, path, depth))
+
+    async def remove_volume_path(self, name: str, path: str) -> None:
+        """Removes a file, a link, or a folder with everything in it."""
+        await self._drive(_ops.remove_volume_path(name, path))
+
+    async def make_volume_dir(self, name: str, path: str) -> VolumeEntry:
+        return await self._drive(_ops.make_volume_dir(name, path))
 
     async def usage(self) -> TenantUsage:
         return await self._drive(_ops.usage())

@@ -25,6 +25,8 @@ from .results import (
     StreamEvent,
     TenantUsage,
     ToolCallEvent,
+    VolumeEntry,
+    VolumeInfo,
     WebhookInfo,
 )
 from .tools import Tool, ToolsArg, answer_error, answer_result, call_tool, normalize_tools
@@ -384,6 +386,41 @@ class Client:
     def delete_webhook(self, webhook_id: str) -> None:
         """Deletes one of the tenant's webhooks."""
         self._drive(_ops.delete_webhook(webhook_id))
+
+    # Volumes: files the tenant keeps beyond any sandbox ------------------------------
+
+    def create_volume(self, name: str) -> VolumeInfo:
+        """Makes an empty volume for the caller's tenant."""
+        return self._drive(_ops.create_volume(name))
+
+    def volumes(self) -> list[VolumeInfo]:
+        """The tenant's volumes, with their usage."""
+        return self._drive(_ops.volumes())
+
+    def volume_info(self, name: str) -> VolumeInfo:
+        return self._drive(_ops.volume_info(name))
+
+    def delete_volume(self, name: str) -> None:
+        """Deletes a volume with every file in it."""
+        self._drive(_ops.delete_volume(name))
+
+    def write_volume_file(self, name: str, path: str, data: bytes | str) -> FileEntry:
+        """Writes a file in a volume (its folders made; a file there replaced, whole)."""
+        return self._drive(_ops.write_volume_file(name, path, data))
+
+    def read_volume_file(self, name: str, path: str) -> bytes:
+        return self._drive(_ops.read_volume_file(name, path))
+
+    def list_volume(self, name: str, path: str = "", *, depth: int = 1) -> list[VolumeEntry]:
+        """The entries under a folder of a volume, ``depth`` levels down."""
+        return self._drive(_ops.list_volume(name, path, depth))
+
+    def remove_volume_path(self, name: str, path: str) -> None:
+        """Removes a file, a link, or a folder with everything in it."""
+        self._drive(_ops.remove_volume_path(name, path))
+
+    def make_volume_dir(self, name: str, path: str) -> VolumeEntry:
+        return self._drive(_ops.make_volume_dir(name, path))
 
     def usage(self) -> TenantUsage:
         """The caller's tenant's use of each quota."""

@@ -25,6 +25,8 @@ __all__ = [
     "SessionInfo",
     "SnapshotInfo",
     "FileEntry",
+    "VolumeInfo",
+    "VolumeEntry",
     "SyntaxIssue",
     "CheckResult",
     "PackagePin",
@@ -430,6 +432,48 @@ class FileEntry:
             path=str(d.get("path", "")),
             size=int(d.get("size") or 0),
             media_type=_opt_str(d.get("media_type")),
+        )
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A volume of the caller's tenant (``GET /v1/volumes/{name}``)."""
+
+    name: str
+    created_at: int
+    bytes: int
+    files: int
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> VolumeInfo:
+        return cls(
+            name=str(d.get("name", "")),
+            created_at=int(d.get("created_at") or 0),
+            bytes=int(d.get("bytes") or 0),
+            files=int(d.get("files") or 0),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class VolumeEntry:
+    """A file, folder or link in a volume (``GET /v1/volumes/{name}/files``)."""
+
+    path: str
+    kind: Literal["file", "dir", "symlink"]
+    size: int
+    modified: int
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> VolumeEntry:
+        return cls(
+            path=str(d.get("path", "")),
+            kind=d.get("kind", "file"),
+            size=int(d.get("size") or 0),
+            modified=int(d.get("modified") or 0),
+            raw=d,
         )
 
 
