@@ -18,4 +18,4 @@ mod store;
 
 pub use error::VolumeError;
 pub use names::{VolumeName, VolumePath};
-pub use store::{Room, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore};
+pub use store::{Upload, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore};

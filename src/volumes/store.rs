@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use cap_std::ambient_authority;
@@ -77,22 +77,22 @@ pub struct VolumeEntry {
     pub modified: u64,
 }
 
-/// The room a volume has left, and the limit that bounds it.
+/// The room a volume or its tenant has left, and the limit that bounds it.
 #[derive(Debug, Clone, Copy)]
-pub struct Room {
-    pub what: VolumeLimit,
-    pub limit: u64,
-    pub used: u64,
+struct Room {
+    what: VolumeLimit,
+    limit: u64,
+    used: u64,
 }
 
 impl Room {
     /// Bytes that may still be written.
-    pub fn left(&self) -> u64 {
+    fn left(&self) -> u64 {
         self.limit.saturating_sub(self.used)
     }
 
     /// The refusal of a write past it.
-    pub fn full(&self) -> VolumeError {
+    fn full(&self) -> VolumeError {
         VolumeError::Full {
             what: self.what,
             limit: self.limit,
@@ -120,6 +120,87 @@ pub struct VolumeStore {
     /// Usage of each volume measured so far (by its folder); under this lock every change
     /// of a volume's files is checked and made, so two writers cannot both pass a limit.
     usage: Mutex<HashMap<PathBuf, Usage>>,
+    /// Bytes received by uploads not yet committed, by volume folder (under `usage`'s lock
+    /// when checked against a limit).
+    receiving: Mutex<HashMap<PathBuf, u64>>,
+}
+
+/// An upload being received ([`VolumeStore::begin_upload`]): its bytes count against the
+/// volume's and the tenant's room until it is committed or dropped; dropped uncommitted,
+/// what it received is removed.
+pub struct Upload {
+    store: Arc<VolumeStore>,
+    tenant_dir: PathBuf,
+    dir: PathBuf,
+    /// The size of the file it would replace (free room once it is replaced).
+    replaced: u64,
+    taken: u64,
+    incoming: PathBuf,
+    file: Option<std::fs::File>,
+    committed: bool,
+}
+
+impl Upload {
+    /// The file the body is written into (taken once).
+    pub fn file(&mut self) -> std::fs::File {
+        self.file.take().expect("an upload's file is taken once")
+    }
+
+    /// Admits `n` more bytes, or refuses them with the limit they would pass.
+    pub fn take(&mut self, n: u64) -> Result<(), VolumeError> {
+        let store = &self.store;
+        let usage = lock(&store.usage);
+        let mut receiving = lock(&store.receiving);
+        let own = usage.get(&self.dir).map_or(0, |u| u.bytes)
+            + receiving.get(&self.dir).copied().unwrap_or(0);
+        let all = usage
+            .iter()
+            .filter(|(d, _)| d.starts_with(&self.tenant_dir))
+            .map(|(_, u)| u.bytes)
+            .sum::<u64>()
+            + receiving
+                .iter()
+                .filter(|(d, _)| d.starts_with(&self.tenant_dir))
+                .map(|(_, n)| *n)
+                .sum::<u64>();
+        let rooms = [
+            Room {
+                what: VolumeLimit::VolumeBytes,
+                limit: store.limits.volume_bytes,
+                used: own.saturating_sub(self.replaced),
+            },
+            Room {
+                what: VolumeLimit::TenantBytes,
+                limit: store.limits.tenant_bytes,
+                used: all.saturating_sub(self.replaced),
+            },
+        ];
+        if let Some(full) = rooms.iter().find(|r| n > r.left()) {
+            return Err(full.full());
+        }
+        *receiving.entry(self.dir.clone()).or_default() += n;
+        self.taken += n;
+        Ok(())
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        {
+            let _usage = lock(&self.store.usage);
+            let mut receiving = lock(&self.store.receiving);
+            if let Some(n) = receiving.get_mut(&self.dir) {
+                *n = n.saturating_sub(self.taken);
+                if *n == 0 {
+                    receiving.remove(&self.dir);
+                }
+            }
+        }
+        self.file.take();
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.incoming);
+        }
+    }
 }
 
 impl VolumeStore {
@@ -133,6 +214,7 @@ impl VolumeStore {
             root: root.to_path_buf(),
             limits,
             usage: Mutex::new(HashMap::new()),
+            receiving: Mutex::new(HashMap::new()),
         })
     }
 
@@ -301,78 +383,61 @@ impl VolumeStore {
         Ok(total)
     }
 
-    /// How many bytes an upload to `path` of volume `name` may have now, and which limit
-    /// says so (the lower of the volume's room and its tenant's, the file it would replace
-    /// counted as free): the bound the upload is read within.
-    pub fn room(
-        &self,
+    /// Begins an upload to `path` of volume `name`: a new file in the volume's `incoming/`
+    /// that the body is written into as [`Upload::take`] admits each chunk, and
+    /// [`VolumeStore::commit`] puts in place. Bytes received and not yet committed count
+    /// against the volume's and the tenant's room, so uploads in flight at once can never
+    /// hold more disk than the tenant may keep.
+    pub fn begin_upload(
+        self: &Arc<Self>,
         tenant: &str,
         name: &VolumeName,
         path: &VolumePath,
-    ) -> Result<Room, VolumeError> {
+    ) -> Result<Upload, VolumeError> {
         let dir = self.existing(tenant, name)?;
         let replaced = match Self::files_dir(&dir)?.symlink_metadata(path.as_str()) {
             Ok(m) if m.is_file() => m.len(),
             _ => 0,
         };
-        let mut usage = lock(&self.usage);
-        let own = self
-            .usage_of(&mut usage, &dir)?
-            .bytes
-            .saturating_sub(replaced);
-        let all = self
-            .tenant_bytes(&mut usage, tenant)?
-            .saturating_sub(replaced);
-        let volume = Room {
-            what: VolumeLimit::VolumeBytes,
-            limit: self.limits.volume_bytes,
-            used: own,
-        };
-        let tenant = Room {
-            what: VolumeLimit::TenantBytes,
-            limit: self.limits.tenant_bytes,
-            used: all,
-        };
-        Ok(if tenant.left() < volume.left() {
-            tenant
-        } else {
-            volume
-        })
-    }
-
-    /// A new file in volume `name`'s `incoming/` for an upload to be written into, and its
-    /// path (for [`VolumeStore::commit`]; removed on any failure).
-    pub fn incoming(
-        &self,
-        tenant: &str,
-        name: &VolumeName,
-    ) -> Result<(PathBuf, std::fs::File), VolumeError> {
-        let dir = self.existing(tenant, name)?;
-        let path = dir
+        {
+            // Every volume of the tenant measured, so `take` counts without touching disk.
+            let mut usage = lock(&self.usage);
+            self.usage_of(&mut usage, &dir)?;
+            self.tenant_bytes(&mut usage, tenant)?;
+        }
+        let incoming = dir
             .join(INCOMING)
             .join(format!("{:016x}", rand::random::<u64>()));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&path)
+            .open(&incoming)
             .map_err(|e| VolumeError::io("receiving the file", e))?;
-        Ok((path, file))
+        Ok(Upload {
+            store: self.clone(),
+            tenant_dir: self.tenant_dir(tenant),
+            dir,
+            replaced,
+            taken: 0,
+            incoming,
+            file: Some(file),
+            committed: false,
+        })
     }
 
-    /// Puts the upload written at `incoming` as `path` in volume `name` (its folders made),
-    /// replacing a file there, if every limit allows; the upload is removed either way.
+    /// Puts `upload` as `path` in volume `name` (its folders made), replacing a file there,
+    /// if every limit allows; what was received is removed either way (dropping `upload`).
     /// Returns its size.
     pub fn commit(
         &self,
         tenant: &str,
         name: &VolumeName,
         path: &VolumePath,
-        incoming: &Path,
+        mut upload: Upload,
     ) -> Result<u64, VolumeError> {
-        let done = self.commit_inner(tenant, name, path, incoming);
-        if done.is_err() {
-            let _ = std::fs::remove_file(incoming);
-        }
+        drop(upload.file.take());
+        let done = self.commit_inner(tenant, name, path, &upload.incoming);
+        upload.committed = done.is_ok();
         done
     }
 

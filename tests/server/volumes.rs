@@ -471,3 +471,52 @@ async fn a_volume_is_its_tenants_and_its_files_pass_the_leakage_scan() {
     assert!(!e.to_string().contains(&secret), "{e}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_in_flight_count_against_the_room_they_would_take() {
+    use std::io::{Read, Write};
+    let s = start("volumes-inflight", |a| a.volume_bytes = 1000).await;
+    let c = client();
+    assert_eq!(
+        post(&c, &s.url("/v1/volumes"), &json!({"name": "v"}))
+            .await
+            .0,
+        201
+    );
+    // Two uploads of 700 bytes, each alone within the volume's 1,000: the first sends 600
+    // bytes and waits; the second's first 600 would pass the room the two hold together.
+    let open = |path: &str| {
+        let mut t = std::net::TcpStream::connect(s.addr).unwrap();
+        write!(
+            t,
+            "PUT /v1/volumes/v/files/{path} HTTP/1.1\r\nHost: x\r\nContent-Length: 700\r\n\r\n"
+        )
+        .unwrap();
+        t.write_all(&[b'x'; 600]).unwrap();
+        t
+    };
+    let mut first = open("first");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut second = open("second");
+    second
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = second.read(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 507"), "{answer}");
+    assert!(answer.contains("volume_full"), "{answer}");
+    // The first completes, whole.
+    first.write_all(&[b'x'; 100]).unwrap();
+    first
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = first.read(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let (_, info) = get(&c, &s.url("/v1/volumes/v")).await;
+    assert_eq!(info["bytes"].as_u64(), Some(700), "{info}");
+    drop((first, second));
+    s.stop().await;
+}

@@ -15,7 +15,7 @@ use crate::leakage::LeakPolicy;
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeInfo};
 use crate::supervisor::{SupervisorError, SupervisorResult};
-use crate::volumes::{Room, VolumeError, VolumeName, VolumePath, VolumeStore};
+use crate::volumes::{Upload, VolumeError, VolumeName, VolumePath, VolumeStore};
 
 impl Runner {
     /// Runs `f` on the store off the async threads.
@@ -82,21 +82,14 @@ impl Runner {
             }
             .into());
         }
+        let store = self.volumes.clone();
         let (t, n, p) = (tenant.clone(), name.clone(), path.clone());
-        let (room, (incoming, file)) = self
-            .on_volumes(move |s| Ok((s.room(&t, &n, &p)?, s.incoming(&t, &n)?)))
+        let mut upload = self
+            .on_volumes(move |_| store.begin_upload(&t, &n, &p))
             .await?;
-        let written = receive(body, file, room).await;
-        match written {
-            Ok(()) => {
-                self.on_volumes(move |s| s.commit(&tenant, &name, &path, &incoming))
-                    .await
-            }
-            Err(e) => {
-                let _ = tokio::fs::remove_file(&incoming).await;
-                Err(e)
-            }
-        }
+        receive(body, &mut upload).await?;
+        self.on_volumes(move |s| s.commit(&tenant, &name, &path, upload))
+            .await
     }
 
     /// Opens file `path` of volume `name` to be streamed back, after the server's leakage
@@ -196,20 +189,16 @@ impl Runner {
     }
 }
 
-/// Writes `body` into `file`, refusing it once it passes the `room` left.
+/// Writes `body` into the upload's file, each chunk admitted by the room its volume and
+/// tenant have left first.
 async fn receive<E: std::fmt::Display>(
     mut body: impl Stream<Item = Result<Bytes, E>> + Unpin,
-    file: std::fs::File,
-    room: Room,
+    upload: &mut Upload,
 ) -> SupervisorResult<()> {
-    let mut file = tokio::fs::File::from_std(file);
-    let mut written = 0u64;
+    let mut file = tokio::fs::File::from_std(upload.file());
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| SupervisorError::InvalidRequest(format!("the body: {e}")))?;
-        written += chunk.len() as u64;
-        if written > room.left() {
-            return Err(room.full().into());
-        }
+        upload.take(chunk.len() as u64)?;
         file.write_all(&chunk)
             .await
             .map_err(|e| SupervisorError::Internal(format!("writing the upload: {e}")))?;
