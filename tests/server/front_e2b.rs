@@ -36,28 +36,38 @@ fn timings(stdout: &str) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
+/// Runs `tests/fixtures/e2b_sdk.py` with `args` against the server at `base` (as a user
+/// would configure the SDK) and asserts it succeeded; its stdout.
+async fn python_sdk(python: std::path::PathBuf, base: &str, args: &[&str]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2b_sdk.py");
+    let (base, args) = (
+        base.to_string(),
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(python);
+        cmd.arg(script).args(&args);
+        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the Python SDK scenario failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdks_volume_api_works_unchanged() {
     let Some(python) = venv_python("e2b_venv") else {
         return;
     };
     let s = start("e2b-volumes", |a| a.max_body_bytes = 1 << 20).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2b_sdk.py");
-    let base = s.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(python);
-        cmd.arg(script).arg("volumes");
-        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python SDK's volume scenario failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = python_sdk(python, &s.base, &["volumes"]).await;
     for step in ["create, list", "files written", "connect, destroy"] {
         assert!(stdout.contains(step), "step {step} did not pass:\n{stdout}");
     }
@@ -77,22 +87,7 @@ async fn the_python_sdks_sync_and_async_run_the_scenario_unchanged() {
         return;
     };
     let s = start("e2b-python", |_| {}).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2b_sdk.py");
-    let base = s.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(python);
-        cmd.arg(script);
-        e2b_env(&mut cmd, &base, "any-key-the-server-does-not-check");
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python SDK scenario failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = python_sdk(python, &s.base, &[]).await;
     for step in [
         "ten cells",
         "contexts",

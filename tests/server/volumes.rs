@@ -39,6 +39,17 @@ fn raw_put(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// Asserts a 507 `volume_full` naming `limit`.
+fn refused_as_full((status, body): (u16, Value), limit: &str) {
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (507, Some("volume_full")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(limit), "{body}");
+}
+
 async fn delete(c: &reqwest::Client, url: &str) -> u16 {
     c.delete(url).send().await.unwrap().status().as_u16()
 }
@@ -219,18 +230,9 @@ async fn a_write_past_a_limit_is_refused_whole_and_the_volume_is_intact() {
             .0,
         201
     );
-    let (st, e) = put(&c, &s.url("/v1/volumes/one/files/b"), vec![b'b'; 600]).await;
-    assert_eq!(
-        (st, e["error"]["code"].as_str()),
-        (507, Some("volume_full")),
-        "{e}"
-    );
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("volume_bytes"),
-        "{e}"
+    refused_as_full(
+        put(&c, &s.url("/v1/volumes/one/files/b"), vec![b'b'; 600]).await,
+        "volume_bytes",
     );
     // The tenant's bytes bound the other volume: 600 used of 1,500.
     assert_eq!(
@@ -239,18 +241,9 @@ async fn a_write_past_a_limit_is_refused_whole_and_the_volume_is_intact() {
             .0,
         201
     );
-    let (st, e) = put(&c, &s.url("/v1/volumes/two/files/d"), vec![b'd'; 200]).await;
-    assert_eq!(
-        (st, e["error"]["code"].as_str()),
-        (507, Some("volume_full")),
-        "{e}"
-    );
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("tenant_bytes"),
-        "{e}"
+    refused_as_full(
+        put(&c, &s.url("/v1/volumes/two/files/d"), vec![b'd'; 200]).await,
+        "tenant_bytes",
     );
     // Replacing a file counts only what it grows by.
     assert_eq!(
@@ -260,15 +253,9 @@ async fn a_write_past_a_limit_is_refused_whole_and_the_volume_is_intact() {
         201
     );
     // Files and folders: `x/y/z` would make three entries beside `a`.
-    let (st, e) = put(&c, &s.url("/v1/volumes/one/files/x/y/z/f"), vec![1]).await;
-    assert_eq!(
-        (st, e["error"]["code"].as_str()),
-        (507, Some("volume_full")),
-        "{e}"
-    );
-    assert!(
-        e["error"]["message"].as_str().unwrap().contains("files"),
-        "{e}"
+    refused_as_full(
+        put(&c, &s.url("/v1/volumes/one/files/x/y/z/f"), vec![1]).await,
+        "files",
     );
 
     // Intact: the first file whole, nothing of the refused ones, no upload left half-way.

@@ -72,9 +72,7 @@ impl Runner {
         path: &str,
         body: impl Stream<Item = Result<Bytes, E>> + Unpin,
     ) -> SupervisorResult<u64> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
+        let At { tenant, name, path } = self.at(key, name, path)?;
         if path.is_top() {
             return Err(VolumeError::InvalidPath {
                 path: "/".into(),
@@ -102,9 +100,7 @@ impl Runner {
         path: &str,
         record: &mut AuditRecord,
     ) -> SupervisorResult<(Arc<std::fs::File>, u64)> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
+        let At { tenant, name, path } = self.at(key, name, path)?;
         let shown = format!("/{}", path.as_str());
         let (file, size) = self
             .on_volumes(move |s| s.open_file(&tenant, &name, &path))
@@ -139,11 +135,10 @@ impl Runner {
         path: &str,
         depth: u32,
     ) -> SupervisorResult<Vec<VolumeEntry>> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
-        self.on_volumes(move |s| s.list_files(&tenant, &name, &path, depth))
-            .await
+        self.on_path(key, name, path, move |s, at| {
+            s.list_files(&at.tenant, &at.name, &at.path, depth)
+        })
+        .await
     }
 
     /// What is at `path` in volume `name`.
@@ -153,11 +148,10 @@ impl Runner {
         name: &str,
         path: &str,
     ) -> SupervisorResult<VolumeEntry> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
-        self.on_volumes(move |s| s.stat(&tenant, &name, &path))
-            .await
+        self.on_path(key, name, path, |s, at| {
+            s.stat(&at.tenant, &at.name, &at.path)
+        })
+        .await
     }
 
     /// Makes folder `path` (and those above it) in volume `name`.
@@ -167,11 +161,10 @@ impl Runner {
         name: &str,
         path: &str,
     ) -> SupervisorResult<VolumeEntry> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
-        self.on_volumes(move |s| s.make_dir(&tenant, &name, &path))
-            .await
+        self.on_path(key, name, path, |s, at| {
+            s.make_dir(&at.tenant, &at.name, &at.path)
+        })
+        .await
     }
 
     /// Removes `path` (a file, or a folder with everything in it) from volume `name`.
@@ -181,12 +174,40 @@ impl Runner {
         name: &str,
         path: &str,
     ) -> SupervisorResult<()> {
-        let tenant = self.tenant(key).id().to_string();
-        let name = VolumeName::parse(name)?;
-        let path = VolumePath::parse(path)?;
-        self.on_volumes(move |s| s.remove(&tenant, &name, &path))
-            .await
+        self.on_path(key, name, path, |s, at| {
+            s.remove(&at.tenant, &at.name, &at.path)
+        })
+        .await
     }
+
+    /// `f` on `path` of volume `name` of `key`'s tenant (both checked first), off the async
+    /// threads.
+    async fn on_path<T: Send + 'static>(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+        f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
+    ) -> SupervisorResult<T> {
+        let at = self.at(key, name, path)?;
+        self.on_volumes(move |s| f(s, &at)).await
+    }
+
+    /// Whose volume, which, and where in it: checked.
+    fn at(&self, key: Option<&str>, name: &str, path: &str) -> SupervisorResult<At> {
+        Ok(At {
+            tenant: self.tenant(key).id().to_string(),
+            name: VolumeName::parse(name)?,
+            path: VolumePath::parse(path)?,
+        })
+    }
+}
+
+/// A path in a tenant's volume, checked.
+struct At {
+    tenant: String,
+    name: VolumeName,
+    path: VolumePath,
 }
 
 /// Writes `body` into the upload's file, each chunk admitted by the room its volume and
