@@ -65,8 +65,14 @@ impl Server {
 fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit_log.as_deref())?;
     let snapshots = open_store(&config.snapshot_dir, config.snapshot_url.as_deref())?;
-    let volumes = crate::volumes::VolumeStore::open(&config.volume_dir, config.volume_limits)
-        .with_context(|| format!("the volume directory {}", config.volume_dir.display()))?;
+    let (volumes, unusable) =
+        crate::volumes::VolumeStore::open(&config.volume_dir, config.volume_limits);
+    if let Some(e) = unusable {
+        tracing::warn!(
+            dir = %config.volume_dir.display(), error = %e,
+            "the volume directory cannot be made: volume operations will fail (--volume-dir)"
+        );
+    }
     let tenants = match &keys {
         Some(keys) => keys.tenants(config.tenant_quotas),
         None => Tenants::single(config.single_tenant_quotas),

@@ -205,17 +205,19 @@ impl Drop for Upload {
 
 impl VolumeStore {
     /// The store at `root` (made if missing; what a deletion left half-removed is removed).
-    pub fn open(root: &Path, limits: VolumeLimits) -> std::io::Result<Self> {
-        std::fs::create_dir_all(root)?;
+    /// A root that cannot be made (a read-only file system) does not stop the server: the
+    /// store is returned with the error, and each operation fails naming it.
+    pub fn open(root: &Path, limits: VolumeLimits) -> (Self, Option<std::io::Error>) {
         let trash = root.join(TRASH);
         let _ = std::fs::remove_dir_all(&trash);
-        std::fs::create_dir_all(&trash)?;
-        Ok(VolumeStore {
+        let made = std::fs::create_dir_all(&trash).err();
+        let store = VolumeStore {
             root: root.to_path_buf(),
             limits,
             usage: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
-        })
+        };
+        (store, made)
     }
 
     fn tenant_dir(&self, tenant: &str) -> PathBuf {

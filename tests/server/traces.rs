@@ -127,6 +127,7 @@ async fn serve_traced(otel: &[&str], extra: &[&str]) -> (std::process::Child, St
         .args(otel)
         .args(extra)
         .env("VIVARIUM_SCRATCH", &scratch)
+        .env("VIVARIUM_VOLUME_DIR", scratch.with_extension("volumes"))
         .env("VIVARIUM_AUDIT_LOG", scratch.join("audit.jsonl"))
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -329,6 +330,25 @@ async fn a_request_with_a_traceparent_is_one_trace_under_the_callers_span() {
     assert_eq!(tool.attributes["tool"], "execute_python", "{tool:?}");
     let job = spans.iter().find(|s| s.name == "worker.job").unwrap();
     assert_eq!(job.attributes["vivarium.status"], "ok", "{job:?}");
+
+    // A volume operation is a span of its own under its request, naming the volume only.
+    let vol_trace = "7af7651916cd43dd8448eb211c80319d";
+    let r = client()
+        .post(format!("{base}/v1/volumes"))
+        .header("traceparent", format!("00-{vol_trace}-{caller}-01"))
+        .json(&json!({"name": "traced"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let spans = trace_of(&got, vol_trace, &["request", "volume.create"]).await;
+    let request = spans.iter().find(|s| s.name == "request").unwrap();
+    let op = spans
+        .iter()
+        .find(|s| s.name == "volume.create")
+        .unwrap_or_else(|| panic!("no volume.create span in {spans:#?}"));
+    assert_eq!(op.parent_span_id, request.span_id, "{op:?}");
+    assert_eq!(op.attributes["volume"], "traced", "{op:?}");
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -507,3 +507,35 @@ async fn uploads_in_flight_count_against_the_room_they_would_take() {
     drop((first, second));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_folder_that_cannot_be_made_fails_its_calls_not_the_server() {
+    // A regular file where the folder would go: nothing can be made below it.
+    let dir = scratch_dir("volumes-unusable");
+    std::fs::write(dir.join("blocked"), b"a file").unwrap();
+    let at = dir.join("blocked").join("volumes");
+    let s = start("volumes-unusable", move |a| a.volume_dir = Some(at)).await;
+    let c = client();
+    let (st, e) = post(&c, &s.url("/v1/volumes"), &json!({"name": "v"})).await;
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (500, Some("internal")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("volume storage"),
+        "{e}"
+    );
+    // Everything else is served.
+    let (st, r) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": "print(1)", "template": "python"}),
+    )
+    .await;
+    assert_eq!((st, r["stdout"].as_str()), (200, Some("1\n")), "{r}");
+    s.stop().await;
+}

@@ -110,7 +110,7 @@ fn runner() -> Fixture {
         webhooks: Default::default(),
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
-    let volumes = crate::volumes::VolumeStore::open(
+    let (volumes, _) = crate::volumes::VolumeStore::open(
         &dir.join("volumes"),
         crate::volumes::VolumeLimits {
             volumes: 4,
@@ -118,8 +118,7 @@ fn runner() -> Fixture {
             tenant_bytes: 1 << 20,
             files: 100,
         },
-    )
-    .expect("a volume store in a temporary directory");
+    );
     let runner = Runner::new(
         &settings,
         Audit::open(Some(&dir.with_extension("audit.jsonl"))).unwrap(),

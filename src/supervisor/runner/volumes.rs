@@ -31,6 +31,7 @@ impl Runner {
     }
 
     /// Makes a volume for `key`'s tenant.
+    #[tracing::instrument(name = "volume.create", skip_all, fields(volume = %req.name))]
     pub async fn create_volume(
         &self,
         key: Option<&str>,
@@ -42,12 +43,14 @@ impl Runner {
     }
 
     /// `key`'s tenant's volumes.
+    #[tracing::instrument(name = "volume.list", skip_all)]
     pub async fn volumes(&self, key: Option<&str>) -> SupervisorResult<Vec<VolumeInfo>> {
         let tenant = self.tenant(key).id().to_string();
         self.on_volumes(move |s| s.list(&tenant)).await
     }
 
     /// Volume `name` of `key`'s tenant (another tenant's is not found).
+    #[tracing::instrument(name = "volume.info", skip_all, fields(volume = name))]
     pub async fn volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<VolumeInfo> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
@@ -55,6 +58,7 @@ impl Runner {
     }
 
     /// Deletes volume `name` of `key`'s tenant, with its files.
+    #[tracing::instrument(name = "volume.delete", skip_all, fields(volume = name))]
     pub async fn delete_volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<()> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
@@ -65,6 +69,7 @@ impl Runner {
     /// volume unchanged (`volume_full`) as soon as it passes the room the volume and its
     /// tenant have, and put in place whole when complete (a reader sees the old file or the
     /// new one, never a part). Returns its size.
+    #[tracing::instrument(name = "volume.write", skip_all, fields(volume = name, bytes))]
     pub async fn put_volume_file<E: std::fmt::Display>(
         &self,
         key: Option<&str>,
@@ -86,13 +91,17 @@ impl Runner {
             .on_volumes(move |_| store.begin_upload(&t, &n, &p))
             .await?;
         receive(body, &mut upload).await?;
-        self.on_volumes(move |s| s.commit(&tenant, &name, &path, upload))
-            .await
+        let size = self
+            .on_volumes(move |s| s.commit(&tenant, &name, &path, upload))
+            .await?;
+        tracing::Span::current().record("bytes", size);
+        Ok(size)
     }
 
     /// Opens file `path` of volume `name` to be streamed back, after the server's leakage
     /// rules scanned it (under `deny`, and under `redact` for text that holds a secret, as
     /// for a session's large file: a 422 `output_leak` naming the rules).
+    #[tracing::instrument(name = "volume.read", skip_all, fields(volume = name, bytes))]
     pub async fn read_volume_file(
         &self,
         key: Option<&str>,
@@ -105,6 +114,7 @@ impl Runner {
         let (file, size) = self
             .on_volumes(move |s| s.open_file(&tenant, &name, &path))
             .await?;
+        tracing::Span::current().record("bytes", size);
         let file = Arc::new(file);
         let guard = self.leak_guard(self.leakage.default, &[], &[]);
         let policy = guard.policy();
@@ -128,6 +138,7 @@ impl Runner {
     }
 
     /// The entries under folder `path` of volume `name`, `depth` levels down.
+    #[tracing::instrument(name = "volume.list_files", skip_all, fields(volume = name))]
     pub async fn volume_files(
         &self,
         key: Option<&str>,
@@ -142,6 +153,7 @@ impl Runner {
     }
 
     /// What is at `path` in volume `name`.
+    #[tracing::instrument(name = "volume.stat", skip_all, fields(volume = name))]
     pub async fn volume_entry(
         &self,
         key: Option<&str>,
@@ -155,6 +167,7 @@ impl Runner {
     }
 
     /// Makes folder `path` (and those above it) in volume `name`.
+    #[tracing::instrument(name = "volume.mkdir", skip_all, fields(volume = name))]
     pub async fn make_volume_dir(
         &self,
         key: Option<&str>,
@@ -168,6 +181,7 @@ impl Runner {
     }
 
     /// Removes `path` (a file, or a folder with everything in it) from volume `name`.
+    #[tracing::instrument(name = "volume.remove", skip_all, fields(volume = name))]
     pub async fn remove_volume_path(
         &self,
         key: Option<&str>,
