@@ -77,7 +77,8 @@ pub struct VolumeEntry {
     pub modified: u64,
 }
 
-/// The room a volume or its tenant has left, and the limit that bounds it.
+/// One of a volume's limits and what it holds against it: every change that adds bytes or
+/// entries is admitted by each it touches.
 #[derive(Debug, Clone, Copy)]
 struct Room {
     what: VolumeLimit,
@@ -86,18 +87,16 @@ struct Room {
 }
 
 impl Room {
-    /// Bytes that may still be written.
-    fn left(&self) -> u64 {
-        self.limit.saturating_sub(self.used)
-    }
-
-    /// The refusal of a write past it.
-    fn full(&self) -> VolumeError {
-        VolumeError::Full {
-            what: self.what,
-            limit: self.limit,
-            used: self.used,
+    /// Admits `add` more, or refuses it naming the limit (adding nothing is always admitted).
+    fn admit(&self, add: u64) -> Result<(), VolumeError> {
+        if add > 0 && self.used.saturating_add(add) > self.limit {
+            return Err(VolumeError::Full {
+                what: self.what,
+                limit: self.limit,
+                used: self.used,
+            });
         }
+        Ok(())
     }
 }
 
@@ -120,8 +119,8 @@ pub struct VolumeStore {
     /// Usage of each volume measured so far (by its folder); under this lock every change
     /// of a volume's files is checked and made, so two writers cannot both pass a limit.
     usage: Mutex<HashMap<PathBuf, Usage>>,
-    /// Bytes received by uploads not yet committed, by volume folder (under `usage`'s lock
-    /// when checked against a limit).
+    /// Bytes received by uploads not yet committed, by volume folder (taken after `usage`'s
+    /// lock when checked against a limit).
     receiving: Mutex<HashMap<PathBuf, u64>>,
 }
 
@@ -163,21 +162,13 @@ impl Upload {
                 .filter(|(d, _)| d.starts_with(&self.tenant_dir))
                 .map(|(_, n)| *n)
                 .sum::<u64>();
-        let rooms = [
-            Room {
-                what: VolumeLimit::VolumeBytes,
-                limit: store.limits.volume_bytes,
-                used: own.saturating_sub(self.replaced),
-            },
-            Room {
-                what: VolumeLimit::TenantBytes,
-                limit: store.limits.tenant_bytes,
-                used: all.saturating_sub(self.replaced),
-            },
-        ];
-        if let Some(full) = rooms.iter().find(|r| n > r.left()) {
-            return Err(full.full());
-        }
+        let replaced = self.replaced;
+        store
+            .room(VolumeLimit::VolumeBytes, own.saturating_sub(replaced))
+            .admit(n)?;
+        store
+            .room(VolumeLimit::TenantBytes, all.saturating_sub(replaced))
+            .admit(n)?;
         *receiving.entry(self.dir.clone()).or_default() += n;
         self.taken += n;
         Ok(())
@@ -187,7 +178,6 @@ impl Upload {
 impl Drop for Upload {
     fn drop(&mut self) {
         {
-            let _usage = lock(&self.store.usage);
             let mut receiving = lock(&self.store.receiving);
             if let Some(n) = receiving.get_mut(&self.dir) {
                 *n = n.saturating_sub(self.taken);
@@ -218,6 +208,16 @@ impl VolumeStore {
             receiving: Mutex::new(HashMap::new()),
         };
         (store, made)
+    }
+
+    /// Limit `what` with `used` held against it.
+    fn room(&self, what: VolumeLimit, used: u64) -> Room {
+        let limit = match what {
+            VolumeLimit::VolumeBytes => self.limits.volume_bytes,
+            VolumeLimit::TenantBytes => self.limits.tenant_bytes,
+            VolumeLimit::Files => self.limits.files,
+        };
+        Room { what, limit, used }
     }
 
     fn tenant_dir(&self, tenant: &str) -> PathBuf {
@@ -471,24 +471,11 @@ impl VolumeStore {
         let all = self.tenant_bytes(&mut usage, tenant)?;
         let grow = size.saturating_sub(replaced.unwrap_or(0));
         let new_entries = new_dirs + u64::from(replaced.is_none());
-        check(
-            VolumeLimit::VolumeBytes,
-            self.limits.volume_bytes,
-            used.bytes,
-            grow,
-        )?;
-        check(
-            VolumeLimit::TenantBytes,
-            self.limits.tenant_bytes,
-            all,
-            grow,
-        )?;
-        check(
-            VolumeLimit::Files,
-            self.limits.files,
-            used.files,
-            new_entries,
-        )?;
+        self.room(VolumeLimit::VolumeBytes, used.bytes)
+            .admit(grow)?;
+        self.room(VolumeLimit::TenantBytes, all).admit(grow)?;
+        self.room(VolumeLimit::Files, used.files)
+            .admit(new_entries)?;
         if !parent.is_empty() {
             files
                 .create_dir_all(parent)
@@ -526,7 +513,7 @@ impl VolumeStore {
         let new_dirs =
             missing_dirs(&files, path.as_str()).map_err(|e| self.refused(name, path, e))?;
         let used = self.usage_of(&mut usage, &dir)?;
-        check(VolumeLimit::Files, self.limits.files, used.files, new_dirs)?;
+        self.room(VolumeLimit::Files, used.files).admit(new_dirs)?;
         files
             .create_dir_all(path.as_str())
             .map_err(|e| self.refused(name, path, e))?;
@@ -715,13 +702,6 @@ fn wrong(name: &VolumeName, path: &VolumePath, why: &'static str) -> VolumeError
         path: format!("/{}", path.as_str()),
         why,
     }
-}
-
-fn check(what: VolumeLimit, limit: u64, used: u64, add: u64) -> Result<(), VolumeError> {
-    if add > 0 && used.saturating_add(add) > limit {
-        return Err(VolumeError::Full { what, limit, used });
-    }
-    Ok(())
 }
 
 /// How many of the folders on the way to `dir` (inclusive) do not exist yet; an error when

@@ -717,6 +717,20 @@ impl Runner {
 
 /// Records what the leakage scan found on `record` and, under `deny`, turns any finding into
 /// the 422 `output_leak` that withholds everything the run returned.
+/// [`withhold_if_denied`] for output served as it is on disk, which cannot be redacted in
+/// place: under `redact`, a `text` one holding a secret is withheld as under `deny`.
+fn withhold_unredactable(
+    policy: LeakPolicy,
+    leaks: Vec<crate::report::Leak>,
+    text: bool,
+    record: &mut AuditRecord,
+) -> SupervisorResult<()> {
+    if policy == LeakPolicy::Redact && text && !leaks.is_empty() {
+        return withhold_if_denied(LeakPolicy::Deny, leaks, record);
+    }
+    withhold_if_denied(policy, leaks, record)
+}
+
 fn withhold_if_denied(
     policy: LeakPolicy,
     leaks: Vec<crate::report::Leak>,

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use super::{LiveText, Runner, TextSink, failure, job_error, out_of_turn, withhold_if_denied};
+use super::{
+    LiveText, Runner, TextSink, failure, job_error, out_of_turn, withhold_if_denied,
+    withhold_unredactable,
+};
 use crate::check::Policy;
 use crate::guest::Language;
 use crate::hostcalls::input::InputAsker;
@@ -641,7 +644,7 @@ impl Runner {
                 "a worker sent more than the disk limit".into(),
             ));
         }
-        let (body, leaks, withheld) = tokio::task::spawn_blocking(move || match body {
+        let (body, leaks, held_text) = tokio::task::spawn_blocking(move || match body {
             FileBody::Bytes(mut bytes) => {
                 let leaks = guard.apply_file(&path, &mut bytes);
                 Ok((FileBody::Bytes(bytes), leaks, false))
@@ -649,18 +652,13 @@ impl Runner {
             FileBody::Held { held, size } => {
                 let file = held.file.clone().expect("claimed");
                 let scan = crate::worker::held::scan_file(&guard, &path, &file, size)?;
-                let withheld = policy == LeakPolicy::Redact && scan.text && !scan.leaks.is_empty();
-                Ok::<_, std::io::Error>((FileBody::Held { held, size }, scan.leaks, withheld))
+                Ok::<_, std::io::Error>((FileBody::Held { held, size }, scan.leaks, scan.text))
             }
         })
         .await
         .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?
         .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?;
-        if withheld {
-            record.set_leaks(&leaks);
-            return Err(SupervisorError::OutputLeak(leaks));
-        }
-        withhold_if_denied(policy, leaks, record)?;
+        withhold_unredactable(policy, leaks, held_text, record)?;
         Ok(body)
     }
 

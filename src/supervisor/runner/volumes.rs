@@ -10,8 +10,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt as _};
 use tokio::io::AsyncWriteExt as _;
 
-use super::Runner;
-use crate::leakage::LeakPolicy;
+use super::{Runner, withhold_unredactable};
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeInfo};
 use crate::supervisor::{SupervisorError, SupervisorResult};
@@ -125,15 +124,7 @@ impl Runner {
         .await
         .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?
         .map_err(|e| SupervisorError::Internal(format!("scanning the file: {e}")))?;
-        if !scan.leaks.is_empty()
-            && (policy == LeakPolicy::Deny || (policy == LeakPolicy::Redact && scan.text))
-        {
-            record.set_leaks(&scan.leaks);
-            return Err(SupervisorError::OutputLeak(scan.leaks));
-        }
-        if !scan.leaks.is_empty() {
-            record.set_leaks(&scan.leaks);
-        }
+        withhold_unredactable(policy, scan.leaks, scan.text, record)?;
         Ok((file, size))
     }
 
