@@ -201,6 +201,7 @@ fn main() {
                     TEMPLATE,
                     Arc::default(),
                     host.no_packages(),
+                    Vec::new(),
                 )
                 .unwrap();
             session.write_files(&files).unwrap();

@@ -223,6 +223,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
             TEMPLATE,
             Arc::default(),
             host.no_packages(),
+            Vec::new(),
         )
         .unwrap();
     answered(host, &mut src, STATE);
@@ -281,6 +282,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
                     TEMPLATE,
                     Arc::default(),
                     host.no_packages(),
+                    Vec::new(),
                 )
                 .unwrap();
             let t1 = Instant::now();

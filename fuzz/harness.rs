@@ -237,6 +237,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
                 cancel: Arc::new(AtomicBool::new(false)),
                 setup: Default::default(),
                 seed: None,
+                volumes: Vec::new(),
             })
             .map_err(|e| format!("guest store: {e}"))?;
         let deadline = Duration::from_millis(l.timeout_ms) + MARGIN;

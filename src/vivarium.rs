@@ -268,6 +268,10 @@ pub struct Program {
     /// shell script, run by the guest's shell.
     #[serde(default)]
     pub language: Language,
+    /// Volumes mounted into the sandbox, as the caller named them (the supervisor lends
+    /// them: [`RunSpec::volumes`]).
+    #[serde(default)]
+    pub volumes: Vec<crate::volumes::VolumeMount>,
 }
 
 /// One execution as the core runs it: the [`Program`] and what cannot be data, the live
@@ -287,6 +291,9 @@ pub struct RunSpec {
     /// The secrets its requests may carry: their values stay with the supervisor, which
     /// performs the requests; the program's environment has their placeholders.
     pub secrets: crate::egress::Secrets,
+    /// The volumes of `program.volumes` as the supervisor lent them (their folders, the
+    /// room for writes): set where the run is admitted, none before.
+    pub volumes: Vec<crate::guest::Lent>,
 }
 
 /// How a run ended, when it could be attempted (and, as data, a worker's reply).
@@ -608,12 +615,14 @@ impl Vivarium {
                     seed,
                     network,
                     language,
+                    volumes: _,
                 },
             observer,
             packages,
             tools: asker,
             egress,
             secrets: _,
+            volumes,
         } = spec;
         // A shell script has no Python to check: its findings are none.
         let checked = policy != Policy::Off && language == Language::Python;
@@ -637,6 +646,7 @@ impl Vivarium {
                     host: self.host_share(),
                     packages,
                     seed,
+                    volumes,
                 },
                 template,
             )
@@ -722,12 +732,14 @@ impl Vivarium {
                 seed: None,
                 network: None,
                 language: Language::Python,
+                volumes: Vec::new(),
             },
             observer: req.observer,
             packages: self.packages(&req.packages)?,
             tools: None,
             egress: None,
             secrets: Default::default(),
+            volumes: Vec::new(),
         };
         let cancel = req.cancel.unwrap_or_default();
         let this = self.clone();
@@ -746,16 +758,16 @@ impl Vivarium {
         template: Template,
         cancel: Arc<AtomicBool>,
         packages: Arc<PackageEnv>,
+        volumes: Vec<crate::guest::Lent>,
     ) -> Result<Interpreter, SandboxError> {
         let setup = GuestSetup {
             rich: true,
             session: true,
             ..GuestSetup::default()
         };
-        let sandbox = self.prepare_with(
-            bare_spec(limits, cancel, setup, self.host_share(), packages),
-            template,
-        )?;
+        let mut spec = bare_spec(limits, cancel, setup, self.host_share(), packages);
+        spec.volumes = volumes;
+        let sandbox = self.prepare_with(spec, template)?;
         let mut interp = sandbox.into_interpreter();
         self.start_checkpoint(&mut interp, template);
         Ok(interp)
@@ -934,7 +946,13 @@ impl Vivarium {
         let Some(image) = interp.checkpoint_image() else {
             return false;
         };
-        match self.restore_bare(template, &image, interp.cancel_flag(), interp.packages()) {
+        match self.restore_bare(
+            template,
+            &image,
+            interp.cancel_flag(),
+            interp.packages(),
+            interp.volumes(),
+        ) {
             Ok(mut fresh) => {
                 fresh.adopt_checkpoint(interp);
                 let old = std::mem::replace(interp, fresh);
@@ -989,7 +1007,7 @@ impl Vivarium {
         cancel: Arc<AtomicBool>,
     ) -> Result<Interpreter, RestoreError> {
         let packages = self.pinned_packages(&image.packages)?;
-        self.restore_interpreter_with(template, image, cancel, packages)
+        self.restore_interpreter_with(template, image, cancel, packages, Vec::new())
     }
 
     /// [`Vivarium::restore_interpreter`] with its packages already found
@@ -1000,8 +1018,9 @@ impl Vivarium {
         image: SessionImage,
         cancel: Arc<AtomicBool>,
         packages: Arc<PackageEnv>,
+        volumes: Vec<crate::guest::Lent>,
     ) -> Result<Interpreter, RestoreError> {
-        let mut interp = self.restore_bare(template, &image, cancel, packages)?;
+        let mut interp = self.restore_bare(template, &image, cancel, packages, volumes)?;
         // Its state is the image: that is its first checkpoint.
         interp.keep_checkpoint(image);
         Ok(interp)
@@ -1020,6 +1039,7 @@ impl Vivarium {
         image: &SessionImage,
         cancel: Arc<AtomicBool>,
         packages: Arc<PackageEnv>,
+        volumes: Vec<crate::guest::Lent>,
     ) -> Result<Interpreter, RestoreError> {
         let pre = self.template_pre(template).map_err(SandboxError::from)?;
         let baseline = self.baseline(template)?;
@@ -1033,6 +1053,7 @@ impl Vivarium {
             cancel,
             self.host_share(),
             packages,
+            volumes,
         )
     }
 
@@ -1210,7 +1231,13 @@ impl Vivarium {
     ) -> Result<(), AddPackagesError> {
         let mut image = self.capture(interp, template)?;
         image.packages = env.pins.clone();
-        let mut fresh = self.restore_bare(template, &image, interp.cancel_flag(), env)?;
+        let mut fresh = self.restore_bare(
+            template,
+            &image,
+            interp.cancel_flag(),
+            env,
+            interp.volumes(),
+        )?;
         fresh
             .hidden_turn(&crate::guest::packages_on_path())
             .map_err(AddPackagesError::Setup)?;
@@ -1309,6 +1336,7 @@ fn bare_spec(
         host,
         packages,
         seed: None,
+        volumes: Vec::new(),
     }
 }
 

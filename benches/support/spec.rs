@@ -23,5 +23,6 @@ pub fn spec(host: &Vivarium, rich: bool) -> SandboxSpec {
             ..GuestSetup::default()
         },
         seed: None,
+        volumes: vec![],
     }
 }

@@ -8,6 +8,7 @@
 
 mod env;
 mod language;
+mod mounts;
 pub mod queries;
 mod setup;
 mod snippets;
@@ -21,6 +22,7 @@ pub use language::{
     Language, command_source, guest_source, needs_notebook, pip_install_line, pip_requirements,
     run_file_source,
 };
+pub use mounts::{Lent, MountPoint, check_mount_points};
 pub use setup::{
     GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, setup_code, turn_env,
 };
@@ -135,6 +137,38 @@ pub fn preopen(wasi: &mut WasiCtxBuilder, dirs: &HostDirs<'_>) -> wasmtime::Resu
         wasi.preopened_dir(host, p.guest_path, perms)?;
     }
     Ok(())
+}
+
+/// Preopens the folders of `mounts` after [`PREOPENS`] (fd 7 on), in order: each volume's
+/// files, then, for a writable one, the folder its writes wait in (the host's, not named to
+/// the guest's C library: `hostcalls/mounts.rs` reaches both). Returns their descriptors,
+/// as `(files, incoming)`.
+pub fn preopen_mounts(
+    wasi: &mut WasiCtxBuilder,
+    mounts: &[Lent],
+) -> wasmtime::Result<Vec<(u32, Option<u32>)>> {
+    let mut next = INITIAL_FDS;
+    let mut fds = Vec::new();
+    for (i, m) in mounts.iter().enumerate() {
+        let perms = if m.writable() {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        wasi.preopened_dir(&m.files, m.at.as_str(), perms)?;
+        let files = next;
+        next += 1;
+        let incoming = match &m.incoming {
+            Some(dir) => {
+                wasi.preopened_dir(dir, format!("/.vivarium-incoming-{i}"), FsPerms::ReadWrite)?;
+                next += 1;
+                Some(next - 1)
+            }
+            None => None,
+        };
+        fds.push((files, incoming));
+    }
+    Ok(fds)
 }
 
 /// What the guest's `turn` export returns (`shared/guest-abi.md`, `turn`).

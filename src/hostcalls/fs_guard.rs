@@ -31,6 +31,7 @@ use wiggle::GuestMemory;
 
 use super::errno;
 use super::guest_memory::{memory, range, read_u32};
+use super::mounts::{self, Change, Route};
 use super::state::GuestState;
 use crate::guest::{HostDir, PREOPENS, STDIO_FDS};
 
@@ -91,6 +92,31 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 fs.refused_fd = true;
                 return Ok(errno::MFILE);
             }
+            match mounts::route(&mut caller, fd, path, path_len) {
+                Route::Stock | Route::HoldsMount => {}
+                Route::Refuse(rc) => return Ok(rc),
+                Route::Volume(ix, rel) => {
+                    let rc = mounts::open(
+                        &mut caller,
+                        ix,
+                        rel,
+                        dirflags,
+                        oflags,
+                        rights_base,
+                        rights_inheriting,
+                        fdflags,
+                        opened,
+                    )?;
+                    if rc == errno::SUCCESS {
+                        let fs = &mut caller.data_mut().fs;
+                        fs.open_fds += 1;
+                        fs.opens += 1;
+                    } else if rc == errno::NOSPC {
+                        caller.data_mut().fs.refused_disk = true;
+                    }
+                    return Ok(rc);
+                }
+            }
             let creates = oflags & OFLAGS_CREAT != 0;
             if creates && !reserve(&mut caller, ENTRY_BYTES) {
                 return Ok(errno::NOSPC);
@@ -127,10 +153,14 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, GuestState>, fd: i32| -> wasmtime::Result<i32> {
             // Closing stdio would let a file take descriptor 0, 1 or 2 and write to disk past
             // the quota, which only counts descriptors from 3 on.
-            if (fd as u32) < STDIO_FDS {
+            if (fd as u32) < STDIO_FDS || caller.data().fs.mounts.is_preopen(fd) {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_close(fd));
+            if rc == errno::SUCCESS && caller.data().fs.mounts.holds(fd) {
+                closed_one(&mut caller, rc);
+                return Ok(caller.data_mut().fs.mounts.closed(fd));
+            }
             Ok(closed_one(&mut caller, rc))
         },
     )?;
@@ -139,10 +169,20 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         M,
         "fd_renumber",
         |mut caller: Caller<'_, GuestState>, from: i32, to: i32| -> wasmtime::Result<i32> {
-            if (from as u32) < STDIO_FDS || (to as u32) < STDIO_FDS {
+            let mounts = &caller.data().fs.mounts;
+            if (from as u32) < STDIO_FDS
+                || (to as u32) < STDIO_FDS
+                || mounts.is_preopen(from)
+                || mounts.is_preopen(to)
+            {
                 return Ok(errno::PERM);
             }
             let rc = stock!(&mut caller, fd_renumber(from, to));
+            if rc == errno::SUCCESS && from != to {
+                let committed = caller.data_mut().fs.mounts.renumbered(from, to);
+                closed_one(&mut caller, rc);
+                return Ok(committed);
+            }
             // `to` was closed first (unless it is `from`).
             Ok(if from != to {
                 closed_one(&mut caller, rc)
@@ -168,9 +208,13 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 // A write after a seek far past the end makes a sparse file: check where it
                 // lands, as for `fd_pwrite`.
                 let position = file_position(&mut caller, fd, iovs, iovs_len)?.unwrap_or(0);
-                if position.saturating_add(wanted) > caller.data().fs.quota_bytes
-                    || !reserve(&mut caller, charge_for(wanted))
-                {
+                let end = position.saturating_add(wanted);
+                if caller.data().fs.mounts.holds(fd) {
+                    return in_volume(&mut caller, fd, wanted, end, |c| {
+                        Ok(stock!(c, fd_write(fd, iovs, iovs_len, nwritten)))
+                    });
+                }
+                if end > caller.data().fs.quota_bytes || !reserve(&mut caller, charge_for(wanted)) {
                     caller.data_mut().fs.refused_disk = true;
                     return Ok(errno::NOSPC);
                 }
@@ -196,6 +240,11 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let wanted = iovec_total(&mut caller, iovs, iovs_len);
             // A write far past the end makes a sparse file whose size alone breaks the quota.
             let end = (offset as u64).saturating_add(wanted);
+            if caller.data().fs.mounts.holds(fd) {
+                return in_volume(&mut caller, fd, wanted, end, |c| {
+                    Ok(stock!(c, fd_pwrite(fd, iovs, iovs_len, offset, nwritten)))
+                });
+            }
             if end > caller.data().fs.quota_bytes || !reserve(&mut caller, charge_for(wanted)) {
                 caller.data_mut().fs.refused_disk = true;
                 return Ok(errno::NOSPC);
@@ -213,6 +262,11 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         "fd_filestat_set_size",
         |mut caller: Caller<'_, GuestState>, fd: i32, size: i64| -> wasmtime::Result<i32> {
             let size = size as u64;
+            if caller.data().fs.mounts.holds(fd) {
+                return in_volume(&mut caller, fd, size, size, |c| {
+                    Ok(stock!(c, fd_filestat_set_size(fd, size as i64)))
+                });
+            }
             if size > caller.data().fs.quota_bytes || !reserve(&mut caller, size) {
                 caller.data_mut().fs.refused_disk = true;
                 return Ok(errno::NOSPC);
@@ -228,10 +282,17 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         M,
         "path_create_directory",
-        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| {
-            entry_creating(&mut caller, |c| {
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| match mounts::route(
+            &mut caller,
+            fd,
+            path,
+            len,
+        ) {
+            Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::MakeDir),
+            Route::Refuse(rc) => Ok(rc),
+            Route::Stock | Route::HoldsMount => entry_creating(&mut caller, |c| {
                 Ok(stock!(c, path_create_directory(fd, path, len)))
-            })
+            }),
         },
     )?;
 
@@ -244,6 +305,12 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          fd: i32,
          new: i32,
          new_len: i32| {
+            // A volume holds only files and folders.
+            match mounts::route(&mut caller, fd, new, new_len) {
+                Route::Volume(..) => return Ok(errno::PERM),
+                Route::Refuse(rc) => return Ok(rc),
+                Route::Stock | Route::HoldsMount => {}
+            }
             if symlink_leaves(&mut caller, (old, old_len), fd, (new, new_len)) {
                 return Ok(errno::PERM);
             }
@@ -264,6 +331,16 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          new_fd: i32,
          new: i32,
          new_len: i32| {
+            let from = mounts::route(&mut caller, old_fd, old, old_len);
+            let to = mounts::route(&mut caller, new_fd, new, new_len);
+            match (from, to) {
+                (Route::Refuse(rc), _) | (_, Route::Refuse(rc)) => return Ok(rc),
+                // A volume holds no links; between a volume and elsewhere, as between two
+                // file systems.
+                (Route::Volume(..), Route::Volume(..)) => return Ok(errno::PERM),
+                (Route::Volume(..), _) | (_, Route::Volume(..)) => return Ok(errno::XDEV),
+                _ => {}
+            }
             entry_creating(&mut caller, |c| {
                 Ok(stock!(
                     c,
@@ -272,7 +349,165 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    add_volume_shadows(linker)
+}
+
+/// The path calls only a mount changes: each goes to its volume ([`mounts::route`]) or is
+/// the stock call.
+fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    const M: &str = "wasi_snapshot_preview1";
+
+    linker.func_wrap(
+        M,
+        "path_filestat_get",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         flags: i32,
+         path: i32,
+         len: i32,
+         buf: i32|
+         -> wasmtime::Result<i32> {
+            match mounts::route(&mut caller, fd, path, len) {
+                Route::Volume(ix, rel) => mounts::filestat(&mut caller, ix, &rel, flags, buf),
+                Route::Refuse(rc) => Ok(rc),
+                Route::Stock | Route::HoldsMount => Ok(stock!(
+                    &mut caller,
+                    path_filestat_get(fd, flags, path, len, buf)
+                )),
+            }
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_filestat_set_times",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         flags: i32,
+         path: i32,
+         len: i32,
+         atim: i64,
+         mtim: i64,
+         fst: i32|
+         -> wasmtime::Result<i32> {
+            match mounts::route(&mut caller, fd, path, len) {
+                Route::Volume(ix, rel) => {
+                    let times = Change::SetTimes {
+                        flags,
+                        atim,
+                        mtim,
+                        fst,
+                    };
+                    mounts::change(&mut caller, ix, &rel, times)
+                }
+                Route::Refuse(rc) => Ok(rc),
+                Route::Stock | Route::HoldsMount => Ok(stock!(
+                    &mut caller,
+                    path_filestat_set_times(fd, flags, path, len, atim, mtim, fst)
+                )),
+            }
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_remove_directory",
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| match mounts::route(
+            &mut caller,
+            fd,
+            path,
+            len,
+        ) {
+            Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::RemoveDir),
+            Route::Refuse(rc) => Ok(rc),
+            Route::HoldsMount => Ok(errno::BUSY),
+            Route::Stock => Ok(stock!(&mut caller, path_remove_directory(fd, path, len))),
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_unlink_file",
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| match mounts::route(
+            &mut caller,
+            fd,
+            path,
+            len,
+        ) {
+            Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::Unlink),
+            Route::Refuse(rc) => Ok(rc),
+            Route::HoldsMount => Ok(errno::BUSY),
+            Route::Stock => Ok(stock!(&mut caller, path_unlink_file(fd, path, len))),
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_readlink",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         path: i32,
+         len: i32,
+         buf: i32,
+         buf_len: i32,
+         used: i32|
+         -> wasmtime::Result<i32> {
+            match mounts::route(&mut caller, fd, path, len) {
+                // A volume holds no links: what is there is not one.
+                Route::Volume(ix, rel) => Ok(mounts::not_a_link(&caller, ix, &rel)),
+                Route::Refuse(rc) => Ok(rc),
+                Route::Stock | Route::HoldsMount => Ok(stock!(
+                    &mut caller,
+                    path_readlink(fd, path, len, buf, buf_len, used)
+                )),
+            }
+        },
+    )?;
+
+    linker.func_wrap(
+        M,
+        "path_rename",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         path: i32,
+         len: i32,
+         new_fd: i32,
+         new: i32,
+         new_len: i32|
+         -> wasmtime::Result<i32> {
+            let from = mounts::route(&mut caller, fd, path, len);
+            let to = mounts::route(&mut caller, new_fd, new, new_len);
+            match (from, to) {
+                (Route::Refuse(rc), _) | (_, Route::Refuse(rc)) => Ok(rc),
+                (Route::Volume(a, rel), Route::Volume(b, to)) if a == b => {
+                    mounts::change(&mut caller, a, &rel, Change::Rename { to: &to })
+                }
+                (Route::Volume(..), _) | (_, Route::Volume(..)) => Ok(errno::XDEV),
+                (Route::HoldsMount, _) | (_, Route::HoldsMount) => Ok(errno::BUSY),
+                (Route::Stock, Route::Stock) => Ok(stock!(
+                    &mut caller,
+                    path_rename(fd, path, len, new_fd, new, new_len)
+                )),
+            }
+        },
+    )?;
     Ok(())
+}
+
+/// A write of `bytes` ending at `end` through `fd`, a descriptor in a volume: charged to
+/// the room its mount was lent (not the sandbox's quota), or ENOSPC.
+fn in_volume(
+    caller: &mut Caller<'_, GuestState>,
+    fd: i32,
+    bytes: u64,
+    end: u64,
+    call: impl FnOnce(&mut Caller<'_, GuestState>) -> wasmtime::Result<i32>,
+) -> wasmtime::Result<i32> {
+    if !caller.data_mut().fs.mounts.charge_write(fd, bytes, end) {
+        caller.data_mut().fs.refused_disk = true;
+        return Ok(errno::NOSPC);
+    }
+    call(caller)
 }
 
 /// Whether a link to `target` (a guest string), made as `link` (a guest string: a path below
@@ -356,7 +591,7 @@ fn climbs_above(depth: usize, target: &str) -> bool {
 /// may close that descriptor, or renumber another folder onto its number, so the number
 /// alone does not say. Asked of wasmtime-wasi (`fd_prestat_get`, `fd_prestat_dir_name`),
 /// with host bytes standing in for guest memory.
-fn is_root_preopen(caller: &mut Caller<'_, GuestState>, fd: i32) -> bool {
+pub(super) fn is_root_preopen(caller: &mut Caller<'_, GuestState>, fd: i32) -> bool {
     let root = PREOPENS
         .iter()
         .find(|p| p.host == HostDir::Root)
@@ -427,7 +662,7 @@ fn reserve(caller: &mut Caller<'_, GuestState>, bytes: u64) -> bool {
 /// What a write of `bytes` may cost on the host's disk: whole filesystem blocks, since a write
 /// into a hole (after a seek) allocates a block however few bytes it carries. The bound is
 /// loose for small appends; the quota check then measures the directory for real.
-fn charge_for(bytes: u64) -> u64 {
+pub(super) fn charge_for(bytes: u64) -> u64 {
     bytes.div_ceil(BLOCK_BYTES).max(1) * BLOCK_BYTES
 }
 

@@ -14,6 +14,7 @@ pub mod guest_memory;
 pub mod input;
 pub mod limiter;
 pub mod live_output;
+pub mod mounts;
 pub mod poll;
 pub mod reply;
 pub mod state;

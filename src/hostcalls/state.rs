@@ -134,6 +134,11 @@ pub struct FsGuard {
     pub refused_fd: bool,
     /// Whether the host's budget (not the quota) refused a write since the last turn.
     pub refused_host_disk: bool,
+    /// The volumes mounted in the sandbox, and what the guest holds open in them.
+    pub mounts: super::mounts::Mounts,
+    /// The first descriptor the guest itself opens: past stdio, the preopens and the
+    /// mounts' preopens.
+    pub first_fd: u32,
 }
 
 impl FsGuard {
@@ -157,7 +162,16 @@ impl FsGuard {
             refused_disk: false,
             refused_fd: false,
             refused_host_disk: false,
+            mounts: Default::default(),
+            first_fd: open_fds,
         }
+    }
+
+    /// Mounts `mounts`, whose preopens follow the fixed table.
+    pub fn mount(&mut self, mounts: super::mounts::Mounts) {
+        self.open_fds += mounts.preopens();
+        self.first_fd += mounts.preopens();
+        self.mounts = mounts;
     }
 
     /// Starts a new turn's accounting of refusals.

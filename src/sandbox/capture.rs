@@ -155,6 +155,7 @@ impl Interpreter {
             memory_peak_bytes: (live.store.data().limiter.peak_bytes as u64).max(memory_bytes),
             packages: live.packages.pins.clone(),
             open_files,
+            volumes: live.volumes.iter().filter_map(mount_of).collect(),
         };
         check_capturable(&image).map_err(CaptureError::Bounds)?;
         Ok(image)
@@ -176,6 +177,7 @@ impl Interpreter {
         cancel: Arc<AtomicBool>,
         host: HostShare,
         packages: Arc<PackageEnv>,
+        volumes: Vec<crate::guest::Lent>,
     ) -> Result<Interpreter, RestoreError> {
         let names: Vec<&str> = image.globals.iter().map(|g| g.name.as_str()).collect();
         if names
@@ -202,6 +204,7 @@ impl Interpreter {
             host,
             packages,
             seed: None,
+            volumes,
         };
         let env = guest_env(&[]).map_err(SandboxError::from)?;
         let origin = Instant::now()
@@ -289,4 +292,13 @@ fn changed_pages(mem: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
         }
     }
     (pages, data)
+}
+
+/// How an image keeps a volume lent to the interpreter: by name and place, never its files.
+fn mount_of(lent: &crate::guest::Lent) -> Option<crate::volumes::VolumeMount> {
+    Some(crate::volumes::VolumeMount {
+        volume: crate::volumes::VolumeName::parse(&lent.name).ok()?,
+        at: lent.at.clone(),
+        read_only: !lent.writable(),
+    })
 }

@@ -131,6 +131,11 @@ impl Interpreter {
         self.live.packages.clone()
     }
 
+    /// The volumes mounted in it (lent to it by the supervisor).
+    pub fn volumes(&self) -> Vec<crate::guest::Lent> {
+        self.live.volumes.clone()
+    }
+
     /// The wheels of its package environment (none without extra packages).
     pub fn package_pins(&self) -> Vec<crate::packages::PackagePin> {
         self.live.packages.pins.clone()

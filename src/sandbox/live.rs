@@ -77,6 +77,8 @@ pub(super) struct Live {
     pub(super) workdir: WorkDir,
     /// The package environment behind `guest::PACKAGES_DIR`, kept from eviction.
     pub(super) packages: Arc<PackageEnv>,
+    /// The volumes mounted in it.
+    pub(super) volumes: Vec<crate::guest::Lent>,
     pub(super) limits: Limits,
     pub(super) turns_run: u32,
     /// A single program's instance (`GuestSetup::program`): its code is `<string>`.
@@ -100,6 +102,7 @@ impl Live {
             stderr,
             stdin,
             packages,
+            volumes,
         } = guest;
         let Instantiated {
             instance,
@@ -118,6 +121,7 @@ impl Live {
             stdin,
             workdir,
             packages,
+            volumes,
             limits,
             turns_run,
             program: false,

@@ -81,6 +81,8 @@ pub struct SandboxSpec {
     /// generator): code mode's suspended executions are brought back by replaying, which
     /// must draw the same numbers. `None`: fresh randomness from the host.
     pub seed: Option<[u8; 32]>,
+    /// Volumes lent to it by the supervisor, mounted after the fixed preopen table.
+    pub volumes: Vec<crate::guest::Lent>,
 }
 
 /// What ties a sandbox to the host's memory budget.

@@ -19,8 +19,9 @@ use wiggle::GuestMemory;
 
 use super::image_io::{CaptureError, Uncarried};
 use super::live::Live;
-use crate::guest::{INITIAL_FDS, PREOPENS};
+use crate::guest::PREOPENS;
 use crate::hostcalls::errno;
+use crate::hostcalls::guest_memory::Scratch;
 use crate::snapshot::OpenFile;
 
 /// preview1's `filetype`s met here.
@@ -60,40 +61,6 @@ macro_rules! call {
     }};
 }
 
-/// Host bytes standing in for guest memory: 8-aligned at its offset 0, as the calls check
-/// their results' pointers against the real address. Results go at 0; a path at
-/// [`Scratch::PATH_AT`].
-struct Scratch {
-    buf: Vec<u8>,
-    at: usize,
-    len: usize,
-}
-
-impl Scratch {
-    const PATH_AT: usize = 64;
-
-    /// Room for a result, and `path` after it.
-    fn new(path: &str) -> Scratch {
-        let len = Self::PATH_AT + path.len();
-        let mut buf = vec![0u8; len + 8];
-        let at = buf.as_ptr().align_offset(8).min(8);
-        buf[at + Self::PATH_AT..at + len].copy_from_slice(path.as_bytes());
-        Scratch { buf, at, len }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        &mut self.buf[self.at..self.at + self.len]
-    }
-
-    fn u64_at(&self, at: usize) -> u64 {
-        u64_at(&self.buf[self.at..], at)
-    }
-}
-
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// The files `live`'s guest holds open, found among `files` (the working directory's
 /// regular files, relative paths with their sizes). Refused, with why, for a descriptor
 /// that is not a regular file of the working directory.
@@ -102,12 +69,14 @@ pub(super) fn read_open_files<'a>(
     files: impl Iterator<Item = (&'a str, u64)> + Clone,
 ) -> Result<Vec<OpenFile>, CaptureError> {
     let fs = &live.store.data().fs;
-    let held = fs.open_fds.saturating_sub(INITIAL_FDS);
+    // Past the preopens, the mounts' included (the restore mounts those again).
+    let first = fs.first_fd;
+    let held = fs.open_fds.saturating_sub(first);
     // Below the cap: its table reuses freed numbers before it takes a new one.
-    let ceiling = fs.max_open_fds.max(INITIAL_FDS);
+    let ceiling = fs.max_open_fds.max(first);
     let mut out = Vec::new();
-    let mut buf = Scratch::new("");
-    for fd in INITIAL_FDS..ceiling {
+    let mut buf = Scratch::new(&[]);
+    for fd in first..ceiling {
         if out.len() as u32 == held {
             break;
         }
@@ -140,19 +109,10 @@ pub(super) fn read_open_files<'a>(
         let mut path = None;
         for (candidate, len) in files.clone().filter(|(_, len)| *len == size) {
             let _ = len;
-            let mut mem = Scratch::new(candidate);
-            let rc = call!(
-                live,
-                mem,
-                path_filestat_get(
-                    root_fd(),
-                    0,
-                    Scratch::PATH_AT as i32,
-                    candidate.len() as i32,
-                    0
-                )
-            )
-            .map_err(wasi_failed)?;
+            let mut mem = Scratch::new(&[candidate]);
+            let (at, len) = mem.path(0);
+            let rc = call!(live, mem, path_filestat_get(root_fd(), 0, at, len, 0))
+                .map_err(wasi_failed)?;
             if rc == errno::SUCCESS && mem.u64_at(8) == ino {
                 path = Some(candidate.to_string());
                 break;
@@ -188,7 +148,7 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
         return Ok(());
     }
     let mut placeholders = Vec::new();
-    let mut next = INITIAL_FDS;
+    let mut next = live.store.data().fs.first_fd;
     let opened = (|| {
         for f in files {
             if f.fd < next {
@@ -205,7 +165,7 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
             if fd != f.fd {
                 return Err("open files (descriptor numbers)");
             }
-            let mut out = Scratch::new("");
+            let mut out = Scratch::new(&[]);
             let rc = call!(
                 live,
                 out,
@@ -219,7 +179,7 @@ pub(super) fn reopen(live: &mut Live, files: &[OpenFile]) -> Result<(), &'static
         }
         Ok(())
     })();
-    let mut none = Scratch::new("");
+    let mut none = Scratch::new(&[]);
     for fd in placeholders {
         let _ = call!(live, none, fd_close(fd as i32));
     }
@@ -238,8 +198,8 @@ fn open(
     rights: i64,
     fdflags: u16,
 ) -> Result<u32, &'static str> {
-    let mut mem = Scratch::new(path);
-    let (at, len) = (Scratch::PATH_AT as i32, path.len() as i32);
+    let mut mem = Scratch::new(&[path]);
+    let (at, len) = mem.path(0);
     let rc = call!(
         live,
         mem,

@@ -15,6 +15,7 @@ use crate::engine::GuestEngine;
 use crate::guest::{self, ARGV0, HostDirs, INITIAL_FDS, guest_env};
 use crate::hostcalls::fs_guard;
 use crate::hostcalls::limiter::MemoryLimiter;
+use crate::hostcalls::mounts::Mounts;
 use crate::hostcalls::state::{self, FsGuard, GuestMonotonicClock, GuestState, RunClock};
 use crate::packages::PackageEnv;
 
@@ -35,6 +36,8 @@ pub struct GuestStore {
     pub stdin: GuestStdin,
     /// The package environment behind `guest::PACKAGES_DIR`, kept from eviction.
     pub packages: Arc<PackageEnv>,
+    /// The volumes mounted in it.
+    pub volumes: Vec<guest::Lent>,
 }
 
 impl GuestStore {
@@ -59,7 +62,7 @@ impl GuestStore {
         env: &[(String, String)],
         origin: Instant,
     ) -> Result<GuestStore, SandboxError> {
-        let workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
+        let mut workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
         let output_cap = spec.limits.output_bytes as usize;
         let live_output = LiveOutput::new(spec.observer);
         let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, live_output.clone());
@@ -101,6 +104,13 @@ impl GuestStore {
             },
         )
         .map_err(SandboxError::Preopen)?;
+        let mount_fds =
+            guest::preopen_mounts(&mut wasi, &spec.volumes).map_err(SandboxError::Preopen)?;
+        let mounts = Mounts::new(&spec.volumes, &mount_fds)
+            .map_err(|e| SandboxError::Preopen(wasmtime::Error::new(e)))?;
+        for m in &spec.volumes {
+            workdir.create_dir(m.at.below_root())?;
+        }
 
         let charged_bytes = fs_guard::measure_dir(workdir.path());
         let mut state = GuestState {
@@ -127,6 +137,7 @@ impl GuestStore {
             tools: None,
             egress: None,
         };
+        state.fs.mount(mounts);
         // Input files on tmpfs are memory from the start.
         if !state.fs.hold_on_host(charged_bytes, true) {
             return Err(SandboxError::HostBudget);
@@ -160,6 +171,7 @@ impl GuestStore {
             stderr,
             stdin,
             packages: spec.packages,
+            volumes: spec.volumes,
         })
     }
 

@@ -237,6 +237,9 @@ fn volume_wire(v: &VolumeError) -> Wire {
         VolumeError::Exists(_) => Wire::new(S::CONFLICT, C::VolumeExists),
         VolumeError::WrongKind { .. } => Wire::new(S::CONFLICT, C::InvalidPath).field("path"),
         VolumeError::Full { .. } => Wire::new(S::INSUFFICIENT_STORAGE, C::VolumeFull),
+        VolumeError::InvalidMount(_) => {
+            Wire::new(S::BAD_REQUEST, C::InvalidRequest).field("volumes")
+        }
         VolumeError::TooMany(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
         VolumeError::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
     }

@@ -160,6 +160,7 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
                 crate::runtime::RuntimeOptions::from_env().home,
                 config.packages.dir.clone(),
             ],
+            read_write: vec![config.volume_dir.clone()],
             open_files: 65_536,
             file_bytes: config.maximum.disk_bytes.saturating_add(64 << 20),
             data_bytes: config.worker_heap_bytes,

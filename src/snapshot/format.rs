@@ -110,6 +110,10 @@ pub struct SnapshotHeader {
     /// Files of `files` the guest held open between turns, by increasing descriptor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_files: Vec<OpenFile>,
+    /// The volumes the session mounts, by name and place (checked: names and mount points
+    /// as a request's are, at most `guest::MAX_MOUNTS`, none inside another).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::volumes::VolumeMount>,
 }
 
 /// The session a session's own snapshot restores as.
@@ -232,6 +236,7 @@ pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
         session: p.session.clone(),
         packages: image.packages.clone(),
         open_files: image.open_files.clone(),
+        volumes: image.volumes.clone(),
     };
     let header = serde_json::to_vec(&header).expect("a header serialises");
     let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
@@ -344,6 +349,7 @@ pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImag
         memory_peak_bytes: header.memory_peak_bytes,
         packages: header.packages.clone(),
         open_files: header.open_files.clone(),
+        volumes: header.volumes.clone(),
     };
     Ok((header, image))
 }
@@ -404,6 +410,8 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
         }
     };
     within("memory limit", h.limits.memory_bytes, max.memory_bytes)?;
+    crate::guest::check_mount_points(h.volumes.iter().map(|v| &v.at))
+        .map_err(|_| FormatError::Invalid("volumes"))?;
     within("disk limit", h.limits.disk_bytes, max.disk_bytes)?;
     // The template's image is not counted in `memory_bytes`: the restore checks the exact fit.
     within(
@@ -572,6 +580,11 @@ mod tests {
                 write: true,
                 fdflags: 1,
                 position: 4,
+            }],
+            volumes: vec![crate::volumes::VolumeMount {
+                volume: crate::volumes::VolumeName::parse("data").unwrap(),
+                at: crate::guest::MountPoint::parse("/mnt/data").unwrap(),
+                read_only: true,
             }],
         }
     }

@@ -71,6 +71,10 @@ pub struct SessionImage {
     /// increasing descriptor: reopened at the same descriptors and positions on restore.
     #[serde(default)]
     pub open_files: Vec<OpenFile>,
+    /// The volumes its interpreter mounts, by name and place (never their files): a
+    /// restore lends them again, or fails naming the one that is gone.
+    #[serde(default)]
+    pub volumes: Vec<crate::volumes::VolumeMount>,
 }
 
 /// A regular file the guest holds open between turns: which descriptor, which file of the

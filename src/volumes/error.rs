@@ -53,6 +53,10 @@ pub enum VolumeError {
         limit: u64,
         used: u64,
     },
+    /// A mount a run asked for cannot be made as asked (a volume's name, the mount point,
+    /// two mounts in one place, a file placed below one).
+    #[error("volumes: {0}")]
+    InvalidMount(String),
     /// The tenant has as many volumes as it may.
     #[error("a tenant has at most {0} volumes: delete one first")]
     TooMany(u64),

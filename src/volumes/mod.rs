@@ -7,15 +7,21 @@
 //!   never leads out of a volume), their usage against [`VolumeLimits`], writes landing by
 //!   rename (a reader sees a file whole, before or after; two writers of one file, the last
 //!   to finish wins).
+//! - `mount.rs`: a volume mounted into a run as the caller names it ([`VolumeMount`]); what
+//!   the host lends the sandbox for it is [`VolumeStore::lend`]'s `guest::Lent`.
 //! - `error.rs`: why a volume operation was refused or failed, as domain causes.
 //!
 //! Nothing here knows HTTP or tenants' keys: the supervisor names the tenant
 //! (`supervisor/volumes.rs`), and `server/error.rs` maps each [`VolumeError`] to its status.
 
 mod error;
+mod mount;
 mod names;
 mod store;
 
 pub use error::VolumeError;
+pub use mount::VolumeMount;
 pub use names::{VolumeName, VolumePath};
-pub use store::{Upload, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore};
+pub use store::{
+    Lease, Upload, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore,
+};

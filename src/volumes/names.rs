@@ -14,8 +14,22 @@ pub const MAX_COMPONENT: usize = 255;
 
 /// A volume's name: 1 to 63 of `A-Z a-z 0-9 . _ -`, starting with a letter or a digit (so it
 /// is never `.`, `..` or hidden), and a folder name on every file system as it is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct VolumeName(String);
+
+impl TryFrom<String> for VolumeName {
+    type Error = VolumeError;
+    fn try_from(s: String) -> Result<Self, VolumeError> {
+        VolumeName::parse(&s)
+    }
+}
+
+impl From<VolumeName> for String {
+    fn from(n: VolumeName) -> String {
+        n.0
+    }
+}
 
 impl VolumeName {
     pub fn parse(name: &str) -> Result<Self, VolumeError> {

@@ -22,7 +22,8 @@ use sha2::Digest;
 use utoipa::ToSchema;
 
 use super::error::VolumeLimit;
-use super::{VolumeError, VolumeName, VolumePath};
+use super::{VolumeError, VolumeMount, VolumeName, VolumePath};
+use crate::guest::Lent;
 use crate::sync::lock;
 
 const FILES: &str = "files";
@@ -193,7 +194,86 @@ impl Drop for Upload {
     }
 }
 
+/// A volume lent to a sandbox ([`VolumeStore::lend`]): for a writable mount, the room
+/// reserved for what the sandbox may add, counted against the volume's and the tenant's
+/// limits as an upload's bytes are. Dropped when the sandbox is done: the reservation goes
+/// and the volume is measured again at its next use (the sandbox changed it elsewhere).
+pub struct Lease {
+    store: Arc<VolumeStore>,
+    dir: PathBuf,
+    reserved: u64,
+    writable: bool,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.writable {
+            return;
+        }
+        let mut usage = lock(&self.store.usage);
+        let mut receiving = lock(&self.store.receiving);
+        if let Some(n) = receiving.get_mut(&self.dir) {
+            *n = n.saturating_sub(self.reserved);
+            if *n == 0 {
+                receiving.remove(&self.dir);
+            }
+        }
+        usage.remove(&self.dir);
+    }
+}
+
 impl VolumeStore {
+    /// Lends `mount`'s volume of `tenant` to a sandbox: where its folders are, and for a
+    /// writable mount room for up to `want` bytes more, as much as the volume and the tenant
+    /// have left (reserved until the [`Lease`] is dropped), and the entries the volume has
+    /// left.
+    pub fn lend(
+        self: &Arc<Self>,
+        tenant: &str,
+        mount: &VolumeMount,
+        want: u64,
+    ) -> Result<(Lease, Lent), VolumeError> {
+        let dir = self.existing(tenant, &mount.volume)?;
+        let mut lent = Lent {
+            name: mount.volume.to_string(),
+            at: mount.at.clone(),
+            files: dir.join(FILES),
+            incoming: None,
+            room_bytes: 0,
+            room_entries: 0,
+        };
+        let mut lease = Lease {
+            store: self.clone(),
+            dir: dir.clone(),
+            reserved: 0,
+            writable: !mount.read_only,
+        };
+        if mount.read_only {
+            return Ok((lease, lent));
+        }
+        let tenant_dir = self.tenant_dir(tenant);
+        let mut usage = lock(&self.usage);
+        let used = self.usage_of(&mut usage, &dir)?;
+        let all = self.tenant_bytes(&mut usage, tenant)?;
+        let mut receiving = lock(&self.receiving);
+        let own_in_flight = receiving.get(&dir).copied().unwrap_or(0);
+        let tenant_in_flight: u64 = receiving
+            .iter()
+            .filter(|(d, _)| d.starts_with(&tenant_dir))
+            .map(|(_, n)| *n)
+            .sum();
+        let left = |limit: u64, used: u64| limit.saturating_sub(used);
+        let room = want
+            .min(left(self.limits.volume_bytes, used.bytes + own_in_flight))
+            .min(left(self.limits.tenant_bytes, all + tenant_in_flight));
+        *receiving.entry(dir.clone()).or_default() += room;
+        lease.reserved = room;
+        lent.incoming = Some(dir.join(INCOMING));
+        lent.room_bytes = room;
+        lent.room_entries = left(self.limits.files, used.files);
+        Ok((lease, lent))
+    }
+
     /// The store at `root` (made if missing; what a deletion left half-removed is removed).
     /// A root that cannot be made (a read-only file system) does not stop the server: the
     /// store is returned with the error, and each operation fails naming it.

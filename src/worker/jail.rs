@@ -33,6 +33,10 @@ pub struct JailConfig {
     pub enabled: bool,
     /// Read-only: the runtime's home (runtime, templates, compiled modules, packages).
     pub read_only: Vec<PathBuf>,
+    /// Read-write besides its scratch root: the volumes' folder (the supervisor decides
+    /// which volume a sandbox mounts; the worker reaches no other by path).
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
     /// The descriptor cap.
     pub open_files: u64,
     /// The largest file it may write.
@@ -272,6 +276,10 @@ fn landlock(config: &JailConfig, scratch_root: &std::path::Path) -> Layer {
                 AccessFs::from_read(abi),
             ))?
             .add_rules(path_beneath_rules([scratch_root], AccessFs::from_all(abi)))?
+            .add_rules(path_beneath_rules(
+                config.read_write.iter().filter(|p| p.is_dir()),
+                AccessFs::from_all(abi),
+            ))?
             // Its own /proc entry, read-only: the page map that capture and the rollback
             // checkpoint's dirty tracking read (no other process's).
             .add_rules(path_beneath_rules(

@@ -64,6 +64,9 @@ pub struct ExecuteJob {
     pub observe: bool,
     /// The extra packages it sees.
     pub packages: PackageRef,
+    /// The volumes lent to it, mounted as `program.volumes` asked.
+    #[serde(default)]
+    pub volumes: Vec<crate::guest::Lent>,
 }
 
 /// One turn in a kept interpreter: `crate::vivarium::TurnSpec` as data, its sinks flags.
@@ -80,6 +83,24 @@ pub struct TurnJob {
     pub ask_input: bool,
     /// Send the state after the turn back (a durable session's own snapshot).
     pub want_image: bool,
+}
+
+impl Job {
+    /// Gives a job that makes an interpreter (an open, a restore, a fork) the volumes lent
+    /// to it; other jobs mount nothing.
+    pub fn lend(&mut self, lent: Vec<crate::guest::Lent>) {
+        match self {
+            Job::Open { volumes, .. }
+            | Job::Restore { volumes, .. }
+            | Job::Fork { volumes, .. } => {
+                *volumes = lent;
+            }
+            _ => debug_assert!(
+                lent.is_empty(),
+                "only an interpreter's making mounts volumes"
+            ),
+        }
+    }
 }
 
 /// What a worker is asked to do. Each has one [`Reply`] variant.
@@ -102,6 +123,9 @@ pub enum Job {
         packages: PackageRef,
         /// Send back its first state (a durable session's first snapshot).
         want_image: bool,
+        /// The volumes lent to it, for its life.
+        #[serde(default)]
+        volumes: Vec<crate::guest::Lent>,
     },
     /// Make an interpreter from an image (checked by the supervisor) → [`Reply::Opened`].
     Restore {
@@ -111,6 +135,9 @@ pub enum Job {
         image: Box<SessionImage>,
         /// The image's packages, found by the supervisor.
         packages: PackageRef,
+        /// The volumes the image names, lent again.
+        #[serde(default)]
+        volumes: Vec<crate::guest::Lent>,
     },
     /// A turn → [`Reply::Turned`] (or [`Reply::TurnDenied`]: its check under `deny` found something).
     Turn(Box<TurnJob>),
@@ -171,6 +198,9 @@ pub enum Job {
         handle: Handle,
         /// Its packages (the fork has the same).
         packages: PackageRef,
+        /// The volumes it mounts, lent again to the fork.
+        #[serde(default)]
+        volumes: Vec<crate::guest::Lent>,
     },
     /// Let the interpreter go (its directory is removed) → [`Reply::Done`].
     Close {

@@ -160,6 +160,8 @@ pub struct Placed {
     pub handle: Handle,
     /// Its extra packages, held here so the cache keeps them while it lives.
     pub packages: Arc<PackageEnv>,
+    /// The volumes lent to it, their room held while it lives.
+    leases: Box<[crate::volumes::Lease]>,
 }
 
 impl Placed {
@@ -170,7 +172,14 @@ impl Placed {
             target,
             handle,
             packages,
+            leases: Box::default(),
         }
+    }
+
+    /// Holds `leases` (the volumes lent to it) while it lives.
+    pub fn holding(mut self, leases: Vec<crate::volumes::Lease>) -> Self {
+        self.leases = leases.into_boxed_slice();
+        self
     }
 }
 

@@ -120,10 +120,17 @@ impl Worker {
                 template,
                 packages,
                 want_image,
+                volumes,
             } => {
                 let interp = self
                     .host
-                    .open_interpreter(limits, template, self.cancel_flag(), packages.env())
+                    .open_interpreter(
+                        limits,
+                        template,
+                        self.cancel_flag(),
+                        packages.env(),
+                        volumes,
+                    )
                     .map_err(from_sandbox)?;
                 let image = if want_image {
                     interp.checkpoint_image().map(Box::new)
@@ -139,10 +146,17 @@ impl Worker {
                 template,
                 image,
                 packages,
+                volumes,
             } => {
                 let interp = self
                     .host
-                    .restore_interpreter_with(template, *image, self.cancel_flag(), packages.env())
+                    .restore_interpreter_with(
+                        template,
+                        *image,
+                        self.cancel_flag(),
+                        packages.env(),
+                        volumes,
+                    )
                     .map_err(from_restore)?;
                 Ok(Reply::Opened {
                     handle: self.keep(interp, template),
@@ -171,6 +185,7 @@ impl Worker {
                         template,
                         interp.cancel_flag(),
                         interp.packages(),
+                        interp.volumes(),
                     )
                     .map_err(from_sandbox)?;
                 let old = std::mem::replace(interp, fresh);
@@ -223,14 +238,24 @@ impl Worker {
                     Err(e) => Err(from_write(e, "the file", |_| "path".to_string())),
                 }
             }),
-            Job::Fork { handle, packages } => {
+            Job::Fork {
+                handle,
+                packages,
+                volumes,
+            } => {
                 let (mut interp, template) = self.take(handle)?;
                 let image = self.image_of(&mut interp, template);
                 self.put_back(handle, interp);
                 let image = image?;
                 let forked = self
                     .host
-                    .restore_interpreter_with(template, image, self.cancel_flag(), packages.env())
+                    .restore_interpreter_with(
+                        template,
+                        image,
+                        self.cancel_flag(),
+                        packages.env(),
+                        volumes,
+                    )
                     .map_err(from_restore)?;
                 Ok(Reply::Opened {
                     handle: self.keep(forked, template),
@@ -280,6 +305,7 @@ impl Worker {
             tools,
             egress,
             secrets: Default::default(),
+            volumes: e.volumes,
         };
         self.host
             .run(spec, cancel)

@@ -165,6 +165,7 @@ pub fn run_module(
                 cancel: Arc::new(AtomicBool::new(false)),
                 setup: Default::default(),
                 seed: None,
+                volumes: Vec::new(),
             })
             .expect("a guest store");
         let started = Instant::now();
@@ -491,6 +492,7 @@ fn every_wasi_import_with_hostile_pointers() {
                 cancel: Arc::new(AtomicBool::new(false)),
                 setup: Default::default(),
                 seed: None,
+                volumes: Vec::new(),
             })
             .unwrap();
         gs.arm(l.timeout_ms, l.fuel);

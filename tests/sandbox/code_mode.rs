@@ -122,12 +122,14 @@ fn run(code: &str, limits: ToolLimits, delay: Duration, timeout_ms: u64) -> (Rep
             seed: None,
             network: None,
             language: Default::default(),
+            volumes: Vec::new(),
         },
         observer: None,
         packages: host.no_packages(),
         tools: Some(asker),
         egress: None,
         secrets: Default::default(),
+        volumes: Vec::new(),
     };
     let executed = vivarium::testing::run_on_guest_thread(move || {
         host.run(spec, Arc::new(AtomicBool::new(false)))

@@ -85,6 +85,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
                 cancel: Arc::new(Default::default()),
                 setup: Default::default(),
                 seed: None,
+                volumes: Vec::new(),
             })
             .unwrap()
             .into_interpreter();

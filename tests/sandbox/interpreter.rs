@@ -21,6 +21,7 @@ fn fresh_interpreter(host: &Vivarium) -> Interpreter {
         cancel: Arc::new(AtomicBool::new(false)),
         setup: Default::default(),
         seed: None,
+        volumes: Vec::new(),
     })
     .unwrap()
     .into_interpreter()

@@ -35,7 +35,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("leakage", 2),
     ("packages", 2),
     ("snapshot", 3),
-    ("volumes", 1),
+    ("volumes", 2),
     ("hostcalls", 2),
     ("engine", 3),
     ("template", 4),

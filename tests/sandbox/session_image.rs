@@ -23,6 +23,7 @@ fn open(host: &Vivarium) -> Interpreter {
         Template::Python,
         Arc::default(),
         host.no_packages(),
+        Vec::new(),
     )
     .unwrap()
 }

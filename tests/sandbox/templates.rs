@@ -270,6 +270,7 @@ fn sessions_start_from_the_template() {
                     cancel: Arc::new(AtomicBool::new(false)),
                     setup: Default::default(),
                     seed: None,
+                    volumes: Vec::new(),
                 },
                 Template::Scientific,
             )

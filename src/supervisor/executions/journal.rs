@@ -145,6 +145,7 @@ mod tests {
                 seed: Some([7; 32]),
                 language: crate::guest::Language::Python,
                 network: None,
+                volumes: Vec::new(),
             },
             packages: vec![],
             leakage: LeakPolicy::Redact,

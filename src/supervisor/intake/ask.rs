@@ -93,6 +93,27 @@ pub struct ExecuteRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub secrets: BTreeMap<String, SecretRequest>,
+    /// Volumes mounted into the sandbox (at most 8): `[{"name": "data", "path":
+    /// "/mnt/data", "read_only": true}]`. The guest sees each at its path; a file written
+    /// there is kept in the volume when it is closed (`docs/guides/volumes.md`).
+    #[serde(default)]
+    pub volumes: Vec<VolumeMountRequest>,
+}
+
+/// One volume to mount.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeMountRequest {
+    /// The volume's name (one of the caller's).
+    #[schema(example = "data")]
+    pub name: String,
+    /// Where the guest sees it: an absolute folder path, not `/`, not below
+    /// `/usr/local/lib`, not `/tmp` or HOME themselves.
+    #[schema(example = "/mnt/data")]
+    pub path: String,
+    /// Writes are refused (`EROFS`, Python's `OSError`).
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// A request's narrowing of the operator's allow list.
@@ -167,6 +188,11 @@ pub struct OpenSessionRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub secrets: BTreeMap<String, SecretRequest>,
+    /// Volumes mounted into the session's sandbox, for its life (at most 8): `[{"name": "data", "path":
+    /// "/mnt/data", "read_only": true}]`. The guest sees each at its path; a file written
+    /// there is kept in the volume when it is closed (`docs/guides/volumes.md`).
+    #[serde(default)]
+    pub volumes: Vec<VolumeMountRequest>,
 }
 
 /// What a door adds to an opening that its wire body does not carry (E2B's create, a

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::ask::ExecuteRequest;
-use super::resolve::{decode_files, network_of, no_tools_in_shell, toolbox};
+use super::resolve::{decode_files, network_of, no_tools_in_shell, toolbox, volume_mounts};
 use crate::leakage::Guard;
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::metrics::RunKind;
@@ -49,6 +49,7 @@ pub async fn prepare(
     let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     let files = decode_files(req.files, limits.disk_bytes)?;
+    let volumes = volume_mounts(req.volumes, &files)?;
     // Packages its `pip install` lines name are given to it as if named in `packages`.
     let mut packages = req.packages;
     for named in host.packages_named_by(&req.code, req.language) {
@@ -92,12 +93,14 @@ pub async fn prepare(
             seed: None,
             network,
             language: req.language,
+            volumes,
         },
         observer: None,
         packages: resolved,
         tools: None,
         egress: None,
         secrets,
+        volumes: Vec::new(),
     };
     Ok(Prepared {
         spec,

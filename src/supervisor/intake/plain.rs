@@ -88,12 +88,14 @@ pub fn plain(
             seed: None,
             network: None,
             language: Default::default(),
+            volumes: Vec::new(),
         },
         observer: None,
         packages: host.no_packages(),
         tools: None,
         egress: None,
         secrets: Default::default(),
+        volumes: Vec::new(),
     };
     Ok(PlainRun { spec, limits })
 }

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::ask::{FileIn, NetworkRequest, SecretRequest};
+use super::ask::{FileIn, NetworkRequest, SecretRequest, VolumeMountRequest};
 use crate::guest::Language;
 use crate::sandbox::workdir::{MAX_INPUT_FILES, validate_relative_path};
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::{Runner, SupervisorError, SupervisorResult};
 use crate::vivarium::InputFile;
+use crate::volumes::{VolumeError, VolumeMount, VolumeName};
 
 /// Decodes and checks caller files: valid paths, base64, count and total size.
 pub fn decode_files(files: Vec<FileIn>, disk_bytes: u64) -> SupervisorResult<Vec<InputFile>> {
@@ -131,4 +132,37 @@ pub fn network_of(
 /// host rather than running the line; any other line is the shell's.
 pub fn packages_to_install(line: &str) -> Option<Vec<String>> {
     crate::guest::pip_install_line(line)
+}
+
+/// The mounts `asks` name, each checked (the volume's name, the mount point), none inside
+/// another and no input file below one. Whether each volume exists is the runner's to find,
+/// when it lends them.
+pub fn volume_mounts(
+    asks: Vec<VolumeMountRequest>,
+    files: &[InputFile],
+) -> SupervisorResult<Vec<VolumeMount>> {
+    let bad = |why: String| SupervisorError::from(VolumeError::InvalidMount(why));
+    let mounts = asks
+        .into_iter()
+        .map(|a| {
+            Ok(VolumeMount {
+                volume: VolumeName::parse(&a.name).map_err(|e| bad(e.to_string()))?,
+                at: crate::guest::MountPoint::parse(&a.path).map_err(|e| bad(e.to_string()))?,
+                read_only: a.read_only,
+            })
+        })
+        .collect::<SupervisorResult<Vec<_>>>()?;
+    crate::guest::check_mount_points(mounts.iter().map(|m| &m.at))
+        .map_err(|e| bad(e.to_string()))?;
+    for f in files {
+        if let Some(m) = mounts.iter().find(|m| m.at.holds_relative(&f.path)) {
+            return Err(bad(format!(
+                "file {:?} lies where volume {} is mounted ({})",
+                f.path,
+                m.volume,
+                m.at.as_str()
+            )));
+        }
+    }
+    Ok(mounts)
 }

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use super::ask::{OpenSessionRequest, OpeningExtras, Query, TurnRequest};
-use super::resolve::{decode_files, files_within, network_of, no_tools_in_shell, toolbox};
+use super::resolve::{
+    decode_files, files_within, network_of, no_tools_in_shell, toolbox, volume_mounts,
+};
 use super::unclaimed::Unclaimed;
 use crate::guest::Language;
 use crate::snapshot::Labels;
@@ -108,6 +110,7 @@ async fn open_labelled(
         .map_err(SupervisorError::Package)?;
     let (network, secrets) = network_of(runner, req.network, req.secrets, record)?;
     let packages = runner.packages(req.packages, record).await?;
+    let volumes = volume_mounts(req.volumes, &[])?;
     let opening = Opening {
         limits,
         template,
@@ -117,6 +120,7 @@ async fn open_labelled(
         owner,
         network: network.map(|network| crate::egress::Grant { network, secrets }),
         labels,
+        volumes,
     };
     runner.open_session(opening, record).await
 }

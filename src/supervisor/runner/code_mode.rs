@@ -89,6 +89,7 @@ impl Runner {
             seed: None,
             network: None,
             language: turn.language,
+            volumes: Vec::new(),
         };
         let journal = Journal {
             id: id.to_string(),
@@ -179,6 +180,7 @@ impl Runner {
             tools: Some(exec.asker()),
             egress: None,
             secrets: Default::default(),
+            volumes: Vec::new(),
         };
         Ok((spec, guard, packages, exec))
     }

@@ -457,12 +457,17 @@ impl Runner {
             tools,
             egress: _,
             secrets,
+            volumes: _,
         } = spec;
+        let (leases, volumes) = self
+            .lend_volumes(tenant.id(), &program.volumes, program.limits.disk_bytes)
+            .await?;
         let egress = self.run_egress(program.network.as_ref(), secrets, tenant.id(), record);
         let job = Job::Execute(Box::new(ExecuteJob {
             program,
             observe: observer.is_some(),
             packages: PackageRef::of(&packages),
+            volumes,
         }));
         // Code mode: the slot goes back while a round of tool calls waits for answers.
         let parking = tools
@@ -477,8 +482,8 @@ impl Runner {
         };
         // Dropping this call (the client went away) cancels the run in its worker.
         let reply = self.workers()?.call(job, sinks).await;
-        // Admission and the packages are held until the run is done.
-        drop((ticket, packages));
+        // Admission, the packages and the volumes' room are held until the run is done.
+        drop((ticket, packages, leases));
         let executed = match reply.map_err(|f| failure(f, ""))? {
             Reply::Executed(Executed::Ran {
                 mut report,

@@ -146,6 +146,7 @@ async fn open(runner: &Runner) -> Arc<Session> {
         .open_session(
             super::Opening {
                 labels: Default::default(),
+                volumes: Vec::new(),
                 limits,
                 template,
                 leakage: None,

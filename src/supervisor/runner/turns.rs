@@ -115,6 +115,8 @@ pub struct Opening {
     pub network: Option<crate::egress::Grant>,
     /// What its door gives it besides its state (checked before it opens).
     pub labels: Labels,
+    /// Volumes mounted for its life.
+    pub volumes: Vec<crate::volumes::VolumeMount>,
 }
 
 impl Runner {
@@ -138,6 +140,7 @@ impl Runner {
             owner,
             network,
             labels,
+            volumes,
         } = opening;
         labels
             .check()
@@ -153,12 +156,14 @@ impl Runner {
             owner,
             network: network.map(Arc::new),
             labels,
+            volumes,
         };
         let job = Job::Open {
             limits,
             template,
             packages: PackageRef::of(&packages),
             want_image: durable,
+            volumes: Vec::new(),
         };
         let (session, first) = self
             .admit_session(settings, record, None, Placing::Anywhere(job), packages)
@@ -193,6 +198,11 @@ impl Runner {
         self.make_room(need.reserve + need.starts_with, true).await;
         let slot = self.resident_place(&tenant).await?;
         let memory = self.session_memory(&tenant, need).await?;
+        // Its volumes, lent for its life (the job mounts them).
+        let (leases, lent) = self
+            .lend_volumes(tenant.id(), &settings.volumes, settings.limits.disk_bytes)
+            .await?;
+        let placing = placing.lending(lent);
         let ticket = self.admission.admit(&tenant, None).await?;
         // What a job's failure names: the session forked, or none yet.
         let about = match &placing {
@@ -217,7 +227,7 @@ impl Runner {
         };
         let (durable, resumed) = (settings.durable, settings.resumed.is_some());
         let session = Session::new(
-            Placed::new(target, handle, packages),
+            Placed::new(target, handle, packages).holding(leases),
             settings,
             need.starts_with,
             memory,
@@ -867,6 +877,16 @@ pub(super) enum Placing {
     Anywhere(Job),
     /// By this job (a [`Job::Fork`]), in the worker of the use, which the job holds.
     Beside(Busy, Job),
+}
+
+impl Placing {
+    /// Its job, given the volumes lent to the interpreter it makes.
+    fn lending(mut self, lent: Vec<crate::guest::Lent>) -> Self {
+        match &mut self {
+            Placing::Anywhere(job) | Placing::Beside(_, job) => job.lend(lent),
+        }
+        self
+    }
 }
 
 /// Does `job` (a [`Job::Fork`] of the use `busy`'s interpreter) in `busy`'s worker, on a task

@@ -78,6 +78,7 @@ impl Runner {
                 contexts: Vec::new(),
                 ..session.labels()
             },
+            volumes: session.volumes.clone(),
         };
         let forked = if session.durable {
             // Its first own snapshot needs the image here anyway.
@@ -91,6 +92,7 @@ impl Runner {
             let job = Job::Fork {
                 handle: busy.placed().handle,
                 packages: PackageRef::of(&packages),
+                volumes: Vec::new(),
             };
             self.admit_session(
                 settings,
@@ -137,6 +139,8 @@ impl Runner {
             // A snapshot carries no network: a restored session has none; nor labels.
             network: None,
             labels: Default::default(),
+            // Its image says what it mounts (`admit_image`).
+            volumes: Vec::new(),
         };
         let restored = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Restore);
@@ -186,10 +190,13 @@ impl Runner {
             .map_err(|e| SupervisorError::Internal(format!("package resolution: {e}")))?
             .map_err(SupervisorError::Package)?;
         let starts = starting_bytes(&image);
+        let mut settings = settings;
+        settings.volumes = image.volumes.clone();
         let job = Job::Restore {
             template: settings.template,
             image: Box::new(image),
             packages: PackageRef::of(&packages),
+            volumes: Vec::new(),
         };
         let (session, _) = self
             .admit_session(

@@ -11,10 +11,13 @@ use futures_util::{Stream, StreamExt as _};
 use tokio::io::AsyncWriteExt as _;
 
 use super::{Runner, withhold_unredactable};
+use crate::guest::Lent;
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::volumes::{CreateVolume, VolumeEntry, VolumeInfo};
 use crate::supervisor::{SupervisorError, SupervisorResult};
-use crate::volumes::{Upload, VolumeError, VolumeName, VolumePath, VolumeStore};
+use crate::volumes::{
+    Lease, Upload, VolumeError, VolumeMount, VolumeName, VolumePath, VolumeStore,
+};
 
 impl Runner {
     /// Runs `f` on the store off the async threads.
@@ -199,6 +202,32 @@ impl Runner {
     }
 
     /// Whose volume, which, and where in it: checked.
+    /// Lends `mounts` (volumes of `tenant`) to one sandbox, each writable one with room for
+    /// up to `want` bytes more (the sandbox's own disk limit): the leases to hold while it
+    /// runs, and what its worker mounts. A missing volume is `volume_not_found`.
+    pub(super) async fn lend_volumes(
+        &self,
+        tenant: &str,
+        mounts: &[VolumeMount],
+        want: u64,
+    ) -> SupervisorResult<(Vec<Lease>, Vec<Lent>)> {
+        if mounts.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (tenant, mounts) = (tenant.to_string(), mounts.to_vec());
+        let store = self.volumes.clone();
+        tokio::task::spawn_blocking(move || {
+            mounts
+                .iter()
+                .map(|m| store.lend(&tenant, m, want))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|pairs| pairs.into_iter().unzip())
+        })
+        .await
+        .map_err(|e| SupervisorError::Internal(format!("lending volumes: {e}")))?
+        .map_err(SupervisorError::from)
+    }
+
     fn at(&self, key: Option<&str>, name: &str, path: &str) -> SupervisorResult<At> {
         Ok(At {
             tenant: self.tenant(key).id().to_string(),

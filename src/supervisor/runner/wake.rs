@@ -67,6 +67,8 @@ impl Runner {
             // Kept while it hibernated; after a restart (or on another node) it has none.
             network: self.sessions.hibernated_network(id),
             labels: rec.labels,
+            // Its image says what it mounts (`admit_image`).
+            volumes: Vec::new(),
         };
         // Kept while it hibernated; after a restart (or on another node), its snapshot's.
         let deadline = self.sessions.hibernated_deadline(id).or_else(|| {

@@ -13,6 +13,7 @@ mod phase;
 mod turned;
 mod usage;
 
+use crate::volumes::VolumeMount;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -126,6 +127,9 @@ pub struct Session {
     /// Network by exception: what its turns may reach and the secrets they may carry, as it
     /// was opened (kept while it hibernates; not over a restart).
     pub network: Option<Arc<crate::egress::Grant>>,
+    /// The volumes mounted in its interpreter for its life (lent again when it is brought
+    /// back, from its image's own list).
+    pub volumes: Vec<VolumeMount>,
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
@@ -253,6 +257,8 @@ pub struct SessionSettings {
     pub network: Option<Arc<crate::egress::Grant>>,
     /// Its [`Session::labels`].
     pub labels: Labels,
+    /// Its [`Session::volumes`].
+    pub volumes: Vec<VolumeMount>,
 }
 
 impl Session {
@@ -276,6 +282,7 @@ impl Session {
             owner,
             network,
             labels,
+            volumes,
         } = settings;
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
@@ -297,6 +304,7 @@ impl Session {
             target: interp.target.clone(),
             handle: interp.handle,
             labels: Mutex::new(labels),
+            volumes,
             inner: Mutex::new(Inner {
                 phase: Phase::new(
                     interp,

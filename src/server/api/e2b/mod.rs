@@ -286,6 +286,7 @@ async fn open_session(
         packages: Vec::new(),
         network,
         secrets: Default::default(),
+        volumes: Vec::new(),
     };
     let opened = Bracket::open(&door.app, ctx, Action::SessionOpen)
         .around(201, async |record| {

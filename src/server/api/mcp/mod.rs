@@ -265,6 +265,7 @@ impl VivariumMcp {
             // The operator's list as it is, as for `execute_python`; no secrets over MCP.
             network: None,
             secrets: Default::default(),
+            volumes: Vec::new(),
         };
         let result = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen)
             .around(201, async |record| {
