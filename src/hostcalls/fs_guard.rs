@@ -29,18 +29,12 @@ use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as wasi, WasiSnapshotPrevie
 use wasmtime_wasi::runtime::in_tokio;
 use wiggle::GuestMemory;
 
+use super::charge::{ENTRY_BYTES, charge_for};
 use super::errno;
 use super::guest_memory::{memory, range, read_u32};
-use super::mounts::{self, Change, Route};
+use super::mount_calls::{self as mounts, Change, Route, is_root_preopen};
 use super::state::GuestState;
-use crate::guest::{HostDir, PREOPENS, STDIO_FDS};
-
-/// What one directory entry (file, folder, link) costs against the quota, so that floods of
-/// empty files or folders are bounded too.
-pub const ENTRY_BYTES: u64 = 4096;
-
-/// The unit a write is charged in (see [`charge_for`]).
-const BLOCK_BYTES: u64 = 4096;
+use crate::guest::STDIO_FDS;
 
 /// `O_CREAT` in preview1's `oflags`.
 const OFLAGS_CREAT: i32 = 1;
@@ -477,8 +471,11 @@ fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          -> wasmtime::Result<i32> {
             let from = mounts::route(&mut caller, fd, path, len);
             let to = mounts::route(&mut caller, new_fd, new, new_len);
+            let top = |r: &Route| matches!(r, Route::Volume(_, rel) if rel.is_empty());
             match (from, to) {
                 (Route::Refuse(rc), _) | (_, Route::Refuse(rc)) => Ok(rc),
+                // A mount point stays where it is.
+                (a, b) if top(&a) || top(&b) => Ok(errno::BUSY),
                 (Route::Volume(a, rel), Route::Volume(b, to)) if a == b => {
                     mounts::change(&mut caller, a, &rel, Change::Rename { to: &to })
                 }
@@ -587,34 +584,6 @@ fn climbs_above(depth: usize, target: &str) -> bool {
     false
 }
 
-/// Whether the guest's descriptor `fd` is the preopen of the working directory: a guest
-/// may close that descriptor, or renumber another folder onto its number, so the number
-/// alone does not say. Asked of wasmtime-wasi (`fd_prestat_get`, `fd_prestat_dir_name`),
-/// with host bytes standing in for guest memory.
-pub(super) fn is_root_preopen(caller: &mut Caller<'_, GuestState>, fd: i32) -> bool {
-    let root = PREOPENS
-        .iter()
-        .find(|p| p.host == HostDir::Root)
-        .expect("the preopen table has the working directory")
-        .guest_path;
-    // The prestat (8 bytes, 4-aligned), then the name: aligned as the calls check it.
-    let mut buf = vec![0u8; 16 + 8 + root.len()];
-    let at = buf.as_ptr().align_offset(8);
-    let wasi = &mut caller.data_mut().wasi;
-    wasi.set_hostcall_fuel(usize::MAX);
-    let mem = &mut GuestMemory::Unshared(&mut buf);
-    if wasi::fd_prestat_get(wasi, mem, fd, at as i32).ok() != Some(errno::SUCCESS) {
-        return false;
-    }
-    if read_u32(&buf, at + 4) as usize != root.len() {
-        return false;
-    }
-    let name_at = at + 8;
-    let mem = &mut GuestMemory::Unshared(&mut buf);
-    let rc = wasi::fd_prestat_dir_name(wasi, mem, fd, name_at as i32, root.len() as i32);
-    rc.ok() == Some(errno::SUCCESS) && &buf[name_at..name_at + root.len()] == root.as_bytes()
-}
-
 /// Runs a call that creates one directory entry, under the quota.
 fn entry_creating(
     caller: &mut Caller<'_, GuestState>,
@@ -657,13 +626,6 @@ fn reserve(caller: &mut Caller<'_, GuestState>, bytes: u64) -> bool {
     fs.refused_disk = true;
     fs.refused_host_disk = true;
     false
-}
-
-/// What a write of `bytes` may cost on the host's disk: whole filesystem blocks, since a write
-/// into a hole (after a seek) allocates a block however few bytes it carries. The bound is
-/// loose for small appends; the quota check then measures the directory for real.
-pub(super) fn charge_for(bytes: u64) -> u64 {
-    bytes.div_ceil(BLOCK_BYTES).max(1) * BLOCK_BYTES
 }
 
 /// Adds what the stock call wrote (its `nwritten`) to the running bound, in whole blocks.

@@ -5,6 +5,7 @@
 //! Every function here is called by guest code with guest-chosen arguments: each pointer is
 //! checked against the memory's size ([`guest_memory::range`]) and each length is unsigned.
 
+pub mod charge;
 pub mod door;
 pub mod egress;
 pub mod egress_door;
@@ -14,6 +15,7 @@ pub mod guest_memory;
 pub mod input;
 pub mod limiter;
 pub mod live_output;
+pub mod mount_calls;
 pub mod mounts;
 pub mod poll;
 pub mod reply;

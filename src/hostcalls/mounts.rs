@@ -4,7 +4,7 @@
 //! wasi-libc resolves a path against the preopens it saw when the template was built, so
 //! `/mnt/data/x.csv` reaches the host as `mnt/data/x.csv` on the working directory's
 //! preopen (where a stub folder stands at the mount point). Each path call's shadow
-//! ([`route`]) sends a path at or below a mount point, and any path on a descriptor opened
+//! (`mount_calls::route`) sends a path at or below a mount point, and any path on a descriptor opened
 //! inside a volume, to the volume's own preopen (fd 7 on, `guest::preopen_mounts`), with
 //! the path read lexically from the volume's top: a path that climbs above it is refused,
 //! and since the guest can make no link in a volume (a volume holds only files and
@@ -28,19 +28,11 @@ use std::io::ErrorKind;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
-use wasmtime::Caller;
-use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as wasi, WasiSnapshotPreview1};
-use wasmtime_wasi::runtime::in_tokio;
-use wiggle::GuestMemory;
 
+use super::charge::{ENTRY_BYTES, charge_for};
 use super::errno;
-use super::fs_guard::{ENTRY_BYTES, charge_for, is_root_preopen};
-use super::guest_memory::{Scratch, memory, range};
-use super::state::GuestState;
 use crate::guest::Lent;
 
-/// preview1's `rights::fd_write`.
-const RIGHT_FD_WRITE: i64 = 1 << 6;
 /// preview1's `oflags`.
 const O_CREAT: i32 = 1;
 const O_DIRECTORY: i32 = 2;
@@ -48,28 +40,28 @@ const O_EXCL: i32 = 4;
 const O_TRUNC: i32 = 8;
 
 /// One mounted volume.
-struct Mounted {
+pub(super) struct Mounted {
     /// The mount point below `/` (`mnt/data`).
-    below_root: String,
+    pub(super) below_root: String,
     /// Its files' preopen.
-    files_fd: u32,
+    pub(super) files_fd: u32,
     /// The preopen its writes wait in (a writable mount).
-    incoming_fd: Option<u32>,
+    pub(super) incoming_fd: Option<u32>,
     /// The same two folders, for the host's own work (copies, commits, sizes).
-    files: Dir,
-    incoming: Option<Dir>,
-    room_bytes: u64,
-    room_entries: u64,
+    pub(super) files: Dir,
+    pub(super) incoming: Option<Dir>,
+    pub(super) room_bytes: u64,
+    pub(super) room_entries: u64,
     /// Bytes held by files open for writing (whole blocks, as written).
-    pending_bytes: u64,
+    pub(super) pending_bytes: u64,
     /// What closed writes and removals changed, in bytes and entries (negative: freed).
-    grown_bytes: i64,
-    grown_entries: i64,
+    pub(super) grown_bytes: i64,
+    pub(super) grown_entries: i64,
 }
 
 impl Mounted {
     /// Whether `bytes` more (and `entries` more) fit the room lent.
-    fn fits(&self, bytes: u64, entries: i64) -> bool {
+    pub(super) fn fits(&self, bytes: u64, entries: i64) -> bool {
         let bytes_after =
             (self.pending_bytes.saturating_add(bytes)) as i128 + i128::from(self.grown_bytes);
         bytes_after <= i128::from(self.room_bytes)
@@ -78,31 +70,31 @@ impl Mounted {
 }
 
 /// A descriptor the guest holds inside a volume.
-struct InVolume {
-    mount: usize,
+pub(super) struct InVolume {
+    pub(super) mount: usize,
     /// What it opened, relative to the volume's top (`""`: the top).
-    rel: String,
+    pub(super) rel: String,
     /// A file open for writing: its private copy, until it is closed.
-    write: Option<Pending>,
+    pub(super) write: Option<Pending>,
 }
 
-struct Pending {
+pub(super) struct Pending {
     /// Its name in the mount's `incoming/`.
-    temp: String,
+    pub(super) temp: String,
     /// Bytes charged for it so far.
-    charged: u64,
+    pub(super) charged: u64,
     /// A write through it was refused for room: closing it puts nothing in place.
-    refused: bool,
+    pub(super) refused: bool,
 }
 
 /// The volumes mounted in one sandbox, and the descriptors its guest holds in them.
 #[derive(Default)]
 pub struct Mounts {
-    mounts: Vec<Mounted>,
-    fds: HashMap<u32, InVolume>,
+    pub(super) mounts: Vec<Mounted>,
+    pub(super) fds: HashMap<u32, InVolume>,
     /// Names this sandbox's private copies (with a counter).
-    tag: u64,
-    temps: u64,
+    pub(super) tag: u64,
+    pub(super) temps: u64,
 }
 
 impl Mounts {
@@ -245,66 +237,62 @@ impl Drop for Mounts {
     }
 }
 
-/// Where a path call on `(fd, path)` goes.
-pub enum Route {
-    /// wasmtime-wasi's own call, as the guest made it.
-    Stock,
-    /// A path of the working directory at or above a mount point (`mnt`, `mnt/data`): the
-    /// stock call, but it may not remove or rename it.
-    HoldsMount,
-    /// Into volume `.0`, at `.1` (relative to its top; `""` is the top).
-    Volume(usize, String),
-    /// Refused with this errno.
-    Refuse(i32),
-}
+impl Mounts {
+    /// The mount holding `rel` (a checked path below `/`, as a session's file API names
+    /// it) and the path in the volume.
+    pub fn place(&self, rel: &str) -> Option<(usize, String)> {
+        let rel = lexical("", rel)?;
+        self.mounts.iter().enumerate().find_map(|(i, m)| {
+            if rel == m.below_root {
+                Some((i, String::new()))
+            } else {
+                rel.strip_prefix(&format!("{}/", m.below_root))
+                    .map(|rest| (i, rest.to_string()))
+            }
+        })
+    }
 
-/// Where the guest's `(fd, path)` leads (see the module's docs). Free when nothing is
-/// mounted.
-pub fn route(caller: &mut Caller<'_, GuestState>, fd: i32, path: i32, len: i32) -> Route {
-    let mounts = &caller.data().fs.mounts;
-    if mounts.mounts.is_empty() {
-        return Route::Stock;
-    }
-    let Some(text) = guest_text(caller, path, len) else {
-        return Route::Stock;
-    };
-    let mounts = &caller.data().fs.mounts;
-    if let Some(v) = mounts.fds.get(&(fd as u32)) {
-        return match lexical(&v.rel, &text) {
-            Some(rel) => Route::Volume(v.mount, rel),
-            None => Route::Refuse(errno::PERM),
+    /// Puts `content` as file `rel` of mount `ix` whole (the host's own write: a session's
+    /// file API), within the room the mount was lent; why not, when it cannot.
+    pub fn put(&mut self, ix: usize, rel: &str, content: &[u8]) -> Result<(), &'static str> {
+        let m = &mut self.mounts[ix];
+        let Some(incoming) = &m.incoming else {
+            return Err("the volume is mounted read-only");
         };
-    }
-    if mounts
-        .mounts
-        .iter()
-        .any(|m| m.incoming_fd == Some(fd as u32))
-    {
-        return Route::Refuse(errno::BADF);
-    }
-    let Some(below_root) = lexical("", &text) else {
-        return Route::Stock;
-    };
-    let found = mounts.mounts.iter().enumerate().find_map(|(i, m)| {
-        if below_root == m.below_root {
-            Some(Route::Volume(i, String::new()))
-        } else if let Some(rest) = below_root.strip_prefix(&format!("{}/", m.below_root)) {
-            Some(Route::Volume(i, rest.to_string()))
-        } else if below_root.is_empty() || m.below_root.starts_with(&format!("{below_root}/")) {
-            Some(Route::HoldsMount)
-        } else {
-            None
+        if rel.is_empty() {
+            return Err("the path is the volume's top");
         }
-    });
-    match found {
-        Some(route) if is_root_preopen(caller, fd) => route,
-        _ => Route::Stock,
+        let old = match m.files.symlink_metadata(rel) {
+            Ok(s) if s.is_file() => Some(s.len()),
+            Ok(_) => return Err("the path is a folder"),
+            Err(_) => None,
+        };
+        let grow = content.len() as i64 - old.unwrap_or(0) as i64;
+        if !m.fits(grow.max(0) as u64, i64::from(old.is_none())) {
+            return Err("the volume has no room for it");
+        }
+        let name = format!("{:016x}-{}", self.tag, self.temps);
+        self.temps += 1;
+        let put = (|| -> std::io::Result<()> {
+            if let Some((parent, _)) = rel.rsplit_once('/') {
+                m.files.create_dir_all(parent)?;
+            }
+            incoming.write(&name, content)?;
+            incoming.rename(&name, &m.files, rel)
+        })();
+        if put.is_err() {
+            let _ = incoming.remove_file(&name);
+            return Err("writing into the volume failed");
+        }
+        m.grown_bytes += grow;
+        m.grown_entries += i64::from(old.is_none());
+        Ok(())
     }
 }
 
 /// `path` read from the folder `base` (relative to a top, `""` the top itself): its plain
 /// components joined by `/`, `None` when it is absolute or climbs above the top.
-fn lexical(base: &str, path: &str) -> Option<String> {
+pub(super) fn lexical(base: &str, path: &str) -> Option<String> {
     if path.starts_with('/') {
         return None;
     }
@@ -321,148 +309,9 @@ fn lexical(base: &str, path: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn guest_text(caller: &mut Caller<'_, GuestState>, ptr: i32, len: i32) -> Option<String> {
-    let mem = memory(caller)?;
-    let data = mem.data(&*caller);
-    let r = range(data, ptr, len as u32 as usize)?;
-    std::str::from_utf8(&data[r]).ok().map(str::to_string)
-}
-
-/// Calls wasmtime-wasi's own preview1 function with a [`Scratch`] as the guest's memory.
-macro_rules! on_host {
-    ($caller:expr, $scratch:expr, $func:ident($($arg:expr),* $(,)?)) => {{
-        let wasi_ctx = &mut $caller.data_mut().wasi;
-        wasi_ctx.set_hostcall_fuel(usize::MAX);
-        let mem = &mut GuestMemory::Unshared($scratch.bytes());
-        in_tokio(wasi::$func(wasi_ctx, mem, $($arg),*))?
-    }};
-}
-
-/// The volume's own spelling of `rel` for a call: its top is `.`.
-fn at(rel: &str) -> &str {
-    if rel.is_empty() { "." } else { rel }
-}
-
-/// Copies `bytes` (a call's result in a [`Scratch`]) to the guest's `ptr`; EFAULT when it
-/// does not fit.
-fn give(caller: &mut Caller<'_, GuestState>, ptr: i32, bytes: &[u8]) -> i32 {
-    let Some(mem) = memory(caller) else {
-        return errno::FAULT;
-    };
-    let data = mem.data_mut(&mut *caller);
-    match range(data, ptr, bytes.len()) {
-        Some(r) => {
-            data[r].copy_from_slice(bytes);
-            errno::SUCCESS
-        }
-        None => errno::FAULT,
-    }
-}
-
-/// `path_open` into volume `ix` at `rel`. A file opened to write (or create, or truncate)
-/// is a private copy until it is closed; anything else is opened as it is. Its errno; the
-/// descriptor is written to the guest's `opened`.
-#[allow(clippy::too_many_arguments)]
-pub fn open(
-    caller: &mut Caller<'_, GuestState>,
-    ix: usize,
-    rel: String,
-    dirflags: i32,
-    oflags: i32,
-    rights_base: i64,
-    rights_inheriting: i64,
-    fdflags: i32,
-    opened: i32,
-) -> wasmtime::Result<i32> {
-    let writes = rights_base & RIGHT_FD_WRITE != 0 || oflags & (O_CREAT | O_TRUNC) != 0;
-    let (fd, write) = if writes {
-        let (temp, charged) = match private_copy(&mut caller.data_mut().fs.mounts, ix, &rel, oflags)
-        {
-            Ok(made) => made,
-            Err(rc) => return Ok(rc),
-        };
-        let incoming_fd = caller.data().fs.mounts.mounts[ix]
-            .incoming_fd
-            .expect("a writable mount");
-        let mut s = Scratch::new(&[&temp]);
-        let (p, n) = s.path(0);
-        let rc = on_host!(
-            caller,
-            s,
-            path_open(
-                incoming_fd as i32,
-                0,
-                p,
-                n,
-                0,
-                rights_base,
-                rights_inheriting,
-                fdflags,
-                0
-            )
-        );
-        let mounts = &mut caller.data_mut().fs.mounts;
-        if rc != errno::SUCCESS {
-            let m = &mut mounts.mounts[ix];
-            m.pending_bytes = m.pending_bytes.saturating_sub(charged);
-            if let Some(dir) = &m.incoming {
-                let _ = dir.remove_file(&temp);
-            }
-            return Ok(rc);
-        }
-        (
-            s.u64_at(0) as u32,
-            Some(Pending {
-                temp,
-                charged,
-                refused: false,
-            }),
-        )
-    } else {
-        let files_fd = caller.data().fs.mounts.mounts[ix].files_fd;
-        let mut s = Scratch::new(&[at(&rel)]);
-        let (p, n) = s.path(0);
-        let rc = on_host!(
-            caller,
-            s,
-            path_open(
-                files_fd as i32,
-                dirflags,
-                p,
-                n,
-                oflags,
-                rights_base,
-                rights_inheriting,
-                fdflags,
-                0
-            )
-        );
-        if rc != errno::SUCCESS {
-            return Ok(rc);
-        }
-        (s.u64_at(0) as u32, None)
-    };
-    let mounts = &mut caller.data_mut().fs.mounts;
-    mounts.fds.insert(
-        fd,
-        InVolume {
-            mount: ix,
-            rel,
-            write,
-        },
-    );
-    let rc = give(caller, opened, &fd.to_le_bytes());
-    if rc != errno::SUCCESS {
-        let mut s = Scratch::new(&[]);
-        let _ = on_host!(caller, s, fd_close(fd as i32));
-        caller.data_mut().fs.mounts.closed(fd as i32);
-    }
-    Ok(rc)
-}
-
 /// Makes the private copy a write to `rel` of mount `ix` goes to: its name and the bytes
 /// charged for it, or the errno that refuses the open.
-fn private_copy(
+pub(super) fn private_copy(
     mounts: &mut Mounts,
     ix: usize,
     rel: &str,
@@ -510,7 +359,7 @@ fn private_copy(
     let made = (|| -> std::io::Result<()> {
         let mut out = incoming.open_with(&name, OpenOptions::new().write(true).create_new(true))?;
         if copied > 0 {
-            copy_plain(&mut m.files.open(rel)?, &mut out)?;
+            std::io::copy(&mut m.files.open(rel)?, &mut out)?;
         }
         Ok(())
     })();
@@ -522,148 +371,8 @@ fn private_copy(
     Ok((name, charged))
 }
 
-/// Copies `from` into `to` with plain reads and writes: `std::io::copy` between two files
-/// asks the kernel to copy (`copy_file_range`, `sendfile`), which a worker's seccomp
-/// allowlist does not hold.
-fn copy_plain(from: &mut impl std::io::Read, to: &mut impl std::io::Write) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match from.read(&mut buf)? {
-            0 => return Ok(()),
-            n => to.write_all(&buf[..n])?,
-        }
-    }
-}
-
-/// `path_filestat_get` in a volume: the stat written to the guest's `buf`.
-pub fn filestat(
-    caller: &mut Caller<'_, GuestState>,
-    ix: usize,
-    rel: &str,
-    flags: i32,
-    buf: i32,
-) -> wasmtime::Result<i32> {
-    let files_fd = caller.data().fs.mounts.mounts[ix].files_fd as i32;
-    let mut s = Scratch::new(&[at(rel)]);
-    let (p, n) = s.path(0);
-    let rc = on_host!(caller, s, path_filestat_get(files_fd, flags, p, n, 0));
-    if rc != errno::SUCCESS {
-        return Ok(rc);
-    }
-    Ok(give(caller, buf, s.result(64)))
-}
-
-/// What a call that changes a volume does there, as its own stock call on the volume's
-/// preopen.
-pub enum Change<'a> {
-    MakeDir,
-    RemoveDir,
-    Unlink,
-    SetTimes {
-        flags: i32,
-        atim: i64,
-        mtim: i64,
-        fst: i32,
-    },
-    Rename {
-        to: &'a str,
-    },
-}
-
-/// Makes `change` at `rel` in volume `ix`, where the mount is writable, the top is not
-/// touched and the room allows. Its errno.
-pub fn change(
-    caller: &mut Caller<'_, GuestState>,
-    ix: usize,
-    rel: &str,
-    change: Change<'_>,
-) -> wasmtime::Result<i32> {
-    let m = &caller.data().fs.mounts.mounts[ix];
-    if m.incoming.is_none() {
-        return Ok(errno::ROFS);
-    }
-    let touches_top = rel.is_empty() || matches!(change, Change::Rename { to } if to.is_empty());
-    if touches_top && !matches!(change, Change::SetTimes { .. }) {
-        return Ok(if matches!(change, Change::MakeDir) {
-            errno::EXIST
-        } else {
-            errno::BUSY
-        });
-    }
-    let freed = match change {
-        Change::Unlink => m.files.symlink_metadata(rel).map(|s| s.len()).unwrap_or(0),
-        _ => 0,
-    };
-    if matches!(change, Change::MakeDir) && !m.fits(0, 1) {
-        caller.data_mut().fs.refused_disk = true;
-        return Ok(errno::NOSPC);
-    }
-    let fd = m.files_fd as i32;
-    let rc = match change {
-        Change::MakeDir => {
-            let mut s = Scratch::new(&[rel]);
-            let (p, n) = s.path(0);
-            on_host!(caller, s, path_create_directory(fd, p, n))
-        }
-        Change::RemoveDir => {
-            let mut s = Scratch::new(&[rel]);
-            let (p, n) = s.path(0);
-            on_host!(caller, s, path_remove_directory(fd, p, n))
-        }
-        Change::Unlink => {
-            let mut s = Scratch::new(&[rel]);
-            let (p, n) = s.path(0);
-            on_host!(caller, s, path_unlink_file(fd, p, n))
-        }
-        Change::SetTimes {
-            flags,
-            atim,
-            mtim,
-            fst,
-        } => {
-            let mut s = Scratch::new(&[at(rel)]);
-            let (p, n) = s.path(0);
-            on_host!(
-                caller,
-                s,
-                path_filestat_set_times(fd, flags, p, n, atim, mtim, fst)
-            )
-        }
-        Change::Rename { to } => {
-            let mut s = Scratch::new(&[rel, to]);
-            let ((p, n), (q, k)) = (s.path(0), s.path(1));
-            on_host!(caller, s, path_rename(fd, p, n, fd, q, k))
-        }
-    };
-    if rc == errno::SUCCESS {
-        let m = &mut caller.data_mut().fs.mounts.mounts[ix];
-        match change {
-            Change::MakeDir => m.grown_entries += 1,
-            Change::RemoveDir => m.grown_entries -= 1,
-            Change::Unlink => {
-                m.grown_entries -= 1;
-                m.grown_bytes -= freed as i64;
-            }
-            _ => {}
-        }
-    }
-    Ok(rc)
-}
-
-/// `path_readlink` in a volume, which holds no links: EINVAL for what is there, as for any
-/// file that is not a link.
-pub fn not_a_link(caller: &Caller<'_, GuestState>, ix: usize, rel: &str) -> i32 {
-    match caller.data().fs.mounts.mounts[ix]
-        .files
-        .symlink_metadata(at(rel))
-    {
-        Ok(_) => errno::INVAL,
-        Err(e) => io_errno(&e),
-    }
-}
-
 /// preview1's errno for a host I/O error met in a volume.
-fn io_errno(e: &std::io::Error) -> i32 {
+pub(super) fn io_errno(e: &std::io::Error) -> i32 {
     match e.raw_os_error() {
         Some(libc::ENOENT) => errno::NOENT,
         Some(libc::EEXIST) => errno::EXIST,

@@ -159,9 +159,24 @@ impl Interpreter {
         if files.is_empty() {
             return Ok(());
         }
+        // A file in a mounted volume goes there, within the room the mount was lent.
+        let mut own = Vec::with_capacity(files.len());
+        for (index, (path, content)) in files.iter().enumerate() {
+            let mounts = &mut self.live.store.data_mut().fs.mounts;
+            match mounts.place(path) {
+                Some((ix, rel)) => mounts
+                    .put(ix, &rel, content)
+                    .map_err(|why| WriteError::Volume { index, why })?,
+                None => own.push((index, *path, *content)),
+            }
+        }
+        let files = &own[..];
+        if files.is_empty() {
+            return Ok(());
+        }
         let limit = self.live.limits.disk_bytes;
         let used = fs_guard::measure_dir(self.live.workdir.path());
-        let adding: u64 = files.iter().map(|(_, c)| c.len() as u64).sum();
+        let adding: u64 = files.iter().map(|(_, _, c)| c.len() as u64).sum();
         if used.saturating_add(adding) > limit {
             return Err(WriteError::OverQuota { limit });
         }
@@ -175,15 +190,12 @@ impl Interpreter {
         {
             return Err(WriteError::HostBudget);
         }
-        let written = files
-            .iter()
-            .enumerate()
-            .try_for_each(|(index, (path, content))| {
-                self.live
-                    .workdir
-                    .write_file(path, content)
-                    .map_err(|source| WriteError::Workdir { index, source })
-            });
+        let written = files.iter().try_for_each(|&(index, path, content)| {
+            self.live
+                .workdir
+                .write_file(path, content)
+                .map_err(|source| WriteError::Workdir { index, source })
+        });
         // Also after a failed write: whatever did land is charged.
         let now = fs_guard::measure_dir(self.live.workdir.path());
         let fs = &mut self.live.store.data_mut().fs;
@@ -222,6 +234,14 @@ pub enum WriteError {
     /// room for the files; none was written.
     #[error("the server's memory budget has no room for these files right now")]
     HostBudget,
+    /// File number `index` lies in a mounted volume that cannot take it.
+    #[error("file {index}: {why}")]
+    Volume {
+        /// Its position in the list.
+        index: usize,
+        /// Why (read-only, no room).
+        why: &'static str,
+    },
     /// Writing file number `index` failed (a bad path, an I/O error).
     #[error("file {index}: {source}")]
     Workdir {

@@ -109,7 +109,7 @@ impl GuestStore {
         let mounts = Mounts::new(&spec.volumes, &mount_fds)
             .map_err(|e| SandboxError::Preopen(wasmtime::Error::new(e)))?;
         for m in &spec.volumes {
-            workdir.create_dir(m.at.below_root())?;
+            workdir.mount(m.at.below_root(), &m.files)?;
         }
 
         let charged_bytes = fs_guard::measure_dir(workdir.path());

@@ -193,6 +193,10 @@ pub struct WorkDir {
     inputs: HashMap<String, [u8; 32]>,
     /// The scratch root, opened, when it holds large returned files.
     held: Option<Dir>,
+    /// The volumes mounted in the sandbox, by their mount points below `/` (`mnt/data`):
+    /// a file read by the host's own calls (a session's file API) at or below one is read
+    /// from the volume, as the guest would read it.
+    volumes: Vec<(String, Dir)>,
 }
 
 impl WorkDir {
@@ -235,6 +239,7 @@ impl WorkDir {
             dir,
             inputs: HashMap::new(),
             held,
+            volumes: Vec::new(),
         };
         for stub in STUB_DIRS {
             workdir
@@ -295,15 +300,42 @@ impl WorkDir {
             .map_err(io("creating", Path::new(rel)))
     }
 
-    /// Reads one file, refusing anything that is not a regular file inside the directory or
-    /// is larger than `max_bytes`.
+    /// Shows the volume whose files are at `files` at `below_root` (its mount point, whose
+    /// stub folder it makes) to the host's own reads.
+    pub fn mount(&mut self, below_root: &str, files: &Path) -> Result<(), WorkdirError> {
+        self.create_dir(below_root)?;
+        let dir =
+            Dir::open_ambient_dir(files, ambient_authority()).map_err(io("opening", files))?;
+        self.volumes.push((below_root.to_string(), dir));
+        Ok(())
+    }
+
+    /// Where the file `rel` (checked) is read from: a mounted volume's folder and the path
+    /// in it, or the directory itself.
+    fn place<'a>(&'a self, rel: &'a str) -> (&'a Dir, &'a str) {
+        for (at, dir) in &self.volumes {
+            if rel == at {
+                return (dir, ".");
+            }
+            if let Some(rest) = rel
+                .strip_prefix(at.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+            {
+                return (dir, rest);
+            }
+        }
+        (&self.dir, rel)
+    }
+
+    /// Reads one file, refusing anything that is not a regular file inside the directory (or
+    /// a volume mounted in it) or is larger than `max_bytes`.
     pub fn read_file(&self, rel: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, WorkdirError> {
         let Some(len) = self.readable_len(rel, max_bytes)? else {
             return Ok(None);
         };
         let mut buf = Vec::with_capacity(len as usize);
-        self.dir
-            .open(rel)
+        let (dir, at) = self.place(rel);
+        dir.open(at)
             .and_then(|f| f.take(max_bytes).read_to_end(&mut buf))
             .map_err(io("reading", Path::new(rel)))?;
         Ok(Some(buf))
@@ -313,7 +345,8 @@ impl WorkDir {
     /// followed) of at most `max_bytes`; `None` otherwise, or when there is no such file.
     fn readable_len(&self, rel: &str, max_bytes: u64) -> Result<Option<u64>, WorkdirError> {
         validate_relative_path(rel)?;
-        let meta = match self.dir.symlink_metadata(rel) {
+        let (dir, at) = self.place(rel);
+        let meta = match dir.symlink_metadata(at) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io("reading", Path::new(rel))(e)),
@@ -365,7 +398,8 @@ impl WorkDir {
     /// The size of `rel` when it is a regular file (a symlink is not followed).
     pub fn file_len(&self, rel: &str) -> Option<u64> {
         validate_relative_path(rel).ok()?;
-        let meta = self.dir.symlink_metadata(rel).ok()?;
+        let (dir, at) = self.place(rel);
+        let meta = dir.symlink_metadata(at).ok()?;
         meta.is_file().then(|| meta.len())
     }
 
@@ -386,7 +420,8 @@ impl WorkDir {
         }
         let name = held_name();
         let copied = (|| {
-            let mut from = self.dir.open(rel)?.into_std();
+            let (dir, at) = self.place(rel);
+            let mut from = dir.open(at)?.into_std();
             let mut to = held
                 .open_with(
                     &name,

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-pub use crate::volumes::{VolumeEntry, VolumeEntryKind, VolumeInfo};
+pub use crate::volumes::{VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeMount};
 
 /// `POST /v1/volumes`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -547,6 +547,7 @@ fn from_write(e: WriteError, what: &str, field: impl Fn(usize) -> String) -> Job
             "{what} would take the session past its disk limit of {limit} bytes"
         )),
         WriteError::Workdir { index, source } => from_workdir(&field(index), source),
+        e @ WriteError::Volume { .. } => JobError::InvalidRequest(format!("{what}: {e}")),
         e @ WriteError::HostBudget => JobError::HostBudget(e.to_string()),
     }
 }

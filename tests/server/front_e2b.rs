@@ -68,7 +68,12 @@ async fn the_python_sdks_volume_api_works_unchanged() {
     };
     let s = start("e2b-volumes", |a| a.max_body_bytes = 1 << 20).await;
     let stdout = python_sdk(python, &s.base, &["volumes"]).await;
-    for step in ["create, list", "files written", "connect, destroy"] {
+    for step in [
+        "create, list",
+        "files written",
+        "mounted in sandboxes",
+        "connect, destroy",
+    ] {
         assert!(stdout.contains(step), "step {step} did not pass:\n{stdout}");
     }
     let audit = s.audit();

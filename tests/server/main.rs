@@ -51,6 +51,7 @@ mod shell_differential;
 mod shell_hostile;
 mod shell_http;
 mod traces;
+mod volume_mounts;
 mod volumes;
 mod webhooks;
 mod wire_golden;

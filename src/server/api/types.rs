@@ -33,7 +33,7 @@ mod cell;
 mod code_mode;
 mod files_body;
 pub use crate::supervisor::intake::{
-    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest,
+    ExecuteRequest, FileIn, NetworkRequest, OpenSessionRequest, TurnRequest, VolumeMountRequest,
 };
 pub use cell::{Cell, Failure};
 pub use code_mode::{
@@ -271,6 +271,9 @@ pub struct OpenSessionResponse {
     pub turns: u64,
     /// Every completed turn is snapshotted to the store.
     pub durable: bool,
+    /// The volumes mounted in it (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::supervisor::volumes::VolumeMount>,
 }
 
 impl OpenSessionResponse {
@@ -285,6 +288,7 @@ impl OpenSessionResponse {
             template: session.template,
             turns: info.turns,
             durable: session.durable,
+            volumes: info.volumes,
         }
     }
 }

@@ -15,7 +15,7 @@ mod unclaimed;
 
 pub use ask::{
     ExecuteRequest, FileIn, FileOp, NetworkRequest, OpenSessionRequest, OpeningExtras, Query,
-    SetUp, TurnRequest,
+    SetUp, TurnRequest, VolumeMountRequest,
 };
 pub use code_mode::{
     Closer, Found, Next, begin_streamed, next_stop, resident_or_replayed, start_execution,

@@ -588,6 +588,7 @@ impl Runner {
                 template,
                 ended: None,
                 resident: false,
+                volumes: header.volumes.clone(),
             };
             out.push((info, record.labels));
         }

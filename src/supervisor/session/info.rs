@@ -134,4 +134,7 @@ pub struct SessionInfo {
     /// when the server needed room) to the snapshot store, and its next turn or file
     /// operation brings it back, with all its state, before it runs.
     pub resident: bool,
+    /// The volumes mounted in it (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::volumes::VolumeMount>,
 }

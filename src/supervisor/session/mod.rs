@@ -562,6 +562,7 @@ impl Session {
             template: self.template,
             ended,
             resident: true,
+            volumes: self.volumes.clone(),
         }
     }
 }

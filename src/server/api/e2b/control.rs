@@ -24,6 +24,7 @@ use super::network::{self, E2bNetwork};
 use super::{
     AccessToken, DoorState, E2bError, E2bJson, ENVD_VERSION, HOME, contexts_follow, open_session,
 };
+use crate::server::api::types::VolumeMountRequest;
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::OnWire as _;
 use crate::server::request_context::{Caller, RequestContext};
@@ -54,8 +55,8 @@ pub fn routes() -> axum::Router<DoorState> {
         .fallback(unknown)
 }
 
-/// `POST /sandboxes` and `/v2/sandboxes`: E2B's `NewSandbox`. Fields Vivarium has no
-/// counterpart for are refused when set (not ignored): `mcp`, `volumeMounts`.
+/// `POST /sandboxes` and `/v2/sandboxes`: E2B's `NewSandbox`. A field Vivarium has no
+/// counterpart for is refused when set (not ignored): `mcp`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct NewSandbox {
@@ -74,7 +75,16 @@ struct NewSandbox {
     #[serde(default)]
     mcp: Option<Value>,
     #[serde(default)]
-    volume_mounts: Option<Vec<Value>>,
+    volume_mounts: Option<Vec<E2bVolumeMount>>,
+}
+
+/// One of `NewSandbox`'s `volumeMounts`: a volume of the caller's (its `volumeID` is its
+/// name, `api/e2b/volumes.rs`) at a path, writable (E2B's mounts are).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct E2bVolumeMount {
+    name: String,
+    path: String,
 }
 
 /// Forks one fork request may ask for (E2B's own bound).
@@ -198,6 +208,11 @@ fn detail(info: &SessionInfo, labels: &Labels, token: Option<String>) -> Value {
         "cpuCount": 1,
         "memoryMB": info.limits.memory_bytes >> 20,
         "diskSizeMB": info.limits.disk_bytes >> 20,
+        "volumeMounts": info
+            .volumes
+            .iter()
+            .map(|m| json!({"name": m.volume.as_str(), "path": m.at.as_str()}))
+            .collect::<Vec<_>>(),
         "state": state,
         "metadata": labels.metadata,
         "domain": Value::Null,
@@ -219,11 +234,6 @@ async fn create(
                 .into(),
         ));
     }
-    if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Err(invalid(
-            "volumeMounts: volumes are not mounted into sandboxes yet; their files are served by the Volume API".into(),
-        ));
-    }
     let template = template_of(&new.template_id)?;
     let deadline = deadline(new.timeout)?;
     let env = new.env_vars.unwrap_or_default();
@@ -242,7 +252,17 @@ async fn create(
         labels: Labels { env, ..labels },
         deadline: Some(deadline),
     };
-    let id = open_session(&door, &ctx, template, network, extras).await?;
+    let volumes = new
+        .volume_mounts
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| VolumeMountRequest {
+            name: m.name,
+            path: m.path,
+            read_only: false,
+        })
+        .collect();
+    let id = open_session(&door, &ctx, template, network, volumes, extras).await?;
     let (info, labels) = door
         .app
         .runner

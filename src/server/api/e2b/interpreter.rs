@@ -28,7 +28,7 @@ use super::{
     run_turn, scrubbed, set_up,
 };
 use crate::report::StreamKind;
-use crate::server::api::types::{Cell, Failure};
+use crate::server::api::types::{Cell, Failure, VolumeMountRequest};
 use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::{Caller, RequestContext};
@@ -330,7 +330,17 @@ async fn create_context(
         deadline: None,
         set_up: Some(set_up_in(&labels.env, &cwd)),
     };
-    let id = open_session(&door, &ctx, owner.template, network, extras)
+    // And its volumes, where they are mounted in it.
+    let volumes = owner
+        .volumes
+        .iter()
+        .map(|m| VolumeMountRequest {
+            name: m.volume.to_string(),
+            path: m.at.as_str().to_string(),
+            read_only: m.read_only,
+        })
+        .collect();
+    let id = open_session(&door, &ctx, owner.template, network, volumes, extras)
         .await
         .map_err(|why| {
             invalid(format!(

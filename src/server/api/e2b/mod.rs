@@ -39,7 +39,7 @@ use serde_json::json;
 use tower::ServiceExt as _;
 
 use crate::server::AppState;
-use crate::server::api::types::{NetworkRequest, OpenSessionRequest};
+use crate::server::api::types::{NetworkRequest, OpenSessionRequest, VolumeMountRequest};
 use crate::server::bracket::{Bracket, turn_outcome};
 use crate::server::error::{ApiError, OnWire};
 use crate::server::request_context::RequestContext;
@@ -274,6 +274,7 @@ async fn open_session(
     ctx: &RequestContext,
     template: crate::vocabulary::Template,
     network: Option<NetworkRequest>,
+    volumes: Vec<VolumeMountRequest>,
     extras: OpeningExtras,
 ) -> Result<String, ApiError> {
     let open = OpenSessionRequest {
@@ -286,7 +287,7 @@ async fn open_session(
         packages: Vec::new(),
         network,
         secrets: Default::default(),
-        volumes: Vec::new(),
+        volumes,
     };
     let opened = Bracket::open(&door.app, ctx, Action::SessionOpen)
         .around(201, async |record| {
