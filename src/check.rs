@@ -95,22 +95,63 @@ pub enum Severity {
 /// The checker's rule for code that needs the network (`python-wasi/guest/check.py`).
 pub const NETWORK_RULE: &str = "network";
 
+/// The checker's rule for a write to an absolute path (which lands in the working directory).
+pub const WRITE_OUTSIDE_RULE: &str = "write_outside_workdir";
+
+/// What a run or turn has that the checker, reading its code alone, cannot know.
+#[derive(Debug, Clone, Copy)]
+pub struct RunFacts<'a> {
+    /// Its code, as the checker read it.
+    pub code: &'a str,
+    /// It was granted network.
+    pub networked: bool,
+    /// The volumes mounted in its sandbox.
+    pub mounts: &'a [crate::guest::Lent],
+}
+
 /// What the check's `findings` mean for a run or turn under `policy`, the one rule every
-/// path follows: one granted network (`networked`) reaches its hosts, so the checker's
-/// [`NETWORK_RULE`] finding is not true of it and is dropped; under `deny` any finding left
-/// refuses it (`Err` with them); else the findings go with the result.
+/// path follows: one granted network reaches its hosts, so the checker's [`NETWORK_RULE`]
+/// finding is not true of it and is dropped, and a write to an absolute path below a mounted
+/// volume lands in the volume, not the working directory ([`WRITE_OUTSIDE_RULE`]'s warning
+/// is dropped); under `deny` any finding left refuses it (`Err` with them); else the
+/// findings go with the result.
 pub fn judge(
     mut findings: Vec<Finding>,
     policy: Policy,
-    networked: bool,
+    facts: RunFacts<'_>,
 ) -> Result<Vec<Finding>, Vec<Finding>> {
-    if networked {
+    if facts.networked {
         findings.retain(|f| f.rule != NETWORK_RULE);
+    }
+    if !facts.mounts.is_empty() {
+        findings.retain(|f| {
+            f.rule != WRITE_OUTSIDE_RULE
+                || f.severity != Severity::Warning
+                || !literal_at(facts.code, f.line, f.col).is_some_and(|path| {
+                    facts.mounts.iter().any(|m| {
+                        path.strip_prefix('/')
+                            .is_some_and(|rel| m.at.holds_relative(rel.trim_end_matches('/')))
+                    })
+                })
+        });
     }
     if policy == Policy::Deny && !findings.is_empty() {
         return Err(findings);
     }
     Ok(findings)
+}
+
+/// The string literal starting at `line`, `col` (1-based, the column in UTF-8 bytes as
+/// Python's parser counts it) of `code`: a quote, text without escapes, the same quote.
+/// `None` for anything else.
+fn literal_at(code: &str, line: u32, col: u32) -> Option<&str> {
+    let text = code.lines().nth((line as usize).checked_sub(1)?)?;
+    let rest = text.get((col as usize).checked_sub(1)?..)?;
+    let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let body = &rest[1..];
+    let end = body.find(quote)?;
+    let path = &body[..end];
+    (!path.contains('\\')).then_some(path)
 }
 
 /// One static-analysis finding.
@@ -237,4 +278,71 @@ fn cut_to(mut s: String, max: usize) -> String {
         s.truncate(end);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(rule: &str, severity: Severity, line: u32, col: u32) -> Finding {
+        Finding {
+            rule: rule.into(),
+            severity,
+            line,
+            col,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_write_below_a_mount_point_is_not_a_write_outside() {
+        let code = "x = 1\nopen('/mnt/data/out.csv', 'w')\nopen(\"/etc/x\", 'w')\nopen('/mnt/database', 'w')";
+        let lent = crate::guest::Lent {
+            name: "data".into(),
+            at: crate::guest::MountPoint::parse("/mnt/data").unwrap(),
+            files: "/nowhere".into(),
+            incoming: None,
+            room_bytes: 0,
+            room_entries: 0,
+        };
+        let findings = vec![
+            finding(WRITE_OUTSIDE_RULE, Severity::Warning, 2, 6),
+            finding(WRITE_OUTSIDE_RULE, Severity::Warning, 3, 6),
+            finding(WRITE_OUTSIDE_RULE, Severity::Warning, 4, 6),
+            finding("eval_exec", Severity::Warning, 2, 6),
+        ];
+        let facts = |mounts| RunFacts {
+            code,
+            networked: false,
+            mounts,
+        };
+        let kept = judge(
+            findings.clone(),
+            Policy::Warn,
+            facts(std::slice::from_ref(&lent)),
+        )
+        .unwrap();
+        assert_eq!(
+            kept.iter()
+                .map(|f| (f.rule.as_str(), f.line))
+                .collect::<Vec<_>>(),
+            [
+                (WRITE_OUTSIDE_RULE, 3),
+                (WRITE_OUTSIDE_RULE, 4),
+                ("eval_exec", 2)
+            ]
+        );
+        // Without the mount, every finding stands (and under deny refuses).
+        assert_eq!(
+            judge(findings.clone(), Policy::Warn, facts(&[]))
+                .unwrap()
+                .len(),
+            4
+        );
+        assert!(judge(findings, Policy::Deny, facts(&[])).is_err());
+        assert_eq!(literal_at(code, 2, 6), Some("/mnt/data/out.csv"));
+        assert_eq!(literal_at(code, 2, 1), None);
+        assert_eq!(literal_at(code, 9, 1), None);
+        assert_eq!(literal_at("open('a\\\\b')", 1, 6), None);
+    }
 }

@@ -627,6 +627,7 @@ impl Vivarium {
         // A shell script has no Python to check: its findings are none.
         let checked = policy != Policy::Off && language == Language::Python;
         let check = checked.then(|| code.clone());
+        let mounted = volumes.clone();
         let sandbox = self
             .prepare_with(
                 SandboxSpec {
@@ -662,7 +663,12 @@ impl Vivarium {
             _ if !checked => Some(Vec::new()),
             Policy::Warn | Policy::Deny => {
                 let c = check::interpret(sandbox.check_verdict())?;
-                match check::judge(c.findings, policy, network.is_some()) {
+                let facts = check::RunFacts {
+                    code: &code,
+                    networked: network.is_some(),
+                    mounts: &mounted,
+                };
+                match check::judge(c.findings, policy, facts) {
                     Ok(findings) => Some(findings),
                     Err(refused) => return Ok(Executed::Denied(refused)),
                 }
@@ -818,7 +824,12 @@ impl Vivarium {
             _ if language == Language::Bash => Some(Vec::new()),
             policy => {
                 let c = self.check(&code, cancel)?;
-                match check::judge(c.findings, policy, network.is_some()) {
+                let facts = check::RunFacts {
+                    code: &code,
+                    networked: network.is_some(),
+                    mounts: &interp.volumes(),
+                };
+                match check::judge(c.findings, policy, facts) {
                     Ok(findings) => Some(findings),
                     Err(refused) => return Ok(Turned::Denied(refused)),
                 }

@@ -163,6 +163,23 @@ print(repr(r.read()))"#;
         (200, Some(4), Some(31)),
         "{info}"
     );
+    // The default check knows the mount: a write there lands in the volume, not in the
+    // working directory, and is no finding; one elsewhere still is.
+    let (st, r) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": "open('/mnt/work/checked.txt', 'w').write('x')\nopen('/elsewhere.txt', 'w')",
+                "template": "python", "volumes": rw}),
+    )
+    .await;
+    assert_eq!((st, r["status"].as_str()), (200, Some("ok")), "{r}");
+    let findings: Vec<(&str, u64)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["rule"].as_str().unwrap(), f["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(findings, [("write_outside_workdir", 2)], "{r}");
     s.stop().await;
 }
 
