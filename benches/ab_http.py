@@ -39,9 +39,10 @@ def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, 
     return r.status, json.loads(r.read() or b"{}")
 
 
-def start(binary: str) -> tuple[subprocess.Popen, str, int]:
+def start(binary: str, *flags: str) -> tuple[subprocess.Popen, str, int]:
+    """`binary serve` on a free port of 127.0.0.1 with `flags`, once it is ready."""
     server = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", "/dev/null"],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", "/dev/null", *flags],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env=dict(os.environ, VIVARIUM_LOG="warn"),
     )

@@ -20,13 +20,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from http_load import stop, wait_ready
+from ab_http import start
+from http_load import stop
 
 ROUNDS = int(os.environ.get("VOL_ROUNDS", "5"))
 REQUESTS = int(os.environ.get("VOL_REQUESTS", "300"))
@@ -45,19 +45,6 @@ def post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, 
     conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
     r = conn.getresponse()
     return r.status, json.loads(r.read() or b"{}")
-
-
-def start(binary: str, volumes: str) -> tuple[subprocess.Popen, str, int]:
-    server = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", "/dev/null",
-         "--volume-dir", volumes],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=dict(os.environ, VIVARIUM_LOG="warn"),
-    )
-    addr = server.stdout.readline().split()[-1].replace("http://", "")
-    host, port = addr.rsplit(":", 1)
-    wait_ready(host, int(port))
-    return server, host, int(port)
 
 
 def upload(host: str, port: int) -> None:
@@ -133,7 +120,7 @@ print(json.dumps(out))
 def main() -> None:
     binary, out_path = sys.argv[1], sys.argv[2]
     folder = tempfile.mkdtemp(prefix="vivarium-bench-volumes-")
-    server, host, port = start(binary, os.path.join(folder, "volumes"))
+    server, host, port = start(binary, "--volume-dir", os.path.join(folder, "volumes"))
     try:
         upload(host, port)
         load = os.getloadavg()

@@ -32,7 +32,7 @@ use wiggle::GuestMemory;
 use super::charge::{ENTRY_BYTES, charge_for};
 use super::errno;
 use super::guest_memory::{memory, range, read_u32};
-use super::mount_calls::{self as mounts, Change, Route, is_root_preopen};
+use super::mount_calls::{self as mounts, Change, OpenArgs, Route, is_root_preopen};
 use super::state::GuestState;
 use crate::guest::STDIO_FDS;
 
@@ -90,17 +90,14 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 Route::Stock | Route::HoldsMount => {}
                 Route::Refuse(rc) => return Ok(rc),
                 Route::Volume(ix, rel) => {
-                    let rc = mounts::open(
-                        &mut caller,
-                        ix,
-                        rel,
+                    let args = OpenArgs {
                         dirflags,
                         oflags,
                         rights_base,
                         rights_inheriting,
                         fdflags,
-                        opened,
-                    )?;
+                    };
+                    let rc = mounts::open(&mut caller, ix, rel, args, opened)?;
                     if rc == errno::SUCCESS {
                         let fs = &mut caller.data_mut().fs;
                         fs.open_fds += 1;

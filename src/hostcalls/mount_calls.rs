@@ -114,98 +114,96 @@ fn give(caller: &mut Caller<'_, GuestState>, ptr: i32, bytes: &[u8]) -> i32 {
     }
 }
 
+/// `path_open`'s arguments besides the place and where the descriptor goes.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenArgs {
+    pub dirflags: i32,
+    pub oflags: i32,
+    pub rights_base: i64,
+    pub rights_inheriting: i64,
+    pub fdflags: i32,
+}
+
+/// wasmtime-wasi's own `path_open` of `path` under its descriptor `dir`: the new
+/// descriptor, or the errno.
+fn stock_open(
+    caller: &mut Caller<'_, GuestState>,
+    dir: u32,
+    path: &str,
+    a: OpenArgs,
+) -> wasmtime::Result<Result<u32, i32>> {
+    let mut s = Scratch::new(&[path]);
+    let (p, n) = s.path(0);
+    let (base, inheriting) = (a.rights_base, a.rights_inheriting);
+    let rc = on_host!(
+        caller,
+        s,
+        path_open(
+            dir as i32, a.dirflags, p, n, a.oflags, base, inheriting, a.fdflags, 0
+        )
+    );
+    Ok(if rc == errno::SUCCESS {
+        Ok(s.u64_at(0) as u32)
+    } else {
+        Err(rc)
+    })
+}
+
 /// `path_open` into volume `ix` at `rel`. A file opened to write (or create, or truncate)
 /// is a private copy until it is closed; anything else is opened as it is. Its errno; the
 /// descriptor is written to the guest's `opened`.
-#[allow(clippy::too_many_arguments)]
 pub fn open(
     caller: &mut Caller<'_, GuestState>,
     ix: usize,
     rel: String,
-    dirflags: i32,
-    oflags: i32,
-    rights_base: i64,
-    rights_inheriting: i64,
-    fdflags: i32,
+    args: OpenArgs,
     opened: i32,
 ) -> wasmtime::Result<i32> {
-    let writes = rights_base & RIGHT_FD_WRITE != 0 || oflags & (O_CREAT | O_TRUNC) != 0;
+    let writes = args.rights_base & RIGHT_FD_WRITE != 0 || args.oflags & (O_CREAT | O_TRUNC) != 0;
     let (fd, write) = if writes {
-        let (temp, charged) = match private_copy(&mut caller.data_mut().fs.mounts, ix, &rel, oflags)
-        {
+        let mounts = &mut caller.data_mut().fs.mounts;
+        let (temp, charged) = match private_copy(mounts, ix, &rel, args.oflags) {
             Ok(made) => made,
             Err(rc) => return Ok(rc),
         };
-        let incoming_fd = caller.data().fs.mounts.mounts[ix]
-            .incoming_fd
-            .expect("a writable mount");
-        let mut s = Scratch::new(&[&temp]);
-        let (p, n) = s.path(0);
-        let rc = on_host!(
-            caller,
-            s,
-            path_open(
-                incoming_fd as i32,
-                0,
-                p,
-                n,
-                0,
-                rights_base,
-                rights_inheriting,
-                fdflags,
-                0
-            )
-        );
-        let mounts = &mut caller.data_mut().fs.mounts;
-        if rc != errno::SUCCESS {
-            let m = &mut mounts.mounts[ix];
-            m.pending_bytes = m.pending_bytes.saturating_sub(charged);
-            if let Some(dir) = &m.incoming {
-                let _ = dir.remove_file(&temp);
+        let incoming_fd = mounts.mounts[ix].incoming_fd.expect("a writable mount");
+        // The copy exists: opened as it is, with the rights asked for.
+        let plain = OpenArgs {
+            dirflags: 0,
+            oflags: 0,
+            ..args
+        };
+        match stock_open(caller, incoming_fd, &temp, plain)? {
+            Ok(fd) => {
+                let refused = false;
+                (
+                    fd,
+                    Some(Pending {
+                        temp,
+                        charged,
+                        refused,
+                    }),
+                )
             }
-            return Ok(rc);
+            Err(rc) => {
+                let m = &mut caller.data_mut().fs.mounts.mounts[ix];
+                m.pending_bytes = m.pending_bytes.saturating_sub(charged);
+                if let Some(dir) = &m.incoming {
+                    let _ = dir.remove_file(&temp);
+                }
+                return Ok(rc);
+            }
         }
-        (
-            s.u64_at(0) as u32,
-            Some(Pending {
-                temp,
-                charged,
-                refused: false,
-            }),
-        )
     } else {
         let files_fd = caller.data().fs.mounts.mounts[ix].files_fd;
-        let mut s = Scratch::new(&[at(&rel)]);
-        let (p, n) = s.path(0);
-        let rc = on_host!(
-            caller,
-            s,
-            path_open(
-                files_fd as i32,
-                dirflags,
-                p,
-                n,
-                oflags,
-                rights_base,
-                rights_inheriting,
-                fdflags,
-                0
-            )
-        );
-        if rc != errno::SUCCESS {
-            return Ok(rc);
+        match stock_open(caller, files_fd, at(&rel), args)? {
+            Ok(fd) => (fd, None),
+            Err(rc) => return Ok(rc),
         }
-        (s.u64_at(0) as u32, None)
     };
+    let mount = ix;
     let mounts = &mut caller.data_mut().fs.mounts;
-    mounts.fds.insert(
-        fd,
-        InVolume {
-            mount: ix,
-            rel,
-            write,
-        },
-    );
+    mounts.fds.insert(fd, InVolume { mount, rel, write });
     let rc = give(caller, opened, &fd.to_le_bytes());
     if rc != errno::SUCCESS {
         let mut s = Scratch::new(&[]);

@@ -187,6 +187,16 @@ def test_volumes_keep_files_beyond_any_sandbox(client: Client) -> None:
             client.read_volume_file(name, "raw/sales.csv")
         with pytest.raises(BadRequest, match="path"):
             client.write_volume_file(name, "a//b", b"x")
+        # Mounted: read-only into an execution, writable into a session.
+        client.write_volume_file(name, "in.csv", "a,b\n1,2\n")
+        r = client.execute("print(open('/data/in.csv').read().count(','))", template="python",
+                           volumes=[{"name": name, "path": "/data", "read_only": True}])
+        assert r.ok and r.stdout == "2\n", r
+        with client.open_session(template="python",
+                                 volumes=[{"name": name, "path": "/work"}]) as s:
+            assert s.info().volumes == [{"name": name, "path": "/work", "read_only": False}]
+            assert s.execute("open('/work/out.txt', 'w').write('from a session')").ok
+        assert client.read_volume_file(name, "out.txt") == b"from a session"
     finally:
         client.delete_volume(name)
     with pytest.raises(NotFound, match="volume_not_found"):

@@ -189,12 +189,13 @@ class AsyncClient:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> ExecutionResult:
         """See :meth:`Client.execute`."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
                       packages=packages, policy=policy, language=language, leakage=leakage,
-                      network=network, secrets=secrets, **extra)
+                      network=network, secrets=secrets, volumes=volumes, **extra)
         return await self._drive(_ops.execute(_ops.run_call(code, fields)))
 
     def stream(
@@ -212,12 +213,13 @@ class AsyncClient:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> AsyncEventStream:
         """See :meth:`Client.stream`; iterate with ``async for``."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
                       packages=packages, policy=policy, language=language, leakage=leakage,
-                      network=network, secrets=secrets, **extra)
+                      network=network, secrets=secrets, volumes=volumes, **extra)
         return self._events(_ops.run_call(code, fields, stream=True))
 
     async def check(self, code: str) -> CheckResult:
@@ -324,12 +326,13 @@ class AsyncClient:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> AsyncSession:
         """See :meth:`Client.open_session`."""
         snap = snapshot.snapshot_id if isinstance(snapshot, SnapshotInfo) else snapshot
         fields = dict(template=template, limits=limits, packages=packages, durable=durable,
-                      snapshot=snap, leakage=leakage, network=network, secrets=secrets, **extra)
+                      snapshot=snap, leakage=leakage, network=network, secrets=secrets, volumes=volumes, **extra)
         return AsyncSession(self, await self._drive(_ops.open_session(fields)))
 
     def session(self, session_id: str) -> AsyncSession:

@@ -192,6 +192,7 @@ class Client:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> ExecutionResult:
         """Runs ``code`` in a fresh sandbox (``POST /v1/execute``). Every outcome of the
@@ -200,7 +201,7 @@ class Client:
         ``"bash"``; other request fields go in ``extra``."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
                       packages=packages, policy=policy, language=language, leakage=leakage,
-                      network=network, secrets=secrets, **extra)
+                      network=network, secrets=secrets, volumes=volumes, **extra)
         return self._drive(_ops.execute(_ops.run_call(code, fields)))
 
     def stream(
@@ -218,6 +219,7 @@ class Client:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> EventStream:
         """Runs ``code`` and yields its events as they happen: :class:`StdoutEvent`,
@@ -226,7 +228,7 @@ class Client:
         ``error`` event) is raised."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
                       packages=packages, policy=policy, language=language, leakage=leakage,
-                      network=network, secrets=secrets, **extra)
+                      network=network, secrets=secrets, volumes=volumes, **extra)
         return self._events(_ops.run_call(code, fields, stream=True))
 
     def check(self, code: str) -> CheckResult:
@@ -328,13 +330,14 @@ class Client:
         leakage: str | None = None,
         network: Mapping[str, Any] | None = None,
         secrets: Mapping[str, Any] | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         **extra: Any,
     ) -> Session:
         """Opens a session: a kept-alive interpreter (``POST /v1/sessions``). With
         ``snapshot``, it starts from that snapshot (then leave out limits and template)."""
         snap = snapshot.snapshot_id if isinstance(snapshot, SnapshotInfo) else snapshot
         fields = dict(template=template, limits=limits, packages=packages, durable=durable,
-                      snapshot=snap, leakage=leakage, network=network, secrets=secrets, **extra)
+                      snapshot=snap, leakage=leakage, network=network, secrets=secrets, volumes=volumes, **extra)
         return Session(self, self._drive(_ops.open_session(fields)))
 
     def session(self, session_id: str) -> Session:

@@ -368,6 +368,8 @@ class SessionInfo:
     resident: bool | None = None
     last_used_at: str | None = None
     ended: JSON | None = None
+    #: The volumes mounted in it, each ``{name, path, read_only}`` (empty: none).
+    volumes: list[JSON] = field(default_factory=list)
     raw: JSON = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -387,6 +389,7 @@ class SessionInfo:
             resident=resident if isinstance(resident, bool) else None,
             last_used_at=_opt_str(d.get("last_used_at")),
             ended=ended if isinstance(ended, dict) else None,
+            volumes=[v for v in d.get("volumes") or [] if isinstance(v, dict)],
             raw=d,
         )
 
