@@ -281,6 +281,7 @@ impl VolumeStore {
         let trash = root.join(TRASH);
         let _ = std::fs::remove_dir_all(&trash);
         let made = std::fs::create_dir_all(&trash).err();
+        clear_incoming(root);
         let store = VolumeStore {
             root: root.to_path_buf(),
             limits,
@@ -768,6 +769,30 @@ impl VolumeStore {
                 wrong(name, path, "goes through a link")
             }
             _ => VolumeError::io("the volume's disk", e),
+        }
+    }
+}
+
+/// Empties every volume's `incoming/`: at a start no upload is in flight and no sandbox
+/// writes, so what is there was left by a process that died mid-write, and no one will put
+/// it in place.
+fn clear_incoming(root: &Path) {
+    let folders = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    for tenant in folders(root) {
+        for volume in folders(&tenant) {
+            let incoming = volume.join(INCOMING);
+            if incoming.is_dir() {
+                let _ = std::fs::remove_dir_all(&incoming);
+                let _ = std::fs::create_dir(&incoming);
+            }
         }
     }
 }

@@ -179,9 +179,20 @@ async fn a_volumes_files_are_kept_listed_replaced_and_outlive_the_server() {
     }
     s.stop().await;
 
-    // A new server on the same directory has it all.
+    // A write that a process left half done (it died mid-upload, or its sandbox did).
+    let tenant = std::fs::read_dir(&volumes)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().join("data").is_dir())
+        .unwrap()
+        .path();
+    let stray = tenant.join("data/incoming/0123456789abcdef-0");
+    std::fs::write(&stray, b"half a file").unwrap();
+
+    // A new server on the same directory has it all, and clears what no one will finish.
     let at = volumes.clone();
     let s = start("volumes-kept-2", move |a| a.volume_dir = Some(at)).await;
+    assert!(!stray.exists(), "a stray write is left in incoming/");
     let (st, list) = get(&c, &s.url("/v1/volumes")).await;
     assert_eq!(st, 200);
     assert_eq!(list["volumes"][0]["name"], "data", "{list}");
