@@ -136,6 +136,12 @@ impl Mounts {
         Ok(mounts)
     }
 
+    /// Each mount's files folder, opened again (a duplicate of the handle) for the host's own
+    /// reads of them (`WorkDir::mount`).
+    pub fn files_dirs(&self) -> impl Iterator<Item = std::io::Result<Dir>> + '_ {
+        self.mounts.iter().map(|m| m.files.try_clone())
+    }
+
     /// The descriptors the mounts' preopens take.
     pub fn preopens(&self) -> u32 {
         self.mounts

@@ -108,11 +108,17 @@ impl GuestStore {
             guest::preopen_mounts(&mut wasi, &spec.volumes).map_err(SandboxError::Preopen)?;
         let mounts = Mounts::new(&spec.volumes, &mount_fds)
             .map_err(|e| SandboxError::Preopen(wasmtime::Error::new(e)))?;
-        for m in &spec.volumes {
-            workdir.mount(m.at.below_root(), &m.files)?;
+        for (m, files) in spec.volumes.iter().zip(mounts.files_dirs()) {
+            let files = files.map_err(|e| SandboxError::Preopen(wasmtime::Error::new(e)))?;
+            workdir.mount(m.at.below_root(), files)?;
         }
 
-        let charged_bytes = fs_guard::measure_dir(workdir.path());
+        // Without input files the directory holds its layout alone: no need to read it.
+        let charged_bytes = if spec.files.is_empty() {
+            workdir.layout_bytes()
+        } else {
+            fs_guard::measure_dir(workdir.path())
+        };
         let mut state = GuestState {
             wasi: wasi.build_p1(),
             limiter: MemoryLimiter::new(spec.limits.memory_bytes, Some(spec.host.budget.empty())),

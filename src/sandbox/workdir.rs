@@ -302,12 +302,29 @@ impl WorkDir {
 
     /// Shows the volume whose files are at `files` at `below_root` (its mount point, whose
     /// stub folder it makes) to the host's own reads.
-    pub fn mount(&mut self, below_root: &str, files: &Path) -> Result<(), WorkdirError> {
+    pub fn mount(&mut self, below_root: &str, files: Dir) -> Result<(), WorkdirError> {
         self.create_dir(below_root)?;
-        let dir =
-            Dir::open_ambient_dir(files, ambient_authority()).map_err(io("opening", files))?;
-        self.volumes.push((below_root.to_string(), dir));
+        self.volumes.push((below_root.to_string(), files));
         Ok(())
+    }
+
+    /// What the directory holds by the quota's measure (`fs_guard::measure_dir`) when it
+    /// holds only its layout (no input file): its folders, counted without reading them.
+    pub fn layout_bytes(&self) -> u64 {
+        let mut folders = std::collections::BTreeSet::new();
+        let made = STUB_DIRS
+            .iter()
+            .copied()
+            .chain(self.volumes.iter().map(|(at, _)| at.as_str()));
+        for path in made {
+            let mut end = 0;
+            for part in path.split('/') {
+                end += part.len();
+                folders.insert(&path[..end]);
+                end += 1;
+            }
+        }
+        folders.len() as u64 * crate::hostcalls::charge::ENTRY_BYTES
     }
 
     /// Where the file `rel` (checked) is read from: a mounted volume's folder and the path
@@ -556,6 +573,29 @@ mod tests {
         ] {
             assert!(validate_relative_path(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn a_layout_alone_is_counted_as_measuring_it_would() {
+        let base = std::env::temp_dir().join(format!("vivarium-test-{}", rand::random::<u32>()));
+        let root = ScratchRoot::create(&base).unwrap();
+        let volume = base.join("volume");
+        std::fs::create_dir_all(&volume).unwrap();
+        let open = || Dir::open_ambient_dir(&volume, ambient_authority()).unwrap();
+        let mut w = WorkDir::create(&root, &[], 1 << 20).unwrap();
+        let measured = || crate::hostcalls::fs_guard::measure_dir(w.path());
+        assert_eq!(w.layout_bytes(), measured());
+        w.mount("mnt/data", open()).unwrap();
+        w.mount("mnt/more", open()).unwrap();
+        w.mount("tmp/shared", open()).unwrap();
+        w.mount("srv/a/b/c", open()).unwrap();
+        assert_eq!(
+            w.layout_bytes(),
+            crate::hostcalls::fs_guard::measure_dir(w.path())
+        );
+        drop(w);
+        drop(root);
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
