@@ -22,7 +22,7 @@ pub use language::{
     Language, command_source, guest_source, needs_notebook, pip_install_line, pip_requirements,
     run_file_source,
 };
-pub use mounts::{Lent, MountPoint, check_mount_points};
+pub use mounts::{Lent, MountPoint, below, check_mount_points};
 pub use setup::{
     GuestSetup, SETUP_LIMITS, UNDO_TURN_ENV, env_literal, packages_on_path, setup_code, turn_env,
 };

@@ -102,11 +102,18 @@ impl MountPoint {
 
     /// Whether the relative path `path` (of the working directory) lies at or below it.
     pub fn holds_relative(&self, path: &str) -> bool {
-        let own = self.below_root();
-        path == own
-            || path
-                .strip_prefix(own)
-                .is_some_and(|rest| rest.starts_with('/'))
+        below(self.below_root(), path).is_some()
+    }
+}
+
+/// Where the relative path `path` (of the working directory, plain components) lies in the
+/// mount at `point` (a mount point below `/`, `mnt/data`): `""` at the mount point itself,
+/// the rest below it, `None` outside it. The one rule by which the host sends a path to a
+/// volume, for the guest's calls and its own.
+pub fn below<'a>(point: &str, path: &'a str) -> Option<&'a str> {
+    match path.strip_prefix(point)? {
+        "" => Some(""),
+        rest => rest.strip_prefix('/'),
     }
 }
 
@@ -226,5 +233,9 @@ mod tests {
         assert!(p("/mnt/data").holds_relative("mnt/data/x"));
         assert!(p("/mnt/data").holds_relative("mnt/data"));
         assert!(!p("/mnt/data").holds_relative("mnt/database"));
+        assert_eq!(below("mnt/data", "mnt/data"), Some(""));
+        assert_eq!(below("mnt/data", "mnt/data/a/b"), Some("a/b"));
+        assert_eq!(below("mnt/data", "mnt/database"), None);
+        assert_eq!(below("mnt/data", "mnt"), None);
     }
 }

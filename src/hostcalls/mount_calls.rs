@@ -11,7 +11,7 @@ use super::errno;
 use super::guest_memory::{Scratch, memory, range, read_u32};
 use super::mounts::{InVolume, Pending, io_errno, lexical, private_copy};
 use super::state::GuestState;
-use crate::guest::{HostDir, PREOPENS};
+use crate::guest::{HostDir, PREOPENS, below};
 
 /// preview1's `rights::fd_write`.
 const RIGHT_FD_WRITE: i64 = 1 << 6;
@@ -60,11 +60,9 @@ pub fn route(caller: &mut Caller<'_, GuestState>, fd: i32, path: i32, len: i32) 
         return Route::Stock;
     };
     let found = mounts.mounts.iter().enumerate().find_map(|(i, m)| {
-        if below_root == m.below_root {
-            Some(Route::Volume(i, String::new()))
-        } else if let Some(rest) = below_root.strip_prefix(&format!("{}/", m.below_root)) {
+        if let Some(rest) = below(&m.below_root, &below_root) {
             Some(Route::Volume(i, rest.to_string()))
-        } else if below_root.is_empty() || m.below_root.starts_with(&format!("{below_root}/")) {
+        } else if below_root.is_empty() || below(&below_root, &m.below_root).is_some() {
             Some(Route::HoldsMount)
         } else {
             None

@@ -31,7 +31,7 @@ use cap_std::fs::{Dir, OpenOptions};
 
 use super::charge::{ENTRY_BYTES, charge_for};
 use super::errno;
-use crate::guest::Lent;
+use crate::guest::{Lent, below};
 
 /// preview1's `oflags`.
 const O_CREAT: i32 = 1;
@@ -134,6 +134,13 @@ impl Mounts {
             );
         }
         Ok(mounts)
+    }
+
+    /// A new name for a private copy in a mount's `incoming/`: this sandbox's tag and a
+    /// counter, so sandboxes writing one volume never meet.
+    fn temp_name(&mut self) -> String {
+        self.temps += 1;
+        format!("{:016x}-{}", self.tag, self.temps - 1)
     }
 
     /// Each mount's files folder, opened again (a duplicate of the handle) for the host's own
@@ -248,19 +255,16 @@ impl Mounts {
     /// it) and the path in the volume.
     pub fn place(&self, rel: &str) -> Option<(usize, String)> {
         let rel = lexical("", rel)?;
-        self.mounts.iter().enumerate().find_map(|(i, m)| {
-            if rel == m.below_root {
-                Some((i, String::new()))
-            } else {
-                rel.strip_prefix(&format!("{}/", m.below_root))
-                    .map(|rest| (i, rest.to_string()))
-            }
-        })
+        self.mounts
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| Some((i, below(&m.below_root, &rel)?.to_string())))
     }
 
     /// Puts `content` as file `rel` of mount `ix` whole (the host's own write: a session's
     /// file API), within the room the mount was lent; why not, when it cannot.
     pub fn put(&mut self, ix: usize, rel: &str, content: &[u8]) -> Result<(), &'static str> {
+        let name = self.temp_name();
         let m = &mut self.mounts[ix];
         let Some(incoming) = &m.incoming else {
             return Err("the volume is mounted read-only");
@@ -277,8 +281,6 @@ impl Mounts {
         if !m.fits(grow.max(0) as u64, i64::from(old.is_none())) {
             return Err("the volume has no room for it");
         }
-        let name = format!("{:016x}-{}", self.tag, self.temps);
-        self.temps += 1;
         let put = (|| -> std::io::Result<()> {
             if let Some((parent, _)) = rel.rsplit_once('/') {
                 m.files.create_dir_all(parent)?;
@@ -323,8 +325,7 @@ pub(super) fn private_copy(
     rel: &str,
     oflags: i32,
 ) -> Result<(String, u64), i32> {
-    let name = format!("{:016x}-{}", mounts.tag, mounts.temps);
-    mounts.temps += 1;
+    let name = mounts.temp_name();
     let m = &mut mounts.mounts[ix];
     let Some(incoming) = &m.incoming else {
         return Err(errno::ROFS);

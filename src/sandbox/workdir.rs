@@ -331,14 +331,10 @@ impl WorkDir {
     /// in it, or the directory itself.
     fn place<'a>(&'a self, rel: &'a str) -> (&'a Dir, &'a str) {
         for (at, dir) in &self.volumes {
-            if rel == at {
-                return (dir, ".");
-            }
-            if let Some(rest) = rel
-                .strip_prefix(at.as_str())
-                .and_then(|r| r.strip_prefix('/'))
-            {
-                return (dir, rest);
+            match crate::guest::below(at, rel) {
+                Some("") => return (dir, "."),
+                Some(rest) => return (dir, rest),
+                None => {}
             }
         }
         (&self.dir, rel)

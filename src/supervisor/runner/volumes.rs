@@ -23,7 +23,7 @@ impl Runner {
     /// Runs `f` on the store off the async threads.
     async fn on_volumes<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&VolumeStore) -> Result<T, VolumeError> + Send + 'static,
+        f: impl FnOnce(&Arc<VolumeStore>) -> Result<T, VolumeError> + Send + 'static,
     ) -> SupervisorResult<T> {
         let store = self.volumes.clone();
         tokio::task::spawn_blocking(move || f(&store))
@@ -215,17 +215,14 @@ impl Runner {
             return Ok((Vec::new(), Vec::new()));
         }
         let (tenant, mounts) = (tenant.to_string(), mounts.to_vec());
-        let store = self.volumes.clone();
-        tokio::task::spawn_blocking(move || {
+        self.on_volumes(move |s| {
             mounts
                 .iter()
-                .map(|m| store.lend(&tenant, m, want))
+                .map(|m| s.lend(&tenant, m, want))
                 .collect::<Result<Vec<_>, _>>()
                 .map(|pairs| pairs.into_iter().unzip())
         })
         .await
-        .map_err(|e| SupervisorError::Internal(format!("lending volumes: {e}")))?
-        .map_err(SupervisorError::from)
     }
 
     fn at(&self, key: Option<&str>, name: &str, path: &str) -> SupervisorResult<At> {
