@@ -197,7 +197,7 @@ fn serve(worker: &Arc<Worker>, input: &mut BufReader<UnixStream>, out: &Out) {
                     flag.store(true, Ordering::Relaxed);
                 }
             }
-            ToWorker::Interrupt { handle } => worker.interrupt(handle),
+            ToWorker::Interrupt { handle, generation } => worker.interrupt(handle, generation),
             ToWorker::Answer { id, line } => {
                 if let Some(tx) = lock(&answers).remove(&id) {
                     let _ = tx.send(line);

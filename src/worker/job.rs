@@ -74,6 +74,9 @@ pub struct ExecuteJob {
 pub struct TurnJob {
     /// The session's interpreter.
     pub handle: Handle,
+    /// The session's interrupts asked before the turn began: one numbered past it stops the
+    /// turn even if it reached the worker first (`Worker::arm`).
+    pub interrupts_seen: u64,
     /// What runs, as the supervisor admitted it (its check by a checker of this worker's
     /// first: a checked turn costs one round trip to its worker, not two).
     pub turn: TurnProgram,

@@ -132,11 +132,11 @@ impl Target {
         reply
     }
 
-    /// Stops session `handle`'s running turn.
-    pub fn interrupt(&self, handle: Handle) {
+    /// Stops session `handle`'s running turn (its `generation`th interrupt).
+    pub fn interrupt(&self, handle: Handle, generation: u64) {
         match self {
-            Target::Local(l) => l.worker.interrupt(handle),
-            Target::Process(l) => l.tell(&wire::ToWorker::Interrupt { handle }),
+            Target::Local(l) => l.worker.interrupt(handle, generation),
+            Target::Process(l) => l.tell(&wire::ToWorker::Interrupt { handle, generation }),
         }
     }
 

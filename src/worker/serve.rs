@@ -35,6 +35,8 @@ struct Slot {
     template: Template,
     /// The interpreter's cancel flag, reachable while a job has it out (an interrupt).
     cancel: Arc<AtomicBool>,
+    /// The highest interrupt generation received for it.
+    interrupted: AtomicU64,
 }
 
 /// A worker: its runtime and the interpreters of the sessions placed on it.
@@ -74,21 +76,27 @@ impl Worker {
         Arc::new(AtomicBool::new(self.cancel_all.load(Ordering::Relaxed)))
     }
 
-    /// Stops session `handle`'s running turn (a notebook's interrupt).
-    pub fn interrupt(&self, handle: Handle) {
+    /// Stops session `handle`'s running turn (a notebook's interrupt), the session's
+    /// `generation`th: one that arrives before its turn stops the turn when it comes.
+    pub fn interrupt(&self, handle: Handle, generation: u64) {
         if let Some(slot) = lock(&self.slots).get(&handle) {
+            slot.interrupted.fetch_max(generation, Ordering::AcqRel);
             slot.cancel.store(true, Ordering::Release);
         }
     }
 
     /// Before a turn is dispatched, in the order jobs arrive: what an interrupt of an
-    /// earlier turn set no longer stands (an interrupt sent after this job still does).
+    /// earlier turn set no longer stands; one asked after the turn began stands, whether it
+    /// arrived before the turn or after.
     pub fn arm(&self, job: &Job) {
         if let Job::Turn(t) = job
             && let Some(slot) = lock(&self.slots).get(&t.handle)
         {
-            slot.cancel
-                .store(self.cancel_all.load(Ordering::Relaxed), Ordering::Release);
+            let asked = slot.interrupted.load(Ordering::Acquire) > t.interrupts_seen;
+            slot.cancel.store(
+                asked || self.cancel_all.load(Ordering::Relaxed),
+                Ordering::Release,
+            );
         }
     }
 
@@ -325,6 +333,7 @@ impl Worker {
             observe,
             ask_input,
             want_image,
+            interrupts_seen: _,
         } = t;
         let spec = TurnSpec {
             observer: observe.then(|| observer_of(events.clone())),
@@ -402,6 +411,7 @@ impl Worker {
                 interp: Some(interp),
                 template,
                 cancel,
+                interrupted: AtomicU64::new(0),
             },
         );
         handle

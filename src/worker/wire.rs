@@ -61,6 +61,8 @@ pub enum ToWorker {
     Interrupt {
         /// The session.
         handle: Handle,
+        /// The session's count of interrupts with this one (see `TurnJob::interrupts_seen`).
+        generation: u64,
     },
     /// The line job `id`'s `input()` asked for, or the answers to its round of tool calls.
     Answer {

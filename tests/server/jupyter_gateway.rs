@@ -625,6 +625,69 @@ async fn a_session_is_a_jupyter_kernel() {
     s.stop().await;
 }
 
+/// An interrupt asked while the cell still waits for a slot (the kernel reads busy, its worker
+/// has not seen the turn) stops the cell when it runs: it is not lost to the turn's arrival.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_asked_while_the_cell_waits_for_a_slot_stops_it() {
+    let s = start("jupyter-interrupt-queued", |a| a.max_concurrency = Some(1)).await;
+    let c = client();
+    let (st, k) = post(&c, &s.url("/api/kernels"), &json!({})).await;
+    assert_eq!(st, 201, "{k}");
+    let id = k["id"].as_str().unwrap().to_string();
+    let sid = format!("s-{}", id.replace('-', ""));
+    let mut ws = connect(&s.base, &id).await;
+    // The tenant's one slot taken by an execution that sleeps.
+    let blocker = {
+        let (c, url) = (c.clone(), s.url("/v1/execute"));
+        tokio::spawn(
+            async move { post(&c, &url, &json!({"code": "import time; time.sleep(3)"})).await },
+        )
+    };
+    wait_for_metric(
+        &c,
+        &s.base,
+        "vivarium_running_executions",
+        1.0,
+        Duration::from_secs(20),
+    )
+    .await;
+    let req = request(
+        "execute_request",
+        "shell",
+        json!({"code": "while True:\n    pass", "silent": false}),
+    );
+    send(&mut ws, &req).await;
+    wait_busy(&c, &s.base, &sid).await;
+    wait_for_metric(
+        &c,
+        &s.base,
+        "vivarium_queue_depth",
+        1.0,
+        Duration::from_secs(20),
+    )
+    .await;
+    let r = c
+        .post(s.url(&format!("/api/kernels/{id}/interrupt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let msgs = until_idle(&mut ws, &req).await;
+    let err = of_type(&msgs, "error")[0];
+    assert_eq!(err["content"]["ename"], "KeyboardInterrupt", "{err}");
+    let (st, v) = blocker.await.unwrap();
+    assert_eq!((st, &v["status"]), (200, &json!("ok")), "{v}");
+    // The next cell is not stopped by the interrupt that stopped this one.
+    let msgs = execute(&mut ws, "6 * 7").await;
+    assert_eq!(
+        of_type(&msgs, "execute_result")[0]["content"]["data"]["text/plain"],
+        "42",
+        "{msgs:?}"
+    );
+    drop(ws);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernels_take_jupyter_token_forms_of_the_api_key() {
     let dir = scratch_dir("jupyter-keys-file");

@@ -311,6 +311,7 @@ impl Runner {
         };
         let job = Job::Turn(Box::new(TurnJob {
             handle: busy.placed().handle,
+            interrupts_seen: busy.interrupts_seen(),
             turn: TurnProgram {
                 code,
                 stdin,

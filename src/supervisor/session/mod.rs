@@ -153,6 +153,10 @@ pub struct Session {
     /// Where its interpreter lives, and its handle there (to interrupt a running use).
     pub(in crate::supervisor) target: Target,
     handle: Handle,
+    /// Interrupts asked so far: a turn carries the count as it began, so its worker honours
+    /// an interrupt that reached it before the turn did (one asked while the turn waited
+    /// for admission) and ignores one meant for an earlier turn.
+    interrupts: AtomicU64,
     /// What a door gave it besides its state ([`Labels`]): in its own snapshot, so it
     /// survives hibernation, a restart and a failover.
     labels: Mutex<Labels>,
@@ -164,9 +168,16 @@ pub struct Session {
 pub struct Busy {
     session: Arc<Session>,
     interp: Option<Placed>,
+    /// The session's interrupts asked before this use began (see `Session::interrupts`).
+    interrupts_seen: u64,
 }
 
 impl Busy {
+    /// The interrupts asked before this use began: its turn carries them to the worker.
+    pub fn interrupts_seen(&self) -> u64 {
+        self.interrupts_seen
+    }
+
     /// The session in use.
     pub fn session(&self) -> &Arc<Session> {
         &self.session
@@ -303,6 +314,7 @@ impl Session {
             lifetime,
             target: interp.target.clone(),
             handle: interp.handle,
+            interrupts: AtomicU64::new(0),
             labels: Mutex::new(labels),
             volumes,
             inner: Mutex::new(Inner {
@@ -365,17 +377,24 @@ impl Session {
     /// and the session goes on (the worker clears the interrupt before its next turn).
     /// Returns whether one was running.
     pub fn interrupt(&self) -> bool {
-        let busy = self.is_busy();
-        if busy {
-            self.target.interrupt(self.handle);
+        let asked = {
+            let inner = self.lock();
+            inner
+                .phase
+                .is_busy()
+                .then(|| self.interrupts.fetch_add(1, Ordering::AcqRel) + 1)
+        };
+        if let Some(generation) = asked {
+            self.target.interrupt(self.handle, generation);
         }
-        busy
+        asked.is_some()
     }
 
     /// Begins a use: hands out the interpreter, or says why there is none now (busy: 409;
     /// ended: 409 with why; closed: 404).
     pub fn begin(self: &Arc<Self>) -> Result<Busy, SupervisorError> {
-        let interp = self.lock().phase.begin().map_err(|r| match r {
+        let mut inner = self.lock();
+        let interp = inner.phase.begin().map_err(|r| match r {
             Refusal::Busy => SupervisorError::SessionBusy(self.id.clone()),
             Refusal::Ended(reason) => SupervisorError::SessionEnded {
                 id: self.id.clone(),
@@ -383,9 +402,12 @@ impl Session {
             },
             Refusal::Closed => SupervisorError::SessionNotFound(self.id.clone()),
         })?;
+        let interrupts_seen = self.interrupts.load(Ordering::Acquire);
+        drop(inner);
         Ok(Busy {
             session: self.clone(),
             interp: Some(interp),
+            interrupts_seen,
         })
     }
 
@@ -415,7 +437,8 @@ impl Session {
     pub fn close(&self) -> Remains {
         let (remains, was_busy) = self.lock().phase.close();
         if was_busy {
-            self.target.interrupt(self.handle);
+            let generation = self.interrupts.fetch_add(1, Ordering::AcqRel) + 1;
+            self.target.interrupt(self.handle, generation);
         }
         Remains(remains)
     }
