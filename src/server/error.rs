@@ -242,6 +242,9 @@ fn volume_wire(v: &VolumeError) -> Wire {
         }
         VolumeError::TooMany(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
         VolumeError::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
+        VolumeError::Shared(_) => {
+            Wire::new(S::SERVICE_UNAVAILABLE, C::SnapshotStoreUnavailable).retry(1)
+        }
     }
 }
 

@@ -73,6 +73,17 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
             "the volume directory cannot be made: volume operations will fail (--volume-dir)"
         );
     }
+    // In a cluster, volumes live in the shared store beside the snapshots; this node's
+    // folders are replicas of them.
+    let volumes = if config.cluster_ttl.is_some() {
+        let (objects, prefix, describe) =
+            crate::snapshot::open_objects(&config.snapshot_dir, config.snapshot_url.as_deref())?;
+        volumes.replicating(crate::volumes::SharedVolumes::new(
+            objects, prefix, describe,
+        ))
+    } else {
+        volumes
+    };
     let tenants = match &keys {
         Some(keys) => keys.tenants(config.tenant_quotas),
         None => Tenants::single(config.single_tenant_quotas),

@@ -18,7 +18,7 @@ pub use format::{
 };
 pub use image::{GlobalBits, GlobalValue, OpenFile, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 pub use labels::{Labels, LabelsError, MAX_CONTEXTS};
-pub use open::open_store;
+pub use open::{open_objects, open_store};
 pub use records::{Expect, RecordName, Version, is_node_id};
 pub use store::{SnapshotId, SnapshotStore};
 pub use store_error::StoreError;

@@ -111,6 +111,12 @@ impl S3Store {
         }))
     }
 
+    /// The bucket as an object store and the prefix this store keeps under (volumes are
+    /// kept beside snapshots: `volumes/shared.rs`).
+    pub fn objects(&self) -> (Arc<dyn ObjectStore>, Path) {
+        (Arc::new(self.store.clone()), self.prefix.clone())
+    }
+
     fn object(&self, id: &SnapshotId) -> Path {
         self.prefix.clone().join(format!("{id}.snap"))
     }

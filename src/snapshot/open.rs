@@ -34,6 +34,33 @@ pub fn open_store(dir: &Path, url: Option<&str>) -> anyhow::Result<Arc<dyn Snaps
     Ok(store)
 }
 
+/// The object store of `--snapshot-url` when given, else of the directory `dir`, with the
+/// prefix under which a cluster keeps what it shares besides snapshots (its volumes), and
+/// the store's name for errors.
+pub fn open_objects(
+    dir: &Path,
+    url: Option<&str>,
+) -> anyhow::Result<(
+    Arc<dyn ::object_store::ObjectStore>,
+    ::object_store::path::Path,
+    String,
+)> {
+    if let Some(url) = url {
+        let store = S3Store::from_env(url).with_context(|| format!("--snapshot-url {url:?}"))?;
+        let (objects, prefix) = store.objects();
+        return Ok((objects, prefix, store.describe()));
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("making the snapshot directory {}", dir.display()))?;
+    let objects = ::object_store::local::LocalFileSystem::new_with_prefix(dir)
+        .with_context(|| format!("opening the snapshot directory {}", dir.display()))?;
+    Ok((
+        Arc::new(objects),
+        ::object_store::path::Path::default(),
+        format!("directory {}", dir.display()),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

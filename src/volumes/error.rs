@@ -60,6 +60,9 @@ pub enum VolumeError {
     /// The tenant has as many volumes as it may.
     #[error("a tenant has at most {0} volumes: delete one first")]
     TooMany(u64),
+    /// The cluster's shared store did not answer or refused; nothing of the request stands.
+    #[error("the shared volume store: {0}")]
+    Shared(String),
     /// The disk failed under the volume; nothing of the request stands.
     #[error("volume storage: {0}")]
     Io(String),

@@ -9,6 +9,9 @@
 //!   to finish wins).
 //! - `mount.rs`: a volume mounted into a run as the caller names it ([`VolumeMount`]); what
 //!   the host lends the sandbox for it is [`VolumeStore::lend`]'s `guest::Lent`.
+//! - `shared.rs`: the volumes in a cluster's shared object store (the same store as its
+//!   snapshots), one object per file; `replica.rs`: a node's folders kept as replicas of
+//!   them (pulled before a use, pushed after a change).
 //! - `error.rs`: why a volume operation was refused or failed, as domain causes.
 //!
 //! Nothing here knows HTTP or tenants' keys: the supervisor names the tenant
@@ -17,11 +20,14 @@
 mod error;
 mod mount;
 mod names;
+mod replica;
+mod shared;
 mod store;
 
 pub use error::VolumeError;
 pub use mount::VolumeMount;
 pub use names::{VolumeName, VolumePath};
+pub use shared::SharedVolumes;
 pub use store::{
     Lease, Upload, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore,
 };

@@ -22,13 +22,15 @@ use sha2::Digest;
 use utoipa::ToSchema;
 
 use super::error::VolumeLimit;
+use super::replica::Replica;
+use super::shared::SharedVolumes;
 use super::{VolumeError, VolumeMount, VolumeName, VolumePath};
 use crate::guest::Lent;
 use crate::sync::lock;
 
-const FILES: &str = "files";
-const INCOMING: &str = "incoming";
-const META: &str = "volume.json";
+pub(super) const FILES: &str = "files";
+pub(super) const INCOMING: &str = "incoming";
+pub(super) const META: &str = "volume.json";
 const TRASH: &str = ".trash";
 
 /// What each tenant may keep in volumes (`--volume-*`).
@@ -101,10 +103,17 @@ impl Room {
     }
 }
 
+/// A volume's record (`volume.json`, and its object in the shared store).
 #[derive(Serialize, Deserialize)]
-struct Meta {
-    name: String,
-    created_at: u64,
+pub(super) struct Meta {
+    pub name: String,
+    pub created_at: u64,
+}
+
+impl Meta {
+    pub fn parse(bytes: &[u8]) -> Result<Meta, VolumeError> {
+        serde_json::from_slice(bytes).map_err(|e| VolumeError::Io(format!("its record: {e}")))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -123,6 +132,8 @@ pub struct VolumeStore {
     /// Bytes received by uploads not yet committed, by volume folder (taken after `usage`'s
     /// lock when checked against a limit).
     receiving: Mutex<HashMap<PathBuf, u64>>,
+    /// In a cluster: the shared store these folders replicate (`replica.rs`).
+    replica: Option<Arc<Replica>>,
 }
 
 /// An upload being received ([`VolumeStore::begin_upload`]): its bytes count against the
@@ -203,12 +214,42 @@ pub struct Lease {
     dir: PathBuf,
     reserved: u64,
     writable: bool,
+    /// Its changes were pushed to the shared store ([`Lease::settle`]).
+    settled: bool,
+}
+
+impl Lease {
+    /// Ends the loan once the sandbox is done, after pushing what it changed to the shared
+    /// store (in a cluster, for a writable mount): a failed push is logged and left for the
+    /// volume's next push (the node keeps the change).
+    pub async fn settle(mut self) {
+        self.settled = true;
+        if let (true, Some(replica)) = (self.writable, &self.store.replica)
+            && let Err(e) = replica.push(&self.store, &self.dir).await
+        {
+            tracing::warn!(error = %e, "a volume's changes stay on this node until its next push");
+        }
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.writable {
             return;
+        }
+        // A loan that ends without settling (a session's interpreter closed or hibernated,
+        // a run whose caller went away) still pushes, after the fact.
+        if let (false, Some(replica), Ok(rt)) = (
+            self.settled,
+            self.store.replica.clone(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let (store, dir) = (self.store.clone(), self.dir.clone());
+            rt.spawn(async move {
+                if let Err(e) = replica.push(&store, &dir).await {
+                    tracing::warn!(error = %e, "a volume's changes stay on this node until its next push");
+                }
+            });
         }
         let mut usage = lock(&self.store.usage);
         let mut receiving = lock(&self.store.receiving);
@@ -247,6 +288,7 @@ impl VolumeStore {
             dir: dir.clone(),
             reserved: 0,
             writable: !mount.read_only,
+            settled: false,
         };
         if mount.read_only {
             return Ok((lease, lent));
@@ -287,8 +329,86 @@ impl VolumeStore {
             limits,
             usage: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
+            replica: None,
         };
         (store, made)
+    }
+
+    /// The store as a replica of the shared `volumes` (a cluster's nodes).
+    pub fn replicating(mut self, volumes: SharedVolumes) -> Self {
+        self.replica = Some(Arc::new(Replica::new(volumes)));
+        self
+    }
+
+    /// The shared store's volumes this node replicates, in a cluster.
+    pub fn replica(&self) -> Option<&Arc<Replica>> {
+        self.replica.as_ref()
+    }
+
+    pub fn limits(&self) -> VolumeLimits {
+        self.limits
+    }
+
+    /// The folder name of `tenant`'s volumes (here and in the shared store).
+    pub(super) fn tenant_folder(&self, tenant: &str) -> String {
+        hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16])
+    }
+
+    /// Where volume `name` of `tenant` lives on this node (whether it exists or not).
+    pub fn folder_of(&self, tenant: &str, name: &VolumeName) -> PathBuf {
+        self.volume_dir(tenant, name)
+    }
+
+    /// The tenant's folder name and the volume's name of the volume at `dir`.
+    pub(super) fn names_of(&self, dir: &Path) -> Option<(String, String)> {
+        let rel = dir.strip_prefix(&self.root).ok()?;
+        let mut parts = rel.iter().map(|p| p.to_str());
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(Some(t)), Some(Some(n)), None) => Some((t.to_string(), n.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The names of `tenant`'s volumes on this node.
+    pub(super) fn local_names(&self, tenant: &str) -> Result<Vec<VolumeName>, VolumeError> {
+        self.names(tenant)
+    }
+
+    /// Removes this node's folder of the volume at `dir` (deleted in the shared store).
+    pub(super) fn forget(&self, dir: &Path) {
+        let mut usage = lock(&self.usage);
+        usage.remove(dir);
+        let gone = self
+            .root
+            .join(TRASH)
+            .join(format!("{:016x}", rand::random::<u64>()));
+        if std::fs::rename(dir, &gone).is_ok() {
+            drop(usage);
+            let _ = std::fs::remove_dir_all(&gone);
+        }
+    }
+
+    /// Makes this node's folder of the volume at `dir` with `record` (the shared store's),
+    /// if it has none.
+    pub(super) fn adopt(&self, dir: &Path, record: &[u8]) -> Result<(), VolumeError> {
+        if dir.join(META).exists() {
+            return Ok(());
+        }
+        Meta::parse(record)?;
+        let made = (|| {
+            std::fs::create_dir_all(dir.join(FILES))?;
+            std::fs::create_dir_all(dir.join(INCOMING))?;
+            let tmp = dir.join(".volume.json.tmp");
+            std::fs::write(&tmp, record)?;
+            std::fs::rename(tmp, dir.join(META))
+        })();
+        made.map_err(|e| VolumeError::io("making the node's copy", e))
+    }
+
+    /// The volume at `dir` changed behind the store's back (a pull): measured again at its
+    /// next use.
+    pub(super) fn remeasure(&self, dir: &Path) {
+        lock(&self.usage).remove(dir);
     }
 
     /// Limit `what` with `used` held against it.
@@ -302,8 +422,7 @@ impl VolumeStore {
     }
 
     fn tenant_dir(&self, tenant: &str) -> PathBuf {
-        let hash = sha2::Sha256::digest(tenant.as_bytes());
-        self.root.join(hex::encode(&hash[..16]))
+        self.root.join(self.tenant_folder(tenant))
     }
 
     fn volume_dir(&self, tenant: &str, name: &VolumeName) -> PathBuf {

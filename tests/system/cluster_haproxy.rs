@@ -107,6 +107,9 @@ impl Node {
             .args(["--node-ttl-ms", &TTL_MS.to_string()])
             .args(["--drain-delay-ms", &DRAIN_DELAY_MS.to_string()])
             .args(["--workers", "1", "--max-sessions", "32"])
+            // Each node its own copies of the volumes, as on separate machines.
+            .arg("--volume-dir")
+            .arg(self.scratch.with_extension("volumes"))
             .args(extra)
             .env("VIVARIUM_SCRATCH", &self.scratch)
             .env(
@@ -468,6 +471,156 @@ async fn a_suspended_execution_follows_its_node_and_outlives_it() {
     drop(proxy);
     drop(nodes);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Volumes in the shared store (S3, `s3s-fs`): a file a sandbox wrote on one node is read by
+/// fresh sandboxes on the others, through the proxy, after that node was killed (`kill -9`);
+/// a session's turn's write is read on another node as soon as the turn answered; the HTTP
+/// file API of any node sees the same files; a delete on one node is a 404 on the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_volume_outlives_the_node_that_wrote_it() {
+    let Some(haproxy) = haproxy_binary() else {
+        return skip_or_fail("HAProxy is not installed");
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s3 = S3Server::start();
+    let store = Store::S3 {
+        endpoint: s3.endpoint(),
+        url: format!("s3://{BUCKET}/volumes-{:08x}", rand::random::<u32>()),
+    };
+    let c = client();
+    let (mut nodes, proxy) = behind_proxy(&haproxy, &store, &c, &["vol1", "vol2", "vol3"]).await;
+    let (v1, v2, v3) = (nodes[0].base(), nodes[1].base(), nodes[2].base());
+    let a = send(
+        c.post(proxy.url("/v1/volumes"))
+            .json(&json!({"name": "work"})),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    // Made once for the cluster: a second node making the name is told it exists.
+    let again = send(
+        c.post(format!("{v3}/v1/volumes"))
+            .json(&json!({"name": "work"})),
+    )
+    .await;
+    assert_eq!(again.status, 409, "{}", again.body);
+    let r = c
+        .put(format!("{v1}/v1/volumes/work/files/in/data.csv"))
+        .body("a,b\n1,2\n3,4\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let mount =
+        |read_only: bool| json!([{"name": "work", "path": "/mnt/work", "read_only": read_only}]);
+    let write = "import os\nrows = open('/mnt/work/in/data.csv').read().split()\nos.makedirs('/mnt/work/out', exist_ok=True)\nopen('/mnt/work/out/rows.txt', 'w').write(str(len(rows)))\nprint(len(rows))";
+    let w = send(
+        c.post(format!("{v2}/v1/execute"))
+            .json(&json!({"code": write, "volumes": mount(false)})),
+    )
+    .await;
+    assert_eq!(
+        (w.status, &w.body["stdout"]),
+        (200, &json!("3\n")),
+        "{}",
+        w.body
+    );
+    assert_eq!(w.node, "vol2");
+    // The writer's node dies; the others read what its run wrote, through the proxy.
+    nodes[1].kill9();
+    proxy.wait_state(&c, "vol2", "DOWN").await;
+    let read = "print(open('/mnt/work/out/rows.txt').read())\ntry:\n    open('/mnt/work/out/rows.txt', 'w')\nexcept OSError as e:\n    import errno; print(errno.errorcode[e.errno])";
+    let mut readers = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let r = send(
+            c.post(proxy.url("/v1/execute"))
+                .json(&json!({"code": read, "volumes": mount(true)})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["stdout"], "3\nEROFS\n", "{}", r.body);
+        readers.insert(r.node);
+    }
+    assert_eq!(
+        readers,
+        ["vol1", "vol3"].map(String::from).into(),
+        "round robin over both"
+    );
+    let r = c
+        .get(format!("{v3}/v1/volumes/work/files/out/rows.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.text().await.unwrap(), "3");
+    // A session's turn on one node; read on another as soon as the turn answered.
+    let o = send(
+        c.post(format!("{v1}/v1/sessions"))
+            .json(&json!({"volumes": mount(false)})),
+    )
+    .await;
+    assert_eq!(o.status, 201, "{}", o.body);
+    let sid = o.body["id"].as_str().unwrap().to_string();
+    for n in 1..=2 {
+        let t = send(
+            c.post(format!("{v1}/v1/sessions/{sid}/execute"))
+                .json(&json!({
+                    "code": format!("open('/mnt/work/notes.txt', 'a').write('turn {n}\\n')")
+                })),
+        )
+        .await;
+        assert_eq!(t.status, 200, "{}", t.body);
+        let r = send(c.post(format!("{v3}/v1/execute")).json(&json!({
+            "code": "print(open('/mnt/work/notes.txt').read(), end='')",
+            "volumes": mount(true)
+        })))
+        .await;
+        let want: String = (1..=n).map(|i| format!("turn {i}\n")).collect();
+        assert_eq!(r.body["stdout"], want.as_str(), "{}", r.body);
+    }
+    // Removed on one node: gone on the others.
+    let r = c
+        .delete(format!("{v3}/v1/volumes/work/files/in/data.csv"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    let r = send(c.post(format!("{v1}/v1/execute")).json(&json!({
+        "code": "import os; print(sorted(os.listdir('/mnt/work')), os.path.exists('/mnt/work/in/data.csv'))",
+        "volumes": mount(true)
+    })))
+    .await;
+    assert_eq!(
+        r.body["stdout"], "['in', 'notes.txt', 'out'] False\n",
+        "{}",
+        r.body
+    );
+    let info = send(c.get(format!("{v1}/v1/volumes/work"))).await;
+    assert_eq!(info.status, 200, "{}", info.body);
+    assert_eq!(info.body["bytes"], 1 + 14, "{}", info.body);
+    // Deleted on one node: not found on the others, listed by none.
+    let _ = send(c.delete(format!("{v1}/v1/sessions/{sid}"))).await;
+    let r = c
+        .delete(format!("{v3}/v1/volumes/work"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    let gone = send(c.get(format!("{v1}/v1/volumes/work"))).await;
+    assert_eq!(
+        (gone.status, error_code(&gone.body)),
+        (404, "volume_not_found")
+    );
+    let gone = send(c.post(format!("{v1}/v1/execute")).json(&json!({
+        "code": "print(1)", "volumes": mount(true)
+    })))
+    .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    let list = send(c.get(format!("{v1}/v1/volumes"))).await;
+    assert_eq!(list.body["volumes"], json!([]), "{}", list.body);
+    drop(proxy);
+    drop(nodes);
+    drop(s3);
 }
 
 /// An E2B request through the proxy (`port` the sandbox plane's, `sandbox` its id), retried

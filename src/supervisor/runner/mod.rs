@@ -482,8 +482,12 @@ impl Runner {
         };
         // Dropping this call (the client went away) cancels the run in its worker.
         let reply = self.workers()?.call(job, sinks).await;
-        // Admission, the packages and the volumes' room are held until the run is done.
-        drop((ticket, packages, leases));
+        // Admission, the packages and the volumes' room are held until the run is done; a
+        // writable volume's changes reach the shared store (a cluster) before the answer.
+        drop((ticket, packages));
+        for lease in leases {
+            lease.settle().await;
+        }
         let executed = match reply.map_err(|f| failure(f, ""))? {
             Reply::Executed(Executed::Ran {
                 mut report,

@@ -342,6 +342,7 @@ impl Runner {
         };
         let (busy, ran) = call_held(busy, job, sinks).await?;
         drop(ticket);
+        self.push_mounted(session).await;
         // What the leakage filter still held (a last line without its newline); under
         // `deny`, nothing once a finding stopped the stream.
         if let Some(live) = &live {

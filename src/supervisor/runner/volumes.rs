@@ -2,7 +2,9 @@
 //! written, read, listed and removed over HTTP without a sandbox. The store's disk work runs
 //! on blocking threads; an upload is streamed to disk within the room its volume and tenant
 //! have left, never held whole in memory; a file read back is scanned by the server's
-//! leakage rules as any output is.
+//! leakage rules as any output is. In a cluster the shared store is the volumes' truth: a
+//! volume is made, listed and deleted there, and this node's copy is pulled before each use
+//! and pushed after each change (`volumes/replica.rs`).
 
 use std::sync::Arc;
 
@@ -32,6 +34,39 @@ impl Runner {
             .map_err(SupervisorError::from)
     }
 
+    /// In a cluster, brings this node's copy of volume `name` up to the shared store's.
+    async fn pull(&self, tenant: &str, name: &VolumeName) -> SupervisorResult<()> {
+        if let Some(replica) = self.volumes.replica() {
+            replica.pull(&self.volumes, tenant, name).await?;
+        }
+        Ok(())
+    }
+
+    /// In a cluster, writes what changed in this node's copy of volume `name` to the shared
+    /// store.
+    async fn push(&self, tenant: &str, name: &VolumeName) -> SupervisorResult<()> {
+        if let Some(replica) = self.volumes.replica() {
+            let dir = self.volumes.folder_of(tenant, name);
+            replica.push(&self.volumes, &dir).await?;
+        }
+        Ok(())
+    }
+
+    /// In a cluster, after a session's turn: what it changed in the volumes it mounts
+    /// writable reaches the shared store before the turn's answer (a failed push is logged
+    /// and left for the volume's next one; the node keeps the change).
+    pub(super) async fn push_mounted(&self, session: &crate::supervisor::session::Session) {
+        if self.volumes.replica().is_none() {
+            return;
+        }
+        for m in session.volumes.iter().filter(|m| !m.read_only) {
+            if let Err(e) = self.push(session.tenant.id(), &m.volume).await {
+                tracing::warn!(volume = %m.volume, error = %e,
+                    "a volume's changes stay on this node until its next push");
+            }
+        }
+    }
+
     /// Makes a volume for `key`'s tenant.
     #[tracing::instrument(name = "volume.create", skip_all, fields(volume = %req.name))]
     pub async fn create_volume(
@@ -41,6 +76,9 @@ impl Runner {
     ) -> SupervisorResult<VolumeInfo> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(&req.name)?;
+        if let Some(replica) = self.volumes.replica() {
+            return Ok(replica.create(&self.volumes, &tenant, &name).await?);
+        }
         self.on_volumes(move |s| s.create(&tenant, &name)).await
     }
 
@@ -48,6 +86,9 @@ impl Runner {
     #[tracing::instrument(name = "volume.list", skip_all)]
     pub async fn volumes(&self, key: Option<&str>) -> SupervisorResult<Vec<VolumeInfo>> {
         let tenant = self.tenant(key).id().to_string();
+        if let Some(replica) = self.volumes.replica() {
+            return Ok(replica.list(&self.volumes, &tenant).await?);
+        }
         self.on_volumes(move |s| s.list(&tenant)).await
     }
 
@@ -56,6 +97,9 @@ impl Runner {
     pub async fn volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<VolumeInfo> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
+        if let Some(replica) = self.volumes.replica() {
+            return Ok(replica.info(&self.volumes, &tenant, &name).await?);
+        }
         self.on_volumes(move |s| s.info(&tenant, &name)).await
     }
 
@@ -64,6 +108,9 @@ impl Runner {
     pub async fn delete_volume(&self, key: Option<&str>, name: &str) -> SupervisorResult<()> {
         let tenant = self.tenant(key).id().to_string();
         let name = VolumeName::parse(name)?;
+        if let Some(replica) = self.volumes.replica() {
+            return Ok(replica.delete(&self.volumes, &tenant, &name).await?);
+        }
         self.on_volumes(move |s| s.delete(&tenant, &name)).await
     }
 
@@ -87,15 +134,18 @@ impl Runner {
             }
             .into());
         }
+        self.pull(&tenant, &name).await?;
         let store = self.volumes.clone();
         let (t, n, p) = (tenant.clone(), name.clone(), path.clone());
         let mut upload = self
             .on_volumes(move |_| store.begin_upload(&t, &n, &p))
             .await?;
         receive(body, &mut upload).await?;
+        let (t, n) = (tenant.clone(), name.clone());
         let size = self
-            .on_volumes(move |s| s.commit(&tenant, &name, &path, upload))
+            .on_volumes(move |s| s.commit(&t, &n, &path, upload))
             .await?;
+        self.push(&tenant, &name).await?;
         tracing::Span::current().record("bytes", size);
         Ok(size)
     }
@@ -113,6 +163,7 @@ impl Runner {
     ) -> SupervisorResult<(Arc<std::fs::File>, u64)> {
         let At { tenant, name, path } = self.at(key, name, path)?;
         let shown = format!("/{}", path.as_str());
+        self.pull(&tenant, &name).await?;
         let (file, size) = self
             .on_volumes(move |s| s.open_file(&tenant, &name, &path))
             .await?;
@@ -168,7 +219,7 @@ impl Runner {
         name: &str,
         path: &str,
     ) -> SupervisorResult<VolumeEntry> {
-        self.on_path(key, name, path, |s, at| {
+        self.changing(key, name, path, |s, at| {
             s.make_dir(&at.tenant, &at.name, &at.path)
         })
         .await
@@ -182,7 +233,7 @@ impl Runner {
         name: &str,
         path: &str,
     ) -> SupervisorResult<()> {
-        self.on_path(key, name, path, |s, at| {
+        self.changing(key, name, path, |s, at| {
             s.remove(&at.tenant, &at.name, &at.path)
         })
         .await
@@ -198,7 +249,22 @@ impl Runner {
         f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
     ) -> SupervisorResult<T> {
         let at = self.at(key, name, path)?;
+        self.pull(&at.tenant, &at.name).await?;
         self.on_volumes(move |s| f(s, &at)).await
+    }
+
+    /// [`Runner::on_path`] for a change: pushed to the shared store after it (a cluster).
+    async fn changing<T: Send + 'static>(
+        &self,
+        key: Option<&str>,
+        name: &str,
+        path: &str,
+        f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
+    ) -> SupervisorResult<T> {
+        let done = self.on_path(key, name, path, f).await?;
+        let at = self.at(key, name, path)?;
+        self.push(&at.tenant, &at.name).await?;
+        Ok(done)
     }
 
     /// Whose volume, which, and where in it: checked.
@@ -213,6 +279,9 @@ impl Runner {
     ) -> SupervisorResult<(Vec<Lease>, Vec<Lent>)> {
         if mounts.is_empty() {
             return Ok((Vec::new(), Vec::new()));
+        }
+        for m in mounts {
+            self.pull(tenant, &m.volume).await?;
         }
         let (tenant, mounts) = (tenant.to_string(), mounts.to_vec());
         self.on_volumes(move |s| {
