@@ -243,14 +243,20 @@ impl Mounts {
 impl Drop for Mounts {
     /// A sandbox ending with files open for writing closes them: what they hold is kept.
     fn drop(&mut self) {
+        self.close_all();
+    }
+}
+
+impl Mounts {
+    /// Puts in place every file still open for writing, as its close would (a run's end,
+    /// before its answer: no guest code writes through them after this).
+    pub fn close_all(&mut self) {
         let open: Vec<u32> = self.fds.keys().copied().collect();
         for fd in open {
             self.closed(fd as i32);
         }
     }
-}
 
-impl Mounts {
     /// The mount holding `rel` (a checked path below `/`, as a session's file API names
     /// it) and the path in the volume.
     pub fn place(&self, rel: &str) -> Option<(usize, String)> {

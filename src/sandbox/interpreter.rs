@@ -24,6 +24,12 @@ pub struct Interpreter {
 }
 
 impl Interpreter {
+    /// Puts in place every file of a volume it holds open for writing (its close, or its
+    /// hibernation: it runs no more code).
+    pub fn close_volume_files(&mut self) {
+        self.live.store.data_mut().fs.mounts.close_all();
+    }
+
     /// Runs one turn. A final expression's value is echoed to stdout, as the REPL does.
     /// Returns `Err` with the reason when the interpreter already ended.
     pub fn turn(

@@ -120,6 +120,9 @@ impl Sandbox {
         if self.live.ended.is_none() && opened_files {
             self.live.turn(FLUSH_OPEN_FILES, &FLUSH_LIMITS, false);
         }
+        // What the program left open in a volume is put in place before the answer, so the
+        // caller (and, in a cluster, the push after the run) sees it.
+        self.live.store.data_mut().fs.mounts.close_all();
         let budget = self.live.limits.disk_bytes;
         // Measured after the flush, so flushed buffers count.
         outcome.report.usage.disk_bytes = fs_guard::measure_dir(self.live.workdir.path());

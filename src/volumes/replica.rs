@@ -458,8 +458,7 @@ mod tests {
         let shared = root.join("shared");
         std::fs::create_dir_all(&shared).unwrap();
         let node = |n: &str| {
-            let objects =
-                ::object_store::local::LocalFileSystem::new_with_prefix(&shared).unwrap();
+            let objects = ::object_store::local::LocalFileSystem::new_with_prefix(&shared).unwrap();
             let volumes = SharedVolumes::new(
                 Arc::new(objects),
                 ::object_store::path::Path::default(),
@@ -505,7 +504,10 @@ mod tests {
         put(&b, &name, "in/data.csv", "a,b\n1,2\n");
         rb.push(&b, &b.folder_of("t", &name)).await.unwrap();
         ra.pull(&a, "t", &name).await.unwrap();
-        assert_eq!(read(&a, &name, "in/data.csv").as_deref(), Some("a,b\n1,2\n"));
+        assert_eq!(
+            read(&a, &name, "in/data.csv").as_deref(),
+            Some("a,b\n1,2\n")
+        );
         // A change here not yet pushed is not undone by a pull.
         put(&a, &name, "draft.txt", "mine");
         ra.pull(&a, "t", &name).await.unwrap();

@@ -6,8 +6,8 @@
 //! Every path inside a volume is reached through a `cap-std` [`Dir`] opened on its `files/`:
 //! a symlink, `..` or an absolute link can never lead out of it, whatever a guest left
 //! there. Usage (bytes and entries) is measured once per volume, at its first use since the
-//! server started, and kept up to date by every change made here under one lock; changes
-//! made elsewhere (a mount, when there are mounts) will need measuring again.
+//! server started, and kept up to date by every change made here under one lock; a writable
+//! mount's changes, made elsewhere, are measured again when its loan ends.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -134,6 +134,9 @@ pub struct VolumeStore {
     receiving: Mutex<HashMap<PathBuf, u64>>,
     /// In a cluster: the shared store these folders replicate (`replica.rs`).
     replica: Option<Arc<Replica>>,
+    /// Writable loans ended so far: a measure taken while one ended may have missed what
+    /// it wrote, so it is not kept (`remeasure_if_unknown`).
+    loans_ended: std::sync::atomic::AtomicU64,
 }
 
 /// An upload being received ([`VolumeStore::begin_upload`]): its bytes count against the
@@ -208,7 +211,8 @@ impl Drop for Upload {
 /// A volume lent to a sandbox ([`VolumeStore::lend`]): for a writable mount, the room
 /// reserved for what the sandbox may add, counted against the volume's and the tenant's
 /// limits as an upload's bytes are. Dropped when the sandbox is done: the reservation goes
-/// and the volume is measured again at its next use (the sandbox changed it elsewhere).
+/// and the volume is measured again (the sandbox changed it elsewhere), on a blocking thread
+/// right away, so the next loan finds it measured.
 pub struct Lease {
     store: Arc<VolumeStore>,
     dir: PathBuf,
@@ -260,6 +264,15 @@ impl Drop for Lease {
             }
         }
         usage.remove(&self.dir);
+        self.store
+            .loans_ended
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        drop((usage, receiving));
+        // Measured again now, off the request's path, so the next loan finds it measured.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (store, dir) = (self.store.clone(), self.dir.clone());
+            rt.spawn_blocking(move || store.remeasure_if_unknown(&dir));
+        }
     }
 }
 
@@ -274,6 +287,29 @@ impl VolumeStore {
         mount: &VolumeMount,
         want: u64,
     ) -> Result<(Lease, Lent), VolumeError> {
+        self.lend_if(tenant, mount, want, true)
+            .map(|lent| lent.expect("lent when it may measure"))
+    }
+
+    /// [`VolumeStore::lend`] without walking a volume: `None` when the volume or another
+    /// of the tenant's would have to be measured first (the caller lends on a blocking
+    /// thread then). A read-only loan never measures.
+    pub fn lend_measured(
+        self: &Arc<Self>,
+        tenant: &str,
+        mount: &VolumeMount,
+        want: u64,
+    ) -> Result<Option<(Lease, Lent)>, VolumeError> {
+        self.lend_if(tenant, mount, want, false)
+    }
+
+    fn lend_if(
+        self: &Arc<Self>,
+        tenant: &str,
+        mount: &VolumeMount,
+        want: u64,
+        may_measure: bool,
+    ) -> Result<Option<(Lease, Lent)>, VolumeError> {
         let dir = self.existing(tenant, &mount.volume)?;
         let mut lent = Lent {
             name: mount.volume.to_string(),
@@ -291,12 +327,18 @@ impl VolumeStore {
             settled: false,
         };
         if mount.read_only {
-            return Ok((lease, lent));
+            return Ok(Some((lease, lent)));
         }
         let tenant_dir = self.tenant_dir(tenant);
         let mut usage = lock(&self.usage);
-        let used = self.usage_of(&mut usage, &dir)?;
-        let all = self.tenant_bytes(&mut usage, tenant)?;
+        let (Some(used), Some(all)) = (
+            self.usage_if(&mut usage, &dir, may_measure)?,
+            self.tenant_bytes_if(&mut usage, tenant, may_measure)?,
+        ) else {
+            // Not measured: the lease is dropped unreserved (nothing to give back).
+            lease.writable = false;
+            return Ok(None);
+        };
         let mut receiving = lock(&self.receiving);
         let own_in_flight = receiving.get(&dir).copied().unwrap_or(0);
         let tenant_in_flight: u64 = receiving
@@ -313,7 +355,7 @@ impl VolumeStore {
         lent.incoming = Some(dir.join(INCOMING));
         lent.room_bytes = room;
         lent.room_entries = left(self.limits.files, used.files);
-        Ok((lease, lent))
+        Ok(Some((lease, lent)))
     }
 
     /// The store at `root` (made if missing; what a deletion left half-removed is removed).
@@ -330,6 +372,7 @@ impl VolumeStore {
             usage: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
             replica: None,
+            loans_ended: std::sync::atomic::AtomicU64::new(0),
         };
         (store, made)
     }
@@ -563,13 +606,27 @@ impl VolumeStore {
         usage: &mut HashMap<PathBuf, Usage>,
         dir: &Path,
     ) -> Result<Usage, VolumeError> {
+        Ok(self.usage_if(usage, dir, true)?.expect("measured"))
+    }
+
+    /// The usage of the volume at `dir`: measured if it was not yet and `may_measure`, else
+    /// `None`.
+    fn usage_if(
+        &self,
+        usage: &mut HashMap<PathBuf, Usage>,
+        dir: &Path,
+        may_measure: bool,
+    ) -> Result<Option<Usage>, VolumeError> {
         if let Some(u) = usage.get(dir) {
-            return Ok(*u);
+            return Ok(Some(*u));
+        }
+        if !may_measure {
+            return Ok(None);
         }
         let measured = measure(&Self::files_dir(dir)?)
             .map_err(|e| VolumeError::io("measuring the volume", e))?;
         usage.insert(dir.to_path_buf(), measured);
-        Ok(measured)
+        Ok(Some(measured))
     }
 
     /// Bytes `tenant`'s volumes hold together.
@@ -578,11 +635,49 @@ impl VolumeStore {
         usage: &mut HashMap<PathBuf, Usage>,
         tenant: &str,
     ) -> Result<u64, VolumeError> {
+        Ok(self
+            .tenant_bytes_if(usage, tenant, true)?
+            .expect("measured"))
+    }
+
+    /// [`VolumeStore::tenant_bytes`], or `None` when one of the volumes is not measured and
+    /// `may_measure` is false.
+    fn tenant_bytes_if(
+        &self,
+        usage: &mut HashMap<PathBuf, Usage>,
+        tenant: &str,
+        may_measure: bool,
+    ) -> Result<Option<u64>, VolumeError> {
         let mut total = 0;
         for n in self.names(tenant)? {
-            total += self.usage_of(usage, &self.volume_dir(tenant, &n))?.bytes;
+            match self.usage_if(usage, &self.volume_dir(tenant, &n), may_measure)? {
+                Some(u) => total += u.bytes,
+                None => return Ok(None),
+            }
         }
-        Ok(total)
+        Ok(Some(total))
+    }
+
+    /// Measures the volume at `dir` again, unless a change made here measured it first (a
+    /// writable loan's end: the sandbox changed it elsewhere); run off the request's path.
+    fn remeasure_if_unknown(&self, dir: &Path) {
+        use std::sync::atomic::Ordering;
+        let ended = self.loans_ended.load(Ordering::Acquire);
+        if lock(&self.usage).contains_key(dir) {
+            return;
+        }
+        let Ok(measured) = Self::files_dir(dir)
+            .and_then(|d| measure(&d).map_err(|e| VolumeError::io("measuring the volume", e)))
+        else {
+            return;
+        };
+        let mut usage = lock(&self.usage);
+        // Another loan ended meanwhile: what it wrote may be missing (the next use measures).
+        if self.loans_ended.load(Ordering::Acquire) != ended {
+            return;
+        }
+        // A change made meanwhile under the lock measured (and counted) it already.
+        usage.entry(dir.to_path_buf()).or_insert(measured);
     }
 
     /// Begins an upload to `path` of volume `name`: a new file in the volume's `incoming/`

@@ -199,8 +199,12 @@ impl Drop for Placed {
                 }
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
                     let link = link.clone();
+                    // Its volumes are let go once the worker closed it (what it left open
+                    // in them is in place then, for a cluster's push).
+                    let leases = std::mem::take(&mut self.leases);
                     rt.spawn(async move {
                         let _ = link.call(close, Sinks::default()).await;
+                        drop(leases);
                     });
                 }
             }

@@ -275,8 +275,13 @@ impl Worker {
             }),
             Job::Close { handle } => {
                 let slot = lock(&self.slots).remove(&handle);
-                if let Some(slot) = slot {
+                if let Some(mut slot) = slot {
                     slot.cancel.store(true, Ordering::Relaxed);
+                    // What it left open in a volume is in place before the reply (the
+                    // supervisor's push of a writable volume follows it).
+                    if let Some(interp) = &mut slot.interp {
+                        interp.close_volume_files();
+                    }
                     // Its directory goes after the reply has left.
                     crate::sandbox::guest_threads::defer_drop(slot.interp);
                 }

@@ -513,7 +513,7 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
     assert_eq!(r.status().as_u16(), 201);
     let mount =
         |read_only: bool| json!([{"name": "work", "path": "/mnt/work", "read_only": read_only}]);
-    let write = "import os\nrows = open('/mnt/work/in/data.csv').read().split()\nos.makedirs('/mnt/work/out', exist_ok=True)\nopen('/mnt/work/out/rows.txt', 'w').write(str(len(rows)))\nprint(len(rows))";
+    let write = "import os\nrows = open('/mnt/work/in/data.csv').read().split()\nos.makedirs('/mnt/work/out', exist_ok=True)\nopen('/mnt/work/out/rows.txt', 'w').write(str(len(rows)))\nleft = open('/mnt/work/out/left-open.txt', 'w'); left.write('kept')\nprint(len(rows))";
     let w = send(
         c.post(format!("{v2}/v1/execute"))
             .json(&json!({"code": write, "volumes": mount(false)})),
@@ -529,7 +529,7 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
     // The writer's node dies; the others read what its run wrote, through the proxy.
     nodes[1].kill9();
     proxy.wait_state(&c, "vol2", "DOWN").await;
-    let read = "print(open('/mnt/work/out/rows.txt').read())\ntry:\n    open('/mnt/work/out/rows.txt', 'w')\nexcept OSError as e:\n    import errno; print(errno.errorcode[e.errno])";
+    let read = "print(open('/mnt/work/out/rows.txt').read() + open('/mnt/work/out/left-open.txt').read())\ntry:\n    open('/mnt/work/out/rows.txt', 'w')\nexcept OSError as e:\n    import errno; print(errno.errorcode[e.errno])";
     let mut readers = std::collections::BTreeSet::new();
     for _ in 0..4 {
         let r = send(
@@ -538,7 +538,8 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
         )
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(r.body["stdout"], "3\nEROFS\n", "{}", r.body);
+        // What the writer left open was put in place when its run ended, before its answer.
+        assert_eq!(r.body["stdout"], "3kept\nEROFS\n", "{}", r.body);
         readers.insert(r.node);
     }
     assert_eq!(
@@ -578,6 +579,39 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
         let want: String = (1..=n).map(|i| format!("turn {i}\n")).collect();
         assert_eq!(r.body["stdout"], want.as_str(), "{}", r.body);
     }
+    // A file a session leaves open between turns is put in place when it closes, and then
+    // reaches the store (after the fact: the close's answer does not wait for it).
+    let t = send(
+        c.post(format!("{v1}/v1/sessions/{sid}/execute"))
+            .json(&json!({
+                "code": "g = open('/mnt/work/draft.txt', 'w'); g.write('draft'); g.flush()"
+            })),
+    )
+    .await;
+    assert_eq!(t.status, 200, "{}", t.body);
+    let closed = c
+        .delete(format!("{v1}/v1/sessions/{sid}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status().as_u16(), 204);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c
+            .get(format!("{v3}/v1/volumes/work/files/draft.txt"))
+            .send()
+            .await
+            .unwrap();
+        if r.status().as_u16() == 200 {
+            assert_eq!(r.text().await.unwrap(), "draft");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session's draft never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Removed on one node: gone on the others.
     let r = c
         .delete(format!("{v3}/v1/volumes/work/files/in/data.csv"))
@@ -591,15 +625,14 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
     })))
     .await;
     assert_eq!(
-        r.body["stdout"], "['in', 'notes.txt', 'out'] False\n",
+        r.body["stdout"], "['draft.txt', 'in', 'notes.txt', 'out'] False\n",
         "{}",
         r.body
     );
     let info = send(c.get(format!("{v1}/v1/volumes/work"))).await;
     assert_eq!(info.status, 200, "{}", info.body);
-    assert_eq!(info.body["bytes"], 1 + 14, "{}", info.body);
+    assert_eq!(info.body["bytes"], 1 + 4 + 14 + 5, "{}", info.body);
     // Deleted on one node: not found on the others, listed by none.
-    let _ = send(c.delete(format!("{v1}/v1/sessions/{sid}"))).await;
     let r = c
         .delete(format!("{v3}/v1/volumes/work"))
         .send()
