@@ -31,6 +31,9 @@ use crate::sync::lock;
 pub(super) const FILES: &str = "files";
 pub(super) const INCOMING: &str = "incoming";
 pub(super) const META: &str = "volume.json";
+/// A volume of at most this many entries is measured again where its writable loan ends,
+/// without a hop to a blocking thread.
+const SMALL_VOLUME_ENTRIES: u64 = 64;
 const TRASH: &str = ".trash";
 
 /// What each tenant may keep in volumes (`--volume-*`).
@@ -134,6 +137,10 @@ pub struct VolumeStore {
     receiving: Mutex<HashMap<PathBuf, u64>>,
     /// In a cluster: the shared store these folders replicate (`replica.rs`).
     replica: Option<Arc<Replica>>,
+    /// Each tenant's volume names as last read from its folder (by the tenant's folder),
+    /// forgotten by every change of the set: a writable loan counts the tenant's volumes
+    /// without reading the folder each time.
+    names: Mutex<HashMap<PathBuf, Vec<VolumeName>>>,
     /// Writable loans ended so far: a measure taken while one ended may have missed what
     /// it wrote, so it is not kept (`remeasure_if_unknown`).
     loans_ended: std::sync::atomic::AtomicU64,
@@ -268,10 +275,14 @@ impl Drop for Lease {
             .loans_ended
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         drop((usage, receiving));
-        // Measured again now, off the request's path, so the next loan finds it measured.
+        // Measured again now, so the next loan finds it measured: here when it is small
+        // (a hop to a blocking thread costs more than a few entries), else on one.
+        if self.store.remeasure_if_unknown(&self.dir, SMALL_VOLUME_ENTRIES) {
+            return;
+        }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (store, dir) = (self.store.clone(), self.dir.clone());
-            rt.spawn_blocking(move || store.remeasure_if_unknown(&dir));
+            rt.spawn_blocking(move || store.remeasure_if_unknown(&dir, u64::MAX));
         }
     }
 }
@@ -372,6 +383,7 @@ impl VolumeStore {
             usage: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
             replica: None,
+            names: Mutex::default(),
             loans_ended: std::sync::atomic::AtomicU64::new(0),
         };
         (store, made)
@@ -421,6 +433,7 @@ impl VolumeStore {
     pub(super) fn forget(&self, dir: &Path) {
         let mut usage = lock(&self.usage);
         usage.remove(dir);
+        self.names_changed(&mut usage, dir);
         let gone = self
             .root
             .join(TRASH)
@@ -438,6 +451,8 @@ impl VolumeStore {
             return Ok(());
         }
         Meta::parse(record)?;
+        let mut usage = lock(&self.usage);
+        self.names_changed(&mut usage, dir);
         let made = (|| {
             std::fs::create_dir_all(dir.join(FILES))?;
             std::fs::create_dir_all(dir.join(INCOMING))?;
@@ -510,6 +525,7 @@ impl VolumeStore {
             }
             Err(e) => return Err(VolumeError::io("making it", e)),
         }
+        self.names_changed(&mut usage, &dir);
         let made = (|| {
             std::fs::create_dir(dir.join(FILES))?;
             std::fs::create_dir(dir.join(INCOMING))?;
@@ -556,6 +572,30 @@ impl VolumeStore {
         Ok(names)
     }
 
+    /// [`VolumeStore::names`], kept between calls: called with the usage lock held (`_held`),
+    /// under which every change of the set forgets it ([`VolumeStore::names_changed`]).
+    fn names_held(
+        &self,
+        _held: &mut HashMap<PathBuf, Usage>,
+        tenant: &str,
+    ) -> Result<Vec<VolumeName>, VolumeError> {
+        let tenant_dir = self.tenant_dir(tenant);
+        if let Some(known) = lock(&self.names).get(&tenant_dir) {
+            return Ok(known.clone());
+        }
+        let names = self.names(tenant)?;
+        lock(&self.names).insert(tenant_dir, names.clone());
+        Ok(names)
+    }
+
+    /// The set of volumes in the folder holding `dir` changed (called with the usage lock
+    /// held).
+    fn names_changed(&self, _held: &mut HashMap<PathBuf, Usage>, dir: &Path) {
+        if let Some(tenant_dir) = dir.parent() {
+            lock(&self.names).remove(tenant_dir);
+        }
+    }
+
     /// `tenant`'s volumes.
     pub fn list(&self, tenant: &str) -> Result<Vec<VolumeInfo>, VolumeError> {
         self.names(tenant)?
@@ -595,6 +635,7 @@ impl VolumeStore {
             .join(format!("{:016x}", rand::random::<u64>()));
         std::fs::rename(&dir, &gone).map_err(|e| VolumeError::io("deleting it", e))?;
         usage.remove(&dir);
+        self.names_changed(&mut usage, &dir);
         drop(usage);
         let _ = std::fs::remove_dir_all(&gone);
         Ok(())
@@ -649,7 +690,7 @@ impl VolumeStore {
         may_measure: bool,
     ) -> Result<Option<u64>, VolumeError> {
         let mut total = 0;
-        for n in self.names(tenant)? {
+        for n in self.names_held(usage, tenant)? {
             match self.usage_if(usage, &self.volume_dir(tenant, &n), may_measure)? {
                 Some(u) => total += u.bytes,
                 None => return Ok(None),
@@ -660,24 +701,32 @@ impl VolumeStore {
 
     /// Measures the volume at `dir` again, unless a change made here measured it first (a
     /// writable loan's end: the sandbox changed it elsewhere); run off the request's path.
-    fn remeasure_if_unknown(&self, dir: &Path) {
+    /// Whether it is done: `false` when the volume has more than `max_entries` entries
+    /// (nothing is kept; the caller measures it where a long walk may run).
+    fn remeasure_if_unknown(&self, dir: &Path, max_entries: u64) -> bool {
         use std::sync::atomic::Ordering;
         let ended = self.loans_ended.load(Ordering::Acquire);
         if lock(&self.usage).contains_key(dir) {
-            return;
+            return true;
         }
-        let Ok(measured) = Self::files_dir(dir)
-            .and_then(|d| measure(&d).map_err(|e| VolumeError::io("measuring the volume", e)))
-        else {
-            return;
+        let mut budget = max_entries;
+        let measured = match Self::files_dir(dir) {
+            Ok(d) => measure_within(&d, &mut budget),
+            Err(_) => return true,
+        };
+        let measured = match measured {
+            Ok(Some(u)) => u,
+            Ok(None) => return false,
+            Err(_) => return true,
         };
         let mut usage = lock(&self.usage);
         // Another loan ended meanwhile: what it wrote may be missing (the next use measures).
         if self.loans_ended.load(Ordering::Acquire) != ended {
-            return;
+            return true;
         }
         // A change made meanwhile under the lock measured (and counted) it already.
         usage.entry(dir.to_path_buf()).or_insert(measured);
+        true
     }
 
     /// Begins an upload to `path` of volume `name`: a new file in the volume's `incoming/`
@@ -1048,20 +1097,32 @@ fn missing_dirs(files: &Dir, dir: &str) -> std::io::Result<u64> {
 
 /// The bytes and entries under `dir`, links not followed.
 fn measure(dir: &Dir) -> std::io::Result<Usage> {
+    let mut unbounded = u64::MAX;
+    Ok(measure_within(dir, &mut unbounded)?.expect("an unbounded walk ends"))
+}
+
+/// [`measure`], or `None` once more than `budget` entries were seen.
+fn measure_within(dir: &Dir, budget: &mut u64) -> std::io::Result<Option<Usage>> {
     let mut u = Usage::default();
     for e in dir.entries()? {
         let e = e?;
+        if *budget == 0 {
+            return Ok(None);
+        }
+        *budget -= 1;
         let m = e.metadata()?;
         u.files += 1;
         if m.is_dir() {
-            let inner = measure(&e.open_dir()?)?;
+            let Some(inner) = measure_within(&e.open_dir()?, budget)? else {
+                return Ok(None);
+            };
             u.bytes += inner.bytes;
             u.files += inner.files;
         } else if m.is_file() {
             u.bytes += m.len();
         }
     }
-    Ok(u)
+    Ok(Some(u))
 }
 
 fn walk(
