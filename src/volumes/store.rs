@@ -277,7 +277,10 @@ impl Drop for Lease {
         drop((usage, receiving));
         // Measured again now, so the next loan finds it measured: here when it is small
         // (a hop to a blocking thread costs more than a few entries), else on one.
-        if self.store.remeasure_if_unknown(&self.dir, SMALL_VOLUME_ENTRIES) {
+        if self
+            .store
+            .remeasure_if_unknown(&self.dir, SMALL_VOLUME_ENTRIES)
+        {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

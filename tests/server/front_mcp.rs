@@ -466,3 +466,63 @@ async fn mcp_refuses_to_snapshot_a_session_listing_a_folder() {
     assert_eq!(refused, ["mcp session_snapshot", "mcp session_fork"]);
     s.stop().await;
 }
+
+/// Volumes through MCP: `execute_python` mounts one read-only, a session mounts it writable
+/// and what its turn wrote is read back over HTTP; a bad mount and a missing volume are tool
+/// errors naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_mounts_volumes_in_runs_and_sessions() {
+    let s = start("mcp-volumes", |_| {}).await;
+    let c = client();
+    let (st, v) = post(&c, &s.url("/v1/volumes"), &json!({"name": "data"})).await;
+    assert_eq!(st, 201, "{v}");
+    let r = c
+        .put(s.url("/v1/volumes/data/files/in.csv"))
+        .body("a,b\n1,2\n3,4\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let mut mcp = McpClient::open(&s).await;
+    let code = "import csv\nrows = list(csv.DictReader(open('/mnt/data/in.csv')))\nprint('sum', sum(int(r['b']) for r in rows))\ntry:\n    open('/mnt/data/x', 'w')\nexcept OSError:\n    print('refused')";
+    let (is_error, text) = tool(
+        &mut mcp,
+        "execute_python",
+        json!({"code": code, "volumes": [{"name": "data", "path": "/mnt/data", "read_only": true}]}),
+    )
+    .await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("sum 6\nrefused"), "{text}");
+    let id = session_of(
+        &mut mcp,
+        "open_session",
+        json!({"volumes": [{"name": "data", "path": "/mnt/data"}]}),
+    )
+    .await;
+    turn(
+        &mut mcp,
+        &id,
+        "open('/mnt/data/out.txt', 'w').write('from mcp')",
+    )
+    .await;
+    let r = c
+        .get(s.url("/v1/volumes/data/files/out.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "from mcp");
+    for (mount, says) in [
+        (json!({"name": "data", "path": "/tmp"}), "volumes"),
+        (json!({"name": "nope", "path": "/mnt/x"}), "nope"),
+        (json!({"name": "../up", "path": "/mnt/x"}), "volumes"),
+    ] {
+        let (is_error, text) = tool(
+            &mut mcp,
+            "execute_python",
+            json!({"code": "print(1)", "volumes": [mount]}),
+        )
+        .await;
+        assert!(is_error && text.contains(says), "{mount}: {text}");
+    }
+    s.stop().await;
+}

@@ -16,6 +16,29 @@ pub struct McpFile {
     pub content_base64: Option<String>,
 }
 
+/// A volume (made over HTTP, `POST /v1/volumes`) mounted into the sandbox.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct McpVolume {
+    /// The volume's name.
+    pub name: String,
+    /// Where the code sees it, an absolute folder such as `/mnt/data`.
+    pub path: String,
+    /// Refuse writes (`OSError` EROFS).
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl McpVolume {
+    /// As the intake takes it (which checks it, for every door alike).
+    pub fn request(self) -> VolumeMountRequest {
+        VolumeMountRequest {
+            name: self.name,
+            path: self.path,
+            read_only: self.read_only,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteArgs {
     /// Python 3.15 source, run as a program in a fresh sandbox (numpy, pandas, scipy,
@@ -45,6 +68,10 @@ pub struct ExecuteArgs {
     /// ["plotly>=6", "tabulate"]); packages with native code cannot be added.
     #[serde(default)]
     pub packages: Vec<String>,
+    /// Volumes to mount, e.g. [{"name": "data", "path": "/mnt/data", "read_only": true}]:
+    /// files kept between runs and sessions.
+    #[serde(default)]
+    pub volumes: Vec<McpVolume>,
     /// Not offered: code mode needs the HTTP API (read only to refuse it with a clear error).
     #[serde(default)]
     #[schemars(skip)]
@@ -78,6 +105,9 @@ pub struct OpenSessionArgs {
     /// Extra pure-Python packages for the session, as pip requirement specifiers.
     #[serde(default)]
     pub packages: Vec<String>,
+    /// Volumes mounted for the session's life, e.g. [{"name": "work", "path": "/mnt/work"}].
+    #[serde(default)]
+    pub volumes: Vec<McpVolume>,
 }
 
 /// The header a client copies a session argument into (`x-mcp-header`), so that a proxy can

@@ -46,7 +46,8 @@ use tracing::Instrument as _;
 
 use super::types::{
     ExecuteRequest, ExecuteResponse, ExecutionResult, FileIn, OpenSessionRequest,
-    OpenSessionResponse, TurnRequest, TurnResponse, check_file_path, media_type,
+    OpenSessionResponse, TurnRequest, TurnResponse, VolumeMountRequest, check_file_path,
+    media_type,
 };
 use crate::check::{Finding, Policy, Severity};
 use crate::limits::{LimitsRequest, TurnLimitsRequest};
@@ -190,6 +191,7 @@ impl VivariumMcp {
             policy,
             template,
             packages: args.packages,
+            volumes: args.volumes.into_iter().map(McpVolume::request).collect(),
             ..ExecuteRequest::default()
         };
         Ok(self.fresh_run(&ctx(&extensions), req).await)
@@ -265,7 +267,7 @@ impl VivariumMcp {
             // The operator's list as it is, as for `execute_python`; no secrets over MCP.
             network: None,
             secrets: Default::default(),
-            volumes: Vec::new(),
+            volumes: args.volumes.into_iter().map(McpVolume::request).collect(),
         };
         let result = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen)
             .around(201, async |record| {
