@@ -414,13 +414,8 @@ fn files_here(dir: &Path) -> BTreeMap<String, Here> {
             return;
         };
         for e in entries.flatten() {
-            let Some(leaf) = e.file_name().to_str().map(str::to_string) else {
+            let Some(path) = super::store::child_path(prefix, &e.file_name()) else {
                 continue;
-            };
-            let path = if prefix.is_empty() {
-                leaf
-            } else {
-                format!("{prefix}/{leaf}")
             };
             let Ok(m) = e.metadata() else { continue };
             if m.is_dir() {

@@ -1140,13 +1140,8 @@ fn walk(
             return Ok(());
         }
         let e = e?;
-        let Some(leaf) = e.file_name().to_str().map(str::to_string) else {
+        let Some(path) = child_path(prefix, &e.file_name()) else {
             continue;
-        };
-        let path = if prefix.is_empty() {
-            leaf
-        } else {
-            format!("{prefix}/{leaf}")
         };
         let m = e.metadata()?;
         let is_dir = m.is_dir();
@@ -1156,6 +1151,17 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// `leaf`'s path below a volume's top, in the folder at `prefix` (`""`: the top); `None` for
+/// a name that is not UTF-8 (not listed, not carried).
+pub(super) fn child_path(prefix: &str, leaf: &std::ffi::OsStr) -> Option<String> {
+    let leaf = leaf.to_str()?;
+    Some(if prefix.is_empty() {
+        leaf.to_string()
+    } else {
+        format!("{prefix}/{leaf}")
+    })
 }
 
 fn entry(path: String, m: &cap_std::fs::Metadata) -> VolumeEntry {

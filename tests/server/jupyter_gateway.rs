@@ -115,6 +115,16 @@ fn of_type<'a>(msgs: &'a [Value], t: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Interrupts kernel `id` over REST (`204`).
+async fn interrupt(c: &reqwest::Client, base: &str, id: &str) {
+    let r = c
+        .post(format!("{base}/api/kernels/{id}/interrupt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}
+
 async fn execute(ws: &mut Socket, code: &str) -> Vec<Value> {
     let req = request(
         "execute_request",
@@ -521,12 +531,7 @@ async fn a_session_is_a_jupyter_kernel() {
     );
     send(&mut ws, &req).await;
     wait_busy(&c, &s.base, &sid).await;
-    let r = c
-        .post(s.url(&format!("/api/kernels/{id}/interrupt")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    interrupt(&c, &s.base, &id).await;
     let msgs = until_idle(&mut ws, &req).await;
     let err = of_type(&msgs, "error")[0];
     assert_eq!(err["content"]["ename"], "KeyboardInterrupt", "{err}");
@@ -666,12 +671,7 @@ async fn an_interrupt_asked_while_the_cell_waits_for_a_slot_stops_it() {
         Duration::from_secs(20),
     )
     .await;
-    let r = c
-        .post(s.url(&format!("/api/kernels/{id}/interrupt")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    interrupt(&c, &s.base, &id).await;
     let msgs = until_idle(&mut ws, &req).await;
     let err = of_type(&msgs, "error")[0];
     assert_eq!(err["content"]["ename"], "KeyboardInterrupt", "{err}");
