@@ -27,6 +27,7 @@ mod store;
 pub use error::VolumeError;
 pub use mount::VolumeMount;
 pub use names::{VolumeName, VolumePath};
+pub use replica::Replica;
 pub use shared::SharedVolumes;
 pub use store::{
     Lease, Upload, VolumeEntry, VolumeEntryKind, VolumeInfo, VolumeLimits, VolumeStore,

@@ -22,10 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::shared::{Remote, SharedVolumes};
-use super::store::{Meta, VolumeInfo, VolumeStore};
+use super::store::{Meta, Replicated, VolumeInfo, VolumeStore};
 use super::{VolumeError, VolumeName};
 use crate::sync::lock;
 
@@ -366,6 +367,60 @@ async fn forget(local: &Arc<VolumeStore>, dir: PathBuf) -> Result<(), VolumeErro
     .await
 }
 
+impl Replicated for Replica {
+    fn create<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<VolumeInfo, VolumeError>> {
+        Box::pin(Replica::create(self, local, tenant, name))
+    }
+
+    fn list<'a>(
+        &'a self,
+        local: &'a VolumeStore,
+        tenant: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<VolumeInfo>, VolumeError>> {
+        Box::pin(Replica::list(self, local, tenant))
+    }
+
+    fn info<'a>(
+        &'a self,
+        local: &'a VolumeStore,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<VolumeInfo, VolumeError>> {
+        Box::pin(Replica::info(self, local, tenant, name))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<(), VolumeError>> {
+        Box::pin(Replica::delete(self, local, tenant, name))
+    }
+
+    fn pull<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<(), VolumeError>> {
+        Box::pin(Replica::pull(self, local, tenant, name))
+    }
+
+    fn push<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        dir: &'a Path,
+    ) -> BoxFuture<'a, Result<(), VolumeError>> {
+        Box::pin(Replica::push(self, local, dir))
+    }
+}
+
 /// `f` on the node's store off the async threads.
 async fn blocking<T: Send + 'static>(
     local: &Arc<VolumeStore>,
@@ -461,7 +516,7 @@ mod tests {
             );
             let (store, err) = VolumeStore::open(&root.join(n), LIMITS);
             assert!(err.is_none());
-            Arc::new(store.replicating(volumes))
+            Arc::new(store.replicating(Arc::new(Replica::new(volumes))))
         };
         let (a, b) = (node("a"), node("b"));
         (root, a, b)

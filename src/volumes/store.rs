@@ -17,13 +17,12 @@ use std::time::SystemTime;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use utoipa::ToSchema;
 
 use super::error::VolumeLimit;
-use super::replica::Replica;
-use super::shared::SharedVolumes;
 use super::{VolumeError, VolumeMount, VolumeName, VolumePath};
 use crate::guest::Lent;
 use crate::sync::lock;
@@ -125,6 +124,47 @@ struct Usage {
     files: u64,
 }
 
+/// A cluster's shared store of volumes as this node's store and the supervisor use it: made,
+/// listed and deleted there; a node's copy pulled before a use and pushed after a change.
+/// `replica::Replica` is the one there is (a trait here so that this file, which its
+/// [`Lease`]s push through, does not import it).
+pub trait Replicated: Send + Sync {
+    fn create<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<VolumeInfo, VolumeError>>;
+    fn list<'a>(
+        &'a self,
+        local: &'a VolumeStore,
+        tenant: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<VolumeInfo>, VolumeError>>;
+    fn info<'a>(
+        &'a self,
+        local: &'a VolumeStore,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<VolumeInfo, VolumeError>>;
+    fn delete<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<(), VolumeError>>;
+    fn pull<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        tenant: &'a str,
+        name: &'a VolumeName,
+    ) -> BoxFuture<'a, Result<(), VolumeError>>;
+    fn push<'a>(
+        &'a self,
+        local: &'a Arc<VolumeStore>,
+        dir: &'a Path,
+    ) -> BoxFuture<'a, Result<(), VolumeError>>;
+}
+
 /// Every tenant's volumes on this node.
 pub struct VolumeStore {
     root: PathBuf,
@@ -136,7 +176,7 @@ pub struct VolumeStore {
     /// lock when checked against a limit).
     receiving: Mutex<HashMap<PathBuf, u64>>,
     /// In a cluster: the shared store these folders replicate (`replica.rs`).
-    replica: Option<Arc<Replica>>,
+    replica: Option<Arc<dyn Replicated>>,
     /// Each tenant's volume names as last read from its folder (by the tenant's folder),
     /// forgotten by every change of the set: a writable loan counts the tenant's volumes
     /// without reading the folder each time.
@@ -392,14 +432,14 @@ impl VolumeStore {
         (store, made)
     }
 
-    /// The store as a replica of the shared `volumes` (a cluster's nodes).
-    pub fn replicating(mut self, volumes: SharedVolumes) -> Self {
-        self.replica = Some(Arc::new(Replica::new(volumes)));
+    /// The store as a replica of a cluster's shared store (`replica.rs`).
+    pub fn replicating(mut self, replica: Arc<dyn Replicated>) -> Self {
+        self.replica = Some(replica);
         self
     }
 
-    /// The shared store's volumes this node replicates, in a cluster.
-    pub fn replica(&self) -> Option<&Arc<Replica>> {
+    /// The shared store this node replicates, in a cluster.
+    pub fn replica(&self) -> Option<&Arc<dyn Replicated>> {
         self.replica.as_ref()
     }
 
