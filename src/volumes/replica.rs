@@ -594,4 +594,40 @@ mod tests {
         assert!(matches!(e, VolumeError::TooMany(2)), "{e}");
         let _ = std::fs::remove_dir_all(root);
     }
+
+    /// Keys in the store are fetched data: one whose parts decode to a separator or `..` is
+    /// not a file of the volume, and a pull never writes outside the volume's folder.
+    #[tokio::test]
+    async fn a_hostile_key_in_the_store_is_not_a_path() {
+        let (root, a, b) = two_nodes("hostile");
+        let (ra, rb) = (a.replica().unwrap(), b.replica().unwrap());
+        let name = VolumeName::parse("work").unwrap();
+        ra.create(&a, "t", &name).await.unwrap();
+        let t = a.tenant_folder("t");
+        let objects =
+            ::object_store::local::LocalFileSystem::new_with_prefix(root.join("shared")).unwrap();
+        let files = ::object_store::path::Path::from_iter(["volumes", &t, "work", "files"]);
+        use ::object_store::ObjectStoreExt as _;
+        for part in ["..%2F..%2F..%2Fescaped", "%2E%2E"] {
+            let key = ::object_store::path::Path::parse(format!("{files}/{part}")).unwrap();
+            objects.put(&key, "x".into()).await.unwrap();
+        }
+        let fine = files.clone().join("fine.txt");
+        objects.put(&fine, "ok".into()).await.unwrap();
+        rb.pull(&b, "t", &name).await.unwrap();
+        assert_eq!(read(&b, &name, "fine.txt").as_deref(), Some("ok"));
+        let listed: Vec<_> = std::fs::read_dir(b.folder_of("t", &name).join("files"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(listed, ["fine.txt"], "{listed:?}");
+        assert!(
+            !b.folder_of("t", &name)
+                .parent()
+                .unwrap()
+                .join("escaped")
+                .exists()
+        );
+        let _ = std::fs::remove_dir_all(root);
+    }
 }

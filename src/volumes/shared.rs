@@ -23,7 +23,7 @@ use ::object_store::{
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::VolumeError;
+use super::{VolumeError, VolumePath};
 
 /// The parts of an upload sent as one request each (a file at most this big is one PUT).
 const PART_BYTES: usize = 8 << 20;
@@ -194,8 +194,17 @@ impl SharedVolumes {
                 let version = m.e_tag.clone().unwrap_or_else(|| {
                     format!("{}-{}", m.last_modified.timestamp_micros(), m.size)
                 });
+                // The store is fetched data: a key whose parts decode to a separator, `..`
+                // or anything else a volume path may not hold is never a path here.
+                if parts.iter().any(|p| p.contains('/')) {
+                    return None;
+                }
+                let path = VolumePath::parse(&parts.join("/")).ok()?;
+                if path.is_top() {
+                    return None;
+                }
                 Some(Remote {
-                    path: parts.join("/"),
+                    path: path.as_str().to_string(),
                     size: m.size,
                     version,
                 })
