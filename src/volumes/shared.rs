@@ -133,7 +133,11 @@ impl SharedVolumes {
             .map_err(|e| self.err("listing volumes", e))?;
         let mut names = Vec::new();
         for folder in listed.common_prefixes {
-            let Some(name) = folder.filename() else {
+            // A folder not named as a volume may be is not one (the store is fetched data).
+            let Some(name) = folder
+                .filename()
+                .filter(|n| super::VolumeName::parse(n).is_ok())
+            else {
                 continue;
             };
             match self.store.head(&self.record(tenant, name)).await {
