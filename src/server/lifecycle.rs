@@ -78,7 +78,12 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
     let volumes = if config.cluster_ttl.is_some() {
         let (objects, prefix, describe) =
             crate::snapshot::open_objects(&config.snapshot_dir, config.snapshot_url.as_deref())?;
-        let shared = crate::volumes::SharedVolumes::new(objects, prefix, describe);
+        let shared = crate::volumes::SharedVolumes::new(
+            objects,
+            prefix,
+            describe,
+            config.volume_limits.files,
+        );
         volumes.replicating(Arc::new(crate::volumes::Replica::new(shared)))
     } else {
         volumes

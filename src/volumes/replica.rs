@@ -513,6 +513,7 @@ mod tests {
                 Arc::new(objects),
                 ::object_store::path::Path::default(),
                 "test".into(),
+                LIMITS.files,
             );
             let (store, err) = VolumeStore::open(&root.join(n), LIMITS);
             assert!(err.is_none());
@@ -628,6 +629,13 @@ mod tests {
                 .join("escaped")
                 .exists()
         );
+        // A listing past the volume's limit of files is refused, not held.
+        for i in 0..LIMITS.files {
+            let key = files.clone().join(format!("many-{i}"));
+            objects.put(&key, "m".into()).await.unwrap();
+        }
+        let e = rb.pull(&b, "t", &name).await.unwrap_err();
+        assert!(e.to_string().contains("more than 100 files"), "{e}");
         let _ = std::fs::remove_dir_all(root);
     }
 }

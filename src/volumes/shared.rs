@@ -45,15 +45,25 @@ pub struct SharedVolumes {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     describe: String,
+    /// The most files a volume's listing may hold (its limit of entries): a store that
+    /// lists more is refused, not held in memory.
+    max_files: u64,
 }
 
 impl SharedVolumes {
-    /// Volumes in `store` below `prefix` (`describe` names it in errors).
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, describe: String) -> Self {
+    /// Volumes in `store` below `prefix` (`describe` names it in errors), each listing at
+    /// most `max_files` files.
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        describe: String,
+        max_files: u64,
+    ) -> Self {
         SharedVolumes {
             store,
             prefix: prefix.clone().join("volumes"),
             describe,
+            max_files,
         }
     }
 
@@ -179,9 +189,20 @@ impl SharedVolumes {
         let metas: Vec<_> = self
             .store
             .list(Some(&top))
+            .take(
+                usize::try_from(self.max_files)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1),
+            )
             .try_collect()
             .await
             .map_err(|e| self.err("listing the volume", e))?;
+        if metas.len() as u64 > self.max_files {
+            return Err(self.err(
+                "listing the volume",
+                format!("more than {} files (the volume's limit)", self.max_files),
+            ));
+        }
         Ok(metas
             .into_iter()
             .filter_map(|m| {
