@@ -248,9 +248,7 @@ impl Runner {
         path: &str,
         f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
     ) -> SupervisorResult<T> {
-        let at = self.at(key, name, path)?;
-        self.pull(&at.tenant, &at.name).await?;
-        self.on_volumes(move |s| f(s, &at)).await
+        self.at_path(self.at(key, name, path)?, false, f).await
     }
 
     /// [`Runner::on_path`] for a change: pushed to the shared store after it (a cluster).
@@ -261,13 +259,25 @@ impl Runner {
         path: &str,
         f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
     ) -> SupervisorResult<T> {
-        let done = self.on_path(key, name, path, f).await?;
-        let at = self.at(key, name, path)?;
-        self.push(&at.tenant, &at.name).await?;
+        self.at_path(self.at(key, name, path)?, true, f).await
+    }
+
+    /// `f` at `at`, after this node's copy is pulled and, for a `change`, pushed after it.
+    async fn at_path<T: Send + 'static>(
+        &self,
+        at: At,
+        change: bool,
+        f: impl FnOnce(&VolumeStore, &At) -> Result<T, VolumeError> + Send + 'static,
+    ) -> SupervisorResult<T> {
+        let (tenant, name) = (at.tenant.clone(), at.name.clone());
+        self.pull(&tenant, &name).await?;
+        let done = self.on_volumes(move |s| f(s, &at)).await?;
+        if change {
+            self.push(&tenant, &name).await?;
+        }
         Ok(done)
     }
 
-    /// Whose volume, which, and where in it: checked.
     /// Lends `mounts` (volumes of `tenant`) to one sandbox, each writable one with room for
     /// up to `want` bytes more (the sandbox's own disk limit): the leases to hold while it
     /// runs, and what its worker mounts. A missing volume is `volume_not_found`.
@@ -305,6 +315,7 @@ impl Runner {
         .await
     }
 
+    /// Whose volume, which, and where in it: checked.
     fn at(&self, key: Option<&str>, name: &str, path: &str) -> SupervisorResult<At> {
         Ok(At {
             tenant: self.tenant(key).id().to_string(),
