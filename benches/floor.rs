@@ -202,6 +202,7 @@ fn main() {
                     Arc::default(),
                     host.no_packages(),
                     Vec::new(),
+                    None,
                 )
                 .unwrap();
             session.write_files(&files).unwrap();

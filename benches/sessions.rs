@@ -224,6 +224,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
             Arc::default(),
             host.no_packages(),
             Vec::new(),
+            None,
         )
         .unwrap();
     answered(host, &mut src, STATE);
@@ -283,6 +284,7 @@ fn benches(c: &mut Criterion, host: &Arc<Vivarium>, times: &Times) -> serde_json
                     Arc::default(),
                     host.no_packages(),
                     Vec::new(),
+                    None,
                 )
                 .unwrap();
             let t1 = Instant::now();

@@ -238,6 +238,7 @@ pub fn run_wasm_bytes(wasm: &[u8], mut tally: Tally) -> Result<Tally, String> {
                 setup: Default::default(),
                 seed: None,
                 volumes: Vec::new(),
+                layer: None,
             })
             .map_err(|e| format!("guest store: {e}"))?;
         let deadline = Duration::from_millis(l.timeout_ms) + MARGIN;

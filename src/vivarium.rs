@@ -40,6 +40,9 @@ use crate::template::{self, Template, TemplateError};
 use crate::tools::Toolbox;
 
 pub use crate::sandbox::workdir::InputFile;
+pub use layers::{BuildError, BuildProgram, BuildStep, Built, StepLog};
+
+mod layers;
 
 /// How to set up a [`Vivarium`].
 #[derive(Debug, Clone)]
@@ -272,6 +275,9 @@ pub struct Program {
     /// them: [`RunSpec::volumes`]).
     #[serde(default)]
     pub volumes: Vec<crate::volumes::VolumeMount>,
+    /// A user template's layer over `template` (`None`: the built-in template as it is).
+    #[serde(default)]
+    pub layer: Option<template::LayerRef>,
 }
 
 /// One execution as the core runs it: the [`Program`] and what cannot be data, the live
@@ -419,6 +425,8 @@ pub struct Vivarium {
     maximum: Limits,
     /// Interpreters kept for checking a session's turns (`sandbox::Checkers`).
     checkers: Checkers,
+    /// User templates' layers, kept decoded (`layers.rs`).
+    layers: layers::Layers,
 }
 
 impl Vivarium {
@@ -455,7 +463,14 @@ impl Vivarium {
             defaults: opts.defaults,
             maximum: opts.maximum,
             checkers: Checkers::default(),
+            layers: Default::default(),
         }))
+    }
+
+    /// The runtime's home (the runtime, templates, compiled modules, packages; workers read
+    /// it).
+    pub fn home(&self) -> &Path {
+        &self.home
     }
 
     /// The verified runtime's files.
@@ -616,6 +631,7 @@ impl Vivarium {
                     network,
                     language,
                     volumes: _,
+                    layer,
                 },
             observer,
             packages,
@@ -628,6 +644,9 @@ impl Vivarium {
         let checked = policy != Policy::Off && language == Language::Python;
         let check = checked.then(|| code.clone());
         let mounted = volumes.clone();
+        let (layer, env) = self
+            .layered(layer.as_ref(), template, env)
+            .map_err(ExecError::Sandbox)?;
         let sandbox = self
             .prepare_with(
                 SandboxSpec {
@@ -648,6 +667,7 @@ impl Vivarium {
                     packages,
                     seed,
                     volumes,
+                    layer,
                 },
                 template,
             )
@@ -739,6 +759,7 @@ impl Vivarium {
                 network: None,
                 language: Language::Python,
                 volumes: Vec::new(),
+                layer: None,
             },
             observer: req.observer,
             packages: self.packages(&req.packages)?,
@@ -765,6 +786,7 @@ impl Vivarium {
         cancel: Arc<AtomicBool>,
         packages: Arc<PackageEnv>,
         volumes: Vec<crate::guest::Lent>,
+        layer: Option<&template::LayerRef>,
     ) -> Result<Interpreter, SandboxError> {
         let setup = GuestSetup {
             rich: true,
@@ -773,6 +795,7 @@ impl Vivarium {
         };
         let mut spec = bare_spec(limits, cancel, setup, self.host_share(), packages);
         spec.volumes = volumes;
+        (spec.layer, spec.env) = self.layered(layer, template, Vec::new())?;
         let sandbox = self.prepare_with(spec, template)?;
         let mut interp = sandbox.into_interpreter();
         self.start_checkpoint(&mut interp, template);
@@ -1348,6 +1371,7 @@ fn bare_spec(
         packages,
         seed: None,
         volumes: Vec::new(),
+        layer: None,
     }
 }
 

@@ -24,5 +24,6 @@ pub fn spec(host: &Vivarium, rich: bool) -> SandboxSpec {
         },
         seed: None,
         volumes: vec![],
+        layer: None,
     }
 }

@@ -63,6 +63,14 @@ impl MemoryLimiter {
         self.start_bytes = start_bytes;
     }
 
+    /// Lets the caller's code take `extra` bytes more: a user template's layer, whose memory
+    /// beyond its built-in template is not the caller's either (`sandbox::Layer`). Widening
+    /// the limit rather than the start keeps it in the sandbox's `Limits`, so a session
+    /// opened from a layer is restored under the same cap.
+    pub fn widen(&mut self, extra: u64) {
+        self.limit_bytes = self.limit_bytes.saturating_add(extra);
+    }
+
     /// The largest the linear memory may grow: what it starts with plus the caller's limit.
     pub fn cap_bytes(&self) -> u64 {
         self.start_bytes

@@ -34,10 +34,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use wasmtime::{Extern, InstancePre, Memory, Store, Val};
+use wasmtime::{Extern, InstancePre, Memory, Store};
 
 use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
+use super::layer::{Unfit, write_globals, write_memory};
 use super::live::{Instantiated, Live, instantiate};
 use super::open_files::{read_open_files, reopen};
 use super::store::GuestStore;
@@ -46,10 +47,10 @@ use super::{GuestLayout, HostShare, SandboxError, SandboxSpec};
 use crate::engine::GuestEngine;
 use crate::guest::{GuestSetup, guest_env};
 use crate::hostcalls::fs_guard;
-use crate::hostcalls::limiter::{MemoryLimiter, MemoryRefusal};
+use crate::hostcalls::limiter::MemoryLimiter;
 use crate::hostcalls::state::{FsGuard, GuestState, RunClock, far_future};
 use crate::packages::{PackageEnv, PackageError};
-use crate::snapshot::{GlobalBits, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES, check_capturable};
+use crate::snapshot::{PAGE_BYTES, SessionImage, check_capturable};
 use crate::template::GLOBAL_EXPORT_PREFIX;
 
 /// A pristine instance of one template, never run: what a session's memory is compared with.
@@ -190,7 +191,7 @@ impl Interpreter {
             return Err(RestoreError::Mismatch("globals"));
         }
         let base_bytes = baseline.memory.data_size(&baseline.store) as u64;
-        if image.memory_bytes < base_bytes || !image.memory_bytes.is_multiple_of(WASM_PAGE_BYTES) {
+        if image.memory_bytes < base_bytes {
             return Err(RestoreError::Mismatch("memory size"));
         }
         let spec = SandboxSpec {
@@ -205,6 +206,7 @@ impl Interpreter {
             packages,
             seed: None,
             volumes,
+            layer: None,
         };
         let env = guest_env(&[]).map_err(SandboxError::from)?;
         let origin = Instant::now()
@@ -219,45 +221,17 @@ impl Interpreter {
             live.workdir.write_file(path, content)?;
         }
         reopen(&mut live, &image.open_files).map_err(RestoreError::Mismatch)?;
-        let Live {
-            store,
-            memory,
-            instance,
-            ..
-        } = &mut live;
-        let grow = (image.memory_bytes - memory.data_size(&*store) as u64) / WASM_PAGE_BYTES;
-        if grow > 0 {
-            memory.grow(&mut *store, grow).map_err(|_| {
-                if store.data().limiter.refused == Some(MemoryRefusal::HostBudget) {
-                    RestoreError::Sandbox(SandboxError::HostBudget)
-                } else {
-                    RestoreError::Mismatch("memory size (over the limit)")
-                }
-            })?;
-        }
-        let mem = memory.data_mut(&mut *store);
-        for (i, page) in image.pages.iter().enumerate() {
-            let at = *page as usize * PAGE_BYTES;
-            let src = &image.page_data[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
-            mem.get_mut(at..at + PAGE_BYTES)
-                .ok_or(RestoreError::Mismatch("page list"))?
-                .copy_from_slice(src);
-        }
-        for g in &image.globals {
-            let global = instance
-                .get_global(&mut *store, &g.name)
-                .ok_or(RestoreError::Mismatch("globals"))?;
-            let value = match g.value {
-                GlobalBits::I32(v) => Val::I32(v as i32),
-                GlobalBits::I64(v) => Val::I64(v as i64),
-                GlobalBits::F32(v) => Val::F32(v),
-                GlobalBits::F64(v) => Val::F64(v),
-                GlobalBits::V128(v) => Val::V128(v.into()),
-            };
-            global
-                .set(&mut *store, value)
-                .map_err(|_| RestoreError::Mismatch("globals"))?;
-        }
+        write_memory(
+            &mut live,
+            image.memory_bytes,
+            &image.pages,
+            &image.page_data,
+        )
+        .and_then(|()| write_globals(&mut live, &image.globals))
+        .map_err(|e| match e {
+            Unfit::HostBudget => RestoreError::Sandbox(SandboxError::HostBudget),
+            Unfit::Mismatch(what) => RestoreError::Mismatch(what),
+        })?;
         let charged = fs_guard::measure_dir(live.workdir.path());
         let data = live.store.data_mut();
         data.limiter.peak_bytes = data

@@ -15,6 +15,7 @@ mod checkpoint;
 mod dirty;
 mod image_io;
 mod interpreter;
+mod layer;
 mod live;
 mod open_files;
 mod outcome;
@@ -44,6 +45,7 @@ pub use capture::{Baseline, RestoreError};
 pub use checkers::{Checker, Checkers};
 pub use image_io::CaptureError;
 pub use interpreter::{Interpreter, WriteError};
+pub use layer::Layer;
 pub use outcome::{EndReason, TurnOutcome};
 pub use prepared::Sandbox;
 pub use store::GuestStore;
@@ -83,6 +85,9 @@ pub struct SandboxSpec {
     pub seed: Option<[u8; 32]>,
     /// Volumes lent to it by the supervisor, mounted after the fixed preopen table.
     pub volumes: Vec<crate::guest::Lent>,
+    /// A user template's state, laid onto the built-in template's fresh instance before the
+    /// set-up turn (`layer.rs`); `None`: the built-in template as it is.
+    pub layer: Option<Arc<Layer>>,
 }
 
 /// What ties a sandbox to the host's memory budget.
@@ -121,6 +126,9 @@ pub enum SandboxError {
     MissingExport(&'static str),
     #[error("the sandbox's set-up turn failed ({status:?}): {detail}")]
     Setup { status: Status, detail: String },
+    /// A user template's layer could not be read or does not fit its built-in template.
+    #[error("the user template's image: {0}")]
+    Layer(String),
 }
 
 impl From<TemplateError> for SandboxError {

@@ -44,6 +44,7 @@ impl Sandbox {
     ) -> Result<Sandbox, SandboxError> {
         let limits = spec.limits;
         let setup = std::mem::take(&mut spec.setup);
+        let layer = spec.layer.take();
         // The set-up turn installs the same environment the WASI context gets.
         let env = guest_env(&spec.env)?;
         // The compile sandbox (a writable environment) never has the modules on its path:
@@ -52,6 +53,9 @@ impl Sandbox {
         let setup_code = guest::setup_code(&env, &setup, on_path);
         let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
         let mut live = Live::start(guest, python, limits, 0)?;
+        if let Some(layer) = &layer {
+            layer.lay_onto(&mut live)?;
+        }
         let outcome = live.turn(&setup_code, &guest::SETUP_LIMITS, false);
         if outcome.report.status != Status::Ok {
             let r = outcome.report;
@@ -133,6 +137,16 @@ impl Sandbox {
         // The server tears the sandbox down after its response left (see `guest_threads`).
         guest_threads::defer_drop(self.live);
         outcome.report
+    }
+
+    /// The interpreter as it is, without a kept interpreter's hooks (a template build's:
+    /// `sandbox::Layer`): its turns are hidden ones, it reports no values.
+    pub fn into_bare_interpreter(self) -> Interpreter {
+        Interpreter {
+            line_buffered: false,
+            checkpoint: None,
+            live: self.live,
+        }
     }
 
     /// Keeps the interpreter for turns that share state, with the hooks that report each

@@ -213,6 +213,16 @@ pub struct ServeArgs {
     /// Files and folders one volume may hold.
     #[arg(long, env = "VIVARIUM_VOLUME_FILES", default_value_t = 10_000)]
     pub volume_files: u64,
+    /// User templates one tenant may have (built, building or failed); past it, 429
+    /// `quota_exceeded`.
+    #[arg(long, env = "VIVARIUM_TEMPLATES_PER_TENANT", default_value_t = 32)]
+    pub templates_per_tenant: u64,
+    /// Bytes of template images one tenant may keep; a build past it fails at its end.
+    #[arg(long, env = "VIVARIUM_TEMPLATE_TENANT_BYTES", default_value_t = 2 << 30)]
+    pub template_tenant_bytes: u64,
+    /// Template builds one tenant may have in flight; past it, 429 `quota_exceeded`.
+    #[arg(long, env = "VIVARIUM_TEMPLATE_BUILDS_PER_TENANT", default_value_t = 2)]
+    pub template_builds_per_tenant: u64,
     /// Runs (executions, turns, checks, session starts) one tenant may have in flight and
     /// waiting together; past it, 429 `quota_exceeded` [default: --max-concurrency plus half
     /// of --queue-depth].
@@ -434,6 +444,8 @@ pub struct Config {
     pub volume_dir: PathBuf,
     /// What each tenant may keep in volumes.
     pub volume_limits: crate::volumes::VolumeLimits,
+    /// What each tenant may hold of user templates.
+    pub template_limits: crate::supervisor::templates::TemplateLimits,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
     /// may set its own).
     pub tenant_quotas: Quotas,
@@ -621,6 +633,11 @@ impl ServeArgs {
                 tenant_bytes: self.volume_tenant_bytes,
                 files: self.volume_files,
             },
+            template_limits: crate::supervisor::templates::TemplateLimits {
+                templates: self.templates_per_tenant.max(1),
+                bytes: self.template_tenant_bytes,
+                builds: self.template_builds_per_tenant.max(1),
+            },
             tenant_quotas,
             single_tenant_quotas,
             hibernate_after: (self.hibernate_after_secs > 0)
@@ -797,6 +814,7 @@ impl Config {
             executions: self.executions,
             egress: self.egress.clone(),
             webhooks: self.webhooks.clone(),
+            templates: self.template_limits,
         }
     }
 }

@@ -173,6 +173,7 @@ impl OnWire for SupervisorError {
             E::ReplayDiverged(..) => Wire::new(S::CONFLICT, C::ReplayDiverged),
             E::FileNotFound(_) => Wire::new(S::NOT_FOUND, C::NotFound),
             E::SnapshotNotFound(_) => Wire::new(S::NOT_FOUND, C::SnapshotNotFound),
+            E::Template(e) => template_wire(e),
             E::SessionExpired(_) => Wire::new(S::GONE, C::SessionExpired),
             E::SessionLost { .. } => Wire::new(S::GONE, C::SessionLost),
             E::SessionBusy(_) => Wire::new(S::CONFLICT, C::SessionBusy),
@@ -335,3 +336,19 @@ fn package_code(kind: PackageErrorKind) -> ErrorCode {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A user template's refusals.
+fn template_wire(e: &crate::supervisor::templates::UserTemplateError) -> Wire {
+    use crate::supervisor::templates::UserTemplateError as T;
+    use ErrorCode as C;
+    use StatusCode as S;
+    match e {
+        T::NotFound(_) => Wire::new(S::NOT_FOUND, C::TemplateNotFound).field("template"),
+        T::Building(_) => Wire::new(S::CONFLICT, C::TemplateBuilding).retry(1),
+        T::Failed { .. } => Wire::new(S::CONFLICT, C::TemplateFailed),
+        T::TooMany(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
+        T::TooManyBuilds(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded).retry(5),
+        T::InvalidName { .. } => Wire::new(S::BAD_REQUEST, C::InvalidRequest).field("name"),
+        T::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
+    }
+}

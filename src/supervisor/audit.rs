@@ -81,6 +81,10 @@ pub enum Action {
     /// `DELETE /v1/volumes/{name}/files/{path}`, and a folder made
     /// (`POST /v1/volumes/{name}/dirs/{path}`).
     VolumeFileOperation,
+    /// `POST /v1/templates` (a build started, or identical inputs found built).
+    TemplateBuild,
+    /// `DELETE /v1/templates/{name}`.
+    TemplateDelete,
     /// A request refused before any handler (no valid API key).
     Rejection,
     /// The server shut down.

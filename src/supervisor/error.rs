@@ -115,6 +115,9 @@ pub enum SupervisorError {
     /// A volume operation refused or failed (`volume_*` codes, `invalid_path`, ...).
     #[error("{0}")]
     Volume(#[from] crate::volumes::VolumeError),
+    /// A user template is not there, not ready, or past a limit (`template_*` codes).
+    #[error("{0}")]
+    Template(#[from] super::templates::UserTemplateError),
     /// The packages asked for cannot be had (`package_*` codes): nothing ran.
     #[error("{0}")]
     Package(PackageError),
@@ -183,6 +186,9 @@ pub enum ErrorCode {
     WebhookNotFound,
     VolumeNotFound,
     VolumeExists,
+    TemplateNotFound,
+    TemplateBuilding,
+    TemplateFailed,
     VolumeFull,
     ExecutionBusy,
     ReplayDiverged,

@@ -25,6 +25,7 @@ pub(crate) mod runner;
 pub(crate) mod session;
 mod settings;
 pub(crate) mod snapshots;
+pub(crate) mod templates;
 pub(crate) mod tenants;
 pub(crate) mod time;
 pub(crate) mod volumes;

@@ -45,6 +45,8 @@ pub struct Settings {
     pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
     /// Where webhooks may be sent.
     pub webhooks: crate::supervisor::events::WebhookSettings,
+    /// What a tenant may hold of user templates.
+    pub templates: crate::supervisor::templates::TemplateLimits,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.

@@ -61,6 +61,20 @@ use crate::runtime::{RuntimeError, RuntimeFiles};
 
 pub use crate::vocabulary::Template;
 
+/// Where a user template's layer is (`sandbox::Layer`): its content id and its file under
+/// the runtime's home, which workers read (read-only) and keep decoded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LayerRef {
+    /// The template's content id (a hex SHA-256 of its inputs).
+    pub id: String,
+    /// The layer's file: a snapshot image bound to the built-in template it lies over.
+    pub path: PathBuf,
+    /// What its memory adds to the built-in template's (what admission reserves besides).
+    pub extra_bytes: u64,
+    /// The template's environment: a sandbox's own variables are laid over it.
+    pub env: Vec<(String, String)>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     #[error(transparent)]

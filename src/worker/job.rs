@@ -129,6 +129,16 @@ pub enum Job {
         /// The volumes lent to it, for its life.
         #[serde(default)]
         volumes: Vec<crate::guest::Lent>,
+        /// A user template's layer over `template`.
+        #[serde(default)]
+        layer: Option<Box<crate::template::LayerRef>>,
+    },
+    /// Build a user template → [`Reply::Built`] (a failed step is a reply too).
+    Build {
+        /// What to build.
+        program: Box<crate::vivarium::BuildProgram>,
+        /// Its packages, found by the supervisor.
+        packages: PackageRef,
     },
     /// Make an interpreter from an image (checked by the supervisor) → [`Reply::Opened`].
     Restore {
@@ -269,6 +279,8 @@ pub enum Reply {
     Wrote(u64),
     /// To [`Job::Capture`].
     Image(Box<SessionImage>),
+    /// To [`Job::Build`]: the layer's image and log, or the step that failed.
+    Built(Box<Result<crate::vivarium::Built, crate::vivarium::BuildError>>),
     /// To [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
     Done,
     /// To a [`Job::Fault`] probe.
@@ -385,6 +397,8 @@ pub enum JobKind {
     WriteFile,
     /// [`Job::Capture`].
     Capture,
+    /// [`Job::Build`].
+    Build,
     /// [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
     Plain,
     /// [`Job::Fault`].
@@ -405,6 +419,7 @@ impl Job {
             Job::ReadFile { .. } => JobKind::ReadFile,
             Job::WriteFile { .. } => JobKind::WriteFile,
             Job::Capture { .. } => JobKind::Capture,
+            Job::Build { .. } => JobKind::Build,
             Job::Restart { .. } | Job::AddPackages { .. } | Job::Close { .. } => JobKind::Plain,
             #[cfg(debug_assertions)]
             Job::Fault(_) => JobKind::Fault,
@@ -427,6 +442,7 @@ impl Reply {
                 | (JobKind::ReadFile, Reply::File(_) | Reply::HeldFile { .. })
                 | (JobKind::WriteFile, Reply::Wrote(_))
                 | (JobKind::Capture, Reply::Image(_))
+                | (JobKind::Build, Reply::Built(_))
                 | (JobKind::Plain, Reply::Done)
         ) || self.answers_fault(kind)
     }

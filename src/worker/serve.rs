@@ -33,6 +33,8 @@ struct Slot {
     /// Its template, for a rollback, a restart, a query or a capture: the session's jobs do
     /// not carry it.
     template: Template,
+    /// The user template's layer it was opened from, for a restart.
+    layer: Option<crate::template::LayerRef>,
     /// The interpreter's cancel flag, reachable while a job has it out (an interrupt).
     cancel: Arc<AtomicBool>,
     /// The highest interrupt generation received for it.
@@ -129,6 +131,7 @@ impl Worker {
                 packages,
                 want_image,
                 volumes,
+                layer,
             } => {
                 let interp = self
                     .host
@@ -138,6 +141,7 @@ impl Worker {
                         self.cancel_flag(),
                         packages.env(),
                         volumes,
+                        layer.as_deref(),
                     )
                     .map_err(from_sandbox)?;
                 let image = if want_image {
@@ -146,7 +150,7 @@ impl Worker {
                     None
                 };
                 Ok(Reply::Opened {
-                    handle: self.keep(interp, template),
+                    handle: self.keep(interp, template, layer.map(|l| *l)),
                     image,
                 })
             }
@@ -167,7 +171,7 @@ impl Worker {
                     )
                     .map_err(from_restore)?;
                 Ok(Reply::Opened {
-                    handle: self.keep(interp, template),
+                    handle: self.keep(interp, template, None),
                     image: None,
                 })
             }
@@ -185,21 +189,30 @@ impl Worker {
                         JobError::InvalidRequest(format!("the session could not answer: {e}"))
                     })
             }),
-            Job::Restart { handle } => self.with(handle, |interp, template| {
-                let fresh = self
-                    .host
-                    .open_interpreter(
-                        *interp.limits(),
-                        template,
-                        interp.cancel_flag(),
-                        interp.packages(),
-                        interp.volumes(),
-                    )
-                    .map_err(from_sandbox)?;
-                let old = std::mem::replace(interp, fresh);
-                crate::sandbox::guest_threads::defer_drop(old);
-                Ok(Reply::Done)
-            }),
+            Job::Build { program, packages } => Ok(Reply::Built(Box::new(self.host.build_layer(
+                *program,
+                packages.env(),
+                cancel,
+            )))),
+            Job::Restart { handle } => {
+                let layer = lock(&self.slots).get(&handle).and_then(|s| s.layer.clone());
+                self.with(handle, |interp, template| {
+                    let fresh = self
+                        .host
+                        .open_interpreter(
+                            *interp.limits(),
+                            template,
+                            interp.cancel_flag(),
+                            interp.packages(),
+                            interp.volumes(),
+                            layer.as_ref(),
+                        )
+                        .map_err(from_sandbox)?;
+                    let old = std::mem::replace(interp, fresh);
+                    crate::sandbox::guest_threads::defer_drop(old);
+                    Ok(Reply::Done)
+                })
+            }
             Job::AddPackages { handle, packages } => self.with(handle, |interp, template| {
                 self.host
                     .add_packages(interp, template, packages.env())
@@ -266,7 +279,7 @@ impl Worker {
                     )
                     .map_err(from_restore)?;
                 Ok(Reply::Opened {
-                    handle: self.keep(forked, template),
+                    handle: self.keep(forked, template, None),
                     image: None,
                 })
             }
@@ -407,7 +420,12 @@ impl Worker {
     }
 
     /// Registers `interp`; its handle.
-    fn keep(&self, interp: Interpreter, template: Template) -> Handle {
+    fn keep(
+        &self,
+        interp: Interpreter,
+        template: Template,
+        layer: Option<crate::template::LayerRef>,
+    ) -> Handle {
         let handle = self.next.fetch_add(1, Ordering::Relaxed);
         let cancel = interp.cancel_flag();
         lock(&self.slots).insert(
@@ -415,6 +433,7 @@ impl Worker {
             Slot {
                 interp: Some(interp),
                 template,
+                layer,
                 cancel,
                 interrupted: AtomicU64::new(0),
             },

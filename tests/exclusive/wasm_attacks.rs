@@ -166,6 +166,7 @@ pub fn run_module(
                 setup: Default::default(),
                 seed: None,
                 volumes: Vec::new(),
+                layer: None,
             })
             .expect("a guest store");
         let started = Instant::now();
@@ -493,6 +494,7 @@ fn every_wasi_import_with_hostile_pointers() {
                 setup: Default::default(),
                 seed: None,
                 volumes: Vec::new(),
+                layer: None,
             })
             .unwrap();
         gs.arm(l.timeout_ms, l.fuel);

@@ -123,6 +123,7 @@ fn run(code: &str, limits: ToolLimits, delay: Duration, timeout_ms: u64) -> (Rep
             network: None,
             language: Default::default(),
             volumes: Vec::new(),
+            layer: None,
         },
         observer: None,
         packages: host.no_packages(),

@@ -86,6 +86,7 @@ fn assert_turn_stays_within_the_quota(code: &'static str) {
                 setup: Default::default(),
                 seed: None,
                 volumes: Vec::new(),
+                layer: None,
             })
             .unwrap()
             .into_interpreter();

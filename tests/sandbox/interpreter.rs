@@ -22,6 +22,7 @@ fn fresh_interpreter(host: &Vivarium) -> Interpreter {
         setup: Default::default(),
         seed: None,
         volumes: Vec::new(),
+        layer: None,
     })
     .unwrap()
     .into_interpreter()

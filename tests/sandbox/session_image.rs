@@ -24,6 +24,7 @@ fn open(host: &Vivarium) -> Interpreter {
         Arc::default(),
         host.no_packages(),
         Vec::new(),
+        None,
     )
     .unwrap()
 }

@@ -271,6 +271,7 @@ fn sessions_start_from_the_template() {
                     setup: Default::default(),
                     seed: None,
                     volumes: Vec::new(),
+                    layer: None,
                 },
                 Template::Scientific,
             )
@@ -325,8 +326,11 @@ async fn http_requests_and_sessions_pick_a_template() {
     .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["stdout"], "True\n", "{v}");
+    // A name that is no template (built in or the caller's) is a 404 naming the field.
     let (st, v) = http_support::post(&c, &url, &json!({"code": code, "template": "nope"})).await;
-    assert_eq!(st, 400, "{v}");
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(v["error"]["code"], "template_not_found", "{v}");
+    assert_eq!(v["error"]["field"], "template", "{v}");
     // Below the minimum is a 400 naming the field, on any template.
     let (st, v) = http_support::post(
         &c,

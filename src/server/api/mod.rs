@@ -20,6 +20,7 @@ pub mod piston;
 pub mod sessions;
 pub mod snapshots;
 pub mod stream;
+pub mod templates;
 pub mod types;
 pub mod usage;
 pub mod volumes;
@@ -65,6 +66,8 @@ pub fn documented_routes() -> OpenApiRouter<AppState> {
             volumes::delete_file
         ))
         .routes(routes!(volumes::make_dir))
+        .routes(routes!(templates::build, templates::list))
+        .routes(routes!(templates::info, templates::delete))
         .routes(routes!(sessions::open))
         .routes(routes!(sessions::info, sessions::close))
         .routes(routes!(sessions::metrics))

@@ -146,6 +146,7 @@ mod tests {
                 language: crate::guest::Language::Python,
                 network: None,
                 volumes: Vec::new(),
+                layer: None,
             },
             packages: vec![],
             leakage: LeakPolicy::Redact,

@@ -11,7 +11,6 @@ use crate::check::Policy;
 use crate::guest::Language;
 use crate::leakage::LeakPolicy;
 use crate::limits::{LimitsRequest, TurnLimitsRequest};
-use crate::template::Template;
 
 /// A file to place in the sandbox's working directory before the code runs.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -53,10 +52,13 @@ pub struct ExecuteRequest {
     #[serde(default)]
     pub policy: Policy,
     /// The snapshot the sandbox starts from: `scientific` (the default: numpy, pandas,
-    /// matplotlib, scipy, scikit-learn, statsmodels and seaborn already imported) or `python`
-    /// (the minimal one). `limits.memory_bytes` counts beyond the template's own image.
+    /// matplotlib, scipy, scikit-learn, statsmodels and seaborn already imported), `python`
+    /// (the minimal one), or one of the caller's templates (`POST /v1/templates`: its
+    /// packages, files, variables and state). `limits.memory_bytes` counts beyond the
+    /// template's own image. An unknown name is a 404 `template_not_found`.
     #[serde(default)]
-    pub template: Option<Template>,
+    #[schema(example = "scientific")]
+    pub template: Option<String>,
     /// Output leakage control: `off`, `report`, `redact` or `deny`; left out, the server's
     /// default (`redact` unless configured). The values of `env` are redacted as secrets.
     #[serde(default)]
@@ -157,10 +159,12 @@ pub struct OpenSessionRequest {
     /// defaults of each turn.
     #[serde(default)]
     pub limits: Option<LimitsRequest>,
-    /// The snapshot the interpreter starts from: `scientific` (the default) or `python`
-    /// (minimal). `limits.memory_bytes` counts beyond the template's own image.
+    /// The snapshot the interpreter starts from: `scientific` (the default), `python`
+    /// (minimal), or one of the caller's templates. `limits.memory_bytes` counts beyond the
+    /// template's own image.
     #[serde(default)]
-    pub template: Option<Template>,
+    #[schema(example = "scientific")]
+    pub template: Option<String>,
     /// Output leakage control of the session's turns and file reads (a turn may name its
     /// own): `off`, `report`, `redact` or `deny`; left out, the server's default.
     #[serde(default)]

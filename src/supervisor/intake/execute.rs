@@ -46,12 +46,15 @@ pub async fn prepare(
     let host = runner.host()?;
     let req = ask;
     record.set_code(&req.code);
-    let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+    let chosen = runner.choose_template(record.key_id.as_deref(), req.template.as_deref())?;
+    let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     let files = decode_files(req.files, limits.disk_bytes)?;
     let volumes = volume_mounts(req.volumes, &files)?;
-    // Packages its `pip install` lines name are given to it as if named in `packages`.
-    let mut packages = req.packages;
+    // Its template's packages, then its own; those its `pip install` lines name are given
+    // to it as if named in `packages`.
+    let mut packages = chosen.packages;
+    packages.extend(req.packages);
     for named in host.packages_named_by(&req.code, req.language) {
         if !packages.contains(&named) {
             packages.push(named);
@@ -85,7 +88,7 @@ pub async fn prepare(
             files,
             limits,
             env,
-            template,
+            template: chosen.template,
             rich: true,
             line_buffered: false,
             policy: req.policy,
@@ -94,6 +97,7 @@ pub async fn prepare(
             network,
             language: req.language,
             volumes,
+            layer: chosen.layer,
         },
         observer: None,
         packages: resolved,

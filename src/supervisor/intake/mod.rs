@@ -11,6 +11,7 @@ mod plain;
 mod query;
 mod resolve;
 mod session;
+pub mod template;
 mod unclaimed;
 
 pub use ask::{

@@ -89,6 +89,7 @@ pub fn plain(
             network: None,
             language: Default::default(),
             volumes: Vec::new(),
+            layer: None,
         },
         observer: None,
         packages: host.no_packages(),

@@ -104,16 +104,20 @@ async fn open_labelled(
             )
             .await;
     }
-    let (template, limits) = host.resolve_for(req.template, &req.limits.unwrap_or_default())?;
+    let chosen = runner.choose_template(owner.as_deref(), req.template.as_deref())?;
+    let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
-    host.check_packages(&req.packages)
+    let mut packages = chosen.packages;
+    packages.extend(req.packages);
+    host.check_packages(&packages)
         .map_err(SupervisorError::Package)?;
     let (network, secrets) = network_of(runner, req.network, req.secrets, record)?;
-    let packages = runner.packages(req.packages, record).await?;
+    let packages = runner.packages(packages, record).await?;
     let volumes = volume_mounts(req.volumes, &[])?;
     let opening = Opening {
         limits,
-        template,
+        template: chosen.template,
+        layer: chosen.layer,
         leakage: req.leakage,
         durable: req.durable,
         packages,

@@ -90,6 +90,7 @@ impl Runner {
             network: None,
             language: turn.language,
             volumes: Vec::new(),
+            layer: None,
         };
         let journal = Journal {
             id: id.to_string(),

@@ -28,6 +28,7 @@ mod live;
 mod packages;
 mod placement;
 mod residency;
+mod templates;
 mod turns;
 mod user_snapshots;
 mod volumes;
@@ -44,6 +45,7 @@ pub use super::session::{TurnDone, Turned};
 pub use code_mode::CodeMode;
 pub use console::ConsoleState;
 pub use live::{LiveText, TextSink};
+pub use templates::BuildPlan;
 pub use turns::Opening;
 pub use turns::SessionTurn;
 
@@ -112,6 +114,10 @@ pub struct Runner {
     package_jobs: packages::PackageJobs,
     /// Tenants' volumes on this node.
     volumes: Arc<crate::volumes::VolumeStore>,
+    /// Tenants' templates on this node (set with the runtime: they live in its home).
+    templates: OnceLock<super::templates::UserTemplates>,
+    /// What a tenant may hold of templates.
+    template_limits: super::templates::TemplateLimits,
 }
 
 impl Runner {
@@ -177,6 +183,8 @@ impl Runner {
             stored_counted: AtomicBool::new(false),
             package_jobs: packages::PackageJobs::new(config.queue_timeout),
             volumes,
+            templates: OnceLock::new(),
+            template_limits: config.templates,
         }
     }
 
@@ -350,6 +358,10 @@ impl Runner {
     /// Makes the loaded runtime and its workers available; runs are refused with 503 until
     /// then.
     pub fn set_host(&self, host: Arc<Vivarium>, workers: Workers) {
+        let _ = self.templates.set(super::templates::UserTemplates::open(
+            &host.home().join("user-templates"),
+            self.template_limits,
+        ));
         let _ = self.workers.set(workers);
         let _ = self.host.set(host);
     }
@@ -443,7 +455,9 @@ impl Runner {
         let input: u64 = program.files.iter().map(|f| f.content.len() as u64).sum();
         let need = MemoryNeed {
             reserve: reserve_for(&program.limits),
-            starts_with: host.starting_bytes(program.template, input),
+            starts_with: host
+                .starting_bytes(program.template, input)
+                .saturating_add(program.layer.as_ref().map_or(0, |l| l.extra_bytes)),
             counted: true,
         };
         // Idle sessions make way for work: the coldest hibernate when the budget is short.

@@ -108,6 +108,7 @@ fn runner() -> Fixture {
         },
         egress: None,
         webhooks: Default::default(),
+        templates: Default::default(),
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
     let (volumes, _) = crate::volumes::VolumeStore::open(
@@ -154,6 +155,7 @@ async fn open(runner: &Runner) -> Arc<Session> {
                 packages: host.no_packages(),
                 owner: None,
                 network: None,
+                layer: None,
             },
             &mut record(),
         )

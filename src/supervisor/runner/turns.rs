@@ -117,6 +117,8 @@ pub struct Opening {
     pub labels: Labels,
     /// Volumes mounted for its life.
     pub volumes: Vec<crate::volumes::VolumeMount>,
+    /// A user template's layer over `template`.
+    pub layer: Option<crate::template::LayerRef>,
 }
 
 impl Runner {
@@ -141,6 +143,7 @@ impl Runner {
             network,
             labels,
             volumes,
+            layer,
         } = opening;
         labels
             .check()
@@ -158,15 +161,27 @@ impl Runner {
             labels,
             volumes,
         };
+        let starts_with = layer.as_ref().map(|l| {
+            self.host()
+                .map_or(0, |h| h.starting_bytes(template, 0))
+                .saturating_add(l.extra_bytes)
+        });
         let job = Job::Open {
             limits,
             template,
             packages: PackageRef::of(&packages),
             want_image: durable,
             volumes: Vec::new(),
+            layer: layer.map(Box::new),
         };
         let (session, first) = self
-            .admit_session(settings, record, None, Placing::Anywhere(job), packages)
+            .admit_session(
+                settings,
+                record,
+                starts_with,
+                Placing::Anywhere(job),
+                packages,
+            )
             .await?;
         if let Some(image) = first {
             self.keep_own_snapshot(&session, *image).await?;

@@ -340,7 +340,12 @@ async fn create_context(
             read_only: m.read_only,
         })
         .collect();
-    let id = open_session(&door, &ctx, owner.template, network, volumes, extras)
+    // A context starts from its sandbox's template, a user template included.
+    let template = labels
+        .template_id
+        .as_deref()
+        .map_or_else(|| owner.template.to_string(), super::control::template_of);
+    let id = open_session(&door, &ctx, template, network, volumes, extras)
         .await
         .map_err(|why| {
             invalid(format!(

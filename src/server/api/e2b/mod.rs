@@ -272,7 +272,7 @@ async fn run_turn(
 async fn open_session(
     door: &Door,
     ctx: &RequestContext,
-    template: crate::vocabulary::Template,
+    template: String,
     network: Option<NetworkRequest>,
     volumes: Vec<VolumeMountRequest>,
     extras: OpeningExtras,

@@ -222,7 +222,7 @@ pub async fn start(Caller { state, ctx }: Caller, body: Result<Bytes, BytesRejec
         // The server's default limits, and the operator's network list as it is, as for
         // any request that names neither.
         let ask = OpenSessionRequest {
-            template: Some(template),
+            template: Some(template.to_string()),
             ..OpenSessionRequest::default()
         };
         let session = intake::open(&state.runner, ask, bracket.record()).await?;

@@ -179,10 +179,7 @@ impl VivariumMcp {
             Ok(parts) => parts,
             Err(e) => return Ok(*e),
         };
-        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
-            Ok(template) => template,
-            Err(e) => return Ok(tool_error(e)),
-        };
+        let template = args.template;
         let req = ExecuteRequest {
             code: args.code,
             stdin: args.stdin,
@@ -253,10 +250,7 @@ impl VivariumMcp {
         extensions: Extensions,
         Parameters(args): Parameters<OpenSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let template = match args.template.map(|t| t.parse::<Template>()).transpose() {
-            Ok(template) => template,
-            Err(e) => return Ok(tool_error(e)),
-        };
+        let template = args.template;
         let req = OpenSessionRequest {
             limits: args.limits,
             template,

@@ -1,0 +1,339 @@
+//! User templates: environments a tenant builds (packages, files, shell steps, set-up code,
+//! imports, variables) and names, so its sandboxes start with that work done. Each is a
+//! layer over a built-in template (`sandbox::Layer`): the state its build left, kept as a
+//! snapshot image in `<home>/user-templates/layers/<id>.layer`, which workers read and keep
+//! decoded. This module holds the records (`records/<tenant>.json`, one file a tenant, read
+//! at start), the names, ids and quotas; building one is the runner's
+//! (`runner/templates.rs`), what a request asks is the intake's (`intake/template.rs`).
+//!
+//! A template is its tenant's: another tenant's name is not found. Its id hashes every
+//! input with the tenant, so identical inputs of one tenant give one id and one build, and
+//! no tenant learns of another's builds. Rebuilding a name with other inputs makes a new
+//! version; the old version's layer stays while runs may be using it, then goes.
+
+mod record;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use record::{BuildFailure, TemplateInfo, TemplateStatus};
+
+use crate::sync::lock;
+use crate::template::{LayerRef, Template};
+
+/// The longest template name.
+pub const MAX_NAME: usize = 63;
+
+/// Why a template could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum UserTemplateError {
+    /// No template by that name in the caller's tenant (never built, deleted, another's).
+    #[error(
+        "no template {0:?} (the built-in ones are \"python\" and \"scientific\"; GET /v1/templates lists yours)"
+    )]
+    NotFound(String),
+    /// The name is being built; its build must end first.
+    #[error("template {0:?} is being built; wait for its build to end (GET /v1/templates/{0})")]
+    Building(String),
+    /// Its last build failed: it cannot be used until a build succeeds.
+    #[error("template {name:?} cannot be used: its build failed at {step}: {reason}")]
+    Failed {
+        name: String,
+        step: String,
+        reason: String,
+    },
+    /// The tenant has as many templates as it may.
+    #[error(
+        "a tenant has at most {0} templates (--templates-per-tenant): delete one first (DELETE /v1/templates/{{name}})"
+    )]
+    TooMany(u64),
+    /// The tenant has as many builds in flight as it may.
+    #[error("a tenant builds at most {0} templates at once: wait for a build to end")]
+    TooManyBuilds(u64),
+    /// A name that cannot be a template's.
+    #[error("invalid template name {name:?}: {why}")]
+    InvalidName { name: String, why: &'static str },
+    /// Reading or writing the records or a layer failed.
+    #[error("template storage: {0}")]
+    Io(String),
+}
+
+/// Checks a template name: 1 to 63 of `A-Z a-z 0-9 . _ -`, starting with a letter or a
+/// digit, and not a built-in template's.
+pub fn check_name(name: &str) -> Result<(), UserTemplateError> {
+    let bad = |why| UserTemplateError::InvalidName {
+        name: name.chars().take(80).collect(),
+        why,
+    };
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(bad("a name is 1 to 63 characters"));
+    }
+    if !name.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err(bad("a name starts with a letter or a digit"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(bad("a name holds only letters, digits, '.', '_' and '-'"));
+    }
+    if name.parse::<Template>().is_ok() {
+        return Err(bad("that is a built-in template's name"));
+    }
+    Ok(())
+}
+
+/// One template as kept: what the API shows, and what a sandbox from it needs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    pub info: TemplateInfo,
+    /// Its environment (the values are not shown by the API).
+    pub env: Vec<(String, String)>,
+    /// The package specifiers its sandboxes get (its own and those of what it was built
+    /// from), pinned to what the build resolved.
+    pub packages: Vec<String>,
+    /// The linear memory its sandboxes start with.
+    pub memory_bytes: u64,
+}
+
+impl Kept {
+    /// Its layer, when it is ready; `base_bytes` is its built-in template's starting memory.
+    pub fn layer(&self, store: &UserTemplates, base_bytes: u64) -> Option<LayerRef> {
+        (self.info.status == TemplateStatus::Ready).then(|| LayerRef {
+            id: self.info.id.clone(),
+            path: store.layer_path(&self.info.id),
+            extra_bytes: self.memory_bytes.saturating_sub(base_bytes),
+            env: self.env.clone(),
+        })
+    }
+}
+
+/// What a run's `template` names, resolved for its tenant.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// The built-in template at the bottom.
+    pub template: Template,
+    /// The user template's layer over it, with its environment (`None`: the built-in as
+    /// it is).
+    pub layer: Option<LayerRef>,
+    /// Its packages: a request's own are added to them.
+    pub packages: Vec<String>,
+}
+
+impl Chosen {
+    /// A built-in template as it is.
+    pub fn builtin(template: Template) -> Self {
+        Chosen {
+            template,
+            layer: None,
+            packages: Vec::new(),
+        }
+    }
+}
+
+/// What a tenant may hold of templates (`--max-templates`, `--template-bytes`,
+/// `--max-template-builds`: each tenant's).
+#[derive(Debug, Clone, Copy)]
+pub struct TemplateLimits {
+    /// Templates (built, building or failed).
+    pub templates: u64,
+    /// Bytes of their images.
+    pub bytes: u64,
+    /// Builds in flight.
+    pub builds: u64,
+}
+
+impl Default for TemplateLimits {
+    fn default() -> Self {
+        TemplateLimits {
+            templates: 32,
+            bytes: 2 << 30,
+            builds: 2,
+        }
+    }
+}
+
+/// Every tenant's templates on this node.
+pub struct UserTemplates {
+    dir: PathBuf,
+    pub limits: TemplateLimits,
+    /// Per tenant, per name.
+    records: Mutex<BTreeMap<String, BTreeMap<String, Kept>>>,
+    /// Per tenant, its builds in flight.
+    building: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+/// A place among a tenant's builds in flight, given back when dropped.
+pub struct BuildPlace {
+    tenant: String,
+    building: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl Drop for BuildPlace {
+    fn drop(&mut self) {
+        let mut building = lock(&self.building);
+        if let Some(n) = building.get_mut(&self.tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                building.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+impl UserTemplates {
+    /// The templates kept under `dir` (made if missing); records that cannot be read are
+    /// logged and skipped, a build that was running when the server stopped is failed.
+    pub fn open(dir: &Path, limits: TemplateLimits) -> Self {
+        let mut records = BTreeMap::new();
+        let _ = std::fs::create_dir_all(dir.join("layers"));
+        let _ = std::fs::create_dir_all(dir.join("records"));
+        if let Ok(entries) = std::fs::read_dir(dir.join("records")) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match std::fs::read(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| {
+                        serde_json::from_slice::<TenantFile>(&b).map_err(|e| e.to_string())
+                    }) {
+                    Ok(file) => {
+                        let mut mine = BTreeMap::new();
+                        for mut kept in file.templates {
+                            if kept.info.status == TemplateStatus::Building {
+                                kept.info.status = TemplateStatus::Failed;
+                                kept.info.error = Some(BuildFailure {
+                                    step: "build".into(),
+                                    reason: "the server stopped during the build".into(),
+                                });
+                            }
+                            mine.insert(kept.info.name.clone(), kept);
+                        }
+                        records.insert(file.tenant, mine);
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "template records skipped")
+                    }
+                }
+            }
+        }
+        UserTemplates {
+            dir: dir.to_path_buf(),
+            limits,
+            records: Mutex::new(records),
+            building: Default::default(),
+        }
+    }
+
+    /// A place among `tenant`'s builds in flight, or `None` when it has as many as it may.
+    pub fn begin_build(&self, tenant: &str) -> Option<BuildPlace> {
+        let mut building = lock(&self.building);
+        let n = building.entry(tenant.to_string()).or_default();
+        if *n >= self.limits.builds {
+            return None;
+        }
+        *n += 1;
+        Some(BuildPlace {
+            tenant: tenant.to_string(),
+            building: self.building.clone(),
+        })
+    }
+
+    /// Where the layer of id `id` is.
+    pub fn layer_path(&self, id: &str) -> PathBuf {
+        self.dir.join("layers").join(format!("{id}.layer"))
+    }
+
+    /// Template `name` of `tenant`.
+    pub fn get(&self, tenant: &str, name: &str) -> Option<Kept> {
+        lock(&self.records).get(tenant)?.get(name).cloned()
+    }
+
+    /// `tenant`'s templates, by name.
+    pub fn list(&self, tenant: &str) -> Vec<TemplateInfo> {
+        lock(&self.records)
+            .get(tenant)
+            .map(|m| m.values().map(|k| k.info.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many templates `tenant` has and their bytes, leaving `name` out (what a rebuild
+    /// of it replaces).
+    pub fn usage(&self, tenant: &str, but: &str) -> (u64, u64) {
+        lock(&self.records).get(tenant).map_or((0, 0), |m| {
+            m.values()
+                .filter(|k| k.info.name != but)
+                .fold((0, 0), |(n, b), k| (n + 1, b + k.info.bytes))
+        })
+    }
+
+    /// A ready template of `tenant` with id `id` (identical inputs built before), if any.
+    pub fn ready_with_id(&self, tenant: &str, id: &str) -> Option<Kept> {
+        lock(&self.records)
+            .get(tenant)?
+            .values()
+            .find(|k| k.info.id == id && k.info.status == TemplateStatus::Ready)
+            .cloned()
+    }
+
+    /// Records `kept` as `tenant`'s template of its name (replacing what was), and writes the
+    /// tenant's records. Returns what it replaced.
+    pub fn put(&self, tenant: &str, kept: Kept) -> Result<Option<Kept>, UserTemplateError> {
+        let mut records = lock(&self.records);
+        let mine = records.entry(tenant.to_string()).or_default();
+        let old = mine.insert(kept.info.name.clone(), kept);
+        self.write(tenant, mine)?;
+        Ok(old)
+    }
+
+    /// Removes `tenant`'s template `name`, writing the records. Returns it.
+    pub fn remove(&self, tenant: &str, name: &str) -> Result<Option<Kept>, UserTemplateError> {
+        let mut records = lock(&self.records);
+        let Some(mine) = records.get_mut(tenant) else {
+            return Ok(None);
+        };
+        let old = mine.remove(name);
+        self.write(tenant, mine)?;
+        Ok(old)
+    }
+
+    /// Whether any record of any tenant still uses layer `id`.
+    pub fn layer_in_use(&self, id: &str) -> bool {
+        lock(&self.records)
+            .values()
+            .any(|m| m.values().any(|k| k.info.id == id))
+    }
+
+    /// Writes `tenant`'s records (atomically: a temporary file renamed).
+    fn write(&self, tenant: &str, mine: &BTreeMap<String, Kept>) -> Result<(), UserTemplateError> {
+        let file = TenantFile {
+            tenant: tenant.to_string(),
+            templates: mine.values().cloned().collect(),
+        };
+        let bytes = serde_json::to_vec(&file).map_err(|e| UserTemplateError::Io(e.to_string()))?;
+        let path = self
+            .dir
+            .join("records")
+            .join(format!("{}.json", tenant_file(tenant)));
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| UserTemplateError::Io(format!("{}: {e}", path.display())))
+    }
+}
+
+/// One tenant's records on disk.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct TenantFile {
+    tenant: String,
+    templates: Vec<Kept>,
+}
+
+/// A tenant's records' file name: a hash of its id (ids are the keys file's, any text).
+fn tenant_file(tenant: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(tenant.as_bytes())[..16])
+}
