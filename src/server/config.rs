@@ -213,6 +213,10 @@ pub struct ServeArgs {
     /// Files and folders one volume may hold.
     #[arg(long, env = "VIVARIUM_VOLUME_FILES", default_value_t = 10_000)]
     pub volume_files: u64,
+    /// Where user templates are kept (a directory, created if missing; workers read it)
+    /// (default: `$VIVARIUM_HOME/user-templates`).
+    #[arg(long, env = "VIVARIUM_TEMPLATE_DIR")]
+    pub template_dir: Option<PathBuf>,
     /// User templates one tenant may have (built, building or failed); past it, 429
     /// `quota_exceeded`.
     #[arg(long, env = "VIVARIUM_TEMPLATES_PER_TENANT", default_value_t = 32)]
@@ -444,8 +448,8 @@ pub struct Config {
     pub volume_dir: PathBuf,
     /// What each tenant may keep in volumes.
     pub volume_limits: crate::volumes::VolumeLimits,
-    /// What each tenant may hold of user templates.
-    pub template_limits: crate::supervisor::templates::TemplateLimits,
+    /// Where user templates are kept, and what each tenant may hold of them.
+    pub templates: crate::supervisor::templates::TemplateSettings,
     /// Each tenant's limits when the server has API keys (a tenant the keys file declares
     /// may set its own).
     pub tenant_quotas: Quotas,
@@ -633,10 +637,16 @@ impl ServeArgs {
                 tenant_bytes: self.volume_tenant_bytes,
                 files: self.volume_files,
             },
-            template_limits: crate::supervisor::templates::TemplateLimits {
-                templates: self.templates_per_tenant.max(1),
-                bytes: self.template_tenant_bytes,
-                builds: self.template_builds_per_tenant.max(1),
+            templates: crate::supervisor::templates::TemplateSettings {
+                dir: self
+                    .template_dir
+                    .clone()
+                    .unwrap_or_else(|| RuntimeOptions::from_env().home.join("user-templates")),
+                limits: crate::supervisor::templates::TemplateLimits {
+                    templates: self.templates_per_tenant.max(1),
+                    bytes: self.template_tenant_bytes,
+                    builds: self.template_builds_per_tenant.max(1),
+                },
             },
             tenant_quotas,
             single_tenant_quotas,
@@ -814,7 +824,7 @@ impl Config {
             executions: self.executions,
             egress: self.egress.clone(),
             webhooks: self.webhooks.clone(),
-            templates: self.template_limits,
+            templates: Some(self.templates.clone()),
         }
     }
 }

@@ -160,6 +160,8 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| host.scratch_root().to_path_buf());
+    // The jail names the folders workers may read, and a folder made after it is not in it.
+    let _ = std::fs::create_dir_all(config.templates.dir.join("layers"));
     let worker_config = WorkerConfig {
         scratch_base,
         maximum: config.maximum,
@@ -174,6 +176,7 @@ fn open_runtime(state: &AppState) -> anyhow::Result<(Arc<Vivarium>, Workers)> {
                 host.runtime_files().dir.clone(),
                 crate::runtime::RuntimeOptions::from_env().home,
                 config.packages.dir.clone(),
+                config.templates.dir.clone(),
             ],
             read_write: vec![config.volume_dir.clone()],
             open_files: 65_536,

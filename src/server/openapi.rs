@@ -71,6 +71,7 @@ impl Modify for BearerAuth {
         (name = "execute", description = "One program in a fresh sandbox"),
         (name = "sessions", description = "Kept-alive interpreters whose turns share state"),
         (name = "volumes", description = "Named folders of files a tenant keeps beyond any sandbox"),
+        (name = "templates", description = "Environments a tenant builds and names: packages, files, shell steps, set-up code and imports, done once"),
         (name = "operations", description = "Health, readiness, metrics, this document"),
         (name = "piston", description = "Piston v2 compatibility: existing Piston clients run unchanged"),
         (name = "mcp", description = "Model Context Protocol for AI assistants"),

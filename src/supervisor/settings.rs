@@ -45,8 +45,9 @@ pub struct Settings {
     pub egress: Option<std::sync::Arc<crate::supervisor::egress::Egress>>,
     /// Where webhooks may be sent.
     pub webhooks: crate::supervisor::events::WebhookSettings,
-    /// What a tenant may hold of user templates.
-    pub templates: crate::supervisor::templates::TemplateLimits,
+    /// Where user templates are kept (`None`: the runtime's home's `user-templates`), and
+    /// what a tenant may hold of them.
+    pub templates: Option<crate::supervisor::templates::TemplateSettings>,
 }
 
 /// The output-leakage settings: the rules, compiled, and the policies.

@@ -40,6 +40,7 @@ pub fn spawn_server(scratch: &Path, snapshot_dir: Option<&Path>, extra: &[&str])
         .env("VIVARIUM_SCRATCH", scratch)
         .env("VIVARIUM_AUDIT_LOG", scratch.with_extension("audit.jsonl"))
         .env("VIVARIUM_VOLUME_DIR", scratch.with_extension("volumes"))
+        .env("VIVARIUM_TEMPLATE_DIR", scratch.with_extension("templates"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     if let Some(dir) = snapshot_dir {
@@ -154,6 +155,7 @@ pub async fn start(tag: &str, configure: impl FnOnce(&mut ServeArgs)) -> TestSer
     args.audit_log = Some(audit_log.clone());
     args.snapshot_dir = Some(scratch.with_extension("snapshots"));
     args.volume_dir = Some(scratch.with_extension("volumes"));
+    args.template_dir = Some(scratch.with_extension("templates"));
     args.listen = "127.0.0.1:0".parse().unwrap();
     // Workers run this crate's binary (the test's own executable is the test harness).
     args.worker_exe = Some(env!("CARGO_BIN_EXE_vivarium").into());

@@ -50,6 +50,7 @@ mod session_metrics;
 mod shell_differential;
 mod shell_hostile;
 mod shell_http;
+mod templates;
 mod traces;
 mod volume_mounts;
 mod volumes;

@@ -116,8 +116,9 @@ pub struct Runner {
     volumes: Arc<crate::volumes::VolumeStore>,
     /// Tenants' templates on this node (set with the runtime: they live in its home).
     templates: OnceLock<super::templates::UserTemplates>,
-    /// What a tenant may hold of templates.
-    template_limits: super::templates::TemplateLimits,
+    /// Where templates are kept and what a tenant may hold of them (`None`: in the
+    /// runtime's home, the default limits).
+    template_settings: Option<super::templates::TemplateSettings>,
 }
 
 impl Runner {
@@ -184,7 +185,7 @@ impl Runner {
             package_jobs: packages::PackageJobs::new(config.queue_timeout),
             volumes,
             templates: OnceLock::new(),
-            template_limits: config.templates,
+            template_settings: config.templates.clone(),
         }
     }
 
@@ -358,9 +359,16 @@ impl Runner {
     /// Makes the loaded runtime and its workers available; runs are refused with 503 until
     /// then.
     pub fn set_host(&self, host: Arc<Vivarium>, workers: Workers) {
+        let settings =
+            self.template_settings
+                .clone()
+                .unwrap_or_else(|| super::templates::TemplateSettings {
+                    dir: host.home().join("user-templates"),
+                    limits: Default::default(),
+                });
         let _ = self.templates.set(super::templates::UserTemplates::open(
-            &host.home().join("user-templates"),
-            self.template_limits,
+            &settings.dir,
+            settings.limits,
         ));
         let _ = self.workers.set(workers);
         let _ = self.host.set(host);

@@ -108,7 +108,7 @@ fn runner() -> Fixture {
         },
         egress: None,
         webhooks: Default::default(),
-        templates: Default::default(),
+        templates: None,
     };
     let store = open_store(&dir, None).expect("a snapshot store in a temporary directory");
     let (volumes, _) = crate::volumes::VolumeStore::open(

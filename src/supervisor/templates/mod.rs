@@ -132,6 +132,14 @@ impl Chosen {
     }
 }
 
+/// Where templates are kept and what each tenant may hold.
+#[derive(Debug, Clone)]
+pub struct TemplateSettings {
+    /// Their records and layers (workers read the layers).
+    pub dir: PathBuf,
+    pub limits: TemplateLimits,
+}
+
 /// What a tenant may hold of templates (`--max-templates`, `--template-bytes`,
 /// `--max-template-builds`: each tenant's).
 #[derive(Debug, Clone, Copy)]
