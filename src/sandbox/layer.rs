@@ -21,12 +21,19 @@ pub struct Layer {
     /// The template's content id (what names its file).
     pub id: String,
     image: SessionImage,
+    /// When it was made: its files' modification time in every sandbox.
+    made: std::time::SystemTime,
 }
 
 impl Layer {
-    /// `image` as a layer named `id`. Its fit to the template is checked when laid.
-    pub fn new(id: String, image: SessionImage) -> Self {
-        Layer { id, image }
+    /// `image` as a layer named `id`, made `created_at` (seconds since the epoch). Its fit
+    /// to the template is checked when laid.
+    pub fn new(id: String, image: SessionImage, created_at: u64) -> Self {
+        Layer {
+            id,
+            image,
+            made: std::time::UNIX_EPOCH + std::time::Duration::from_secs(created_at),
+        }
     }
 
     /// The linear memory a sandbox from it starts with.
@@ -69,7 +76,7 @@ impl Layer {
         }
         for (path, content) in &image.files {
             if live.workdir.file_len(path).is_none() {
-                live.workdir.write_file(path, content)?;
+                live.workdir.lay_file(path, content, self.made)?;
             }
         }
         live.store.data_mut().fs.charged_bytes = fs_guard::measure_dir(live.workdir.path());

@@ -191,6 +191,10 @@ pub struct WorkDir {
     dir: Dir,
     /// SHA-256 of each input file, to tell changed files from untouched ones.
     inputs: HashMap<String, [u8; 32]>,
+    /// A user template's files, laid with a modification time of the template's making:
+    /// their size and that time, so an untouched one is known without reading it (a write
+    /// sets the time to now).
+    laid: HashMap<String, (u64, std::time::SystemTime)>,
     /// The scratch root, opened, when it holds large returned files.
     held: Option<Dir>,
     /// The volumes mounted in the sandbox, by their mount points below `/` (`mnt/data`):
@@ -238,6 +242,7 @@ impl WorkDir {
             path,
             dir,
             inputs: HashMap::new(),
+            laid: HashMap::new(),
             held,
             volumes: Vec::new(),
         };
@@ -290,6 +295,49 @@ impl WorkDir {
         self.inputs
             .insert(rel.to_string(), Sha256::digest(content).into());
         Ok(())
+    }
+
+    /// Writes one of a user template's files (creating parent folders), modified at `made`:
+    /// unless the guest changes it, it is not among the run's changed files, and telling so
+    /// reads only its metadata.
+    pub fn lay_file(
+        &mut self,
+        rel: &str,
+        content: &[u8],
+        made: std::time::SystemTime,
+    ) -> Result<(), WorkdirError> {
+        validate_relative_path(rel)?;
+        if let Some(parent) = Path::new(rel)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(io("creating", parent))?;
+        }
+        let laid = (|| -> std::io::Result<std::time::SystemTime> {
+            let mut f = self.dir.create(rel)?.into_std();
+            std::io::Write::write_all(&mut f, content)?;
+            f.set_modified(made)?;
+            f.metadata()?.modified()
+        })()
+        .map_err(io("writing", Path::new(rel)))?;
+        self.laid
+            .insert(rel.to_string(), (content.len() as u64, laid));
+        Ok(())
+    }
+
+    /// Whether `rel`, a template's file, is as it was laid (its size and time).
+    fn laid_unchanged(&self, rel: &str, size: u64) -> bool {
+        let Some((len, at)) = self.laid.get(rel) else {
+            return false;
+        };
+        *len == size
+            && self
+                .dir
+                .symlink_metadata(rel)
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| m.into_std() == *at)
     }
 
     /// Makes one folder (and its parents) inside the directory.
@@ -489,6 +537,9 @@ impl WorkDir {
         let mut out = Vec::new();
         let mut held_count = 0;
         for (rel, size) in self.list_files() {
+            if self.laid_unchanged(&rel, size) {
+                continue;
+            }
             if let Some(held) = &self.held
                 && size > HOLD_ABOVE_BYTES
                 && held_count < MAX_HELD_FILES

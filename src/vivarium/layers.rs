@@ -219,7 +219,7 @@ impl Vivarium {
                 "built over another build of the {template} template: rebuild it"
             )));
         }
-        let layer = Arc::new(Layer::new(r.id.clone(), image));
+        let layer = Arc::new(Layer::new(r.id.clone(), image, header.created_at));
         let mut kept = lock(&self.layers.kept);
         if !kept.iter().any(|l| l.id == r.id) {
             if kept.len() >= LAYERS_KEPT {

@@ -144,6 +144,15 @@ async fn a_template_is_built_used_rebuilt_reused_and_deleted() {
         "random numbers repeat across runs: {r} {again}"
     );
     assert_eq!(out2[4], "False", "{again}");
+    // A template's file the run changes comes back, even at the same size and at once.
+    let r = run(&c, &s, json!({"code": "f = open('out/NOTE', 'r+'); f.write('MADE'); f.close()", "template": "reporting"})).await;
+    let files: Vec<&str> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["work/out/NOTE"], "{r}");
     // A file the run writes over a template's is the run's, and comes back.
     let r = run(
         &c,

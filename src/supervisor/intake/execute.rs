@@ -51,10 +51,9 @@ pub async fn prepare(
     record.limits = Some(limits);
     let files = decode_files(req.files, limits.disk_bytes)?;
     let volumes = volume_mounts(req.volumes, &files)?;
-    // Its template's packages, then its own; those its `pip install` lines name are given
-    // to it as if named in `packages`.
-    let mut packages = chosen.packages;
-    packages.extend(req.packages);
+    // Its own packages (its template's come with it); those its `pip install` lines name
+    // are given to it as if named in `packages`.
+    let mut packages = req.packages;
     for named in host.packages_named_by(&req.code, req.language) {
         if !packages.contains(&named) {
             packages.push(named);
@@ -80,7 +79,11 @@ pub async fn prepare(
     };
     let guard = runner.leak_guard_with_secrets(policy, &env, &req.leakage_allow_env, &secrets);
     let env = secrets.lay_over(env);
-    let resolved = runner.packages(packages.clone(), record).await?;
+    let resolved = runner
+        .template_packages(&chosen, packages.clone(), record)
+        .await?;
+    // What code mode's journal replays: every specifier the run was resolved from.
+    let packages = [chosen.packages.clone(), packages].concat();
     let spec = RunSpec {
         program: Program {
             code: req.code,

@@ -107,12 +107,12 @@ async fn open_labelled(
     let chosen = runner.choose_template(owner.as_deref(), req.template.as_deref())?;
     let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
-    let mut packages = chosen.packages;
-    packages.extend(req.packages);
-    host.check_packages(&packages)
+    host.check_packages(&req.packages)
         .map_err(SupervisorError::Package)?;
     let (network, secrets) = network_of(runner, req.network, req.secrets, record)?;
-    let packages = runner.packages(packages, record).await?;
+    let packages = runner
+        .template_packages(&chosen, req.packages, record)
+        .await?;
     let volumes = volume_mounts(req.volumes, &[])?;
     let opening = Opening {
         limits,

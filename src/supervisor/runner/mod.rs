@@ -460,6 +460,11 @@ impl Runner {
     ) -> SupervisorResult<Executed> {
         let host = self.host()?;
         let program = &spec.program;
+        if let Some(layer) = &program.layer {
+            // A program may come back from a journal in the store: its layer must be one of
+            // ours, where ours are.
+            self.user_templates()?.check_layer(layer)?;
+        }
         let input: u64 = program.files.iter().map(|f| f.content.len() as u64).sum();
         let need = MemoryNeed {
             reserve: reserve_for(&program.limits),

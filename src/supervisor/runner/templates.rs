@@ -238,6 +238,31 @@ impl Runner {
         Ok((size, memory_bytes))
     }
 
+    /// The packages of a run or session from `chosen` with `extra` of its own: the
+    /// template's environment, kept once resolved, when it adds none; else resolved (the
+    /// template's specifiers and `extra`) like any run's.
+    pub async fn template_packages(
+        &self,
+        chosen: &Chosen,
+        extra: Vec<String>,
+        record: &mut AuditRecord,
+    ) -> SupervisorResult<Arc<crate::packages::PackageEnv>> {
+        if extra.is_empty()
+            && let (Some(layer), Some(store)) = (&chosen.layer, self.templates.get())
+        {
+            if let Some(env) = store.env(&layer.id) {
+                record.packages = env.pins.clone();
+                return Ok(env);
+            }
+            let env = self.packages(chosen.packages.clone(), record).await?;
+            store.keep_env(&layer.id, env.clone());
+            return Ok(env);
+        }
+        let mut all = chosen.packages.clone();
+        all.extend(extra);
+        self.packages(all, record).await
+    }
+
     /// Removes `old`'s layer after a grace, unless a record still uses its id then.
     pub fn forget_layer_later(self: &Arc<Self>, old: Kept) {
         let this = self.clone();
@@ -247,6 +272,7 @@ impl Runner {
                 return;
             };
             if !store.layer_in_use(&old.info.id) {
+                store.forget_env(&old.info.id);
                 let _ = std::fs::remove_file(store.layer_path(&old.info.id));
             }
         });

@@ -170,6 +170,10 @@ pub struct UserTemplates {
     records: Mutex<BTreeMap<String, BTreeMap<String, Kept>>>,
     /// Per tenant, its builds in flight.
     building: Arc<Mutex<BTreeMap<String, u64>>>,
+    /// Each template's packages' environment by template id, once resolved: a run from it
+    /// that adds none is given this one without a lookup (and the cache keeps it while the
+    /// template is here).
+    envs: Mutex<BTreeMap<String, Arc<crate::packages::PackageEnv>>>,
 }
 
 /// A place among a tenant's builds in flight, given back when dropped.
@@ -233,6 +237,7 @@ impl UserTemplates {
             limits,
             records: Mutex::new(records),
             building: Default::default(),
+            envs: Default::default(),
         }
     }
 
@@ -253,6 +258,19 @@ impl UserTemplates {
     /// Where the layer of id `id` is.
     pub fn layer_path(&self, id: &str) -> PathBuf {
         self.dir.join("layers").join(format!("{id}.layer"))
+    }
+
+    /// Whether `layer` names a layer of this store, at its place (a program brought back from
+    /// a journal carries one: the store is fetched data).
+    pub fn check_layer(&self, layer: &LayerRef) -> Result<(), UserTemplateError> {
+        let id_ok = layer.id.len() == 64 && layer.id.bytes().all(|b| b.is_ascii_hexdigit());
+        if id_ok && layer.path == self.layer_path(&layer.id) {
+            Ok(())
+        } else {
+            Err(UserTemplateError::NotFound(
+                layer.id.chars().take(80).collect(),
+            ))
+        }
     }
 
     /// Template `name` of `tenant`.
@@ -306,6 +324,23 @@ impl UserTemplates {
         let old = mine.remove(name);
         self.write(tenant, mine)?;
         Ok(old)
+    }
+
+    /// The packages' environment of template `id`, when known.
+    pub fn env(&self, id: &str) -> Option<Arc<crate::packages::PackageEnv>> {
+        lock(&self.envs).get(id).cloned()
+    }
+
+    /// Keeps `env` as template `id`'s packages' environment.
+    pub fn keep_env(&self, id: &str, env: Arc<crate::packages::PackageEnv>) {
+        lock(&self.envs).insert(id.to_string(), env);
+    }
+
+    /// Forgets template `id`'s environment when no record uses the id any more.
+    pub fn forget_env(&self, id: &str) {
+        if !self.layer_in_use(id) {
+            lock(&self.envs).remove(id);
+        }
     }
 
     /// Whether any record of any tenant still uses layer `id`.
