@@ -348,6 +348,8 @@ fn template_wire(e: &crate::supervisor::templates::UserTemplateError) -> Wire {
         T::Failed { .. } => Wire::new(S::CONFLICT, C::TemplateFailed),
         T::TooMany(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded),
         T::TooManyBuilds(_) => Wire::new(S::TOO_MANY_REQUESTS, C::QuotaExceeded).retry(5),
+        T::NoUpload => Wire::new(S::NOT_FOUND, C::NotFound),
+        T::UploadsFull(_) => Wire::new(S::SERVICE_UNAVAILABLE, C::Overloaded).retry(5),
         T::InvalidName { .. } => Wire::new(S::BAD_REQUEST, C::InvalidRequest).field("name"),
         T::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
     }

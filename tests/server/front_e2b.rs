@@ -87,6 +87,29 @@ async fn the_python_sdks_volume_api_works_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_template_builder_builds_a_template_sandboxes_start_from() {
+    let Some(python) = venv_python("e2b_venv") else {
+        return;
+    };
+    let index = PackageIndex::start("e2b-template");
+    let url = index.url.clone();
+    let s = start("e2b-template", move |a| a.package_index = Some(url)).await;
+    let stdout = python_sdk(python, &s.base, &["template"]).await;
+    for step in ["built", "a sandbox from it", "refusals and failures named"] {
+        assert!(stdout.contains(step), "step {step} did not pass:\n{stdout}");
+    }
+    // Over Vivarium's own API it is a template like any: its steps named as E2B's.
+    let (st, v) = get(&client(), &s.url("/v1/templates/py-template")).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ready")), "{v}");
+    assert_eq!(v["workdir"], "/app", "{v}");
+    assert!(
+        s.audit().iter().any(|l| l["door"] == "e2b" && l["action"] == "template_build"),
+        "no E2B template build in the audit log"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdks_sync_and_async_run_the_scenario_unchanged() {
     let Some(python) = venv_python("e2b_venv") else {
         return;

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use super::ask::FileIn;
-use super::resolve::decode_files;
+use super::resolve::{decode_files, files_within};
 use crate::guest::Language;
 use crate::limits::LimitsRequest;
 use crate::supervisor::audit::AuditRecord;
@@ -22,7 +22,8 @@ use crate::supervisor::templates::{
 use crate::supervisor::time::now_secs;
 use crate::supervisor::{Runner, SupervisorError, SupervisorResult};
 use crate::template::Template;
-use crate::vivarium::{BuildProgram, BuildStep};
+use crate::vivarium::BuildProgram;
+pub use crate::vivarium::{BuildStep, InputFile};
 
 /// At most this many shell steps, and imports.
 pub const MAX_STEPS: usize = 64;
@@ -80,12 +81,62 @@ pub struct TemplateRequest {
     pub limits: Option<LimitsRequest>,
 }
 
-/// Starts the build `ask` asks for, for the tenant of the key `record` names. Answers the
-/// template as it stands: `building` (the build started, `true`), or, when the tenant
-/// already has a ready template of identical inputs, `ready` at once (`false`).
+/// A build as the intake takes it from any door: its files decoded, its steps in order.
+#[derive(Debug, Default)]
+pub struct BuildAsk {
+    pub name: String,
+    /// As [`TemplateRequest::from`].
+    pub from: Option<String>,
+    pub packages: Vec<String>,
+    pub files: Vec<InputFile>,
+    /// Run in this order, after the files are laid.
+    pub steps: Vec<BuildStep>,
+    pub env: BTreeMap<String, String>,
+    /// Where sandboxes from it start, when a door needs to know (E2B's WORKDIR): shown as
+    /// the template's `workdir`.
+    pub workdir: Option<String>,
+    pub limits: Option<LimitsRequest>,
+}
+
+impl TemplateRequest {
+    /// The ask, its files decoded and its steps in their order (a fault names its field).
+    pub fn into_ask(self) -> SupervisorResult<BuildAsk> {
+        let steps = steps_of(
+            self.workdir.as_deref(),
+            &self.commands,
+            self.setup.as_deref(),
+            &self.imports,
+        )?;
+        Ok(BuildAsk {
+            name: self.name,
+            from: self.from,
+            packages: self.packages,
+            files: decode_files(self.files, u64::MAX)?,
+            steps,
+            env: self.env,
+            workdir: self.workdir,
+            limits: self.limits,
+        })
+    }
+}
+
+/// Starts the build `ask` asks for (`POST /v1/templates`), for the tenant of the key
+/// `record` names: [`build_ask`] of its parts.
 pub async fn build(
     runner: &Arc<Runner>,
     ask: TemplateRequest,
+    record: &mut AuditRecord,
+) -> SupervisorResult<(bool, TemplateInfo)> {
+    runner.host()?;
+    build_ask(runner, ask.into_ask()?, record).await
+}
+
+/// Starts the build `ask` asks for, for the tenant of the key `record` names. Answers the
+/// template as it stands: `building` (the build started, `true`), or, when the tenant
+/// already has a ready template of identical inputs, `ready` at once (`false`).
+pub async fn build_ask(
+    runner: &Arc<Runner>,
+    ask: BuildAsk,
     record: &mut AuditRecord,
 ) -> SupervisorResult<(bool, TemplateInfo)> {
     let host = runner.host()?;
@@ -93,25 +144,14 @@ pub async fn build(
     check_name(&ask.name)?;
     let key = record.key_id.clone();
     let tenant = runner.tenant(key.as_deref());
-    let from = ask
-        .from
-        .clone()
-        .unwrap_or_else(|| Template::default().to_string());
+    let from = ask.from.clone().unwrap_or_else(|| Template::default().to_string());
     let parent = runner.choose_template(key.as_deref(), Some(&from))?;
     let limits = host.resolve_limits(&ask.limits.unwrap_or_default())?;
     record.limits = Some(limits);
-    let files = decode_files(ask.files, limits.disk_bytes)?;
-    let steps = steps_of(
-        ask.workdir.as_deref(),
-        &ask.commands,
-        ask.setup.as_deref(),
-        &ask.imports,
-    )?;
-    let mut env: Vec<(String, String)> = parent
-        .layer
-        .as_ref()
-        .map(|l| l.env.clone())
-        .unwrap_or_default();
+    let files = ask.files;
+    files_within(&files, limits.disk_bytes)?;
+    let steps = ask.steps;
+    let mut env: Vec<(String, String)> = parent.layer.as_ref().map(|l| l.env.clone()).unwrap_or_default();
     env.retain(|(k, _)| !ask.env.contains_key(k));
     env.extend(ask.env);
     crate::vocabulary::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -154,6 +194,8 @@ pub async fn build(
         part(s.name.as_bytes());
         part(s.code.as_bytes());
     }
+    part(b"workdir");
+    part(ask.workdir.as_deref().unwrap_or("").as_bytes());
     part(b"env");
     for (k, v) in &env {
         part(k.as_bytes());
@@ -204,6 +246,7 @@ pub async fn build(
             created_at: now_secs(),
             build_ms: None,
             env: env.iter().map(|(k, _)| k.clone()).collect(),
+            workdir: ask.workdir.clone(),
             packages: Vec::new(),
             error: None,
             log: Vec::new(),
@@ -293,6 +336,7 @@ fn builtin(t: Template) -> TemplateInfo {
         created_at: 0,
         build_ms: None,
         env: Vec::new(),
+        workdir: None,
         packages: Vec::new(),
         error: None,
         log: Vec::new(),

@@ -51,6 +51,12 @@ pub enum UserTemplateError {
     /// The tenant has as many builds in flight as it may.
     #[error("a tenant builds at most {0} templates at once: wait for a build to end")]
     TooManyBuilds(u64),
+    /// An upload for a build that is not expected (an unknown or spent link).
+    #[error("no upload is expected at this link (it was used, or it expired)")]
+    NoUpload,
+    /// The uploads waiting for builds hold as much as the server keeps.
+    #[error("the server holds {0} bytes of uploads waiting for builds: start those builds, or retry later")]
+    UploadsFull(usize),
     /// A name that cannot be a template's.
     #[error("invalid template name {name:?}: {why}")]
     InvalidName { name: String, why: &'static str },
@@ -170,6 +176,8 @@ pub struct UserTemplates {
     records: Mutex<BTreeMap<String, BTreeMap<String, Kept>>>,
     /// Per tenant, its builds in flight.
     building: Arc<Mutex<BTreeMap<String, u64>>>,
+    /// Files uploaded for builds (E2B's COPY steps), until a build takes them.
+    uploads: Mutex<Uploads>,
     /// Each template's packages' environment by template id, once resolved: a run from it
     /// that adds none is given this one without a lookup (and the cache keeps it while the
     /// template is here).
@@ -237,6 +245,7 @@ impl UserTemplates {
             limits,
             records: Mutex::new(records),
             building: Default::default(),
+            uploads: Default::default(),
             envs: Default::default(),
         }
     }
@@ -326,6 +335,49 @@ impl UserTemplates {
         Ok(old)
     }
 
+    /// A link token for `tenant`'s upload of the files `hash` names (E2B's `filesHash`).
+    pub fn upload_token(&self, tenant: &str, hash: &str) -> String {
+        let token = hex::encode(rand::random::<[u8; 16]>());
+        let mut up = lock(&self.uploads);
+        up.sweep();
+        if up.tokens.len() >= MAX_UPLOAD_LINKS {
+            let oldest = up.tokens.iter().min_by_key(|(_, t)| t.2).map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                up.tokens.remove(&k);
+            }
+        }
+        up.tokens.insert(
+            token.clone(),
+            (tenant.to_string(), hash.to_string(), std::time::Instant::now()),
+        );
+        token
+    }
+
+    /// Takes the upload the link `token` was made for.
+    pub fn put_upload(&self, token: &str, bytes: bytes::Bytes) -> Result<(), UserTemplateError> {
+        let mut up = lock(&self.uploads);
+        up.sweep();
+        let (tenant, hash, _) = up.tokens.remove(token).ok_or(UserTemplateError::NoUpload)?;
+        if up.bytes + bytes.len() > MAX_UPLOAD_BYTES {
+            return Err(UserTemplateError::UploadsFull(MAX_UPLOAD_BYTES));
+        }
+        up.bytes += bytes.len();
+        let key = (tenant, hash);
+        if let Some((_, old)) = up.files.insert(key, (std::time::Instant::now(), bytes)) {
+            up.bytes -= old.len();
+        }
+        Ok(())
+    }
+
+    /// What `tenant` uploaded for the files `hash` names, if it is still kept.
+    pub fn uploaded(&self, tenant: &str, hash: &str) -> Option<bytes::Bytes> {
+        let mut up = lock(&self.uploads);
+        up.sweep();
+        up.files
+            .get(&(tenant.to_string(), hash.to_string()))
+            .map(|(_, b)| b.clone())
+    }
+
     /// The packages' environment of template `id`, when known.
     pub fn env(&self, id: &str) -> Option<Arc<crate::packages::PackageEnv>> {
         lock(&self.envs).get(id).cloned()
@@ -365,6 +417,40 @@ impl UserTemplates {
         std::fs::write(&tmp, bytes)
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(|e| UserTemplateError::Io(format!("{}: {e}", path.display())))
+    }
+}
+
+/// How many upload links wait at once (the oldest goes first).
+const MAX_UPLOAD_LINKS: usize = 1024;
+/// How many bytes of uploads the server keeps for builds, all tenants together.
+const MAX_UPLOAD_BYTES: usize = 256 << 20;
+/// How long an upload or a link is kept.
+const UPLOAD_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Files uploaded for builds, and the links they are uploaded at.
+#[derive(Default)]
+struct Uploads {
+    /// By (tenant, files hash): when it came, its bytes.
+    files: std::collections::HashMap<(String, String), (std::time::Instant, bytes::Bytes)>,
+    /// By token: (tenant, files hash, when made).
+    tokens: std::collections::HashMap<String, (String, String, std::time::Instant)>,
+    bytes: usize,
+}
+
+impl Uploads {
+    /// Drops what is older than [`UPLOAD_TTL`].
+    fn sweep(&mut self) {
+        let now = std::time::Instant::now();
+        self.tokens.retain(|_, t| now.duration_since(t.2) < UPLOAD_TTL);
+        let mut freed = 0;
+        self.files.retain(|_, (at, b)| {
+            let keep = now.duration_since(*at) < UPLOAD_TTL;
+            if !keep {
+                freed += b.len();
+            }
+            keep
+        });
+        self.bytes -= freed;
     }
 }
 

@@ -54,6 +54,8 @@ pub struct TemplateInfo {
     pub build_ms: Option<u64>,
     /// The names of its environment variables (their values are not shown).
     pub env: Vec<String>,
+    /// Where its sandboxes start, when its build said (`workdir`, E2B's WORKDIR).
+    pub workdir: Option<String>,
     /// Its packages, pinned as the build resolved them (`name==version`).
     pub packages: Vec<String>,
     /// Why its build failed.

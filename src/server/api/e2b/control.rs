@@ -245,8 +245,18 @@ async fn create(
     let network = network::requested(new.allow_internet_access, new.network)
         .map_err(|e| invalid(e.to_string()))?;
     // One call: the session, labelled, given its end and set up, or nothing.
+    // A sandbox starts in its template's working folder (E2B's WORKDIR), else at HOME.
+    let workdir = template
+        .parse::<Template>()
+        .is_err()
+        .then(|| {
+            crate::supervisor::intake::template::get(&door.app.runner, ctx.key_id.as_deref(), &template)
+                .ok()
+                .and_then(|t| t.workdir)
+        })
+        .flatten();
     let extras = OpeningExtras {
-        set_up: Some(set_up_in(&env, HOME)),
+        set_up: Some(set_up_in(&env, workdir.as_deref().unwrap_or(HOME))),
         labels: Labels { env, ..labels },
         deadline: Some(deadline),
     };

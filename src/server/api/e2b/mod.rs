@@ -23,6 +23,7 @@ mod interpreter;
 mod metrics;
 mod network;
 mod process;
+mod templates;
 mod volumes;
 
 use std::convert::Infallible;
@@ -72,6 +73,8 @@ pub const ENVD_VERSION: &str = "0.5.7";
 /// The working directory and home of an E2B sandbox, as in E2B's own.
 pub const HOME: &str = "/home/user";
 
+pub use templates::UPLOAD_PATH;
+
 /// Which plane a request is for.
 enum Plane {
     Control,
@@ -86,6 +89,7 @@ pub fn router(app: AppState) -> Router {
     let control = control::routes()
         .merge(metrics::routes())
         .merge(volumes::routes())
+        .merge(templates::routes())
         .with_state(door.clone());
     let interpreter = interpreter::routes().with_state(door.clone());
     let envd = envd::routes().with_state(door);
