@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Extern, InstancePre, Memory, Store};
 
-use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
+use super::image_io::{CaptureError, Tree, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
 use super::layer::{Unfit, write_globals, write_memory};
 use super::live::{Instantiated, Live, instantiate};
@@ -132,7 +132,7 @@ impl Interpreter {
         if live.ended.is_some() {
             return Err(CaptureError::Ended);
         }
-        let (dirs, files) = read_tree(live.workdir.path(), true)?;
+        let Tree { dirs, files, links } = read_tree(live.workdir.path(), true)?;
         let open_files = read_open_files(
             live,
             files.iter().map(|(p, c)| (p.as_str(), c.len() as u64)),
@@ -157,6 +157,7 @@ impl Interpreter {
             packages: live.packages.pins.clone(),
             open_files,
             volumes: live.volumes.iter().filter_map(mount_of).collect(),
+            links,
         };
         check_capturable(&image).map_err(CaptureError::Bounds)?;
         Ok(image)
@@ -219,6 +220,9 @@ impl Interpreter {
         }
         for (path, content) in &image.files {
             live.workdir.write_file(path, content)?;
+        }
+        for (path, target) in &image.links {
+            live.workdir.make_link(path, target)?;
         }
         reopen(&mut live, &image.open_files).map_err(RestoreError::Mismatch)?;
         write_memory(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::dirty::DirtyTracker;
-use super::image_io::{CaptureError, read_globals, read_tree, written_pages};
+use super::image_io::{CaptureError, Tree, read_globals, read_tree, written_pages};
 use super::live::Live;
 use super::open_files::read_open_files;
 use crate::budget::Charge;
@@ -205,7 +205,11 @@ impl Checkpoint {
 
     fn refresh_files(&mut self, root: &Path) -> Result<(), CaptureError> {
         // Listing is cheap; contents are read again only for files whose stamp moved.
-        let (dirs, listed) = read_tree(root, false)?;
+        let Tree {
+            dirs,
+            files: listed,
+            links,
+        } = read_tree(root, false)?;
         let mut files = BTreeMap::new();
         for (path, _) in listed {
             let now = stamp(&root.join(&path));
@@ -222,6 +226,7 @@ impl Checkpoint {
         }
         self.files = files;
         self.dirs = dirs;
+        self.base.links = links;
         Ok(())
     }
 

@@ -150,14 +150,22 @@ pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
     Some(out)
 }
 
-/// Every folder (parents first) and regular file under `root`, with contents.
-type Tree = (Vec<String>, Vec<(String, Vec<u8>)>);
+/// Every folder (parents first), regular file (with contents) and symbolic link (with its
+/// target) under a working directory.
+pub(super) struct Tree {
+    pub dirs: Vec<String>,
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Those whose target leads inside (`vocabulary::link_stays_inside`); others are not
+    /// kept.
+    pub links: Vec<(String, String)>,
+}
 
 /// Every folder (parents first) and regular file under `root`, with their contents when
 /// `contents` (else empty).
 pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureError> {
     let mut dirs = Vec::new();
     let mut files = Vec::new();
+    let mut links = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(prefix) = stack.pop() {
         let here = root.join(&prefix);
@@ -169,7 +177,7 @@ pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureErro
             } else {
                 format!("{prefix}/{name}")
             };
-            if dirs.len() + files.len() >= MAX_ENTRIES {
+            if dirs.len() + files.len() + links.len() >= MAX_ENTRIES {
                 return Err(CaptureError::Bounds(FormatError::OutOfBounds(format!(
                     "the working directory holds more than {MAX_ENTRIES} files and folders; a \
                      snapshot holds at most {MAX_ENTRIES}"
@@ -188,11 +196,20 @@ pub(super) fn read_tree(root: &Path, contents: bool) -> Result<Tree, CaptureErro
                     };
                     files.push((rel, content));
                 }
+                Ok(t) if t.is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(entry.path())
+                        && let Some(target) = target.to_str()
+                        && crate::vocabulary::link_stays_inside(&rel, target)
+                    {
+                        links.push((rel, target.to_string()));
+                    }
+                }
                 _ => {}
             }
         }
     }
     // Parents before children, whatever order the walk found them in.
     dirs.sort();
-    Ok((dirs, files))
+    links.sort();
+    Ok(Tree { dirs, files, links })
 }

@@ -79,6 +79,11 @@ impl Layer {
                 live.workdir.lay_file(path, content, self.made)?;
             }
         }
+        for (path, target) in &image.links {
+            if live.workdir.file_len(path).is_none() {
+                live.workdir.make_link(path, target)?;
+            }
+        }
         live.store.data_mut().fs.charged_bytes = fs_guard::measure_dir(live.workdir.path());
         Ok(())
     }

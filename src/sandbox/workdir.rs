@@ -340,6 +340,28 @@ impl WorkDir {
                 .is_ok_and(|m| m.into_std() == *at)
     }
 
+    /// Makes a symbolic link at `rel` to `target` (an image's: it must lead inside, as the
+    /// guest's own links must).
+    pub fn make_link(&mut self, rel: &str, target: &str) -> Result<(), WorkdirError> {
+        if !crate::vocabulary::link_stays_inside(rel, target) {
+            return Err(WorkdirError::BadPath {
+                path: rel.chars().take(200).collect(),
+                reason: "a link whose target leads outside the working directory",
+            });
+        }
+        if let Some(parent) = Path::new(rel)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(io("creating", parent))?;
+        }
+        self.dir
+            .symlink(target, rel)
+            .map_err(io("linking", Path::new(rel)))
+    }
+
     /// Makes one folder (and its parents) inside the directory.
     pub fn create_dir(&mut self, rel: &str) -> Result<(), WorkdirError> {
         validate_relative_path(rel)?;

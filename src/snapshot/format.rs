@@ -114,6 +114,9 @@ pub struct SnapshotHeader {
     /// as a request's are, at most `guest::MAX_MOUNTS`, none inside another).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<crate::volumes::VolumeMount>,
+    /// Symbolic links of the working directory: (path, target).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<(String, String)>,
 }
 
 /// The session a session's own snapshot restores as.
@@ -237,6 +240,7 @@ pub fn encode(image: &SessionImage, p: &Provenance) -> Vec<u8> {
         packages: image.packages.clone(),
         open_files: image.open_files.clone(),
         volumes: image.volumes.clone(),
+        links: image.links.clone(),
     };
     let header = serde_json::to_vec(&header).expect("a header serialises");
     let mut out = Vec::with_capacity(12 + header.len() + body.len() + HASH_BYTES);
@@ -350,6 +354,7 @@ pub fn decode(bytes: &[u8], max: &Limits) -> Result<(SnapshotHeader, SessionImag
         packages: header.packages.clone(),
         open_files: header.open_files.clone(),
         volumes: header.volumes.clone(),
+        links: header.links.clone(),
     };
     Ok((header, image))
 }
@@ -444,6 +449,14 @@ fn check_header(h: &SnapshotHeader, max: &Limits) -> Result<(), FormatError> {
         && r.labels.check().is_err()
     {
         return Err(FormatError::Invalid("session labels"));
+    }
+    if h.links.len() > crate::vocabulary::MAX_INPUT_FILES
+        || !h
+            .links
+            .iter()
+            .all(|(link, target)| crate::vocabulary::link_stays_inside(link, target))
+    {
+        return Err(FormatError::Invalid("links"));
     }
     check_contents(
         &h.limits,
@@ -581,6 +594,7 @@ mod tests {
                 fdflags: 1,
                 position: 4,
             }],
+            links: vec![("tmp/link".into(), "../data.csv".into())],
             volumes: vec![crate::volumes::VolumeMount {
                 volume: crate::volumes::VolumeName::parse("data").unwrap(),
                 at: crate::guest::MountPoint::parse("/mnt/data").unwrap(),

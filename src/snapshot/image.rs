@@ -75,6 +75,10 @@ pub struct SessionImage {
     /// restore lends them again, or fails naming the one that is gone.
     #[serde(default)]
     pub volumes: Vec<crate::volumes::VolumeMount>,
+    /// Symbolic links of the working directory: (path, target), each leading inside it
+    /// (`vocabulary::link_stays_inside`).
+    #[serde(default)]
+    pub links: Vec<(String, String)>,
 }
 
 /// A regular file the guest holds open between turns: which descriptor, which file of the

@@ -12,7 +12,7 @@ mod template;
 
 pub use env::{EnvError, check_env};
 pub use language::Language;
-pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path};
+pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path, link_stays_inside};
 pub use template::Template;
 
 /// Sends a prompt of the guest's `input()` to whoever can answer it (a notebook's client)

@@ -48,3 +48,53 @@ pub fn check_relative_path(path: &str) -> Result<(), BadPath> {
     }
     Ok(())
 }
+
+/// Whether a symbolic link at `link` (a path below the working directory) whose target is
+/// `target` leads to a place inside it, as the guest's own links must
+/// (`hostcalls::fs_guard`): a relative target that never climbs above the top. Checked again
+/// when a link is laid from an image (a snapshot or a template's: fetched data).
+pub fn link_stays_inside(link: &str, target: &str) -> bool {
+    if check_relative_path(link).is_err()
+        || target.is_empty()
+        || target.len() > MAX_PATH_BYTES
+        || target.contains('\0')
+        || target.starts_with('/')
+    {
+        return false;
+    }
+    let mut depth = Path::new(link).components().count() as i64 - 1;
+    for c in Path::new(target).components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::link_stays_inside;
+
+    #[test]
+    fn a_link_must_lead_inside() {
+        assert!(link_stays_inside("app/link.py", "main.py"));
+        assert!(link_stays_inside("a/b/c", "../../x"));
+        assert!(link_stays_inside("a/b", "./c/../d"));
+        assert!(!link_stays_inside("a/b", "../../x"), "climbs above the top");
+        assert!(!link_stays_inside("link", "/etc/passwd"), "absolute");
+        assert!(!link_stays_inside("link", ""));
+        assert!(
+            !link_stays_inside("../link", "x"),
+            "the link itself outside"
+        );
+        assert!(!link_stays_inside("link", "a\0b"));
+    }
+}

@@ -103,7 +103,9 @@ async fn the_python_sdks_template_builder_builds_a_template_sandboxes_start_from
     assert_eq!((st, v["status"].as_str()), (200, Some("ready")), "{v}");
     assert_eq!(v["workdir"], "/app", "{v}");
     assert!(
-        s.audit().iter().any(|l| l["door"] == "e2b" && l["action"] == "template_build"),
+        s.audit()
+            .iter()
+            .any(|l| l["door"] == "e2b" && l["action"] == "template_build"),
         "no E2B template build in the audit log"
     );
     s.stop().await;

@@ -144,14 +144,21 @@ pub async fn build_ask(
     check_name(&ask.name)?;
     let key = record.key_id.clone();
     let tenant = runner.tenant(key.as_deref());
-    let from = ask.from.clone().unwrap_or_else(|| Template::default().to_string());
+    let from = ask
+        .from
+        .clone()
+        .unwrap_or_else(|| Template::default().to_string());
     let parent = runner.choose_template(key.as_deref(), Some(&from))?;
     let limits = host.resolve_limits(&ask.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     let files = ask.files;
     files_within(&files, limits.disk_bytes)?;
     let steps = ask.steps;
-    let mut env: Vec<(String, String)> = parent.layer.as_ref().map(|l| l.env.clone()).unwrap_or_default();
+    let mut env: Vec<(String, String)> = parent
+        .layer
+        .as_ref()
+        .map(|l| l.env.clone())
+        .unwrap_or_default();
     env.retain(|(k, _)| !ask.env.contains_key(k));
     env.extend(ask.env);
     crate::vocabulary::check_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

@@ -55,7 +55,9 @@ pub enum UserTemplateError {
     #[error("no upload is expected at this link (it was used, or it expired)")]
     NoUpload,
     /// The uploads waiting for builds hold as much as the server keeps.
-    #[error("the server holds {0} bytes of uploads waiting for builds: start those builds, or retry later")]
+    #[error(
+        "the server holds {0} bytes of uploads waiting for builds: start those builds, or retry later"
+    )]
     UploadsFull(usize),
     /// A name that cannot be a template's.
     #[error("invalid template name {name:?}: {why}")]
@@ -341,14 +343,22 @@ impl UserTemplates {
         let mut up = lock(&self.uploads);
         up.sweep();
         if up.tokens.len() >= MAX_UPLOAD_LINKS {
-            let oldest = up.tokens.iter().min_by_key(|(_, t)| t.2).map(|(k, _)| k.clone());
+            let oldest = up
+                .tokens
+                .iter()
+                .min_by_key(|(_, t)| t.2)
+                .map(|(k, _)| k.clone());
             if let Some(k) = oldest {
                 up.tokens.remove(&k);
             }
         }
         up.tokens.insert(
             token.clone(),
-            (tenant.to_string(), hash.to_string(), std::time::Instant::now()),
+            (
+                tenant.to_string(),
+                hash.to_string(),
+                std::time::Instant::now(),
+            ),
         );
         token
     }
@@ -441,7 +451,8 @@ impl Uploads {
     /// Drops what is older than [`UPLOAD_TTL`].
     fn sweep(&mut self) {
         let now = std::time::Instant::now();
-        self.tokens.retain(|_, t| now.duration_since(t.2) < UPLOAD_TTL);
+        self.tokens
+            .retain(|_, t| now.duration_since(t.2) < UPLOAD_TTL);
         let mut freed = 0;
         self.files.retain(|_, (at, b)| {
             let keep = now.duration_since(*at) < UPLOAD_TTL;

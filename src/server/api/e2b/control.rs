@@ -246,17 +246,10 @@ async fn create(
         .map_err(|e| invalid(e.to_string()))?;
     // One call: the session, labelled, given its end and set up, or nothing.
     // A sandbox starts in its template's working folder (E2B's WORKDIR), else at HOME.
-    let workdir = template
-        .parse::<Template>()
-        .is_err()
-        .then(|| {
-            crate::supervisor::intake::template::get(&door.app.runner, ctx.key_id.as_deref(), &template)
-                .ok()
-                .and_then(|t| t.workdir)
-        })
-        .flatten();
+    let start =
+        super::templates::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref());
     let extras = OpeningExtras {
-        set_up: Some(set_up_in(&env, workdir.as_deref().unwrap_or(HOME))),
+        set_up: Some(set_up_in(&env, &start)),
         labels: Labels { env, ..labels },
         deadline: Some(deadline),
     };

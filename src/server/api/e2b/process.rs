@@ -124,9 +124,19 @@ async fn start(
         Err(e) => return e.into_response(),
     };
     // Not found or another key's: the call's error, before the stream.
-    if let Err(e) = door.app.runner.session(&id, ctx.key_id.as_deref()).await {
-        return ConnectError::from(e).into_response();
-    }
+    let labels = match door
+        .app
+        .runner
+        .session_labelled(&id, ctx.key_id.as_deref())
+        .await
+    {
+        Ok((_, labels)) => labels,
+        Err(e) => return ConnectError::from(e).into_response(),
+    };
+    // No `cwd`: the sandbox's template's working folder, else HOME.
+    let cwd = cwd.unwrap_or_else(|| {
+        super::templates::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref())
+    });
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     let _ = tx.send(envelope(
         &json!({"event": {"start": {"pid": PIDS.fetch_add(1, Ordering::Relaxed)}}}),
@@ -156,10 +166,11 @@ fn environment(envs: &Value) -> Result<Vec<(String, String)>, ConnectError> {
     Ok(env)
 }
 
-/// Where a command starts: its `cwd` (relative to `/home/user`), or `/home/user`.
-fn working_directory(cwd: Option<&str>) -> Result<String, ConnectError> {
+/// Where a command starts: its `cwd` (relative to `/home/user`), or `None` when it names
+/// none (the sandbox's own start: its template's working folder, or `/home/user`).
+fn working_directory(cwd: Option<&str>) -> Result<Option<String>, ConnectError> {
     let cwd = match cwd.filter(|c| !c.is_empty()) {
-        None => return Ok(HOME.to_string()),
+        None => return Ok(None),
         Some(c) if c.starts_with('/') => c.to_string(),
         Some(c) => format!("{HOME}/{c}"),
     };
@@ -169,7 +180,7 @@ fn working_directory(cwd: Option<&str>) -> Result<String, ConnectError> {
             "cwd: a path without NUL, at most 4096 bytes",
         ));
     }
-    Ok(cwd)
+    Ok(Some(cwd))
 }
 
 /// Runs the command and sends its events, keepalives while it runs, and the end of the
@@ -318,11 +329,11 @@ mod tests {
 
     #[test]
     fn a_command_starts_at_home_with_its_own_variables() {
-        assert_eq!(working_directory(None).unwrap(), HOME);
-        assert_eq!(working_directory(Some("")).unwrap(), HOME);
-        assert_eq!(working_directory(Some("/tmp")).unwrap(), "/tmp");
+        assert_eq!(working_directory(None).unwrap(), None);
+        assert_eq!(working_directory(Some("")).unwrap(), None);
+        assert_eq!(working_directory(Some("/tmp")).unwrap().unwrap(), "/tmp");
         assert_eq!(
-            working_directory(Some("sub")).unwrap(),
+            working_directory(Some("sub")).unwrap().unwrap(),
             format!("{HOME}/sub")
         );
         assert!(working_directory(Some("a\0b")).is_err());

@@ -61,12 +61,9 @@ fn name_of(name: &str) -> &str {
     name.split_once(':').map_or(name, |(n, _)| n)
 }
 
-async fn request_build(
-    E2bJson(req): E2bJson<BuildRequest>,
-) -> Result<Response, E2bError> {
+async fn request_build(E2bJson(req): E2bJson<BuildRequest>) -> Result<Response, E2bError> {
     let name = name_of(&req.name).to_string();
-    crate::supervisor::templates::check_name(&name)
-        .map_err(|e| invalid(e.to_string()))?;
+    crate::supervisor::templates::check_name(&name).map_err(|e| invalid(e.to_string()))?;
     let build = hex::encode(rand::random::<[u8; 8]>());
     Ok((
         StatusCode::ACCEPTED,
@@ -97,7 +94,11 @@ async fn upload_link(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("127.0.0.1");
     let url = format!("http://{host}{UPLOAD_PATH}{token}");
-    Ok((StatusCode::CREATED, Json(json!({"present": false, "url": url}))).into_response())
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"present": false, "url": url})),
+    )
+        .into_response())
 }
 
 async fn upload(
@@ -176,7 +177,9 @@ fn translate(
         ));
     }
     if req.from_image_registry.is_some() {
-        return Err(invalid("from_image with a registry: only E2B's base image and Python's are offered".into()));
+        return Err(invalid(
+            "from_image with a registry: only E2B's base image and Python's are offered".into(),
+        ));
     }
     let from = match (req.from_template.as_deref(), req.from_image.as_deref()) {
         (Some(t), _) => template_of(t),
@@ -214,7 +217,8 @@ fn translate(
             "WORKDIR" => {
                 let dir = step.args.first().cloned().unwrap_or_default();
                 cwd = absolute(&cwd, &dir);
-                ask.steps.push(shell(&at, format!("mkdir -p {0} && cd {0}", quote(&cwd))));
+                ask.steps
+                    .push(shell(&at, format!("mkdir -p {0} && cd {0}", quote(&cwd))));
                 ask.workdir = Some(cwd.clone());
             }
             "RUN" => {
@@ -229,13 +233,20 @@ fn translate(
                 let plain = cmd.replace(" --user ", " ");
                 match intake::packages_to_install(&plain) {
                     Some(packages) if !packages.is_empty() => ask.packages.extend(packages),
-                    _ => ask.steps.push(shell(&at, format!("mkdir -p {0} && cd {0} && {cmd}", quote(&cwd)))),
+                    _ => ask.steps.push(shell(
+                        &at,
+                        format!("mkdir -p {0} && cd {0} && {cmd}", quote(&cwd)),
+                    )),
                 }
             }
             "COPY" => {
                 let (src, dest) = match step.args.as_slice() {
                     [src, dest, ..] => (src.clone(), dest.clone()),
-                    _ => return Err(invalid(format!("{at}: COPY takes a source and a destination"))),
+                    _ => {
+                        return Err(invalid(format!(
+                            "{at}: COPY takes a source and a destination"
+                        )));
+                    }
                 };
                 let hash = step.files_hash.unwrap_or_default();
                 let tar = uploaded(&hash).ok_or_else(|| {
@@ -253,7 +264,9 @@ fn translate(
                 }
             }
             other => {
-                return Err(invalid(format!("{at}: a step of type {other:?} is not offered")));
+                return Err(invalid(format!(
+                    "{at}: a step of type {other:?} is not offered"
+                )));
             }
         }
     }
@@ -286,10 +299,7 @@ fn absolute(cwd: &str, path: &str) -> String {
 /// What a RUN line asks for that a sandbox cannot have (its first command of any part).
 fn refused(cmd: &str) -> Option<&'static str> {
     cmd.split(['&', '|', ';', '\n'])
-        .filter_map(|part| {
-            part.split_whitespace()
-                .find(|w| !w.contains('='))
-        })
+        .filter_map(|part| part.split_whitespace().find(|w| !w.contains('=')))
         .find_map(|first| match first {
             "apt-get" | "apt" | "apk" | "yum" | "dnf" | "dpkg" => {
                 Some("apt_install (a system package manager)")
@@ -331,7 +341,10 @@ fn unpack(
     let glob = base != src;
     let mut out = Vec::new();
     let mut archive = tar::Archive::new(reader.take(MAX_UNPACKED_BYTES + (1 << 20)));
-    for entry in archive.entries().map_err(|e| bad(format!("not a tar: {e}")))? {
+    for entry in archive
+        .entries()
+        .map_err(|e| bad(format!("not a tar: {e}")))?
+    {
         let mut entry = entry.map_err(|e| bad(format!("a damaged tar: {e}")))?;
         let path = entry
             .path()
@@ -348,7 +361,10 @@ fn unpack(
             } else {
                 dest.to_string()
             }
-        } else if let Some(rel) = path.strip_prefix(&format!("{base}/")).filter(|_| !base.is_empty()) {
+        } else if let Some(rel) = path
+            .strip_prefix(&format!("{base}/"))
+            .filter(|_| !base.is_empty())
+        {
             format!("{}/{rel}", dest.trim_end_matches('/'))
         } else if base.is_empty() {
             format!("{}/{path}", dest.trim_end_matches('/'))
@@ -369,11 +385,12 @@ fn unpack(
         let size = entry.header().size().unwrap_or(u64::MAX);
         *unpacked = unpacked.saturating_add(size);
         if *unpacked > MAX_UNPACKED_BYTES {
-            return Err(bad(format!("the files unpack to more than {MAX_UNPACKED_BYTES} bytes")));
+            return Err(bad(format!(
+                "the files unpack to more than {MAX_UNPACKED_BYTES} bytes"
+            )));
         }
         let rel = target.trim_start_matches('/').to_string();
-        crate::vocabulary::check_relative_path(&rel)
-            .map_err(|e| bad(format!("{target}: {e}")))?;
+        crate::vocabulary::check_relative_path(&rel).map_err(|e| bad(format!("{target}: {e}")))?;
         let mut content = Vec::with_capacity(size as usize);
         entry
             .read_to_end(&mut content)
@@ -458,6 +475,17 @@ fn e2b_step(step: &str) -> String {
 /// RFC 3339 of a time in seconds since the epoch (UTC).
 fn chrono_like(secs: u64) -> String {
     crate::supervisor::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// Where a sandbox of E2B template `template_id` starts: its user template's working folder
+/// (its last WORKDIR), else HOME.
+pub(super) fn start_dir(door: &DoorState, key: Option<&str>, template_id: Option<&str>) -> String {
+    template_id
+        .map(template_of)
+        .filter(|t| t.parse::<crate::vocabulary::Template>().is_err())
+        .and_then(|t| intake::template::get(&door.app.runner, key, name_of(&t)).ok())
+        .and_then(|t| t.workdir)
+        .unwrap_or_else(|| HOME.to_string())
 }
 
 /// `GET /templates/aliases/{alias}`: whether the caller has a template of that name.
