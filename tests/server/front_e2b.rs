@@ -274,9 +274,10 @@ async fn what_is_not_offered_is_refused_as_documented() {
             M::POST,
             "/v2/sandboxes",
             None,
+            // A name that is none of the key's templates (E2B's NotFoundException).
             json!({"templateID": "my-own-template"}),
-            400,
-            "does not exist here",
+            404,
+            "template_not_found",
         ),
         (
             M::POST,

@@ -526,3 +526,46 @@ async fn mcp_mounts_volumes_in_runs_and_sessions() {
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_runs_and_sessions_start_from_a_user_template() {
+    let s = start("mcp-templates", |_| {}).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/templates"),
+        &json!({"name": "tools", "setup": "HELPER = 'ready'", "env": {"STAGE": "mcp"}}),
+    )
+    .await;
+    assert_eq!(st, 202, "{v}");
+    for _ in 0..600 {
+        let (_, v) = get(&c, &s.url("/v1/templates/tools")).await;
+        if v["status"] != "building" {
+            assert_eq!(v["status"], "ready", "{v}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut mcp = McpClient::open(&s).await;
+    let code = "import os\nprint(HELPER, os.environ['STAGE'])";
+    let (is_error, text) = tool(
+        &mut mcp,
+        "execute_python",
+        json!({"code": code, "template": "tools"}),
+    )
+    .await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("ready mcp"), "{text}");
+    let id = session_of(&mut mcp, "open_session", json!({"template": "tools"})).await;
+    let out = turn(&mut mcp, &id, "print(HELPER)").await;
+    assert!(out.contains("ready"), "{out}");
+    // A name that is no template is the tool's error, naming it.
+    let (is_error, text) = tool(
+        &mut mcp,
+        "execute_python",
+        json!({"code": "1", "template": "nope"}),
+    )
+    .await;
+    assert!(is_error && text.contains("nope"), "{text}");
+    s.stop().await;
+}

@@ -70,6 +70,9 @@ def _start(tmp: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
         stdout=subprocess.PIPE,
         stderr=log,
         stdin=subprocess.DEVNULL,
+        # User templates kept with the rest of this server's state, not under the shared
+        # `$VIVARIUM_HOME` (an environment variable: a build without templates ignores it).
+        env={**os.environ, "VIVARIUM_TEMPLATE_DIR": str(tmp / "templates")},
     )
     log.close()
     found: list[str] = []

@@ -7,7 +7,7 @@ schemas require is a field of the view (or listed below with why it is not).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -44,6 +44,14 @@ MIRRORS: dict[type, list[str]] = {
     results.WebhookInfo: ["WebhookInfo"],
     results.VolumeInfo: ["VolumeInfo"],
     results.VolumeEntry: ["VolumeEntry"],
+    results.TemplateInfo: ["TemplateInfo"],
+    results.BuildFailure: ["BuildFailure"],
+    results.StepLog: ["StepLog"],
+}
+
+# Fields of a view named otherwise than the wire's property (a Python keyword).
+RENAMED: dict[tuple[type, str], str] = {
+    (results.TemplateInfo, "from_"): "from",
 }
 
 # Fields of a view that are the client's own, not a property of the wire.
@@ -80,6 +88,11 @@ def _properties(name: str, schemas: dict[str, Any]) -> tuple[set[str], set[str]]
     return props, required
 
 
+def _wire_names(view: type) -> set[str]:
+    """A view's fields, as the wire names them."""
+    return {RENAMED.get((view, f.name), f.name) for f in dataclasses.fields(view)}
+
+
 @pytest.fixture(scope="module")
 def schemas(server: Any) -> dict[str, Any]:
     doc = httpx.get(server.url + "/openapi.json", timeout=30).json()
@@ -92,16 +105,22 @@ def test_a_view_reads_only_what_the_wire_has(view: type, schemas: dict[str, Any]
     for name in MIRRORS[view]:
         assert name in schemas, f"{name} is not in /openapi.json"
         wire |= _properties(name, schemas)[0]
-    fields = {f.name for f in dataclasses.fields(view)} - CLIENT_ONLY[view]
+    fields = _wire_names(view) - CLIENT_ONLY[view]
     assert fields <= wire, f"{view.__name__} reads {sorted(fields - wire)}, which no schema has"
 
 
 @pytest.mark.parametrize("view", list(MIRRORS), ids=lambda v: v.__name__)
 def test_a_view_has_what_the_wire_requires(view: type, schemas: dict[str, Any]) -> None:
-    fields = {f.name for f in dataclasses.fields(view)}
+    fields = _wire_names(view)
     for name in MIRRORS[view]:
         _, required = _properties(name, schemas)
         missing = {
             p for p in required - fields if (view, p) not in NOT_MIRRORED
         }
         assert not missing, f"{view.__name__} lacks {sorted(missing)}, required by {name}"
+
+
+def test_template_status_and_list(schemas: dict[str, Any]) -> None:
+    # `TemplateStatus` is the schema's enum; `templates()` reads `TemplateList.templates`.
+    assert set(get_args(results.TemplateStatus)) == set(schemas["TemplateStatus"]["enum"])
+    assert _properties("TemplateList", schemas)[1] == {"templates"}

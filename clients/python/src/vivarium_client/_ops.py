@@ -4,6 +4,7 @@ here once; the clients only perform the effects (``_drive`` in each)."""
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,13 +14,14 @@ from ._transport import (
     JSON,
     HttpCall,
     Plan,
+    Sleep,
     ToolRound,
     body,
     file_path,
     run_timeout,
     seg,
 )
-from .errors import NotFound
+from .errors import NotFound, TemplateBuildFailed, Timeout
 from .results import (
     CheckResult,
     EventPage,
@@ -33,6 +35,7 @@ from .results import (
     StderrEvent,
     StdoutEvent,
     StreamEvent,
+    TemplateInfo,
     TenantUsage,
     VolumeEntry,
     VolumeInfo,
@@ -277,6 +280,65 @@ def remove_volume_path(name: str, path: str) -> Plan[None]:
 
 def make_volume_dir(name: str, path: str) -> Plan[VolumeEntry]:
     return VolumeEntry.from_dict((yield HttpCall("POST", volume_path(name, "dirs", path))))
+
+
+# Templates ----------------------------------------------------------------------------
+
+
+def template_body(fields: Mapping[str, Any]) -> JSON:
+    """The body of ``POST /v1/templates``: as :func:`body`, its lists and ``env`` made JSON
+    (a lone string where a list of them is due is refused, not split into characters)."""
+    out = dict(fields)
+    for key in ("packages", "commands", "imports"):
+        value = out.get(key)
+        if isinstance(value, str):
+            raise TypeError(f"{key} must be a list of strings, not a string")
+        if value is not None:
+            out[key] = list(value)
+    if out.get("env") is not None:
+        out["env"] = dict(out["env"])
+    return body(out)
+
+
+def build_template(fields: Mapping[str, Any], wait: bool, timeout: float | None) -> Plan[TemplateInfo]:
+    """Starts a build (``POST /v1/templates``); with ``wait``, polls it to its end."""
+    info = TemplateInfo.from_dict((yield HttpCall("POST", "/v1/templates", json=template_body(fields))))
+    if not wait:
+        return info
+    done: TemplateInfo = yield from wait_template(info, timeout)
+    return done
+
+
+def wait_template(info: TemplateInfo, timeout: float | None) -> Plan[TemplateInfo]:
+    """Polls ``GET /v1/templates/{name}`` while ``info`` is building (every 0.1 s at first,
+    then less often, up to 1 s). A ready template is returned; a failed one raises
+    :class:`TemplateBuildFailed`; still building after ``timeout`` seconds raises
+    :class:`Timeout` (the build goes on)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.1
+    while info.status == "building":
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise Timeout(f"template {info.name!r} is still building after {timeout:g} s")
+        yield Sleep(pause if left is None else min(pause, left))
+        pause = min(pause * 1.5, 1.0)
+        info = yield from template(info.name)
+    if info.status == "failed":
+        raise TemplateBuildFailed(info)
+    return info
+
+
+def templates() -> Plan[list[TemplateInfo]]:
+    d = yield HttpCall("GET", "/v1/templates")
+    return [TemplateInfo.from_dict(t) for t in (d or {}).get("templates", []) if isinstance(t, dict)]
+
+
+def template(name: str) -> Plan[TemplateInfo]:
+    return TemplateInfo.from_dict((yield HttpCall("GET", f"/v1/templates/{seg(name)}")))
+
+
+def delete_template(name: str) -> Plan[None]:
+    yield HttpCall("DELETE", f"/v1/templates/{seg(name)}", expect="none")
 
 
 def health(ready: bool) -> Plan[JSON]:

@@ -1,6 +1,7 @@
 """What the sync and async clients share, free of I/O: configuration, the requests they
-send (:class:`HttpCall`), the code-mode rounds they answer (:class:`ToolRound`), turning
-responses into values or exceptions, and decoding an event stream.
+send (:class:`HttpCall`), the code-mode rounds they answer (:class:`ToolRound`), the
+pauses of a plan that polls (:class:`Sleep`), turning responses into values or exceptions,
+and decoding an event stream.
 
 Each operation of the API is a *plan* (``_ops.py``): a generator that yields these effects
 and gets their outcomes back; ``Client`` drives plans with blocking I/O, ``AsyncClient``
@@ -62,7 +63,14 @@ class ToolRound:
     tools: Mapping[str, Tool] = field(repr=False)
 
 
-Effect = Union[HttpCall, ToolRound]
+@dataclass(frozen=True)
+class Sleep:
+    """A pause of ``seconds`` in a plan that polls (a template's build until it ends)."""
+
+    seconds: float
+
+
+Effect = Union[HttpCall, ToolRound, Sleep]
 Plan = Generator[Effect, Any, T]
 
 

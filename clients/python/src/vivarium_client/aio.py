@@ -11,7 +11,17 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _ops
-from ._transport import JSON, Config, EventDecoder, HttpCall, Plan, ToolRound, decode, error_for
+from ._transport import (
+    JSON,
+    Config,
+    EventDecoder,
+    HttpCall,
+    Plan,
+    Sleep,
+    ToolRound,
+    decode,
+    error_for,
+)
 from .errors import Timeout, TransportError, VivariumError
 from .results import (
     CheckResult,
@@ -25,6 +35,7 @@ from .results import (
     SessionMetrics,
     SnapshotInfo,
     StreamEvent,
+    TemplateInfo,
     TenantUsage,
     ToolCallEvent,
     VolumeEntry,
@@ -116,10 +127,13 @@ class AsyncClient:
             raise TransportError(f"{call.method} {call.path}: {e}") from e
         return decode(call, response.status_code, response.headers, response.content)
 
-    async def _perform(self, effect: HttpCall | ToolRound) -> Any:
+    async def _perform(self, effect: HttpCall | ToolRound | Sleep) -> Any:
         if isinstance(effect, ToolRound):
             # The calls of a round run concurrently (the program waits on all of them).
             return list(await asyncio.gather(*(acall_tool(effect.tools, c) for c in effect.calls)))
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
         return await self._send(effect)
 
     async def _drive(self, plan: Plan[T]) -> T:
@@ -416,6 +430,51 @@ class AsyncClient:
 
     async def make_volume_dir(self, name: str, path: str) -> VolumeEntry:
         return await self._drive(_ops.make_volume_dir(name, path))
+
+    # Templates: environments the tenant builds once and names ------------------------
+
+    async def build_template(
+        self,
+        name: str,
+        *,
+        from_: str | None = None,
+        packages: Sequence[str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+        commands: Sequence[str] | None = None,
+        setup: str | None = None,
+        imports: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        limits: Mapping[str, int] | None = None,
+        wait: bool = True,
+        timeout: float | None = 120.0,
+        **extra: Any,
+    ) -> TemplateInfo:
+        """See :meth:`Client.build_template`; the wait polls with ``asyncio.sleep``."""
+        fields = dict(name=name, packages=packages, files=files, commands=commands,
+                      setup=setup, imports=imports, env=env, workdir=workdir, limits=limits,
+                      **extra)
+        fields["from"] = from_
+        return await self._drive(_ops.build_template(fields, wait, timeout))
+
+    async def wait_template(
+        self, name: str | TemplateInfo, *, timeout: float | None = 120.0
+    ) -> TemplateInfo:
+        """Waits for a template's build to end (see :meth:`Client.build_template`)."""
+        info = name if isinstance(name, TemplateInfo) else await self.template(name)
+        return await self._drive(_ops.wait_template(info, timeout))
+
+    async def templates(self) -> list[TemplateInfo]:
+        """The built-in templates, then yours, by name (``GET /v1/templates``)."""
+        return await self._drive(_ops.templates())
+
+    async def template(self, name: str) -> TemplateInfo:
+        """See :meth:`Client.template`."""
+        return await self._drive(_ops.template(name))
+
+    async def delete_template(self, name: str | TemplateInfo) -> None:
+        """See :meth:`Client.delete_template`."""
+        await self._drive(_ops.delete_template(name.name if isinstance(name, TemplateInfo) else name))
 
     async def usage(self) -> TenantUsage:
         return await self._drive(_ops.usage())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -9,7 +10,17 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _ops
-from ._transport import JSON, Config, EventDecoder, HttpCall, Plan, ToolRound, decode, error_for
+from ._transport import (
+    JSON,
+    Config,
+    EventDecoder,
+    HttpCall,
+    Plan,
+    Sleep,
+    ToolRound,
+    decode,
+    error_for,
+)
 from .errors import Timeout, TransportError, VivariumError
 from .results import (
     CheckResult,
@@ -23,6 +34,7 @@ from .results import (
     SessionMetrics,
     SnapshotInfo,
     StreamEvent,
+    TemplateInfo,
     TenantUsage,
     ToolCallEvent,
     VolumeEntry,
@@ -120,9 +132,12 @@ class Client:
             raise TransportError(f"{call.method} {call.path}: {e}") from e
         return decode(call, response.status_code, response.headers, response.content)
 
-    def _perform(self, effect: HttpCall | ToolRound) -> Any:
+    def _perform(self, effect: HttpCall | ToolRound | Sleep) -> Any:
         if isinstance(effect, ToolRound):
             return [call_tool(effect.tools, c) for c in effect.calls]
+        if isinstance(effect, Sleep):
+            time.sleep(effect.seconds)
+            return None
         return self._send(effect)
 
     def _drive(self, plan: Plan[T]) -> T:
@@ -198,7 +213,9 @@ class Client:
         """Runs ``code`` in a fresh sandbox (``POST /v1/execute``). Every outcome of the
         program is a result (``status``); a refused request raises :class:`VivariumError`.
         ``files`` maps paths to bytes (or text); ``language`` is ``"python"`` (the default) or
-        ``"bash"``; other request fields go in ``extra``."""
+        ``"bash"``; ``template`` is a built-in template (``"scientific"``, the default, or
+        ``"python"``) or one of yours (:meth:`build_template`); other request fields go in
+        ``extra``."""
         fields = dict(stdin=stdin, files=files, env=env, limits=limits, template=template,
                       packages=packages, policy=policy, language=language, leakage=leakage,
                       network=network, secrets=secrets, volumes=volumes, **extra)
@@ -424,6 +441,67 @@ class Client:
 
     def make_volume_dir(self, name: str, path: str) -> VolumeEntry:
         return self._drive(_ops.make_volume_dir(name, path))
+
+    # Templates: environments the tenant builds once and names ------------------------
+
+    def build_template(
+        self,
+        name: str,
+        *,
+        from_: str | None = None,
+        packages: Sequence[str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+        commands: Sequence[str] | None = None,
+        setup: str | None = None,
+        imports: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        limits: Mapping[str, int] | None = None,
+        wait: bool = True,
+        timeout: float | None = 120.0,
+        **extra: Any,
+    ) -> TemplateInfo:
+        """Builds a template named ``name`` (``POST /v1/templates``): from ``from_``
+        (``"scientific"``, the default, ``"python"``, or another of yours), ``packages``
+        installed, ``files`` (path -> bytes or text) laid down, ``workdir`` made and
+        entered, each of ``commands`` run by the sandbox's shell, then ``setup`` (Python),
+        then ``imports``; ``env`` is the environment of every sandbox from it, ``limits``
+        the build's. Then ``execute(..., template=name)`` and ``open_session(template=name)``
+        start from it.
+
+        With ``wait`` (the default) it polls the build to its end and returns the ready
+        template; a build that fails raises :class:`TemplateBuildFailed` (its ``step`` and
+        ``reason``, its ``template`` with the log), one still building after ``timeout``
+        seconds (``None``: no limit) raises :class:`Timeout` (the build goes on). Without
+        ``wait`` it returns the answer as it came (``status == "building"``; see
+        :meth:`wait_template`). Identical inputs to a ready template of yours return it at
+        once."""
+        fields = dict(name=name, packages=packages, files=files, commands=commands,
+                      setup=setup, imports=imports, env=env, workdir=workdir, limits=limits,
+                      **extra)
+        fields["from"] = from_
+        return self._drive(_ops.build_template(fields, wait, timeout))
+
+    def wait_template(
+        self, name: str | TemplateInfo, *, timeout: float | None = 120.0
+    ) -> TemplateInfo:
+        """Waits for a template's build to end (see :meth:`build_template`)."""
+        info = name if isinstance(name, TemplateInfo) else self.template(name)
+        return self._drive(_ops.wait_template(info, timeout))
+
+    def templates(self) -> list[TemplateInfo]:
+        """The built-in templates, then yours, by name (``GET /v1/templates``)."""
+        return self._drive(_ops.templates())
+
+    def template(self, name: str) -> TemplateInfo:
+        """A template: its status, and its build's log and failure. An unknown name (or
+        another tenant's) raises :class:`NotFound` (``template_not_found``)."""
+        return self._drive(_ops.template(name))
+
+    def delete_template(self, name: str | TemplateInfo) -> None:
+        """Deletes one of your templates (sessions and runs started from it go on). A
+        built-in raises :class:`BadRequest`, one still building :class:`Conflict`."""
+        self._drive(_ops.delete_template(name.name if isinstance(name, TemplateInfo) else name))
 
     def usage(self) -> TenantUsage:
         """The caller's tenant's use of each quota."""

@@ -8,7 +8,10 @@ exception raised for it carries all of that (``status``, ``code``, ``message``, 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .results import TemplateInfo
 
 __all__ = [
     "VivariumError",
@@ -28,6 +31,7 @@ __all__ = [
     "QuotaExceeded",
     "ServerError",
     "ServiceUnavailable",
+    "TemplateBuildFailed",
     "error_class",
     "error_from_body",
 ]
@@ -109,7 +113,7 @@ class Forbidden(VivariumError):
 
 
 class NotFound(VivariumError):
-    """404 (unknown session, snapshot, execution, file or route) and 410 (expired)."""
+    """404 (unknown session, snapshot, execution, template, file or route) and 410 (expired)."""
 
     http_status = 404
 
@@ -121,7 +125,8 @@ class Gone(NotFound):
 
 
 class Conflict(VivariumError):
-    """409: ``session_busy``, ``session_ended``, ``snapshot_refused``, ``execution_busy``, ..."""
+    """409: ``session_busy``, ``session_ended``, ``snapshot_refused``, ``execution_busy``,
+    ``template_building``, ``template_failed`` (a template whose build failed), ..."""
 
     http_status = 409
 
@@ -184,6 +189,34 @@ class ServiceUnavailable(ServerError):
     http_status = 503
 
 
+class TemplateBuildFailed(VivariumError):
+    """A template's build ended ``failed`` while the client waited for it
+    (``build_template(..., wait=True)``). Not an HTTP error: the build was accepted and the
+    template is kept, failed (delete it, or build the name again). ``template`` is its
+    :class:`~vivarium_client.TemplateInfo` (``log`` holds what each step printed); ``step``
+    and ``reason`` say where and why."""
+
+    def __init__(self, template: TemplateInfo) -> None:
+        err = template.error
+        where = f" at {err.step}: {err.reason}" if err is not None else ""
+        super().__init__(
+            f"template {template.name!r} failed to build{where}",
+            code="template_failed",
+            body=template.raw,
+        )
+        self.template = template
+
+    @property
+    def step(self) -> str | None:
+        """The step that failed: ``commands[N]``, ``setup``, ``imports``, ``files``, ..."""
+        return self.template.error.step if self.template.error is not None else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why it failed: an exception, an exit status, a limit."""
+        return self.template.error.reason if self.template.error is not None else None
+
+
 #: The one table: an API error code, or else an HTTP status, to the class raised for it.
 #: Codes are listed where their class is more specific than their status's, or where they
 #: can arrive without a status (an ``error`` event ending a stream).
@@ -217,12 +250,15 @@ ERROR_CLASSES: dict[int | str, type[VivariumError]] = {
     "session_not_found": NotFound,
     "snapshot_not_found": NotFound,
     "execution_not_found": NotFound,
+    "template_not_found": NotFound,
     "session_expired": Gone,
     "session_lost": Gone,
     "session_busy": Conflict,
     "session_ended": Conflict,
     "execution_busy": Conflict,
     "replay_diverged": Conflict,
+    "template_building": Conflict,
+    "template_failed": Conflict,
     "payload_too_large": PayloadTooLarge,
 }
 

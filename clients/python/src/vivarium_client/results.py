@@ -40,6 +40,10 @@ __all__ = [
     "Event",
     "EventPage",
     "WebhookInfo",
+    "TemplateStatus",
+    "BuildFailure",
+    "StepLog",
+    "TemplateInfo",
 ]
 
 JSON = dict[str, Any]
@@ -743,3 +747,103 @@ class WebhookInfo:
             secret=_opt_str(d.get("secret")),
             raw=d,
         )
+
+
+# Templates ----------------------------------------------------------------------------
+
+#: Where a template's build is.
+TemplateStatus = Literal["building", "ready", "failed"]
+
+
+@dataclass(frozen=True)
+class BuildFailure:
+    """Where and why a template's build failed: ``step`` is ``packages``, ``files``,
+    ``workdir``, ``commands[N]``, ``setup``, ``imports`` or ``build`` (the build as a whole);
+    ``reason`` an exception, an exit status or a limit."""
+
+    step: str
+    reason: str
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> BuildFailure:
+        return cls(step=str(d.get("step", "")), reason=str(d.get("reason", "")))
+
+
+@dataclass(frozen=True)
+class StepLog:
+    """What one step of a template's build printed (each stream cut at 16 KiB)."""
+
+    step: str
+    stdout: str
+    stderr: str
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> StepLog:
+        return cls(
+            step=str(d.get("step", "")),
+            stdout=str(d.get("stdout") or ""),
+            stderr=str(d.get("stderr") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """A template (``GET /v1/templates/{name}``): a built-in one (``python``,
+    ``scientific``) or one of the caller's tenant's, with how its build went.
+
+    ``id`` hashes every input of the build (empty for a built-in): identical inputs give the
+    same id. ``from_`` (the wire's ``from``) is what it was built from, ``base`` the
+    built-in template under it, ``bytes`` its image's size, ``created_at`` when its build
+    started (seconds since the epoch), ``env`` the names of its environment variables (not
+    their values), ``packages`` its pins (``name==version``), ``error`` why a ``failed``
+    build failed, ``log`` what each step printed.
+    """
+
+    name: str
+    status: TemplateStatus
+    builtin: bool
+    id: str
+    version: int
+    from_: str
+    base: str
+    bytes: int
+    created_at: int
+    build_ms: int | None
+    env: list[str]
+    workdir: str | None
+    packages: list[str]
+    error: BuildFailure | None
+    log: list[StepLog]
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> TemplateInfo:
+        err = d.get("error")
+        return cls(
+            name=str(d.get("name", "")),
+            status=d.get("status", "building"),
+            builtin=bool(d.get("builtin", False)),
+            id=str(d.get("id") or ""),
+            version=int(d.get("version") or 0),
+            from_=str(d.get("from") or ""),
+            base=str(d.get("base") or ""),
+            bytes=int(d.get("bytes") or 0),
+            created_at=int(d.get("created_at") or 0),
+            build_ms=_opt_int(d.get("build_ms")),
+            env=[str(e) for e in _list(d.get("env"))],
+            workdir=_opt_str(d.get("workdir")),
+            packages=[str(p) for p in _list(d.get("packages"))],
+            error=BuildFailure.from_dict(err) if isinstance(err, dict) else None,
+            log=[StepLog.from_dict(_dict(x)) for x in _list(d.get("log"))],
+            raw=d,
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Built: runs and sessions may start from it."""
+        return self.status == "ready"
+
+    @property
+    def failed(self) -> bool:
+        """Its build failed (``error`` says where and why)."""
+        return self.status == "failed"
