@@ -183,3 +183,42 @@ async fn pip_install_in_a_kernels_cell_gives_it_the_package() {
     assert_eq!(stdout(&msgs), "hello from greet, base 1.0\n", "{msgs:#?}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ready_template_of_the_caller_is_a_kernelspec() {
+    let s = start("jupyter-templates", |_| {}).await;
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/templates"),
+        &json!({"name": "kernel-tpl", "setup": "GREETING = 'from the template'"}),
+    )
+    .await;
+    assert_eq!(st, 202, "{v}");
+    for _ in 0..600 {
+        let (_, v) = get(&c, &s.url("/v1/templates/kernel-tpl")).await;
+        if v["status"] != "building" {
+            assert_eq!(v["status"], "ready", "{v}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (st, specs) = get(&c, &s.url("/api/kernelspecs")).await;
+    assert_eq!(st, 200, "{specs}");
+    let spec = &specs["kernelspecs"]["vivarium-kernel-tpl"];
+    assert_eq!(
+        spec["spec"]["metadata"]["vivarium"]["template"], "kernel-tpl",
+        "{specs}"
+    );
+    let (st, _) = get(
+        &c,
+        &s.url("/kernelspecs/vivarium-kernel-tpl/logo-64x64.png"),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, mut ws) = open_kernel(&c, &s.base, "vivarium-kernel-tpl").await;
+    let msgs = run_cell(&mut ws, "print(GREETING)").await;
+    assert_eq!(status(&msgs), "ok", "{msgs:#?}");
+    assert_eq!(stdout(&msgs), "from the template\n", "{msgs:#?}");
+    s.stop().await;
+}

@@ -54,7 +54,7 @@ def made(client: Client) -> Iterator[list[str]]:
             pass
 
 
-def build_reporting(client: Client, made: list[str], **opts: object) -> tuple[TemplateInfo, str]:
+def build_reporting(client: Client, made: list[str]) -> tuple[TemplateInfo, str]:
     """A template with a file, two commands, set-up code and an env var; its token."""
     name = unique("tpl")
     token = uuid.uuid4().hex
@@ -66,7 +66,6 @@ def build_reporting(client: Client, made: list[str], **opts: object) -> tuple[Te
         commands=["mkdir -p out", "echo hi > out/x"],
         setup=f"import json\nTOKEN = {token!r}\n",
         env={"MODE": "fast"},
-        **opts,  # type: ignore[arg-type]
     )
     return info, token
 

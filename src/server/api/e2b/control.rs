@@ -135,8 +135,26 @@ pub(super) fn template_of(id: &str) -> String {
             Template::Scientific.to_string()
         }
         "base" | "python" => Template::Python.to_string(),
-        other => other.to_string(),
+        other => name_of(other).to_string(),
     }
+}
+
+/// The name a `name[:tag]` is built and found under (tags are not kept).
+pub(super) fn name_of(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(n, _)| n)
+}
+
+/// Where a sandbox of E2B template `template_id` starts: its user template's working folder
+/// (its last WORKDIR), else HOME.
+pub(super) fn start_dir(door: &DoorState, key: Option<&str>, template_id: Option<&str>) -> String {
+    template_id
+        .map(template_of)
+        .filter(|t| t.parse::<Template>().is_err())
+        .and_then(|t| {
+            crate::supervisor::intake::template::get(&door.app.runner, key, name_of(&t)).ok()
+        })
+        .and_then(|t| t.workdir)
+        .unwrap_or_else(|| HOME.to_string())
 }
 
 /// The sandbox's deadline from a `timeout` in seconds (E2B's default when left out); any
@@ -246,8 +264,7 @@ async fn create(
         .map_err(|e| invalid(e.to_string()))?;
     // One call: the session, labelled, given its end and set up, or nothing.
     // A sandbox starts in its template's working folder (E2B's WORKDIR), else at HOME.
-    let start =
-        super::templates::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref());
+    let start = start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref());
     let extras = OpeningExtras {
         set_up: Some(set_up_in(&env, &start)),
         labels: Labels { env, ..labels },

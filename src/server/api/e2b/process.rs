@@ -135,7 +135,7 @@ async fn start(
     };
     // No `cwd`: the sandbox's template's working folder, else HOME.
     let cwd = cwd.unwrap_or_else(|| {
-        super::templates::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref())
+        super::control::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref())
     });
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     let _ = tx.send(envelope(

@@ -25,7 +25,7 @@ use axum::routing::{get, post, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::control::{invalid, template_of};
+use super::control::{invalid, name_of, template_of};
 use super::{DoorState, E2bError, E2bJson, HOME};
 use crate::server::bracket::Bracket;
 use crate::server::request_context::Caller;
@@ -54,11 +54,6 @@ pub(super) fn routes() -> Router<DoorState> {
 #[derive(Default, Deserialize)]
 struct BuildRequest {
     name: String,
-}
-
-/// The name a `name[:tag]` is built and found under (tags are not kept).
-fn name_of(name: &str) -> &str {
-    name.split_once(':').map_or(name, |(n, _)| n)
 }
 
 async fn request_build(E2bJson(req): E2bJson<BuildRequest>) -> Result<Response, E2bError> {
@@ -475,17 +470,6 @@ fn e2b_step(step: &str) -> String {
 /// RFC 3339 of a time in seconds since the epoch (UTC).
 fn chrono_like(secs: u64) -> String {
     crate::supervisor::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
-}
-
-/// Where a sandbox of E2B template `template_id` starts: its user template's working folder
-/// (its last WORKDIR), else HOME.
-pub(super) fn start_dir(door: &DoorState, key: Option<&str>, template_id: Option<&str>) -> String {
-    template_id
-        .map(template_of)
-        .filter(|t| t.parse::<crate::vocabulary::Template>().is_err())
-        .and_then(|t| intake::template::get(&door.app.runner, key, name_of(&t)).ok())
-        .and_then(|t| t.workdir)
-        .unwrap_or_else(|| HOME.to_string())
 }
 
 /// `GET /templates/aliases/{alias}`: whether the caller has a template of that name.

@@ -23,10 +23,12 @@ use crate::server::bracket::{Bracket, outcome_of};
 use crate::server::error::{ApiError, ApiResult};
 use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
+use crate::supervisor::Runner;
 use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::Action;
 use crate::supervisor::intake::{self, OpenSessionRequest};
 use crate::supervisor::session::{SessionInfo, SessionState};
+use crate::supervisor::templates::{TemplateInfo, TemplateStatus};
 use crate::vocabulary::Template;
 
 /// A session's id as a kernel id: the same 128 bits, in the UUID form Jupyter Server's routes
@@ -59,38 +61,41 @@ fn session_id(kernel_id: &str) -> ApiResult<String> {
     }
 }
 
-/// A template's kernelspec name.
-fn spec_name(t: Template) -> String {
-    format!("vivarium-{}", t.name())
+/// A template's kernelspec name (a built-in one's, or one of the caller's: `vivarium-NAME`).
+fn spec_name(t: &str) -> String {
+    format!("vivarium-{t}")
 }
 
-/// The template a kernelspec name stands for.
-fn template_of(name: &str) -> Option<Template> {
-    Template::ALL
-        .iter()
-        .copied()
-        .find(|t| spec_name(*t) == name)
+/// The template a kernelspec name stands for: a built-in one, or a ready one of the
+/// caller's.
+fn template_of(runner: &Runner, key: Option<&str>, name: &str) -> Option<TemplateInfo> {
+    let t = name.strip_prefix("vivarium-")?;
+    intake::template::get(runner, key, t)
+        .ok()
+        .filter(|i| i.status == TemplateStatus::Ready)
 }
 
 /// One kernelspec, as `GET /api/kernelspecs` lists it.
-fn kernelspec(t: Template) -> Value {
-    let what = match t {
-        Template::Scientific => "numpy, pandas, matplotlib, scipy, scikit-learn ready",
-        Template::Python => "minimal",
+fn kernelspec(t: &TemplateInfo) -> Value {
+    let what = match (t.builtin, t.base) {
+        (true, Template::Scientific) => "numpy, pandas, matplotlib, scipy, scikit-learn ready",
+        (true, Template::Python) => "minimal",
+        (false, _) => "your template",
     };
+    let name = spec_name(&t.name);
     json!({
-        "name": spec_name(t),
+        "name": name,
         "spec": {
             "argv": [],
-            "display_name": format!("Python 3.15 (Vivarium, {})", t.name()),
+            "display_name": format!("Python 3.15 (Vivarium, {})", t.name),
             "language": "python",
             "interrupt_mode": "message",
             "env": {},
-            "metadata": {"vivarium": {"template": t.name(), "description": what}},
+            "metadata": {"vivarium": {"template": t.name, "description": what}},
         },
         "resources": {
-            "logo-64x64": format!("/kernelspecs/{}/{LOGO_PNG}", spec_name(t)),
-            "logo-svg": format!("/kernelspecs/{}/{LOGO_SVG}", spec_name(t)),
+            "logo-64x64": format!("/kernelspecs/{name}/{LOGO_PNG}"),
+            "logo-svg": format!("/kernelspecs/{name}/{LOGO_SVG}"),
         },
     })
 }
@@ -102,9 +107,10 @@ const LOGO_SVG: &str = "logo-svg.svg";
 /// `GET /kernelspecs/{name}/{file}`: a kernelspec's resources (its logos), where Jupyter
 /// Server's gateway client fetches them for the browser.
 pub async fn kernelspec_resource(
+    Caller { state, ctx }: Caller,
     Path((name, file)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    if template_of(&name).is_none() {
+    if template_of(&state.runner, ctx.key_id.as_deref(), &name).is_none() {
         return Err(ApiError::NotFound(format!("no kernelspec {name}")));
     }
     let (body, media): (&'static [u8], &str) = match file.as_str() {
@@ -132,19 +138,26 @@ pub async fn kernelspec_resource(
         .into_response())
 }
 
-/// `GET /api/kernelspecs`.
-pub async fn kernelspecs() -> Json<Value> {
-    let specs: serde_json::Map<String, Value> = Template::ALL
-        .iter()
-        .map(|t| (spec_name(*t), kernelspec(*t)))
-        .collect();
-    Json(json!({ "default": spec_name(Template::Scientific), "kernelspecs": specs }))
+/// `GET /api/kernelspecs`: the built-in templates' and the caller's ready ones.
+pub async fn kernelspecs(Caller { state, ctx }: Caller) -> ApiResult<Json<Value>> {
+    let specs: serde_json::Map<String, Value> =
+        intake::template::list(&state.runner, ctx.key_id.as_deref())?
+            .iter()
+            .filter(|t| t.status == TemplateStatus::Ready)
+            .map(|t| (spec_name(&t.name), kernelspec(t)))
+            .collect();
+    let default = spec_name(Template::Scientific.name());
+    Ok(Json(json!({ "default": default, "kernelspecs": specs })))
 }
 
 /// `GET /api/kernelspecs/{name}`.
-pub async fn one_kernelspec(Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    let t = template_of(&name).ok_or_else(|| ApiError::NotFound(format!("kernelspec {name}")))?;
-    Ok(Json(kernelspec(t)))
+pub async fn one_kernelspec(
+    Caller { state, ctx }: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let t = template_of(&state.runner, ctx.key_id.as_deref(), &name)
+        .ok_or_else(|| ApiError::NotFound(format!("kernelspec {name}")))?;
+    Ok(Json(kernelspec(&t)))
 }
 
 /// A kernel as Jupyter's REST API describes it.
@@ -161,7 +174,7 @@ impl KernelModel {
     fn of(info: &SessionInfo) -> Self {
         KernelModel {
             id: kernel_id(&info.id),
-            name: spec_name(info.template),
+            name: spec_name(info.template.name()),
             last_activity: info.last_used_at.clone(),
             execution_state: match info.state {
                 SessionState::Idle => "idle",
@@ -212,17 +225,21 @@ pub async fn start(Caller { state, ctx }: Caller, body: Result<Bytes, BytesRejec
         };
         let template = match req.name.as_deref() {
             // Jupyter's clients ask for `python3` when nothing names a kernelspec.
-            None | Some("" | "python3" | "python") => Template::Scientific,
-            Some(name) => template_of(name).ok_or_else(|| {
-                ApiError::from(SupervisorError::InvalidRequest(format!(
-                    "no kernelspec {name:?}; see GET /api/kernelspecs"
-                )))
-            })?,
+            None | Some("" | "python3" | "python") => Template::Scientific.to_string(),
+            Some(name) => {
+                template_of(&state.runner, ctx.key_id.as_deref(), name)
+                    .ok_or_else(|| {
+                        ApiError::from(SupervisorError::InvalidRequest(format!(
+                            "no kernelspec {name:?}; see GET /api/kernelspecs"
+                        )))
+                    })?
+                    .name
+            }
         };
         // The server's default limits, and the operator's network list as it is, as for
         // any request that names neither.
         let ask = OpenSessionRequest {
-            template: Some(template.to_string()),
+            template: Some(template),
             ..OpenSessionRequest::default()
         };
         let session = intake::open(&state.runner, ask, bracket.record()).await?;
