@@ -281,14 +281,7 @@ impl WorkDir {
     /// Writes one file (creating parent folders), remembering it as an input.
     pub fn write_file(&mut self, rel: &str, content: &[u8]) -> Result<(), WorkdirError> {
         validate_relative_path(rel)?;
-        if let Some(parent) = Path::new(rel)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            self.dir
-                .create_dir_all(parent)
-                .map_err(io("creating", parent))?;
-        }
+        self.make_parents(rel)?;
         self.dir
             .write(rel, content)
             .map_err(io("writing", Path::new(rel)))?;
@@ -307,14 +300,7 @@ impl WorkDir {
         made: std::time::SystemTime,
     ) -> Result<(), WorkdirError> {
         validate_relative_path(rel)?;
-        if let Some(parent) = Path::new(rel)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            self.dir
-                .create_dir_all(parent)
-                .map_err(io("creating", parent))?;
-        }
+        self.make_parents(rel)?;
         let laid = (|| -> std::io::Result<std::time::SystemTime> {
             let mut f = self.dir.create(rel)?.into_std();
             std::io::Write::write_all(&mut f, content)?;
@@ -349,17 +335,21 @@ impl WorkDir {
                 reason: "a link whose target leads outside the working directory",
             });
         }
-        if let Some(parent) = Path::new(rel)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            self.dir
-                .create_dir_all(parent)
-                .map_err(io("creating", parent))?;
-        }
+        self.make_parents(rel)?;
         self.dir
             .symlink(target, rel)
             .map_err(io("linking", Path::new(rel)))
+    }
+
+    /// Makes the folders above `rel` (a checked relative path).
+    fn make_parents(&self, rel: &str) -> Result<(), WorkdirError> {
+        match Path::new(rel).parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => self
+                .dir
+                .create_dir_all(parent)
+                .map_err(io("creating", parent)),
+            _ => Ok(()),
+        }
     }
 
     /// Makes one folder (and its parents) inside the directory.

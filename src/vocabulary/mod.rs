@@ -7,11 +7,13 @@
 
 mod env;
 mod language;
+mod names;
 mod paths;
 mod template;
 
 pub use env::{EnvError, check_env};
 pub use language::Language;
+pub use names::check_name;
 pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path, link_stays_inside};
 pub use template::Template;
 

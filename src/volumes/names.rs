@@ -5,8 +5,6 @@ use std::fmt;
 
 use super::VolumeError;
 
-/// The longest volume name.
-pub const MAX_NAME: usize = 63;
 /// The longest path inside a volume, in bytes.
 pub const MAX_PATH: usize = 1024;
 /// The longest component of a path, in bytes (the usual file systems' limit).
@@ -33,22 +31,10 @@ impl From<VolumeName> for String {
 
 impl VolumeName {
     pub fn parse(name: &str) -> Result<Self, VolumeError> {
-        let bad = |why| VolumeError::InvalidName {
+        crate::vocabulary::check_name(name).map_err(|why| VolumeError::InvalidName {
             name: name.chars().take(80).collect(),
             why,
-        };
-        if name.is_empty() || name.len() > MAX_NAME {
-            return Err(bad("a name is 1 to 63 characters"));
-        }
-        if !name.as_bytes()[0].is_ascii_alphanumeric() {
-            return Err(bad("a name starts with a letter or a digit"));
-        }
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            return Err(bad("a name holds only letters, digits, '.', '_' and '-'"));
-        }
+        })?;
         Ok(VolumeName(name.to_string()))
     }
 

@@ -791,3 +791,16 @@ impl Drop for PackageIndex {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Polls user template `name` at `base` until its build ends; its record (any status).
+pub async fn template_built(c: &reqwest::Client, base: &str, name: &str) -> Value {
+    for _ in 0..600 {
+        let (st, v) = get(c, &format!("{base}/v1/templates/{name}")).await;
+        assert_eq!(st, 200, "{v}");
+        if v["status"] != "building" {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("template {name} still building after a minute");
+}

@@ -538,14 +538,8 @@ async fn mcp_runs_and_sessions_start_from_a_user_template() {
     )
     .await;
     assert_eq!(st, 202, "{v}");
-    for _ in 0..600 {
-        let (_, v) = get(&c, &s.url("/v1/templates/tools")).await;
-        if v["status"] != "building" {
-            assert_eq!(v["status"], "ready", "{v}");
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let v = template_built(&c, &s.base, "tools").await;
+    assert_eq!(v["status"], "ready", "{v}");
     let mut mcp = McpClient::open(&s).await;
     let code = "import os\nprint(HELPER, os.environ['STAGE'])";
     let (is_error, text) = tool(

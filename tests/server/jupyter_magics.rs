@@ -195,14 +195,8 @@ async fn each_ready_template_of_the_caller_is_a_kernelspec() {
     )
     .await;
     assert_eq!(st, 202, "{v}");
-    for _ in 0..600 {
-        let (_, v) = get(&c, &s.url("/v1/templates/kernel-tpl")).await;
-        if v["status"] != "building" {
-            assert_eq!(v["status"], "ready", "{v}");
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let v = template_built(&c, &s.base, "kernel-tpl").await;
+    assert_eq!(v["status"], "ready", "{v}");
     let (st, specs) = get(&c, &s.url("/api/kernelspecs")).await;
     assert_eq!(st, 200, "{specs}");
     let spec = &specs["kernelspecs"]["vivarium-kernel-tpl"];

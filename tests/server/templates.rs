@@ -5,8 +5,6 @@
 //! over a restart and deleted; tenants kept apart; failed and hostile builds ending with the
 //! step named while the server keeps serving; the tenant's limits.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::http_support::*;
@@ -14,17 +12,9 @@ use crate::http_support::*;
 const ALICE: &str = "templates-key-alice-0123456789";
 const BOB: &str = "templates-key-bob-0123456789ab";
 
-/// Polls template `name` until its build ends; its record.
+/// Template `name`'s record once its build ended.
 async fn built(c: &reqwest::Client, s: &TestServer, name: &str) -> Value {
-    for _ in 0..600 {
-        let (st, v) = get(c, &s.url(&format!("/v1/templates/{name}"))).await;
-        assert_eq!(st, 200, "{v}");
-        if v["status"] != "building" {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("template {name} still building after a minute");
+    template_built(c, &s.base, name).await
 }
 
 /// Builds `body`, expecting the build to start (202) and end `ready`; its record.

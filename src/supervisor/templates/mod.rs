@@ -22,9 +22,6 @@ pub use record::{BuildFailure, TemplateInfo, TemplateStatus};
 use crate::sync::lock;
 use crate::template::{LayerRef, Template};
 
-/// The longest template name.
-pub const MAX_NAME: usize = 63;
-
 /// Why a template could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum UserTemplateError {
@@ -67,25 +64,14 @@ pub enum UserTemplateError {
     Io(String),
 }
 
-/// Checks a template name: 1 to 63 of `A-Z a-z 0-9 . _ -`, starting with a letter or a
-/// digit, and not a built-in template's.
+/// Checks a template name: a tenant's name for a thing it keeps
+/// (`vocabulary::check_name`), and not a built-in template's.
 pub fn check_name(name: &str) -> Result<(), UserTemplateError> {
     let bad = |why| UserTemplateError::InvalidName {
         name: name.chars().take(80).collect(),
         why,
     };
-    if name.is_empty() || name.len() > MAX_NAME {
-        return Err(bad("a name is 1 to 63 characters"));
-    }
-    if !name.as_bytes()[0].is_ascii_alphanumeric() {
-        return Err(bad("a name starts with a letter or a digit"));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
-        return Err(bad("a name holds only letters, digits, '.', '_' and '-'"));
-    }
+    crate::vocabulary::check_name(name).map_err(bad)?;
     if name.parse::<Template>().is_ok() {
         return Err(bad("that is a built-in template's name"));
     }
