@@ -258,6 +258,7 @@ pub async fn build_ask(
             error: None,
             log: Vec::new(),
         },
+        log: Vec::new(),
         env: env.clone(),
         packages: packages.clone(),
         memory_bytes: 0,
@@ -286,15 +287,31 @@ pub async fn build_ask(
     Ok((true, kept.info))
 }
 
-/// The caller's template `name`, or a built-in one.
+/// The caller's template `name` with its build's log, or a built-in one.
 pub fn get(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<TemplateInfo> {
+    read(runner, key, name, |k| TemplateInfo {
+        log: k.log.clone(),
+        ..k.info.clone()
+    })
+}
+
+/// The caller's template `name` without its build's log, or a built-in one.
+pub fn summary(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<TemplateInfo> {
+    read(runner, key, name, |k| k.info.clone())
+}
+
+fn read(
+    runner: &Runner,
+    key: Option<&str>,
+    name: &str,
+    f: impl FnOnce(&Kept) -> TemplateInfo,
+) -> SupervisorResult<TemplateInfo> {
     if let Ok(t) = name.parse::<Template>() {
         return Ok(builtin(t));
     }
     let store = runner.user_templates()?;
     store
-        .get(runner.tenant(key).id(), name)
-        .map(|k| k.info)
+        .read(runner.tenant(key).id(), name, f)
         .ok_or_else(|| UserTemplateError::NotFound(name.chars().take(80).collect()).into())
 }
 

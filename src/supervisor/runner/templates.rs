@@ -61,33 +61,30 @@ impl Runner {
         }
         let store = self.user_templates()?;
         let tenant = self.tenant(key);
-        let kept = store
-            .get(tenant.id(), name)
-            .ok_or_else(|| UserTemplateError::NotFound(name.chars().take(80).collect()))?;
         let host = self.host()?;
-        let layer = match kept.info.status {
-            TemplateStatus::Ready => kept.layer(store, host.starting_bytes(kept.info.base, 0)),
-            TemplateStatus::Building => {
-                return Err(UserTemplateError::Building(name.to_string()).into());
-            }
+        let chosen = store.read(tenant.id(), name, |kept| match kept.info.status {
+            TemplateStatus::Ready => Ok(Chosen {
+                template: kept.info.base,
+                layer: kept.layer(store, host.starting_bytes(kept.info.base, 0)),
+                packages: kept.packages.clone(),
+            }),
+            TemplateStatus::Building => Err(UserTemplateError::Building(name.to_string())),
             TemplateStatus::Failed => {
                 let e = kept.info.error.clone().unwrap_or(BuildFailure {
                     step: "build".into(),
                     reason: "unknown".into(),
                 });
-                return Err(UserTemplateError::Failed {
+                Err(UserTemplateError::Failed {
                     name: name.to_string(),
                     step: e.step,
                     reason: e.reason,
-                }
-                .into());
+                })
             }
-        };
-        Ok(Chosen {
-            template: kept.info.base,
-            layer,
-            packages: kept.packages,
-        })
+        });
+        Ok(
+            chosen
+                .ok_or_else(|| UserTemplateError::NotFound(name.chars().take(80).collect()))??,
+        )
     }
 
     /// Runs `plan`'s build to its end (in a task of the caller's: a build outlives its
@@ -113,7 +110,7 @@ impl Runner {
         };
         match outcome {
             Ok((built, pins)) => {
-                kept.info.log = built.log.clone();
+                kept.log = built.log.clone();
                 kept.info.packages = pins;
                 match self.keep_layer(store, tenant.id(), &kept, built).await {
                     Ok((bytes, memory_bytes)) => {
@@ -125,7 +122,7 @@ impl Runner {
                 }
             }
             Err(BuildEnd::Step { step, reason, log }) => {
-                kept.info.log = log;
+                kept.log = log;
                 fail(&mut kept, &step, reason);
             }
             Err(BuildEnd::Other(step, e)) => fail(&mut kept, step, e),

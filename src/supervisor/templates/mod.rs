@@ -81,7 +81,12 @@ pub fn check_name(name: &str) -> Result<(), UserTemplateError> {
 /// One template as kept: what the API shows, and what a sandbox from it needs.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Kept {
+    /// What the API shows, but its build's log (`info.log` stays empty here: a run from
+    /// the template does not copy it).
     pub info: TemplateInfo,
+    /// Its build's log, shown by `GET /v1/templates/{name}` alone.
+    #[serde(default)]
+    pub log: Vec<crate::vivarium::StepLog>,
     /// Its environment (the values are not shown by the API).
     pub env: Vec<(String, String)>,
     /// The package specifiers its sandboxes get (its own and those of what it was built
@@ -275,7 +280,12 @@ impl UserTemplates {
         lock(&self.records).get(tenant)?.get(name).cloned()
     }
 
-    /// `tenant`'s templates, by name.
+    /// What `f` takes of `tenant`'s template `name`, without copying the rest of it.
+    pub fn read<T>(&self, tenant: &str, name: &str, f: impl FnOnce(&Kept) -> T) -> Option<T> {
+        lock(&self.records).get(tenant)?.get(name).map(f)
+    }
+
+    /// `tenant`'s templates, by name (without their builds' logs).
     pub fn list(&self, tenant: &str) -> Vec<TemplateInfo> {
         lock(&self.records)
             .get(tenant)
@@ -354,8 +364,17 @@ impl UserTemplates {
         let mut up = lock(&self.uploads);
         up.sweep();
         let (tenant, hash, _) = up.tokens.remove(token).ok_or(UserTemplateError::NoUpload)?;
+        let mine: usize = up
+            .files
+            .iter()
+            .filter(|((t, _), _)| *t == tenant)
+            .map(|(_, (_, b))| b.len())
+            .sum();
         if up.bytes + bytes.len() > MAX_UPLOAD_BYTES {
             return Err(UserTemplateError::UploadsFull(MAX_UPLOAD_BYTES));
+        }
+        if mine + bytes.len() > MAX_TENANT_UPLOAD_BYTES {
+            return Err(UserTemplateError::UploadsFull(MAX_TENANT_UPLOAD_BYTES));
         }
         up.bytes += bytes.len();
         let key = (tenant, hash);
@@ -420,6 +439,8 @@ impl UserTemplates {
 const MAX_UPLOAD_LINKS: usize = 1024;
 /// How many bytes of uploads the server keeps for builds, all tenants together.
 const MAX_UPLOAD_BYTES: usize = 256 << 20;
+/// How many of those one tenant's uploads may take.
+const MAX_TENANT_UPLOAD_BYTES: usize = 128 << 20;
 /// How long an upload or a link is kept.
 const UPLOAD_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 

@@ -151,7 +151,7 @@ pub(super) fn start_dir(door: &DoorState, key: Option<&str>, template_id: Option
         .map(template_of)
         .filter(|t| t.parse::<Template>().is_err())
         .and_then(|t| {
-            crate::supervisor::intake::template::get(&door.app.runner, key, name_of(&t)).ok()
+            crate::supervisor::intake::template::summary(&door.app.runner, key, name_of(&t)).ok()
         })
         .and_then(|t| t.workdir)
         .unwrap_or_else(|| HOME.to_string())

@@ -477,6 +477,6 @@ async fn alias(
     Caller { state: door, ctx }: Caller<DoorState>,
     Path(alias): Path<String>,
 ) -> Result<Response, E2bError> {
-    let info = intake::template::get(&door.app.runner, ctx.key_id.as_deref(), name_of(&alias))?;
+    let info = intake::template::summary(&door.app.runner, ctx.key_id.as_deref(), name_of(&alias))?;
     Ok(Json(json!({"templateID": info.name, "public": false})).into_response())
 }

@@ -70,7 +70,7 @@ fn spec_name(t: &str) -> String {
 /// caller's.
 fn template_of(runner: &Runner, key: Option<&str>, name: &str) -> Option<TemplateInfo> {
     let t = name.strip_prefix("vivarium-")?;
-    intake::template::get(runner, key, t)
+    intake::template::summary(runner, key, t)
         .ok()
         .filter(|i| i.status == TemplateStatus::Ready)
 }
