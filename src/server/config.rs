@@ -647,6 +647,7 @@ impl ServeArgs {
                     bytes: self.template_tenant_bytes,
                     builds: self.template_builds_per_tenant.max(1),
                 },
+                shared: None,
             },
             tenant_quotas,
             single_tenant_quotas,

@@ -75,9 +75,14 @@ fn state(config: Config, keys: Option<ApiKeys>, openapi: String) -> anyhow::Resu
     }
     // In a cluster, volumes live in the shared store beside the snapshots; this node's
     // folders are replicas of them.
+    let mut config = config;
     let volumes = if config.cluster_ttl.is_some() {
         let (objects, prefix, describe) =
             crate::snapshot::open_objects(&config.snapshot_dir, config.snapshot_url.as_deref())?;
+        // So are templates: every node serves every one, fetching a layer it lacks once.
+        config.templates.shared = Some(Arc::new(
+            crate::supervisor::templates::SharedTemplates::new(objects.clone(), prefix.clone()),
+        ));
         let shared = crate::volumes::SharedVolumes::new(
             objects,
             prefix,

@@ -107,9 +107,11 @@ impl Node {
             .args(["--node-ttl-ms", &TTL_MS.to_string()])
             .args(["--drain-delay-ms", &DRAIN_DELAY_MS.to_string()])
             .args(["--workers", "1", "--max-sessions", "32"])
-            // Each node its own copies of the volumes, as on separate machines.
+            // Each node its own copies of the volumes and templates, as on separate machines.
             .arg("--volume-dir")
             .arg(self.scratch.with_extension("volumes"))
+            .arg("--template-dir")
+            .arg(self.scratch.with_extension("templates"))
             .args(extra)
             .env("VIVARIUM_SCRATCH", &self.scratch)
             .env(
@@ -651,6 +653,95 @@ async fn a_volume_outlives_the_node_that_wrote_it() {
     assert_eq!(gone.status, 404, "{}", gone.body);
     let list = send(c.get(format!("{v1}/v1/volumes"))).await;
     assert_eq!(list.body["volumes"], json!([]), "{}", list.body);
+    drop(proxy);
+    drop(nodes);
+    drop(s3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_built_on_one_node_is_served_by_every_node() {
+    let Some(haproxy) = haproxy_binary() else {
+        return skip_or_fail("HAProxy is not installed");
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s3 = S3Server::start();
+    let store = Store::S3 {
+        endpoint: s3.endpoint(),
+        url: format!("s3://{BUCKET}/templates-{:08x}", rand::random::<u32>()),
+    };
+    let c = client();
+    let (mut nodes, proxy) = behind_proxy(&haproxy, &store, &c, &["tpl1", "tpl2", "tpl3"]).await;
+    let (t1, t2, t3) = (nodes[0].base(), nodes[1].base(), nodes[2].base());
+    let body = json!({
+        "name": "shared", "setup": "FROM_TEMPLATE = 'built once'",
+        "files": [{"path": "data/table.csv", "content": "YSxiCjEsMgo="}],
+        "env": {"STAGE": "cluster"},
+    });
+    let b = send(c.post(format!("{t1}/v1/templates")).json(&body)).await;
+    assert_eq!(b.status, 202, "{}", b.body);
+    let mut ready = false;
+    for _ in 0..600 {
+        let g = send(c.get(format!("{t1}/v1/templates/shared"))).await;
+        if g.body["status"] != "building" {
+            assert_eq!(g.body["status"], "ready", "{}", g.body);
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the build did not end");
+    // The node that built it dies; the others serve it, fetching its layer once.
+    nodes[0].kill9();
+    proxy.wait_state(&c, "tpl1", "DOWN").await;
+    let code = "import os\nprint(FROM_TEMPLATE, open('data/table.csv').read().split(), os.environ['STAGE'])";
+    let mut served = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let r = send(
+            c.post(proxy.url("/v1/execute"))
+                .json(&json!({"code": code, "template": "shared", "policy": "off"})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.body["stdout"], "built once ['a,b', '1,2'] cluster\n",
+            "{}",
+            r.body
+        );
+        served.insert(r.node);
+    }
+    assert_eq!(
+        served,
+        ["tpl2", "tpl3"].map(String::from).into(),
+        "round robin over both"
+    );
+    // Listed by every node; deleted on one, gone on the others.
+    let list = send(c.get(format!("{t3}/v1/templates"))).await;
+    let names: Vec<&str> = list.body["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["python", "scientific", "shared"], "{}", list.body);
+    let r = c
+        .delete(format!("{t2}/v1/templates/shared"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    // Another node trusts what it read for at most 2 s.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let gone = send(
+        c.post(format!("{t3}/v1/execute"))
+            .json(&json!({"code": "1", "template": "shared"})),
+    )
+    .await;
+    assert_eq!(
+        (gone.status, error_code(&gone.body)),
+        (404, "template_not_found"),
+        "{}",
+        gone.body
+    );
     drop(proxy);
     drop(nodes);
     drop(s3);

@@ -63,7 +63,7 @@ pub async fn build(
     responses((status = 200, description = "The built-in templates and the caller's", body = TemplateList))
 )]
 pub async fn list(Caller { state, ctx }: Caller) -> ApiResult<Json<TemplateList>> {
-    let templates = intake::list(&state.runner, ctx.key_id.as_deref())?;
+    let templates = intake::list(&state.runner, ctx.key_id.as_deref()).await?;
     Ok(Json(TemplateList { templates }))
 }
 
@@ -79,11 +79,9 @@ pub async fn info(
     Caller { state, ctx }: Caller,
     Path(name): Path<String>,
 ) -> ApiResult<Json<TemplateInfo>> {
-    Ok(Json(intake::get(
-        &state.runner,
-        ctx.key_id.as_deref(),
-        &name,
-    )?))
+    Ok(Json(
+        intake::get(&state.runner, ctx.key_id.as_deref(), &name).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -104,7 +102,7 @@ pub async fn delete(
     Bracket::open(&state, &ctx, Action::TemplateDelete)
         .around(204, async |record| {
             record.set_path(&name, 0);
-            intake::delete(&state.runner, key, &name)
+            intake::delete(&state.runner, key, &name).await
         })
         .await
         .map_err(ApiError::from)

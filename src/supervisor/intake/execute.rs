@@ -46,7 +46,9 @@ pub async fn prepare(
     let host = runner.host()?;
     let req = ask;
     record.set_code(&req.code);
-    let chosen = runner.choose_template(record.key_id.as_deref(), req.template.as_deref())?;
+    let chosen = runner
+        .template_for(record.key_id.as_deref(), req.template.as_deref())
+        .await?;
     let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     let files = decode_files(req.files, limits.disk_bytes)?;

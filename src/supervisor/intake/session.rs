@@ -104,7 +104,9 @@ async fn open_labelled(
             )
             .await;
     }
-    let chosen = runner.choose_template(owner.as_deref(), req.template.as_deref())?;
+    let chosen = runner
+        .template_for(owner.as_deref(), req.template.as_deref())
+        .await?;
     let limits = host.resolve_limits(&req.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     host.check_packages(&req.packages)

@@ -144,11 +144,12 @@ pub async fn build_ask(
     check_name(&ask.name)?;
     let key = record.key_id.clone();
     let tenant = runner.tenant(key.as_deref());
+    store.sync(tenant.id()).await?;
     let from = ask
         .from
         .clone()
         .unwrap_or_else(|| Template::default().to_string());
-    let parent = runner.choose_template(key.as_deref(), Some(&from))?;
+    let parent = runner.template_for(key.as_deref(), Some(&from)).await?;
     let limits = host.resolve_limits(&ask.limits.unwrap_or_default())?;
     record.limits = Some(limits);
     let files = ask.files;
@@ -232,7 +233,7 @@ pub async fn build_ask(
         kept.info.version = version;
         kept.info.created_at = now_secs();
         let info = kept.info.clone();
-        if let Some(old) = store.put(tenant.id(), kept)? {
+        if let Some(old) = store.put(tenant.id(), kept).await? {
             runner.forget_layer_later(old);
         }
         return Ok((false, info));
@@ -263,7 +264,7 @@ pub async fn build_ask(
         packages: packages.clone(),
         memory_bytes: 0,
     };
-    store.put(tenant.id(), kept.clone())?;
+    store.put(tenant.id(), kept.clone()).await?;
     let starts_with = host
         .starting_bytes(parent.template, 0)
         .saturating_add(parent.layer.as_ref().map_or(0, |l| l.extra_bytes));
@@ -288,7 +289,8 @@ pub async fn build_ask(
 }
 
 /// The caller's template `name` with its build's log, or a built-in one.
-pub fn get(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<TemplateInfo> {
+pub async fn get(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<TemplateInfo> {
+    runner.sync_templates(key).await?;
     read(runner, key, name, |k| TemplateInfo {
         log: k.log.clone(),
         ..k.info.clone()
@@ -296,7 +298,12 @@ pub fn get(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<T
 }
 
 /// The caller's template `name` without its build's log, or a built-in one.
-pub fn summary(runner: &Runner, key: Option<&str>, name: &str) -> SupervisorResult<TemplateInfo> {
+pub async fn summary(
+    runner: &Runner,
+    key: Option<&str>,
+    name: &str,
+) -> SupervisorResult<TemplateInfo> {
+    runner.sync_templates(key).await?;
     read(runner, key, name, |k| k.info.clone())
 }
 
@@ -316,8 +323,9 @@ fn read(
 }
 
 /// The built-in templates, then the caller's.
-pub fn list(runner: &Runner, key: Option<&str>) -> SupervisorResult<Vec<TemplateInfo>> {
+pub async fn list(runner: &Runner, key: Option<&str>) -> SupervisorResult<Vec<TemplateInfo>> {
     let store = runner.user_templates()?;
+    runner.sync_templates(key).await?;
     let mut all: Vec<TemplateInfo> = Template::ALL.into_iter().map(builtin).collect();
     all.extend(store.list(runner.tenant(key).id()));
     Ok(all)
@@ -325,7 +333,7 @@ pub fn list(runner: &Runner, key: Option<&str>) -> SupervisorResult<Vec<Template
 
 /// Deletes the caller's template `name` (sessions and runs started from it go on; its
 /// layer goes once no run can still be given it). A build in flight is not deleted.
-pub fn delete(runner: &Arc<Runner>, key: Option<&str>, name: &str) -> SupervisorResult<()> {
+pub async fn delete(runner: &Arc<Runner>, key: Option<&str>, name: &str) -> SupervisorResult<()> {
     if name.parse::<Template>().is_ok() {
         return Err(SupervisorError::InvalidRequest(format!(
             "{name} is a built-in template: it cannot be deleted"
@@ -333,13 +341,14 @@ pub fn delete(runner: &Arc<Runner>, key: Option<&str>, name: &str) -> Supervisor
     }
     let store = runner.user_templates()?;
     let tenant = runner.tenant(key);
+    store.sync(tenant.id()).await?;
     match store.get(tenant.id(), name) {
         None => Err(UserTemplateError::NotFound(name.chars().take(80).collect()).into()),
         Some(k) if k.info.status == TemplateStatus::Building => {
             Err(UserTemplateError::Building(name.to_string()).into())
         }
         Some(_) => {
-            if let Some(old) = store.remove(tenant.id(), name)? {
+            if let Some(old) = store.remove(tenant.id(), name).await? {
                 runner.forget_layer_later(old);
             }
             Ok(())

@@ -365,11 +365,11 @@ impl Runner {
                 .unwrap_or_else(|| super::templates::TemplateSettings {
                     dir: host.home().join("user-templates"),
                     limits: Default::default(),
+                    shared: None,
                 });
-        let _ = self.templates.set(super::templates::UserTemplates::open(
-            &settings.dir,
-            settings.limits,
-        ));
+        let _ = self
+            .templates
+            .set(super::templates::UserTemplates::open(&settings));
         let _ = self.workers.set(workers);
         let _ = self.host.set(host);
     }

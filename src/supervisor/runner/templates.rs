@@ -46,6 +46,33 @@ impl Runner {
         self.templates.get().ok_or(SupervisorError::NotReady)
     }
 
+    /// In a cluster, key `key`'s tenant's templates as the shared store has them (see
+    /// `UserTemplates::sync`); nothing without one.
+    pub async fn sync_templates(&self, key: Option<&str>) -> SupervisorResult<()> {
+        let Some(store) = self.templates.get() else {
+            return Ok(());
+        };
+        Ok(store.sync(self.tenant(key).id()).await?)
+    }
+
+    /// [`Runner::choose_template`] after [`Runner::sync_templates`] for a name that is not
+    /// a built-in template's, and the layer it gives here (fetched from the shared store when
+    /// this node lacks it).
+    pub async fn template_for(
+        &self,
+        key: Option<&str>,
+        name: Option<&str>,
+    ) -> SupervisorResult<Chosen> {
+        if name.is_some_and(|n| n.parse::<Template>().is_err()) {
+            self.sync_templates(key).await?;
+        }
+        let chosen = self.choose_template(key, name)?;
+        if let (Some(layer), Some(store)) = (&chosen.layer, self.templates.get()) {
+            store.ensure_layer(layer, store.limits.bytes).await?;
+        }
+        Ok(chosen)
+    }
+
     /// What `name` names for key `key`'s tenant: a built-in template (the default when
     /// `None`), or one of its own that is ready.
     pub fn choose_template(
@@ -129,7 +156,7 @@ impl Runner {
         }
         kept.info.build_ms = Some(started.elapsed().as_millis() as u64);
         kept.packages = kept.info.packages.clone();
-        match store.put(tenant.id(), kept) {
+        match store.put(tenant.id(), kept).await {
             Ok(Some(old)) => self.forget_layer_later(old),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "template record not written"),
@@ -232,6 +259,10 @@ impl Runner {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("writing the layer: {e}"))?;
+        store
+            .publish_layer(&kept.info.id)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok((size, memory_bytes))
     }
 
@@ -271,6 +302,7 @@ impl Runner {
             if !store.layer_in_use(&old.info.id) {
                 store.forget_env(&old.info.id);
                 let _ = std::fs::remove_file(store.layer_path(&old.info.id));
+                store.forget_shared_layer(&old.info.id).await;
             }
         });
     }

@@ -12,12 +12,14 @@
 //! version; the old version's layer stays while runs may be using it, then goes.
 
 mod record;
+mod shared;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use record::{BuildFailure, TemplateInfo, TemplateStatus};
+pub use shared::SharedTemplates;
 
 use crate::sync::lock;
 use crate::template::{LayerRef, Template};
@@ -132,12 +134,30 @@ impl Chosen {
 }
 
 /// Where templates are kept and what each tenant may hold.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TemplateSettings {
     /// Their records and layers (workers read the layers).
     pub dir: PathBuf,
     pub limits: TemplateLimits,
+    /// In a cluster, the store every node keeps them in (`dir` then holds this node's
+    /// copies).
+    pub shared: Option<Arc<SharedTemplates>>,
 }
+
+impl std::fmt::Debug for TemplateSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemplateSettings")
+            .field("dir", &self.dir)
+            .field("limits", &self.limits)
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
+}
+
+/// How long a node trusts what it last read of a tenant's templates in the shared store.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// A build the store still says runs after this long ran on a node that stopped.
+const BUILD_LOST_AFTER_SECS: u64 = 3600;
 
 /// What a tenant may hold of templates (`--max-templates`, `--template-bytes`,
 /// `--max-template-builds`: each tenant's).
@@ -164,6 +184,10 @@ impl Default for TemplateLimits {
 /// Every tenant's templates on this node.
 pub struct UserTemplates {
     dir: PathBuf,
+    /// In a cluster, the store the records and layers are kept in.
+    shared: Option<Arc<SharedTemplates>>,
+    /// Per tenant, when its records were last read from the shared store.
+    synced: Mutex<BTreeMap<String, std::time::Instant>>,
     pub limits: TemplateLimits,
     /// Per tenant, per name.
     records: Mutex<BTreeMap<String, BTreeMap<String, Kept>>>,
@@ -198,7 +222,8 @@ impl Drop for BuildPlace {
 impl UserTemplates {
     /// The templates kept under `dir` (made if missing); records that cannot be read are
     /// logged and skipped, a build that was running when the server stopped is failed.
-    pub fn open(dir: &Path, limits: TemplateLimits) -> Self {
+    pub fn open(settings: &TemplateSettings) -> Self {
+        let (dir, limits) = (settings.dir.as_path(), settings.limits);
         let mut records = BTreeMap::new();
         let _ = std::fs::create_dir_all(dir.join("layers"));
         let _ = std::fs::create_dir_all(dir.join("records"));
@@ -235,6 +260,8 @@ impl UserTemplates {
         }
         UserTemplates {
             dir: dir.to_path_buf(),
+            shared: settings.shared.clone(),
+            synced: Default::default(),
             limits,
             records: Mutex::new(records),
             building: Default::default(),
@@ -312,9 +339,12 @@ impl UserTemplates {
             .cloned()
     }
 
-    /// Records `kept` as `tenant`'s template of its name (replacing what was), and writes the
-    /// tenant's records. Returns what it replaced.
-    pub fn put(&self, tenant: &str, kept: Kept) -> Result<Option<Kept>, UserTemplateError> {
+    /// Records `kept` as `tenant`'s template of its name (replacing what was), here and in
+    /// the shared store. Returns what it replaced.
+    pub async fn put(&self, tenant: &str, kept: Kept) -> Result<Option<Kept>, UserTemplateError> {
+        if let Some(shared) = &self.shared {
+            shared.put_record(tenant, &kept).await?;
+        }
         let mut records = lock(&self.records);
         let mine = records.entry(tenant.to_string()).or_default();
         let old = mine.insert(kept.info.name.clone(), kept);
@@ -322,8 +352,15 @@ impl UserTemplates {
         Ok(old)
     }
 
-    /// Removes `tenant`'s template `name`, writing the records. Returns it.
-    pub fn remove(&self, tenant: &str, name: &str) -> Result<Option<Kept>, UserTemplateError> {
+    /// Removes `tenant`'s template `name`, here and in the shared store. Returns it.
+    pub async fn remove(
+        &self,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Kept>, UserTemplateError> {
+        if let Some(shared) = &self.shared {
+            shared.delete_record(tenant, name).await?;
+        }
         let mut records = lock(&self.records);
         let Some(mine) = records.get_mut(tenant) else {
             return Ok(None);
@@ -331,6 +368,72 @@ impl UserTemplates {
         let old = mine.remove(name);
         self.write(tenant, mine)?;
         Ok(old)
+    }
+
+    /// In a cluster, `tenant`'s records as the shared store has them (read again at most
+    /// every [`SYNC_EVERY`]): a template built, rebuilt or deleted on another node is so
+    /// here. A build the store says runs for more than an hour is taken as failed.
+    pub async fn sync(&self, tenant: &str) -> Result<(), UserTemplateError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let fresh = lock(&self.synced)
+            .get(tenant)
+            .is_some_and(|at| at.elapsed() < SYNC_EVERY);
+        if fresh {
+            return Ok(());
+        }
+        let now = crate::supervisor::time::now_secs();
+        let mut mine = BTreeMap::new();
+        for mut kept in shared.records(tenant).await? {
+            if kept.info.status == TemplateStatus::Building
+                && now.saturating_sub(kept.info.created_at) > BUILD_LOST_AFTER_SECS
+            {
+                kept.info.status = TemplateStatus::Failed;
+                kept.info.error = Some(BuildFailure {
+                    step: "build".into(),
+                    reason: "the node building it stopped".into(),
+                });
+            }
+            mine.insert(kept.info.name.clone(), kept);
+        }
+        let mut records = lock(&self.records);
+        self.write(tenant, &mine)?;
+        records.insert(tenant.to_string(), mine);
+        lock(&self.synced).insert(tenant.to_string(), std::time::Instant::now());
+        Ok(())
+    }
+
+    /// In a cluster, sends the layer of id `id` (written here) to the shared store.
+    pub async fn publish_layer(&self, id: &str) -> Result<(), UserTemplateError> {
+        match &self.shared {
+            Some(shared) => shared.put_layer(id, &self.layer_path(id)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// In a cluster, fetches `layer` from the shared store when this node lacks it (once:
+    /// then it is here), bounded by `max_bytes`.
+    pub async fn ensure_layer(
+        &self,
+        layer: &LayerRef,
+        max_bytes: u64,
+    ) -> Result<(), UserTemplateError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        self.check_layer(layer)?;
+        if tokio::fs::try_exists(&layer.path).await.unwrap_or(false) {
+            return Ok(());
+        }
+        shared.fetch_layer(&layer.id, &layer.path, max_bytes).await
+    }
+
+    /// In a cluster, removes the layer of id `id` from the shared store too.
+    pub async fn forget_shared_layer(&self, id: &str) {
+        if let Some(shared) = &self.shared {
+            shared.delete_layer(id).await;
+        }
     }
 
     /// A link token for `tenant`'s upload of the files `hash` names (E2B's `filesHash`).
@@ -480,7 +583,7 @@ struct TenantFile {
 }
 
 /// A tenant's records' file name: a hash of its id (ids are the keys file's, any text).
-fn tenant_file(tenant: &str) -> String {
+pub(super) fn tenant_file(tenant: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(&Sha256::digest(tenant.as_bytes())[..16])
 }

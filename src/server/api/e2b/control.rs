@@ -146,13 +146,20 @@ pub(super) fn name_of(name: &str) -> &str {
 
 /// Where a sandbox of E2B template `template_id` starts: its user template's working folder
 /// (its last WORKDIR), else HOME.
-pub(super) fn start_dir(door: &DoorState, key: Option<&str>, template_id: Option<&str>) -> String {
-    template_id
+pub(super) async fn start_dir(
+    door: &DoorState,
+    key: Option<&str>,
+    template_id: Option<&str>,
+) -> String {
+    let Some(t) = template_id
         .map(template_of)
         .filter(|t| t.parse::<Template>().is_err())
-        .and_then(|t| {
-            crate::supervisor::intake::template::summary(&door.app.runner, key, name_of(&t)).ok()
-        })
+    else {
+        return HOME.to_string();
+    };
+    crate::supervisor::intake::template::summary(&door.app.runner, key, name_of(&t))
+        .await
+        .ok()
         .and_then(|t| t.workdir)
         .unwrap_or_else(|| HOME.to_string())
 }
@@ -264,7 +271,7 @@ async fn create(
         .map_err(|e| invalid(e.to_string()))?;
     // One call: the session, labelled, given its end and set up, or nothing.
     // A sandbox starts in its template's working folder (E2B's WORKDIR), else at HOME.
-    let start = start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref());
+    let start = start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref()).await;
     let extras = OpeningExtras {
         set_up: Some(set_up_in(&env, &start)),
         labels: Labels { env, ..labels },

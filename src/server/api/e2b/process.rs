@@ -134,9 +134,13 @@ async fn start(
         Err(e) => return ConnectError::from(e).into_response(),
     };
     // No `cwd`: the sandbox's template's working folder, else HOME.
-    let cwd = cwd.unwrap_or_else(|| {
-        super::control::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref())
-    });
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => {
+            super::control::start_dir(&door, ctx.key_id.as_deref(), labels.template_id.as_deref())
+                .await
+        }
+    };
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     let _ = tx.send(envelope(
         &json!({"event": {"start": {"pid": PIDS.fetch_add(1, Ordering::Relaxed)}}}),

@@ -417,7 +417,7 @@ async fn build_status(
     Path((id, build)): Path<(String, String)>,
     Query(page): Query<LogPage>,
 ) -> Result<Response, E2bError> {
-    let info = intake::template::get(&door.app.runner, ctx.key_id.as_deref(), name_of(&id))?;
+    let info = intake::template::get(&door.app.runner, ctx.key_id.as_deref(), name_of(&id)).await?;
     Ok(Json(status_of(&info, &id, &build, &page)).into_response())
 }
 
@@ -477,6 +477,7 @@ async fn alias(
     Caller { state: door, ctx }: Caller<DoorState>,
     Path(alias): Path<String>,
 ) -> Result<Response, E2bError> {
-    let info = intake::template::summary(&door.app.runner, ctx.key_id.as_deref(), name_of(&alias))?;
+    let info =
+        intake::template::summary(&door.app.runner, ctx.key_id.as_deref(), name_of(&alias)).await?;
     Ok(Json(json!({"templateID": info.name, "public": false})).into_response())
 }

@@ -68,9 +68,10 @@ fn spec_name(t: &str) -> String {
 
 /// The template a kernelspec name stands for: a built-in one, or a ready one of the
 /// caller's.
-fn template_of(runner: &Runner, key: Option<&str>, name: &str) -> Option<TemplateInfo> {
+async fn template_of(runner: &Runner, key: Option<&str>, name: &str) -> Option<TemplateInfo> {
     let t = name.strip_prefix("vivarium-")?;
     intake::template::summary(runner, key, t)
+        .await
         .ok()
         .filter(|i| i.status == TemplateStatus::Ready)
 }
@@ -110,7 +111,10 @@ pub async fn kernelspec_resource(
     Caller { state, ctx }: Caller,
     Path((name, file)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    if template_of(&state.runner, ctx.key_id.as_deref(), &name).is_none() {
+    if template_of(&state.runner, ctx.key_id.as_deref(), &name)
+        .await
+        .is_none()
+    {
         return Err(ApiError::NotFound(format!("no kernelspec {name}")));
     }
     let (body, media): (&'static [u8], &str) = match file.as_str() {
@@ -141,7 +145,8 @@ pub async fn kernelspec_resource(
 /// `GET /api/kernelspecs`: the built-in templates' and the caller's ready ones.
 pub async fn kernelspecs(Caller { state, ctx }: Caller) -> ApiResult<Json<Value>> {
     let specs: serde_json::Map<String, Value> =
-        intake::template::list(&state.runner, ctx.key_id.as_deref())?
+        intake::template::list(&state.runner, ctx.key_id.as_deref())
+            .await?
             .iter()
             .filter(|t| t.status == TemplateStatus::Ready)
             .map(|t| (spec_name(&t.name), kernelspec(t)))
@@ -156,6 +161,7 @@ pub async fn one_kernelspec(
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let t = template_of(&state.runner, ctx.key_id.as_deref(), &name)
+        .await
         .ok_or_else(|| ApiError::NotFound(format!("kernelspec {name}")))?;
     Ok(Json(kernelspec(&t)))
 }
@@ -228,6 +234,7 @@ pub async fn start(Caller { state, ctx }: Caller, body: Result<Bytes, BytesRejec
             None | Some("" | "python3" | "python") => Template::Scientific.to_string(),
             Some(name) => {
                 template_of(&state.runner, ctx.key_id.as_deref(), name)
+                    .await
                     .ok_or_else(|| {
                         ApiError::from(SupervisorError::InvalidRequest(format!(
                             "no kernelspec {name:?}; see GET /api/kernelspecs"
