@@ -11,7 +11,8 @@ use wasmtime::Val;
 
 use super::SandboxError;
 use super::live::Live;
-use crate::hostcalls::fs_guard;
+use super::workdir::WorkdirError;
+use crate::hostcalls::charge::ENTRY_BYTES;
 use crate::hostcalls::limiter::MemoryRefusal;
 use crate::snapshot::{GlobalBits, GlobalValue, PAGE_BYTES, SessionImage, WASM_PAGE_BYTES};
 
@@ -71,20 +72,39 @@ impl Layer {
                     SandboxError::Layer(format!("does not fit its base template: {what}"))
                 }
             })?;
+        // What the disk quota counts of what is laid, without walking the folder again: an
+        // entry each, and each file in whole pages (never less than the quota's measure).
+        let mut charged = live.store.data().fs.charged_bytes;
         for dir in &image.dirs {
             live.workdir.create_dir(dir)?;
+            charged = charged.saturating_add(ENTRY_BYTES);
         }
         for (path, content) in &image.files {
             if live.workdir.file_len(path).is_none() {
                 live.workdir.lay_file(path, content, self.made)?;
+                let pages = (content.len() as u64).div_ceil(PAGE_BYTES as u64);
+                charged = charged.saturating_add(ENTRY_BYTES + pages * PAGE_BYTES as u64);
             }
         }
         for (path, target) in &image.links {
             if live.workdir.file_len(path).is_none() {
                 live.workdir.make_link(path, target)?;
+                charged = charged.saturating_add(ENTRY_BYTES);
             }
         }
-        live.store.data_mut().fs.charged_bytes = fs_guard::measure_dir(live.workdir.path());
+        if charged > live.limits.disk_bytes {
+            return Err(WorkdirError::InputsTooLarge {
+                total: charged,
+                limit: live.limits.disk_bytes,
+            }
+            .into());
+        }
+        let fs = &mut live.store.data_mut().fs;
+        fs.charged_bytes = charged;
+        // On tmpfs the files are memory, charged to the host's budget as input files are.
+        if !fs.hold_on_host(charged, true) {
+            return Err(SandboxError::HostBudget);
+        }
         Ok(())
     }
 }

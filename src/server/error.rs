@@ -352,5 +352,6 @@ fn template_wire(e: &crate::supervisor::templates::UserTemplateError) -> Wire {
         T::UploadsFull(_) => Wire::new(S::SERVICE_UNAVAILABLE, C::Overloaded).retry(5),
         T::InvalidName { .. } => Wire::new(S::BAD_REQUEST, C::InvalidRequest).field("name"),
         T::Io(_) => Wire::new(S::INTERNAL_SERVER_ERROR, C::Internal),
+        T::Store(_) => Wire::new(S::SERVICE_UNAVAILABLE, C::SnapshotStoreUnavailable).retry(1),
     }
 }

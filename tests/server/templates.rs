@@ -134,6 +134,21 @@ async fn a_template_is_built_used_rebuilt_reused_and_deleted() {
         "random numbers repeat across runs: {r} {again}"
     );
     assert_eq!(out2[4], "False", "{again}");
+    // A run's disk limit holds the template's files too: one too small for them is refused.
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/execute"),
+        &json!({"code": "1", "template": "reporting", "limits": {"disk_bytes": 512 << 10}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk limit"),
+        "{v}"
+    );
     // A template's file the run changes comes back, even at the same size and at once.
     let r = run(&c, &s, json!({"code": "f = open('out/NOTE', 'r+'); f.write('MADE'); f.close()", "template": "reporting"})).await;
     let files: Vec<&str> = r["files"]

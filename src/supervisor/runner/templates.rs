@@ -156,7 +156,16 @@ impl Runner {
         }
         kept.info.build_ms = Some(started.elapsed().as_millis() as u64);
         kept.packages = kept.info.packages.clone();
-        match store.put(tenant.id(), kept).await {
+        // A store that fails now leaves the record right here at least (other nodes read
+        // it as building until it is an hour old).
+        let put = match store.put(tenant.id(), kept.clone()).await {
+            Ok(old) => Ok(old),
+            Err(e) => {
+                tracing::warn!(error = %e, template = %kept.info.name, "template record not shared");
+                store.put_here(tenant.id(), kept)
+            }
+        };
+        match put {
             Ok(Some(old)) => self.forget_layer_later(old),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "template record not written"),

@@ -64,6 +64,9 @@ pub enum UserTemplateError {
     /// Reading or writing the records or a layer failed.
     #[error("template storage: {0}")]
     Io(String),
+    /// The cluster's shared store failed; nothing of the request happened there: retry.
+    #[error("the shared store, {0}")]
+    Store(String),
 }
 
 /// Checks a template name: a tenant's name for a thing it keeps
@@ -345,6 +348,11 @@ impl UserTemplates {
         if let Some(shared) = &self.shared {
             shared.put_record(tenant, &kept).await?;
         }
+        self.put_here(tenant, kept)
+    }
+
+    /// [`UserTemplates::put`] on this node alone (the store could not be written).
+    pub fn put_here(&self, tenant: &str, kept: Kept) -> Result<Option<Kept>, UserTemplateError> {
         let mut records = lock(&self.records);
         let mine = records.entry(tenant.to_string()).or_default();
         let old = mine.insert(kept.info.name.clone(), kept);

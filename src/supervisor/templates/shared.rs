@@ -17,6 +17,7 @@ use std::sync::Arc;
 use ::object_store::path::Path;
 use ::object_store::{Error as ObjectError, ObjectStore, ObjectStoreExt, PutPayload};
 use futures_util::TryStreamExt;
+use tokio::io::AsyncWriteExt;
 
 use super::{Kept, UserTemplateError, check_name, tenant_file};
 
@@ -56,7 +57,7 @@ impl SharedTemplates {
     }
 
     fn err(what: &str, e: impl std::fmt::Display) -> UserTemplateError {
-        UserTemplateError::Io(format!("the shared store, {what}: {e}"))
+        UserTemplateError::Store(format!("{what}: {e}"))
     }
 
     /// Writes `kept` as `tenant`'s record of its name.
@@ -157,17 +158,27 @@ impl SharedTemplates {
                 "it is larger than any template may be",
             ));
         }
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| Self::err("reading a layer", e))?;
+        // Streamed to disk, a part at a time: a layer is never whole in this process.
         let tmp = file.with_extension(format!("fetch-{:08x}", rand::random::<u32>()));
-        tokio::fs::write(&tmp, &bytes)
-            .await
-            .map_err(|e| Self::err("writing a fetched layer", e))?;
-        tokio::fs::rename(&tmp, file)
-            .await
-            .map_err(|e| Self::err("placing a fetched layer", e))
+        let written = async {
+            let mut out = tokio::fs::File::create(&tmp).await?;
+            let mut parts = got.into_stream();
+            let mut total = 0u64;
+            while let Some(part) = parts.try_next().await.map_err(std::io::Error::other)? {
+                total += part.len() as u64;
+                if total > max_bytes {
+                    return Err(std::io::Error::other("the layer grew past its size"));
+                }
+                out.write_all(&part).await?;
+            }
+            out.sync_all().await?;
+            tokio::fs::rename(&tmp, file).await
+        }
+        .await;
+        if written.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        written.map_err(|e| Self::err("fetching a layer", e))
     }
 
     /// Removes the layer of id `id` (gone already is no fault).
