@@ -37,26 +37,11 @@ impl Layer {
         }
     }
 
-    /// The linear memory a sandbox from it starts with.
-    pub fn memory_bytes(&self) -> u64 {
-        self.image.memory_bytes
-    }
-
-    /// What it adds to `template_bytes`, its built-in template's starting memory.
-    pub fn extra_memory_bytes(&self, template_bytes: u64) -> u64 {
-        self.image.memory_bytes.saturating_sub(template_bytes)
-    }
-
-    /// The bytes of its files (they count against each sandbox's disk limit).
-    pub fn file_bytes(&self) -> u64 {
-        self.image.files.iter().map(|(_, c)| c.len() as u64).sum()
-    }
-
     /// Lays the layer onto `live`, a fresh instance that has run nothing: its memory grown
     /// and written, its globals set, its folders and files made (a file the request itself
     /// placed at the same path wins). The caller's memory limit counts beyond the layer's
     /// memory, as beyond a built-in template's: the sandbox's limit is widened by what the
-    /// layer adds ([`Layer::extra_memory_bytes`]).
+    /// layer's memory adds to the fresh instance's.
     pub(super) fn lay_onto(&self, live: &mut Live) -> Result<(), SandboxError> {
         let image = &self.image;
         let extra = image
