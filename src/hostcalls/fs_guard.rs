@@ -18,6 +18,10 @@
 //!   disk unaccounted, and stdout renumbered elsewhere would escape the output cap's stream.
 //! * `path_symlink` refuses (EPERM: Python's `PermissionError`) a link whose target is absolute
 //!   or climbs out of the sandbox: see [`symlink_leaves`].
+//! * Every call that may change an entry, a file's content or its times sets
+//!   `FsGuard::changed` when it is tried (`fd_filestat_set_times` is shadowed for that
+//!   alone): a user template's folder is kept for the next run only when it stayed false
+//!   and nothing was opened (`sandbox/kept_dirs.rs`).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path};
@@ -36,8 +40,12 @@ use super::mount_calls::{self as mounts, Change, OpenArgs, Route, is_root_preope
 use super::state::GuestState;
 use crate::guest::STDIO_FDS;
 
-/// `O_CREAT` in preview1's `oflags`.
+/// `O_CREAT` and `O_TRUNC` in preview1's `oflags`.
 const OFLAGS_CREAT: i32 = 1;
+const OFLAGS_TRUNC: i32 = 8;
+/// The rights that make a `path_open` a writer's (`fd_datasync`, `fd_write`, `fd_allocate`,
+/// `fd_filestat_set_size`): wasi-libc asks for none of them when it opens for reading.
+const WRITING_RIGHTS: i64 = 1 | 1 << 6 | 1 << 8 | 1 << 22;
 
 /// Calls wasmtime-wasi's own implementation of a preview1 function from inside our shadow,
 /// exactly as its generated linker glue does (the guest's memory plus the WASI context).
@@ -82,6 +90,9 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          opened: i32|
          -> wasmtime::Result<i32> {
             let fs = &mut caller.data_mut().fs;
+            if oflags & (OFLAGS_CREAT | OFLAGS_TRUNC) != 0 || rights_base & WRITING_RIGHTS != 0 {
+                fs.changed = true;
+            }
             if fs.open_fds >= fs.max_open_fds {
                 fs.refused_fd = true;
                 return Ok(errno::MFILE);
@@ -195,6 +206,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             // stdout and stderr have their own cap; only files count against the quota.
             let counted = (fd as u32) >= STDIO_FDS;
             if counted {
+                caller.data_mut().fs.changed = true;
                 let wanted = iovec_total(&mut caller, iovs, iovs_len);
                 // A write after a seek far past the end makes a sparse file: check where it
                 // lands, as for `fd_pwrite`.
@@ -228,6 +240,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          offset: i64,
          nwritten: i32|
          -> wasmtime::Result<i32> {
+            caller.data_mut().fs.changed = true;
             let wanted = iovec_total(&mut caller, iovs, iovs_len);
             // A write far past the end makes a sparse file whose size alone breaks the quota.
             let end = (offset as u64).saturating_add(wanted);
@@ -252,6 +265,7 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
         M,
         "fd_filestat_set_size",
         |mut caller: Caller<'_, GuestState>, fd: i32, size: i64| -> wasmtime::Result<i32> {
+            caller.data_mut().fs.changed = true;
             let size = size as u64;
             if caller.data().fs.mounts.holds(fd) {
                 return in_volume(&mut caller, fd, size, size, |c| {
@@ -340,6 +354,23 @@ pub fn add_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    linker.func_wrap(
+        M,
+        "fd_filestat_set_times",
+        |mut caller: Caller<'_, GuestState>,
+         fd: i32,
+         atim: i64,
+         mtim: i64,
+         fst: i32|
+         -> wasmtime::Result<i32> {
+            // Shadowed only to be seen: a folder's descriptor may set its times.
+            caller.data_mut().fs.changed = true;
+            Ok(stock!(
+                &mut caller,
+                fd_filestat_set_times(fd, atim, mtim, fst)
+            ))
+        },
+    )?;
     add_volume_shadows(linker)
 }
 
@@ -381,6 +412,7 @@ fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          mtim: i64,
          fst: i32|
          -> wasmtime::Result<i32> {
+            caller.data_mut().fs.changed = true;
             match mounts::route(&mut caller, fd, path, len) {
                 Route::Volume(ix, rel) => {
                     let times = Change::SetTimes {
@@ -403,32 +435,28 @@ fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         M,
         "path_remove_directory",
-        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| match mounts::route(
-            &mut caller,
-            fd,
-            path,
-            len,
-        ) {
-            Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::RemoveDir),
-            Route::Refuse(rc) => Ok(rc),
-            Route::HoldsMount => Ok(errno::BUSY),
-            Route::Stock => Ok(stock!(&mut caller, path_remove_directory(fd, path, len))),
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| {
+            caller.data_mut().fs.changed = true;
+            match mounts::route(&mut caller, fd, path, len) {
+                Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::RemoveDir),
+                Route::Refuse(rc) => Ok(rc),
+                Route::HoldsMount => Ok(errno::BUSY),
+                Route::Stock => Ok(stock!(&mut caller, path_remove_directory(fd, path, len))),
+            }
         },
     )?;
 
     linker.func_wrap(
         M,
         "path_unlink_file",
-        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| match mounts::route(
-            &mut caller,
-            fd,
-            path,
-            len,
-        ) {
-            Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::Unlink),
-            Route::Refuse(rc) => Ok(rc),
-            Route::HoldsMount => Ok(errno::BUSY),
-            Route::Stock => Ok(stock!(&mut caller, path_unlink_file(fd, path, len))),
+        |mut caller: Caller<'_, GuestState>, fd: i32, path: i32, len: i32| {
+            caller.data_mut().fs.changed = true;
+            match mounts::route(&mut caller, fd, path, len) {
+                Route::Volume(ix, rel) => mounts::change(&mut caller, ix, &rel, Change::Unlink),
+                Route::Refuse(rc) => Ok(rc),
+                Route::HoldsMount => Ok(errno::BUSY),
+                Route::Stock => Ok(stock!(&mut caller, path_unlink_file(fd, path, len))),
+            }
         },
     )?;
 
@@ -443,6 +471,8 @@ fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          buf_len: i32,
          used: i32|
          -> wasmtime::Result<i32> {
+            // Reading a link sets its access time.
+            caller.data_mut().fs.changed = true;
             match mounts::route(&mut caller, fd, path, len) {
                 // A volume holds no links: what is there is not one.
                 Route::Volume(ix, rel) => Ok(mounts::not_a_link(&caller, ix, &rel)),
@@ -466,6 +496,7 @@ fn add_volume_shadows(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
          new: i32,
          new_len: i32|
          -> wasmtime::Result<i32> {
+            caller.data_mut().fs.changed = true;
             let from = mounts::route(&mut caller, fd, path, len);
             let to = mounts::route(&mut caller, new_fd, new, new_len);
             let top = |r: &Route| matches!(r, Route::Volume(_, rel) if rel.is_empty());
@@ -586,6 +617,7 @@ fn entry_creating(
     caller: &mut Caller<'_, GuestState>,
     call: impl FnOnce(&mut Caller<'_, GuestState>) -> wasmtime::Result<i32>,
 ) -> wasmtime::Result<i32> {
+    caller.data_mut().fs.changed = true;
     if !reserve(caller, ENTRY_BYTES) {
         return Ok(errno::NOSPC);
     }

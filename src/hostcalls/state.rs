@@ -123,6 +123,12 @@ pub struct FsGuard {
     /// Successful `path_open`s over the sandbox's life. A program that opened nothing can
     /// have left no file buffer unflushed, so its execution skips the flush turn.
     pub opens: u64,
+    /// A call that may change what the working directory holds, or its files' times, was
+    /// made (`path_open` for writing, a removal, a rename, a link, a time set; and
+    /// `path_readlink`, which sets a link's access time), whether or not it succeeded.
+    /// With `opens`, it tells a run that left its directory as it found it
+    /// ([`crate::sandbox`]'s kept template folders).
+    pub changed: bool,
     /// A running upper bound of the bytes the working directory holds.
     pub charged_bytes: u64,
     pub quota_bytes: u64,
@@ -156,6 +162,7 @@ impl FsGuard {
             open_fds,
             max_open_fds,
             opens: 0,
+            changed: false,
             charged_bytes,
             quota_bytes,
             host,

@@ -213,7 +213,7 @@ impl Interpreter {
         let origin = Instant::now()
             .checked_sub(Duration::from_nanos(image.monotonic_ns))
             .unwrap_or_else(Instant::now);
-        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, origin)?;
+        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, origin, None)?;
         let mut live = Live::start(guest, python, image.limits, image.turns_run)?;
         for dir in &image.dirs {
             live.workdir.create_dir(dir)?;

@@ -58,22 +58,30 @@ impl Layer {
                 }
             })?;
         // What the disk quota counts of what is laid, without walking the folder again: an
-        // entry each, and each file in whole pages (never less than the quota's measure).
+        // entry each, and each file in whole pages (never less than the quota's measure). A
+        // kept folder (`kept_dirs`) holds them all already, as laid.
+        let lay = !live.workdir.is_reused();
         let mut charged = live.store.data().fs.charged_bytes;
         for dir in &image.dirs {
-            live.workdir.create_dir(dir)?;
+            if lay {
+                live.workdir.create_dir(dir)?;
+            }
             charged = charged.saturating_add(ENTRY_BYTES);
         }
         for (path, content) in &image.files {
-            if live.workdir.file_len(path).is_none() {
-                live.workdir.lay_file(path, content, self.made)?;
+            if !lay || live.workdir.file_len(path).is_none() {
+                if lay {
+                    live.workdir.lay_file(path, content, self.made)?;
+                }
                 let pages = (content.len() as u64).div_ceil(PAGE_BYTES as u64);
                 charged = charged.saturating_add(ENTRY_BYTES + pages * PAGE_BYTES as u64);
             }
         }
         for (path, target) in &image.links {
-            if live.workdir.file_len(path).is_none() {
-                live.workdir.make_link(path, target)?;
+            if !lay || live.workdir.file_len(path).is_none() {
+                if lay {
+                    live.workdir.make_link(path, target)?;
+                }
                 charged = charged.saturating_add(ENTRY_BYTES);
             }
         }

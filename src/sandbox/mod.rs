@@ -15,6 +15,7 @@ mod checkpoint;
 mod dirty;
 mod image_io;
 mod interpreter;
+mod kept_dirs;
 mod layer;
 mod live;
 mod open_files;

@@ -30,6 +30,9 @@ pub struct Sandbox {
     /// Code mode: the tools' specs as the guest reads them, once [`Sandbox::offer_tools`]
     /// gave the run its tools.
     tools: Option<String>,
+    /// The user template whose folder a run that leaves it as laid keeps for the next run
+    /// (see `kept_dirs`): set when it has no input file and no volume.
+    keeps_for: Option<String>,
 }
 
 impl Sandbox {
@@ -51,7 +54,15 @@ impl Sandbox {
         // nothing of them can be imported, so nothing of them runs, where it could write.
         let on_path = !spec.packages.is_empty() && !spec.packages.writable;
         let setup_code = guest::setup_code(&env, &setup, on_path);
-        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, Instant::now())?;
+        let keeps_for = layer
+            .as_ref()
+            .filter(|_| spec.files.is_empty() && spec.volumes.is_empty())
+            .map(|layer| layer.id.clone());
+        let kept = keeps_for
+            .as_deref()
+            .and_then(|id| super::workdir::WorkDir::reuse(scratch, id));
+        let now = Instant::now();
+        let guest = GuestStore::with_env(engine, layout, scratch, spec, &env, now, kept)?;
         let mut live = Live::start(guest, python, limits, 0)?;
         if let Some(layer) = &layer {
             layer.lay_onto(&mut live)?;
@@ -72,6 +83,7 @@ impl Sandbox {
             rich: setup.rich,
             session: setup.session,
             tools: None,
+            keeps_for,
         })
     }
 
@@ -133,6 +145,15 @@ impl Sandbox {
         outcome.report.files = self.live.workdir.changed_files(budget);
         if self.rich {
             outcome.report.outputs = rich::take_outputs(self.live.workdir.path());
+        }
+        // A folder the run opened nothing in and changed nothing of is the next run's.
+        let fs = &mut self.live.store.data_mut().fs;
+        if let Some(layer) = self.keeps_for
+            && fs.opens == 0
+            && !fs.changed
+        {
+            let charge = fs.host.take();
+            self.live.workdir.keep_for(layer, charge);
         }
         // The server tears the sandbox down after its response left (see `guest_threads`).
         guest_threads::defer_drop(self.live);

@@ -49,11 +49,12 @@ impl GuestStore {
         spec: SandboxSpec,
     ) -> Result<GuestStore, SandboxError> {
         let env = guest_env(&spec.env)?;
-        Self::with_env(engine, layout, scratch, spec, &env, Instant::now())
+        Self::with_env(engine, layout, scratch, spec, &env, Instant::now(), None)
     }
 
     /// [`GuestStore::new`] with the guest's environment already resolved by [`guest_env`],
-    /// and its monotonic clock counting from `origin` (a restored session's goes on).
+    /// its monotonic clock counting from `origin` (a restored session's goes on), and in
+    /// `kept`, a template folder kept for it (`WorkDir::reuse`) or a fresh one.
     pub(super) fn with_env(
         engine: &GuestEngine,
         layout: &GuestLayout<'_>,
@@ -61,8 +62,12 @@ impl GuestStore {
         spec: SandboxSpec,
         env: &[(String, String)],
         origin: Instant,
+        kept: Option<WorkDir>,
     ) -> Result<GuestStore, SandboxError> {
-        let mut workdir = WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?;
+        let mut workdir = match kept {
+            Some(kept) => kept,
+            None => WorkDir::create(scratch, &spec.files, spec.limits.disk_bytes)?,
+        };
         let output_cap = spec.limits.output_bytes as usize;
         let live_output = LiveOutput::new(spec.observer);
         let stdout = CappedPipe::new(StreamKind::Stdout, output_cap, live_output.clone());

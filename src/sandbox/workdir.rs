@@ -13,12 +13,14 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
 
+use super::kept_dirs::{KeptDir, KeptDirs, Laid};
+use crate::budget::Charge;
 use crate::guest::{HOST_LAYOUT_DIRS, STUB_DIRS};
 use crate::report::{FileOut, Held};
 
@@ -85,6 +87,8 @@ pub(crate) fn io(
 pub struct ScratchRoot {
     path: PathBuf,
     _lock: File,
+    /// Template folders kept for the next run of their template.
+    kept: Arc<KeptDirs>,
 }
 
 impl ScratchRoot {
@@ -111,7 +115,11 @@ impl ScratchRoot {
         let lock = File::create(&lock_path).map_err(io("creating", &lock_path))?;
         lock.lock().map_err(io("locking", &lock_path))?;
         drop(create_lock);
-        Ok(ScratchRoot { path, _lock: lock })
+        Ok(ScratchRoot {
+            path,
+            _lock: lock,
+            kept: Arc::default(),
+        })
     }
 
     fn remove_abandoned(base: &Path) {
@@ -146,12 +154,29 @@ impl ScratchRoot {
     pub fn live_dirs(&self) -> usize {
         sandbox_dirs_in(&self.path)
     }
+
+    /// Template folders kept for a next run (see `kept_dirs`).
+    pub fn kept_dirs(&self) -> usize {
+        self.kept.count()
+    }
 }
 
 impl Drop for ScratchRoot {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// The scratch root, opened, when its sandboxes hold large returned files.
+fn held_in(root: &ScratchRoot) -> Result<Option<Dir>, WorkdirError> {
+    let holds = crate::sync::lock(&HOLDING).iter().any(|p| p == root.path());
+    if !holds {
+        return Ok(None);
+    }
+    let held = root.path();
+    Dir::open_ambient_dir(held, ambient_authority())
+        .map(Some)
+        .map_err(io("opening", held))
 }
 
 fn set_private(path: &Path) {
@@ -194,7 +219,13 @@ pub struct WorkDir {
     /// A user template's files, laid with a modification time of the template's making:
     /// their size and that time, so an untouched one is known without reading it (a write
     /// sets the time to now).
-    laid: HashMap<String, (u64, std::time::SystemTime)>,
+    laid: Laid,
+    /// Its scratch root's kept folders, and, once its run left it as laid, the template it
+    /// is kept for (with its bytes' hold on the host's budget): see `kept_dirs`.
+    kept: Arc<KeptDirs>,
+    keep_for: Option<(String, Option<Charge>)>,
+    /// It was a kept folder: the template's files are in place already.
+    reused: bool,
     /// The scratch root, opened, when it holds large returned files.
     held: Option<Dir>,
     /// The volumes mounted in the sandbox, by their mount points below `/` (`mnt/data`):
@@ -231,19 +262,15 @@ impl WorkDir {
         // From here on, Drop removes the directory on every path out.
         let dir = Dir::open_ambient_dir(&path, ambient_authority())
             .map_err(io("opening sandbox dir", &path))?;
-        let holds = crate::sync::lock(&HOLDING).iter().any(|p| p == root.path());
-        let held = if holds {
-            let held = root.path();
-            Some(Dir::open_ambient_dir(held, ambient_authority()).map_err(io("opening", held))?)
-        } else {
-            None
-        };
         let mut workdir = WorkDir {
             path,
             dir,
             inputs: HashMap::new(),
             laid: HashMap::new(),
-            held,
+            kept: root.kept.clone(),
+            keep_for: None,
+            reused: false,
+            held: held_in(root)?,
             volumes: Vec::new(),
         };
         for stub in STUB_DIRS {
@@ -256,6 +283,36 @@ impl WorkDir {
             workdir.write_file(&f.path, &f.content)?;
         }
         Ok(workdir)
+    }
+
+    /// The folder the last run of `layer`'s template left as laid, if this process kept one
+    /// (see `kept_dirs`): its layout and the template's files are in place.
+    pub fn reuse(root: &ScratchRoot, layer: &str) -> Option<Self> {
+        let (path, laid) = root.kept.take(layer)?.take();
+        let workdir = WorkDir {
+            dir: Dir::open_ambient_dir(&path, ambient_authority()).ok()?,
+            path,
+            inputs: HashMap::new(),
+            laid,
+            kept: root.kept.clone(),
+            keep_for: None,
+            reused: true,
+            held: held_in(root).ok()?,
+            volumes: Vec::new(),
+        };
+        Some(workdir)
+    }
+
+    /// Whether it was a kept folder, the template's files in place already.
+    pub fn is_reused(&self) -> bool {
+        self.reused
+    }
+
+    /// Keeps the folder for the next run of `layer`'s template instead of removing it when
+    /// dropped (`charge` holds its bytes on the host's budget): only for a folder its run
+    /// left exactly as laid, with no input file and no volume.
+    pub fn keep_for(&mut self, layer: String, charge: Option<Charge>) {
+        self.keep_for = Some((layer, charge));
     }
 
     pub fn path(&self) -> &Path {
@@ -601,6 +658,15 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        if let Some((layer, charge)) = self.keep_for.take() {
+            self.kept.put(KeptDir {
+                layer,
+                path: std::mem::take(&mut self.path),
+                laid: std::mem::take(&mut self.laid),
+                _charge: charge,
+            });
+            return;
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
             tracing::warn!(dir = %self.path.display(), error = %e, "could not remove sandbox dir");
         }

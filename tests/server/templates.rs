@@ -2,7 +2,8 @@
 //! 127.0.0.1: a template built from packages, a file, shell commands, set-up code, imports,
 //! variables and a working folder, then used by fresh runs and sessions (each still fresh:
 //! its own variables and randomness), rebuilt, reused for identical inputs, built on, kept
-//! over a restart and deleted; tenants kept apart; failed and hostile builds ending with the
+//! over a restart and deleted; a run's folder kept for the next run only when it changed nothing;
+//! tenants kept apart; failed and hostile builds ending with the
 //! step named while the server keeps serving; the tenant's limits.
 
 use serde_json::{Value, json};
@@ -323,6 +324,66 @@ async fn a_tenants_templates_are_its_own() {
     )
     .await;
     assert_eq!(r["stdout"], "alice\n", "{r}");
+    s.stop().await;
+}
+
+/// What a run sees of the template's file without opening anything: its inode, change
+/// time, size and modification time (the same in two runs: the same folder, kept).
+const STAT: &str = "import os\ns = os.stat('data/table.bin')\nprint(s.st_ino, s.st_ctime_ns, s.st_size, s.st_mtime_ns)";
+
+/// What a run sees of its folder, reading everything.
+const LOOK: &str = "import os, hashlib\nprint(sorted(os.listdir('.')), sorted(os.listdir('data')), os.stat('data/table.bin').st_mtime_ns, hashlib.sha256(open('data/table.bin', 'rb').read()).hexdigest())";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_changed_nothing_hands_its_folder_on_and_one_that_did_never() {
+    // One worker: one scratch root, so the runs below meet each other's folders.
+    let s = start("templates-kept", |a| a.workers = Some(1)).await;
+    let c = client();
+    let file: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    build_ready(
+        &c,
+        &s,
+        json!({"name": "kept", "files": [{"path": "data/table.bin", "content": b64(&file)}]}),
+    )
+    .await;
+    let exec = |code: &str| json!({"code": code, "template": "kept"});
+    let settle = || tokio::time::sleep(std::time::Duration::from_millis(150));
+    let fresh = run(&c, &s, exec(LOOK)).await["stdout"].clone();
+    // A run that opened nothing leaves its folder to the next run of the template.
+    settle().await;
+    let first = run(&c, &s, exec(STAT)).await["stdout"].clone();
+    settle().await;
+    let second = run(&c, &s, exec(STAT)).await["stdout"].clone();
+    assert_eq!(
+        first, second,
+        "a folder left as laid is kept for the next run"
+    );
+    // Whatever a run changes, the next run finds the template's files as laid: each change
+    // is made in a kept folder (its STAT line is the one before), which is then not kept.
+    let changes = [
+        "open('data/table.bin', 'ab').write(b'x')",
+        "open('data/new.txt', 'w').write('hi')",
+        "os.utime('data/table.bin', (0, 0))",
+        "os.rename('data/table.bin', 'data/moved.bin')",
+        "os.remove('data/table.bin')",
+        "os.mkdir('made')",
+        "os.symlink('table.bin', 'data/link')",
+        "os.link('data/table.bin', 'data/hard')",
+    ];
+    for change in changes {
+        settle().await;
+        let before = run(&c, &s, exec(STAT)).await["stdout"].clone();
+        settle().await;
+        let r = run(&c, &s, exec(&format!("{STAT}\n{change}"))).await;
+        assert_eq!(r["stdout"], before, "{change}: made in a kept folder");
+        settle().await;
+        let after = run(&c, &s, exec(LOOK)).await;
+        assert_eq!(after["stdout"], fresh, "{change}: the next run saw it");
+        assert!(
+            after["files"].as_array().is_none_or(|f| f.is_empty()),
+            "{after}"
+        );
+    }
     s.stop().await;
 }
 
