@@ -26,7 +26,8 @@ pub const MAX_KEPT_BYTES: u64 = 64 << 20;
 /// A template's files as laid in a folder: each one's size and modification time.
 pub type Laid = HashMap<String, (u64, SystemTime)>;
 
-/// A folder a run left as it was laid.
+/// A folder a run left as it was laid (named `.kept-…` while kept, so it is not counted as
+/// a sandbox's).
 pub struct KeptDir {
     /// The template's layer id.
     pub layer: String,
@@ -42,12 +43,10 @@ impl KeptDir {
         self.laid.values().map(|(len, _)| *len).sum()
     }
 
-    /// The folder, no longer to be removed when this is dropped.
-    pub fn take(mut self) -> (PathBuf, Laid) {
-        (
-            std::mem::take(&mut self.path),
-            std::mem::take(&mut self.laid),
-        )
+    /// Its files as laid, the folder (moved by the caller) no longer to be removed.
+    pub fn into_laid(mut self) -> Laid {
+        self.path = PathBuf::new();
+        std::mem::take(&mut self.laid)
     }
 }
 

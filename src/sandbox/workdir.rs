@@ -200,6 +200,9 @@ pub fn sandbox_dirs_in(root: &Path) -> usize {
 /// of the host's that never runs a caller's code, so its directory is not a sandbox's.
 pub const CHECKER_PREFIX: &str = ".checker-";
 
+/// How a template folder kept for a next run (`kept_dirs`) is named while no sandbox has it.
+const KEPT_PREFIX: &str = ".kept-";
+
 /// A caller's file to place in the working directory (and, as data, in a job to a worker).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct InputFile {
@@ -288,7 +291,11 @@ impl WorkDir {
     /// The folder the last run of `layer`'s template left as laid, if this process kept one
     /// (see `kept_dirs`): its layout and the template's files are in place.
     pub fn reuse(root: &ScratchRoot, layer: &str) -> Option<Self> {
-        let (path, laid) = root.kept.take(layer)?.take();
+        let kept = root.kept.take(layer)?;
+        let name = kept.path.file_name()?.to_str()?.strip_prefix(KEPT_PREFIX)?;
+        let path = kept.path.with_file_name(name);
+        std::fs::rename(&kept.path, &path).ok()?;
+        let laid = kept.into_laid();
         let workdir = WorkDir {
             dir: Dir::open_ambient_dir(&path, ambient_authority()).ok()?,
             path,
@@ -658,14 +665,21 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let Some((layer, charge)) = self.keep_for.take() {
-            self.kept.put(KeptDir {
-                layer,
-                path: std::mem::take(&mut self.path),
-                laid: std::mem::take(&mut self.laid),
-                _charge: charge,
-            });
-            return;
+        if let Some((layer, charge)) = self.keep_for.take()
+            && let Some(name) = self.path.file_name()
+        {
+            let kept = self
+                .path
+                .with_file_name(format!("{KEPT_PREFIX}{}", name.to_string_lossy()));
+            if std::fs::rename(&self.path, &kept).is_ok() {
+                self.kept.put(KeptDir {
+                    layer,
+                    path: kept,
+                    laid: std::mem::take(&mut self.laid),
+                    _charge: charge,
+                });
+                return;
+            }
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
             tracing::warn!(dir = %self.path.display(), error = %e, "could not remove sandbox dir");

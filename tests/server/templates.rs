@@ -384,6 +384,9 @@ async fn a_run_that_changed_nothing_hands_its_folder_on_and_one_that_did_never()
             "{after}"
         );
     }
+    // A kept folder is no sandbox's: the gauge of sandbox folders still settles at zero.
+    run(&c, &s, exec(STAT)).await;
+    assert_eq!(s.settled_sandbox_dirs().await, 0);
     s.stop().await;
 }
 
