@@ -40,6 +40,8 @@ echo "== in process: a turn's layers, the Wasm floor up (benches/floor.rs)"
 cargo bench ${CARGO_BENCH_ARGS:-} --bench floor
 echo "== over HTTP: fresh sandbox, session turn, warm kernel, native (benches/use_cases.py)"
 "$PY" benches/use_cases.py "$BIN" "$RESULTS/use_cases.json"
+echo "== over HTTP: an agent's whole run, trivial and data analysis (benches/agent_run.py)"
+"$PY" benches/agent_run.py "$BIN" "$RESULTS/agent_run.json"
 echo "== over HTTP: throughput at 1, 2, 4 and 8 connections (benches/scaling.py)"
 "$PY" benches/scaling.py "$BIN" "$RESULTS/scaling.json"
 echo "== over HTTP: code mode's goals (benches/code_mode.py)"
