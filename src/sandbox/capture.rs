@@ -255,17 +255,18 @@ impl Interpreter {
 /// candidates are the pages the page map shows written, or all of them without it.
 fn changed_pages(mem: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
     static ZERO: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
-    let written = written_pages(mem);
+    let candidates =
+        written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect());
     let mut pages = Vec::new();
     let mut data = Vec::new();
-    for (i, page) in mem.chunks_exact(PAGE_BYTES).enumerate() {
-        if written.as_ref().is_some_and(|w| !w[i]) {
+    for i in candidates {
+        let at = i as usize * PAGE_BYTES;
+        let Some(page) = mem.get(at..at + PAGE_BYTES) else {
             continue;
-        }
-        let at = i * PAGE_BYTES;
+        };
         let was = base.get(at..at + PAGE_BYTES).unwrap_or(&ZERO);
         if page != was {
-            pages.push(i as u32);
+            pages.push(i);
             data.extend_from_slice(page);
         }
     }

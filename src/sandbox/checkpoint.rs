@@ -153,10 +153,7 @@ impl Checkpoint {
                     self.tracker = None;
                     self.untracked_because = Some(why);
                 }
-                match written_pages(mem) {
-                    Some(w) => (0..w.len() as u32).filter(|&p| w[p as usize]).collect(),
-                    None => (0..(mem.len() / PAGE_BYTES) as u32).collect(),
-                }
+                written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect())
             }
         };
         for p in written {

@@ -18,6 +18,11 @@
 //! seccomp filter), [`DirtyTracker::new`] says why and the checkpoint falls back to the page
 //! map's coarser "written since the template" bit, which is correct but costs time in
 //! proportion to the session's whole written memory.
+//!
+//! The same scan without protecting anything, [`written_since_mapped`], answers that coarser
+//! question for a full capture (a session's first checkpoint, a snapshot): only the pages
+//! that match come back, where reading `/proc/self/pagemap` costs 8 bytes for every page of
+//! the memory, written or not.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -168,47 +173,91 @@ impl DirtyTracker {
     /// neither a page of a file (the template's image, only read so far) nor the shared zero
     /// page.
     pub fn take(&self, upto: usize) -> Result<Vec<u32>, String> {
-        let mut out = Vec::new();
-        let mut regions = vec![PageRegion::default(); 1024];
-        let mut from = self.start;
-        let end = self.start + self.len.min(upto as u64);
-        while from < end {
-            let mut arg = PmScanArg {
-                size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-                start: from,
-                end,
-                walk_end: 0,
-                vec: regions.as_mut_ptr() as u64,
-                vec_len: regions.len() as u64,
-                max_pages: 0,
-                // A page matches when its categories, flipped by `category_inverted`, hold
-                // all of `category_mask` and any of `category_anyof_mask` (pagemap.rst).
-                category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                category_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
-                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-                return_mask: PAGE_IS_WRITTEN,
-            };
-            // SAFETY: `arg` points at `regions`, which outlives the call and has `vec_len`
-            // entries; the kernel writes at most that many and reads only `arg`.
-            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN_IOCTL, &mut arg) };
-            if n < 0 {
-                return Err(format!("PAGEMAP_SCAN: {}", std::io::Error::last_os_error()));
-            }
-            for r in &regions[..n as usize] {
-                let first = (r.start - self.start) / PAGE_BYTES as u64;
-                let last = (r.end - self.start) / PAGE_BYTES as u64;
-                out.extend((first..last).map(|p| p as u32));
-            }
-            // The walk stops early when the buffer is full; go on from where it stopped.
-            if arg.walk_end <= from || arg.walk_end >= end {
-                break;
-            }
-            from = arg.walk_end;
-        }
         let _ = &self.uffd;
-        Ok(out)
+        let end = self.start + self.len.min(upto as u64);
+        scan(&self.pagemap, (self.start, end), Scan::TakeWritten)
     }
+}
+
+/// The [`PAGE_BYTES`] pages of `mem` (indices from its start) the guest wrote since they were
+/// mapped: private (not a page of the template's image only read) and present, or swapped
+/// out, as the page map's `PAGEMAP_SCAN` reports them. Only the pages that match come back,
+/// so its cost follows what was written, not the memory's size. An error where the kernel
+/// lacks the scan.
+pub fn written_since_mapped(mem: &[u8]) -> Result<Vec<u32>, String> {
+    let start = mem.as_ptr() as u64;
+    if rustix::param::page_size() != PAGE_BYTES || !start.is_multiple_of(PAGE_BYTES as u64) {
+        return Err("host pages of another size".into());
+    }
+    let pagemap =
+        File::open("/proc/self/pagemap").map_err(|e| format!("/proc/self/pagemap: {e}"))?;
+    scan(&pagemap, (start, start + mem.len() as u64), Scan::Written)
+}
+
+/// What a [`scan`] asks.
+enum Scan {
+    /// Pages written since the last take (not write-protected), protected again.
+    TakeWritten,
+    /// Pages written since they were mapped; nothing protected.
+    Written,
+}
+
+/// The pages of `[start, end)` that match `what`, as indices from `start`.
+fn scan(pagemap: &File, (start, end): (u64, u64), what: Scan) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    let mut regions = vec![PageRegion::default(); 1024];
+    // A page matches when its categories, flipped by `category_inverted`, hold all of
+    // `category_mask` and any of `category_anyof_mask` (pagemap.rst).
+    let (flags, category_inverted, category_mask, return_mask) = match what {
+        // Neither a file's page nor the shared zero page: written.
+        Scan::TakeWritten => (
+            PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+            PAGE_IS_FILE | PAGE_IS_PFNZERO,
+            PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
+            PAGE_IS_WRITTEN,
+        ),
+        // As the page map's own bits have it (`image_io::written_pages`'s fallback).
+        Scan::Written => (
+            0,
+            PAGE_IS_FILE,
+            PAGE_IS_FILE,
+            PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+        ),
+    };
+    let mut from = start;
+    while from < end {
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            flags,
+            start: from,
+            end,
+            walk_end: 0,
+            vec: regions.as_mut_ptr() as u64,
+            vec_len: regions.len() as u64,
+            max_pages: 0,
+            category_inverted,
+            category_mask,
+            category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+            return_mask,
+        };
+        // SAFETY: `arg` points at `regions`, which outlives the call and has `vec_len`
+        // entries; the kernel writes at most that many and reads only `arg`.
+        let n = unsafe { libc::ioctl(pagemap.as_raw_fd(), PAGEMAP_SCAN_IOCTL, &mut arg) };
+        if n < 0 {
+            return Err(format!("PAGEMAP_SCAN: {}", std::io::Error::last_os_error()));
+        }
+        for r in &regions[..n as usize] {
+            let first = (r.start - start) / PAGE_BYTES as u64;
+            let last = (r.end - start) / PAGE_BYTES as u64;
+            out.extend((first..last).map(|p| p as u32));
+        }
+        // The walk stops early when the buffer is full; go on from where it stopped.
+        if arg.walk_end <= from || arg.walk_end >= end {
+            break;
+        }
+        from = arg.walk_end;
+    }
+    Ok(out)
 }
 
 fn ioctl<T>(fd: &OwnedFd, request: libc::c_ulong, arg: &mut T, what: &str) -> Result<(), String> {
@@ -357,6 +406,49 @@ mod tests {
         unsafe { *p.add(7 * PAGE_BYTES + 3) = 3 };
         assert_eq!(tracker.take(len).unwrap(), vec![7]);
         drop(tracker);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(p as *mut libc::c_void, len) };
+    }
+
+    /// The one-off scan (`written_since_mapped`) answers what the page map's own entries
+    /// say: a file's page only read is not written, one copied by a write is.
+    #[test]
+    fn a_scan_of_written_pages_agrees_with_the_page_map() {
+        use std::io::Write;
+        let len = 48 * PAGE_BYTES;
+        // SAFETY: a plain system call on a C string; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"image".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        file.write_all(&vec![9u8; len]).unwrap();
+        let p = mapping(len, file.as_raw_fd());
+        let mut sum = 0u32;
+        for page in [1, 3] {
+            // SAFETY: within the mapping.
+            sum += u32::from(unsafe { std::ptr::read_volatile(p.add(page * PAGE_BYTES)) });
+        }
+        assert_eq!(sum, 18);
+        // SAFETY: within the mapping.
+        unsafe {
+            *p.add(3 * PAGE_BYTES) = 1;
+            *p.add(10 * PAGE_BYTES) = 1;
+            *p.add(40 * PAGE_BYTES + 9) = 1;
+        }
+        // SAFETY: the mapping above, `len` bytes, alive until unmapped below.
+        let mem = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+        match written_since_mapped(mem) {
+            Ok(pages) => {
+                assert!(pages.contains(&3) && pages.contains(&10) && pages.contains(&40));
+                assert!(!pages.contains(&1), "a file's page only read: {pages:?}");
+                let flags = super::super::image_io::page_map_flags(mem).unwrap();
+                let from_map: Vec<u32> = (0..flags.len() as u32)
+                    .filter(|&p| flags[p as usize])
+                    .collect();
+                assert_eq!(pages, from_map, "the scan and the page map");
+            }
+            Err(why) => eprintln!("no PAGEMAP_SCAN here: {why}"),
+        }
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(p as *mut libc::c_void, len) };
     }

@@ -113,11 +113,26 @@ pub(super) fn read_globals<'a>(
     Ok(globals)
 }
 
-/// For each [`PAGE_BYTES`] page of `mem`, whether the kernel's page map shows its host page
-/// as private and present, or swapped out: written since it was mapped (the template's
-/// untouched pages are the image's shared file pages, or not present). `None` when the page
-/// map cannot be read.
-pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<bool>> {
+/// The [`PAGE_BYTES`] pages of `mem` (ascending indices) whose host pages the kernel's page
+/// map shows as private and present, or swapped out: written since they were mapped (the
+/// template's untouched pages are the image's file pages, or not present). Asked with
+/// `PAGEMAP_SCAN`, which answers only the pages that match (`dirty::written_since_mapped`),
+/// else read from the whole page map. `None` when neither can be read.
+pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<u32>> {
+    if let Ok(pages) = super::dirty::written_since_mapped(mem) {
+        return Some(pages);
+    }
+    let flags = page_map_flags(mem)?;
+    Some(
+        (0..flags.len() as u32)
+            .filter(|&p| flags[p as usize])
+            .collect(),
+    )
+}
+
+/// For each [`PAGE_BYTES`] page of `mem`, whether the page map's own entry says it was
+/// written (see [`written_pages`]), read entry by entry.
+pub(super) fn page_map_flags(mem: &[u8]) -> Option<Vec<bool>> {
     use std::os::unix::fs::FileExt;
     const PRESENT: u64 = 1 << 63;
     const SWAPPED: u64 = 1 << 62;
