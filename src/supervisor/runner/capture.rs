@@ -9,12 +9,35 @@
 use super::Runner;
 use super::turns::{call_held, failed};
 use super::{failure, out_of_turn};
-use crate::snapshot::{Binding, SessionImage, SessionRecord};
+use crate::snapshot::{Binding, Provenance, SessionImage, SessionRecord, encode};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::session::{Busy, Session};
+use crate::supervisor::time::now_secs;
 use crate::template::Template;
 use crate::vivarium::Vivarium;
 use crate::worker::{Failure, Job, Reply, Sinks};
+
+/// `image` in the snapshot file format, made now by `owner` after `turns` turns (and, for
+/// a session's own snapshot, of `session`), encoded on a blocking thread: encoding hashes and
+/// compresses the whole image.
+pub(super) async fn encode_now(
+    image: SessionImage,
+    binding: Binding,
+    owner: Option<String>,
+    turns: u64,
+    session: Option<SessionRecord>,
+) -> SupervisorResult<Vec<u8>> {
+    let provenance = Provenance {
+        binding,
+        created_at: now_secs(),
+        owner,
+        turns,
+        session,
+    };
+    tokio::task::spawn_blocking(move || encode(&image, &provenance))
+        .await
+        .map_err(|e| SupervisorError::Internal(e.to_string()))
+}
 
 pub(super) fn binding(host: &Vivarium, template: Template) -> SupervisorResult<Binding> {
     host.binding(template)

@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use super::Runner;
-use super::capture::{binding, capture, record_of};
-use crate::snapshot::{Provenance, SessionImage, SnapshotId, encode};
+use super::capture::{binding, capture, encode_now, record_of};
+use crate::snapshot::{SessionImage, SnapshotId};
 use crate::supervisor::cluster::{Cluster, Holder, Seen};
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::session::{PutBack, Session, is_session_id};
 use crate::supervisor::snapshots::Snapshots;
-use crate::supervisor::time::now_secs;
 use crate::vivarium::Vivarium;
 
 impl Runner {
@@ -217,16 +216,9 @@ async fn write_own(
     if taken <= *written {
         return Ok(0);
     }
-    let provenance = Provenance {
-        binding: binding(host, session.template)?,
-        created_at: now_secs(),
-        owner: session.owner.clone(),
-        turns,
-        session: Some(record_of(session)),
-    };
-    let bytes = tokio::task::spawn_blocking(move || encode(&state, &provenance))
-        .await
-        .map_err(|e| SupervisorError::Internal(e.to_string()))?;
+    let binding = binding(host, session.template)?;
+    let record = Some(record_of(session));
+    let bytes = encode_now(state, binding, session.owner.clone(), turns, record).await?;
     let size = bytes.len() as u64;
     let Some(c) = cluster else {
         snapshots

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::capture::encode_now;
 use super::{Runner, failure, out_of_turn, reserve_for};
-use crate::snapshot::{Provenance, encode};
 use crate::supervisor::admission::MemoryNeed;
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
@@ -15,7 +15,6 @@ use crate::supervisor::templates::{
     BuildFailure, BuildPlace, Chosen, Kept, TemplateStatus, UserTemplateError, UserTemplates,
 };
 use crate::supervisor::tenants::Tenant;
-use crate::supervisor::time::now_secs;
 use crate::template::Template;
 use crate::vivarium::{BuildError, BuildProgram, Built};
 use crate::worker::{Job, PackageRef, Reply, Sinks};
@@ -236,21 +235,9 @@ impl Runner {
         let host = self.host().map_err(|e| e.to_string())?;
         let binding = host.binding(kept.info.base).map_err(|e| e.to_string())?;
         let memory_bytes = built.image.memory_bytes;
-        let image = built.image;
-        let bytes = tokio::task::spawn_blocking(move || {
-            encode(
-                &image,
-                &Provenance {
-                    binding,
-                    created_at: now_secs(),
-                    owner: None,
-                    turns: 0,
-                    session: None,
-                },
-            )
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let bytes = encode_now(*built.image, binding, None, 0, None)
+            .await
+            .map_err(|e| e.to_string())?;
         let size = bytes.len() as u64;
         let quota = store.limits.bytes;
         let (_, used) = store.usage(tenant, &kept.info.name);

@@ -6,16 +6,15 @@
 use std::sync::Arc;
 
 use super::Runner;
-use super::capture::{binding, capture, starting_bytes};
+use super::capture::{binding, capture, encode_now, starting_bytes};
 use super::turns::Placing;
 use crate::leakage::LeakPolicy;
-use crate::snapshot::{Provenance, SessionImage, encode};
+use crate::snapshot::SessionImage;
 use crate::supervisor::audit::AuditRecord;
 use crate::supervisor::error::{SupervisorError, SupervisorResult};
 use crate::supervisor::metrics::SessionEvent;
 use crate::supervisor::session::{PutBack, Session, SessionSettings};
 use crate::supervisor::snapshots::SnapshotInfo;
-use crate::supervisor::time::now_secs;
 use crate::worker::{Job, PackageRef};
 
 impl Runner {
@@ -34,20 +33,7 @@ impl Runner {
         let binding = binding(&host, template)?;
         let turns = session.info().turns;
         let image = self.session_image(&session).await?;
-        let bytes = tokio::task::spawn_blocking(move || {
-            encode(
-                &image,
-                &Provenance {
-                    binding,
-                    created_at: now_secs(),
-                    owner,
-                    turns,
-                    session: None,
-                },
-            )
-        })
-        .await
-        .map_err(|e| SupervisorError::Internal(e.to_string()))?;
+        let bytes = encode_now(image, binding, owner, turns, None).await?;
         let info = self.snapshots.put(bytes, &session.tenant).await?;
         record.snapshot_id = Some(info.snapshot_id.clone());
         self.metrics.session_event(SessionEvent::Snapshot);
