@@ -805,9 +805,12 @@ impl Vivarium {
     /// Starts `interp`'s rollback checkpoint from a full capture. Without one (the capture
     /// failed: logged) a stopped turn ends the session, as it always did.
     fn start_checkpoint(&self, interp: &mut Interpreter, template: Template) {
-        match self.capture(interp, template) {
-            Ok(image) => interp.keep_checkpoint(image),
-            Err(e) => tracing::warn!(error = %e, "session has no rollback checkpoint"),
+        let started = self
+            .baseline(template)
+            .map_err(CaptureError::Baseline)
+            .and_then(|baseline| interp.start_checkpoint(&lock(baseline)));
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "session has no rollback checkpoint");
         }
     }
 

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Extern, InstancePre, Memory, Store};
 
+use super::checkpoint::Checkpoint;
 use super::image_io::{CaptureError, Tree, read_globals, read_tree, written_pages};
 use super::interpreter::Interpreter;
 use super::layer::{Unfit, write_globals, write_memory};
@@ -128,6 +129,28 @@ impl Interpreter {
     /// Reads the interpreter's whole state (see the module documentation). Between turns
     /// only: the caller holds the interpreter, so no turn runs.
     pub fn capture(&mut self, baseline: &Baseline) -> Result<SessionImage, CaptureError> {
+        self.capture_among(baseline, None)
+    }
+
+    /// Keeps a rollback checkpoint from now on, from a full capture against `baseline`: the
+    /// tracking of the memory starts first, and its first walk of the page tables tells the
+    /// capture which pages were written (one walk, not two).
+    pub fn start_checkpoint(&mut self, baseline: &Baseline) -> Result<(), CaptureError> {
+        let tracking = Checkpoint::start_tracking(&self.live);
+        let written = tracking.as_ref().ok().map(|(_, w)| w.as_slice());
+        let image = self.capture_among(baseline, written)?;
+        let tracking = tracking.map(|(tracker, _)| tracker);
+        self.keep(Checkpoint::with_tracking(&self.live, image, tracking));
+        Ok(())
+    }
+
+    /// [`Interpreter::capture`] looking only at the pages `written` names as written since
+    /// the template (all the others being the template's), when the caller knows them.
+    fn capture_among(
+        &mut self,
+        baseline: &Baseline,
+        written: Option<&[u32]>,
+    ) -> Result<SessionImage, CaptureError> {
         let live = &mut self.live;
         if live.ended.is_some() {
             return Err(CaptureError::Ended);
@@ -140,7 +163,7 @@ impl Interpreter {
         let globals = read_globals(live, baseline.globals.iter().map(String::as_str))?;
         let mem = live.memory.data(&live.store);
         let base = baseline.memory.data(&baseline.store);
-        let (pages, page_data) = changed_pages(mem, base);
+        let (pages, page_data) = changed_pages(mem, base, written);
         let memory_bytes = mem.len() as u64;
         let image = SessionImage {
             memory_bytes,
@@ -252,11 +275,13 @@ impl Interpreter {
 }
 
 /// The [`PAGE_BYTES`] pages of `mem` that differ from `base` (zero past its end): the
-/// candidates are the pages the page map shows written, or all of them without it.
-fn changed_pages(mem: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
+/// candidates are `written` when given, else the pages the page map shows written, or all
+/// of them without it.
+fn changed_pages(mem: &[u8], base: &[u8], written: Option<&[u32]>) -> (Vec<u32>, Vec<u8>) {
     static ZERO: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
-    let candidates =
-        written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect());
+    let candidates = written.map(<[u32]>::to_vec).unwrap_or_else(|| {
+        written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect())
+    });
     let mut pages = Vec::new();
     let mut data = Vec::new();
     for i in candidates {

@@ -68,8 +68,31 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// Starts tracking `live`'s memory for a checkpoint to come (see [`Checkpoint::track`]),
+    /// with the pages written so far: a full capture needs to look at those alone
+    /// (`Interpreter::capture_among`).
+    pub fn start_tracking(live: &Live) -> Result<(DirtyTracker, Vec<u32>), String> {
+        let base = live.memory.data_ptr(&live.store);
+        // The whole range the memory may grow into, so pages it grows into are seen too; what
+        // it holds now is walked once, protecting what was written so far.
+        let cap = usize::try_from(live.store.data().limiter.cap_bytes()).unwrap_or(usize::MAX);
+        let size = live.memory.data_size(&live.store);
+        DirtyTracker::start(base, cap.max(size), size)
+    }
+
     /// A checkpoint from a full capture of `live` (`image`), tracking its memory from now.
     pub fn new(live: &Live, image: SessionImage) -> Checkpoint {
+        let tracking = Self::start_tracking(live).map(|(tracker, _)| tracker);
+        Self::with_tracking(live, image, tracking)
+    }
+
+    /// [`Checkpoint::new`] with the tracking of `live`'s memory started before `image` was
+    /// captured ([`Checkpoint::start_tracking`]; no guest code ran in between).
+    pub fn with_tracking(
+        live: &Live,
+        image: SessionImage,
+        tracking: Result<DirtyTracker, String>,
+    ) -> Checkpoint {
         let root = live.workdir.path().to_path_buf();
         let mut pages = BTreeMap::new();
         for (i, p) in image.pages.iter().enumerate() {
@@ -105,7 +128,7 @@ impl Checkpoint {
             uncarried: None,
             host: live.store.data().limiter.host_sibling(),
         };
-        cp.track(live);
+        cp.watch(tracking);
         cp
     }
 
@@ -126,13 +149,12 @@ impl Checkpoint {
         for (path, (st, _)) in self.files.iter_mut() {
             *st = stamp(&root.join(path));
         }
-        let base = live.memory.data_ptr(&live.store);
-        // The whole range the memory may grow into, so pages it grows into are seen too; what
-        // it holds now is walked once, protecting what was written so far.
-        let cap = usize::try_from(live.store.data().limiter.cap_bytes()).unwrap_or(usize::MAX);
-        let size = live.memory.data_size(&live.store);
         self.tracker = None;
-        match DirtyTracker::new(base, cap.max(size), size) {
+        self.watch(Self::start_tracking(live).map(|(tracker, _)| tracker));
+    }
+
+    fn watch(&mut self, tracking: Result<DirtyTracker, String>) {
+        match tracking {
             Ok(t) => {
                 self.tracker = Some(t);
                 self.untracked_because = None;

@@ -15,7 +15,7 @@
 //! This is what keeps a session's rollback checkpoint (`checkpoint.rs`) current at a cost
 //! that follows what a turn wrote, not what the session holds. Where the kernel refuses any
 //! step (an older kernel, `vm.unprivileged_userfaultfd = 0` without the capability, a
-//! seccomp filter), [`DirtyTracker::new`] says why and the checkpoint falls back to the page
+//! seccomp filter), [`DirtyTracker::start`] says why and the checkpoint falls back to the page
 //! map's coarser "written since the template" bit, which is correct but costs time in
 //! proportion to the session's whole written memory.
 //!
@@ -111,8 +111,10 @@ pub struct DirtyTracker {
 impl DirtyTracker {
     /// Starts tracking `[start, start + len)` (page-aligned; every page of it mapped), or
     /// says why the kernel would not. The pages written so far in its first `now` bytes (what
-    /// the memory holds) are protected now, not reported: a later write to one is.
-    pub fn new(start: *const u8, len: usize, now: usize) -> Result<Self, String> {
+    /// the memory holds) are protected now and returned (as [`DirtyTracker::take`] counts
+    /// them: what a full capture must look at, without a walk of its own); a later write to
+    /// one is reported by the next take.
+    pub fn start(start: *const u8, len: usize, now: usize) -> Result<(Self, Vec<u32>), String> {
         let host_page = rustix::param::page_size();
         let (start, len) = (start as u64, len as u64);
         if host_page != PAGE_BYTES || start % PAGE_BYTES as u64 != 0 || len % PAGE_BYTES as u64 != 0
@@ -160,8 +162,8 @@ impl DirtyTracker {
         };
         // The first scan protects what is written so far, and fails here, not at the first
         // turn, where PAGEMAP_SCAN is missing.
-        tracker.take(now)?;
-        Ok(tracker)
+        let written = tracker.take(now)?;
+        Ok((tracker, written))
     }
 
     /// The [`PAGE_BYTES`] pages (indices from the start of the range) written since the last
@@ -289,8 +291,8 @@ mod tests {
     fn writes_are_seen_once_each() {
         let len = 64 * PAGE_BYTES;
         let p = mapping(len, -1);
-        let tracker = match DirtyTracker::new(p, len, len) {
-            Ok(t) => t,
+        let tracker = match DirtyTracker::start(p, len, len) {
+            Ok((t, _)) => t,
             // The kernel may refuse (see the module docs); the fallback is tested elsewhere.
             Err(why) => {
                 eprintln!("no dirty tracking here: {why}");
@@ -329,8 +331,12 @@ mod tests {
             *p.add(2 * PAGE_BYTES) = 1;
             *p.add(20 * PAGE_BYTES) = 1;
         }
-        let tracker = match DirtyTracker::new(p, len, 16 * PAGE_BYTES) {
-            Ok(t) => t,
+        let tracker = match DirtyTracker::start(p, len, 16 * PAGE_BYTES) {
+            // The first walk finds the page written in its part, not the one past it.
+            Ok((t, first)) => {
+                assert_eq!(first, vec![2]);
+                t
+            }
             Err(why) => {
                 eprintln!("no dirty tracking here: {why}");
                 return;
@@ -379,8 +385,8 @@ mod tests {
         let p = mapping(len, file.as_raw_fd());
         // SAFETY: within the mapping.
         unsafe { *p.add(4 * PAGE_BYTES) = 1 };
-        let tracker = match DirtyTracker::new(p, len, len) {
-            Ok(t) => t,
+        let tracker = match DirtyTracker::start(p, len, len) {
+            Ok((t, _)) => t,
             Err(why) => {
                 eprintln!("no dirty tracking here: {why}");
                 return;

@@ -263,7 +263,11 @@ impl Interpreter {
     /// Keeps a rollback checkpoint from now on, starting from `image`: a full capture of
     /// this interpreter, or the image it was restored from.
     pub fn keep_checkpoint(&mut self, image: SessionImage) {
-        let mut cp = Checkpoint::new(&self.live, image);
+        self.keep(Checkpoint::new(&self.live, image));
+    }
+
+    /// Keeps `cp` as the rollback checkpoint, if the host's budget has room for it.
+    pub(super) fn keep(&mut self, mut cp: Checkpoint) {
         if let Some(why) = &cp.untracked_because {
             tracing::debug!(why = %why, "no kernel dirty tracking; checkpoints compare written pages");
         }
