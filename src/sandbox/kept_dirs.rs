@@ -97,3 +97,66 @@ impl KeptDirs {
         crate::sync::lock(&self.dirs).len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test's folder, removed when dropped.
+    struct Root(std::path::PathBuf);
+
+    impl Root {
+        fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A folder of `bytes` laid bytes for `layer`, made under `root`.
+    fn kept(root: &std::path::Path, name: &str, layer: &str, bytes: u64) -> KeptDir {
+        let path = root.join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        let mut laid = Laid::new();
+        laid.insert("f".into(), (bytes, SystemTime::UNIX_EPOCH));
+        KeptDir {
+            layer: layer.into(),
+            path,
+            laid,
+            _charge: None,
+        }
+    }
+
+    #[test]
+    fn the_newest_of_a_template_is_taken_and_the_oldest_removed_past_the_bounds() {
+        let base = std::env::temp_dir().join(format!("vivarium-kept-{}", rand::random::<u32>()));
+        std::fs::create_dir_all(&base).unwrap();
+        let root = Root(base);
+        let dirs = KeptDirs::default();
+        for i in 0..MAX_KEPT + 1 {
+            dirs.put(kept(root.path(), &format!("d{i}"), ["a", "b"][i % 2], 1));
+        }
+        // Past the count, the oldest is gone, its folder removed.
+        assert_eq!(dirs.count(), MAX_KEPT);
+        assert!(!root.path().join("d0").exists());
+        assert!(root.path().join("d1").exists());
+        // The newest for a template; none for a template never kept.
+        let newest_a = dirs.take("a").unwrap();
+        assert_eq!(newest_a.path, root.path().join(format!("d{MAX_KEPT}")));
+        assert!(dirs.take("c").is_none());
+        // Taken, its folder is the taker's: not removed when dropped.
+        let path = newest_a.path.clone();
+        drop(newest_a.into_laid());
+        assert!(path.exists());
+        // Past the bytes, the oldest go; one alone past them is not kept at all.
+        dirs.put(kept(root.path(), "big", "a", MAX_KEPT_BYTES));
+        assert_eq!(dirs.count(), 1);
+        dirs.put(kept(root.path(), "huge", "a", MAX_KEPT_BYTES + 1));
+        assert!(!root.path().join("huge").exists());
+        assert_eq!(dirs.count(), 1);
+    }
+}

@@ -291,23 +291,24 @@ impl WorkDir {
     /// The folder the last run of `layer`'s template left as laid, if this process kept one
     /// (see `kept_dirs`): its layout and the template's files are in place.
     pub fn reuse(root: &ScratchRoot, layer: &str) -> Option<Self> {
+        // Until the rename succeeds, any way out drops `kept`, which removes the folder.
         let kept = root.kept.take(layer)?;
         let name = kept.path.file_name()?.to_str()?.strip_prefix(KEPT_PREFIX)?;
+        let dir = Dir::open_ambient_dir(&kept.path, ambient_authority()).ok()?;
+        let held = held_in(root).ok()?;
         let path = kept.path.with_file_name(name);
         std::fs::rename(&kept.path, &path).ok()?;
-        let laid = kept.into_laid();
-        let workdir = WorkDir {
-            dir: Dir::open_ambient_dir(&path, ambient_authority()).ok()?,
+        Some(WorkDir {
             path,
+            dir,
             inputs: HashMap::new(),
-            laid,
+            laid: kept.into_laid(),
             kept: root.kept.clone(),
             keep_for: None,
             reused: true,
-            held: held_in(root).ok()?,
+            held,
             volumes: Vec::new(),
-        };
-        Some(workdir)
+        })
     }
 
     /// Whether it was a kept folder, the template's files in place already.
