@@ -25,13 +25,13 @@ import base64
 import http.client
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 from ab_http import AGENT_CELLS
+from use_cases import median_ms, timed
 from http_load import wait_ready
 
 RUNS = int(os.environ.get("AGENT_RUNS", "20"))
@@ -91,21 +91,6 @@ def fresh_cells():
         if builds:
             state.append(code)
     return out
-
-
-def median_ms(samples):
-    return round(statistics.median(samples) * 1000, 3)
-
-
-def timed(fn, runs, warmup=WARMUP):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return samples
 
 
 class Http:
