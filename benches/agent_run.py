@@ -30,9 +30,8 @@ import sys
 import tempfile
 import time
 
-from ab_http import AGENT_CELLS
+from ab_http import AGENT_CELLS, start
 from use_cases import median_ms, timed
-from http_load import wait_ready
 
 RUNS = int(os.environ.get("AGENT_RUNS", "20"))
 ANALYSIS_RUNS = int(os.environ.get("AGENT_ANALYSIS_RUNS", "7"))
@@ -106,13 +105,7 @@ class Http:
 
 
 def vivarium(binary):
-    proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--audit-log", os.devnull],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    addr = proc.stdout.readline().split()[-1].replace("http://", "")
-    host, port = addr.rsplit(":", 1)
-    wait_ready(host, port)
+    proc, host, port = start(binary)
     h = Http(host, port)
     files = [{"path": "sales.csv", "content": base64.b64encode(CSV.encode()).decode()}]
 

@@ -275,16 +275,20 @@ impl Interpreter {
 }
 
 /// The [`PAGE_BYTES`] pages of `mem` that differ from `base` (zero past its end): the
-/// candidates are `written` when given, else the pages the page map shows written, or all
-/// of them without it.
+/// candidates are `written` when given, else [`written_pages`].
 fn changed_pages(mem: &[u8], base: &[u8], written: Option<&[u32]>) -> (Vec<u32>, Vec<u8>) {
     static ZERO: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
-    let candidates = written.map(<[u32]>::to_vec).unwrap_or_else(|| {
-        written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect())
-    });
+    let found;
+    let candidates = match written {
+        Some(written) => written,
+        None => {
+            found = written_pages(mem);
+            &found
+        }
+    };
     let mut pages = Vec::new();
     let mut data = Vec::new();
-    for i in candidates {
+    for &i in candidates {
         let at = i as usize * PAGE_BYTES;
         let Some(page) = mem.get(at..at + PAGE_BYTES) else {
             continue;

@@ -175,7 +175,7 @@ impl Checkpoint {
                     self.tracker = None;
                     self.untracked_because = Some(why);
                 }
-                written_pages(mem).unwrap_or_else(|| (0..(mem.len() / PAGE_BYTES) as u32).collect())
+                written_pages(mem)
             }
         };
         for p in written {

@@ -117,17 +117,17 @@ pub(super) fn read_globals<'a>(
 /// map shows as private and present, or swapped out: written since they were mapped (the
 /// template's untouched pages are the image's file pages, or not present). Asked with
 /// `PAGEMAP_SCAN`, which answers only the pages that match (`dirty::written_since_mapped`),
-/// else read from the whole page map. `None` when neither can be read.
-pub(super) fn written_pages(mem: &[u8]) -> Option<Vec<u32>> {
+/// else read from the whole page map; every page when neither can be read.
+pub(super) fn written_pages(mem: &[u8]) -> Vec<u32> {
     if let Ok(pages) = super::dirty::written_since_mapped(mem) {
-        return Some(pages);
+        return pages;
     }
-    let flags = page_map_flags(mem)?;
-    Some(
-        (0..flags.len() as u32)
+    match page_map_flags(mem) {
+        Some(flags) => (0..flags.len() as u32)
             .filter(|&p| flags[p as usize])
             .collect(),
-    )
+        None => (0..(mem.len() / PAGE_BYTES) as u32).collect(),
+    }
 }
 
 /// For each [`PAGE_BYTES`] page of `mem`, whether the page map's own entry says it was

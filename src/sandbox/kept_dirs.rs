@@ -93,6 +93,7 @@ impl KeptDirs {
     }
 
     /// How many folders are kept.
+    #[cfg(test)]
     pub fn count(&self) -> usize {
         crate::sync::lock(&self.dirs).len()
     }

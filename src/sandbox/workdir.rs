@@ -154,11 +154,6 @@ impl ScratchRoot {
     pub fn live_dirs(&self) -> usize {
         sandbox_dirs_in(&self.path)
     }
-
-    /// Template folders kept for a next run (see `kept_dirs`).
-    pub fn kept_dirs(&self) -> usize {
-        self.kept.count()
-    }
 }
 
 impl Drop for ScratchRoot {
