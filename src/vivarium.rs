@@ -348,6 +348,12 @@ pub struct TurnProgram {
     /// and `export` kept for the session's next turns).
     #[serde(default)]
     pub language: Language,
+    /// Its number in the session (what its kept state is named by).
+    #[serde(default)]
+    pub number: u64,
+    /// How many of the session's last states its checkpoint keeps, within how many bytes.
+    #[serde(default)]
+    pub history: crate::vocabulary::TurnHistory,
 }
 
 /// One turn as the core runs it: the [`TurnProgram`] and what cannot be data (a worker
@@ -838,6 +844,8 @@ impl Vivarium {
                     network,
                     env,
                     language,
+                    number,
+                    history,
                 },
             observer,
             input,
@@ -868,6 +876,7 @@ impl Vivarium {
             }
             _ => None,
         };
+        interp.begin_turn(number, &code, history);
         let source = crate::guest::guest_source(
             &code,
             language,
@@ -1002,6 +1011,34 @@ impl Vivarium {
                 false
             }
         }
+    }
+
+    /// Puts `interp` (opened from `template`) back in its checkpoint's kept state `turn`: a
+    /// fresh instance restored from that state takes its place (memory, files, globals:
+    /// the shell's folder and variables with them), and the states after it are dropped.
+    /// `Err(None)` when that state is not kept (nothing changes); `Err(Some(_))` when the
+    /// restore failed (nothing changes). Blocking; call on a guest thread.
+    pub fn roll_back_to(
+        &self,
+        interp: &mut Interpreter,
+        template: Template,
+        turn: u64,
+    ) -> Result<(), Option<RestoreError>> {
+        let image = interp.checkpoint_view_at(turn).ok_or(None)?.into_image();
+        let mut fresh = self
+            .restore_bare(
+                template,
+                &image,
+                interp.cancel_flag(),
+                interp.packages(),
+                interp.volumes(),
+            )
+            .map_err(Some)?;
+        fresh.adopt_checkpoint_at(interp, turn);
+        let old = std::mem::replace(interp, fresh);
+        // Torn down after the response left.
+        guest_threads::defer_drop(old);
+        Ok(())
     }
 
     /// What a snapshot of `template`'s sessions is bound to on this host: the template's

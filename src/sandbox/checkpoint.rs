@@ -8,7 +8,9 @@
 //! the template where the kernel cannot track) are copied; the working directory's files are
 //! read again only where their size or times changed; globals and counters are read afresh.
 //! The checkpoint holds a copy of every page the session has written and of its files: that
-//! is its memory cost, next to the session's own.
+//! is its memory cost, next to the session's own. It also keeps the states after the
+//! session's last turns ([`KeptTurns`]): what each refresh replaced, so that it can be taken
+//! back to any of them (a rollback or a fork to a kept turn).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,10 +19,12 @@ use std::time::SystemTime;
 
 use super::dirty::DirtyTracker;
 use super::image_io::{CaptureError, Tree, read_globals, read_tree, written_pages};
+use super::kept_turns::{FileBytes, KeptState, KeptTurns, Replaced};
 use super::live::Live;
 use super::open_files::read_open_files;
 use crate::budget::Charge;
 use crate::snapshot::{GlobalValue, PAGE_BYTES, SessionImage, check_capturable_parts};
+use crate::vocabulary::TurnHistory;
 
 /// When a file last changed, as far as deciding whether to read it again goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,22 +53,38 @@ pub struct Checkpoint {
     tracker: Option<DirtyTracker>,
     /// Why there is no tracker, for the logs.
     pub untracked_because: Option<String>,
-    memory_bytes: u64,
     /// Shared with the [`CheckpointView`]s taken of it: a refresh replaces a page, never
     /// writes into one, so a view stays the state it was taken at.
     pages: BTreeMap<u32, Arc<[u8]>>,
+    files: BTreeMap<String, FileEntry>,
+    rest: Rest,
+    /// Its pages and files, held against the host's budget (`None` when the sandbox's
+    /// memory is not charged).
+    host: Option<Charge>,
+    turns: KeptTurns<FileEntry, Rest>,
+}
+
+/// A file of the checkpoint: its stamp when read, and its contents.
+type FileEntry = (Option<Stamp>, Arc<[u8]>);
+
+impl FileBytes for FileEntry {
+    fn len(&self) -> u64 {
+        self.1.len() as u64
+    }
+}
+
+/// Everything of a state but its pages and files: small, cloned for each kept turn.
+#[derive(Clone)]
+struct Rest {
+    memory_bytes: u64,
     globals: Vec<GlobalValue>,
     dirs: Vec<String>,
-    files: BTreeMap<String, (Option<Stamp>, Arc<[u8]>)>,
     /// Everything else (its open files included), with no pages or files.
     base: SessionImage,
     /// Why the state at the last refresh cannot be carried (a descriptor a snapshot does
     /// not hold, a bound of the snapshot format passed: see `capture.rs`), so that
     /// [`Checkpoint::carriable`] is false.
     uncarried: Option<String>,
-    /// Its pages and files, held against the host's budget (`None` when the sandbox's
-    /// memory is not charged).
-    host: Option<Charge>,
 }
 
 impl Checkpoint {
@@ -114,19 +134,22 @@ impl Checkpoint {
         let mut cp = Checkpoint {
             tracker: None,
             untracked_because: None,
-            memory_bytes: image.memory_bytes,
             pages,
-            globals: image.globals.clone(),
-            dirs: image.dirs.clone(),
             files,
-            base: SessionImage {
-                pages: Vec::new(),
-                page_data: Vec::new(),
-                files: Vec::new(),
-                ..image
+            rest: Rest {
+                memory_bytes: image.memory_bytes,
+                globals: image.globals.clone(),
+                dirs: image.dirs.clone(),
+                base: SessionImage {
+                    pages: Vec::new(),
+                    page_data: Vec::new(),
+                    files: Vec::new(),
+                    ..image
+                },
+                uncarried: None,
             },
-            uncarried: None,
             host: live.store.data().limiter.host_sibling(),
+            turns: KeptTurns::new(),
         };
         cp.watch(tracking);
         cp
@@ -150,7 +173,61 @@ impl Checkpoint {
             *st = stamp(&root.join(path));
         }
         self.tracker = None;
+        self.turns.abandon();
         self.watch(Self::start_tracking(live).map(|(tracker, _)| tracker));
+    }
+
+    /// Turn `number` (its `code`) is about to run, keeping `keep`: the refresh after it
+    /// makes its state.
+    pub fn begin_turn(&mut self, number: u64, code: &str, keep: TurnHistory) {
+        self.turns.begin(number, code, keep);
+    }
+
+    /// Names the state it is in by the session's turn count `current`, unless a turn did.
+    pub fn name_state(&mut self, current: u64) {
+        self.turns.name(current);
+    }
+
+    /// The states it keeps, oldest first, the one it is in last.
+    pub fn kept(&self) -> Vec<KeptState> {
+        self.turns.list()
+    }
+
+    /// Whether the last turn alone was past the kept turns' byte budget.
+    pub fn last_turn_unkept(&self) -> bool {
+        self.turns.last_too_large()
+    }
+
+    /// State `turn` (a kept one) as a view, leaving the checkpoint as it is; `None` when it
+    /// is not kept or cannot be carried.
+    pub fn view_at(&self, turn: u64) -> Option<CheckpointView> {
+        let path = self.turns.path_to(turn)?;
+        let mut pages = self.pages.clone();
+        let mut files = self.files.clone();
+        let mut rest = &self.rest;
+        for step in path {
+            undo(&mut pages, &mut files, step);
+            rest = &step.rest;
+        }
+        rest.uncarried
+            .is_none()
+            .then(|| view_of(&pages, &files, rest))
+    }
+
+    /// Puts the checkpoint in state `turn` (a kept one), dropping the states after it;
+    /// whether it was kept. The caller restores an instance from [`Checkpoint::image`] and
+    /// tracks it ([`Checkpoint::track`]).
+    pub fn rewind(&mut self, turn: u64) -> bool {
+        let Some(steps) = self.turns.rewind(turn) else {
+            return false;
+        };
+        for step in steps {
+            undo(&mut self.pages, &mut self.files, &step);
+            self.rest = step.rest;
+        }
+        // Gives back what the dropped states held.
+        let _ = self.charge();
+        true
     }
 
     fn watch(&mut self, tracking: Result<DirtyTracker, String>) {
@@ -165,7 +242,11 @@ impl Checkpoint {
 
     /// Brings the checkpoint up to `live`'s state after a completed turn.
     pub fn refresh(&mut self, live: &mut Live) -> Result<(), CaptureError> {
-        let globals = read_globals(live, self.globals.iter().map(|g| g.name.as_str()))?;
+        let globals = read_globals(live, self.rest.globals.iter().map(|g| g.name.as_str()))?;
+        let mut replaced = self
+            .turns
+            .recording()
+            .then(|| Replaced::new(self.rest.clone()));
         let mem = live.memory.data(&live.store);
         let written: Vec<u32> = match self.tracker.as_ref().map(|t| t.take(mem.len())) {
             Some(Ok(pages)) => pages,
@@ -181,18 +262,25 @@ impl Checkpoint {
         for p in written {
             let at = p as usize * PAGE_BYTES;
             if let Some(page) = mem.get(at..at + PAGE_BYTES) {
-                self.pages.insert(p, Arc::from(page));
+                let old = self.pages.insert(p, Arc::from(page));
+                if let Some(r) = &mut replaced {
+                    r.page(p, old);
+                }
             }
         }
-        self.memory_bytes = mem.len() as u64;
-        self.globals = globals;
-        self.refresh_files(live.workdir.path())?;
-        self.uncarried = self.refresh_open_files(live).err();
-        self.base.turns_run = live.turns_run;
-        self.base.monotonic_ns =
+        self.rest.memory_bytes = mem.len() as u64;
+        self.rest.globals = globals;
+        self.refresh_files(live.workdir.path(), replaced.as_mut())?;
+        self.rest.uncarried = self.refresh_open_files(live).err();
+        let base = &mut self.rest.base;
+        base.turns_run = live.turns_run;
+        base.monotonic_ns =
             u64::try_from(live.store.data().clock.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.base.memory_peak_bytes =
-            (live.store.data().limiter.peak_bytes as u64).max(self.memory_bytes);
+        base.memory_peak_bytes =
+            (live.store.data().limiter.peak_bytes as u64).max(self.rest.memory_bytes);
+        if let Some(r) = replaced {
+            self.turns.record(r);
+        }
         self.charge()
     }
 
@@ -204,14 +292,14 @@ impl Checkpoint {
                 .iter()
                 .map(|(p, (_, c))| (p.as_str(), c.len() as u64))
         };
-        self.base.open_files = read_open_files(live, sizes()).map_err(|e| e.to_string())?;
+        self.rest.base.open_files = read_open_files(live, sizes()).map_err(|e| e.to_string())?;
         check_capturable_parts(
-            &self.base.limits,
-            &self.dirs,
+            &self.rest.base.limits,
+            &self.rest.dirs,
             sizes(),
-            &self.globals,
-            &self.base.packages,
-            &self.base.open_files,
+            &self.rest.globals,
+            &self.rest.base.packages,
+            &self.rest.base.open_files,
         )
         .map_err(|e| e.to_string())
     }
@@ -219,10 +307,15 @@ impl Checkpoint {
     /// Whether the state at the last refresh can be carried: restored into a fresh
     /// instance (a rollback) or written as a snapshot.
     pub fn carriable(&self) -> bool {
-        self.uncarried.is_none()
+        self.rest.uncarried.is_none()
     }
 
-    fn refresh_files(&mut self, root: &Path) -> Result<(), CaptureError> {
+    /// Reads the working directory again, noting in `replaced` the entries it replaces.
+    fn refresh_files(
+        &mut self,
+        root: &Path,
+        mut replaced: Option<&mut Replaced<FileEntry, Rest>>,
+    ) -> Result<(), CaptureError> {
         // Listing is cheap; contents are read again only for files whose stamp moved.
         let Tree {
             dirs,
@@ -235,17 +328,26 @@ impl Checkpoint {
             let kept = self.files.remove(&path);
             let entry = match kept {
                 Some((then, content)) if then.is_some() && then == now => (then, content),
-                _ => {
+                old => {
                     let at = root.join(&path);
                     let content = std::fs::read(&at).map_err(super::workdir::io("reading", &at))?;
+                    if let Some(r) = replaced.as_deref_mut() {
+                        r.file(&path, old);
+                    }
                     (now, Arc::from(content))
                 }
             };
             files.insert(path, entry);
         }
+        // What is left was removed.
+        if let Some(r) = replaced {
+            for (path, old) in std::mem::take(&mut self.files) {
+                r.file(&path, Some(old));
+            }
+        }
         self.files = files;
-        self.dirs = dirs;
-        self.base.links = links;
+        self.rest.dirs = dirs;
+        self.rest.base.links = links;
         Ok(())
     }
 
@@ -257,23 +359,10 @@ impl Checkpoint {
     /// The state as it is now, sharing the checkpoint's pages and files (no copy): cheap
     /// to take on a turn's response path, made into an image later, elsewhere.
     pub fn view(&self) -> CheckpointView {
-        CheckpointView {
-            pages: self.pages.iter().map(|(p, c)| (*p, c.clone())).collect(),
-            files: self
-                .files
-                .iter()
-                .map(|(p, (_, c))| (p.clone(), c.clone()))
-                .collect(),
-            rest: SessionImage {
-                memory_bytes: self.memory_bytes,
-                globals: self.globals.clone(),
-                dirs: self.dirs.clone(),
-                ..self.base.clone()
-            },
-        }
+        view_of(&self.pages, &self.files, &self.rest)
     }
 
-    /// Host bytes the checkpoint holds (pages and files).
+    /// Host bytes the checkpoint holds (pages and files, its kept turns' included).
     pub fn held_bytes(&self) -> u64 {
         (self.pages.len() * PAGE_BYTES) as u64
             + self
@@ -281,6 +370,52 @@ impl Checkpoint {
                 .values()
                 .map(|(_, c)| c.len() as u64)
                 .sum::<u64>()
+            + self.turns.bytes()
+    }
+
+    /// Bytes its kept turns hold (part of [`Checkpoint::held_bytes`]).
+    pub fn kept_bytes(&self) -> u64 {
+        self.turns.bytes()
+    }
+}
+
+/// Takes `pages` and `files` one step back.
+fn undo(
+    pages: &mut BTreeMap<u32, Arc<[u8]>>,
+    files: &mut BTreeMap<String, FileEntry>,
+    step: &Replaced<FileEntry, Rest>,
+) {
+    for (p, old) in &step.pages {
+        match old {
+            Some(page) => pages.insert(*p, page.clone()),
+            None => pages.remove(p),
+        };
+    }
+    for (path, old) in &step.files {
+        match old {
+            Some(entry) => files.insert(path.clone(), entry.clone()),
+            None => files.remove(path),
+        };
+    }
+}
+
+fn view_of(
+    pages: &BTreeMap<u32, Arc<[u8]>>,
+    files: &BTreeMap<String, FileEntry>,
+    rest: &Rest,
+) -> CheckpointView {
+    CheckpointView {
+        pages: pages.iter().map(|(p, c)| (*p, c.clone())).collect(),
+        files: files
+            .iter()
+            .map(|(p, (_, c))| (p.clone(), c.clone()))
+            .collect(),
+        rest: SessionImage {
+            memory_bytes: rest.memory_bytes,
+            globals: rest.globals.clone(),
+            dirs: rest.dirs.clone(),
+            ..rest.base.clone()
+        },
     }
 }
 

@@ -317,6 +317,59 @@ impl Interpreter {
         }
     }
 
+    /// Turn `number` (its `code`) is about to run, its session keeping `keep` turns: the
+    /// checkpoint's refresh after it makes its kept state.
+    pub fn begin_turn(&mut self, number: u64, code: &str, keep: crate::vocabulary::TurnHistory) {
+        if let Some(cp) = &mut self.checkpoint {
+            cp.begin_turn(number, code, keep);
+        }
+    }
+
+    /// Names the checkpoint's state by the session's turn count `current`, unless a turn
+    /// did (a session opened, restored or woken knows no number of its own).
+    pub fn name_state(&mut self, current: u64) {
+        if let Some(cp) = &mut self.checkpoint {
+            cp.name_state(current);
+        }
+    }
+
+    /// The states the checkpoint keeps, oldest first, the one it is in last (empty without
+    /// a checkpoint).
+    pub fn kept_turns(&self) -> Vec<super::KeptState> {
+        self.checkpoint
+            .as_ref()
+            .map_or_else(Vec::new, Checkpoint::kept)
+    }
+
+    /// Whether the last turn alone was past the kept turns' byte budget (nothing before it
+    /// is kept).
+    pub fn last_turn_unkept(&self) -> bool {
+        self.checkpoint
+            .as_ref()
+            .is_some_and(Checkpoint::last_turn_unkept)
+    }
+
+    /// Kept state `turn` as a view; `None` when it is not kept or cannot be carried.
+    pub fn checkpoint_view_at(&self, turn: u64) -> Option<CheckpointView> {
+        self.checkpoint.as_ref()?.view_at(turn)
+    }
+
+    /// Moves the checkpoint from `old` to this interpreter, restored from its kept state
+    /// `turn` (see [`Interpreter::checkpoint_view_at`]): the states after it are dropped.
+    pub fn adopt_checkpoint_at(&mut self, old: &mut Interpreter, turn: u64) {
+        if let Some(mut cp) = old.checkpoint.take()
+            && cp.rewind(turn)
+        {
+            cp.track(&self.live);
+            self.checkpoint = Some(cp);
+        }
+    }
+
+    /// Bytes the checkpoint's kept turns hold (0 without one).
+    pub fn kept_turn_bytes(&self) -> u64 {
+        self.checkpoint.as_ref().map_or(0, Checkpoint::kept_bytes)
+    }
+
     /// Host memory the checkpoint holds, in bytes (0 without one).
     pub fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint.as_ref().map_or(0, Checkpoint::held_bytes)

@@ -69,6 +69,16 @@ pub struct ServeArgs {
     /// Hibernated sessions (in the snapshot store) at most; past that, no more hibernate.
     #[arg(long, env = "VIVARIUM_MAX_HIBERNATED_SESSIONS", default_value_t = 10_000)]
     pub max_hibernated_sessions: usize,
+    /// The states after a session's last N turns it keeps to roll back or fork to (the
+    /// state it is in counted; 1 keeps none before it; at most 64); a session may ask for
+    /// fewer or more up to 64 (`keep_turns`).
+    #[arg(long, env = "VIVARIUM_KEEP_TURNS", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub keep_turns: u32,
+    /// What a session's kept turns may hold in host memory together, in bytes (the pages
+    /// and files each turn replaced); the oldest go first past it.
+    #[arg(long, env = "VIVARIUM_KEPT_TURN_BYTES", default_value_t = 64 << 20)]
+    pub kept_turn_bytes: u64,
     /// A session nobody used for this long is closed (then 410).
     #[arg(long, env = "VIVARIUM_SESSION_IDLE_SECS", default_value_t = 600)]
     pub session_idle_secs: u64,
@@ -418,6 +428,8 @@ pub struct Config {
     pub session_idle: Duration,
     /// A session is closed this long after it opened, used or not.
     pub session_lifetime: Duration,
+    /// What a session keeps of its last turns, unless it asks for fewer or more.
+    pub turn_history: crate::vocabulary::TurnHistory,
     /// MCP sessions: the server's cap, each caller's, and their idle expiry.
     pub mcp_sessions: McpSessionLimits,
     /// Largest request body, in bytes; past that, 413.
@@ -601,6 +613,10 @@ impl ServeArgs {
             max_hibernated_sessions: self.max_hibernated_sessions,
             session_idle: Duration::from_secs(self.session_idle_secs),
             session_lifetime: Duration::from_secs(self.session_lifetime_secs),
+            turn_history: crate::vocabulary::TurnHistory {
+                turns: self.keep_turns,
+                bytes: self.kept_turn_bytes,
+            },
             mcp_sessions: McpSessionLimits {
                 max_total: self.max_mcp_sessions,
                 idle: Duration::from_secs(self.mcp_session_idle_secs),
@@ -817,6 +833,7 @@ impl Config {
             max_hibernated_sessions: self.max_hibernated_sessions,
             session_idle: self.session_idle,
             session_lifetime: self.session_lifetime,
+            turn_history: self.turn_history,
             maximum: self.maximum,
             leakage: self.leakage.clone(),
             node_id: self.node_id.clone(),

@@ -172,6 +172,7 @@ impl OnWire for SupervisorError {
             E::ExecutionBusy(_) => Wire::new(S::CONFLICT, C::ExecutionBusy),
             E::ReplayDiverged(..) => Wire::new(S::CONFLICT, C::ReplayDiverged),
             E::FileNotFound(_) => Wire::new(S::NOT_FOUND, C::NotFound),
+            E::TurnNotKept { .. } => Wire::new(S::NOT_FOUND, C::TurnNotKept),
             E::SnapshotNotFound(_) => Wire::new(S::NOT_FOUND, C::SnapshotNotFound),
             E::Template(e) => template_wire(e),
             E::SessionExpired(_) => Wire::new(S::GONE, C::SessionExpired),

@@ -49,6 +49,8 @@ pub enum Action {
     SessionSnapshot,
     /// `POST /v1/sessions/{id}/fork`.
     SessionFork,
+    /// `POST /v1/sessions/{id}/rollback`.
+    SessionRollback,
     /// A session hibernated at its caller's asking (E2B's pause).
     SessionPause,
     /// `POST /v1/sessions` with a snapshot: a session restored.

@@ -51,6 +51,12 @@ pub enum SupervisorError {
     SessionLost { id: String, node: String },
     #[error("{0} not found in the session's working directory")]
     FileNotFound(String),
+    /// The session does not keep its state after that turn (never was one, dropped past
+    /// its kept turns or their bytes, or lost with a hibernation or a restart).
+    #[error(
+        "session {id} does not keep its state after turn {turn}: GET /v1/sessions/{id}/turns lists the turns it keeps"
+    )]
+    TurnNotKept { id: String, turn: u64 },
     /// Code mode: no suspended or running execution by that id (never was, ended, expired,
     /// cancelled, or another key's).
     #[error("no execution {0} waits for tool results (it ended, expired or was cancelled)")]
@@ -183,6 +189,7 @@ pub enum ErrorCode {
     SessionExpired,
     SessionNotFound,
     ExecutionNotFound,
+    TurnNotKept,
     WebhookNotFound,
     VolumeNotFound,
     VolumeExists,

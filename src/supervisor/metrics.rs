@@ -206,6 +206,8 @@ pub enum SessionEvent {
     Hibernate,
     /// A hibernated session came back for a request.
     Wake,
+    /// A session was put back in the state after one of its kept turns.
+    RollbackToTurn,
 }
 
 impl SessionEvent {
@@ -219,6 +221,7 @@ impl SessionEvent {
             SessionEvent::Resume => "resume",
             SessionEvent::Hibernate => "hibernate",
             SessionEvent::Wake => "wake",
+            SessionEvent::RollbackToTurn => "rollback_to_turn",
         }
     }
 }
@@ -423,7 +426,7 @@ impl Metrics {
         );
         out.counts(
             "vivarium_session_events_total",
-            "Sessions as data: rollbacks of stopped turns, snapshots, forks, restores, and sessions brought back from their own snapshot.",
+            "Sessions as data: rollbacks of stopped turns and to kept turns, snapshots, forks, restores, and sessions brought back from their own snapshot.",
             "event",
             &lock(&self.session_events),
         );

@@ -29,6 +29,8 @@ pub struct Settings {
     pub session_idle: Duration,
     /// A session is closed this long after it opened, used or not.
     pub session_lifetime: Duration,
+    /// What a session keeps of its last turns, unless it asks for fewer or more.
+    pub turn_history: crate::vocabulary::TurnHistory,
     /// What a request may ask for: the core's maxima, memory lowered to the budget.
     pub maximum: Limits,
     /// The output-leakage rules and policies.

@@ -10,12 +10,14 @@ mod language;
 mod names;
 mod paths;
 mod template;
+mod turns;
 
 pub use env::{EnvError, check_env};
 pub use language::Language;
 pub use names::check_name;
 pub use paths::{BadPath, MAX_INPUT_FILES, MAX_PATH_BYTES, check_relative_path, link_stays_inside};
 pub use template::Template;
+pub use turns::{TurnHistory, first_line};
 
 /// Sends a prompt of the guest's `input()` to whoever can answer it (a notebook's client)
 /// and returns where the answer will come. Called on the guest thread: it must not block.

@@ -214,6 +214,31 @@ pub enum Job {
         /// The volumes it mounts, lent again to the fork.
         #[serde(default)]
         volumes: Vec<crate::guest::Lent>,
+        /// From this kept state (`None`: the state it is in).
+        #[serde(default)]
+        turn: Option<u64>,
+        /// The session's turn count now (names the state it is in).
+        #[serde(default)]
+        current: u64,
+    },
+    /// The states the session keeps → [`Reply::Turns`].
+    Turns {
+        /// The session.
+        handle: Handle,
+        /// The session's turn count now (names the state it is in).
+        current: u64,
+    },
+    /// Put the session back in its kept state `turn`, dropping the states after it →
+    /// [`Reply::RolledBack`].
+    Rollback {
+        /// The session.
+        handle: Handle,
+        /// The kept state.
+        turn: u64,
+        /// The session's turn count now (names the state it is in).
+        current: u64,
+        /// Send the state back (a durable session's own snapshot).
+        want_image: bool,
     },
     /// Let the interpreter go (its directory is removed) → [`Reply::Done`].
     Close {
@@ -240,6 +265,10 @@ pub struct TurnReply {
     pub image: Option<Box<SessionImage>>,
     /// What the check found (`None`: the policy was `off`).
     pub findings: Option<Vec<Finding>>,
+    /// The turn alone changed more than the session's kept turns may hold: no state before
+    /// it is kept.
+    #[serde(default)]
+    pub unkept: bool,
 }
 
 /// A worker's answer to one [`Job`].
@@ -279,6 +308,10 @@ pub enum Reply {
     Wrote(u64),
     /// To [`Job::Capture`].
     Image(Box<SessionImage>),
+    /// To [`Job::Turns`]: oldest first, the state it is in last.
+    Turns(Vec<crate::sandbox::KeptState>),
+    /// To [`Job::Rollback`]: the state it is in now, when asked for.
+    RolledBack(Option<Box<SessionImage>>),
     /// To [`Job::Build`]: the layer's image and log, or the step that failed.
     Built(Box<Result<crate::vivarium::Built, crate::vivarium::BuildError>>),
     /// To [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
@@ -329,6 +362,9 @@ pub enum JobError {
     /// The packages cannot be had.
     #[error("{0}")]
     Package(PackageError),
+    /// The session does not keep the state after that turn.
+    #[error("turn {0} is not kept")]
+    NotKept(u64),
     /// The worker has no interpreter by that handle.
     #[error("no interpreter {0} in this worker")]
     NoSuchHandle(Handle),
@@ -399,6 +435,10 @@ pub enum JobKind {
     Capture,
     /// [`Job::Build`].
     Build,
+    /// [`Job::Turns`].
+    Turns,
+    /// [`Job::Rollback`].
+    Rollback,
     /// [`Job::Restart`], [`Job::AddPackages`], [`Job::Close`].
     Plain,
     /// [`Job::Fault`].
@@ -419,6 +459,8 @@ impl Job {
             Job::ReadFile { .. } => JobKind::ReadFile,
             Job::WriteFile { .. } => JobKind::WriteFile,
             Job::Capture { .. } => JobKind::Capture,
+            Job::Turns { .. } => JobKind::Turns,
+            Job::Rollback { .. } => JobKind::Rollback,
             Job::Build { .. } => JobKind::Build,
             Job::Restart { .. } | Job::AddPackages { .. } | Job::Close { .. } => JobKind::Plain,
             #[cfg(debug_assertions)]
@@ -442,6 +484,8 @@ impl Reply {
                 | (JobKind::ReadFile, Reply::File(_) | Reply::HeldFile { .. })
                 | (JobKind::WriteFile, Reply::Wrote(_))
                 | (JobKind::Capture, Reply::Image(_))
+                | (JobKind::Turns, Reply::Turns(_))
+                | (JobKind::Rollback, Reply::RolledBack(_))
                 | (JobKind::Build, Reply::Built(_))
                 | (JobKind::Plain, Reply::Done)
         ) || self.answers_fault(kind)

@@ -263,9 +263,18 @@ impl Worker {
                 handle,
                 packages,
                 volumes,
+                turn,
+                current,
             } => {
                 let (mut interp, template) = self.take(handle)?;
-                let image = self.image_of(&mut interp, template);
+                interp.name_state(current);
+                let image = match turn {
+                    None => self.image_of(&mut interp, template),
+                    Some(turn) => interp
+                        .checkpoint_view_at(turn)
+                        .map(|v| v.into_image())
+                        .ok_or(JobError::NotKept(turn)),
+                };
                 self.put_back(handle, interp);
                 let image = image?;
                 let forked = self
@@ -283,6 +292,28 @@ impl Worker {
                     image: None,
                 })
             }
+            Job::Turns { handle, current } => self.with(handle, |interp, _| {
+                interp.name_state(current);
+                Ok(Reply::Turns(interp.kept_turns()))
+            }),
+            Job::Rollback {
+                handle,
+                turn,
+                current,
+                want_image,
+            } => self.with(handle, |interp, template| {
+                interp.name_state(current);
+                self.host
+                    .roll_back_to(interp, template, turn)
+                    .map_err(|e| match e {
+                        None => JobError::NotKept(turn),
+                        Some(e) => from_restore(e),
+                    })?;
+                let image = want_image
+                    .then(|| interp.checkpoint_view().map(|v| Box::new(v.into_image())))
+                    .flatten();
+                Ok(Reply::RolledBack(image))
+            }),
             Job::Capture { handle } => self.with(handle, |interp, template| {
                 Ok(Reply::Image(Box::new(self.image_of(interp, template)?)))
             }),
@@ -368,6 +399,7 @@ impl Worker {
             }
             Ok(Turned::Ran { outcome, findings }) => {
                 let outcome = *outcome;
+                let unkept = interp.last_turn_unkept();
                 let image = if want_image && outcome.ended.is_none() {
                     interp.checkpoint_view().map(|v| Box::new(v.into_image()))
                 } else {
@@ -387,6 +419,7 @@ impl Worker {
                     rolled_back: outcome.rolled_back,
                     image,
                     findings,
+                    unkept,
                 }))
             }
             Err(TurnError::Ended(reason)) => {

@@ -677,6 +677,22 @@ impl Api {
             .await
     }
 
+    /// `POST /v1/sessions/{id}/fork` with `body` (`turn`, `count`).
+    pub async fn fork_with(&self, id: &str, body: &Value) -> Answer {
+        self.post(&format!("/v1/sessions/{id}/fork"), body).await
+    }
+
+    /// `GET /v1/sessions/{id}/turns`.
+    pub async fn turns(&self, id: &str) -> Answer {
+        Api::answer(self.c.get(self.url(&format!("/v1/sessions/{id}/turns")))).await
+    }
+
+    /// `POST /v1/sessions/{id}/rollback` with `body` (`turn`, `branch`).
+    pub async fn rollback(&self, id: &str, body: &Value) -> Answer {
+        self.post(&format!("/v1/sessions/{id}/rollback"), body)
+            .await
+    }
+
     /// `GET /v1/sessions/{id}/files`.
     pub async fn files(&self, id: &str) -> Answer {
         Api::answer(self.c.get(self.url(&format!("/v1/sessions/{id}/files")))).await

@@ -39,6 +39,7 @@ mod http_session_owners;
 mod http_sessions;
 mod http_snapshots;
 mod http_tenants;
+mod http_turns;
 mod http_workers;
 mod jupyter_bounded;
 mod jupyter_clients;

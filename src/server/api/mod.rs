@@ -21,6 +21,7 @@ pub mod sessions;
 pub mod snapshots;
 pub mod stream;
 pub mod templates;
+pub mod turns;
 pub mod types;
 pub mod usage;
 pub mod volumes;
@@ -75,6 +76,8 @@ pub fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::add_packages))
         .routes(routes!(snapshots::snapshot))
         .routes(routes!(snapshots::fork))
+        .routes(routes!(turns::list))
+        .routes(routes!(turns::rollback))
         .routes(routes!(snapshots::list))
         .routes(routes!(snapshots::info, snapshots::delete))
         .routes(routes!(sessions::list_files))

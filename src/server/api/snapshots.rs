@@ -1,18 +1,24 @@
-//! Sessions as data: snapshot a session, fork it, and list, inspect or delete snapshots.
+//! Sessions as data: snapshot a session, fork it (once or many times, from its state now or
+//! a kept turn's), and list, inspect or delete snapshots.
 //! Restoring one is `POST /v1/sessions {"snapshot": "snap-…"}` (`sessions.rs`). A snapshot
 //! belongs to the API key that took it: another key (or none, with keys on) gets 404.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::Path;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::types::OpenSessionResponse;
+use super::types::{OpenSessionResponse, parse_json_or_default};
 use crate::server::bracket::Bracket;
 use crate::server::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::request_context::Caller;
 use crate::server::routing::naming_session;
 use crate::supervisor::audit::Action;
+use crate::supervisor::runner::ForkRequest;
 use crate::supervisor::snapshots::SnapshotInfo;
 
 #[utoipa::path(
@@ -41,28 +47,49 @@ pub async fn snapshot(
         .map(|info| (StatusCode::CREATED, Json(info)))
 }
 
+/// `POST /v1/sessions/{id}/fork` with a `count`: every session made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForkedSessions {
+    pub sessions: Vec<OpenSessionResponse>,
+}
+
 #[utoipa::path(
     post, path = "/v1/sessions/{id}/fork", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
+    request_body(content = ForkRequest, description = "May be empty: one fork of the state it is in"),
     responses(
-        (status = 201, description = "A new live session with the same state; the two diverge from here", body = OpenSessionResponse),
-        (status = 404, body = ErrorBody),
+        (status = 201, description = "A new live session with the same state (of a kept turn, with `turn`); the two diverge from here. With `count`, `ForkedSessions`: that many, all or none", body = OpenSessionResponse),
+        (status = 400, body = ErrorBody),
+        (status = 404, description = "`session_not_found`, or `turn_not_kept`", body = ErrorBody),
         (status = 409, description = "`session_busy`, `session_ended` or `snapshot_refused`", body = ErrorBody),
         (status = 410, body = ErrorBody),
-        (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full) or `overloaded` (the memory budget)", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions` (every resident session busy, hibernation full), `overloaded` (the memory budget) or `quota_exceeded`", body = ErrorBody),
     )
 )]
-pub async fn fork(Caller { state, ctx }: Caller, Path(id): Path<String>) -> ApiResult<Response> {
+pub async fn fork(
+    Caller { state, ctx }: Caller,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let key = ctx.key_id.as_deref();
+    let mut listed = false;
     let result = Bracket::open(&state, &ctx, Action::SessionFork)
         .session(&id)
         .around(201, async |record| {
-            state.runner.fork_session(&id, key, record).await
+            let ask: ForkRequest = parse_json_or_default(body)?;
+            listed = ask.count.is_some();
+            Ok::<_, ApiError>(state.runner.fork_sessions(&id, key, ask, record).await?)
         })
         .await;
-    result.map_err(ApiError::from).map(|s| {
-        let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(&s)));
-        naming_session(created.into_response(), &s.id)
+    result.map(|made| match (listed, made.first()) {
+        (false, Some(s)) => {
+            let created = (StatusCode::CREATED, Json(OpenSessionResponse::of(s)));
+            naming_session(created.into_response(), &s.id)
+        }
+        _ => {
+            let sessions = made.iter().map(|s| OpenSessionResponse::of(s)).collect();
+            (StatusCode::CREATED, Json(ForkedSessions { sessions })).into_response()
+        }
     })
 }
 

@@ -311,6 +311,10 @@ pub struct TurnResponse {
     /// its exact state before it: variables, imports and files as they were after the
     /// previous turn (this turn's input files are gone too). The next turn runs normally.
     pub rolled_back: bool,
+    /// Only when true: this turn alone changed more than the session's kept turns may hold
+    /// (`--kept-turn-bytes`), so no state before it is kept to roll back or fork to.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub turns_dropped: bool,
     #[serde(flatten)]
     pub report: ExecutionResult,
 }
@@ -409,6 +413,7 @@ impl TurnResponse {
             rolled_back,
             turn,
             findings,
+            unkept,
         } = done;
         let mut report: ExecutionResult = report.into();
         report.findings = findings;
@@ -419,6 +424,7 @@ impl TurnResponse {
             result,
             ended,
             rolled_back,
+            turns_dropped: unkept,
             report,
         }
     }

@@ -197,6 +197,12 @@ pub struct OpenSessionRequest {
     /// there is kept in the volume when it is closed (`docs/guides/volumes.md`).
     #[serde(default)]
     pub volumes: Vec<VolumeMountRequest>,
+    /// How many states, after its last turns, the session keeps to roll back or fork to
+    /// (the one it is in counted: 1 keeps none before it; 1 to 64); left out, the server's
+    /// `--keep-turns` (16).
+    #[serde(default)]
+    #[schema(example = 16)]
+    pub keep_turns: Option<u32>,
 }
 
 /// What a door adds to an opening that its wire body does not carry (E2B's create, a

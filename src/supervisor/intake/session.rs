@@ -76,6 +76,7 @@ async fn open_labelled(
 ) -> SupervisorResult<Arc<Session>> {
     let host = runner.host()?;
     let req = ask;
+    let history = runner.turn_history(req.keep_turns)?;
     // A session, like a snapshot, is the key's that made it; restoring is the key's own.
     let owner = record.key_id.clone();
     if let Some(snapshot) = req.snapshot {
@@ -100,6 +101,7 @@ async fn open_labelled(
                 owner.as_deref(),
                 req.leakage,
                 req.durable,
+                history,
                 record,
             )
             .await;
@@ -127,6 +129,7 @@ async fn open_labelled(
         network: network.map(|network| crate::egress::Grant { network, secrets }),
         labels,
         volumes,
+        history,
     };
     runner.open_session(opening, record).await
 }

@@ -24,6 +24,7 @@ mod console;
 mod durability;
 mod events;
 mod guard;
+mod history;
 mod live;
 mod packages;
 mod placement;
@@ -44,6 +45,7 @@ use std::time::Duration;
 pub use super::session::{TurnDone, Turned};
 pub use code_mode::CodeMode;
 pub use console::ConsoleState;
+pub use history::{ForkRequest, KeptTurns, RollbackRequest};
 pub use live::{LiveText, TextSink};
 pub use templates::BuildPlan;
 pub use turns::Opening;
@@ -119,6 +121,8 @@ pub struct Runner {
     /// Where templates are kept and what a tenant may hold of them (`None`: in the
     /// runtime's home, the default limits).
     template_settings: Option<super::templates::TemplateSettings>,
+    /// What a session keeps of its last turns unless it asks otherwise.
+    pub(super) turn_history: crate::vocabulary::TurnHistory,
 }
 
 impl Runner {
@@ -186,6 +190,7 @@ impl Runner {
             volumes,
             templates: OnceLock::new(),
             template_settings: config.templates.clone(),
+            turn_history: config.turn_history,
         }
     }
 
@@ -867,6 +872,10 @@ pub(super) fn job_error(e: JobError, session: &str) -> SupervisorError {
         JobError::Incompatible(m) => SupervisorError::SnapshotIncompatible(m),
         JobError::Package(p) => SupervisorError::Package(p),
         JobError::NoSuchHandle(_) => SupervisorError::SessionNotFound(session.to_string()),
+        JobError::NotKept(turn) => SupervisorError::TurnNotKept {
+            id: session.to_string(),
+            turn,
+        },
         JobError::Internal(m) => SupervisorError::Internal(m),
     }
 }

@@ -92,6 +92,7 @@ fn runner() -> Fixture {
         max_hibernated_sessions: 8,
         session_idle: Duration::from_secs(600),
         session_lifetime: Duration::from_secs(3600),
+        turn_history: Default::default(),
         maximum: *host.maximum(),
         leakage: LeakageConfig {
             scanner: Arc::new(Scanner::new(None).expect("the built-in rules compile")),
@@ -156,6 +157,7 @@ async fn open(runner: &Runner) -> Arc<Session> {
                 owner: None,
                 network: None,
                 layer: None,
+                history: Default::default(),
             },
             &mut record(),
         )

@@ -119,6 +119,8 @@ pub struct Opening {
     pub volumes: Vec<crate::volumes::VolumeMount>,
     /// A user template's layer over `template`.
     pub layer: Option<crate::template::LayerRef>,
+    /// What it keeps of its last turns ([`Runner::turn_history`]).
+    pub history: crate::vocabulary::TurnHistory,
 }
 
 impl Runner {
@@ -144,6 +146,7 @@ impl Runner {
             labels,
             volumes,
             layer,
+            history,
         } = opening;
         labels
             .check()
@@ -160,6 +163,7 @@ impl Runner {
             network: network.map(Arc::new),
             labels,
             volumes,
+            history,
         };
         let starts_with = layer.as_ref().map(|l| {
             self.host()
@@ -341,6 +345,8 @@ impl Runner {
                     None => env,
                 },
                 language,
+                number: session.info().turns + 1,
+                history: session.history,
             },
             observe: live.is_some(),
             ask_input: input.is_some(),
@@ -401,6 +407,7 @@ impl Runner {
             rolled_back,
             image,
             findings,
+            unkept,
         } = turned;
         self.hint_missing_module(&mut report);
         report.network = egress.map(|(_, run, _)| run.usage());
@@ -442,6 +449,7 @@ impl Runner {
             rolled_back,
             turn: session.info().turns,
             findings,
+            unkept,
         })))
     }
 

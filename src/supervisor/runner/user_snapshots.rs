@@ -49,11 +49,21 @@ impl Runner {
         record: &mut AuditRecord,
     ) -> SupervisorResult<Arc<Session>> {
         let session = self.session(id, key).await?;
+        self.fork_one(&session, None, record).await
+    }
+
+    /// One fork of `session`: of its state now (`turn: None`) or of its kept state `turn`.
+    pub(super) async fn fork_one(
+        &self,
+        session: &Arc<Session>,
+        turn: Option<u64>,
+        record: &mut AuditRecord,
+    ) -> SupervisorResult<Arc<Session>> {
         let settings = SessionSettings {
             limits: session.limits,
             template: session.template,
             leakage: session.leakage,
-            turns: session.info().turns,
+            turns: turn.unwrap_or_else(|| session.info().turns),
             durable: session.durable,
             resumed: None,
             owner: session.owner.clone(),
@@ -65,38 +75,48 @@ impl Runner {
                 ..session.labels()
             },
             volumes: session.volumes.clone(),
+            history: session.history,
         };
-        let forked = if session.durable {
+        let forked = if session.durable && turn.is_none() {
             // Its first own snapshot needs the image here anyway.
-            let image = self.session_image(&session).await?;
+            let image = self.session_image(session).await?;
             self.admit_restored(settings, image, record).await?
         } else {
             // Made in the source's worker: the image does not cross the channel twice.
-            let busy = self.begin(&session).await?;
+            let busy = self.begin(session).await?;
             let source = busy.session().clone();
             let packages = busy.placed().packages.clone();
             let job = Job::Fork {
                 handle: busy.placed().handle,
                 packages: PackageRef::of(&packages),
                 volumes: Vec::new(),
+                turn,
+                current: source.info().turns,
             };
-            self.admit_session(
-                settings,
-                record,
-                Some(source.footprint()),
-                Placing::Beside(busy, job),
-                packages,
-            )
-            .await?
-            .0
+            let forked = self
+                .admit_session(
+                    settings,
+                    record,
+                    Some(source.footprint()),
+                    Placing::Beside(busy, job),
+                    packages,
+                )
+                .await?
+                .0;
+            if forked.durable {
+                // Its first own snapshot, of the state it was made from.
+                let image = self.session_image(&forked).await?;
+                self.keep_own_snapshot(&forked, image).await?;
+            }
+            forked
         };
         self.metrics.session_event(SessionEvent::Fork);
         Ok(forked)
     }
 
     /// A new session from snapshot `snapshot`, which `owner` must own (and owns the
-    /// session); `leakage` and `durable` as for opening one (the snapshot keeps its limits
-    /// and template).
+    /// session); `leakage`, `durable` and `history` as for opening one (the snapshot keeps
+    /// its limits and template).
     #[tracing::instrument(name = "snapshot.restore", skip_all, fields(snapshot = snapshot))]
     pub async fn restore_session(
         &self,
@@ -104,6 +124,7 @@ impl Runner {
         owner: Option<&str>,
         leakage: Option<LeakPolicy>,
         durable: bool,
+        history: crate::vocabulary::TurnHistory,
         record: &mut AuditRecord,
     ) -> SupervisorResult<Arc<Session>> {
         let host = self.host()?;
@@ -127,6 +148,7 @@ impl Runner {
             labels: Default::default(),
             // Its image says what it mounts (`admit_image`).
             volumes: Vec::new(),
+            history,
         };
         let restored = self.admit_restored(settings, image, record).await?;
         self.metrics.session_event(SessionEvent::Restore);

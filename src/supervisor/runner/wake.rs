@@ -69,6 +69,9 @@ impl Runner {
             labels: rec.labels,
             // Its image says what it mounts (`admit_image`).
             volumes: Vec::new(),
+            // What it kept of its turns stayed with the interpreter it had: it keeps from
+            // here, as much as the server's default.
+            history: self.turn_history,
         };
         // Kept while it hibernated; after a restart (or on another node), its snapshot's.
         let deadline = self.sessions.hibernated_deadline(id).or_else(|| {

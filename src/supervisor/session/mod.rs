@@ -34,6 +34,7 @@ use crate::limits::Limits;
 use crate::snapshot::LabelsError;
 use crate::sync::lock;
 use crate::template::Template;
+use crate::vocabulary::TurnHistory;
 use crate::worker::{Handle, Placed, Target};
 
 /// Counts a session against `max_sessions`, and its tenant's `resident_sessions`, while it
@@ -75,6 +76,9 @@ pub enum PutBack {
     Ended { end: EndInfo, turn: bool },
     /// The interpreter is gone and nothing says why: the session ends as lost.
     Gone,
+    /// The interpreter goes back in the state after turn `turn`: the next turn is the one
+    /// after it.
+    RolledBackTo { turn: u64 },
 }
 
 /// What a closed or ended session lets go of; dropped off the executor (it removes dirs).
@@ -130,6 +134,9 @@ pub struct Session {
     /// The volumes mounted in its interpreter for its life (lent again when it is brought
     /// back, from its image's own list).
     pub volumes: Vec<VolumeMount>,
+    /// How many of its last states it keeps to roll back or fork to (in its worker's
+    /// memory: not over hibernation or a restart).
+    pub history: TurnHistory,
     pub created_at: SystemTime,
     created: Instant,
     pub limits: Limits,
@@ -270,6 +277,8 @@ pub struct SessionSettings {
     pub labels: Labels,
     /// Its [`Session::volumes`].
     pub volumes: Vec<VolumeMount>,
+    /// Its [`Session::history`].
+    pub history: TurnHistory,
 }
 
 impl Session {
@@ -294,6 +303,7 @@ impl Session {
             network,
             labels,
             volumes,
+            history,
         } = settings;
         let (id, age) = resumed.unwrap_or_else(|| (new_session_id(), Duration::ZERO));
         Arc::new(Session {
@@ -317,6 +327,7 @@ impl Session {
             interrupts: AtomicU64::new(0),
             labels: Mutex::new(labels),
             volumes,
+            history,
             inner: Mutex::new(Inner {
                 phase: Phase::new(
                     interp,
@@ -416,6 +427,10 @@ impl Session {
     fn finish(&self, interp: Placed, back: PutBack) -> Remains {
         let (end, counted_turn) = match back {
             PutBack::Same => (None, false),
+            PutBack::RolledBackTo { turn } => {
+                self.lock().turns = turn;
+                (None, false)
+            }
             PutBack::Turned => (None, true),
             PutBack::Ended { end, turn } => (Some(end), turn),
             PutBack::Gone => (

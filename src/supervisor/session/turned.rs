@@ -19,6 +19,9 @@ pub struct TurnDone {
     pub turn: u64,
     /// What the check found (`None` with policy `off`).
     pub findings: Option<Vec<Finding>>,
+    /// It alone changed more than the session's kept turns may hold: no state before it is
+    /// kept.
+    pub unkept: bool,
 }
 
 /// How a turn ended, when not with an error.

@@ -292,6 +292,7 @@ async fn open_session(
         network,
         secrets: Default::default(),
         volumes,
+        keep_turns: None,
     };
     let opened = Bracket::open(&door.app, ctx, Action::SessionOpen)
         .around(201, async |record| {

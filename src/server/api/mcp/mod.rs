@@ -262,6 +262,7 @@ impl VivariumMcp {
             network: None,
             secrets: Default::default(),
             volumes: args.volumes.into_iter().map(McpVolume::request).collect(),
+            keep_turns: None,
         };
         let result = Bracket::open(&self.state, &ctx(&extensions), Action::SessionOpen)
             .around(201, async |record| {
