@@ -282,6 +282,30 @@ def test_fork_diverges(client: Client) -> None:
             assert s.execute("items").result == "[1, 'orig']"
 
 
+def test_turns_rollback_and_fan_out(client: Client) -> None:
+    with client.open_session(template="python") as s:
+        for n in (1, 2, 3):
+            s.execute(f"x = {n}")
+        kept = s.turns()
+        assert [t.turn for t in kept] == [0, 1, 2, 3]
+        assert kept[2].code == "x = 2" and kept[-1].bytes == 0
+        with s.fork(turn=1) as f:
+            assert f.execute("x").result == "1"
+        kids = s.fan_out(3, turn=2)
+        assert [k.execute("x").result for k in kids] == ["2", "2", "2"]
+        for k in kids:
+            k.close()
+        branch = s.rollback(1, branch=True)
+        assert branch is not None
+        with branch:
+            assert branch.execute("x").result == "3"
+        r = s.execute("x")
+        assert (r.result, r.turn) == ("1", 2)
+        assert s.rollback(0) is None
+        with pytest.raises(NotFound):
+            s.rollback(3)
+
+
 def test_close(client: Client) -> None:
     s = client.open_session(template="python")
     s.execute("1")

@@ -28,6 +28,7 @@ MIRRORS: dict[type, list[str]] = {
     results.ExecutionResult: ["ExecuteResponse", "TurnResponse", "SuspendedResponse"],
     results.SessionInfo: ["SessionInfo", "OpenSessionResponse"],
     results.SnapshotInfo: ["SnapshotInfo"],
+    results.KeptTurn: ["KeptTurn"],
     results.FileEntry: ["FileEntry"],
     results.SyntaxIssue: ["SyntaxIssue"],
     results.CheckResult: ["SyntaxCheck", "CheckResult"],

@@ -27,6 +27,7 @@ from .results import (
     EventPage,
     ExecutionResult,
     FileEntry,
+    KeptTurn,
     PackageList,
     PackagePin,
     SessionInfo,
@@ -170,8 +171,29 @@ def snapshot(session_id: str) -> Plan[SnapshotInfo]:
     return SnapshotInfo.from_dict((yield HttpCall("POST", f"/v1/sessions/{seg(session_id)}/snapshot")))
 
 
-def fork_session(session_id: str) -> Plan[SessionInfo]:
-    return SessionInfo.from_dict((yield HttpCall("POST", f"/v1/sessions/{seg(session_id)}/fork")))
+def fork_session(session_id: str, turn: int | None = None) -> Plan[SessionInfo]:
+    body = {} if turn is None else {"turn": turn}
+    return SessionInfo.from_dict((yield HttpCall("POST", f"/v1/sessions/{seg(session_id)}/fork", json=body)))
+
+
+def fan_out(session_id: str, count: int, turn: int | None = None) -> Plan[list[SessionInfo]]:
+    body: dict[str, Any] = {"count": count}
+    if turn is not None:
+        body["turn"] = turn
+    d = yield HttpCall("POST", f"/v1/sessions/{seg(session_id)}/fork", json=body)
+    return [SessionInfo.from_dict(s) for s in d.get("sessions") or [] if isinstance(s, dict)]
+
+
+def kept_turns(session_id: str) -> Plan[list[KeptTurn]]:
+    d = yield HttpCall("GET", f"/v1/sessions/{seg(session_id)}/turns")
+    return [KeptTurn.from_dict(t) for t in d.get("turns") or [] if isinstance(t, dict)]
+
+
+def rollback(session_id: str, turn: int, branch: bool = False) -> Plan[str | None]:
+    body = {"turn": turn, "branch": branch}
+    d = yield HttpCall("POST", f"/v1/sessions/{seg(session_id)}/rollback", json=body)
+    b = d.get("branch")
+    return b if isinstance(b, str) else None
 
 
 def add_packages(session_id: str, specs: list[str]) -> Plan[list[PackagePin]]:

@@ -28,6 +28,7 @@ from .results import (
     EventPage,
     ExecutionResult,
     FileEntry,
+    KeptTurn,
     PackageList,
     PackagePin,
     ResultEvent,
@@ -558,8 +559,19 @@ class AsyncSession:
     async def snapshot(self) -> SnapshotInfo:
         return await self._client._drive(_ops.snapshot(self.id))
 
-    async def fork(self) -> AsyncSession:
-        return AsyncSession(self._client, await self._client._drive(_ops.fork_session(self.id)))
+    async def fork(self, turn: int | None = None) -> AsyncSession:
+        return AsyncSession(self._client, await self._client._drive(_ops.fork_session(self.id, turn)))
+
+    async def fan_out(self, count: int, turn: int | None = None) -> list[AsyncSession]:
+        made = await self._client._drive(_ops.fan_out(self.id, count, turn))
+        return [AsyncSession(self._client, info) for info in made]
+
+    async def turns(self) -> list[KeptTurn]:
+        return await self._client._drive(_ops.kept_turns(self.id))
+
+    async def rollback(self, turn: int, *, branch: bool = False) -> AsyncSession | None:
+        made = await self._client._drive(_ops.rollback(self.id, turn, branch))
+        return AsyncSession(self._client, made) if made else None
 
     async def add_packages(self, *specs: str) -> list[PackagePin]:
         return await self._client._drive(_ops.add_packages(self.id, list(specs)))

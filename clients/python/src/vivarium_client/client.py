@@ -27,6 +27,7 @@ from .results import (
     EventPage,
     ExecutionResult,
     FileEntry,
+    KeptTurn,
     PackageList,
     PackagePin,
     ResultEvent,
@@ -592,9 +593,26 @@ class Session:
         """Stores the session's state; restore it with ``Client.restore``."""
         return self._client._drive(_ops.snapshot(self.id))
 
-    def fork(self) -> Session:
-        """A new live session with this one's state; the two diverge from here."""
-        return Session(self._client, self._client._drive(_ops.fork_session(self.id)))
+    def fork(self, turn: int | None = None) -> Session:
+        """A new live session with this one's state (or its state just after kept turn
+        ``turn``); the two diverge from here."""
+        return Session(self._client, self._client._drive(_ops.fork_session(self.id, turn)))
+
+    def fan_out(self, count: int, turn: int | None = None) -> list[Session]:
+        """``count`` new sessions (1 to 100) with this one's state, or its state just after
+        kept turn ``turn``: all or none."""
+        made = self._client._drive(_ops.fan_out(self.id, count, turn))
+        return [Session(self._client, info) for info in made]
+
+    def turns(self) -> list[KeptTurn]:
+        """The states it keeps to roll back or fork to, oldest first; the last is now."""
+        return self._client._drive(_ops.kept_turns(self.id))
+
+    def rollback(self, turn: int, *, branch: bool = False) -> Session | None:
+        """Goes back to its state just after kept turn ``turn`` (the next turn is
+        ``turn + 1``); with ``branch``, the state it was in goes on as the returned session."""
+        made = self._client._drive(_ops.rollback(self.id, turn, branch))
+        return Session(self._client, made) if made else None
 
     def add_packages(self, *specs: str) -> list[PackagePin]:
         """Adds pure-Python packages between turns (state kept); returns every one it has."""

@@ -242,6 +242,7 @@ class ExecutionResult:
     session_id: str | None = None
     turn: int | None = None
     rolled_back: bool = False
+    turns_dropped: bool = False
     ended: JSON | None = None
     pending_calls: list[ToolCall] = field(default_factory=list)
     execution_id: str | None = None
@@ -273,6 +274,7 @@ class ExecutionResult:
             session_id=_opt_str(d.get("session_id")),
             turn=_opt_int(d.get("turn")),
             rolled_back=bool(d.get("rolled_back", False)),
+            turns_dropped=bool(d.get("turns_dropped", False)),
             ended=ended if isinstance(ended, dict) else None,
             pending_calls=[ToolCall.from_dict(_dict(c)) for c in _list(d.get("pending_calls"))],
             execution_id=_opt_str(d.get("execution_id")) or ident,
@@ -394,6 +396,27 @@ class SessionInfo:
             last_used_at=_opt_str(d.get("last_used_at")),
             ended=ended if isinstance(ended, dict) else None,
             volumes=[v for v in d.get("volumes") or [] if isinstance(v, dict)],
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class KeptTurn:
+    """A state a session keeps to roll back or fork to: the one just after ``turn``."""
+
+    turn: int
+    at: str
+    bytes: int
+    code: str
+    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: JSON) -> KeptTurn:
+        return cls(
+            turn=int(d.get("turn") or 0),
+            at=str(d.get("at", "")),
+            bytes=int(d.get("bytes") or 0),
+            code=str(d.get("code", "")),
             raw=d,
         )
 
