@@ -57,6 +57,7 @@ async fn mcp_python_sdk_gets_text_and_the_plot() {
             "execute_python",
             "fork_session",
             "open_session",
+            "rollback_session",
             "run_command",
             "run_in_session",
             "snapshot_session"
@@ -323,6 +324,37 @@ async fn mcp_snapshots_forks_and_restores_a_session() {
             .contains("result: (0, 'kept')")
     );
 
+    // Turns undone: back to just after turn 1 (x = 41), and a fork of turn 1 while the
+    // session has moved on.
+    let (is_error, text) = tool(
+        &mut mcp,
+        "rollback_session",
+        json!({"session_id": id, "turn": 1}),
+    )
+    .await;
+    assert!(!is_error && text.contains("next turn is 2"), "{text}");
+    let text = turn(&mut mcp, &id, probe).await;
+    assert!(
+        text.contains("result: (41, 'kept')") && text.contains("turn: 2"),
+        "{text}"
+    );
+    let early = session_of(
+        &mut mcp,
+        "fork_session",
+        json!({"session_id": id, "turn": 1}),
+    )
+    .await;
+    assert!(turn(&mut mcp, &early, "x").await.contains("result: 41"));
+    let (is_error, text) = tool(
+        &mut mcp,
+        "rollback_session",
+        json!({"session_id": id, "turn": 5}),
+    )
+    .await;
+    assert!(is_error && text.contains("turn_not_kept"), "{text}");
+    let (is_error, text) = tool(&mut mcp, "close_session", json!({"session_id": early})).await;
+    assert!(!is_error, "{text}");
+
     // Restored from the snapshot: the state when it was taken, turns numbered on from it.
     let restored = session_of(&mut mcp, "open_session", json!({"snapshot": snap_id})).await;
     let text = turn(&mut mcp, &restored, probe).await;
@@ -366,12 +398,15 @@ async fn mcp_snapshots_forks_and_restores_a_session() {
     assert_eq!(snapshots[0]["http_status"], 201);
     assert_eq!(snapshots[1]["error"], "session_not_found");
     let forks = with("session_fork");
-    assert_eq!(forks.len(), 1, "{audit:?}");
+    assert_eq!(forks.len(), 2, "{audit:?}");
     // The record names the new session, as the HTTP door's does.
     assert_eq!(
         (&forks[0]["session_id"], &forks[0]["http_status"]),
         (&json!(fork), &json!(201))
     );
+    let rollbacks = with("session_rollback");
+    assert_eq!(rollbacks.len(), 2, "{audit:?}");
+    assert_eq!(rollbacks[1]["error"], "turn_not_kept", "{audit:?}");
     let restores = with("session_restore");
     assert_eq!(restores.len(), 2, "{audit:?}");
     assert_eq!(restores[0]["snapshot_id"], snap_id);

@@ -172,6 +172,27 @@ pub struct SessionArgs {
     pub session_id: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkSessionArgs {
+    /// The id `open_session` (or `fork_session`) returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: String,
+    /// Fork the state just after this earlier turn (one the session still keeps: its last
+    /// 16 by default) instead of the state it is in.
+    #[serde(default)]
+    pub turn: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RollbackSessionArgs {
+    /// The id `open_session` (or `fork_session`) returned.
+    #[schemars(extend("x-mcp-header" = SESSION_HEADER))]
+    pub session_id: String,
+    /// The turn to go back to: the session is put in its state just after it, and its next
+    /// turn is `turn + 1`. 0 is the session as it was opened.
+    pub turn: u64,
+}
+
 /// A tool's files as the HTTP body's: text is sent as its bytes in base64.
 pub(super) fn files_in(files: Vec<McpFile>) -> Result<Vec<FileIn>, String> {
     use base64::Engine as _;

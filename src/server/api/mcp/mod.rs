@@ -58,9 +58,10 @@ use crate::server::error::{ApiError, OnWire};
 use crate::server::mcp_sessions::{McpSessionLimits, McpSessions, Reservation};
 use crate::server::request_context::{RequestContext, new_id};
 use crate::supervisor::Executed;
+use crate::supervisor::SupervisorError;
 use crate::supervisor::audit::{Action, Door};
 use crate::supervisor::intake;
-use crate::supervisor::runner::Turned;
+use crate::supervisor::runner::{ForkRequest, RollbackRequest, Turned};
 use crate::sync::lock;
 use crate::vocabulary::Language;
 use crate::vocabulary::Template;
@@ -441,23 +442,61 @@ impl VivariumMcp {
     }
 
     #[tool(
-        description = "Fork an open session: a new, independent session with the same variables, imports and files, whose session_id is returned (as open_session returns one). Use it to try something risky or explore an alternative in the copy while the original stays exactly as it was; the two diverge from here, and each is closed on its own. Refused like snapshot_session while the session holds a file open or has ended."
+        description = "Fork an open session: a new, independent session with the same variables, imports and files, whose session_id is returned (as open_session returns one). Use it to try something risky or explore an alternative in the copy while the original stays exactly as it was; the two diverge from here, and each is closed on its own. With `turn`, the fork starts from the session's state just after that earlier turn (one of its last 16). Refused like snapshot_session while the session holds a file open or has ended."
     )]
     async fn fork_session(
         &self,
         extensions: Extensions,
-        Parameters(args): Parameters<SessionArgs>,
+        Parameters(args): Parameters<ForkSessionArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ctx = ctx(&extensions);
         let (id, key) = (&args.session_id, ctx.key_id.as_deref());
+        let ask = ForkRequest {
+            turn: args.turn,
+            count: None,
+        };
         let result = Bracket::open(&self.state, &ctx, Action::SessionFork)
             .session(id)
             .around(201, async |record| {
-                self.state.runner.fork_session(id, key, record).await
+                self.state.runner.fork_sessions(id, key, ask, record).await
+            })
+            .await;
+        Ok(match result.map(|mut made| made.pop()) {
+            Ok(Some(session)) => session_opened(&OpenSessionResponse::of(&session)),
+            Ok(None) => self.api_error(SupervisorError::Internal("no fork was made".into())),
+            Err(e) => self.api_error(e),
+        })
+    }
+
+    #[tool(
+        description = "Undo turns: put an open session back in its state just after an earlier turn (variables, imports, files, the shell's folder and environment as they were then); the turns after it are dropped and the next turn is numbered turn + 1. A session keeps its last 16 turns by default; turn 0 is the session as it was opened. Errors with turn_not_kept for a turn it no longer keeps."
+    )]
+    async fn rollback_session(
+        &self,
+        extensions: Extensions,
+        Parameters(args): Parameters<RollbackSessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ctx = ctx(&extensions);
+        let (id, key) = (&args.session_id, ctx.key_id.as_deref());
+        let ask = RollbackRequest {
+            turn: args.turn,
+            branch: false,
+        };
+        let result = Bracket::open(&self.state, &ctx, Action::SessionRollback)
+            .session(id)
+            .around(200, async |record| {
+                self.state
+                    .runner
+                    .rollback_session(id, key, ask, record)
+                    .await
             })
             .await;
         Ok(match result {
-            Ok(session) => session_opened(&OpenSessionResponse::of(&session)),
+            Ok(_) => CallToolResult::success(vec![Content::text(format!(
+                "session {id} is back in its state after turn {}; its next turn is {}",
+                args.turn,
+                args.turn + 1
+            ))]),
             Err(e) => self.api_error(e),
         })
     }
