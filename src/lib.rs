@@ -65,6 +65,7 @@ pub use vivarium::{
     ExecError, ExecRequest, Executed, InputFile, OpenError, Program, RunSpec, Vivarium,
     VivariumOptions,
 };
+pub use vocabulary::TurnHistory;
 
 /// Internals for the integration tests, benchmarks and fuzzers; not a stable API.
 #[doc(hidden)]
@@ -80,7 +81,8 @@ pub mod testing {
     pub use crate::sandbox::guest_threads::{defer_drop, spawn_deferring};
     pub use crate::sandbox::output::{OutputObserver, StreamKind};
     pub use crate::sandbox::{
-        EndReason, GuestStore, HostShare, Interpreter, Sandbox, SandboxSpec, run_on_guest_thread,
+        EndReason, GuestStore, HostShare, Interpreter, Rewound, Sandbox, SandboxSpec,
+        run_on_guest_thread,
     };
     pub use crate::snapshot::{Provenance, SnapshotId, decode, encode, open_store};
     pub use crate::template::ensure_wasm;

@@ -1013,17 +1013,28 @@ impl Vivarium {
         }
     }
 
-    /// Puts `interp` (opened from `template`) back in its checkpoint's kept state `turn`: a
-    /// fresh instance restored from that state takes its place (memory, files, globals:
-    /// the shell's folder and variables with them), and the states after it are dropped.
-    /// `Err(None)` when that state is not kept (nothing changes); `Err(Some(_))` when the
-    /// restore failed (nothing changes). Blocking; call on a guest thread.
+    /// Puts `interp` (opened from `template`) back in its checkpoint's kept state `turn`
+    /// (memory, files, globals: the shell's folder and variables with them), dropping the
+    /// states after it: in place when the state's shape allows (`sandbox/rewind.rs`), else a
+    /// fresh instance restored from that state takes its place; which of the two it was
+    /// (`Done`: in place). `Err(None)` when that state is not kept (nothing changes);
+    /// `Err(Some(_))` when the restore failed (nothing changes, unless an in-place attempt
+    /// broke part way: then the interpreter is ended). Blocking; call on a guest thread.
     pub fn roll_back_to(
         &self,
         interp: &mut Interpreter,
         template: Template,
         turn: u64,
-    ) -> Result<(), Option<RestoreError>> {
+    ) -> Result<crate::sandbox::Rewound, Option<RestoreError>> {
+        let in_place = match self.baseline(template) {
+            Ok(baseline) => interp.rewind_in_place(turn, &lock(baseline)),
+            Err(_) => crate::sandbox::Rewound::NotInPlace,
+        };
+        match in_place {
+            crate::sandbox::Rewound::Done => return Ok(crate::sandbox::Rewound::Done),
+            crate::sandbox::Rewound::NotInPlace => {}
+            crate::sandbox::Rewound::Broken => interp.end_broken(),
+        }
         let image = interp.checkpoint_view_at(turn).ok_or(None)?.into_image();
         let mut fresh = self
             .restore_bare(
@@ -1038,7 +1049,7 @@ impl Vivarium {
         let old = std::mem::replace(interp, fresh);
         // Torn down after the response left.
         guest_threads::defer_drop(old);
-        Ok(())
+        Ok(crate::sandbox::Rewound::NotInPlace)
     }
 
     /// What a snapshot of `template`'s sessions is bound to on this host: the template's

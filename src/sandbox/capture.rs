@@ -58,8 +58,8 @@ use crate::template::GLOBAL_EXPORT_PREFIX;
 /// Its pages are the template's shared image, so keeping it costs a pool slot and page
 /// tables, not a copy.
 pub struct Baseline {
-    store: Store<GuestState>,
-    memory: Memory,
+    pub(super) store: Store<GuestState>,
+    pub(super) memory: Memory,
     /// The template's mutable globals' export names, in export order.
     globals: Vec<String>,
 }

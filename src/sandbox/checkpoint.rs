@@ -28,7 +28,7 @@ use crate::vocabulary::TurnHistory;
 
 /// When a file last changed, as far as deciding whether to read it again goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
     ino: u64,
@@ -65,7 +65,21 @@ pub struct Checkpoint {
 }
 
 /// A file of the checkpoint: its stamp when read, and its contents.
-type FileEntry = (Option<Stamp>, Arc<[u8]>);
+pub(super) type FileEntry = (Option<Stamp>, Arc<[u8]>);
+
+/// What taking the checkpoint back to a kept state changes: every page and file the turns
+/// since changed, as that state has it (`None`: the template's page; no such file), and the
+/// rest of that state.
+pub(super) struct Plan {
+    pub pages: BTreeMap<u32, Option<Arc<[u8]>>>,
+    pub files: BTreeMap<String, Option<Arc<[u8]>>>,
+    pub memory_bytes: u64,
+    pub globals: Vec<GlobalValue>,
+    pub turns_run: u32,
+    /// Whether that state's folders, links, open files and carriability are the ones of the
+    /// state it is in (else an instance cannot be taken back in place).
+    pub same_shape: bool,
+}
 
 impl FileBytes for FileEntry {
     fn len(&self) -> u64 {
@@ -212,6 +226,72 @@ impl Checkpoint {
         rest.uncarried
             .is_none()
             .then(|| view_of(&pages, &files, rest))
+    }
+
+    /// What going back to kept state `turn` changes ([`Plan`]); `None` when it is not kept.
+    pub(super) fn plan(&self, turn: u64) -> Option<Plan> {
+        let mut pages = BTreeMap::new();
+        let mut files = BTreeMap::new();
+        let mut rest = &self.rest;
+        // Newest first: the oldest step's copy of a page is the state's.
+        for step in self.turns.path_to(turn)? {
+            for (p, old) in &step.pages {
+                pages.insert(*p, old.clone());
+            }
+            for (path, old) in &step.files {
+                files.insert(path.clone(), old.as_ref().map(|(_, c)| c.clone()));
+            }
+            rest = &step.rest;
+        }
+        let now = &self.rest;
+        Some(Plan {
+            pages,
+            files,
+            memory_bytes: rest.memory_bytes,
+            globals: rest.globals.clone(),
+            turns_run: rest.base.turns_run,
+            same_shape: rest.dirs == now.dirs
+                && rest.base.links == now.base.links
+                && rest.base.open_files == now.base.open_files
+                && rest.uncarried.is_none()
+                && now.uncarried.is_none(),
+        })
+    }
+
+    /// The pages written since the last refresh (what a query that only looked may have
+    /// left), taking them: `None` without the kernel's tracking.
+    pub(super) fn written_since_refresh(&self, len: usize) -> Option<Vec<u32>> {
+        self.tracker.as_ref()?.take(len).ok()
+    }
+
+    /// The checkpoint's copy of page `p` (`None`: the template's).
+    pub(super) fn page(&self, p: u32) -> Option<&Arc<[u8]>> {
+        self.pages.get(&p)
+    }
+
+    /// Whether the working directory under `root` still holds exactly the files the
+    /// checkpoint has, as they were when read (no host or guest change since the refresh).
+    pub(super) fn files_unchanged(&self, root: &Path) -> bool {
+        match read_tree(root, false) {
+            Ok(tree) => {
+                tree.files.len() == self.files.len()
+                    && tree.files.iter().all(|(path, _)| {
+                        self.files
+                            .get(path)
+                            .is_some_and(|(st, _)| st.is_some() && *st == stamp(&root.join(path)))
+                    })
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Takes the stamps of `paths` afresh (the host wrote them back).
+    pub(super) fn restamp<'a>(&mut self, root: &Path, paths: impl Iterator<Item = &'a String>) {
+        for path in paths {
+            if let Some((st, _)) = self.files.get_mut(path) {
+                *st = stamp(&root.join(path));
+            }
+        }
     }
 
     /// Puts the checkpoint in state `turn` (a kept one), dropping the states after it;

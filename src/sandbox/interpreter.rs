@@ -365,6 +365,12 @@ impl Interpreter {
         }
     }
 
+    /// Ends the interpreter: a change to it failed part way, so its state is unknown (a
+    /// later restore may still replace it).
+    pub fn end_broken(&mut self) {
+        self.live.ended = Some(super::EndReason::Stopped(crate::report::Status::Trap));
+    }
+
     /// Bytes the checkpoint's kept turns hold (0 without one).
     pub fn kept_turn_bytes(&self) -> u64 {
         self.checkpoint.as_ref().map_or(0, Checkpoint::kept_bytes)

@@ -22,6 +22,7 @@ mod live;
 mod open_files;
 mod outcome;
 mod prepared;
+mod rewind;
 mod store;
 
 pub mod guest_threads;
@@ -51,6 +52,7 @@ pub use kept_turns::KeptState;
 pub use layer::Layer;
 pub use outcome::{EndReason, TurnOutcome};
 pub use prepared::Sandbox;
+pub use rewind::Rewound;
 pub use store::GuestStore;
 
 /// Where the guest runtime's read-only parts are on the host.

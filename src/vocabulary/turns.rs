@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 /// state it is in (no rollback past it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnHistory {
+    /// States kept at most, the one the session is in counted (1 to [`Self::MAX_TURNS`]).
     pub turns: u32,
+    /// Bytes the kept states may hold together (what their turns replaced).
     pub bytes: u64,
 }
 

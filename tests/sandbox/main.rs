@@ -18,6 +18,7 @@ mod doc_paths;
 mod fuzz_regressions;
 mod hostile_regressions;
 mod interpreter;
+mod kept_turns;
 mod layers;
 mod memory_headroom;
 mod sandbox_basics;
