@@ -111,5 +111,6 @@ fn an_interpreter_goes_back_in_place_or_through_a_fresh_instance_alike() {
                 .is_none()
         );
         assert_eq!(kept(&i), [0, 1]);
-    });
+    })
+    .unwrap();
 }
