@@ -62,6 +62,9 @@ pub struct Checkpoint {
     /// memory is not charged).
     host: Option<Charge>,
     turns: KeptTurns<FileEntry, Rest>,
+    /// Guest code ran since the last refresh (a query that is not kept): the instance may
+    /// differ from the checkpoint.
+    guest_ran: bool,
 }
 
 /// A file of the checkpoint: its stamp when read, and its contents.
@@ -164,6 +167,7 @@ impl Checkpoint {
             },
             host: live.store.data().limiter.host_sibling(),
             turns: KeptTurns::new(),
+            guest_ran: false,
         };
         cp.watch(tracking);
         cp
@@ -188,6 +192,7 @@ impl Checkpoint {
         }
         self.tracker = None;
         self.turns.abandon();
+        self.guest_ran = false;
         self.watch(Self::start_tracking(live).map(|(tracker, _)| tracker));
     }
 
@@ -258,10 +263,28 @@ impl Checkpoint {
         })
     }
 
+    /// Guest code is about to run (a turn, or a query that may not be kept).
+    pub(super) fn note_guest_ran(&mut self) {
+        self.guest_ran = true;
+    }
+
+    /// Whether guest code ran since the last refresh.
+    pub(super) fn guest_ran(&self) -> bool {
+        self.guest_ran
+    }
+
     /// The pages written since the last refresh (what a query that only looked may have
     /// left), taking them: `None` without the kernel's tracking.
     pub(super) fn written_since_refresh(&self, len: usize) -> Option<Vec<u32>> {
         self.tracker.as_ref()?.take(len).ok()
+    }
+
+    /// Forgets that pages `first..=last` were written since the refresh (the host wrote
+    /// them back with the checkpoint's own content).
+    pub(super) fn forget_written(&self, first: u32, last: u32) {
+        if let Some(t) = &self.tracker {
+            let _ = t.forget(first, last);
+        }
     }
 
     /// The checkpoint's copy of page `p` (`None`: the template's).
@@ -361,6 +384,7 @@ impl Checkpoint {
         if let Some(r) = replaced {
             self.turns.record(r);
         }
+        self.guest_ran = false;
         self.charge()
     }
 

@@ -179,6 +179,16 @@ impl DirtyTracker {
         let end = self.start + self.len.min(upto as u64);
         scan(&self.pagemap, (self.start, end), Scan::TakeWritten)
     }
+
+    /// Write-protects pages `first..=last` again, forgetting that they were written (the
+    /// host wrote them with what the checkpoint already holds): a walk of that span only.
+    pub fn forget(&self, first: u32, last: u32) -> Result<(), String> {
+        let page = PAGE_BYTES as u64;
+        let end = self.start + self.len;
+        let from = (self.start + first as u64 * page).min(end);
+        let to = (self.start + (last as u64 + 1) * page).min(end);
+        scan(&self.pagemap, (from, to), Scan::TakeWritten).map(drop)
+    }
 }
 
 /// The [`PAGE_BYTES`] pages of `mem` (indices from its start) the guest wrote since they were

@@ -42,6 +42,9 @@ impl Interpreter {
             return Err(reason.clone());
         }
         self.live.stdin.refill(stdin);
+        if let Some(cp) = &mut self.checkpoint {
+            cp.note_guest_ran();
+        }
         let mut outcome = self.live.turn(code, limits, true);
         // A figure left open comes back at the end of the turn, as in a notebook.
         if self.live.ended.is_none() && self.live.take_figure_made() {
@@ -92,6 +95,9 @@ impl Interpreter {
         // The guest counted this turn as it began; it is put back first, so even a hidden
         // turn that fails leaves the numbering of the caller's next turn alone.
         let code = format!("__import__('_reactor')._turns -= 1\n{code}");
+        if let Some(cp) = &mut self.checkpoint {
+            cp.note_guest_ran();
+        }
         let outcome = self.live.turn(&code, limits, false);
         self.live.turns_run = self.live.turns_run.saturating_sub(1);
         if outcome.report.status == crate::report::Status::Ok && outcome.ended.is_none() {

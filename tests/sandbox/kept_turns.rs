@@ -1,7 +1,7 @@
 //! Kept turns, in process: a session's interpreter goes back to the state after any kept
-//! turn, in place when the state's shape is the one it is in (no instance made) and through
-//! a fresh instance when not (the memory grew since), with the same result either way; a
-//! query that only looked (not kept) is undone too.
+//! turn, in place when the state's shape is the one it is in (no instance made; the memory
+//! may have grown since) and through a fresh instance when not (a folder made since), with
+//! the same result either way; a query that only looked (not kept) is undone too.
 
 use std::sync::Arc;
 
@@ -85,17 +85,29 @@ fn an_interpreter_goes_back_in_place_or_through_a_fresh_instance_alike() {
         assert_eq!(r.as_deref(), Some("(101, 'two', 'two', 'g', False, False)"));
         assert_eq!(kept(&i), [0, 1, 2, 3]);
 
-        // The memory grows past what turn 1's state had: back through a fresh instance.
+        // The memory grows since turn 3's state: still in place, the memory keeping its
+        // size, and the allocator grows on from the state's end.
         turn(&host, &mut i, 4, "big = bytearray(64 << 20)\nbig[-1] = 1");
+        let how = host.roll_back_to(&mut i, Template::Python, 3).unwrap();
+        assert_eq!(how, Rewound::Done);
+        let r = turn(
+            &host,
+            &mut i,
+            4,
+            "more = bytearray(96 << 20)\nmore[-1] = 2\n'big' in globals(), len(more), more[-1], x[-1]",
+        );
+        assert_eq!(r.as_deref(), Some("(False, 100663296, 2, 'two')"));
+        // A folder made since turn 1's state: back through a fresh instance.
+        turn(&host, &mut i, 5, "import os\nos.mkdir('d')");
         let how = host.roll_back_to(&mut i, Template::Python, 1).unwrap();
         assert_eq!(how, Rewound::NotInPlace);
         let r = turn(
             &host,
             &mut i,
             2,
-            "len(x), open('f.txt').read(), os.path.exists('g.txt') if 'os' in globals() else 'no os', 'big' in globals()",
+            "import os\nlen(x), open('f.txt').read(), os.path.exists('g.txt'), os.path.exists('d'), 'more' in globals()",
         );
-        assert_eq!(r.as_deref(), Some("(100, 'one', 'no os', False)"));
+        assert_eq!(r.as_deref(), Some("(100, 'one', False, False, False)"));
         assert_eq!(kept(&i), [0, 1, 2]);
         // Back to the state it was opened in, in place, then on as if new.
         assert_eq!(
