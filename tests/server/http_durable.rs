@@ -178,3 +178,66 @@ async fn a_turn_cancelled_by_shutdown_rolls_back_and_the_session_comes_back_befo
     b.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A durable session's own snapshot follows a rollback to a kept turn: after `kill -9` it
+/// comes back at the turn it went back to. What it kept of its turns stayed with the
+/// process that died: its list starts again at that state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_session_comes_back_after_kill_9_at_the_turn_it_rolled_back_to() {
+    let dir = scratch_dir("durable-rollback-store");
+    let scratch = scratch_dir("durable-rollback");
+    let Proc {
+        child: mut first,
+        base,
+    } = spawn_server(&scratch, Some(&dir), &[]);
+    wait_ready_at(&base).await;
+    let api = Api::at(&base);
+    let id = api
+        .session(&json!({"template": "python", "durable": true}))
+        .await;
+    for n in 1..=3 {
+        api.turn_ok(&id, &format!("x = {n}\nopen('n.txt', 'w').write('{n}')"))
+            .await;
+    }
+    let own = own_snapshot(&dir, &id);
+    let stored = |want: u64| {
+        let own = own.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while stored_turns(&own) != Some(want) {
+                assert!(Instant::now() < deadline, "turn {want} was never stored");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    stored(3).await;
+    api.rollback(&id, &json!({"turn": 1})).await.expect(200);
+    stored(1).await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let Proc {
+        child: mut second,
+        base,
+    } = spawn_server(&scratch, Some(&dir), &[]);
+    wait_ready_at(&base).await;
+    let api = Api::at(&base);
+    let v = api.turn_ok(&id, "x, open('n.txt').read()").await;
+    assert_eq!(v["result"], "(1, '1')", "{v}");
+    assert_eq!(v["turn"], 2, "{v}");
+    let kept = api.turns(&id).await.expect(200);
+    let turns: Vec<u64> = kept["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2], "{kept}");
+    let a = api.rollback(&id, &json!({"turn": 0})).await;
+    assert_eq!(a.error(), (404, "turn_not_kept"), "{:?}", a.body);
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_file(scratch.with_extension("audit.jsonl"));
+}
