@@ -35,7 +35,7 @@ impl Runner {
             return Ok(());
         };
         let taken = session.next_own_generation();
-        let turns = session.info().turns;
+        let turns = session.turns();
         let Some(c) = self.cluster.clone() else {
             let (snapshots, s) = (self.snapshots.clone(), session.clone());
             tokio::spawn(async move {
@@ -186,7 +186,7 @@ impl Runner {
         image: SessionImage,
     ) -> SupervisorResult<u64> {
         let taken = s.next_own_generation();
-        let turns = s.info().turns;
+        let turns = s.turns();
         let cluster = self.cluster.as_deref();
         write_own(host, &self.snapshots, cluster, s, image, turns, taken, true).await
     }

@@ -95,7 +95,7 @@ impl Runner {
         let reply = self
             .with_session(id, key, |handle| Job::Turns {
                 handle,
-                current: session.info().turns,
+                current: session.turns(),
             })
             .await?;
         let Reply::Turns(states) = reply else {
@@ -154,7 +154,7 @@ impl Runner {
         let job = Job::Rollback {
             handle: busy.placed().handle,
             turn,
-            current: session.info().turns,
+            current: session.turns(),
             want_image: session.durable,
         };
         let (busy, done) = call_held(busy, job, Sinks::default()).await?;

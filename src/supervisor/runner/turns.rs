@@ -345,7 +345,7 @@ impl Runner {
                     None => env,
                 },
                 language,
-                number: session.info().turns + 1,
+                number: session.turns() + 1,
                 history: session.history,
             },
             observe: live.is_some(),
@@ -447,7 +447,7 @@ impl Runner {
             result,
             ended,
             rolled_back,
-            turn: session.info().turns,
+            turn: session.turns(),
             findings,
             unkept,
         })))

@@ -31,7 +31,7 @@ impl Runner {
         let session = self.session(id, owner.as_deref()).await?;
         let template = session.template;
         let binding = binding(&host, template)?;
-        let turns = session.info().turns;
+        let turns = session.turns();
         let image = self.session_image(&session).await?;
         let bytes = encode_now(image, binding, owner, turns, None).await?;
         let info = self.snapshots.put(bytes, &session.tenant).await?;
@@ -63,7 +63,7 @@ impl Runner {
             limits: session.limits,
             template: session.template,
             leakage: session.leakage,
-            turns: turn.unwrap_or_else(|| session.info().turns),
+            turns: turn.unwrap_or_else(|| session.turns()),
             durable: session.durable,
             resumed: None,
             owner: session.owner.clone(),
@@ -91,7 +91,7 @@ impl Runner {
                 packages: PackageRef::of(&packages),
                 volumes: Vec::new(),
                 turn,
-                current: source.info().turns,
+                current: source.turns(),
             };
             let forked = self
                 .admit_session(

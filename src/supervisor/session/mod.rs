@@ -369,6 +369,11 @@ impl Session {
         Ok(answer)
     }
 
+    /// Turns it has run (what `info().turns` says, without the rest of the info).
+    pub fn turns(&self) -> u64 {
+        self.lock().turns
+    }
+
     /// What its state weighs now, as far as the supervisor knows (see `footprint`).
     pub fn footprint(&self) -> u64 {
         self.footprint.load(Ordering::Acquire)
