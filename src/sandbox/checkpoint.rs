@@ -385,7 +385,11 @@ impl Checkpoint {
             self.turns.record(r);
         }
         self.guest_ran = false;
-        self.charge()
+        // Past the host's budget, the kept turns go before the checkpoint does.
+        self.charge().or_else(|_| {
+            self.turns.drop_records();
+            self.charge()
+        })
     }
 
     /// The files the guest holds open now, and whether the state is within the snapshot

@@ -202,6 +202,11 @@ impl<F: FileBytes, R> KeptTurns<F, R> {
         }
     }
 
+    /// Drops every state before the one it is in (the host's budget has no room for them).
+    pub fn drop_records(&mut self) {
+        self.records.clear();
+    }
+
     /// Bytes the records hold.
     pub fn bytes(&self) -> u64 {
         self.records.iter().map(|r| r.bytes).sum()
