@@ -220,34 +220,40 @@ impl Checkpoint {
     /// State `turn` (a kept one) as a view, leaving the checkpoint as it is; `None` when it
     /// is not kept or cannot be carried.
     pub fn view_at(&self, turn: u64) -> Option<CheckpointView> {
-        let path = self.turns.path_to(turn)?;
+        let to = self.changes_to(turn)?;
         let mut pages = self.pages.clone();
         let mut files = self.files.clone();
-        let mut rest = &self.rest;
-        for step in path {
-            undo(&mut pages, &mut files, step);
-            rest = &step.rest;
-        }
-        rest.uncarried
+        undo(&mut pages, &mut files, &to);
+        to.rest
+            .uncarried
             .is_none()
-            .then(|| view_of(&pages, &files, rest))
+            .then(|| view_of(&pages, &files, to.rest))
+    }
+
+    /// What taking the checkpoint back to kept state `turn` changes, its steps since folded
+    /// into one (newest first, so the oldest step's copy of a page or file is the state's),
+    /// with that state's rest; `None` when it is not kept.
+    fn changes_to(&self, turn: u64) -> Option<Replaced<FileEntry, &Rest>> {
+        let mut to = Replaced::new(&self.rest);
+        for step in self.turns.path_to(turn)? {
+            for (p, old) in &step.pages {
+                to.pages.insert(*p, old.clone());
+            }
+            for (path, old) in &step.files {
+                to.files.insert(path.clone(), old.clone());
+            }
+            to.rest = &step.rest;
+        }
+        Some(to)
     }
 
     /// What going back to kept state `turn` changes ([`Plan`]); `None` when it is not kept.
     pub(super) fn plan(&self, turn: u64) -> Option<Plan> {
-        let mut pages = BTreeMap::new();
-        let mut files = BTreeMap::new();
-        let mut rest = &self.rest;
-        // Newest first: the oldest step's copy of a page is the state's.
-        for step in self.turns.path_to(turn)? {
-            for (p, old) in &step.pages {
-                pages.insert(*p, old.clone());
-            }
-            for (path, old) in &step.files {
-                files.insert(path.clone(), old.as_ref().map(|(_, c)| c.clone()));
-            }
-            rest = &step.rest;
-        }
+        let Replaced { pages, files, rest } = self.changes_to(turn)?;
+        let files = files
+            .into_iter()
+            .map(|(path, old)| (path, old.map(|(_, c)| c)))
+            .collect();
         let now = &self.rest;
         Some(Plan {
             pages,
@@ -488,10 +494,10 @@ impl Checkpoint {
 }
 
 /// Takes `pages` and `files` one step back.
-fn undo(
+fn undo<R>(
     pages: &mut BTreeMap<u32, Arc<[u8]>>,
     files: &mut BTreeMap<String, FileEntry>,
-    step: &Replaced<FileEntry, Rest>,
+    step: &Replaced<FileEntry, R>,
 ) {
     for (p, old) in &step.pages {
         match old {
