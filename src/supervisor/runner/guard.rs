@@ -28,7 +28,7 @@ impl Runner {
         let session = self.session(id, key).await?;
         let guard = self.session_guard(&session, session.leakage);
         let mut files = match self
-            .with_session(id, key, |handle| Job::ListFiles { handle })
+            .use_session(&session, |handle| Job::ListFiles { handle })
             .await?
         {
             Reply::Files(f) => f,

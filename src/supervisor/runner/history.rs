@@ -93,7 +93,7 @@ impl Runner {
     pub async fn kept_turns(&self, id: &str, key: Option<&str>) -> SupervisorResult<KeptTurns> {
         let session = self.session(id, key).await?;
         let reply = self
-            .with_session(id, key, |handle| Job::Turns {
+            .use_session(&session, |handle| Job::Turns {
                 handle,
                 current: session.turns(),
             })

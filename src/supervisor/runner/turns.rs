@@ -516,7 +516,7 @@ impl Runner {
             output_bytes: 64 << 10,
         };
         let answer = match self
-            .with_session(id, key, move |handle| Job::Query {
+            .use_session(&session, move |handle| Job::Query {
                 handle,
                 code,
                 limits,
@@ -662,7 +662,7 @@ impl Runner {
         let max = session.limits.disk_bytes;
         let asked = path.clone();
         let reply = self
-            .with_session(id, key, move |handle| Job::ReadFile {
+            .use_session(&session, move |handle| Job::ReadFile {
                 handle,
                 path: asked,
             })
@@ -791,7 +791,16 @@ impl Runner {
         job_of: impl FnOnce(crate::worker::Handle) -> Job,
     ) -> SupervisorResult<Reply> {
         let session = self.session(id, key).await?;
-        let busy = self.begin(&session).await?;
+        self.use_session(&session, job_of).await
+    }
+
+    /// [`Runner::with_session`] for a session the caller has already looked up.
+    pub(super) async fn use_session(
+        &self,
+        session: &Arc<Session>,
+        job_of: impl FnOnce(crate::worker::Handle) -> Job,
+    ) -> SupervisorResult<Reply> {
+        let busy = self.begin(session).await?;
         let job = job_of(busy.placed().handle);
         let (busy, done) = call_held(busy, job, Sinks::default()).await?;
         match done {
