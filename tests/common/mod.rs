@@ -80,3 +80,17 @@ pub fn rss_bytes() -> u64 {
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
 }
+
+/// A session's interpreter of the `python` template under the default limits, with no extra
+/// packages, volumes or user template.
+pub fn python_interpreter(host: &Vivarium) -> vivarium::testing::Interpreter {
+    host.open_interpreter(
+        vivarium::Limits::DEFAULT,
+        Template::Python,
+        Arc::default(),
+        host.no_packages(),
+        Vec::new(),
+        None,
+    )
+    .unwrap()
+}

@@ -3,23 +3,9 @@
 //! may have grown since) and through a fresh instance when not (a folder made since), with
 //! the same result either way; a query that only looked (not kept) is undone too.
 
-use std::sync::Arc;
-
-use crate::common::host;
+use crate::common::{host, python_interpreter};
 use vivarium::testing::{Interpreter, Rewound, TurnLimits, run_on_guest_thread};
 use vivarium::{Limits, Template, TurnHistory, Vivarium};
-
-fn open(host: &Vivarium) -> Interpreter {
-    host.open_interpreter(
-        Limits::DEFAULT,
-        Template::Python,
-        Arc::default(),
-        host.no_packages(),
-        Vec::new(),
-        None,
-    )
-    .unwrap()
-}
 
 /// Turn `n` of the session, `code`, as `Vivarium::turn` runs it (named, then refreshed).
 fn turn(host: &Vivarium, i: &mut Interpreter, n: u64, code: &str) -> Option<String> {
@@ -46,7 +32,7 @@ fn kept(i: &Interpreter) -> Vec<u64> {
 fn an_interpreter_goes_back_in_place_or_through_a_fresh_instance_alike() {
     let host = host();
     run_on_guest_thread(move || {
-        let mut i = open(&host);
+        let mut i = python_interpreter(&host);
         turn(
             &host,
             &mut i,

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::common::host;
+use crate::common::{host, python_interpreter};
 use vivarium::testing::{Interpreter, TurnLimits, run_on_guest_thread};
-use vivarium::{Limits, Template, Vivarium};
+use vivarium::{Limits, Template};
 
 fn turn(i: &mut Interpreter, code: &str) -> (String, Option<String>) {
     let t = i
@@ -17,23 +17,11 @@ fn turn(i: &mut Interpreter, code: &str) -> (String, Option<String>) {
     (t.report.stdout, t.result)
 }
 
-fn open(host: &Vivarium) -> Interpreter {
-    host.open_interpreter(
-        Limits::DEFAULT,
-        Template::Python,
-        Arc::default(),
-        host.no_packages(),
-        Vec::new(),
-        None,
-    )
-    .unwrap()
-}
-
 #[test]
 fn state_survives_capture_and_restore_and_both_diverge() {
     let host = host();
     run_on_guest_thread(move || {
-        let mut a = open(&host);
+        let mut a = python_interpreter(&host);
         turn(
             &mut a,
             "import json, time\nx = {'k': list(range(1000))}\nt0 = time.monotonic()\n\
@@ -111,7 +99,7 @@ fn state_survives_capture_and_restore_and_both_diverge() {
 fn a_file_held_open_between_turns_is_carried_and_a_folder_is_refused_until_closed() {
     let host = host();
     run_on_guest_thread(move || {
-        let mut a = open(&host);
+        let mut a = python_interpreter(&host);
         turn(&mut a, "f = open('log.txt', 'w'); f.write('x')");
         let image = host.capture(&mut a, Template::Python).unwrap();
         assert_eq!(image.open_files.len(), 1, "{:?}", image.open_files);

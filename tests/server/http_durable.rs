@@ -26,6 +26,16 @@ fn stored_turns(path: &Path) -> Option<u64> {
     header["turns"].as_u64()
 }
 
+/// Waits (at most 10 s) until the snapshot at `path` records `turns` turns: a durable
+/// session's own snapshot lands off the response path, within moments.
+async fn wait_stored(path: &Path, turns: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stored_turns(path) != Some(turns) {
+        assert!(Instant::now() < deadline, "turn {turns} was never stored");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_session_is_kept_over_a_graceful_restart() {
     let dir = scratch_dir("keep-store");
@@ -107,14 +117,7 @@ async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     .await;
     // Its snapshot lands off the response path, within moments.
     let own = own_snapshot(&dir, &id);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stored_turns(&own) != Some(2) {
-        assert!(
-            Instant::now() < deadline,
-            "the second turn was never stored"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_stored(&own, 2).await;
     first.kill().unwrap();
     first.wait().unwrap();
 
@@ -127,11 +130,7 @@ async fn a_durable_session_survives_kill_9_at_its_last_completed_turn() {
     assert_eq!(v["result"], "(2, '2')");
     assert_eq!(v["turn"], 3);
     // Still durable: this turn is stored too.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stored_turns(&own) != Some(3) {
-        assert!(Instant::now() < deadline, "the third turn was never stored");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_stored(&own, 3).await;
     second.kill().unwrap();
     second.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -200,19 +199,9 @@ async fn a_durable_session_comes_back_after_kill_9_at_the_turn_it_rolled_back_to
             .await;
     }
     let own = own_snapshot(&dir, &id);
-    let stored = |want: u64| {
-        let own = own.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while stored_turns(&own) != Some(want) {
-                assert!(Instant::now() < deadline, "turn {want} was never stored");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
-    stored(3).await;
+    wait_stored(&own, 3).await;
     api.rollback(&id, &json!({"turn": 1})).await.expect(200);
-    stored(1).await;
+    wait_stored(&own, 1).await;
     first.kill().unwrap();
     first.wait().unwrap();
 
